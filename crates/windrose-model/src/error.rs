@@ -1,0 +1,63 @@
+//! Errors of the model crate. Every variant names the node(s) or file position at fault.
+
+use crate::NodeId;
+use std::path::PathBuf;
+
+/// Something wrong with a cost model or with the input it was built from.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ModelError {
+    /// A node id outside `0..node_count`.
+    #[error("unknown node {node}: the model has {node_count} nodes (ids 0..{node_count})")]
+    UnknownNode { node: NodeId, node_count: usize },
+    /// A cost that is NaN or infinite.
+    #[error("cost between nodes {a} and {b} is not a finite number ({value})")]
+    NotFinite { a: NodeId, b: NodeId, value: f64 },
+    /// A negative cost.
+    #[error("cost between nodes {a} and {b} is negative ({value})")]
+    Negative { a: NodeId, b: NodeId, value: f64 },
+    /// A row whose length differs from the number of rows.
+    #[error("matrix is not square: row {row} has {len} values, expected {expected}")]
+    NotSquare {
+        row: usize,
+        len: usize,
+        expected: usize,
+    },
+    /// `m[a][b] != m[b][a]`.
+    #[error("matrix is not symmetric: cost {a}->{b} is {ab} but {b}->{a} is {ba}")]
+    Asymmetric {
+        a: NodeId,
+        b: NodeId,
+        ab: f64,
+        ba: f64,
+    },
+    /// A node with a non-zero cost to itself.
+    #[error("cost of node {node} to itself must be 0, found {value}")]
+    NonZeroDiagonal { node: NodeId, value: f64 },
+    /// No nodes at all.
+    #[error("the cost model has no nodes")]
+    Empty,
+    /// A cluster id outside the cluster tables.
+    #[error("unknown cluster {cluster}: the model has {cluster_count} clusters")]
+    UnknownCluster { cluster: u32, cluster_count: usize },
+    /// A new node's cost row has the wrong length.
+    #[error("a joining node needs a cost to each of the {expected} existing nodes, got {len}")]
+    JoinRowLength { len: usize, expected: usize },
+    /// An input file could not be read or parsed.
+    #[error("{}", format_file_error(path, *line, *column, message))]
+    File {
+        path: PathBuf,
+        /// 1-based line, 0 when the error is not tied to a line.
+        line: usize,
+        /// 1-based column, 0 when the error is not tied to a column.
+        column: usize,
+        message: String,
+    },
+}
+
+fn format_file_error(path: &std::path::Path, line: usize, column: usize, message: &str) -> String {
+    match (line, column) {
+        (0, _) => format!("{}: {message}", path.display()),
+        (l, 0) => format!("{}:{l}: {message}", path.display()),
+        (l, c) => format!("{}:{l}:{c}: {message}", path.display()),
+    }
+}

@@ -1,0 +1,32 @@
+//! The network model of windrose: who the nodes are, which cluster each belongs to, and what a
+//! link between two of them costs (hops, latency in ms, or bandwidth in MB/s).
+//!
+//! Algorithms never read files or clocks; they take a [`LinkCosts`] and ask it for costs. Two
+//! implementations cover the cases we meet:
+//! - [`DenseCostMatrix`]: every pair stored (f32 or f64), for measured or generated topologies;
+//! - [`ClusterCosts`]: per-cluster tables plus sparse per-pair overrides, O(N + C²) memory, for
+//!   large N.
+//!
+//! ```
+//! use windrose_model::{CostUnit, DenseCostMatrix, LinkCosts, NodeId};
+//! let m = DenseCostMatrix::<f64>::from_rows(CostUnit::Hops, &[
+//!     vec![0.0, 2.0],
+//!     vec![2.0, 0.0],
+//! ]).unwrap();
+//! assert_eq!(m.cost(NodeId(0), NodeId(1)), 2.0);
+//! ```
+
+pub mod cluster;
+pub mod costs;
+pub mod dense;
+pub mod error;
+pub mod fixtures;
+pub mod ids;
+pub mod load;
+pub mod random;
+
+pub use cluster::ClusterCosts;
+pub use costs::{CostUnit, LinkCosts, LinkCostsMut};
+pub use dense::{CostValue, DenseCostMatrix};
+pub use error::ModelError;
+pub use ids::{ClusterId, NodeId};
