@@ -23,6 +23,7 @@ pub mod error;
 pub mod fixtures;
 pub mod ids;
 pub mod load;
+pub mod overlay;
 pub mod random;
 
 pub use cluster::ClusterCosts;
@@ -30,3 +31,4 @@ pub use costs::{CostUnit, LinkCosts, LinkCostsMut};
 pub use dense::{CostValue, DenseCostMatrix};
 pub use error::ModelError;
 pub use ids::{ClusterId, NodeId};
+pub use overlay::Overlay;

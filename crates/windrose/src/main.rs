@@ -1,1 +1,2 @@
+mod reproduce;
 fn main() {}
