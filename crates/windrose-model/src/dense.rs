@@ -76,10 +76,9 @@ impl<T: CostValue> DenseCostMatrix<T> {
             }
         }
         let mut m = Self::zeros(unit, n);
-        for i in 0..n {
-            for j in 0..n {
+        for (i, row) in rows.iter().enumerate() {
+            for (j, &v) in row.iter().enumerate() {
                 let (a, b) = (NodeId::from(i), NodeId::from(j));
-                let v = rows[i][j];
                 check_value(a, b, v)?;
                 if i == j && v != 0.0 {
                     return Err(ModelError::NonZeroDiagonal { node: a, value: v });

@@ -118,3 +118,549 @@ pub struct AdaptiveTree {
     /// Root path cost of every position, with lazy range-add and max.
     paths: MaxAddTree,
 }
+
+/// What a strategy is repairing: a link whose cost rose (parent and child positions), or a node
+/// that was just placed (a join, or the replacement of a failed node).
+#[derive(Copy, Clone, Debug)]
+enum Focus {
+    Link { parent: Position, child: Position },
+    Node(Position),
+}
+
+/// Relative slack when comparing a trial's cost with the target, so that float rounding in
+/// latency sums never turns "back to the old cost" into "still worse".
+const COST_SLACK: f64 = 1e-9;
+
+fn at_most(cost: f64, target: f64) -> bool {
+    cost <= target + COST_SLACK * target.abs().max(1.0)
+}
+
+impl AdaptiveTree {
+    /// A tree with `nodes[p]` at position p (`nodes[0]` is the root).
+    pub fn from_positions(costs: &impl LinkCosts, nodes: Vec<NodeId>) -> Result<Self, TreeError> {
+        if nodes.is_empty() {
+            return Err(TreeError::Invalid("a tree needs at least its root".into()));
+        }
+        let node_count = costs.node_count();
+        let mut pos_of = vec![None; node_count];
+        for (p, &node) in nodes.iter().enumerate() {
+            if node.index() >= node_count {
+                return Err(TreeError::UnknownNode { node, node_count });
+            }
+            if pos_of[node.index()].replace(p).is_some() {
+                return Err(TreeError::Duplicate { node });
+            }
+        }
+        let mut edge = vec![0.0; nodes.len()];
+        let mut path = vec![0.0; nodes.len()];
+        for p in 1..nodes.len() {
+            let q = binomial::parent(p);
+            edge[p] = costs.cost(nodes[q], nodes[p]);
+            path[p] = path[q] + edge[p];
+        }
+        Ok(AdaptiveTree {
+            nodes,
+            pos_of,
+            edge,
+            paths: MaxAddTree::from_values(&path),
+        })
+    }
+
+    /// The Balanced-Path tree over every node of `costs`, rooted at `root`.
+    pub fn balanced_path(costs: &impl LinkCosts, root: NodeId) -> Result<Self, TreeError> {
+        Self::from_positions(costs, crate::balanced_path::balanced_path(costs, root)?)
+    }
+
+    /// Number of positions (= nodes in the tree).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never true: the root is always there.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node at position 0.
+    pub fn root(&self) -> NodeId {
+        self.nodes[0]
+    }
+
+    /// The node at each position.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
+
+    /// The node at position `p`.
+    pub fn node_at(&self, p: Position) -> NodeId {
+        self.nodes[p]
+    }
+
+    /// The position of `node`, if it is in the tree.
+    pub fn position_of(&self, node: NodeId) -> Option<Position> {
+        self.pos_of.get(node.index()).copied().flatten()
+    }
+
+    /// The tree cost: the costliest root-to-leaf path. O(1).
+    pub fn cost(&self) -> f64 {
+        self.paths.max()
+    }
+
+    /// Root path cost of position `p`. O(log N).
+    pub fn path_cost(&self, p: Position) -> f64 {
+        self.paths.get(p)
+    }
+
+    /// `(position, node, path cost)` of every leaf, ascending by position (the paper's tables).
+    pub fn leaf_costs(&self) -> Vec<(Position, NodeId, f64)> {
+        binomial::leaves(self.len())
+            .map(|p| (p, self.nodes[p], self.paths.get(p)))
+            .collect()
+    }
+
+    /// The tree as a general [`Tree`], children in binomial send order (largest subtree first).
+    pub fn to_tree(&self) -> Tree {
+        let n = self.len();
+        let edges: Vec<(NodeId, NodeId)> = (0..n)
+            .flat_map(|p| binomial::children(p, n).map(move |c| (c, p)))
+            .map(|(c, p)| (self.nodes[c], self.nodes[p]))
+            .collect();
+        let node_count = self.nodes.iter().map(|n| n.index() + 1).max().unwrap_or(0);
+        Tree::from_edges(node_count.max(self.pos_of.len()), self.root(), &edges)
+            .expect("an adaptive tree is always a spanning tree of its members")
+    }
+
+    /// The tree cost recomputed from scratch by walking every position: O(N). For checks and
+    /// benchmarks; [`cost`](Self::cost) gives the same number in O(1).
+    pub fn cost_from_scratch(&self, costs: &impl LinkCosts) -> f64 {
+        let mut path = vec![0.0; self.len()];
+        let mut worst = 0.0f64;
+        for p in 1..self.len() {
+            let q = binomial::parent(p);
+            path[p] = path[q] + costs.cost(self.nodes[q], self.nodes[p]);
+            worst = worst.max(path[p]);
+        }
+        worst
+    }
+
+    fn check_swappable(&self, x: Position, y: Position) -> Result<(), TreeError> {
+        let n = self.len();
+        if x >= n || y >= n {
+            return Err(TreeError::Invalid(format!(
+                "position {} is outside the tree (positions 0..{n})",
+                x.max(y)
+            )));
+        }
+        if x == 0 || y == 0 {
+            return Err(TreeError::Invalid("the root is never swapped".into()));
+        }
+        Ok(())
+    }
+
+    /// Tree cost if the nodes at positions `x` and `y` were swapped; the tree is unchanged
+    /// afterwards. O(degree · log N).
+    pub fn swap_cost(
+        &mut self,
+        costs: &impl LinkCosts,
+        x: Position,
+        y: Position,
+    ) -> Result<f64, TreeError> {
+        self.check_swappable(x, y)?;
+        Ok(self.trial_cost(costs, x, y))
+    }
+
+    /// Swaps the nodes at positions `x` and `y` (neither the root). O(degree · log N).
+    pub fn swap(
+        &mut self,
+        costs: &impl LinkCosts,
+        x: Position,
+        y: Position,
+    ) -> Result<(), TreeError> {
+        self.check_swappable(x, y)?;
+        self.apply_swap(costs, x, y, &mut Vec::new());
+        Ok(())
+    }
+
+    fn trial_cost(&mut self, costs: &impl LinkCosts, x: Position, y: Position) -> f64 {
+        let mut saved = Vec::new();
+        self.paths.begin_trial();
+        self.apply_swap(costs, x, y, &mut saved);
+        let cost = self.paths.max();
+        self.paths.rollback();
+        for &(c, old) in saved.iter().rev() {
+            self.edge[c] = old;
+        }
+        self.exchange(x, y);
+        cost
+    }
+
+    /// Exchanges the nodes at x and y in the position tables only.
+    fn exchange(&mut self, x: Position, y: Position) {
+        self.nodes.swap(x, y);
+        self.pos_of[self.nodes[x].index()] = Some(x);
+        self.pos_of[self.nodes[y].index()] = Some(y);
+    }
+
+    /// Swaps nodes and updates every edge that changed, saving old edge costs in `saved`.
+    fn apply_swap(
+        &mut self,
+        costs: &impl LinkCosts,
+        x: Position,
+        y: Position,
+        saved: &mut Vec<(Position, f64)>,
+    ) {
+        if x == y {
+            return;
+        }
+        self.exchange(x, y);
+        let n = self.len();
+        let mut touched: [Position; 2 * (usize::BITS as usize + 1)] =
+            [0; 2 * (usize::BITS as usize + 1)];
+        let mut k = 0;
+        for p in [x, y] {
+            touched[k] = p;
+            k += 1;
+            for c in binomial::children(p, n) {
+                touched[k] = c;
+                k += 1;
+            }
+        }
+        let touched = &mut touched[..k];
+        touched.sort_unstable();
+        let mut last = usize::MAX;
+        for &c in touched.iter() {
+            if c == last || c == 0 {
+                continue;
+            }
+            last = c;
+            self.refresh_edge(costs, c, saved);
+        }
+    }
+
+    /// Recomputes the edge into position `c` from the current nodes and shifts c's subtree.
+    fn refresh_edge(
+        &mut self,
+        costs: &impl LinkCosts,
+        c: Position,
+        saved: &mut Vec<(Position, f64)>,
+    ) {
+        let new = costs.cost(self.nodes[binomial::parent(c)], self.nodes[c]);
+        let old = self.edge[c];
+        if new != old {
+            saved.push((c, old));
+            self.edge[c] = new;
+            self.paths
+                .range_add(c, binomial::subtree_end(c, self.len()), new - old);
+        }
+    }
+
+    /// The tree link between `a` and `b` as (parent position, child position), if they are
+    /// neighbours in the tree.
+    pub fn tree_link(&self, a: NodeId, b: NodeId) -> Option<(Position, Position)> {
+        let (pa, pb) = (self.position_of(a)?, self.position_of(b)?);
+        if pb > 0 && binomial::parent(pb) == pa {
+            Some((pa, pb))
+        } else if pa > 0 && binomial::parent(pa) == pb {
+            Some((pb, pa))
+        } else {
+            None
+        }
+    }
+
+    fn require_member(&self, node: NodeId) -> Result<Position, TreeError> {
+        self.position_of(node)
+            .ok_or_else(|| TreeError::Invalid(format!("node {node} is not in the tree")))
+    }
+
+    /// Takes a new cost of the link `a`–`b` (already in `costs`) into the path costs, without
+    /// swapping anything: what the paper does when a link gets cheaper. Returns the tree link as
+    /// (parent position, child position), or None when `a`–`b` is not a tree link (then nothing
+    /// changes). O(log N).
+    pub fn update_link_cost(
+        &mut self,
+        costs: &impl LinkCosts,
+        a: NodeId,
+        b: NodeId,
+    ) -> Result<Option<(Position, Position)>, TreeError> {
+        self.require_member(a)?;
+        self.require_member(b)?;
+        let link = self.tree_link(a, b);
+        if let Some((_, child)) = link {
+            self.refresh_edge(costs, child, &mut Vec::new());
+        }
+        Ok(link)
+    }
+
+    /// Reacts to a new cost of the link `a`–`b` (already in `costs`). If it is a tree link and
+    /// the tree cost rose, `strategy` looks for a swap that brings the cost back to at most its
+    /// value before the change; a cheaper link only updates the costs.
+    pub fn on_link_cost_change(
+        &mut self,
+        costs: &impl LinkCosts,
+        a: NodeId,
+        b: NodeId,
+        strategy: Strategy,
+    ) -> Result<AdaptReport, TreeError> {
+        let cost_before = self.cost();
+        let link = self.update_link_cost(costs, a, b)?;
+        let focus = link.map(|(parent, child)| Focus::Link { parent, child });
+        Ok(self.repair(costs, cost_before, focus, Some(strategy)))
+    }
+
+    /// Adds `node` (already in `costs`) at the next binomial position, then, if that raised the
+    /// tree cost, runs `strategy` on it (the paper uses Position_Swapping). O(log N) plus the
+    /// strategy's trials.
+    pub fn join(
+        &mut self,
+        costs: &impl LinkCosts,
+        node: NodeId,
+        strategy: Option<Strategy>,
+    ) -> Result<AdaptReport, TreeError> {
+        costs.check_node(node).map_err(|_| TreeError::UnknownNode {
+            node,
+            node_count: costs.node_count(),
+        })?;
+        if self.position_of(node).is_some() {
+            return Err(TreeError::Invalid(format!(
+                "node {node} is already in the tree"
+            )));
+        }
+        let cost_before = self.cost();
+        let p = self.len();
+        if self.pos_of.len() <= node.index() {
+            self.pos_of.resize(node.index() + 1, None);
+        }
+        self.nodes.push(node);
+        self.pos_of[node.index()] = Some(p);
+        let q = binomial::parent(p);
+        let e = costs.cost(self.nodes[q], node);
+        self.edge.push(e);
+        self.paths.set(p, self.paths.get(q) + e);
+        Ok(self.repair(costs, cost_before, Some(Focus::Node(p)), strategy))
+    }
+
+    /// Removes `node` (it left or failed). The node at the last position takes its place, then,
+    /// if that raised the tree cost, `strategy` runs on the replacement (the paper uses
+    /// Path_Swapping or Position_Swapping). The root cannot leave.
+    pub fn leave(
+        &mut self,
+        costs: &impl LinkCosts,
+        node: NodeId,
+        strategy: Option<Strategy>,
+    ) -> Result<AdaptReport, TreeError> {
+        let p = self.require_member(node)?;
+        if p == 0 {
+            return Err(TreeError::Invalid(format!(
+                "node {node} is the root; a broadcast tree cannot lose its root"
+            )));
+        }
+        let cost_before = self.cost();
+        let last = self.len() - 1;
+        let replacement = self.nodes[last];
+        self.paths.pop();
+        self.nodes.pop();
+        self.edge.pop();
+        self.pos_of[node.index()] = None;
+        if p == last {
+            return Ok(self.repair(costs, cost_before, None, None));
+        }
+        self.nodes[p] = replacement;
+        self.pos_of[replacement.index()] = Some(p);
+        let n = self.len();
+        let mut saved = Vec::new();
+        self.refresh_edge(costs, p, &mut saved);
+        for c in binomial::children(p, n) {
+            self.refresh_edge(costs, c, &mut saved);
+        }
+        Ok(self.repair(costs, cost_before, Some(Focus::Node(p)), strategy))
+    }
+
+    /// Runs `strategy` when the change raised the cost above `cost_before`; stops at the first
+    /// trial that is back at or below it, else performs the best trial if it beats the current
+    /// cost.
+    fn repair(
+        &mut self,
+        costs: &impl LinkCosts,
+        cost_before: f64,
+        focus: Option<Focus>,
+        strategy: Option<Strategy>,
+    ) -> AdaptReport {
+        let cost_after_change = self.cost();
+        let mut report = AdaptReport {
+            cost_before,
+            cost_after_change,
+            final_cost: cost_after_change,
+            tried: Vec::new(),
+            made: None,
+        };
+        let (Some(focus), Some(strategy)) = (focus, strategy) else {
+            return report;
+        };
+        if at_most(cost_after_change, cost_before) {
+            return report;
+        }
+        let candidates = self.candidates(focus, strategy);
+        let mut best: Option<usize> = None;
+        let mut reached = None;
+        for (moved, other) in candidates {
+            let cost = self.trial_cost(costs, moved, other);
+            report.tried.push(SwapTrial {
+                moved: self.nodes[moved],
+                with: self.nodes[other],
+                positions: (moved, other),
+                cost,
+            });
+            let i = report.tried.len() - 1;
+            if at_most(cost, cost_before) {
+                reached = Some(i);
+                break;
+            }
+            if best.is_none_or(|b| cost < report.tried[b].cost) {
+                best = Some(i);
+            }
+        }
+        let chosen = reached.or(best.filter(|&b| report.tried[b].cost < cost_after_change));
+        if let Some(i) = chosen {
+            let (x, y) = report.tried[i].positions;
+            self.apply_swap(costs, x, y, &mut Vec::new());
+            report.made = Some(report.tried[i].clone());
+        }
+        report.final_cost = self.cost();
+        report
+    }
+
+    /// The swaps `strategy` would try, in order, after the cost of the tree link `a`–`b` rose:
+    /// `(node being moved, node it is exchanged with)`. A run stops early when a swap reaches
+    /// the target, so the swaps it reports are a prefix of this list.
+    pub fn visiting_order_for_link(
+        &self,
+        a: NodeId,
+        b: NodeId,
+        strategy: Strategy,
+    ) -> Result<Vec<(NodeId, NodeId)>, TreeError> {
+        let (parent, child) = self
+            .tree_link(a, b)
+            .ok_or_else(|| TreeError::Invalid(format!("{a}-{b} is not a link of the tree")))?;
+        Ok(self.named(self.candidates(Focus::Link { parent, child }, strategy)))
+    }
+
+    /// The swaps `strategy` would try for a node just placed (a join or a replacement), in
+    /// order: `(node, node it is exchanged with)`.
+    pub fn visiting_order_for_node(
+        &self,
+        node: NodeId,
+        strategy: Strategy,
+    ) -> Result<Vec<(NodeId, NodeId)>, TreeError> {
+        let p = self.require_member(node)?;
+        Ok(self.named(self.candidates(Focus::Node(p), strategy)))
+    }
+
+    fn named(&self, swaps: Vec<(Position, Position)>) -> Vec<(NodeId, NodeId)> {
+        swaps
+            .into_iter()
+            .map(|(x, y)| (self.nodes[x], self.nodes[y]))
+            .collect()
+    }
+
+    /// The swaps a strategy tries, in the paper's visiting order, as (moved, other) positions.
+    /// Never includes the root.
+    fn candidates(&self, focus: Focus, strategy: Strategy) -> Vec<(Position, Position)> {
+        let n = self.len();
+        let (upper, lower) = match focus {
+            Focus::Link { parent, child } => (parent, child),
+            Focus::Node(p) => (p, p),
+        };
+        let mut out = Vec::new();
+        match strategy {
+            Strategy::Family => {
+                // The child end with its children, its parent, then its siblings (ascending).
+                let b = lower;
+                let mut kids: Vec<Position> = binomial::children(b, n).collect();
+                kids.reverse();
+                out.extend(kids.into_iter().map(|c| (b, c)));
+                let a = binomial::parent(b);
+                if a != 0 {
+                    out.push((b, a));
+                }
+                let mut sibs: Vec<Position> =
+                    binomial::children(a, n).filter(|&s| s != b).collect();
+                sibs.reverse();
+                out.extend(sibs.into_iter().map(|s| (b, s)));
+            }
+            Strategy::Path => {
+                // Parent end up towards the root, alternating with the child end down its
+                // costliest path.
+                let up: Vec<(Position, Position)> = binomial::ancestors(upper)
+                    .filter(|&q| q != 0)
+                    .map(|q| (upper, q))
+                    .collect();
+                let down: Vec<(Position, Position)> = self
+                    .costliest_path_below(lower)
+                    .into_iter()
+                    .map(|d| (lower, d))
+                    .collect();
+                let (mut u, mut d) = (up.into_iter(), down.into_iter());
+                loop {
+                    let (x, y) = (u.next(), d.next());
+                    if x.is_none() && y.is_none() {
+                        break;
+                    }
+                    out.extend(x);
+                    out.extend(y);
+                }
+            }
+            Strategy::Leaf => {
+                // Every leaf in ascending position, with the parent end then the child end.
+                for leaf in binomial::leaves(n) {
+                    for m in [upper, lower] {
+                        if m != 0
+                            && leaf != upper
+                            && leaf != lower
+                            && out.last() != Some(&(m, leaf))
+                        {
+                            out.push((m, leaf));
+                        }
+                    }
+                }
+            }
+            Strategy::Position => {
+                // The parent end (the child end if the parent is the root) with x+1, x-1, x+2, …
+                let x = if upper != 0 { upper } else { lower };
+                for k in 1..n {
+                    if x + k < n {
+                        out.push((x, x + k));
+                    }
+                    if k < x {
+                        out.push((x, x - k));
+                    }
+                }
+            }
+        }
+        out.retain(|&(m, o)| m != 0 && o != 0 && m != o);
+        out
+    }
+
+    /// Positions below `p` along its costliest path to a leaf: at each step the child whose
+    /// subtree holds the costliest root path (ties to the larger subtree).
+    fn costliest_path_below(&self, p: Position) -> Vec<Position> {
+        let n = self.len();
+        let mut out = Vec::new();
+        let mut at = p;
+        loop {
+            let mut best: Option<(f64, Position)> = None;
+            for c in binomial::children(at, n) {
+                let m = self.paths.range_max(c, binomial::subtree_end(c, n));
+                if best.is_none_or(|(bm, _)| m > bm) {
+                    best = Some((m, c));
+                }
+            }
+            match best {
+                Some((_, c)) => {
+                    out.push(c);
+                    at = c;
+                }
+                None => return out,
+            }
+        }
+    }
+}
