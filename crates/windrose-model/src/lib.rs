@@ -31,4 +31,8 @@ pub use costs::{CostUnit, LinkCosts, LinkCostsMut};
 pub use dense::{CostValue, DenseCostMatrix};
 pub use error::ModelError;
 pub use ids::{ClusterId, NodeId};
+pub use load::{
+    load_clusters, load_costs, parse_clusters_csv, parse_clusters_toml, parse_cost_row,
+    parse_costs_csv, parse_costs_toml, write_costs_csv, CostModel,
+};
 pub use overlay::Overlay;
