@@ -247,7 +247,7 @@ mod tests {
                     _ => {}
                 }
                 let n = plain.len();
-                for i in 0..n { prop_assert_eq!(t.get(i), plain[i]); }
+                for (i, &v) in plain.iter().enumerate() { prop_assert_eq!(t.get(i), v); }
                 let m = plain.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 prop_assert_eq!(t.max(), m);
                 if n > 2 { prop_assert_eq!(t.range_max(1, n - 1),
