@@ -1,0 +1,108 @@
+//! End-to-end tests of `windrose reproduce adaptive-trees --quick`: the paper's worked examples
+//! pass, every output file is written, and the files are the same bytes whatever the run and the
+//! number of threads.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::Path;
+
+/// Files whose bytes must not depend on anything but the arguments.
+const DETERMINISTIC: [&str; 5] = [
+    "tables.csv",
+    "fig7_8.csv",
+    "fig9.csv",
+    "REPORT.md",
+    "results.json",
+];
+const PLOTS: [&str; 4] = [
+    "fig7_gain.png",
+    "fig7_steps.png",
+    "fig8_benefit.png",
+    "fig9.png",
+];
+
+/// Runs the quick reproduction into `out` with `threads` rayon threads; returns stdout.
+fn quick(out: &Path, seed: &str, threads: &str) -> String {
+    let assert = Command::cargo_bin("windrose")
+        .unwrap()
+        .env("RAYON_NUM_THREADS", threads)
+        .args([
+            "reproduce",
+            "adaptive-trees",
+            "--quick",
+            "--seed",
+            seed,
+            "--out",
+        ])
+        .arg(out)
+        .assert()
+        .success();
+    String::from_utf8(assert.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn quick_reproduction_passes_the_tables_and_writes_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nested/out");
+    let stdout = quick(&out, "2004", "2");
+    assert!(stdout.contains("7 of 7 match the paper ✓"), "{stdout}");
+    assert!(!stdout.contains('✗'), "{stdout}");
+    for table in [
+        "Table 2", "Table 3", "Table 4", "Table 6", "Table 7", "Table 8",
+    ] {
+        assert!(stdout.contains(table), "{table} missing from stdout");
+    }
+    assert!(stdout.contains("== Paper vs us =="));
+    for f in DETERMINISTIC.iter().chain(PLOTS.iter()) {
+        let meta = std::fs::metadata(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(meta.len() > 0, "{f} is empty");
+    }
+    let csv = std::fs::read_to_string(out.join("fig7_8.csv")).unwrap();
+    assert_eq!(
+        csv.lines().next(),
+        Some("factor,strategy,avg_gain,avg_steps,benefit,reached_fraction")
+    );
+    // 3 factors x 4 strategies in quick mode.
+    assert_eq!(csv.lines().count(), 1 + 3 * 4);
+    let csv = std::fs::read_to_string(out.join("fig9.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3 * 3);
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains("## Paper vs us"));
+}
+
+#[test]
+fn same_seed_same_bytes_whatever_the_thread_count() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    quick(a.path(), "99", "1");
+    quick(b.path(), "99", "2");
+    for f in DETERMINISTIC {
+        let x = std::fs::read(a.path().join(f)).unwrap();
+        let y = std::fs::read(b.path().join(f)).unwrap();
+        assert!(x == y, "{f} differs between 1 and 2 threads");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("windrose")
+        .unwrap()
+        .args([
+            "reproduce",
+            "adaptive-trees",
+            "--quick",
+            "--min-hops",
+            "20",
+            "--out",
+        ])
+        .arg(dir.path())
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--min-hops 20"));
+    Command::cargo_bin("windrose")
+        .unwrap()
+        .args(["reproduce", "adaptive-trees", "--link", "sideways"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("sideways"));
+}
