@@ -100,11 +100,21 @@ impl<T: CostValue> DenseCostMatrix<T> {
     /// Builds a matrix from a function of the pair `(i, j)` with `i < j`; the diagonal is 0.
     pub fn from_fn(unit: CostUnit, n: usize, mut f: impl FnMut(usize, usize) -> f64) -> Self {
         let mut m = Self::zeros(unit, n);
+        // Upper triangle row by row (the order `f` sees pairs in), then mirror it in blocks so
+        // the strided writes stay in cache.
         for i in 0..n {
             for j in (i + 1)..n {
-                let v = T::from_f64(f(i, j));
-                m.data[i * n + j] = v;
-                m.data[j * n + i] = v;
+                m.data[i * n + j] = T::from_f64(f(i, j));
+            }
+        }
+        const BLOCK: usize = 64;
+        for bi in (0..n).step_by(BLOCK) {
+            for bj in (bi..n).step_by(BLOCK) {
+                for i in bi..(bi + BLOCK).min(n) {
+                    for j in bj.max(i + 1)..(bj + BLOCK).min(n) {
+                        m.data[j * n + i] = m.data[i * n + j];
+                    }
+                }
             }
         }
         m
