@@ -1,2 +1,51 @@
+//! The `windrose` command line: build broadcast trees from cost files, adapt them to link-cost
+//! changes and to nodes joining and leaving, and reproduce the papers' tables and figures.
+//!
+//! Output is human-readable tables by default and JSON with `--json`. Bad input (a file that
+//! does not parse, an unknown node, a bad argument value) exits with code 2 and one line on
+//! stderr naming the file, line and column; other failures exit with code 1.
+
+mod error;
+mod input;
+mod output;
 mod reproduce;
-fn main() {}
+mod tree;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// windrose: collective communication on heterogeneous, changing networks. Build broadcast
+/// trees from link costs, adapt them as costs change and nodes join or leave, and reproduce the
+/// papers' experiments.
+#[derive(Debug, Parser)]
+#[command(name = "windrose", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build and adapt broadcast trees.
+    #[command(subcommand)]
+    Tree(tree::TreeCommand),
+    /// Regenerate the papers' tables and figures.
+    #[command(subcommand)]
+    Reproduce(reproduce::ReproduceCommand),
+}
+
+fn main() -> ExitCode {
+    // Usage errors: clap prints them and exits with code 2.
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Tree(cmd) => tree::run(cmd),
+        Command::Reproduce(cmd) => reproduce::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error::one_line(&e));
+            ExitCode::from(error::exit_code(&e))
+        }
+    }
+}
