@@ -8,8 +8,9 @@
 //! every path in c's subtree: one range-add, O(log N). A swap of the nodes at two positions
 //! changes at most the edges into them and out of them: O(degree) range-adds, so evaluating a
 //! swap costs **O(degree · log N) = O(log² N)** instead of the paper's O(N) walk over affected
-//! leaves. A trial swap is undone exactly from a journal of the segment-tree cells it touched,
-//! so evaluation leaves the stored costs bit-for-bit unchanged. Joins and leaves change the
+//! leaves. A trial swap writes nothing: the few edge deltas it implies are folded into one
+//! bottom-up pass over the segment tree's touched ancestor paths
+//! ([`MaxAddTree::max_after_subtree_adds`]), so the stored costs stay bit-for-bit unchanged. Joins and leaves change the
 //! last position and one more: O(log N) plus the strategy's trials.
 
 use crate::binomial::{self, Position};
@@ -117,6 +118,8 @@ pub struct AdaptiveTree {
     edge: Vec<f64>,
     /// Root path cost of every position, with lazy range-add and max.
     paths: MaxAddTree,
+    /// Reused buffer of trial edge deltas.
+    scratch: Vec<(Position, f64)>,
 }
 
 /// What a strategy is repairing: a link whose cost rose (parent and child positions), or a node
@@ -163,6 +166,7 @@ impl AdaptiveTree {
             pos_of,
             edge,
             paths: MaxAddTree::from_values(&path),
+            scratch: Vec::new(),
         })
     }
 
@@ -277,20 +281,40 @@ impl AdaptiveTree {
         y: Position,
     ) -> Result<(), TreeError> {
         self.check_swappable(x, y)?;
-        self.apply_swap(costs, x, y, &mut Vec::new());
+        self.apply_swap(costs, x, y);
         Ok(())
     }
 
     fn trial_cost(&mut self, costs: &impl LinkCosts, x: Position, y: Position) -> f64 {
-        let mut saved = Vec::new();
-        self.paths.begin_trial();
-        self.apply_swap(costs, x, y, &mut saved);
-        let cost = self.paths.max();
-        self.paths.rollback();
-        for &(c, old) in saved.iter().rev() {
-            self.edge[c] = old;
+        if x == y {
+            return self.cost();
         }
-        self.exchange(x, y);
+        let n = self.len();
+        let (nx, ny) = (self.nodes[x], self.nodes[y]);
+        let at = |p: Position| {
+            if p == x {
+                ny
+            } else if p == y {
+                nx
+            } else {
+                self.nodes[p]
+            }
+        };
+        let mut adds = std::mem::take(&mut self.scratch);
+        adds.clear();
+        let fx = std::iter::once(x).chain(binomial::children(x, n));
+        let fy = std::iter::once(y)
+            .chain(binomial::children(y, n))
+            .filter(|&c| c != x && !(c == y && binomial::parent(y) == x));
+        for c in fx.chain(fy) {
+            let new = costs.cost(at(binomial::parent(c)), at(c));
+            let delta = new - self.edge[c];
+            if delta != 0.0 {
+                adds.push((c, delta));
+            }
+        }
+        let cost = self.paths.max_after_subtree_adds(&mut adds);
+        self.scratch = adds;
         cost
     }
 
@@ -301,14 +325,8 @@ impl AdaptiveTree {
         self.pos_of[self.nodes[y].index()] = Some(y);
     }
 
-    /// Swaps nodes and updates every edge that changed, saving old edge costs in `saved`.
-    fn apply_swap(
-        &mut self,
-        costs: &impl LinkCosts,
-        x: Position,
-        y: Position,
-        saved: &mut Vec<(Position, f64)>,
-    ) {
+    /// Swaps nodes and updates every edge that changed.
+    fn apply_swap(&mut self, costs: &impl LinkCosts, x: Position, y: Position) {
         if x == y {
             return;
         }
@@ -333,24 +351,17 @@ impl AdaptiveTree {
                 continue;
             }
             last = c;
-            self.refresh_edge(costs, c, saved);
+            self.refresh_edge(costs, c);
         }
     }
 
     /// Recomputes the edge into position `c` from the current nodes and shifts c's subtree.
-    fn refresh_edge(
-        &mut self,
-        costs: &impl LinkCosts,
-        c: Position,
-        saved: &mut Vec<(Position, f64)>,
-    ) {
+    fn refresh_edge(&mut self, costs: &impl LinkCosts, c: Position) {
         let new = costs.cost(self.nodes[binomial::parent(c)], self.nodes[c]);
         let old = self.edge[c];
         if new != old {
-            saved.push((c, old));
             self.edge[c] = new;
-            self.paths
-                .range_add(c, binomial::subtree_end(c, self.len()), new - old);
+            self.paths.add_subtree(c, new - old);
         }
     }
 
@@ -386,7 +397,7 @@ impl AdaptiveTree {
         self.require_member(b)?;
         let link = self.tree_link(a, b);
         if let Some((_, child)) = link {
-            self.refresh_edge(costs, child, &mut Vec::new());
+            self.refresh_edge(costs, child);
         }
         Ok(link)
     }
@@ -467,10 +478,9 @@ impl AdaptiveTree {
         self.nodes[p] = replacement;
         self.pos_of[replacement.index()] = Some(p);
         let n = self.len();
-        let mut saved = Vec::new();
-        self.refresh_edge(costs, p, &mut saved);
+        self.refresh_edge(costs, p);
         for c in binomial::children(p, n) {
-            self.refresh_edge(costs, c, &mut saved);
+            self.refresh_edge(costs, c);
         }
         Ok(self.repair(costs, cost_before, Some(Focus::Node(p)), strategy))
     }
@@ -522,7 +532,7 @@ impl AdaptiveTree {
         let chosen = reached.or(best.filter(|&b| report.tried[b].cost < cost_after_change));
         if let Some(i) = chosen {
             let (x, y) = report.tried[i].positions;
-            self.apply_swap(costs, x, y, &mut Vec::new());
+            self.apply_swap(costs, x, y);
             report.made = Some(report.tried[i].clone());
         }
         report.final_cost = self.cost();

@@ -2,9 +2,10 @@
 //!
 //! Holds one value per binomial position (its root path cost). Lazy adds are kept in the
 //! internal nodes and never pushed down: `max[v] = max(max[2v], max[2v+1]) + lazy[v]`, so a
-//! range-add touches O(log N) cells and a global max is O(1). While a trial is open, every cell
-//! written is journaled first, so `rollback` restores the exact previous bits (no floating-point
-//! drift from adding a delta and subtracting it again).
+//! range-add touches O(log N) cells and a global max is O(1). A binomial subtree is an aligned
+//! block, i.e. a single node, so adding to it is one write plus a climb that stops early, and
+//! "what would the max be after these few subtree adds" is answered without writing anything
+//! (one bottom-up pass over the touched ancestor paths).
 
 /// Values indexed `0..len`, range-add, point set/get, range max, global max.
 #[derive(Clone, Debug)]
@@ -13,8 +14,6 @@ pub struct MaxAddTree {
     cap: usize,
     max: Vec<f64>,
     lazy: Vec<f64>,
-    journal: Vec<(u32, f64, f64)>,
-    journaling: bool,
 }
 
 impl MaxAddTree {
@@ -35,8 +34,6 @@ impl MaxAddTree {
             cap,
             max,
             lazy: vec![0.0; 2 * cap],
-            journal: Vec::new(),
-            journaling: false,
         }
     }
 
@@ -58,9 +55,6 @@ impl MaxAddTree {
 
     #[inline]
     fn write(&mut self, v: usize, max: f64, lazy: f64) {
-        if self.journaling {
-            self.journal.push((v as u32, self.max[v], self.lazy[v]));
-        }
         self.max[v] = max;
         self.lazy[v] = lazy;
     }
@@ -89,6 +83,103 @@ impl MaxAddTree {
         let m = self.max[2 * v].max(self.max[2 * v + 1]) + self.lazy[v];
         let l = self.lazy[v];
         self.write(v, m, l);
+    }
+
+    /// Adds `delta` to the aligned block `c .. c + lowbit(c)` (a binomial subtree; `c > 0`),
+    /// which is a single node of the tree: one write there, then a climb that stops as soon as
+    /// a recomputed maximum is unchanged. Cells beyond `len` hold −∞ and stay −∞.
+    #[inline]
+    pub fn add_subtree(&mut self, c: usize, delta: f64) {
+        debug_assert!(c > 0 && c < self.len);
+        if delta == 0.0 {
+            return;
+        }
+        let mut v = (self.cap + c) >> c.trailing_zeros();
+        let (m, l) = (self.max[v] + delta, self.lazy[v] + delta);
+        self.write(v, m, l);
+        while v > 1 {
+            v >>= 1;
+            let (a, b) = (self.max[2 * v], self.max[2 * v + 1]);
+            let m = if a >= b { a } else { b } + self.lazy[v];
+            if m == self.max[v] {
+                break;
+            }
+            let l = self.lazy[v];
+            self.write(v, m, l);
+        }
+    }
+
+    /// The global max if `delta` were added to each aligned block `c .. c + lowbit(c)` of
+    /// `adds` (distinct `c > 0`), computed without writing anything: one bottom-up pass over
+    /// the union of the changed nodes' ancestor paths. `adds` is rewritten (node ids, sorted).
+    pub fn max_after_subtree_adds(&self, adds: &mut [(usize, f64)]) -> f64 {
+        if adds.is_empty() {
+            return self.max[1];
+        }
+        for a in adds.iter_mut() {
+            a.0 = (self.cap + a.0) >> a.0.trailing_zeros();
+        }
+        adds.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
+        let depth = |v: usize| usize::BITS - 1 - v.leading_zeros();
+        // Dirty nodes of the current level, ascending: (node, new max). At most 2 per swapped
+        // position's family per level.
+        const W: usize = 8;
+        let mut cur = [(0usize, 0.0f64); W];
+        let mut nc = 0;
+        // Raw max of the new children of each node of `cur` (NaN when it has no dirty child).
+        let mut raw = [f64::NAN; W];
+        let mut next = [(0usize, 0.0f64); W];
+        let mut pi = 0;
+        let mut d = depth(adds[0].0);
+        loop {
+            // Finalize the level: nodes recomputed from children get their lazy (plus any own
+            // add, which goes into lazy as a committed add would); add-only nodes get max + delta.
+            while pi < adds.len() && depth(adds[pi].0) == d {
+                let (v, delta) = adds[pi];
+                pi += 1;
+                match cur[..nc].iter().position(|e| e.0 == v) {
+                    Some(k) => cur[k].1 = raw[k] + (self.lazy[v] + delta),
+                    None => {
+                        let k = cur[..nc].iter().position(|e| e.0 > v).unwrap_or(nc);
+                        let mut j = nc;
+                        while j > k {
+                            cur[j] = cur[j - 1];
+                            raw[j] = raw[j - 1];
+                            j -= 1;
+                        }
+                        cur[k] = (v, self.max[v] + delta);
+                        raw[k] = f64::NAN;
+                        nc += 1;
+                    }
+                }
+            }
+            if d == 0 {
+                return cur[0].1;
+            }
+            if pi == adds.len() && cur[..nc].iter().all(|&(v, m)| m == self.max[v]) {
+                return self.max[1];
+            }
+            let mut nn = 0;
+            let mut i = 0;
+            while i < nc {
+                let (v, val) = cur[i];
+                let sib_val = if i + 1 < nc && cur[i + 1].0 == v ^ 1 {
+                    i += 1;
+                    cur[i].1
+                } else {
+                    self.max[v ^ 1]
+                };
+                i += 1;
+                let u = v >> 1;
+                let m = if val >= sib_val { val } else { sib_val };
+                raw[nn] = m;
+                next[nn] = (u, m + self.lazy[u]);
+                nn += 1;
+            }
+            std::mem::swap(&mut cur, &mut next);
+            nc = nn;
+            d -= 1;
+        }
     }
 
     /// The value at `i`.
@@ -143,7 +234,6 @@ impl MaxAddTree {
     }
 
     fn grow(&mut self) {
-        assert!(!self.journaling, "cannot grow during a trial");
         let values: Vec<f64> = (0..self.len).map(|i| self.get(i)).collect();
         *self = Self::with_capacity(&values, self.cap * 2);
     }
@@ -169,28 +259,6 @@ impl MaxAddTree {
             m = m.max(self.max_rec(2 * v + 1, mid, nhi, lo, hi));
         }
         m + self.lazy[v]
-    }
-
-    /// Starts journaling writes so they can be undone.
-    pub fn begin_trial(&mut self) {
-        debug_assert!(!self.journaling);
-        self.journaling = true;
-        self.journal.clear();
-    }
-
-    /// Undoes every write since `begin_trial`, bit for bit.
-    pub fn rollback(&mut self) {
-        while let Some((v, m, l)) = self.journal.pop() {
-            self.max[v as usize] = m;
-            self.lazy[v as usize] = l;
-        }
-        self.journaling = false;
-    }
-
-    /// Keeps every write since `begin_trial`.
-    pub fn commit(&mut self) {
-        self.journal.clear();
-        self.journaling = false;
     }
 }
 
@@ -236,13 +304,24 @@ mod tests {
                     Op::Set(i, v) if n > 0 => { t.set(i % n, v as f64); plain[i % n] = v as f64; }
                     Op::Push(v) => { t.set(n, v as f64); plain.push(v as f64); }
                     Op::Pop if n > 1 => { t.pop(); plain.pop(); }
-                    Op::Trial(a, b, d) if n > 0 => {
+                    Op::Trial(a, b, d) if n > 1 => {
+                        // Up to two distinct binomial subtrees (aligned blocks), as a swap
+                        // changes: the virtual max equals the max after really adding.
+                        let (c1, c2) = (1 + a % (n - 1), 1 + b % (n - 1));
+                        let mut adds = vec![(c1, d as f64 + 0.25)];
+                        if c2 != c1 {
+                            adds.push((c2, -(d as f64) * 0.5));
+                        }
+                        let mut real = t.clone();
+                        for &(c, delta) in &adds {
+                            real.add_subtree(c, delta);
+                            let end = (c + (c & c.wrapping_neg())).min(n);
+                            for x in &mut plain[c..end] { *x += delta; }
+                        }
                         let before: Vec<f64> = (0..n).map(|i| t.get(i)).collect();
-                        t.begin_trial();
-                        t.range_add((a % n).min(b % n), (a % n).max(b % n) + 1, d as f64 + 0.1);
-                        t.rollback();
-                        let after: Vec<f64> = (0..n).map(|i| t.get(i)).collect();
-                        prop_assert_eq!(before, after);
+                        prop_assert_eq!(t.max_after_subtree_adds(&mut adds), real.max());
+                        prop_assert_eq!(before, (0..n).map(|i| t.get(i)).collect::<Vec<_>>());
+                        t = real;
                     }
                     _ => {}
                 }
