@@ -1,0 +1,432 @@
+//! What every protocol machine shares: the [`Protocol`] trait, its [`Input`]s and [`Output`]s,
+//! and the identifiers, reports and errors they carry.
+//!
+//! # The driver's contract
+//!
+//! A driver (the simulator, the tokio runtime, a test loop) owns one machine per node and:
+//! 1. calls `handle(now, Input::Start, out)` once, before any other input;
+//! 2. for every event (a message decoded from a peer, a timer it was asked to set, an
+//!    application command, a send it was asked to report, a peer failure) calls
+//!    `handle(now, input, out)` with its current time;
+//! 3. after each call performs the pushed [`Output`]s **in order** and clears the buffer:
+//!    - [`Output::Send`]: send the message to the peer. Messages to one peer must arrive in the
+//!      order they were pushed (one FIFO connection per ordered pair, as TCP gives). When
+//!      `notify` is set, feed [`Input::SendComplete`] back once the message has been
+//!      transmitted (simulator: its transfer has completed; runtime: its last byte was written
+//!      to the socket).
+//!    - [`Output::SetTimer`]: arrange [`Input::Timer`] at (or after) `at`; setting an id that is
+//!      already set moves it. [`Output::CancelTimer`]: forget it. Machines tolerate stale
+//!      timers, so a driver that cannot cancel may deliver them anyway.
+//!    - [`Output::Deliver`]: hand data to the application (write it to memory or a file).
+//!    - [`Output::Compute`]: have the application process the data (the simulator waits a time
+//!      given by the node's speed, the runtime runs real work), then feed
+//!      `Input::Command(Command::ComputeDone { task })`.
+//!    - [`Output::Report`]: progress and measurements for the user or for metrics.
+//!    - [`Output::Finished`] / [`Output::Aborted`]: the node has reached its end. A finished
+//!      node needs nothing more from the network, but the driver still owes it the sends it was
+//!      handed (a runtime flushes its connections before it exits).
+//! 4. when `handle` returns an error, treats the sender as faulty (a runtime closes that
+//!    connection and reports the error). The machine is unchanged by a rejected input and
+//!    pushed nothing for it.
+
+use crate::frame::{FrameError, Message, MessageKind, TransferId};
+use crate::time::Time;
+use bytes::Bytes;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+use windrose_model::NodeId;
+
+/// A protocol node: a state machine the driver feeds [`Input`]s, which answers with
+/// [`Output`]s pushed to a driver-owned buffer.
+///
+/// Object safe, so a driver may hold `Box<dyn Protocol>` for mixed protocols.
+pub trait Protocol {
+    /// The node this machine runs on.
+    fn node(&self) -> NodeId;
+
+    /// Feeds one input at time `now`; the consequences are pushed to `out` in the order the
+    /// driver must perform them. On error the machine is unchanged and nothing was pushed.
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError>;
+
+    /// Where the machine is: running, finished or aborted.
+    fn status(&self) -> Status;
+
+    /// True once the machine has pushed [`Output::Finished`].
+    fn is_finished(&self) -> bool {
+        self.status() == Status::Finished
+    }
+}
+
+/// Where a machine is in its life.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Still has work to do or to wait for.
+    Running,
+    /// Done; [`Output::Finished`] was pushed.
+    Finished,
+    /// Gave up; [`Output::Aborted`] was pushed.
+    Aborted,
+}
+
+/// A timer of one machine, named by the machine (each protocol documents its timers).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerId(pub u32);
+
+/// A send the machine wants to hear about when it completes ([`Input::SendComplete`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SendId(pub u64);
+
+/// A unit of application work asked for with [`Output::Compute`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(pub u32);
+
+/// Something that happened to a node, fed to [`Protocol::handle`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The run begins. Always the first input.
+    Start,
+    /// A message from a peer, decoded from its frame.
+    Message {
+        /// The peer it came from (the connection's other end, not a field of the message).
+        from: NodeId,
+        /// The message.
+        message: Message,
+    },
+    /// A timer set with [`Output::SetTimer`] fired.
+    Timer(TimerId),
+    /// The application answers.
+    Command(Command),
+    /// A send pushed with `notify: Some(id)` has been transmitted.
+    SendComplete {
+        /// The peer it went to.
+        to: NodeId,
+        /// The id given with the send.
+        id: SendId,
+    },
+    /// The driver declared a peer failed (connection lost, failure injected).
+    PeerFailed(NodeId),
+}
+
+/// What the application tells its protocol node.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// The work asked for by [`Output::Compute`] with this task id is done.
+    ComputeDone {
+        /// The task.
+        task: TaskId,
+    },
+}
+
+/// A message to send: see the driver's contract in the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// The peer.
+    pub to: NodeId,
+    /// The message (its payload a zero-copy [`Bytes`]).
+    pub message: Message,
+    /// When set, the driver feeds back [`Input::SendComplete`] with this id once the message
+    /// has been transmitted.
+    pub notify: Option<SendId>,
+}
+
+/// Work for the application: process bytes `offset..offset + len` of the data, given as
+/// zero-copy pieces in order (several when the data arrived in several frames).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComputeTask {
+    /// Echoed in [`Command::ComputeDone`].
+    pub task: TaskId,
+    /// Position of the first byte in the whole data (e.g. the load of a scatter).
+    pub offset: u64,
+    /// Total bytes (the sum of the pieces' lengths; may be 0).
+    pub len: u64,
+    /// The bytes, in order.
+    pub data: Vec<Bytes>,
+}
+
+/// Progress and measurements, for users and metrics; a driver may ignore them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// Bytes this node now holds of a transfer.
+    Progress {
+        /// Bytes held (received and forwarded).
+        done_bytes: u64,
+        /// Bytes of the whole transfer.
+        total_bytes: u64,
+    },
+    /// A node finished its share of a scatter (pushed at the root, for every node).
+    ShareFinished {
+        /// The node.
+        node: NodeId,
+        /// When, on that node's driver clock.
+        at: Time,
+    },
+    /// A measured round trip to a peer.
+    RoundTrip {
+        /// The peer.
+        peer: NodeId,
+        /// Time from the ping's send to the pong's arrival, on this node's clock.
+        rtt: Duration,
+    },
+}
+
+/// Why a machine gave up.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum AbortReason {
+    /// A peer it depends on failed.
+    #[error("peer {peer} failed")]
+    PeerFailed {
+        /// The peer.
+        peer: NodeId,
+    },
+    /// Nothing arrived for too long.
+    #[error("nothing arrived for {waited:?}")]
+    Timeout {
+        /// The time waited.
+        waited: Duration,
+    },
+}
+
+/// An action the driver performs for a machine: see the driver's contract in the
+/// [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send a message to a peer.
+    Send(Transmit),
+    /// Fire [`Input::Timer`] at `at` (replacing an earlier setting of the same id).
+    SetTimer {
+        /// The timer.
+        timer: TimerId,
+        /// When.
+        at: Time,
+    },
+    /// Do not fire this timer.
+    CancelTimer(TimerId),
+    /// Bytes `offset..offset + data.len()` of the transfer, for the application; in order.
+    Deliver {
+        /// Position of the first byte.
+        offset: u64,
+        /// The bytes (zero-copy).
+        data: Bytes,
+    },
+    /// Have the application process data, then answer [`Command::ComputeDone`].
+    Compute(ComputeTask),
+    /// Progress or a measurement.
+    Report(Report),
+    /// The node is done.
+    Finished,
+    /// The node gave up.
+    Aborted(AbortReason),
+}
+
+/// The buffer a machine pushes its [`Output`]s to; owned and reused by the driver, so handling
+/// an input allocates nothing once the buffer has grown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outputs {
+    items: Vec<Output>,
+}
+
+impl Outputs {
+    /// An empty buffer.
+    pub fn new() -> Outputs {
+        Outputs::default()
+    }
+
+    /// Appends an output.
+    pub fn push(&mut self, output: Output) {
+        self.items.push(output);
+    }
+
+    /// Appends a send without completion notice.
+    pub fn send(&mut self, to: NodeId, message: Message) {
+        self.push(Output::Send(Transmit {
+            to,
+            message,
+            notify: None,
+        }));
+    }
+
+    /// Appends a send whose completion is to be reported with `id`.
+    pub fn send_notify(&mut self, to: NodeId, message: Message, id: SendId) {
+        self.push(Output::Send(Transmit {
+            to,
+            message,
+            notify: Some(id),
+        }));
+    }
+
+    /// Number of outputs waiting.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The outputs waiting, in order.
+    pub fn as_slice(&self) -> &[Output] {
+        &self.items
+    }
+
+    /// Removes and yields every output, in order (the buffer keeps its capacity).
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Output> {
+        self.items.drain(..)
+    }
+
+    /// Drops every output.
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+}
+
+/// An input a machine refuses: a peer broke the protocol, or the driver broke its contract.
+/// Every variant names the peer or item at fault.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// A message this node does not expect from that peer at this point.
+    #[error("unexpected {kind} message from node {from}: {why}")]
+    UnexpectedMessage {
+        /// The sender.
+        from: NodeId,
+        /// Its kind.
+        kind: MessageKind,
+        /// Why it is unexpected.
+        why: &'static str,
+    },
+    /// A message of another collective.
+    #[error(
+        "{kind} message from node {from} for transfer {found}, this node runs transfer {expected}"
+    )]
+    WrongTransfer {
+        /// The sender.
+        from: NodeId,
+        /// Its kind.
+        kind: MessageKind,
+        /// This node's transfer.
+        expected: TransferId,
+        /// The message's transfer.
+        found: TransferId,
+    },
+    /// Data that does not continue where the previous data ended.
+    #[error("{kind} message from node {from} at offset {found}, expected offset {expected}")]
+    OutOfOrder {
+        /// The sender.
+        from: NodeId,
+        /// Its kind.
+        kind: MessageKind,
+        /// The next offset this node expects.
+        expected: u64,
+        /// The message's offset.
+        found: u64,
+    },
+    /// Fields that contradict earlier messages or the message itself.
+    #[error("{kind} message from node {from}: {what}")]
+    Inconsistent {
+        /// The sender.
+        from: NodeId,
+        /// Its kind.
+        kind: MessageKind,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A frame that does not satisfy the wire format's invariants (a driver that built the
+    /// message itself rather than decoding it).
+    #[error("invalid message from node {from}: {source}")]
+    Frame {
+        /// The sender.
+        from: NodeId,
+        /// The violated invariant.
+        source: FrameError,
+    },
+    /// A command for a task this node never asked for (or already completed).
+    #[error("compute task {task:?} is unknown or already done")]
+    UnknownTask {
+        /// The task.
+        task: TaskId,
+    },
+    /// A send completion this node never asked for (or already received).
+    #[error("completion of send {id:?} to node {to} was not expected")]
+    UnknownSend {
+        /// The peer.
+        to: NodeId,
+        /// The id.
+        id: SendId,
+    },
+}
+
+/// A machine that cannot be built from what it was given. Every variant names the node or
+/// parameter at fault.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum SetupError {
+    /// The node is not a member of the tree or schedule.
+    #[error("node {node} is not in the tree")]
+    NotInTree {
+        /// The node.
+        node: NodeId,
+    },
+    /// The root was given no data, or another node was given some.
+    #[error("node {node}: {what}")]
+    Data {
+        /// The node.
+        node: NodeId,
+        /// "the root needs the data to send" or "only the root is given data".
+        what: &'static str,
+    },
+    /// A configuration value out of range.
+    #[error("{what} must be {requirement}, got {value}")]
+    Config {
+        /// The parameter.
+        what: &'static str,
+        /// Its valid range.
+        requirement: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// A schedule that cannot be followed (non-finite or negative fractions, a broken tree).
+    #[error("schedule: {0}")]
+    Schedule(String),
+}
+
+/// The RNG of node `node` in a run with seed `run_seed`, for machines that draw random numbers.
+///
+/// Every driver derives per-node RNGs with this function, so a run is reproducible whatever
+/// drives it: the ChaCha8 key comes from `run_seed` (through `seed_from_u64`) and the stream
+/// number is the node id, so nodes draw independent sequences. Streams at or above 2^32 are
+/// never used here and are free for drivers' own randomness.
+pub fn node_rng(run_seed: u64, node: NodeId) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(run_seed);
+    rng.set_stream(u64::from(node.0));
+    rng
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn node_rngs_are_reproducible_and_distinct() {
+        let a: [u64; 4] = node_rng(9, NodeId(1)).gen();
+        let b: [u64; 4] = node_rng(9, NodeId(1)).gen();
+        let c: [u64; 4] = node_rng(9, NodeId(2)).gen();
+        let d: [u64; 4] = node_rng(10, NodeId(1)).gen();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
+    }
+
+    #[test]
+    fn outputs_buffer() {
+        let mut out = Outputs::new();
+        assert!(out.is_empty());
+        out.push(Output::Finished);
+        out.push(Output::CancelTimer(TimerId(1)));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out.as_slice()[0], Output::Finished);
+        let drained: Vec<_> = out.drain().collect();
+        assert_eq!(drained.len(), 2);
+        assert!(out.is_empty());
+    }
+}

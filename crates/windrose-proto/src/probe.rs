@@ -1,0 +1,282 @@
+//! Link probing: round-trip times to a set of peers, measured with ping/pong frames.
+//!
+//! A [`LinkProber`] sends a [`Message::Ping`] with a fresh random nonce to each live peer every
+//! [`period`](ProbeConfig::period), [`rounds`](ProbeConfig::rounds) times, and turns each
+//! matching [`Message::Pong`] into a [`Report::RoundTrip`] (time from the ping's send to the
+//! pong's arrival, on this node's clock). It answers every ping it receives with a pong that
+//! echoes the ping's fields. It finishes one period after its last round (late pongs are then
+//! ignored, as are pongs whose nonce does not match the outstanding ping).
+//!
+//! Drivers run it beside a collective's machine, routing ping and pong frames to it. Its nonces
+//! come from the seeded RNG it is built with (see [`node_rng`](crate::node_rng)), so simulated
+//! runs stay reproducible. Timer: [`PROBE_TIMER`].
+
+use crate::frame::{Message, Probe};
+use crate::node::{
+    Command, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status, TimerId,
+};
+use crate::time::Time;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+use windrose_model::NodeId;
+
+/// The timer of the next probing round.
+pub const PROBE_TIMER: TimerId = TimerId(1);
+
+/// How often and how many times to probe.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// Time between rounds (positive).
+    pub period: Duration,
+    /// Rounds of pings (at least 1).
+    pub rounds: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Peer {
+    node: NodeId,
+    alive: bool,
+    /// The ping awaiting its pong (its nonce and our send time).
+    outstanding: Option<Probe>,
+}
+
+/// Measures round-trip times to a set of peers. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct LinkProber {
+    me: NodeId,
+    peers: Vec<Peer>,
+    config: ProbeConfig,
+    rng: ChaCha8Rng,
+    rounds_sent: u32,
+    started: bool,
+    status: Status,
+}
+
+impl LinkProber {
+    /// A prober on node `me` for `peers` (duplicates and `me` itself are dropped), drawing
+    /// nonces from `rng`.
+    pub fn new(
+        me: NodeId,
+        peers: &[NodeId],
+        config: ProbeConfig,
+        rng: ChaCha8Rng,
+    ) -> Result<LinkProber, SetupError> {
+        if config.period.is_zero() {
+            return Err(SetupError::Config {
+                what: "period",
+                requirement: "positive",
+                value: "0s".into(),
+            });
+        }
+        if config.rounds == 0 {
+            return Err(SetupError::Config {
+                what: "rounds",
+                requirement: "at least 1",
+                value: "0".into(),
+            });
+        }
+        let mut ids: Vec<NodeId> = peers.iter().copied().filter(|&p| p != me).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(LinkProber {
+            me,
+            peers: ids
+                .into_iter()
+                .map(|node| Peer {
+                    node,
+                    alive: true,
+                    outstanding: None,
+                })
+                .collect(),
+            config,
+            rng,
+            rounds_sent: 0,
+            started: false,
+            status: Status::Running,
+        })
+    }
+
+    /// Rounds of pings sent so far.
+    pub fn rounds_sent(&self) -> u32 {
+        self.rounds_sent
+    }
+
+    fn round(&mut self, now: Time, out: &mut Outputs) {
+        self.rounds_sent += 1;
+        for peer in self.peers.iter_mut().filter(|p| p.alive) {
+            let probe = Probe {
+                nonce: self.rng.gen(),
+                sent_at: now,
+            };
+            peer.outstanding = Some(probe);
+            out.send(peer.node, Message::Ping(probe));
+        }
+        out.push(Output::SetTimer {
+            timer: PROBE_TIMER,
+            at: now + self.config.period,
+        });
+    }
+}
+
+impl Protocol for LinkProber {
+    fn node(&self) -> NodeId {
+        self.me
+    }
+
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        match input {
+            Input::Start => {
+                if !self.started {
+                    self.started = true;
+                    self.round(now, out);
+                }
+            }
+            Input::Timer(PROBE_TIMER) => {
+                if self.status == Status::Running && self.started {
+                    if self.rounds_sent < self.config.rounds {
+                        self.round(now, out);
+                    } else {
+                        self.status = Status::Finished;
+                        out.push(Output::Finished);
+                    }
+                }
+            }
+            Input::Timer(_) => {}
+            Input::Message {
+                from,
+                message: Message::Ping(probe),
+            } => out.send(from, Message::Pong(probe)),
+            Input::Message {
+                from,
+                message: Message::Pong(probe),
+            } => {
+                if self.status != Status::Running {
+                    return Ok(());
+                }
+                if let Some(peer) = self.peers.iter_mut().find(|p| p.node == from) {
+                    if let Some(sent) = peer.outstanding.filter(|o| o.nonce == probe.nonce) {
+                        peer.outstanding = None;
+                        out.push(Output::Report(Report::RoundTrip {
+                            peer: from,
+                            rtt: now - sent.sent_at,
+                        }));
+                    }
+                }
+            }
+            Input::Message { from, message } => {
+                return Err(ProtocolError::UnexpectedMessage {
+                    from,
+                    kind: message.kind(),
+                    why: "a link prober only takes pings and pongs",
+                })
+            }
+            Input::Command(Command::ComputeDone { task }) => {
+                return Err(ProtocolError::UnknownTask { task })
+            }
+            Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            Input::PeerFailed(node) => {
+                if let Some(peer) = self.peers.iter_mut().find(|p| p.node == node) {
+                    peer.alive = false;
+                    peer.outstanding = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::node_rng;
+
+    #[test]
+    fn measures_round_trips_between_two_probers() {
+        let config = ProbeConfig {
+            period: Duration::from_millis(100),
+            rounds: 2,
+        };
+        let (a, b) = (NodeId(0), NodeId(1));
+        let mut pa = LinkProber::new(a, &[a, b, b], config, node_rng(1, a)).unwrap();
+        let mut pb = LinkProber::new(b, &[a], config, node_rng(1, b)).unwrap();
+        let mut out = Outputs::new();
+        pa.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        let Some(Output::Send(ping)) = out.as_slice().first().cloned() else {
+            panic!("expected a ping first");
+        };
+        assert_eq!(ping.to, b);
+        out.clear();
+        // b answers at 3 ms, the pong arrives at a at 7 ms.
+        pb.handle(
+            Time::from_millis(3),
+            Input::Message {
+                from: a,
+                message: ping.message,
+            },
+            &mut out,
+        )
+        .unwrap();
+        let Some(Output::Send(pong)) = out.drain().next() else {
+            panic!("expected a pong");
+        };
+        let pong_input = Input::Message {
+            from: b,
+            message: pong.message,
+        };
+        pa.handle(Time::from_millis(7), pong_input.clone(), &mut out)
+            .unwrap();
+        assert_eq!(
+            out.as_slice(),
+            &[Output::Report(Report::RoundTrip {
+                peer: b,
+                rtt: Duration::from_millis(7)
+            })]
+        );
+        out.clear();
+        // A duplicate pong is ignored.
+        pa.handle(Time::from_millis(8), pong_input, &mut out)
+            .unwrap();
+        assert!(out.is_empty());
+        // Second round, then finished one period later.
+        pa.handle(Time::from_millis(100), Input::Timer(PROBE_TIMER), &mut out)
+            .unwrap();
+        assert_eq!(pa.rounds_sent(), 2);
+        out.clear();
+        pa.handle(Time::from_millis(200), Input::Timer(PROBE_TIMER), &mut out)
+            .unwrap();
+        assert_eq!(out.as_slice(), &[Output::Finished]);
+        assert!(pa.is_finished());
+    }
+
+    #[test]
+    fn same_seed_same_nonces() {
+        let config = ProbeConfig {
+            period: Duration::from_secs(1),
+            rounds: 1,
+        };
+        let run = |seed| {
+            let mut p = LinkProber::new(NodeId(0), &[NodeId(1)], config, node_rng(seed, NodeId(0)))
+                .unwrap();
+            let mut out = Outputs::new();
+            p.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+            out.as_slice().to_vec()
+        };
+        assert_eq!(run(5), run(5));
+        assert_ne!(run(5), run(6));
+        assert!(LinkProber::new(
+            NodeId(0),
+            &[],
+            ProbeConfig {
+                period: Duration::ZERO,
+                rounds: 1
+            },
+            node_rng(0, NodeId(0))
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,660 @@
+//! Pipelined broadcast over any [`Tree`] of `windrose-trees`.
+//!
+//! The root's message (a [`Bytes`] of `L` bytes) is cut into segments of
+//! [`segment_bytes`](BroadcastConfig::segment_bytes) (the last one shorter; one segment of `L`
+//! bytes is store-and-forward). A node forwards a segment to its children as soon as the whole
+//! segment has arrived, so segments flow down the tree in a pipeline. Per segment, children are
+//! served in the tree's send order: every frame of the segment to child 1, then to child 2, and so
+//! on. On the wire a segment travels as one or more [`DataSegment`] frames of at most
+//! [`max_frame_payload`](BroadcastConfig::max_frame_payload) bytes; an empty message travels as
+//! one empty frame, so every edge carries exactly [`BroadcastConfig::frames_per_edge`] frames.
+//!
+//! A node knows only its parent and its children (from the tree). Every non-root node delivers
+//! each received frame's bytes to its application in order ([`Output::Deliver`]; the root, which
+//! has the message, delivers nothing) and reports [`Report::Progress`] per forwarded segment. It
+//! finishes when it holds all `L` bytes and has handed every send to the driver, which happens in
+//! the same step: the root finishes on [`Input::Start`]. Payloads are never copied: every frame
+//! carries a slice of the root's [`Bytes`] or of a receive buffer.
+//!
+//! Failures: a child declared failed is skipped from then on (its subtree misses the rest; tree
+//! repair belongs to a later protocol). If the parent fails, or — with an
+//! [`idle_timeout`](BroadcastConfig::idle_timeout) — nothing arrives for that long, a node that
+//! is not complete aborts. Timer: [`IDLE_TIMER`].
+
+use crate::frame::{
+    DataSegment, Message, MessageKind, TransferId, DEFAULT_MAX_BODY_LEN, MAX_FIXED_BODY_LEN,
+};
+use crate::node::{
+    AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
+    TimerId,
+};
+use crate::time::Time;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::Duration;
+use windrose_model::NodeId;
+use windrose_trees::Tree;
+
+/// The timer a non-root node sets when it has an idle timeout: it fires when nothing has arrived
+/// from the parent for [`BroadcastConfig::idle_timeout`].
+pub const IDLE_TIMER: TimerId = TimerId(0);
+
+/// Parameters of a broadcast; every node of one broadcast must use the same values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BroadcastConfig {
+    /// The id in every frame of this broadcast.
+    pub transfer: TransferId,
+    /// Bytes per segment, the unit of forwarding (at least 1).
+    pub segment_bytes: u64,
+    /// Largest payload per frame (1 ..= [`DEFAULT_MAX_BODY_LEN`] - [`MAX_FIXED_BODY_LEN`], so
+    /// that receivers with the default frame limit accept every frame).
+    pub max_frame_payload: u32,
+    /// Abort when nothing arrives from the parent for this long (None: wait forever).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl BroadcastConfig {
+    /// The default [`max_frame_payload`](Self::max_frame_payload): 1 MiB.
+    pub const DEFAULT_MAX_FRAME_PAYLOAD: u32 = 1 << 20;
+
+    /// A configuration with the default frame payload and no idle timeout.
+    pub fn new(transfer: TransferId, segment_bytes: u64) -> BroadcastConfig {
+        BroadcastConfig {
+            transfer,
+            segment_bytes,
+            max_frame_payload: Self::DEFAULT_MAX_FRAME_PAYLOAD,
+            idle_timeout: None,
+        }
+    }
+
+    /// Checks the ranges documented on the fields.
+    pub fn validate(&self) -> Result<(), SetupError> {
+        if self.segment_bytes == 0 {
+            return Err(SetupError::Config {
+                what: "segment_bytes",
+                requirement: "at least 1",
+                value: "0".into(),
+            });
+        }
+        check_frame_payload(self.max_frame_payload)?;
+        if self.idle_timeout == Some(Duration::ZERO) {
+            return Err(SetupError::Config {
+                what: "idle_timeout",
+                requirement: "positive (or None)",
+                value: "0s".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Number of [`DataSegment`] frames every edge of the tree carries for a message of
+    /// `total_len` bytes: each segment's frames, at least one (an empty message is one frame).
+    pub fn frames_per_edge(&self, total_len: u64) -> u64 {
+        let seg = self.segment_bytes.max(1);
+        let max = u64::from(self.max_frame_payload.max(1));
+        if total_len == 0 {
+            return 1;
+        }
+        let full = total_len / seg;
+        let rest = total_len % seg;
+        full.saturating_mul(seg.div_ceil(max))
+            .saturating_add(rest.div_ceil(max))
+    }
+
+    /// Bytes every edge of the tree carries for a message of `total_len` bytes: the message
+    /// plus [`MessageKind::frame_overhead`] per frame. What the simulator's network moves, and
+    /// what closed-form predictions must use.
+    pub fn wire_bytes_per_edge(&self, total_len: u64) -> u64 {
+        let overhead = MessageKind::Data.frame_overhead() as u64;
+        total_len.saturating_add(self.frames_per_edge(total_len).saturating_mul(overhead))
+    }
+}
+
+/// Checks a `max_frame_payload` parameter.
+pub(crate) fn check_frame_payload(max_frame_payload: u32) -> Result<(), SetupError> {
+    let limit = DEFAULT_MAX_BODY_LEN as usize - MAX_FIXED_BODY_LEN;
+    if max_frame_payload == 0 || max_frame_payload as usize > limit {
+        return Err(SetupError::Config {
+            what: "max_frame_payload",
+            requirement: "between 1 and the default frame limit minus 28 bytes (16777188)",
+            value: max_frame_payload.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Splits `piece` (starting at byte `offset`) into zero-copy chunks of at most `max` bytes,
+/// appended to `chunks`; an empty piece gives one empty chunk.
+fn chunk_into(offset: u64, piece: Bytes, max: u32, chunks: &mut Vec<(u64, Bytes)>) {
+    let max = max.max(1) as usize;
+    if piece.is_empty() {
+        chunks.push((offset, piece));
+        return;
+    }
+    let mut at = 0;
+    while at < piece.len() {
+        let end = (at + max).min(piece.len());
+        chunks.push((offset + at as u64, piece.slice(at..end)));
+        at = end;
+    }
+}
+
+/// One node of a pipelined tree broadcast. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct TreeBroadcast {
+    me: NodeId,
+    parent: Option<NodeId>,
+    children: Vec<NodeId>,
+    child_alive: Vec<bool>,
+    config: BroadcastConfig,
+    started: bool,
+    status: Status,
+    /// Length of the message, once known (at the root from the start).
+    total_len: Option<u64>,
+    /// Bytes held: received (or, at the root, all of them once started).
+    received: u64,
+    /// Bytes forwarded to the children (a multiple of `segment_bytes`, or `total_len`).
+    forwarded: u64,
+    /// True once every segment (for an empty message: its one empty frame) was forwarded.
+    forward_done: bool,
+    /// Bytes `forwarded..received`, in order.
+    pending: VecDeque<Bytes>,
+    /// When the idle timer is due (non-root nodes with a timeout).
+    idle_deadline: Option<Time>,
+}
+
+impl TreeBroadcast {
+    /// The machine of node `me` in a broadcast over `tree`. The root passes the message as
+    /// `data`; every other node passes None.
+    ///
+    /// Errors: `me` not in the tree, data given to a non-root or missing at the root, or an
+    /// invalid `config`.
+    pub fn new(
+        me: NodeId,
+        tree: &Tree,
+        data: Option<Bytes>,
+        config: BroadcastConfig,
+    ) -> Result<TreeBroadcast, SetupError> {
+        config.validate()?;
+        if !tree.contains(me) {
+            return Err(SetupError::NotInTree { node: me });
+        }
+        let is_root = tree.root() == me;
+        let (total_len, pending) = match (is_root, data) {
+            (true, Some(d)) => (Some(d.len() as u64), VecDeque::from([d])),
+            (true, None) => {
+                return Err(SetupError::Data {
+                    node: me,
+                    what: "the root needs the data to send",
+                })
+            }
+            (false, Some(_)) => {
+                return Err(SetupError::Data {
+                    node: me,
+                    what: "only the root is given data",
+                })
+            }
+            (false, None) => (None, VecDeque::new()),
+        };
+        let children = tree.children(me).to_vec();
+        Ok(TreeBroadcast {
+            me,
+            parent: tree.parent(me),
+            child_alive: vec![true; children.len()],
+            children,
+            config,
+            started: false,
+            status: Status::Running,
+            total_len,
+            received: 0,
+            forwarded: 0,
+            forward_done: false,
+            pending,
+            idle_deadline: None,
+        })
+    }
+
+    /// The parent (None at the root).
+    pub fn parent(&self) -> Option<NodeId> {
+        self.parent
+    }
+
+    /// The children, in send order.
+    pub fn children(&self) -> &[NodeId] {
+        &self.children
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BroadcastConfig {
+        &self.config
+    }
+
+    /// Length of the message, once known.
+    pub fn total_len(&self) -> Option<u64> {
+        self.total_len
+    }
+
+    /// Bytes held so far.
+    pub fn received_bytes(&self) -> u64 {
+        self.received
+    }
+
+    fn on_start(&mut self, now: Time, out: &mut Outputs) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if self.parent.is_none() {
+            self.received = self.total_len.unwrap_or(0);
+            self.forward_ready(out);
+            self.check_finished(out);
+        } else {
+            self.arm_idle_timer(now, out);
+        }
+    }
+
+    fn arm_idle_timer(&mut self, now: Time, out: &mut Outputs) {
+        if let Some(timeout) = self.config.idle_timeout {
+            let at = now + timeout;
+            self.idle_deadline = Some(at);
+            out.push(Output::SetTimer {
+                timer: IDLE_TIMER,
+                at,
+            });
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        seg: DataSegment,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let kind = MessageKind::Data;
+        if self.status == Status::Aborted {
+            return Ok(()); // late data for a node that gave up: nothing to do
+        }
+        if Some(from) != self.parent {
+            let why = if self.parent.is_none() {
+                "the root receives no data"
+            } else {
+                "the sender is not this node's parent"
+            };
+            return Err(ProtocolError::UnexpectedMessage { from, kind, why });
+        }
+        if seg.transfer != self.config.transfer {
+            return Err(ProtocolError::WrongTransfer {
+                from,
+                kind,
+                expected: self.config.transfer,
+                found: seg.transfer,
+            });
+        }
+        seg.validate()
+            .map_err(|source| ProtocolError::Frame { from, source })?;
+        if self.status == Status::Finished {
+            return Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind,
+                why: "the broadcast is already complete",
+            });
+        }
+        if self.total_len.is_some_and(|t| t != seg.total_len) {
+            return Err(ProtocolError::Inconsistent {
+                from,
+                kind,
+                what: "total_len differs from earlier segments",
+            });
+        }
+        if seg.offset != self.received {
+            return Err(ProtocolError::OutOfOrder {
+                from,
+                kind,
+                expected: self.received,
+                found: seg.offset,
+            });
+        }
+        if seg.payload.is_empty() && seg.total_len > 0 {
+            return Err(ProtocolError::Inconsistent {
+                from,
+                kind,
+                what: "empty segment of a non-empty message",
+            });
+        }
+        // Accepted: from here on the machine changes.
+        self.started = true;
+        self.total_len = Some(seg.total_len);
+        self.received += seg.payload.len() as u64;
+        if !seg.payload.is_empty() {
+            out.push(Output::Deliver {
+                offset: seg.offset,
+                data: seg.payload.clone(),
+            });
+            self.pending.push_back(seg.payload);
+        }
+        self.forward_ready(out);
+        if !self.check_finished(out) {
+            self.arm_idle_timer(now, out);
+        }
+        Ok(())
+    }
+
+    /// Forwards every segment that is complete and not yet forwarded.
+    fn forward_ready(&mut self, out: &mut Outputs) {
+        let Some(total) = self.total_len else { return };
+        if total == 0 {
+            if !self.forward_done {
+                self.forward_done = true;
+                self.forward(&[(0, Bytes::new())], 0, out);
+            }
+            return;
+        }
+        let seg = self.config.segment_bytes;
+        while self.forwarded < total {
+            let end = (self.forwarded / seg)
+                .saturating_add(1)
+                .saturating_mul(seg)
+                .min(total);
+            if end > self.received {
+                break;
+            }
+            let mut chunks = Vec::new();
+            let mut need = (end - self.forwarded) as usize;
+            let mut at = self.forwarded;
+            while need > 0 {
+                let Some(front) = self.pending.front_mut() else {
+                    break; // cannot happen: pending holds forwarded..received
+                };
+                let piece = if front.len() <= need {
+                    self.pending.pop_front().unwrap_or_default()
+                } else {
+                    front.split_to(need)
+                };
+                need -= piece.len();
+                let len = piece.len() as u64;
+                chunk_into(at, piece, self.config.max_frame_payload, &mut chunks);
+                at += len;
+            }
+            self.forward(&chunks, total, out);
+            self.forwarded = end;
+            out.push(Output::Report(Report::Progress {
+                done_bytes: end,
+                total_bytes: total,
+            }));
+        }
+        self.forward_done = self.forwarded == total;
+    }
+
+    /// Sends `chunks` (one segment) to every live child, child by child in send order.
+    fn forward(&self, chunks: &[(u64, Bytes)], total: u64, out: &mut Outputs) {
+        for (&child, _) in self
+            .children
+            .iter()
+            .zip(&self.child_alive)
+            .filter(|(_, alive)| **alive)
+        {
+            for (offset, payload) in chunks {
+                out.send(
+                    child,
+                    Message::Data(DataSegment {
+                        transfer: self.config.transfer,
+                        offset: *offset,
+                        total_len: total,
+                        payload: payload.clone(),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// Finishes when everything is held and forwarded; returns true when finished now.
+    fn check_finished(&mut self, out: &mut Outputs) -> bool {
+        if self.status != Status::Running
+            || !self.forward_done
+            || self.total_len != Some(self.received)
+        {
+            return false;
+        }
+        self.status = Status::Finished;
+        if self.idle_deadline.take().is_some() {
+            out.push(Output::CancelTimer(IDLE_TIMER));
+        }
+        out.push(Output::Finished);
+        true
+    }
+
+    fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
+        self.status = Status::Aborted;
+        if self.idle_deadline.take().is_some() {
+            out.push(Output::CancelTimer(IDLE_TIMER));
+        }
+        out.push(Output::Aborted(reason));
+    }
+}
+
+impl Protocol for TreeBroadcast {
+    fn node(&self) -> NodeId {
+        self.me
+    }
+
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        match input {
+            Input::Start => self.on_start(now, out),
+            Input::Message {
+                from,
+                message: Message::Data(seg),
+            } => self.on_data(now, from, seg, out)?,
+            Input::Message { from, message } => {
+                return Err(ProtocolError::UnexpectedMessage {
+                    from,
+                    kind: message.kind(),
+                    why: "not part of a broadcast",
+                })
+            }
+            Input::Timer(IDLE_TIMER) => {
+                if let (Status::Running, Some(due)) = (self.status, self.idle_deadline) {
+                    if now >= due {
+                        let waited = self.config.idle_timeout.unwrap_or_default();
+                        self.abort(AbortReason::Timeout { waited }, out);
+                    }
+                }
+            }
+            Input::Timer(_) => {} // not ours: stale or foreign timers are harmless
+            Input::Command(crate::node::Command::ComputeDone { task }) => {
+                return Err(ProtocolError::UnknownTask { task })
+            }
+            Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            Input::PeerFailed(peer) => {
+                if Some(peer) == self.parent {
+                    if self.status == Status::Running {
+                        self.abort(AbortReason::PeerFailed { peer }, out);
+                    }
+                } else if let Some(i) = self.children.iter().position(|&c| c == peer) {
+                    self.child_alive[i] = false;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(i: u32) -> NodeId {
+        NodeId(i)
+    }
+
+    fn chain3() -> Tree {
+        Tree::from_edges(3, n(0), &[(n(1), n(0)), (n(2), n(1))]).unwrap()
+    }
+
+    fn sends(out: &Outputs) -> Vec<(NodeId, u64, usize)> {
+        out.as_slice()
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send(t) => match &t.message {
+                    Message::Data(d) => Some((t.to, d.offset, d.payload.len())),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn root_sends_segments_child_by_child() {
+        let tree = Tree::from_edges(3, n(0), &[(n(2), n(0)), (n(1), n(0))]).unwrap();
+        let mut cfg = BroadcastConfig::new(TransferId(1), 4);
+        cfg.max_frame_payload = 3;
+        let mut root =
+            TreeBroadcast::new(n(0), &tree, Some(Bytes::from_static(b"abcdefghij")), cfg).unwrap();
+        let mut out = Outputs::new();
+        root.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        // Segments [0,4) [4,8) [8,10); frames of at most 3 bytes; child 2 before child 1.
+        assert_eq!(
+            sends(&out),
+            vec![
+                (n(2), 0, 3),
+                (n(2), 3, 1),
+                (n(1), 0, 3),
+                (n(1), 3, 1),
+                (n(2), 4, 3),
+                (n(2), 7, 1),
+                (n(1), 4, 3),
+                (n(1), 7, 1),
+                (n(2), 8, 2),
+                (n(1), 8, 2),
+            ]
+        );
+        assert_eq!(cfg.frames_per_edge(10), 5);
+        assert_eq!(out.as_slice().last(), Some(&Output::Finished));
+        assert!(root.is_finished());
+    }
+
+    #[test]
+    fn relay_forwards_whole_segments_only() {
+        let cfg = BroadcastConfig::new(TransferId(1), 4);
+        let mut mid = TreeBroadcast::new(n(1), &chain3(), None, cfg).unwrap();
+        let mut out = Outputs::new();
+        mid.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        let data = |offset: u64, p: &'static [u8]| Input::Message {
+            from: n(0),
+            message: Message::Data(DataSegment {
+                transfer: TransferId(1),
+                offset,
+                total_len: 6,
+                payload: Bytes::from_static(p),
+            }),
+        };
+        mid.handle(Time::ZERO, data(0, b"abc"), &mut out).unwrap();
+        assert!(sends(&out).is_empty());
+        assert_eq!(out.len(), 1); // delivered, not forwarded
+        out.clear();
+        mid.handle(Time::ZERO, data(3, b"de"), &mut out).unwrap();
+        // Segment [0,4) is complete: forwarded as the pieces it arrived in, "abc" and "d".
+        assert_eq!(sends(&out), vec![(n(2), 0, 3), (n(2), 3, 1)]);
+        out.clear();
+        // Out of order, wrong sender, wrong transfer: rejected without any output.
+        assert!(matches!(
+            mid.handle(Time::ZERO, data(4, b"f"), &mut out),
+            Err(ProtocolError::OutOfOrder {
+                expected: 5,
+                found: 4,
+                ..
+            })
+        ));
+        let from2 = Input::Message {
+            from: n(2),
+            message: Message::Data(DataSegment {
+                transfer: TransferId(1),
+                offset: 5,
+                total_len: 6,
+                payload: Bytes::from_static(b"f"),
+            }),
+        };
+        assert!(mid.handle(Time::ZERO, from2, &mut out).is_err());
+        assert!(out.is_empty());
+        mid.handle(Time::ZERO, data(5, b"f"), &mut out).unwrap();
+        // Pieces are forwarded as they are (never copied to coalesce them): "e" and "f".
+        assert_eq!(sends(&out), vec![(n(2), 4, 1), (n(2), 5, 1)]);
+        assert!(mid.is_finished());
+        assert!(mid.handle(Time::ZERO, data(6, b""), &mut out).is_err());
+    }
+
+    #[test]
+    fn empty_message_is_one_empty_frame() {
+        let cfg = BroadcastConfig::new(TransferId(0), 8);
+        let mut root = TreeBroadcast::new(n(0), &chain3(), Some(Bytes::new()), cfg).unwrap();
+        let mut out = Outputs::new();
+        root.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        assert_eq!(sends(&out), vec![(n(1), 0, 0)]);
+        assert!(root.is_finished());
+    }
+
+    #[test]
+    fn idle_timeout_and_parent_failure_abort() {
+        let mut cfg = BroadcastConfig::new(TransferId(0), 8);
+        cfg.idle_timeout = Some(Duration::from_millis(5));
+        let mut leaf = TreeBroadcast::new(n(2), &chain3(), None, cfg).unwrap();
+        let mut out = Outputs::new();
+        leaf.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        assert_eq!(
+            out.as_slice(),
+            &[Output::SetTimer {
+                timer: IDLE_TIMER,
+                at: Time::from_millis(5)
+            }]
+        );
+        out.clear();
+        // A stale firing (before the deadline) is ignored.
+        leaf.handle(Time::from_millis(1), Input::Timer(IDLE_TIMER), &mut out)
+            .unwrap();
+        assert!(out.is_empty() && leaf.status() == Status::Running);
+        leaf.handle(Time::from_millis(5), Input::Timer(IDLE_TIMER), &mut out)
+            .unwrap();
+        assert_eq!(leaf.status(), Status::Aborted);
+        assert!(matches!(
+            out.as_slice().last(),
+            Some(Output::Aborted(AbortReason::Timeout { .. }))
+        ));
+
+        let mut mid = TreeBroadcast::new(n(1), &chain3(), None, cfg).unwrap();
+        out.clear();
+        mid.handle(Time::ZERO, Input::PeerFailed(n(2)), &mut out)
+            .unwrap();
+        assert_eq!(mid.status(), Status::Running);
+        mid.handle(Time::ZERO, Input::PeerFailed(n(0)), &mut out)
+            .unwrap();
+        assert_eq!(mid.status(), Status::Aborted);
+    }
+
+    #[test]
+    fn setup_errors() {
+        let cfg = BroadcastConfig::new(TransferId(0), 8);
+        let t = chain3();
+        assert!(matches!(
+            TreeBroadcast::new(n(0), &t, None, cfg),
+            Err(SetupError::Data { .. })
+        ));
+        assert!(matches!(
+            TreeBroadcast::new(n(1), &t, Some(Bytes::new()), cfg),
+            Err(SetupError::Data { .. })
+        ));
+        assert!(matches!(
+            TreeBroadcast::new(n(7), &t, None, cfg),
+            Err(SetupError::NotInTree { .. })
+        ));
+        let zero = BroadcastConfig::new(TransferId(0), 0);
+        assert!(TreeBroadcast::new(n(1), &t, None, zero).is_err());
+        let mut big = cfg;
+        big.max_frame_payload = u32::MAX;
+        assert!(big.validate().is_err());
+    }
+}

@@ -1,0 +1,242 @@
+//! Property tests of the wire format: round trips, arbitrary splitting of a stream, truncation
+//! and corruption of valid frames, and arbitrary bytes — errors, never panics.
+
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+use windrose_model::NodeId;
+use windrose_proto::frame::{
+    self, DataSegment, Decoder, FrameError, Message, Probe, ShareChunk, ShareFinished, TransferId,
+    DEFAULT_MAX_BODY_LEN, HEADER_LEN,
+};
+use windrose_proto::Time;
+
+fn payload() -> impl Strategy<Value = Bytes> {
+    prop::collection::vec(any::<u8>(), 0..300).prop_map(Bytes::from)
+}
+
+/// Any valid message, edge values included.
+fn message() -> impl Strategy<Value = Message> {
+    let big = || {
+        prop_oneof![
+            Just(0u64),
+            Just(u64::MAX >> 2),
+            any::<u64>().prop_map(|x| x >> 2)
+        ]
+    };
+    prop_oneof![
+        (any::<u32>(), big(), big(), payload()).prop_map(|(t, offset, extra, payload)| {
+            let total_len = offset + payload.len() as u64 + extra;
+            Message::Data(DataSegment {
+                transfer: TransferId(t),
+                offset,
+                total_len,
+                payload,
+            })
+        }),
+        (any::<u32>(), big(), big(), big(), payload()).prop_map(
+            |(t, start, pre, post, payload)| {
+                Message::Share(ShareChunk {
+                    transfer: TransferId(t),
+                    share_offset: start,
+                    share_len: pre + payload.len() as u64 + post,
+                    offset: start + pre,
+                    payload,
+                })
+            }
+        ),
+        (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(t, n, at)| {
+            Message::ShareFinished(ShareFinished {
+                transfer: TransferId(t),
+                node: NodeId(n),
+                finished_at: Time::from_nanos(at),
+            })
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Ping(Probe {
+            nonce,
+            sent_at: Time::from_nanos(at)
+        })),
+        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Pong(Probe {
+            nonce,
+            sent_at: Time::from_nanos(at)
+        })),
+    ]
+}
+
+/// Pushes `bytes` to a fresh decoder cut at `cuts` and collects everything it returns.
+fn decode_split(
+    bytes: &[u8],
+    cuts: &[usize],
+    limit: u32,
+) -> (Vec<Message>, Result<(), FrameError>, Decoder) {
+    let mut points: Vec<usize> = cuts.iter().map(|&c| c % (bytes.len() + 1)).collect();
+    points.push(0);
+    points.push(bytes.len());
+    points.sort_unstable();
+    let mut dec = Decoder::with_max_body_len(limit);
+    let mut got = Vec::new();
+    for w in points.windows(2) {
+        dec.push(&bytes[w[0]..w[1]]);
+        loop {
+            match dec.next_message() {
+                Ok(Some(m)) => got.push(m),
+                Ok(None) => break,
+                Err(e) => return (got, Err(e), dec),
+            }
+        }
+    }
+    (got, Ok(()), dec)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn round_trip(m in message()) {
+        let bytes = frame::encode(&m).unwrap();
+        prop_assert_eq!(bytes.len(), frame::encoded_len(&m));
+        let parts = frame::encode_parts(&m).unwrap();
+        prop_assert_eq!([&parts.head[..], &parts.payload[..]].concat(), bytes.to_vec());
+        let (back, used) = frame::decode_bytes(&bytes, DEFAULT_MAX_BODY_LEN).unwrap().unwrap();
+        prop_assert_eq!(used, bytes.len());
+        prop_assert_eq!(&back, &m);
+        let mut buf = BytesMut::from(&bytes[..]);
+        prop_assert_eq!(frame::decode(&mut buf, DEFAULT_MAX_BODY_LEN).unwrap(), Some(m));
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn stream_split_anywhere(
+        ms in prop::collection::vec(message(), 0..12),
+        cuts in prop::collection::vec(any::<usize>(), 0..40),
+    ) {
+        let mut stream = BytesMut::new();
+        for m in &ms {
+            frame::encode_into(m, &mut stream).unwrap();
+        }
+        let (got, res, dec) = decode_split(&stream, &cuts, DEFAULT_MAX_BODY_LEN);
+        prop_assert_eq!(res, Ok(()));
+        prop_assert_eq!(got, ms);
+        prop_assert_eq!(dec.buffered_len(), 0);
+        prop_assert_eq!(dec.bytes_consumed(), stream.len() as u64);
+    }
+
+    #[test]
+    fn every_truncation_needs_more(m in message()) {
+        let bytes = frame::encode(&m).unwrap();
+        for len in 0..bytes.len() {
+            let prefix = bytes.slice(..len);
+            prop_assert_eq!(frame::decode_bytes(&prefix, DEFAULT_MAX_BODY_LEN), Ok(None));
+            let mut dec = Decoder::new();
+            dec.push(&prefix);
+            prop_assert_eq!(dec.next_message(), Ok(None));
+        }
+    }
+
+    #[test]
+    fn corrupt_headers_are_errors(m in message(), byte in any::<u8>(), flags in 1u16.., cut in any::<usize>()) {
+        let good = frame::encode(&m).unwrap();
+        let check = |bad: Vec<u8>, limit: u32| -> Result<(), TestCaseError> {
+            // Whole, and cut anywhere after the header: always the same error, never a message.
+            let whole = frame::decode_bytes(&Bytes::from(bad.clone()), limit);
+            prop_assert!(whole.is_err(), "decoded {:?}", whole);
+            let (got, res, _) = decode_split(&bad, &[cut], limit);
+            prop_assert!(got.is_empty());
+            prop_assert_eq!(res, Err(whole.unwrap_err()));
+            Ok(())
+        };
+        // Bad magic or version.
+        let mut bad = good.to_vec();
+        bad[0] = if byte == 0xB1 { 0xB2 } else { byte };
+        check(bad, DEFAULT_MAX_BODY_LEN)?;
+        // Unknown kind.
+        let mut bad = good.to_vec();
+        bad[1] = if (1..=5).contains(&byte) { byte + 5 } else { byte };
+        check(bad, DEFAULT_MAX_BODY_LEN)?;
+        // Reserved flags.
+        let mut bad = good.to_vec();
+        bad[2..4].copy_from_slice(&flags.to_be_bytes());
+        check(bad, DEFAULT_MAX_BODY_LEN)?;
+        // Body over the limit: the frame itself, with a limit one byte short.
+        let body = (good.len() - HEADER_LEN) as u32;
+        if body > 0 {
+            check(good.to_vec(), body - 1)?;
+        }
+        // Fixed-size kinds with another length.
+        if m.payload().is_none() {
+            let mut bad = good.to_vec();
+            bad[4..8].copy_from_slice(&(body + 1 + (byte as u32)).to_be_bytes());
+            bad.extend(vec![0u8; 1 + byte as usize]);
+            check(bad, DEFAULT_MAX_BODY_LEN)?;
+        }
+    }
+
+    #[test]
+    fn inconsistent_bodies_are_errors(m in message(), shrink in 1u64..) {
+        // Move the declared whole so the payload no longer fits in it.
+        let bad = match m {
+            Message::Data(mut d) if !d.payload.is_empty() || d.offset > 0 => {
+                let end = d.offset + d.payload.len() as u64;
+                d.total_len = end - 1 - (shrink % end);
+                Message::Data(d)
+            }
+            Message::Share(mut s) if !s.payload.is_empty() => {
+                s.share_len = s.offset - s.share_offset + s.payload.len() as u64 - 1;
+                Message::Share(s)
+            }
+            Message::Share(mut s) => {
+                s.share_offset = s.offset + 1;
+                Message::Share(s)
+            }
+            _ => return Ok(()),
+        };
+        prop_assert!(bad.validate().is_err());
+        let bytes = frame::encode(&bad).unwrap();
+        prop_assert!(
+            matches!(
+                frame::decode_bytes(&bytes, DEFAULT_MAX_BODY_LEN),
+                Err(FrameError::Inconsistent { .. })
+            ),
+            "{:?}",
+            frame::decode_bytes(&bytes, DEFAULT_MAX_BODY_LEN)
+        );
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        bytes in prop::collection::vec(any::<u8>(), 0..2000),
+        cuts in prop::collection::vec(any::<usize>(), 0..20),
+        limit in 0u32..1024,
+    ) {
+        let (_, _, mut dec) = decode_split(&bytes, &cuts, limit);
+        // Room is reserved only for frames within the limit (plus the buffer's growth policy).
+        let bound = 4 * (bytes.len() + HEADER_LEN + limit as usize);
+        prop_assert!(dec.buffer_mut().capacity() <= bound);
+        let _ = frame::decode_bytes(&Bytes::from(bytes), limit);
+    }
+
+    #[test]
+    fn frames_with_a_valid_header_and_arbitrary_body_never_panic(
+        kind in 1u8..=5,
+        body in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let mut bytes = vec![0xB1, kind, 0, 0];
+        bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&body);
+        match frame::decode_bytes(&Bytes::from(bytes), DEFAULT_MAX_BODY_LEN) {
+            Ok(Some((m, _))) => prop_assert!(m.validate().is_ok()),
+            Ok(None) => prop_assert!(false, "a whole frame cannot need more"),
+            Err(_) => {}
+        }
+    }
+}
+
+#[test]
+fn a_huge_declared_length_reserves_nothing() {
+    let mut dec = Decoder::new();
+    dec.push(&[0xB1, 1, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+    assert!(matches!(
+        dec.next_message(),
+        Err(FrameError::TooLarge { .. })
+    ));
+    assert!(dec.buffer_mut().capacity() < 1024);
+}
