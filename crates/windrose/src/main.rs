@@ -1,10 +1,12 @@
 //! The `windrose` command line: build broadcast trees from cost files, adapt them to link-cost
-//! changes and to nodes joining and leaving, and reproduce the papers' tables and figures.
+//! changes and to nodes joining and leaving, schedule a divisible load on a tree, and reproduce
+//! the papers' tables and figures.
 //!
 //! Output is human-readable tables by default and JSON with `--json`. Bad input (a file that
 //! does not parse, an unknown node, a bad argument value) exits with code 2 and one line on
 //! stderr naming the file, line and column; other failures exit with code 1.
 
+mod dlt;
 mod error;
 mod input;
 mod output;
@@ -15,8 +17,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// windrose: collective communication on heterogeneous, changing networks. Build broadcast
-/// trees from link costs, adapt them as costs change and nodes join or leave, and reproduce the
-/// papers' experiments.
+/// trees from link costs, adapt them as costs change and nodes join or leave, schedule divisible
+/// loads on trees, and reproduce the papers' experiments.
 #[derive(Debug, Parser)]
 #[command(name = "windrose", version, propagate_version = true)]
 struct Cli {
@@ -29,6 +31,12 @@ enum Command {
     /// Build and adapt broadcast trees.
     #[command(subcommand)]
     Tree(tree::TreeCommand),
+    /// Schedule a divisible load on a tree: each node's share, the send order, the finish time.
+    ///
+    /// Divisible-load scheduling after Kim, Jee & Lee: the share of one big load each node of a
+    /// tree processes, the order in which each parent sends its children their shares, and the
+    /// predicted finish time. The file formats are described below.
+    Dlt(dlt::DltArgs),
     /// Regenerate the papers' tables and figures.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
@@ -39,6 +47,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Tree(cmd) => tree::run(cmd),
+        Command::Dlt(args) => dlt::run(args),
         Command::Reproduce(cmd) => reproduce::run(cmd),
     };
     match result {

@@ -5,6 +5,7 @@
 //! same directory, then a rename). Progress bars go to stderr.
 
 mod adaptive_trees;
+mod dlt;
 mod output;
 mod plot;
 
@@ -16,6 +17,19 @@ use std::path::PathBuf;
 pub enum ReproduceCommand {
     /// Tables 2-4 and 6-8 and Figures 7-9 of Figueira & Mendes (adaptive binomial trees).
     AdaptiveTrees(AdaptiveTreesArgs),
+    /// Example 1 of Kim, Jee & Lee (divisible load on trees): alpha_0 = 0.9496 left to right and
+    /// 0.6284 right to left, and the 24 send orders of its subtree ranked. Exits with code 1 if
+    /// a value disagrees with the paper.
+    Dlt(DltArgs),
+}
+
+/// Options of `windrose reproduce dlt`.
+#[derive(Debug, Args)]
+pub struct DltArgs {
+    /// Also write the ranking of the 24 orders as CSV (`dlt-example1-orders.csv`) into this
+    /// directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `windrose reproduce adaptive-trees`.
@@ -65,5 +79,6 @@ impl LinkChoice {
 pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
     match cmd {
         ReproduceCommand::AdaptiveTrees(args) => adaptive_trees::run(&args),
+        ReproduceCommand::Dlt(args) => dlt::run(&args),
     }
 }

@@ -81,6 +81,9 @@ struct BuildReport {
     positions: Option<Vec<NodeId>>,
     /// Parent of each node id (null for the root).
     parents: Vec<Option<NodeId>>,
+    /// Children of each node id, in the order it sends to them (empty for leaves); read by
+    /// `windrose dlt --order given`.
+    children: Vec<Vec<NodeId>>,
     /// Leaves with their root-path costs: by ascending position for binomial-shaped trees,
     /// else by ascending node id.
     leaves: Vec<LeafCost>,
@@ -146,6 +149,9 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
         costs: costs.source,
         parents: (0..model.node_count())
             .map(|i| tree.parent(NodeId::from(i)))
+            .collect(),
+        children: (0..model.node_count())
+            .map(|i| tree.children(NodeId::from(i)).to_vec())
             .collect(),
         positions,
         leaves,
