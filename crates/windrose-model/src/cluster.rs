@@ -2,7 +2,7 @@
 //! pair of clusters, plus sparse per-link overrides. Memory is O(N + C² + overrides), so it
 //! serves N in the hundreds of thousands where a dense matrix would not fit.
 
-use crate::costs::check_value;
+use crate::costs::{check_new_cost, check_value};
 use crate::{ClusterId, CostUnit, LinkCosts, LinkCostsMut, ModelError, NodeId};
 use std::collections::HashMap;
 
@@ -198,15 +198,8 @@ impl LinkCosts for ClusterCosts {
 impl LinkCostsMut for ClusterCosts {
     /// Overrides one link; setting it back to the table value removes the override.
     fn set_cost(&mut self, a: NodeId, b: NodeId, value: f64) -> Result<(), ModelError> {
-        self.check_node(a)?;
-        self.check_node(b)?;
-        check_value(a, b, value)?;
-        if a == b {
-            return if value == 0.0 {
-                Ok(())
-            } else {
-                Err(ModelError::NonZeroDiagonal { node: a, value })
-            };
+        if !check_new_cost(self, a, b, value)? {
+            return Ok(());
         }
         if self.table_cost(a, b) == value {
             self.overrides.remove(&key(a, b));

@@ -103,3 +103,25 @@ pub(crate) fn check_value(a: NodeId, b: NodeId, value: f64) -> Result<(), ModelE
     }
     Ok(())
 }
+
+/// Validates a new cost for the link `a`–`b` of `model`: both nodes exist, the value is finite
+/// and non-negative, and a node's cost to itself stays 0. Returns false for the (valid, no-op)
+/// `a == b` case so callers store nothing.
+pub(crate) fn check_new_cost(
+    model: &(impl LinkCosts + ?Sized),
+    a: NodeId,
+    b: NodeId,
+    value: f64,
+) -> Result<bool, ModelError> {
+    model.check_node(a)?;
+    model.check_node(b)?;
+    check_value(a, b, value)?;
+    if a == b {
+        return if value == 0.0 {
+            Ok(false)
+        } else {
+            Err(ModelError::NonZeroDiagonal { node: a, value })
+        };
+    }
+    Ok(true)
+}

@@ -1,6 +1,6 @@
 //! Dense symmetric cost matrix: every pair stored, f32 or f64.
 
-use crate::costs::check_value;
+use crate::costs::{check_new_cost, check_value};
 use crate::{CostUnit, LinkCosts, LinkCostsMut, ModelError, NodeId};
 
 /// A number a dense matrix can store. `f32` halves the memory of large matrices; `f64` keeps
@@ -188,15 +188,8 @@ impl<T: CostValue> LinkCosts for DenseCostMatrix<T> {
 
 impl<T: CostValue> LinkCostsMut for DenseCostMatrix<T> {
     fn set_cost(&mut self, a: NodeId, b: NodeId, value: f64) -> Result<(), ModelError> {
-        self.check_node(a)?;
-        self.check_node(b)?;
-        check_value(a, b, value)?;
-        if a == b {
-            return if value == 0.0 {
-                Ok(())
-            } else {
-                Err(ModelError::NonZeroDiagonal { node: a, value })
-            };
+        if !check_new_cost(self, a, b, value)? {
+            return Ok(());
         }
         self.data[a.index() * self.stride + b.index()] = T::from_f64(value);
         self.data[b.index() * self.stride + a.index()] = T::from_f64(value);

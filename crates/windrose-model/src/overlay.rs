@@ -1,7 +1,7 @@
 //! A few changed links on top of a shared base model, without copying the base. Experiments
 //! run many "what if this link got slower" variants of one topology this way.
 
-use crate::costs::check_value;
+use crate::costs::check_new_cost;
 use crate::{CostUnit, LinkCosts, LinkCostsMut, ModelError, NodeId};
 
 /// `base` with a short list of per-link overrides. Lookups scan the list, so keep it short
@@ -53,15 +53,8 @@ impl<C: LinkCosts + ?Sized> LinkCosts for Overlay<'_, C> {
 
 impl<C: LinkCosts + ?Sized> LinkCostsMut for Overlay<'_, C> {
     fn set_cost(&mut self, a: NodeId, b: NodeId, value: f64) -> Result<(), ModelError> {
-        self.check_node(a)?;
-        self.check_node(b)?;
-        check_value(a, b, value)?;
-        if a == b {
-            return if value == 0.0 {
-                Ok(())
-            } else {
-                Err(ModelError::NonZeroDiagonal { node: a, value })
-            };
+        if !check_new_cost(self, a, b, value)? {
+            return Ok(());
         }
         let k = key(a, b);
         self.changed.retain(|(kk, _)| *kk != k);
