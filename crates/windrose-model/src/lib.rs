@@ -24,6 +24,7 @@ pub mod fixtures;
 pub mod ids;
 pub mod load;
 pub mod overlay;
+pub mod platform;
 pub mod random;
 
 pub use cluster::ClusterCosts;
@@ -36,3 +37,7 @@ pub use load::{
     parse_costs_csv, parse_costs_toml, write_costs_csv, CostModel,
 };
 pub use overlay::Overlay;
+pub use platform::{
+    load_platform, parse_platform_toml, ClusterSpec, LinkId, Platform, PlatformBuilder,
+    PlatformError, Route,
+};

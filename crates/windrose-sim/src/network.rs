@@ -1,0 +1,1197 @@
+//! The flow-level network of the simulator: messages over a [`Platform`], bandwidth shared by
+//! max-min fairness, capacities and latencies that change over time.
+//!
+//! # Model
+//!
+//! - **Connections are flows.** Each directed pair of nodes `(src, dst)` is one connection
+//!   carrying its messages in FIFO order, like a TCP connection: message `k + 1` transfers its
+//!   bytes only after message `k` has transferred all of its own.
+//! - **Latency, then bytes.** A message sent at `s` over a route of latency `L` becomes
+//!   *transferable* at `s + L`; its bytes then flow at the rate the sharing gives its connection,
+//!   and it is delivered when its last byte has flowed. A message queued behind others on a busy
+//!   connection does not pay its latency again once it is transferable: back-to-back messages
+//!   stream. A connection is *active* while its head message is transferable; only active
+//!   connections take bandwidth.
+//! - **Sharing.** The rates of the active connections are the max-min fair allocation over the
+//!   links of their [routes](Platform::route), computed by progressive filling. With
+//!   [`SharingPolicy::RttWeighted`] it is the weighted max-min allocation with weight
+//!   `1 / route latency` (a connection's share of a bottleneck is proportional to its weight),
+//!   which is what SimGrid's CM02 model computes; a zero-latency route gets weight 1 (SimGrid
+//!   uses a penalty of 1 in that case too).
+//! - **Changes.** [`Network::schedule`] changes a link's capacity or a latency at a given time.
+//!   A capacity change re-shares the bandwidth from that instant. A latency change applies to
+//!   messages sent from that instant on (messages already in flight keep the latency they were
+//!   sent with) and, under `RttWeighted`, re-weights the active connections whose route it
+//!   touches — as SimGrid does when a link's latency changes.
+//!
+//! # Time and determinism
+//!
+//! Time is an `f64` number of seconds since the start of the simulation: SimGrid uses the same
+//! representation, which is what lets the validation compare completion times to 1e-6. The
+//! network is deterministic: it reads no clock and no randomness, iterates no hash map, and
+//! breaks ties between simultaneous events by kind (changes, completions, then latency
+//! expiries) and then by connection id (creation order). Deliveries are returned in
+//! `(time, message id)` order.
+//!
+//! # Complexity
+//!
+//! Let a solve's *component* be the set of active connections and links reachable, through
+//! shared links, from the links touched by what happened at one instant (a connection started
+//! or stopped transferring, a capacity or weight changed). With `L_c` links, `F_c` connections
+//! and `H_c ≤ 5 F_c` route hops in the component, and `E` entries in the event heap:
+//!
+//! - [`Network::send`]: O(log E) (one hash lookup, one heap push when the connection was idle);
+//! - a message completing on a connection whose next message is already transferable: O(log E)
+//!   and no re-sharing (the connection keeps its route, weight and rate);
+//! - any other instant with events: one solve. Finding the component and initializing its
+//!   links is O(L_c + H_c) (breadth-first from the touched links). Progressive filling queues
+//!   the links by fill level in a monotone radix heap (levels never decrease while filling):
+//!   O(1) per push, amortized O(b) per pop with b ≤ 64 the key bits (a few bucket moves in
+//!   practice), one entry per link plus one per out-of-date entry that surfaces (at most one
+//!   per hop), and it stops once every connection is fixed: O(H_c + (L_c + H_c)·b) worst case,
+//!   close to O(L_c + H_c) in practice. Then O(log E) per connection whose rate changed, for
+//!   its new completion time.
+//!
+//! Completion times live in one binary heap of `(time, kind, id, version)` entries; bumping a
+//! connection's version stamp makes its older entry stale, and stale entries are skipped when
+//! they surface. When stale entries make up more than half of the heap it is compacted (O(E),
+//! amortized O(1) per stale entry), so E stays below twice the live events plus a constant.
+//!
+//! Connections and links outside the component keep their rates and their heap entries
+//! untouched: the remaining bytes of a connection are only brought up to date when its rate
+//! changes (lazy settlement). The bench `network_vs_simgrid` measures a 1024-node, 4096-flow
+//! scenario against SimGrid.
+//!
+//! # Example
+//!
+//! ```
+//! use windrose_model::platform::{ClusterSpec, Platform};
+//! use windrose_model::NodeId;
+//! use windrose_sim::network::{Network, SharingPolicy};
+//!
+//! // One cluster of three nodes, 1000 bytes/s per node link, 1 ms between nodes.
+//! let p = Platform::builder()
+//!     .cluster(ClusterSpec::uniform(3, 1000.0, 1e6, 0.001))
+//!     .build()
+//!     .unwrap();
+//! let mut net = Network::new(p, SharingPolicy::MaxMin);
+//! // Nodes 0 and 1 both send 500 bytes to node 2: they share its downlink.
+//! let a = net.send(0.0, NodeId(0), NodeId(2), 500, 7).unwrap();
+//! let b = net.send(0.0, NodeId(1), NodeId(2), 500, 8).unwrap();
+//! let done = net.run_until_idle();
+//! assert_eq!(done.len(), 2);
+//! assert_eq!((done[0].id, done[1].id), (a, b));
+//! assert!((done[0].at - (0.001 + 1.0)).abs() < 1e-12); // latency + 500 B at 500 B/s
+//! assert_eq!(done[1].tag, 8);
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use windrose_model::platform::{LinkId, Platform, PlatformError};
+use windrose_model::{ClusterId, NodeId};
+
+mod radix_heap;
+use radix_heap::RadixHeap;
+
+/// How active connections share the links they cross.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SharingPolicy {
+    /// Plain max-min fairness: every connection has the same weight.
+    MaxMin,
+    /// Weighted max-min fairness with weight `1 / route latency` (SimGrid's CM02 sharing); a
+    /// zero-latency route has weight 1.
+    RttWeighted,
+}
+
+impl SharingPolicy {
+    /// The *penalty* of a connection (the inverse of its weight): its rate on a bottleneck at
+    /// fill level `λ` is `λ / penalty`. Same convention as SimGrid's lmm solver.
+    fn penalty(self, latency_s: f64) -> f64 {
+        match self {
+            SharingPolicy::MaxMin => 1.0,
+            SharingPolicy::RttWeighted if latency_s > 0.0 => latency_s,
+            SharingPolicy::RttWeighted => 1.0,
+        }
+    }
+}
+
+/// Identifies a message; ids are handed out in send order, from 0.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageId(pub u64);
+
+/// A message that has arrived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivered {
+    /// The id [`Network::send`] returned.
+    pub id: MessageId,
+    /// Sender.
+    pub src: NodeId,
+    /// Receiver.
+    pub dst: NodeId,
+    /// The caller's tag, returned unchanged.
+    pub tag: u64,
+    /// Size of the message.
+    pub bytes: u64,
+    /// When it was sent, seconds.
+    pub sent_at: f64,
+    /// When its last byte arrived, seconds.
+    pub at: f64,
+}
+
+/// A timed change of the platform; see [`Network::schedule`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Change {
+    /// A link's capacity becomes `bytes_s` (positive, finite).
+    Capacity {
+        /// The link.
+        link: LinkId,
+        /// New capacity, bytes/s.
+        bytes_s: f64,
+    },
+    /// A cluster's intra-cluster latency becomes `latency_s`.
+    IntraLatency {
+        /// The cluster.
+        cluster: ClusterId,
+        /// New latency, seconds.
+        latency_s: f64,
+    },
+    /// The latency of the WAN link `from → to` becomes `latency_s`.
+    WanLatency {
+        /// Source cluster.
+        from: ClusterId,
+        /// Destination cluster.
+        to: ClusterId,
+        /// New latency, seconds.
+        latency_s: f64,
+    },
+}
+
+/// What is wrong with a call to the network.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum NetworkError {
+    /// A node outside the platform.
+    #[error("unknown node {node}: the platform has {node_count} nodes (ids 0..{node_count})")]
+    UnknownNode {
+        /// The id given.
+        node: NodeId,
+        /// Number of nodes.
+        node_count: usize,
+    },
+    /// A message from a node to itself (there is no route).
+    #[error("node {node} cannot send a message to itself over the network")]
+    SelfSend {
+        /// The node.
+        node: NodeId,
+    },
+    /// A time that is NaN or infinite.
+    #[error("time {time} is not a finite number of seconds")]
+    BadTime {
+        /// The time given.
+        time: f64,
+    },
+    /// A time before the network's clock.
+    #[error("time {time} s is in the past: the network is at {now} s")]
+    InThePast {
+        /// The time given.
+        time: f64,
+        /// The network's clock.
+        now: f64,
+    },
+    /// A send at a time beyond pending events: advance the network first.
+    #[error("cannot act at {time} s: an event is pending at {pending} s; call advance_to({pending}) first")]
+    EventsPending {
+        /// The time given.
+        time: f64,
+        /// The earliest pending event.
+        pending: f64,
+    },
+    /// An invalid change (unknown link or cluster, bad value).
+    #[error(transparent)]
+    Platform(#[from] PlatformError),
+}
+
+/// Statistics of one connection (one directed pair of nodes that has carried a message).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionStats {
+    /// Sender.
+    pub src: NodeId,
+    /// Receiver.
+    pub dst: NodeId,
+    /// Messages sent so far.
+    pub messages_sent: u64,
+    /// Messages delivered so far.
+    pub messages_delivered: u64,
+    /// Bytes of the messages sent so far.
+    pub bytes_sent: u64,
+    /// Bytes of the messages delivered so far.
+    pub bytes_delivered: u64,
+    /// Total time the connection has been active (had a transferable message), seconds.
+    pub active_s: f64,
+    /// Current rate, bytes/s (0 when idle).
+    pub rate_bytes_s: f64,
+}
+
+/// Statistics of one link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkStats {
+    /// The link.
+    pub link: LinkId,
+    /// Current capacity, bytes/s.
+    pub capacity_bytes_s: f64,
+    /// Bytes carried so far.
+    pub bytes: f64,
+    /// Sum of the rates of the connections crossing it now, bytes/s.
+    pub rate_bytes_s: f64,
+    /// Number of active connections crossing it now.
+    pub active_connections: usize,
+}
+
+/// Work counters, to see what the incremental re-sharing saves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetworkStats {
+    /// Events handled (changes, completions, latency expiries; stale heap entries excluded).
+    pub events: u64,
+    /// Progressive-filling runs (at most one per instant with events).
+    pub solves: u64,
+    /// Sum over solves of the connections in the re-shared component.
+    pub solved_connections: u64,
+    /// Sum over solves of the links in the re-shared component.
+    pub solved_links: u64,
+    /// Connections whose rate changed (each needs a new completion time).
+    pub rate_changes: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal state
+
+/// A non-negative `f64` (a time or a fill level) as a heap key. For non-negative numbers the
+/// IEEE-754 bit patterns, read as unsigned integers, are ordered like the numbers, and integer
+/// comparisons are much cheaper than `f64::total_cmp` in the heaps' inner loops.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key(u64);
+
+impl Key {
+    fn new(x: f64) -> Key {
+        debug_assert!(x >= 0.0, "heap keys are non-negative, got {x}");
+        // `+ 0.0` turns -0.0 into +0.0.
+        Key((x + 0.0).to_bits())
+    }
+
+    fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+/// Event kinds, in the order they are handled at one instant.
+const EV_CHANGE: u8 = 0;
+const EV_COMPLETE: u8 = 1;
+const EV_READY: u8 = 2;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    time: Key,
+    kind: u8,
+    /// Connection index, or change index.
+    id: u32,
+    /// Connection version for completions (stale when different).
+    version: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Msg {
+    id: MessageId,
+    tag: u64,
+    bytes: u64,
+    sent_at: f64,
+    ready_at: f64,
+}
+
+/// What the solver reads and writes of a connection, kept apart from the rest so that it fits
+/// in one cache line (the solver visits every connection of a component several times).
+#[derive(Copy, Clone, Debug, Default)]
+struct Hot {
+    /// Link indices of the route.
+    route: [u32; 5],
+    route_len: u32,
+    /// Inverse of the weight; see [`SharingPolicy`].
+    penalty: f64,
+    /// `1 / penalty`.
+    weight: f64,
+    /// Current rate, bytes/s (0 when idle).
+    rate: f64,
+    /// Rate computed by the running solve.
+    new_rate: f64,
+    /// Epoch stamps: visited by the component search, fixed by the filling.
+    seen: u32,
+    fixed: u32,
+}
+
+impl Hot {
+    fn route(&self) -> &[u32] {
+        &self.route[..self.route_len as usize]
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Conn {
+    src: NodeId,
+    dst: NodeId,
+    latency_s: f64,
+    queue: VecDeque<Msg>,
+    active: bool,
+    /// Position of this connection in each route link's `flows`, when active.
+    pos: [u32; 5],
+    /// Bytes of the head message left at `t_last`.
+    remaining: f64,
+    t_last: f64,
+    /// Stamp of the live completion entry; bumping it makes older entries stale.
+    version: u32,
+    /// Whether a live (non-stale) completion entry is in the event heap.
+    scheduled: bool,
+    active_since: f64,
+    active_s: f64,
+    // Statistics.
+    messages_sent: u64,
+    messages_delivered: u64,
+    bytes_sent: u64,
+    bytes_delivered: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Link {
+    capacity: f64,
+    /// Bytes carried by settled transfer segments.
+    bytes: f64,
+    /// Active connections crossing the link (unordered; positions kept in `Conn::pos`).
+    flows: Vec<u32>,
+    // Solver scratch.
+    seen: u32,
+    dirty: u32,
+    remaining: f64,
+    usage: f64,
+    unfixed: u32,
+    version: u32,
+}
+
+/// The flow-level network; see the [module documentation](self).
+#[derive(Clone, Debug)]
+pub struct Network {
+    platform: Platform,
+    policy: SharingPolicy,
+    now: f64,
+    links: Vec<Link>,
+    conns: Vec<Conn>,
+    /// Solver state of each connection, same index as `conns`.
+    hot: Vec<Hot>,
+    /// Lookup only (never iterated): `(src, dst)` → index in `conns`.
+    conn_of: HashMap<(u32, u32), u32>,
+    events: BinaryHeap<Reverse<Event>>,
+    /// Stale completion entries in `events`; the heap is compacted when they dominate.
+    stale: usize,
+    changes: Vec<Change>,
+    next_message: u64,
+    /// Epoch stamps for the solver's visited/dirty marks.
+    epoch: u32,
+    dirty: Vec<u32>,
+    comp_links: Vec<u32>,
+    comp_flows: Vec<u32>,
+    fill: RadixHeap,
+    stats: NetworkStats,
+}
+
+impl Network {
+    /// A network over `platform`, idle, at time 0.
+    pub fn new(platform: Platform, policy: SharingPolicy) -> Self {
+        let links = (0..platform.link_count())
+            .map(|i| Link {
+                capacity: platform.capacity_bytes_s(platform.link_at(i)),
+                ..Link::default()
+            })
+            .collect();
+        Network {
+            platform,
+            policy,
+            now: 0.0,
+            links,
+            conns: Vec::new(),
+            hot: Vec::new(),
+            conn_of: HashMap::new(),
+            events: BinaryHeap::new(),
+            stale: 0,
+            changes: Vec::new(),
+            next_message: 0,
+            epoch: 1,
+            dirty: Vec::new(),
+            comp_links: Vec::new(),
+            comp_flows: Vec::new(),
+            fill: RadixHeap::default(),
+            stats: NetworkStats::default(),
+        }
+    }
+
+    /// The platform as it is now (with the changes applied so far).
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// The sharing policy.
+    pub fn policy(&self) -> SharingPolicy {
+        self.policy
+    }
+
+    /// The network's clock, seconds: the last time it was advanced to or acted at.
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    fn check_time(&mut self, time: f64) -> Result<(), NetworkError> {
+        if !time.is_finite() {
+            return Err(NetworkError::BadTime { time });
+        }
+        if time < self.now {
+            return Err(NetworkError::InThePast {
+                time,
+                now: self.now,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_node(&self, node: NodeId) -> Result<(), NetworkError> {
+        if self.platform.has_node(node) {
+            Ok(())
+        } else {
+            Err(NetworkError::UnknownNode {
+                node,
+                node_count: self.platform.node_count(),
+            })
+        }
+    }
+
+    /// Sends `bytes` from `src` to `dst` at time `now` on their connection, behind the messages
+    /// already queued there; `tag` comes back in the [`Delivered`] record.
+    ///
+    /// `now` must not be before the network's clock nor after a pending event (call
+    /// [`Network::advance_to`] first); the clock moves to `now`.
+    pub fn send(
+        &mut self,
+        now: f64,
+        src: NodeId,
+        dst: NodeId,
+        bytes: u64,
+        tag: u64,
+    ) -> Result<MessageId, NetworkError> {
+        self.check_time(now)?;
+        self.check_node(src)?;
+        self.check_node(dst)?;
+        if src == dst {
+            return Err(NetworkError::SelfSend { node: src });
+        }
+        if let Some(pending) = self.next_event_time() {
+            if pending < now {
+                return Err(NetworkError::EventsPending { time: now, pending });
+            }
+        }
+        self.now = now;
+        let c = self.connection(src, dst);
+        let id = MessageId(self.next_message);
+        self.next_message += 1;
+        let conn = &mut self.conns[c as usize];
+        let ready_at = now + conn.latency_s;
+        let was_empty = conn.queue.is_empty();
+        conn.queue.push_back(Msg {
+            id,
+            tag,
+            bytes,
+            sent_at: now,
+            ready_at,
+        });
+        conn.messages_sent += 1;
+        conn.bytes_sent += bytes;
+        if was_empty {
+            self.push(ready_at, EV_READY, c, 0);
+        }
+        Ok(id)
+    }
+
+    /// Index of the connection `src → dst`, created on first use.
+    fn connection(&mut self, src: NodeId, dst: NodeId) -> u32 {
+        if let Some(&c) = self.conn_of.get(&(src.0, dst.0)) {
+            return c;
+        }
+        let c = u32::try_from(self.conns.len()).expect("more than 2^32 connections");
+        let r = self.platform.route(src, dst);
+        let mut route = [0u32; 5];
+        for (k, l) in r.links().iter().enumerate() {
+            route[k] = self.platform.link_index(*l) as u32;
+        }
+        let latency_s = r.latency_s();
+        self.hot.push(Hot {
+            route,
+            route_len: r.links().len() as u32,
+            penalty: self.policy.penalty(latency_s),
+            weight: 1.0 / self.policy.penalty(latency_s),
+            ..Hot::default()
+        });
+        self.conns.push(Conn {
+            src,
+            dst,
+            latency_s,
+            queue: VecDeque::new(),
+            active: false,
+            pos: [0; 5],
+            remaining: 0.0,
+            t_last: self.now,
+            version: 0,
+            scheduled: false,
+            active_since: 0.0,
+            active_s: 0.0,
+            messages_sent: 0,
+            messages_delivered: 0,
+            bytes_sent: 0,
+            bytes_delivered: 0,
+        });
+        self.conn_of.insert((src.0, dst.0), c);
+        c
+    }
+
+    /// Schedules a change of the platform at time `at` (not before the clock). It takes effect
+    /// when the network is advanced to `at`; changes at the same instant apply in the order they
+    /// were scheduled, before the completions of that instant.
+    pub fn schedule(&mut self, at: f64, change: Change) -> Result<(), NetworkError> {
+        self.check_time(at)?;
+        // Validate now, so that a bad change fails here rather than when it applies.
+        let p = &self.platform;
+        let bad_latency = |what: String, value: f64| {
+            if value.is_finite() && value >= 0.0 {
+                Ok(())
+            } else {
+                Err(PlatformError::BadLatency { what, value })
+            }
+        };
+        match change {
+            Change::Capacity { link, bytes_s } => {
+                p.check_link(link)?;
+                if !(bytes_s.is_finite() && bytes_s > 0.0) {
+                    return Err(PlatformError::BadCapacity {
+                        link,
+                        value: bytes_s,
+                    }
+                    .into());
+                }
+            }
+            Change::IntraLatency { cluster, latency_s } => {
+                p.check_link(LinkId::AccessUp(cluster))?;
+                bad_latency(
+                    format!("intra-cluster latency of cluster {cluster}"),
+                    latency_s,
+                )?;
+            }
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                p.check_link(LinkId::Wan { from, to })?;
+                bad_latency(format!("latency of WAN link {from}->{to}"), latency_s)?;
+            }
+        }
+        let k = u32::try_from(self.changes.len()).expect("more than 2^32 changes");
+        self.changes.push(change);
+        self.push(at, EV_CHANGE, k, 0);
+        Ok(())
+    }
+
+    /// Schedules a capacity change of `link` at time `at`; see [`Network::schedule`].
+    pub fn set_capacity(
+        &mut self,
+        link: LinkId,
+        at: f64,
+        bytes_s: f64,
+    ) -> Result<(), NetworkError> {
+        self.schedule(at, Change::Capacity { link, bytes_s })
+    }
+
+    /// Schedules a change of a cluster's intra-cluster latency at time `at`.
+    pub fn set_intra_latency(
+        &mut self,
+        cluster: ClusterId,
+        at: f64,
+        latency_s: f64,
+    ) -> Result<(), NetworkError> {
+        self.schedule(at, Change::IntraLatency { cluster, latency_s })
+    }
+
+    /// Schedules a change of the latency of the WAN link `from → to` at time `at`.
+    pub fn set_wan_latency(
+        &mut self,
+        from: ClusterId,
+        to: ClusterId,
+        at: f64,
+        latency_s: f64,
+    ) -> Result<(), NetworkError> {
+        self.schedule(
+            at,
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            },
+        )
+    }
+
+    fn push(&mut self, time: f64, kind: u8, id: u32, version: u32) {
+        self.events.push(Reverse(Event {
+            time: Key::new(time),
+            kind,
+            id,
+            version,
+        }));
+    }
+
+    fn is_stale(&self, ev: &Event) -> bool {
+        ev.kind == EV_COMPLETE && self.conns[ev.id as usize].version != ev.version
+    }
+
+    /// Makes connection `c`'s completion entry, if any, stale.
+    fn invalidate(&mut self, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if conn.scheduled {
+            conn.scheduled = false;
+            self.stale += 1;
+        }
+        conn.version = conn.version.wrapping_add(1);
+    }
+
+    /// Pops the top event; `None` if it was stale.
+    fn pop_event(&mut self) -> Option<Event> {
+        let Reverse(ev) = self.events.pop()?;
+        if self.is_stale(&ev) {
+            self.stale -= 1;
+            return None;
+        }
+        if ev.kind == EV_COMPLETE {
+            self.conns[ev.id as usize].scheduled = false;
+        }
+        Some(ev)
+    }
+
+    /// Drops the stale entries when they make up most of the event heap, so that the heap
+    /// stays within a constant factor of the live events (O(heap) each time, amortized O(1)
+    /// per stale entry).
+    fn compact_events(&mut self) {
+        if self.stale > 1024 && 2 * self.stale > self.events.len() {
+            let conns = &self.conns;
+            self.events.retain(|Reverse(ev)| {
+                ev.kind != EV_COMPLETE || conns[ev.id as usize].version == ev.version
+            });
+            self.stale = 0;
+        }
+    }
+
+    /// When the next event happens (a message arrives, a latency expires, a change applies), or
+    /// `None` when the network is idle. Takes `&mut self` to drop stale heap entries.
+    pub fn next_event_time(&mut self) -> Option<f64> {
+        while let Some(Reverse(ev)) = self.events.peek() {
+            if self.is_stale(ev) {
+                self.events.pop();
+                self.stale -= 1;
+            } else {
+                return Some(ev.time.get());
+            }
+        }
+        None
+    }
+
+    /// Whether nothing is pending: no message in flight, no change scheduled.
+    pub fn is_idle(&mut self) -> bool {
+        self.next_event_time().is_none()
+    }
+
+    /// Processes every event up to and including time `t`, moves the clock to `t`, and returns
+    /// the messages delivered, in `(time, id)` order.
+    ///
+    /// # Panics
+    /// If `t` is not finite or is before the clock (to run everything, use
+    /// [`Network::run_until_idle`]).
+    pub fn advance_to(&mut self, t: f64) -> Vec<Delivered> {
+        let mut out = Vec::new();
+        self.advance_into(t, &mut out);
+        out
+    }
+
+    /// [`Network::advance_to`], appending the deliveries to `out` (to reuse its allocation).
+    pub fn advance_into(&mut self, t: f64, out: &mut Vec<Delivered>) {
+        assert!(
+            t.is_finite() && t >= self.now,
+            "advance_to({t}): time must be finite and must not go back (the network is at {} s)",
+            self.now
+        );
+        let start = out.len();
+        while let Some(time) = self.next_event_time() {
+            if time > t {
+                break;
+            }
+            self.now = time;
+            while let Some(&Reverse(ev)) = self.events.peek() {
+                if ev.time.get() != time {
+                    break;
+                }
+                let Some(ev) = self.pop_event() else {
+                    continue;
+                };
+                self.stats.events += 1;
+                match ev.kind {
+                    EV_CHANGE => self.apply_change(ev.id),
+                    EV_COMPLETE => self.complete(ev.id, out),
+                    _ => {
+                        if !self.conns[ev.id as usize].active {
+                            self.next_head(ev.id, out);
+                        }
+                    }
+                }
+            }
+            if !self.dirty.is_empty() {
+                self.solve();
+                self.compact_events();
+            }
+        }
+        self.now = t;
+        out[start..].sort_by(|a, b| a.at.total_cmp(&b.at).then(a.id.cmp(&b.id)));
+    }
+
+    /// Advances until nothing is pending and returns every delivery.
+    pub fn run_until_idle(&mut self) -> Vec<Delivered> {
+        let mut out = Vec::new();
+        while let Some(t) = self.next_event_time() {
+            self.advance_into(t, &mut out);
+        }
+        out
+    }
+
+    fn mark_dirty(&mut self, link: u32) {
+        let l = &mut self.links[link as usize];
+        if l.dirty != self.epoch {
+            l.dirty = self.epoch;
+            self.dirty.push(link);
+        }
+    }
+
+    fn apply_change(&mut self, k: u32) {
+        match self.changes[k as usize] {
+            Change::Capacity { link, bytes_s } => {
+                self.platform
+                    .set_capacity(link, bytes_s)
+                    .expect("checked when scheduled");
+                let i = self.platform.link_index(link);
+                self.links[i].capacity = bytes_s;
+                if !self.links[i].flows.is_empty() {
+                    self.mark_dirty(i as u32);
+                }
+            }
+            Change::IntraLatency { cluster, latency_s } => {
+                self.platform
+                    .set_intra_latency(cluster, latency_s)
+                    .expect("checked when scheduled");
+                self.refresh_latencies(|p, c| {
+                    p.cluster_of(c.src) == cluster || p.cluster_of(c.dst) == cluster
+                });
+            }
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                self.platform
+                    .set_wan_latency(from, to, latency_s)
+                    .expect("checked when scheduled");
+                self.refresh_latencies(|p, c| {
+                    p.cluster_of(c.src) == from && p.cluster_of(c.dst) == to
+                });
+            }
+        }
+    }
+
+    /// Recomputes the route latency (and weight) of the connections `touched` selects; active
+    /// connections whose weight changed get their links re-shared.
+    fn refresh_latencies(&mut self, touched: impl Fn(&Platform, &Conn) -> bool) {
+        for c in 0..self.conns.len() {
+            if !touched(&self.platform, &self.conns[c]) {
+                continue;
+            }
+            let conn = &self.conns[c];
+            let latency_s = self.platform.route(conn.src, conn.dst).latency_s();
+            let penalty = self.policy.penalty(latency_s);
+            let reshare = conn.active && penalty != self.hot[c].penalty;
+            self.conns[c].latency_s = latency_s;
+            self.hot[c].penalty = penalty;
+            self.hot[c].weight = 1.0 / penalty;
+            if reshare {
+                let h = self.hot[c];
+                for &l in h.route() {
+                    self.mark_dirty(l);
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, c: u32, msg: Msg, out: &mut Vec<Delivered>) {
+        let conn = &mut self.conns[c as usize];
+        conn.messages_delivered += 1;
+        conn.bytes_delivered += msg.bytes;
+        out.push(Delivered {
+            id: msg.id,
+            src: conn.src,
+            dst: conn.dst,
+            tag: msg.tag,
+            bytes: msg.bytes,
+            sent_at: msg.sent_at,
+            at: self.now,
+        });
+    }
+
+    /// The head message of connection `c` has transferred its last byte.
+    fn complete(&mut self, c: u32, out: &mut Vec<Delivered>) {
+        let conn = &mut self.conns[c as usize];
+        let msg = conn
+            .queue
+            .pop_front()
+            .expect("a completing connection has a head");
+        let done = conn.remaining;
+        conn.remaining = 0.0;
+        conn.t_last = self.now;
+        let h = self.hot[c as usize];
+        for &l in h.route() {
+            self.links[l as usize].bytes += done;
+        }
+        self.deliver(c, msg, out);
+        self.next_head(c, out);
+    }
+
+    /// Looks at connection `c`'s head after a completion or a latency expiry: delivers
+    /// transferable empty messages, keeps streaming, or goes idle until the head is
+    /// transferable.
+    fn next_head(&mut self, c: u32, out: &mut Vec<Delivered>) {
+        loop {
+            let now = self.now;
+            let conn = &mut self.conns[c as usize];
+            let Some(head) = conn.queue.front() else {
+                if conn.active {
+                    self.deactivate(c);
+                }
+                return;
+            };
+            if head.ready_at > now {
+                let ready_at = head.ready_at;
+                if conn.active {
+                    self.deactivate(c);
+                }
+                self.push(ready_at, EV_READY, c, 0);
+                return;
+            }
+            if head.bytes == 0 {
+                let msg = conn.queue.pop_front().expect("head exists");
+                self.deliver(c, msg, out);
+                continue;
+            }
+            conn.remaining = head.bytes as f64;
+            conn.t_last = now;
+            if conn.active {
+                // Streaming on: same route, same weight, same rate.
+                let t = now + conn.remaining / self.hot[c as usize].rate;
+                self.invalidate(c);
+                self.conns[c as usize].scheduled = true;
+                let v = self.conns[c as usize].version;
+                self.push(t, EV_COMPLETE, c, v);
+            } else {
+                self.activate(c);
+            }
+            return;
+        }
+    }
+
+    fn activate(&mut self, c: u32) {
+        self.invalidate(c);
+        let conn = &mut self.conns[c as usize];
+        conn.active = true;
+        conn.active_since = self.now;
+        self.hot[c as usize].rate = 0.0;
+        let h = self.hot[c as usize];
+        for (k, &l) in h.route().iter().enumerate() {
+            let flows = &mut self.links[l as usize].flows;
+            self.conns[c as usize].pos[k] = flows.len() as u32;
+            flows.push(c);
+            self.mark_dirty(l);
+        }
+    }
+
+    fn deactivate(&mut self, c: u32) {
+        let now = self.now;
+        self.invalidate(c);
+        let conn = &mut self.conns[c as usize];
+        conn.active = false;
+        conn.active_s += now - conn.active_since;
+        let pos = conn.pos;
+        self.hot[c as usize].rate = 0.0;
+        let h = self.hot[c as usize];
+        for (k, &l) in h.route().iter().enumerate() {
+            let p = pos[k] as usize;
+            let flows = &mut self.links[l as usize].flows;
+            flows.swap_remove(p);
+            if let Some(&moved) = flows.get(p) {
+                let j = self.hot[moved as usize]
+                    .route()
+                    .iter()
+                    .position(|&x| x == l)
+                    .expect("the moved connection crosses the link");
+                self.conns[moved as usize].pos[j] = p as u32;
+            }
+            self.mark_dirty(l);
+        }
+    }
+
+    /// Re-shares the bandwidth of the component(s) reachable from the dirty links, by
+    /// progressive filling, and reschedules the connections whose rate changed.
+    fn solve(&mut self) {
+        self.stats.solves += 1;
+        let epoch = self.epoch;
+        let links = &mut self.links;
+        let hot = &mut self.hot;
+        let comp_links = &mut self.comp_links;
+        let comp_flows = &mut self.comp_flows;
+        let fill = &mut self.fill;
+
+        // 1. The component: links and active connections reachable from the dirty links,
+        //    found breadth-first; each link is initialized for the filling as it is reached.
+        //
+        // 2. Progressive filling. A link's fill level is its remaining capacity over the sum of
+        //    the weights (1 / penalty) of its unfixed connections; the link with the lowest
+        //    level saturates next and fixes its unfixed connections at level / penalty.
+        //
+        //    Fixing a connection at level λ raises the level of every other link it crosses
+        //    (λ is at most their level), so a queued entry can only underestimate its link's
+        //    level: entries are not updated in place but re-queued with the current level
+        //    when they surface out of date (version stamp), which saves a queue operation per
+        //    route hop. As levels only rise, the queue is a radix heap (see `radix_heap`).
+        comp_links.clear();
+        comp_flows.clear();
+        fill.clear();
+        for &l in &self.dirty {
+            let link = &mut links[l as usize];
+            if link.seen != epoch {
+                link.seen = epoch;
+                comp_links.push(l);
+            }
+        }
+        let mut next = 0;
+        while next < comp_links.len() {
+            let l = comp_links[next] as usize;
+            next += 1;
+            let mut usage = 0.0;
+            for k in 0..links[l].flows.len() {
+                let f = links[l].flows[k] as usize;
+                let h = &mut hot[f];
+                usage += h.weight;
+                if h.seen == epoch {
+                    continue;
+                }
+                h.seen = epoch;
+                comp_flows.push(f as u32);
+                for &m in &h.route[..h.route_len as usize] {
+                    let link = &mut links[m as usize];
+                    if link.seen != epoch {
+                        link.seen = epoch;
+                        comp_links.push(m);
+                    }
+                }
+            }
+            let link = &mut links[l];
+            link.remaining = link.capacity;
+            link.usage = usage;
+            link.unfixed = link.flows.len() as u32;
+            link.version = link.version.wrapping_add(1);
+            if link.unfixed > 0 {
+                fill.push((Key::new(link.remaining / usage).0, l as u32, link.version));
+            }
+        }
+        self.stats.solved_links += comp_links.len() as u64;
+        self.stats.solved_connections += comp_flows.len() as u64;
+
+        // Stop as soon as every connection is fixed: the links still queued are then all
+        // unsaturated.
+        let mut unfixed_flows = comp_flows.len();
+        while unfixed_flows > 0 {
+            let Some((key, l, version)) = fill.pop() else {
+                break;
+            };
+            let l = l as usize;
+            if links[l].unfixed == 0 {
+                continue;
+            }
+            let key = Key(key).get();
+            if links[l].version != version {
+                if links[l].usage <= 0.0 {
+                    // Rounding ate the weights: recompute them exactly.
+                    let usage = links[l]
+                        .flows
+                        .iter()
+                        .map(|&g| &hot[g as usize])
+                        .filter(|g| g.fixed != epoch)
+                        .fold(0.0, |u, g| u + g.weight);
+                    links[l].usage = usage;
+                }
+                let link = &links[l];
+                // The level only rose since the entry was queued; clamp rounding.
+                let current = (link.remaining / link.usage).max(key);
+                fill.push((Key::new(current).0, l as u32, link.version));
+                continue;
+            }
+            let level = key;
+            for k in 0..links[l].flows.len() {
+                let f = links[l].flows[k] as usize;
+                let h = &mut hot[f];
+                if h.fixed == epoch {
+                    continue;
+                }
+                h.fixed = epoch;
+                unfixed_flows -= 1;
+                let rate = level / h.penalty;
+                let weight = h.weight;
+                h.new_rate = rate;
+                for &m in &h.route[..h.route_len as usize] {
+                    let m = m as usize;
+                    let link = &mut links[m];
+                    link.unfixed -= 1;
+                    if m != l {
+                        link.remaining -= rate;
+                        link.usage -= weight;
+                        link.version = link.version.wrapping_add(1);
+                    }
+                }
+            }
+        }
+
+        // 3. Settle and reschedule the connections whose rate changed.
+        let now = self.now;
+        for &f in comp_flows.iter() {
+            let h = &mut hot[f as usize];
+            if h.new_rate == h.rate {
+                continue;
+            }
+            let conn = &mut self.conns[f as usize];
+            let moved = (h.rate * (now - conn.t_last)).min(conn.remaining);
+            conn.remaining -= moved;
+            conn.t_last = now;
+            h.rate = h.new_rate;
+            if conn.scheduled {
+                self.stale += 1;
+            }
+            conn.scheduled = true;
+            conn.version = conn.version.wrapping_add(1);
+            if moved > 0.0 {
+                for &l in &h.route[..h.route_len as usize] {
+                    links[l as usize].bytes += moved;
+                }
+            }
+            self.stats.rate_changes += 1;
+            self.events.push(Reverse(Event {
+                time: Key::new(now + conn.remaining / h.rate),
+                kind: EV_COMPLETE,
+                id: f,
+                version: conn.version,
+            }));
+        }
+        self.dirty.clear();
+        self.next_epoch();
+    }
+
+    /// Moves to the next epoch stamp; on wrap-around, clears every stamp so that an old one
+    /// can never be mistaken for the current one.
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            for l in &mut self.links {
+                l.seen = 0;
+                l.dirty = 0;
+            }
+            for h in &mut self.hot {
+                h.seen = 0;
+                h.fixed = 0;
+            }
+            self.epoch = 1;
+        }
+    }
+
+    /// The current rate of the connection `src → dst`, bytes/s (0 if idle or unknown).
+    pub fn rate_bytes_s(&self, src: NodeId, dst: NodeId) -> f64 {
+        self.conn_of
+            .get(&(src.0, dst.0))
+            .map_or(0.0, |&c| self.hot[c as usize].rate)
+    }
+
+    /// Statistics of the connection `src → dst`, if it has ever carried a message.
+    pub fn connection_stats(&self, src: NodeId, dst: NodeId) -> Option<ConnectionStats> {
+        self.conn_of
+            .get(&(src.0, dst.0))
+            .map(|&c| self.conn_stats(c as usize))
+    }
+
+    fn conn_stats(&self, c: usize) -> ConnectionStats {
+        let conn = &self.conns[c];
+        let active_s = conn.active_s
+            + if conn.active {
+                self.now - conn.active_since
+            } else {
+                0.0
+            };
+        ConnectionStats {
+            src: conn.src,
+            dst: conn.dst,
+            messages_sent: conn.messages_sent,
+            messages_delivered: conn.messages_delivered,
+            bytes_sent: conn.bytes_sent,
+            bytes_delivered: conn.bytes_delivered,
+            active_s,
+            rate_bytes_s: self.hot[c].rate,
+        }
+    }
+
+    /// Statistics of every connection, in creation order.
+    pub fn connections(&self) -> impl Iterator<Item = ConnectionStats> + '_ {
+        (0..self.conns.len()).map(|c| self.conn_stats(c))
+    }
+
+    /// The active connections, as `(src, dst, rate in bytes/s)`, in creation order.
+    pub fn active_connections(&self) -> impl Iterator<Item = (NodeId, NodeId, f64)> + '_ {
+        self.conns
+            .iter()
+            .zip(&self.hot)
+            .filter(|(c, _)| c.active)
+            .map(|(c, h)| (c.src, c.dst, h.rate))
+    }
+
+    /// Statistics of a link. Panics if the link does not exist in the platform.
+    pub fn link_stats(&self, link: LinkId) -> LinkStats {
+        let i = self.platform.link_index(link);
+        let l = &self.links[i];
+        let mut bytes = l.bytes;
+        let mut rate = 0.0;
+        for &f in &l.flows {
+            let (c, h) = (&self.conns[f as usize], &self.hot[f as usize]);
+            bytes += (h.rate * (self.now - c.t_last)).min(c.remaining);
+            rate += h.rate;
+        }
+        LinkStats {
+            link,
+            capacity_bytes_s: l.capacity,
+            bytes,
+            rate_bytes_s: rate,
+            active_connections: l.flows.len(),
+        }
+    }
+
+    /// Work counters since the network was created.
+    pub fn stats(&self) -> &NetworkStats {
+        &self.stats
+    }
+}
