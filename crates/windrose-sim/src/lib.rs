@@ -4,6 +4,14 @@
 //!   [`Platform`](windrose_model::platform::Platform), max-min fair (optionally RTT-weighted)
 //!   sharing by progressive filling, per-message latency, capacities and latencies that change
 //!   over time. Validated against SimGrid (`validation/` at the workspace root).
+//! - [`engine`]: the discrete-event engine that runs one `windrose_proto` machine per node over
+//!   the network (messages charged their encoded size, timers, send completions, compute time,
+//!   failure injection, timed network changes, run limits, a JSONL event log), and the
+//!   ready-made [`broadcast`](engine::broadcast) and [`scatter`](engine::scatter) runs.
+//! - [`scenario`]: scenario files (platform, timed changes, mayhem, failures, workload) and
+//!   [`run_scenario`](scenario::run_scenario), behind `windrose sim run`.
+//! - [`metrics`]: what a run measured (per-node outcomes and finish times, bytes delivered,
+//!   bytes per link, throughput, reports), serializable for `--json`.
 //!
 //! ```
 //! use windrose_model::platform::{ClusterSpec, Platform};
@@ -19,4 +27,6 @@
 //! assert_eq!(net.run_until_idle()[0].at, 2.0);
 //! ```
 
+pub mod engine;
+pub mod metrics;
 pub mod network;

@@ -138,6 +138,23 @@ pub struct Delivered {
     pub at: f64,
 }
 
+/// A message discarded by [`Network::drop_node`] before it was delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dropped {
+    /// The id [`Network::send`] returned.
+    pub id: MessageId,
+    /// Sender.
+    pub src: NodeId,
+    /// Receiver.
+    pub dst: NodeId,
+    /// The caller's tag, returned unchanged.
+    pub tag: u64,
+    /// Size of the message.
+    pub bytes: u64,
+    /// When it was sent, seconds.
+    pub sent_at: f64,
+}
+
 /// A timed change of the platform; see [`Network::schedule`].
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Change {
@@ -225,6 +242,8 @@ pub struct ConnectionStats {
     pub bytes_sent: u64,
     /// Bytes of the messages delivered so far.
     pub bytes_delivered: u64,
+    /// Messages discarded by [`Network::drop_node`].
+    pub messages_dropped: u64,
     /// Total time the connection has been active (had a transferable message), seconds.
     pub active_s: f64,
     /// Current rate, bytes/s (0 when idle).
@@ -355,6 +374,7 @@ struct Conn {
     messages_delivered: u64,
     bytes_sent: u64,
     bytes_delivered: u64,
+    messages_dropped: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -550,9 +570,67 @@ impl Network {
             messages_delivered: 0,
             bytes_sent: 0,
             bytes_delivered: 0,
+            messages_dropped: 0,
         });
         self.conn_of.insert((src.0, dst.0), c);
         c
+    }
+
+    /// Discards, at time `now`, every message queued on a connection from or to `node` (the
+    /// node failed: its connections are gone), and returns them in connection creation order,
+    /// then queue order. Bytes a discarded message had already moved count on its links; the
+    /// bandwidth it held is re-shared from `now`. Later sends to or from `node` are accepted
+    /// as usual (a driver that models a dead node simply stops sending to it).
+    ///
+    /// `now` must satisfy the same conditions as in [`Network::send`]. O(C) for the C
+    /// connections ever opened, plus one solve when an active connection was dropped.
+    pub fn drop_node(&mut self, now: f64, node: NodeId) -> Result<Vec<Dropped>, NetworkError> {
+        self.check_time(now)?;
+        self.check_node(node)?;
+        if let Some(pending) = self.next_event_time() {
+            if pending < now {
+                return Err(NetworkError::EventsPending { time: now, pending });
+            }
+        }
+        self.now = now;
+        let mut dropped = Vec::new();
+        for c in 0..self.conns.len() {
+            let conn = &self.conns[c];
+            if (conn.src != node && conn.dst != node) || conn.queue.is_empty() {
+                continue;
+            }
+            if conn.active {
+                // Settle the head's bytes moved so far, then release the links.
+                let h = self.hot[c];
+                let conn = &mut self.conns[c];
+                let moved = (h.rate * (now - conn.t_last)).clamp(0.0, conn.remaining);
+                conn.remaining = 0.0;
+                conn.t_last = now;
+                if moved > 0.0 {
+                    for &l in h.route() {
+                        self.links[l as usize].bytes += moved;
+                    }
+                }
+                self.deactivate(c as u32);
+            }
+            let conn = &mut self.conns[c];
+            conn.messages_dropped += conn.queue.len() as u64;
+            for msg in conn.queue.drain(..) {
+                dropped.push(Dropped {
+                    id: msg.id,
+                    src: conn.src,
+                    dst: conn.dst,
+                    tag: msg.tag,
+                    bytes: msg.bytes,
+                    sent_at: msg.sent_at,
+                });
+            }
+        }
+        if !self.dirty.is_empty() {
+            self.solve();
+            self.compact_events();
+        }
+        Ok(dropped)
     }
 
     /// Schedules a change of the platform at time `at` (not before the clock). It takes effect
@@ -1151,6 +1229,7 @@ impl Network {
             messages_delivered: conn.messages_delivered,
             bytes_sent: conn.bytes_sent,
             bytes_delivered: conn.bytes_delivered,
+            messages_dropped: conn.messages_dropped,
             active_s,
             rate_bytes_s: self.hot[c].rate,
         }
