@@ -9,6 +9,7 @@
 mod dlt;
 mod error;
 mod input;
+mod net_cmds;
 mod output;
 mod reproduce;
 mod tree;
@@ -40,6 +41,12 @@ enum Command {
     /// Regenerate the papers' tables and figures.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
+    /// Serve one run as a member of a group (until the collective ends).
+    Node(net_cmds::NodeArgs),
+    /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
+    Bcast(net_cmds::BcastArgs),
+    /// Start N node processes on loopback (127.0.0.x) and run a broadcast, in one command.
+    Local(net_cmds::LocalArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +56,9 @@ fn main() -> ExitCode {
         Command::Tree(cmd) => tree::run(cmd),
         Command::Dlt(args) => dlt::run(args),
         Command::Reproduce(cmd) => reproduce::run(cmd),
+        Command::Node(args) => net_cmds::run_node_cmd(args),
+        Command::Bcast(args) => net_cmds::run_bcast(args),
+        Command::Local(args) => net_cmds::run_local(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,516 @@
+//! Connections: dialing with retries and bounded exponential backoff, accepting, and the two
+//! tasks that serve an established connection (a reader decoding frames, a writer doing
+//! vectored writes of queued frames).
+
+use crate::bootstrap::{Established, Handshake, Transport};
+use crate::error::NetError;
+use crate::group::Group;
+use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use windrose_model::NodeId;
+use windrose_proto::SendId;
+
+/// First pause between connection attempts; doubled after each failure up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(25);
+/// Longest pause between connection attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// Bytes a reader asks for when it does not know the length of the next frame yet.
+const SMALL_READ: usize = 16 << 10;
+/// Largest number of buffers in one vectored write.
+const MAX_IOV: usize = 64;
+
+/// An established, verified connection, not yet served.
+pub(crate) struct Conn {
+    pub(crate) peer: NodeId,
+    pub(crate) role: Role,
+    pub(crate) rtt: Option<Duration>,
+    pub(crate) io: Transport,
+}
+
+/// Something for a node's event loop.
+pub(crate) enum Event {
+    /// A connection was established (dialed or accepted).
+    Conn(Conn),
+    /// Dialing a peer failed for good.
+    DialFailed(NodeId, NetError),
+    /// An incoming connection failed its handshake (the reason, for the final error).
+    AcceptFailed(NetError),
+    /// A frame from a peer.
+    Frame(NodeId, WireFrame),
+    /// The peer's stream ended: cleanly (None) or with an error.
+    ReadEnd(NodeId, Option<NetError>),
+    /// The writer to the peer stopped: after a shutdown (None) or on an error.
+    WriteEnd(NodeId, Option<NetError>),
+    /// The last byte of a notified send was written (machine index, id).
+    SendDone(NodeId, usize, SendId),
+    /// Everything queued to the peer before the flush marker is written.
+    Flushed(NodeId),
+    /// A compute task finished: (task, blake3 hex).
+    ComputeDone(windrose_proto::TaskId, String),
+    /// The output thread finished.
+    SinkDone(Result<crate::sink::SinkSummary, NetError>),
+}
+
+/// What a writer sends, in order.
+pub(crate) enum Outgoing {
+    /// A frame as its head and zero-copy payload; `notify` asks for [`Event::SendDone`]. Its
+    /// length was added to the node's [`Flow`] (if any) when it was queued.
+    Frame {
+        head: Bytes,
+        payload: Bytes,
+        notify: Option<(usize, SendId)>,
+    },
+    /// Report [`Event::Flushed`] once everything before is written.
+    Flush,
+    /// Write what is before, then shut the sending half down and stop.
+    Shutdown,
+}
+
+/// Bytes queued in a node's writers, for backpressure on its readers: a relay stops reading
+/// while it holds more than `high` bytes it has yet to forward, and resumes below `low`.
+pub(crate) struct Flow {
+    queued: AtomicUsize,
+    high: usize,
+    low: usize,
+    notify: Notify,
+}
+
+impl Flow {
+    pub(crate) fn new(high: usize) -> Flow {
+        Flow {
+            queued: AtomicUsize::new(0),
+            high,
+            low: high / 2,
+            notify: Notify::new(),
+        }
+    }
+
+    pub(crate) fn add(&self, n: usize) {
+        self.queued.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(&self, n: usize) {
+        let before = saturating_sub(&self.queued, n);
+        if before > self.low && before.saturating_sub(n) <= self.low {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// Waits until the queue is below the high-water mark (re-checking periodically, so a
+    /// missed wake-up costs at most a few milliseconds).
+    async fn wait_room(&self) {
+        while self.queued.load(Ordering::Relaxed) > self.high {
+            let notified = self.notify.notified();
+            if self.queued.load(Ordering::Relaxed) <= self.low {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(20), notified).await;
+        }
+    }
+}
+
+/// Byte counters of one connection, read by the event loop's throughput samples.
+#[derive(Default)]
+pub(crate) struct LinkStats {
+    pub(crate) read_bytes: AtomicU64,
+    pub(crate) written_bytes: AtomicU64,
+    /// Bytes queued to this link and not yet written.
+    pub(crate) queued: AtomicUsize,
+}
+
+/// Subtracts `n` from `a`, saturating at 0.
+fn saturating_sub(a: &AtomicUsize, n: usize) -> usize {
+    a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+        Some(q.saturating_sub(n))
+    })
+    .unwrap_or(0)
+}
+
+/// Releases a writer's unwritten bytes from its link's and node's counters when the writer
+/// stops, however it stops (returned, failed, or aborted by the event loop).
+struct Release {
+    flow: Option<Arc<Flow>>,
+    stats: Arc<LinkStats>,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let rest = self.stats.queued.swap(0, Ordering::Relaxed);
+        if let Some(flow) = &self.flow {
+            flow.sub(rest);
+        }
+    }
+}
+
+/// Connects to `addr`, retrying with exponential backoff (from [`FIRST_BACKOFF`], doubling up to
+/// [`MAX_BACKOFF`]) until `deadline`.
+pub(crate) async fn connect_with_retry(
+    peer: NodeId,
+    addr: &str,
+    deadline: Instant,
+) -> Result<TcpStream, NetError> {
+    let started = Instant::now();
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let result =
+            tokio::time::timeout(left.max(Duration::from_millis(1)), TcpStream::connect(addr))
+                .await;
+        let last = match result {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "connect timed out".to_string(),
+        };
+        let now = Instant::now();
+        if now + backoff >= deadline {
+            return Err(NetError::Unreachable {
+                peer,
+                addr: addr.to_string(),
+                attempts,
+                waited: started.elapsed(),
+                last,
+            });
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// What dialing and accepting need besides the peer: who we are and how to verify peers.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) group: Arc<Group>,
+    pub(crate) handshake: Arc<dyn Handshake>,
+    pub(crate) me: NodeId,
+    pub(crate) max_body_len: u32,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) events: mpsc::Sender<Event>,
+}
+
+/// Dials `peer` and runs the handshake; the result goes to the endpoint's events.
+pub(crate) async fn dial(ep: Endpoint, peer: NodeId, role: Role, connect_deadline: Instant) {
+    let Endpoint {
+        group,
+        handshake,
+        me,
+        max_body_len,
+        handshake_timeout,
+        events,
+    } = ep;
+    let result = async {
+        let addr = group
+            .member(peer)
+            .map(|m| m.addr.clone())
+            .ok_or_else(|| NetError::Group(format!("node {peer} is not in the group")))?;
+        let stream = connect_with_retry(peer, &addr, connect_deadline).await?;
+        let mut io = Transport {
+            stream,
+            reader: FrameReader::new(max_body_len),
+        };
+        let est = tokio::time::timeout(
+            handshake_timeout,
+            handshake.dial(&mut io, &group, me, peer, role),
+        )
+        .await
+        .map_err(|_| NetError::Handshake {
+            who: group.describe(peer),
+            reason: format!("no answer within {handshake_timeout:?}"),
+        })??;
+        Ok::<_, NetError>(conn_of(est, io))
+    }
+    .await;
+    let _ = events
+        .send(match result {
+            Ok(c) => Event::Conn(c),
+            Err(e) => Event::DialFailed(peer, e),
+        })
+        .await;
+}
+
+fn conn_of(est: Established, mut io: Transport) -> Conn {
+    io.reader.set_control_limit(CONTROL_MAX_BODY);
+    Conn {
+        peer: est.peer,
+        role: est.role,
+        rtt: est.rtt,
+        io,
+    }
+}
+
+/// Accepts connections forever, each handshake in its own task (bounded by the endpoint's
+/// handshake timeout), results to its events.
+pub(crate) async fn accept_loop(listener: TcpListener, ep: Endpoint) {
+    let Endpoint {
+        group,
+        handshake,
+        me,
+        max_body_len,
+        handshake_timeout,
+        events,
+    } = ep;
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(x) => x,
+            Err(_) => {
+                // Out of file descriptors and the like: pause rather than spin.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (group, handshake, events) = (group.clone(), handshake.clone(), events.clone());
+        tokio::spawn(async move {
+            let mut io = Transport {
+                stream,
+                reader: FrameReader::new(max_body_len),
+            };
+            let result = tokio::time::timeout(
+                handshake_timeout,
+                handshake.accept(&mut io, &group, me, remote),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(NetError::Handshake {
+                    who: format!("a connection from {remote}"),
+                    reason: format!("no hello within {handshake_timeout:?}"),
+                })
+            });
+            let _ = events
+                .send(match result {
+                    Ok(est) => Event::Conn(conn_of(est, io)),
+                    Err(e) => Event::AcceptFailed(e),
+                })
+                .await;
+        });
+    }
+}
+
+/// Receive buffers of one connection, reused once every frame cut from them has been dropped,
+/// so a long transfer does not allocate (and page-fault in) fresh memory for every frame.
+#[derive(Default)]
+struct BufferPool {
+    /// Buffers given up by the reader; each may still be shared with frames in flight.
+    old: VecDeque<BytesMut>,
+}
+
+impl BufferPool {
+    /// Most buffers kept for reuse.
+    const MAX: usize = 64;
+    /// Smallest new buffer: one default frame (1 MiB of payload and its header) and change.
+    const MIN_NEW: usize = (1 << 20) + 256;
+
+    /// Moves the bytes of `buf` (a partial frame, at most a small read) to a buffer with room
+    /// for `limit` more: a reclaimed old one when possible, else a new one.
+    fn replace(&mut self, buf: &mut BytesMut, limit: usize) {
+        let need = buf.len() + limit;
+        let mut fresh = None;
+        for _ in 0..self.old.len() {
+            let Some(mut b) = self.old.pop_front() else {
+                break;
+            };
+            if b.try_reclaim(need) {
+                fresh = Some(b);
+                break;
+            }
+            self.old.push_back(b);
+        }
+        let mut fresh = fresh.unwrap_or_else(|| BytesMut::with_capacity(need.max(Self::MIN_NEW)));
+        fresh.extend_from_slice(buf);
+        let mut old = std::mem::replace(buf, fresh);
+        old.clear();
+        if self.old.len() < Self::MAX {
+            self.old.push_back(old);
+        }
+    }
+}
+
+/// Reads frames from `rd` until the stream ends or fails; pauses while `flow` is over its
+/// high-water mark.
+pub(crate) async fn read_loop(
+    peer: NodeId,
+    mut rd: OwnedReadHalf,
+    mut reader: FrameReader,
+    events: mpsc::Sender<Event>,
+    flow: Option<Arc<Flow>>,
+    stats: Arc<LinkStats>,
+) {
+    let mut pool = BufferPool::default();
+    let end = loop {
+        // Frames already buffered (e.g. read together with the handshake) first.
+        loop {
+            match reader.next_frame() {
+                Ok(Some(frame)) => {
+                    if events.send(Event::Frame(peer, frame)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(source) => {
+                    let _ = events
+                        .send(Event::ReadEnd(peer, Some(NetError::Wire { peer, source })))
+                        .await;
+                    return;
+                }
+            }
+        }
+        if let Some(flow) = &flow {
+            flow.wait_room().await;
+        }
+        // Read exactly the rest of a frame whose header is known, so that every frame ends up
+        // alone in one allocation: no partial frame is ever copied to a larger buffer, and the
+        // allocation is freed (and reused) as soon as the frame's payload is dropped. Without a
+        // header, read a little (several small frames, or the start of a large one).
+        let missing = reader.missing_hint();
+        let limit = if missing > 0 { missing } else { SMALL_READ };
+        let buf = reader.buffer_mut();
+        if buf.capacity() - buf.len() < limit {
+            pool.replace(buf, limit);
+        }
+        match rd.read_buf(&mut bytes::BufMut::limit(buf, limit)).await {
+            Ok(0) => {
+                break reader
+                    .eof_error()
+                    .map(|source| NetError::Wire { peer, source })
+            }
+            Ok(n) => {
+                stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                let mut what = format!("reading from node {peer}");
+                if let Some(crate::wire::WireError::Truncated { buffered, .. }) = reader.eof_error()
+                {
+                    what.push_str(&format!(
+                        " (the connection failed in the middle of a frame, {buffered} bytes of it received)"
+                    ));
+                }
+                break Some(NetError::Io { what, source: e });
+            }
+        }
+    };
+    let _ = events.send(Event::ReadEnd(peer, end)).await;
+}
+
+/// Writes queued frames to `wr` in order with vectored writes; reports notified sends, flush
+/// markers and its end. A write that makes no progress for `stall` fails the connection.
+pub(crate) async fn write_loop(
+    peer: NodeId,
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    events: mpsc::Sender<Event>,
+    flow: Option<Arc<Flow>>,
+    stats: Arc<LinkStats>,
+    stall: Duration,
+) {
+    let _release = Release {
+        flow: flow.clone(),
+        stats: stats.clone(),
+    };
+    let mut queue: VecDeque<Outgoing> = VecDeque::new();
+    let result: Result<bool, NetError> = async {
+        loop {
+            if queue.is_empty() {
+                match rx.recv().await {
+                    Some(o) => queue.push_back(o),
+                    None => return Ok(false),
+                }
+            }
+            while queue.len() < 4 * MAX_IOV {
+                match rx.try_recv() {
+                    Ok(o) => queue.push_back(o),
+                    Err(_) => break,
+                }
+            }
+            match queue.front() {
+                Some(Outgoing::Flush) => {
+                    queue.pop_front();
+                    let _ = events.send(Event::Flushed(peer)).await;
+                    continue;
+                }
+                Some(Outgoing::Shutdown) => {
+                    let _ = tokio::time::timeout(stall, wr.shutdown()).await;
+                    return Ok(true);
+                }
+                _ => {}
+            }
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
+            for o in &queue {
+                let Outgoing::Frame { head, payload, .. } = o else {
+                    break;
+                };
+                for part in [head, payload] {
+                    if !part.is_empty() && slices.len() < MAX_IOV {
+                        slices.push(IoSlice::new(part));
+                    }
+                }
+                if slices.len() >= MAX_IOV {
+                    break;
+                }
+            }
+            let n = match tokio::time::timeout(stall, wr.write_vectored(&slices)).await {
+                Err(_) => {
+                    return Err(NetError::Timeout {
+                        what: format!("node {peer} to accept data (it stopped reading)"),
+                        waited: stall,
+                    })
+                }
+                Ok(Err(e)) => {
+                    return Err(NetError::Io {
+                        what: format!("writing to node {peer}"),
+                        source: e,
+                    })
+                }
+                Ok(Ok(0)) => {
+                    return Err(NetError::Io {
+                        what: format!("writing to node {peer}"),
+                        source: std::io::ErrorKind::WriteZero.into(),
+                    })
+                }
+                Ok(Ok(n)) => n,
+            };
+            drop(slices);
+            stats.written_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            let mut left = n;
+            while let Some(Outgoing::Frame {
+                head,
+                payload,
+                notify,
+            }) = queue.front_mut()
+            {
+                let k = left.min(head.len());
+                head.advance(k);
+                left -= k;
+                let k = left.min(payload.len());
+                payload.advance(k);
+                left -= k;
+                if !head.is_empty() || !payload.is_empty() {
+                    break;
+                }
+                let notify = *notify;
+                queue.pop_front();
+                if let Some((machine, id)) = notify {
+                    let _ = events.send(Event::SendDone(peer, machine, id)).await;
+                }
+            }
+            saturating_sub(&stats.queued, n);
+            if let Some(flow) = &flow {
+                flow.sub(n);
+            }
+        }
+    }
+    .await;
+    let _ = events.send(Event::WriteEnd(peer, result.err())).await;
+}

@@ -1,0 +1,429 @@
+//! Group membership: who the nodes of a run are, where they listen and which cluster each is in.
+//!
+//! A group file is TOML:
+//!
+//! ```toml
+//! name = "lab"              # every member must use the same name (checked in the handshake)
+//! protocol_version = 1      # the windrose-net session protocol this group speaks
+//!
+//! [[node]]
+//! id = 0                    # ids are dense: 0, 1, ..., N-1 (any order in the file)
+//! addr = "127.0.0.2:7100"   # where the node listens: ip:port or host:port
+//! cluster = 0               # optional, default 0; cluster ids are dense too
+//!
+//! [[node]]
+//! id = 1
+//! addr = "127.0.0.3:7100"
+//! cluster = 1
+//! ```
+//!
+//! Every problem is reported as `file:line:column: what is wrong`, never a panic.
+
+use crate::error::NetError;
+use crate::PROTOCOL_VERSION;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+use windrose_model::{ClusterId, NodeId};
+
+/// The largest group a file may describe (a typo such as `id = 4000000000` is an error rather
+/// than a huge allocation).
+pub const MAX_GROUP_NODES: usize = 1 << 20;
+
+/// One member of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its id.
+    pub id: NodeId,
+    /// Where it listens (`ip:port` or `host:port`).
+    pub addr: String,
+    /// Its cluster.
+    pub cluster: ClusterId,
+}
+
+/// The members of a run: a name, the session protocol version, and one [`Member`] per id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    name: String,
+    protocol_version: u32,
+    /// Indexed by node id.
+    members: Vec<Member>,
+}
+
+impl Group {
+    /// A group of `members` (any order; ids must be exactly `0..N`, addresses distinct, cluster
+    /// ids dense) speaking this build's [`PROTOCOL_VERSION`].
+    pub fn new(name: impl Into<String>, mut members: Vec<Member>) -> Result<Group, NetError> {
+        let name = name.into();
+        if name.trim().is_empty() {
+            return Err(NetError::Group("the group name is empty".into()));
+        }
+        if members.is_empty() {
+            return Err(NetError::Group("the group has no nodes".into()));
+        }
+        members.sort_by_key(|m| m.id);
+        for (i, m) in members.iter().enumerate() {
+            if m.id.index() != i {
+                return Err(NetError::Group(if m.id.index() < i {
+                    format!("node {} is listed twice", m.id)
+                } else {
+                    format!("node ids must be 0..{}: node {i} is missing", members.len())
+                }));
+            }
+        }
+        let mut seen = HashMap::new();
+        for m in &members {
+            check_addr(&m.addr).map_err(|e| NetError::Group(format!("node {}: {e}", m.id)))?;
+            if let Some(other) = seen.insert(m.addr.clone(), m.id) {
+                return Err(NetError::Group(format!(
+                    "nodes {other} and {} both listen on {}",
+                    m.id, m.addr
+                )));
+            }
+        }
+        check_clusters(members.iter().map(|m| m.cluster)).map_err(NetError::Group)?;
+        Ok(Group {
+            name,
+            protocol_version: PROTOCOL_VERSION,
+            members,
+        })
+    }
+
+    /// A group of `n` nodes listening on `127.0.0.2:port`, `127.0.0.3:port`, ... (node `i` on
+    /// `127.0.0.(i+2)`), the first `n / clusters` (rounded) in cluster 0 and so on: what
+    /// `windrose local` runs. `n` is at most 250 so that every address is a distinct loopback
+    /// host.
+    pub fn loopback(
+        name: impl Into<String>,
+        n: usize,
+        clusters: usize,
+        port: u16,
+    ) -> Result<Group, NetError> {
+        if n == 0 || n > 250 {
+            return Err(NetError::Group(format!(
+                "a loopback group has 1 to 250 nodes, not {n}"
+            )));
+        }
+        if clusters == 0 || clusters > n {
+            return Err(NetError::Group(format!(
+                "{clusters} clusters for {n} nodes: need 1 to {n}"
+            )));
+        }
+        let members = (0..n)
+            .map(|i| Member {
+                id: NodeId::from(i),
+                addr: format!("127.0.0.{}:{port}", i + 2),
+                cluster: ClusterId::from(i * clusters / n),
+            })
+            .collect();
+        Group::new(name, members)
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The session protocol version.
+    pub fn protocol_version(&self) -> u32 {
+        self.protocol_version
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Never true: a group has at least one member.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Every member, by id.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The member with id `id`.
+    pub fn member(&self, id: NodeId) -> Option<&Member> {
+        self.members.get(id.index())
+    }
+
+    /// True when `id` is a member.
+    pub fn contains(&self, id: NodeId) -> bool {
+        id.index() < self.members.len()
+    }
+
+    /// Each member's cluster, indexed by node id.
+    pub fn clusters(&self) -> Vec<ClusterId> {
+        self.members.iter().map(|m| m.cluster).collect()
+    }
+
+    /// Number of clusters.
+    pub fn cluster_count(&self) -> usize {
+        self.members
+            .iter()
+            .map(|m| m.cluster.index() + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `node 3 at 127.0.0.5:7100`, for messages.
+    pub fn describe(&self, id: NodeId) -> String {
+        match self.member(id) {
+            Some(m) => format!("node {id} at {}", m.addr),
+            None => format!("node {id}"),
+        }
+    }
+
+    /// The group as a group file (see the [module docs](self)).
+    pub fn to_toml(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "name = {}", toml_string(&self.name));
+        let _ = writeln!(s, "protocol_version = {}", self.protocol_version);
+        for m in &self.members {
+            let _ = writeln!(
+                s,
+                "\n[[node]]\nid = {}\naddr = {}\ncluster = {}",
+                m.id,
+                toml_string(&m.addr),
+                m.cluster
+            );
+        }
+        s
+    }
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// Checks that an address looks like `host:port` with a valid port.
+fn check_addr(addr: &str) -> Result<(), String> {
+    if addr.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !host.contains(char::is_whitespace) => port
+            .parse::<u16>()
+            .map(|_| ())
+            .map_err(|_| format!("address {addr:?}: {port:?} is not a port number (0-65535)")),
+        _ => Err(format!(
+            "address {addr:?} is not of the form ip:port or host:port"
+        )),
+    }
+}
+
+/// Checks that cluster ids are dense: 0..C, each used.
+fn check_clusters(clusters: impl Iterator<Item = ClusterId>) -> Result<(), String> {
+    let mut used: Vec<bool> = Vec::new();
+    for c in clusters {
+        if c.index() >= MAX_GROUP_NODES {
+            return Err(format!("cluster id {c} is too large"));
+        }
+        if used.len() <= c.index() {
+            used.resize(c.index() + 1, false);
+        }
+        used[c.index()] = true;
+    }
+    match used.iter().position(|u| !u) {
+        Some(gap) => Err(format!(
+            "cluster ids must be dense (0..{}): no node is in cluster {gap}",
+            used.len()
+        )),
+        None => Ok(()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupDoc {
+    name: Spanned<String>,
+    protocol_version: Spanned<i64>,
+    #[serde(default)]
+    node: Vec<Spanned<NodeDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeDoc {
+    id: Spanned<i64>,
+    addr: Spanned<String>,
+    cluster: Option<Spanned<i64>>,
+}
+
+/// 1-based (line, column) of a byte offset; columns count characters.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut off = offset.min(text.len());
+    while !text.is_char_boundary(off) {
+        off -= 1;
+    }
+    let before = &text[..off];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    (line, text[line_start..off].chars().count() + 1)
+}
+
+/// Parses a group file (see the [module docs](self)); `path` is only used in error messages,
+/// which read `path:line:column: what`.
+pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let at = |span: Option<Range<usize>>, msg: String| -> NetError {
+        NetError::Group(match span {
+            Some(s) => {
+                let (l, c) = line_col(text, s.start);
+                format!("{}:{l}:{c}: {msg}", path.display())
+            }
+            None => format!("{}: {msg}", path.display()),
+        })
+    };
+    let doc: GroupDoc =
+        toml::from_str(text).map_err(|e| at(e.span(), e.message().trim().to_string()))?;
+    let version = *doc.protocol_version.get_ref();
+    if version != i64::from(PROTOCOL_VERSION) {
+        return Err(at(
+            Some(doc.protocol_version.span()),
+            format!(
+                "protocol_version {version} is not supported: this build speaks version {PROTOCOL_VERSION}"
+            ),
+        ));
+    }
+    if doc.name.get_ref().trim().is_empty() {
+        return Err(at(Some(doc.name.span()), "the group name is empty".into()));
+    }
+    if doc.node.is_empty() {
+        return Err(at(
+            None,
+            "no [[node]] entries: a group needs at least one node".into(),
+        ));
+    }
+    if doc.node.len() > MAX_GROUP_NODES {
+        return Err(at(None, format!("more than {MAX_GROUP_NODES} nodes")));
+    }
+    let n = doc.node.len();
+    let mut by_id: Vec<Option<Member>> = vec![None; n];
+    let mut addrs: HashMap<String, NodeId> = HashMap::new();
+    let mut cluster_spans: Vec<(ClusterId, Range<usize>)> = Vec::new();
+    for entry in &doc.node {
+        let node = entry.get_ref();
+        let id = *node.id.get_ref();
+        if id < 0 || id as usize >= n {
+            return Err(at(
+                Some(node.id.span()),
+                format!("node id {id} out of range: the file lists {n} nodes, so ids are 0..{n}"),
+            ));
+        }
+        let id = NodeId(id as u32);
+        if by_id[id.index()].is_some() {
+            return Err(at(
+                Some(node.id.span()),
+                format!("node {id} is listed twice"),
+            ));
+        }
+        let addr = node.addr.get_ref().trim().to_string();
+        check_addr(&addr).map_err(|e| at(Some(node.addr.span()), e))?;
+        if let Some(other) = addrs.insert(addr.clone(), id) {
+            return Err(at(
+                Some(node.addr.span()),
+                format!("address {addr} is already node {other}'s"),
+            ));
+        }
+        let cluster = match &node.cluster {
+            None => ClusterId(0),
+            Some(c) => {
+                let v = *c.get_ref();
+                if v < 0 || v as usize >= n {
+                    return Err(at(
+                        Some(c.span()),
+                        format!("cluster {v} out of range: cluster ids are 0..{n} at most"),
+                    ));
+                }
+                cluster_spans.push((ClusterId(v as u32), c.span()));
+                ClusterId(v as u32)
+            }
+        };
+        by_id[id.index()] = Some(Member { id, addr, cluster });
+    }
+    let members: Vec<Member> = by_id.into_iter().flatten().collect();
+    if let Err(msg) = check_clusters(members.iter().map(|m| m.cluster)) {
+        return Err(at(cluster_spans.last().map(|(_, s)| s.clone()), msg));
+    }
+    Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))
+}
+
+/// Reads and parses a group file.
+pub fn load_group(path: &Path) -> Result<Group, NetError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| NetError::Group(format!("{}: {e}", path.display())))?;
+    parse_group_toml(&text, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "name = \"lab\"\nprotocol_version = 1\n\n[[node]]\nid = 1\naddr = \"127.0.0.3:7000\"\ncluster = 1\n\n[[node]]\nid = 0\naddr = \"127.0.0.2:7000\"\n";
+
+    #[test]
+    fn parses_and_round_trips() {
+        let g = parse_group_toml(GOOD, Path::new("g.toml")).unwrap();
+        assert_eq!(g.name(), "lab");
+        assert_eq!(g.len(), 2);
+        assert_eq!(g.member(NodeId(0)).unwrap().addr, "127.0.0.2:7000");
+        assert_eq!(g.clusters(), vec![ClusterId(0), ClusterId(1)]);
+        assert_eq!(g.cluster_count(), 2);
+        let again = parse_group_toml(&g.to_toml(), Path::new("again.toml")).unwrap();
+        assert_eq!(again, g);
+        let lo = Group::loopback("t", 4, 2, 7000).unwrap();
+        assert_eq!(lo.member(NodeId(3)).unwrap().addr, "127.0.0.5:7000");
+        assert_eq!(
+            lo.clusters(),
+            vec![ClusterId(0), ClusterId(0), ClusterId(1), ClusterId(1)]
+        );
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let cases = [
+            (
+                GOOD.replace("id = 1", "id = 0"),
+                "g.toml:10:6: node 0 is listed twice",
+            ),
+            (
+                GOOD.replace("protocol_version = 1", "protocol_version = 7"),
+                "g.toml:2:20: protocol_version 7 is not supported: this build speaks version 1",
+            ),
+            (
+                GOOD.replace("127.0.0.3:7000", "127.0.0.3:http"),
+                "g.toml:6:8: address \"127.0.0.3:http\": \"http\" is not a port number (0-65535)",
+            ),
+            (
+                GOOD.replace("127.0.0.3:7000", "127.0.0.2:7000"),
+                "g.toml:11:8: address 127.0.0.2:7000 is already node 1's",
+            ),
+            (
+                GOOD.replace("id = 1", "id = 5"),
+                "g.toml:5:6: node id 5 out of range: the file lists 2 nodes, so ids are 0..2",
+            ),
+            (
+                GOOD.replace("cluster = 1", "cluster = 1\nport = 3"),
+                "g.toml:8:1: unknown field `port`",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse_group_toml(&text, Path::new("g.toml")).unwrap_err();
+            let got = err.to_string();
+            assert!(got.starts_with(want), "got {got:?}, want {want:?}");
+        }
+        let gap = GOOD.replace(
+            "addr = \"127.0.0.2:7000\"",
+            "addr = \"127.0.0.2:7000\"\ncluster = 1",
+        );
+        let err = parse_group_toml(&gap, Path::new("g.toml")).unwrap_err();
+        assert!(err.to_string().contains("no node is in cluster 0"), "{err}");
+        assert!(Group::new("x", vec![]).is_err());
+    }
+}

@@ -1,0 +1,118 @@
+//! The real driver of windrose: the protocol machines of `windrose-proto`, unchanged, run as
+//! tokio tasks talking TCP.
+//!
+//! - [`group`]: group files (name, protocol version, node id → address and cluster);
+//!   [`bootstrap`]: where membership comes from ([`bootstrap::Bootstrap`]) and how a connection
+//!   is verified ([`bootstrap::Handshake`]) — both traits, so authentication and launchers such
+//!   as mpirun can be added without touching the driver.
+//! - [`wire`]: what a connection carries: proto frames, plus this crate's control frames for the
+//!   handshake and the session around a collective (job, ready, go, progress, report, bye).
+//! - [`node`]: the event loop that feeds the machines and performs their outputs, and the
+//!   session: [`run_root`] drives a run, [`run_node`] serves one.
+//! - [`measure`]: round-trip and throughput series per link; [`trees`]: the trees a run can use
+//!   (including the `chain`); [`sink`]: where received data goes (memory or a file renamed
+//!   into place when complete).
+//!
+//! There is no protocol logic here: the driver only moves frames, time, data and failures
+//! between the machines and the network.
+//!
+//! # Example: a three-node broadcast on loopback, in one process
+//!
+//! ```
+//! use std::sync::Arc;
+//! use bytes::Bytes;
+//! use windrose_model::{ClusterId, NodeId};
+//! use windrose_net::bootstrap::Membership;
+//! use windrose_net::group::{Group, Member};
+//! use windrose_net::trees::{group_costs, TreeKind};
+//! use windrose_net::{run_node, run_root, NodeConfig, OutputSpec, RootJob};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! // Listen first (port 0: the OS picks), then write the group with the real addresses.
+//! let mut listeners = Vec::new();
+//! let mut members = vec![Member { id: NodeId(0), addr: "127.0.0.1:1".into(), cluster: ClusterId(0) }];
+//! for i in 1..3u32 {
+//!     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//!     let addr = l.local_addr().unwrap().to_string();
+//!     members.push(Member { id: NodeId(i), addr, cluster: ClusterId(0) });
+//!     listeners.push(l);
+//! }
+//! let group = Arc::new(Group::new("example", members).unwrap());
+//! let config = |i: u32| NodeConfig::new(Membership { group: group.clone(), me: NodeId(i) });
+//!
+//! let mut nodes = Vec::new();
+//! for (i, l) in (1..3).zip(listeners) {
+//!     let mut c = config(i);
+//!     c.output = OutputSpec::Memory;
+//!     nodes.push(tokio::spawn(run_node(l, c)));
+//! }
+//! let tree = TreeKind::Chain.build(&group_costs(&group), &group.clusters(), NodeId(0)).unwrap();
+//! let data = Bytes::from_static(b"the same bytes at every node");
+//! let outcome = run_root(config(0), RootJob::broadcast(tree, 8, data.clone())).await.unwrap();
+//! assert!(outcome.all_verified());
+//! for n in nodes {
+//!     assert_eq!(n.await.unwrap().unwrap().delivered.to_vec(), data.to_vec());
+//! }
+//! # });
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod bootstrap;
+mod conn;
+pub mod error;
+pub mod group;
+pub mod measure;
+pub mod node;
+pub mod sink;
+pub mod trees;
+pub mod wire;
+
+pub use error::NetError;
+pub use node::{
+    bind, run_node, run_root, Collective, NetEvent, NodeConfig, NodeOutcome, NodeResult, RootJob,
+    RunOutcome, Timeouts,
+};
+pub use sink::{Delivered, OutputSpec};
+
+/// The session protocol version this build speaks (group files and handshakes carry it): the
+/// control frames of [`wire`] around the proto crate's wire format.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Maps a file read-only as [`bytes::Bytes`] without reading it into memory: the root of a
+/// broadcast sends it straight from the page cache, and payload slices stay zero-copy.
+///
+/// The file must not be modified while it is mapped (the bytes sent would change, and the
+/// receivers' BLAKE3 would no longer match the root's). An empty file gives empty bytes.
+pub fn map_file(path: &std::path::Path) -> Result<bytes::Bytes, NetError> {
+    let file = std::fs::File::open(path).map_err(|source| NetError::Io {
+        what: format!("opening {}", path.display()),
+        source,
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|source| NetError::Io {
+            what: format!("reading the size of {}", path.display()),
+            source,
+        })?
+        .len();
+    if len == 0 {
+        return Ok(bytes::Bytes::new());
+    }
+    // SAFETY: the mapping is read-only and private to this process; the documented contract
+    // is that the file is not truncated or modified while it is mapped (as for any reader).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| NetError::Io {
+        what: format!("mapping {}", path.display()),
+        source,
+    })?;
+    Ok(bytes::Bytes::from_owner(map))
+}
+
+/// `n` pseudo-random bytes from `seed` (ChaCha8): the payload `windrose local` makes when no
+/// file is given, reproducible from its seed.
+pub fn random_payload(n: usize, seed: u64) -> bytes::Bytes {
+    use rand::{RngCore, SeedableRng};
+    let mut v = vec![0u8; n];
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut v);
+    bytes::Bytes::from(v)
+}

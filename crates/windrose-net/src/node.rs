@@ -1,0 +1,1925 @@
+//! The driver: one node's event loop, feeding its protocol machines and performing their
+//! outputs, and the session around a collective (see [`crate::wire`] for the frames):
+//! [`run_root`] drives a run from its root, [`run_node`] serves one run as any other member.
+//!
+//! # What the event loop does (the proto crate's driver contract)
+//!
+//! - It owns the collective's machine (a `TreeBroadcast` or a `Scatter`) and a `LinkProber`,
+//!   routes Ping/Pong frames to the prober and the rest to the collective, and feeds each
+//!   machine `Start` (on Go), `Message`, `Timer`, `SendComplete`, `Command::ComputeDone` and
+//!   `PeerFailed` with `now` = time since this node's Go.
+//! - It performs every output of a step in order: `Send` is encoded with `encode_parts` and
+//!   queued to the peer's writer (one FIFO connection per peer; zero-copy payloads written with
+//!   vectored writes), which reports `SendComplete` once the last byte of a notified send is
+//!   written; `SetTimer`/`CancelTimer` keep per-machine deadlines; `Deliver` goes to the output
+//!   ([`OutputSpec`]) in order; `Compute` hashes the share on a blocking thread and answers
+//!   `ComputeDone`; `Report`s become progress events and link measurements.
+//! - A machine that rejects a peer's message (it broke the protocol) makes that peer faulty: its
+//!   connection is closed and every machine gets `PeerFailed`, as for a lost connection.
+//!
+//! # Bounded waiting
+//!
+//! Every wait has a deadline ([`Timeouts`]): dialing (retries with backoff until `connect`),
+//! each handshake (`handshake`), a node waiting for a job (`join`), setting up neighbours and
+//! waiting for Go (`setup`), a running node or root that hears nothing (`idle`; broadcast
+//! receivers also abort through the protocol's own idle timer), a write that makes no progress
+//! (`stall`), the wait for the root's Bye (`finish`) and the orderly close (`close`).
+//!
+//! # Memory
+//!
+//! A relay holds received payloads until its writers have sent them on. Its readers stop
+//! reading while more than [`NodeConfig::high_water_bytes`] are queued and resume below half of
+//! that, so TCP pushes back on a fast parent. The root's queues reference the caller's data
+//! (e.g. a memory-mapped file) and are not throttled.
+
+use crate::bootstrap::{Handshake, Membership, PlainHandshake};
+use crate::conn::{self, Conn, Event, Flow, LinkStats, Outgoing};
+use crate::error::NetError;
+use crate::group::Group;
+use crate::measure::{LinkMeasurements, Metric, Recorder};
+use crate::sink::{Delivered, OutputSpec, Sink};
+use crate::wire::{
+    CollectiveSpec, Control, FrameCount, Job, NodeReport, Progress, Role, RunStatus, ShareResult,
+    TreeSpec, WireFrame,
+};
+use bytes::Bytes;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use windrose_model::{ClusterId, NodeId};
+use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
+use windrose_proto::probe::{LinkProber, ProbeConfig};
+use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
+use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
+use windrose_proto::{
+    node_rng, Command, Input, Output, Outputs, Protocol, Report, Status, TaskId, Time, TimerId,
+    Transmit,
+};
+use windrose_trees::dlt::Schedule;
+use windrose_trees::Tree;
+
+/// How often nodes send progress to the root and sample their links' throughput.
+pub const TICK: Duration = Duration::from_millis(200);
+/// Events queued from a node's connection tasks to its event loop.
+const EVENT_QUEUE: usize = 32;
+/// Machine index of the collective.
+const COLLECTIVE: usize = 0;
+/// Machine index of the link prober.
+const PROBER: usize = 1;
+
+/// The deadlines of a node (see the [module docs](self#bounded-waiting)).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Dialing a peer, retries included.
+    pub connect: Duration,
+    /// One handshake.
+    pub handshake: Duration,
+    /// A node waiting for the root's job.
+    pub join: Duration,
+    /// Connecting to tree neighbours and waiting for Go.
+    pub setup: Duration,
+    /// Hearing nothing at all while running (and a broadcast receiver hearing nothing from its
+    /// parent).
+    pub idle: Duration,
+    /// A write making no progress.
+    pub stall: Duration,
+    /// A node waiting for the root's Bye after its report.
+    pub finish: Duration,
+    /// The orderly close of all connections.
+    pub close: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(20),
+            handshake: Duration::from_secs(5),
+            join: Duration::from_secs(300),
+            setup: Duration::from_secs(30),
+            idle: Duration::from_secs(30),
+            stall: Duration::from_secs(30),
+            finish: Duration::from_secs(300),
+            close: Duration::from_secs(3),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Every deadline set to `d` (tests that want failures to show quickly); `join` and
+    /// `finish` get twice that.
+    pub fn all(d: Duration) -> Timeouts {
+        Timeouts {
+            connect: d,
+            handshake: d,
+            join: d * 2,
+            setup: d,
+            idle: d,
+            stall: d,
+            finish: d * 2,
+            close: d.min(Duration::from_secs(3)),
+        }
+    }
+}
+
+/// Something a node did, for progress bars and logs. Sent on [`NodeConfig::events`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetEvent {
+    /// A connection to a peer is established.
+    Connected {
+        /// The peer.
+        peer: NodeId,
+    },
+    /// An incoming connection was refused or a handshake failed.
+    Rejected {
+        /// Who and why.
+        reason: String,
+    },
+    /// A job arrived from the root (non-root nodes).
+    Job {
+        /// `broadcast` or `scatter`.
+        collective: &'static str,
+        /// Bytes of the root's data.
+        total_len: u64,
+    },
+    /// A node is connected to its neighbours (seen at the root).
+    Ready {
+        /// The node.
+        node: NodeId,
+    },
+    /// The collective started (Go).
+    Started {
+        /// Bytes of the data.
+        total_len: u64,
+    },
+    /// A node's progress (at the root: each node's, at a node: its own).
+    Progress {
+        /// The node.
+        node: NodeId,
+        /// Bytes it holds.
+        done_bytes: u64,
+        /// Bytes expected.
+        total_bytes: u64,
+    },
+    /// A node's collective ended (seen at the root).
+    Reported {
+        /// The node.
+        node: NodeId,
+        /// How.
+        status: RunStatus,
+    },
+    /// A peer failed (its connection was lost or it broke the protocol).
+    PeerFailed {
+        /// The peer.
+        peer: NodeId,
+        /// Why.
+        reason: String,
+    },
+    /// A round trip was measured.
+    RoundTrip {
+        /// The peer.
+        peer: NodeId,
+        /// Its duration.
+        rtt: Duration,
+    },
+}
+
+/// Everything a node needs to take part in runs.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// The group.
+    pub group: Arc<Group>,
+    /// This node.
+    pub me: NodeId,
+    /// Where delivered data goes.
+    pub output: OutputSpec,
+    /// The deadlines.
+    pub timeouts: Timeouts,
+    /// Body limit of received protocol frames.
+    pub max_body_len: u32,
+    /// A relay stops reading while this many bytes wait in its writers.
+    pub high_water_bytes: usize,
+    /// How connections are verified.
+    pub handshake: Arc<dyn Handshake>,
+    /// Where to send [`NetEvent`]s (dropped when None or when the receiver is gone).
+    pub events: Option<mpsc::UnboundedSender<NetEvent>>,
+    /// Hash delivered data with BLAKE3 for the root's check (on by default; off only for
+    /// benchmarks that compare the transport alone with a plain copy).
+    pub verify: bool,
+}
+
+impl NodeConfig {
+    /// Defaults for `membership`: output discarded (hashed only), default timeouts, the proto
+    /// crate's default frame limit, 16 MiB high water, the plain handshake, no events.
+    pub fn new(membership: Membership) -> NodeConfig {
+        NodeConfig {
+            group: membership.group,
+            me: membership.me,
+            output: OutputSpec::Discard,
+            timeouts: Timeouts::default(),
+            max_body_len: windrose_proto::frame::DEFAULT_MAX_BODY_LEN,
+            high_water_bytes: 16 << 20,
+            handshake: Arc::new(PlainHandshake),
+            events: None,
+            verify: true,
+        }
+    }
+}
+
+/// The collective a root runs.
+#[derive(Clone, Debug)]
+pub enum Collective {
+    /// Pipelined tree broadcast.
+    Broadcast {
+        /// The tree (over all group members, rooted at the root).
+        tree: Tree,
+        /// Bytes per segment.
+        segment_bytes: u64,
+    },
+    /// Divisible-load scatter with a real compute step (BLAKE3 of each node's share).
+    Scatter {
+        /// The schedule (rooted at the root).
+        schedule: Schedule,
+        /// Children served at once instead of one after the other.
+        parallel: bool,
+    },
+}
+
+/// What the root runs and with what.
+#[derive(Clone, Debug)]
+pub struct RootJob {
+    /// The collective.
+    pub collective: Collective,
+    /// The data (the broadcast message or the scatter load).
+    pub data: Bytes,
+    /// Seed of the per-node RNGs.
+    pub seed: u64,
+    /// Link probe period (None: no probes).
+    pub probe_period: Option<Duration>,
+    /// Largest payload per frame.
+    pub max_frame_payload: u32,
+}
+
+impl RootJob {
+    /// A broadcast of `data` over `tree` in segments of `segment_bytes`, 1 MiB frames, probes
+    /// every 500 ms.
+    pub fn broadcast(tree: Tree, segment_bytes: u64, data: Bytes) -> RootJob {
+        RootJob {
+            collective: Collective::Broadcast {
+                tree,
+                segment_bytes,
+            },
+            data,
+            seed: 1,
+            probe_period: Some(Duration::from_millis(500)),
+            max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+        }
+    }
+}
+
+/// A node's view of its run.
+#[derive(Clone, Debug)]
+pub struct NodeOutcome {
+    /// What it reported to the root.
+    pub report: NodeReport,
+    /// What became of the data delivered to it.
+    pub delivered: Delivered,
+}
+
+/// One non-root node's result, as the root sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeResult {
+    /// The node.
+    pub node: NodeId,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// How its collective ended (Failed when it never reported).
+    pub status: RunStatus,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Bytes it received.
+    pub bytes_received: u64,
+    /// When it finished, in seconds after the root's Go (its own finish time shifted by when
+    /// its Go was sent and half the handshake's round trip).
+    pub completion_s: Option<f64>,
+    /// Its data divided by its completion time, in MB/s.
+    pub throughput_mb_s: Option<f64>,
+    /// BLAKE3 of what it received (broadcast) or computed (scatter: its share).
+    pub blake3: Option<String>,
+    /// What that hash must be.
+    pub expected_blake3: Option<String>,
+    /// True when the two hashes are equal.
+    pub verified: bool,
+    /// Scatter: its share.
+    pub share: Option<ShareResult>,
+    /// Scatter: the schedule's predicted finish, in the schedule's seconds.
+    pub predicted_finish_s: Option<f64>,
+    /// Scatter: when it reported its share computed, seconds after the root's Go (shifted as
+    /// `completion_s`).
+    pub measured_finish_s: Option<f64>,
+    /// Its full report, when one arrived.
+    #[serde(skip)]
+    pub report: Option<NodeReport>,
+}
+
+/// A run as the root saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunOutcome {
+    /// Random id of the run.
+    pub session: u64,
+    /// `broadcast` or `scatter`.
+    pub collective: &'static str,
+    /// The root.
+    pub root: NodeId,
+    /// Bytes of the data.
+    pub total_len: u64,
+    /// BLAKE3 of the data (empty when no node hashed what it received).
+    pub root_blake3: String,
+    /// Seconds from Go until the last report.
+    pub elapsed_s: f64,
+    /// Every other node, by id.
+    pub nodes: Vec<NodeResult>,
+    /// Scatter: the root's own share.
+    pub root_share: Option<ShareResult>,
+    /// The root's link measurements.
+    pub root_measurements: LinkMeasurements,
+    /// Protocol frames the root sent.
+    pub root_frames_sent: Vec<FrameCount>,
+}
+
+impl RunOutcome {
+    /// True when every node finished with the right hash.
+    pub fn all_verified(&self) -> bool {
+        self.nodes
+            .iter()
+            .all(|n| n.status == RunStatus::Finished && n.verified)
+    }
+
+    /// One line per node that failed or got wrong data.
+    pub fn failures(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| n.status != RunStatus::Finished || !n.verified)
+            .map(|n| match &n.error {
+                Some(e) => format!("node {}: {e}", n.node),
+                None => format!(
+                    "node {}: BLAKE3 {} differs from the expected {}",
+                    n.node,
+                    n.blake3.as_deref().unwrap_or("(none)"),
+                    n.expected_blake3.as_deref().unwrap_or("(none)")
+                ),
+            })
+            .collect()
+    }
+
+    /// Every node's link measurements, the root's first.
+    pub fn measurements(&self) -> Vec<LinkMeasurements> {
+        std::iter::once(self.root_measurements.clone())
+            .chain(
+                self.nodes
+                    .iter()
+                    .filter_map(|n| n.report.as_ref().map(|r| r.measurements.clone())),
+            )
+            .collect()
+    }
+}
+
+/// Binds this node's address from the group.
+pub async fn bind(group: &Group, me: NodeId) -> Result<TcpListener, NetError> {
+    let addr = group
+        .member(me)
+        .map(|m| m.addr.clone())
+        .ok_or_else(|| NetError::Group(format!("node {me} is not in the group")))?;
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| NetError::Bind {
+            node: me,
+            addr,
+            source,
+        })
+}
+
+/// One established connection, served by a reader and a writer task.
+struct Link {
+    tx: Option<mpsc::UnboundedSender<Outgoing>>,
+    stats: Arc<LinkStats>,
+    rtt: Option<Duration>,
+    reading: bool,
+    writing: bool,
+    flushed: bool,
+    failed: bool,
+    sampled_read: u64,
+    sampled_written: u64,
+    reader: JoinHandle<()>,
+    writer: JoinHandle<()>,
+}
+
+/// What woke the event loop up, for the session logic.
+enum Happening {
+    Nothing,
+    Tick,
+    Deadline,
+    Conn(Conn),
+    DialFailed(NodeId, NetError),
+    Control(NodeId, Control),
+    Lost(NodeId, String),
+    SinkDone(Result<crate::sink::SinkSummary, NetError>),
+}
+
+/// The state both roles share: connections, machines, timers, output, measurements.
+struct Core {
+    me: NodeId,
+    group: Arc<Group>,
+    config: NodeConfig,
+    tx: mpsc::Sender<Event>,
+    rx: mpsc::Receiver<Event>,
+    links: BTreeMap<NodeId, Link>,
+    flow: Option<Arc<Flow>>,
+    tasks: Vec<JoinHandle<()>>,
+    machines: Vec<Box<dyn Protocol + Send>>,
+    outputs: Outputs,
+    timers: BTreeMap<(usize, TimerId), Instant>,
+    pending: VecDeque<(usize, Input)>,
+    started: Option<Instant>,
+    early: VecDeque<(NodeId, Message)>,
+    early_bytes: usize,
+    sink: Option<Sink>,
+    recorder: Recorder,
+    frames_sent: BTreeMap<(NodeId, MessageKind), (u64, u64)>,
+    ended: Option<(Status, Instant)>,
+    end_reason: Option<String>,
+    fatal: Option<NetError>,
+    failed_peers: BTreeSet<NodeId>,
+    failures: Vec<String>,
+    rejections: Vec<String>,
+    done_bytes: u64,
+    total_bytes: u64,
+    compute: HashMap<TaskId, (u64, u64)>,
+    share: Option<ShareResult>,
+    share_finishes: BTreeMap<NodeId, Time>,
+    next_tick: Instant,
+    last_tick: Instant,
+    closing: bool,
+    probing: bool,
+}
+
+impl Core {
+    fn new(config: &NodeConfig, throttle: bool) -> Core {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let now = Instant::now();
+        Core {
+            me: config.me,
+            group: config.group.clone(),
+            config: config.clone(),
+            tx,
+            rx,
+            links: BTreeMap::new(),
+            flow: throttle.then(|| Arc::new(Flow::new(config.high_water_bytes.max(1 << 20)))),
+            tasks: Vec::new(),
+            machines: Vec::new(),
+            outputs: Outputs::new(),
+            timers: BTreeMap::new(),
+            pending: VecDeque::new(),
+            started: None,
+            early: VecDeque::new(),
+            early_bytes: 0,
+            sink: None,
+            recorder: Recorder::new(config.me),
+            frames_sent: BTreeMap::new(),
+            ended: None,
+            end_reason: None,
+            fatal: None,
+            failed_peers: BTreeSet::new(),
+            failures: Vec::new(),
+            rejections: Vec::new(),
+            done_bytes: 0,
+            total_bytes: 0,
+            compute: HashMap::new(),
+            share: None,
+            share_finishes: BTreeMap::new(),
+            next_tick: now + TICK,
+            last_tick: now,
+            closing: false,
+            probing: false,
+        }
+    }
+
+    fn emit(&self, e: NetEvent) {
+        if let Some(tx) = &self.config.events {
+            let _ = tx.send(e);
+        }
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        self.config.timeouts
+    }
+
+    /// Time since Go (zero before).
+    fn now(&self) -> Time {
+        self.started.map_or(Time::ZERO, |s| {
+            Time::from_nanos(u64::try_from(s.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        })
+    }
+
+    fn endpoint(&self) -> conn::Endpoint {
+        conn::Endpoint {
+            group: self.group.clone(),
+            handshake: self.config.handshake.clone(),
+            me: self.me,
+            max_body_len: self.config.max_body_len,
+            handshake_timeout: self.timeouts().handshake,
+            events: self.tx.clone(),
+        }
+    }
+
+    fn spawn_dial(&mut self, peer: NodeId, role: Role) {
+        let deadline = Instant::now() + self.timeouts().connect;
+        let task = tokio::spawn(conn::dial(self.endpoint(), peer, role, deadline));
+        self.tasks.push(task);
+    }
+
+    fn spawn_accept(&mut self, listener: TcpListener) {
+        let task = tokio::spawn(conn::accept_loop(listener, self.endpoint()));
+        self.tasks.push(task);
+    }
+
+    /// Starts serving a connection; refuses (telling the peer why) a second one to the same peer.
+    fn add_conn(&mut self, c: Conn) {
+        if self.links.contains_key(&c.peer) {
+            let reason = format!(
+                "node {} already has a connection with node {}",
+                self.me, c.peer
+            );
+            refuse(c, reason);
+            return;
+        }
+        let peer = c.peer;
+        let (rd, wr) = c.io.stream.into_split();
+        let stats = Arc::new(LinkStats::default());
+        let (otx, orx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(conn::read_loop(
+            peer,
+            rd,
+            c.io.reader,
+            self.tx.clone(),
+            self.flow.clone(),
+            stats.clone(),
+        ));
+        let writer = tokio::spawn(conn::write_loop(
+            peer,
+            wr,
+            orx,
+            self.tx.clone(),
+            self.flow.clone(),
+            stats.clone(),
+            self.timeouts().stall,
+        ));
+        self.links.insert(
+            peer,
+            Link {
+                tx: Some(otx),
+                stats,
+                rtt: c.rtt,
+                reading: true,
+                writing: true,
+                flushed: false,
+                failed: false,
+                sampled_read: 0,
+                sampled_written: 0,
+                reader,
+                writer,
+            },
+        );
+        self.emit(NetEvent::Connected { peer });
+    }
+
+    /// Queues a frame to `peer`; false when there is no live connection.
+    fn queue(&mut self, peer: NodeId, o: Outgoing) -> bool {
+        let Some(link) = self.links.get(&peer) else {
+            return false;
+        };
+        let Some(tx) = &link.tx else { return false };
+        let len = match &o {
+            Outgoing::Frame { head, payload, .. } => head.len() + payload.len(),
+            _ => 0,
+        };
+        link.stats.queued.fetch_add(len, Ordering::Relaxed);
+        if let Some(flow) = &self.flow {
+            flow.add(len);
+        }
+        if tx.send(o).is_err() {
+            link.stats.queued.fetch_sub(len, Ordering::Relaxed);
+            if let Some(flow) = &self.flow {
+                flow.sub(len);
+            }
+            return false;
+        }
+        true
+    }
+
+    fn send_control(&mut self, peer: NodeId, c: &Control) -> bool {
+        self.queue(
+            peer,
+            Outgoing::Frame {
+                head: c.encode(),
+                payload: Bytes::new(),
+                notify: None,
+            },
+        )
+    }
+
+    /// Declares `peer` failed: closes its connection and tells every machine (once).
+    fn fault(&mut self, peer: NodeId, reason: String) {
+        if !self.failed_peers.insert(peer) {
+            return;
+        }
+        if let Some(link) = self.links.get_mut(&peer) {
+            link.failed = true;
+            link.tx = None;
+            link.reader.abort();
+            link.writer.abort();
+            link.reading = false;
+            link.writing = false;
+        }
+        self.emit(NetEvent::PeerFailed {
+            peer,
+            reason: reason.clone(),
+        });
+        self.failures.push(reason);
+        if self.started.is_some() {
+            for i in 0..self.machines.len() {
+                self.pending.push_back((i, Input::PeerFailed(peer)));
+            }
+        }
+    }
+
+    /// Installs the machines and starts them (Go).
+    fn start(&mut self, collective: Box<dyn Protocol + Send>, prober: LinkProber, probe: bool) {
+        self.started = Some(Instant::now());
+        self.machines = vec![collective, Box::new(prober)];
+        self.probing = probe;
+        self.pending.push_back((COLLECTIVE, Input::Start));
+        if probe {
+            self.pending.push_back((PROBER, Input::Start));
+        }
+        for &peer in &self.failed_peers {
+            self.pending
+                .push_back((COLLECTIVE, Input::PeerFailed(peer)));
+            self.pending.push_back((PROBER, Input::PeerFailed(peer)));
+        }
+    }
+
+    async fn run_pending(&mut self) {
+        while let Some((i, input)) = self.pending.pop_front() {
+            if self.machines.len() <= i {
+                continue;
+            }
+            let from = match &input {
+                Input::Message { from, .. } => Some(*from),
+                _ => None,
+            };
+            if let Err(e) = self.step(i, input).await {
+                match from {
+                    Some(peer) => self.fault(peer, format!("node {peer} broke the protocol: {e}")),
+                    None => {
+                        self.fatal
+                            .get_or_insert(NetError::Failed(format!("driver error: {e}")));
+                    }
+                }
+            }
+            // Replay messages that arrived before Go, once Start has been handled.
+            if self.pending.is_empty() && !self.early.is_empty() && self.started.is_some() {
+                self.early_bytes = 0;
+                while let Some((peer, m)) = self.early.pop_front() {
+                    let idx = machine_for(&m);
+                    self.pending.push_back((
+                        idx,
+                        Input::Message {
+                            from: peer,
+                            message: m,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn step(&mut self, i: usize, input: Input) -> Result<(), windrose_proto::ProtocolError> {
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.outputs);
+        let result = self.machines[i].handle(now, input, &mut out);
+        if result.is_ok() {
+            for o in out.drain() {
+                self.perform(i, o).await;
+            }
+        }
+        out.clear();
+        self.outputs = out;
+        result
+    }
+
+    async fn perform(&mut self, i: usize, o: Output) {
+        match o {
+            Output::Send(t) => self.transmit(i, t),
+            Output::SetTimer { timer, at } => {
+                if i == PROBER && (!self.probing || self.ended.is_some()) {
+                    return;
+                }
+                if let Some(due) = self
+                    .started
+                    .and_then(|s| s.checked_add(Duration::from_nanos(at.as_nanos())))
+                {
+                    self.timers.insert((i, timer), due);
+                }
+            }
+            Output::CancelTimer(timer) => {
+                self.timers.remove(&(i, timer));
+            }
+            Output::Deliver { offset, data } => {
+                if let Some(sink) = &mut self.sink {
+                    if let Err(e) = sink.deliver(offset, data).await {
+                        self.fatal.get_or_insert(e);
+                    }
+                }
+            }
+            Output::Compute(task) => {
+                self.compute.insert(task.task, (task.offset, task.len));
+                let tx = self.tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut h = blake3::Hasher::new();
+                    for piece in &task.data {
+                        h.update(piece);
+                    }
+                    let hex = h.finalize().to_hex().to_string();
+                    let _ = tx.blocking_send(Event::ComputeDone(task.task, hex));
+                });
+            }
+            Output::Report(r) => match r {
+                Report::Progress {
+                    done_bytes,
+                    total_bytes,
+                } => {
+                    if i == COLLECTIVE {
+                        self.done_bytes = done_bytes;
+                        self.total_bytes = total_bytes;
+                    }
+                }
+                Report::ShareFinished { node, at } => {
+                    self.share_finishes.insert(node, at);
+                }
+                Report::RoundTrip { peer, rtt } => {
+                    let at = self.now().as_secs_f64();
+                    self.recorder
+                        .record(peer, Metric::RttMs, at, rtt.as_secs_f64() * 1e3);
+                    self.emit(NetEvent::RoundTrip { peer, rtt });
+                }
+            },
+            Output::Finished => {
+                if i == COLLECTIVE && self.ended.is_none() {
+                    self.ended = Some((Status::Finished, Instant::now()));
+                    self.stop_probing();
+                }
+            }
+            Output::Aborted(reason) => {
+                if i == COLLECTIVE && self.ended.is_none() {
+                    self.ended = Some((Status::Aborted, Instant::now()));
+                    let mut why = format!("the collective aborted: {reason}");
+                    if let Some(f) = self.failures.first() {
+                        why.push_str(&format!(" ({f})"));
+                    }
+                    self.end_reason = Some(why);
+                    self.stop_probing();
+                }
+            }
+        }
+    }
+
+    fn stop_probing(&mut self) {
+        self.timers.retain(|(i, _), _| *i != PROBER);
+    }
+
+    fn transmit(&mut self, i: usize, t: Transmit) {
+        let parts = match encode_parts(&t.message) {
+            Ok(p) => p,
+            Err(e) => {
+                self.fatal
+                    .get_or_insert(NetError::Failed(format!("cannot encode a frame: {e}")));
+                return;
+            }
+        };
+        let e = self
+            .frames_sent
+            .entry((t.to, t.message.kind()))
+            .or_insert((0, 0));
+        e.0 += 1;
+        e.1 += parts.len() as u64;
+        let queued = self.queue(
+            t.to,
+            Outgoing::Frame {
+                head: parts.head,
+                payload: parts.payload,
+                notify: t.notify.map(|id| (i, id)),
+            },
+        );
+        if !queued && !self.failed_peers.contains(&t.to) {
+            self.fault(
+                t.to,
+                format!("node {} has no connection to node {}", self.me, t.to),
+            );
+        }
+    }
+
+    fn on_message(&mut self, peer: NodeId, m: Message) {
+        if self.failed_peers.contains(&peer) {
+            return;
+        }
+        if self.started.is_none() {
+            self.early_bytes += m.payload().map_or(0, Bytes::len);
+            if self.early_bytes > self.config.high_water_bytes {
+                self.fault(
+                    peer,
+                    format!(
+                        "node {peer} sent more than {} bytes before the run started",
+                        self.config.high_water_bytes
+                    ),
+                );
+            } else {
+                self.early.push_back((peer, m));
+            }
+            return;
+        }
+        let idx = machine_for(&m);
+        self.pending.push_back((
+            idx,
+            Input::Message {
+                from: peer,
+                message: m,
+            },
+        ));
+    }
+
+    fn sample_links(&mut self) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last_tick).as_secs_f64();
+        self.last_tick = now;
+        if self.started.is_none() || dt <= 0.0 {
+            return;
+        }
+        let at = self.now().as_secs_f64();
+        let mut samples = Vec::new();
+        for (&peer, link) in self.links.iter_mut() {
+            let r = link.stats.read_bytes.load(Ordering::Relaxed);
+            let w = link.stats.written_bytes.load(Ordering::Relaxed);
+            if r > link.sampled_read {
+                samples.push((
+                    peer,
+                    Metric::RecvMbS,
+                    (r - link.sampled_read) as f64 / dt / 1e6,
+                ));
+            }
+            if w > link.sampled_written {
+                samples.push((
+                    peer,
+                    Metric::SendMbS,
+                    (w - link.sampled_written) as f64 / dt / 1e6,
+                ));
+            }
+            link.sampled_read = r;
+            link.sampled_written = w;
+        }
+        for (peer, metric, v) in samples {
+            self.recorder.record(peer, metric, at, v);
+        }
+    }
+
+    /// Waits for the next thing the session logic cares about, handling machine traffic on the
+    /// way; `deadline` bounds the wait.
+    async fn poll(&mut self, deadline: Instant) -> Happening {
+        self.run_pending().await;
+        let next_timer = self.timers.values().min().copied();
+        enum Wake {
+            Event(Option<Event>),
+            Timer,
+            Tick,
+            Deadline,
+        }
+        let wake = tokio::select! {
+            ev = self.rx.recv() => Wake::Event(ev),
+            _ = tokio::time::sleep_until(next_timer.unwrap_or(deadline).into()), if next_timer.is_some() => Wake::Timer,
+            _ = tokio::time::sleep_until(self.next_tick.into()) => Wake::Tick,
+            _ = tokio::time::sleep_until(deadline.into()) => Wake::Deadline,
+        };
+        let happening = match wake {
+            Wake::Event(Some(ev)) => self.on_event(ev),
+            // The loop holds a sender, so the channel never closes.
+            Wake::Event(None) => Happening::Nothing,
+            Wake::Timer => {
+                let now = Instant::now();
+                let due: Vec<(usize, TimerId)> = self
+                    .timers
+                    .iter()
+                    .filter(|(_, &at)| at <= now)
+                    .map(|(&k, _)| k)
+                    .collect();
+                for k in due {
+                    self.timers.remove(&k);
+                    self.pending.push_back((k.0, Input::Timer(k.1)));
+                }
+                Happening::Nothing
+            }
+            Wake::Tick => {
+                self.next_tick = Instant::now() + TICK;
+                self.sample_links();
+                Happening::Tick
+            }
+            Wake::Deadline => Happening::Deadline,
+        };
+        self.run_pending().await;
+        happening
+    }
+
+    fn on_event(&mut self, ev: Event) -> Happening {
+        match ev {
+            Event::Conn(c) => Happening::Conn(c),
+            Event::DialFailed(p, e) => Happening::DialFailed(p, e),
+            Event::AcceptFailed(e) => {
+                let reason = e.to_string();
+                self.emit(NetEvent::Rejected {
+                    reason: reason.clone(),
+                });
+                self.rejections.push(reason);
+                Happening::Nothing
+            }
+            Event::Frame(peer, WireFrame::Proto(m)) => {
+                self.on_message(peer, m);
+                Happening::Nothing
+            }
+            Event::Frame(peer, WireFrame::Control(c)) => Happening::Control(peer, c),
+            Event::ReadEnd(peer, err) => {
+                if let Some(link) = self.links.get_mut(&peer) {
+                    link.reading = false;
+                }
+                if self.closing && err.is_none() || self.failed_peers.contains(&peer) {
+                    return Happening::Nothing;
+                }
+                let reason = match err {
+                    Some(e) => e.to_string(),
+                    None => format!("node {peer} closed the connection"),
+                };
+                self.fault(peer, reason.clone());
+                Happening::Lost(peer, reason)
+            }
+            Event::WriteEnd(peer, err) => {
+                if let Some(link) = self.links.get_mut(&peer) {
+                    link.writing = false;
+                }
+                match err {
+                    Some(e) if !self.failed_peers.contains(&peer) => {
+                        let reason = e.to_string();
+                        self.fault(peer, reason.clone());
+                        Happening::Lost(peer, reason)
+                    }
+                    _ => Happening::Nothing,
+                }
+            }
+            Event::SendDone(peer, i, id) => {
+                self.pending
+                    .push_back((i, Input::SendComplete { to: peer, id }));
+                Happening::Nothing
+            }
+            Event::Flushed(peer) => {
+                if let Some(link) = self.links.get_mut(&peer) {
+                    link.flushed = true;
+                }
+                Happening::Nothing
+            }
+            Event::ComputeDone(task, hex) => {
+                if let Some(&(offset, len)) = self.compute.get(&task) {
+                    self.share = Some(ShareResult {
+                        offset,
+                        len,
+                        blake3: hex,
+                        computed_ns: self.now().as_nanos(),
+                    });
+                }
+                self.pending
+                    .push_back((COLLECTIVE, Input::Command(Command::ComputeDone { task })));
+                Happening::Nothing
+            }
+            Event::SinkDone(r) => Happening::SinkDone(r),
+        }
+    }
+
+    fn live_peers(&self) -> Vec<NodeId> {
+        self.links
+            .iter()
+            .filter(|(_, l)| !l.failed)
+            .map(|(&p, _)| p)
+            .collect()
+    }
+
+    fn flush_all(&mut self) {
+        for p in self.live_peers() {
+            if let Some(l) = self.links.get_mut(&p) {
+                l.flushed = false;
+            }
+            self.queue(p, Outgoing::Flush);
+        }
+    }
+
+    fn all_flushed(&self) -> bool {
+        self.links
+            .values()
+            .all(|l| l.failed || !l.writing || l.flushed)
+    }
+
+    /// Orderly close: every writer finishes its queue and shuts its half down; then wait (up to
+    /// the close timeout) for every peer to do the same, and stop all tasks.
+    async fn close_all(&mut self) {
+        self.closing = true;
+        for p in self.live_peers() {
+            self.queue(p, Outgoing::Shutdown);
+        }
+        let deadline = Instant::now() + self.timeouts().close;
+        while self
+            .links
+            .values()
+            .any(|l| !l.failed && (l.reading || l.writing))
+        {
+            if let Happening::Deadline = self.poll(deadline).await {
+                break;
+            }
+        }
+        for l in self.links.values() {
+            l.reader.abort();
+            l.writer.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
+    fn frame_counts(&self) -> Vec<FrameCount> {
+        self.frames_sent
+            .iter()
+            .map(|(&(to, kind), &(frames, bytes))| FrameCount {
+                to,
+                kind,
+                frames,
+                bytes,
+            })
+            .collect()
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        for l in self.links.values() {
+            l.reader.abort();
+            l.writer.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Ping and pong go to the prober, everything else to the collective.
+fn machine_for(m: &Message) -> usize {
+    match m.kind() {
+        MessageKind::Ping | MessageKind::Pong => PROBER,
+        _ => COLLECTIVE,
+    }
+}
+
+/// Tells a connection's peer why it is refused, then drops it (in the background).
+fn refuse(c: Conn, reason: String) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = c.io.stream;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            stream.write_all(&Control::Abort(reason).encode()),
+        )
+        .await;
+        let _ = stream.shutdown().await;
+    });
+}
+
+/// Builds a node's collective machine from a job, and lists its tree neighbours.
+fn build_machine(
+    me: NodeId,
+    group: &Group,
+    job: &Job,
+    data: Option<Bytes>,
+) -> Result<(Box<dyn Protocol + Send>, Vec<NodeId>), String> {
+    let idle = (me != job.root && job.idle_timeout_ms > 0)
+        .then(|| Duration::from_millis(job.idle_timeout_ms));
+    match &job.collective {
+        CollectiveSpec::Broadcast {
+            tree,
+            segment_bytes,
+            max_frame_payload,
+        } => {
+            let tree = tree.to_tree()?;
+            if tree.node_count() != group.len() || tree.len() != group.len() {
+                return Err(format!(
+                    "the tree spans {} of {} nodes, the group has {}",
+                    tree.len(),
+                    tree.node_count(),
+                    group.len()
+                ));
+            }
+            if tree.root() != job.root {
+                return Err(format!(
+                    "the tree's root is node {}, the job's root node {}",
+                    tree.root(),
+                    job.root
+                ));
+            }
+            let config = BroadcastConfig {
+                transfer: job.transfer,
+                segment_bytes: *segment_bytes,
+                max_frame_payload: *max_frame_payload,
+                idle_timeout: idle,
+            };
+            let m = TreeBroadcast::new(me, &tree, data, config).map_err(|e| e.to_string())?;
+            let mut neighbours: Vec<NodeId> = m.children().to_vec();
+            neighbours.extend(m.parent());
+            Ok((Box::new(m), neighbours))
+        }
+        CollectiveSpec::Scatter {
+            schedule,
+            max_frame_payload,
+            parallel,
+        } => {
+            if schedule.root != job.root {
+                return Err(format!(
+                    "the schedule's root is node {}, the job's root node {}",
+                    schedule.root, job.root
+                ));
+            }
+            if schedule.nodes.iter().any(|s| !group.contains(s.node)) {
+                return Err("the schedule names a node outside the group".into());
+            }
+            let config = ScatterConfig {
+                transfer: job.transfer,
+                max_frame_payload: *max_frame_payload,
+                send_mode: if *parallel {
+                    SendMode::Parallel
+                } else {
+                    SendMode::Sequential
+                },
+            };
+            let m = Scatter::new(me, schedule, data, config).map_err(|e| e.to_string())?;
+            let mut neighbours = m.children();
+            neighbours.extend(m.parent());
+            Ok((Box::new(m), neighbours))
+        }
+    }
+}
+
+fn prober(me: NodeId, peers: &[NodeId], job: &Job) -> LinkProber {
+    let config = ProbeConfig {
+        period: Duration::from_millis(job.probe_period_ms.max(1)),
+        rounds: u32::MAX,
+    };
+    LinkProber::new(me, peers, config, node_rng(job.seed, me))
+        .expect("the probe period and rounds are positive")
+}
+
+/// Runs the root of one collective: connects to every member, hands out the job, starts the
+/// collective when everyone is ready, collects every node's report and ends the run.
+///
+/// Returns an error when the run could not start (a node unreachable or rejecting the
+/// handshake, a node failing its setup) or the root itself failed; nodes that fail during the
+/// run are listed in the outcome ([`RunOutcome::all_verified`] is false then).
+pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, NetError> {
+    let me = config.me;
+    let group = config.group.clone();
+    let mut core = Core::new(&config, false);
+    let t = config.timeouts;
+    let session: u64 = rand::random();
+    let spec = Job {
+        session,
+        root: me,
+        transfer: TransferId((session as u32).max(1)),
+        total_len: job.data.len() as u64,
+        collective: match &job.collective {
+            Collective::Broadcast {
+                tree,
+                segment_bytes,
+            } => CollectiveSpec::Broadcast {
+                tree: TreeSpec::of(tree),
+                segment_bytes: *segment_bytes,
+                max_frame_payload: job.max_frame_payload,
+            },
+            Collective::Scatter { schedule, parallel } => CollectiveSpec::Scatter {
+                schedule: schedule.clone(),
+                max_frame_payload: job.max_frame_payload,
+                parallel: *parallel,
+            },
+        },
+        idle_timeout_ms: t.idle.as_millis() as u64,
+        probe_period_ms: job.probe_period.map_or(0, |p| p.as_millis().max(1) as u64),
+        seed: job.seed,
+    };
+    // Check the job here first, so a bad tree is the user's error, not every node's.
+    let (machine, _) =
+        build_machine(me, &group, &spec, Some(job.data.clone())).map_err(NetError::Setup)?;
+    let others: Vec<NodeId> = group
+        .members()
+        .iter()
+        .map(|m| m.id)
+        .filter(|&id| id != me)
+        .collect();
+
+    // 1. Connect to every node and hand out the job.
+    for &p in &others {
+        core.spawn_dial(p, Role::Root);
+    }
+    let mut unconnected: BTreeSet<NodeId> = others.iter().copied().collect();
+    let mut unready: BTreeSet<NodeId> = others.iter().copied().collect();
+    let mut deadline = Instant::now() + t.connect + t.handshake + t.setup;
+    let job_frame = Control::Job(Box::new(spec.clone()));
+    // Dial failures are collected for a short grace period, so that every node whose handshake
+    // is under way learns the outcome (and the error lists every node that failed).
+    let mut dial_failures: Vec<NetError> = Vec::new();
+    while !unready.is_empty() {
+        if !dial_failures.is_empty() && unconnected.is_empty() {
+            break;
+        }
+        match core.poll(deadline).await {
+            Happening::Conn(c) => {
+                if c.role == Role::Root && unconnected.remove(&c.peer) {
+                    let p = c.peer;
+                    core.add_conn(c);
+                    if dial_failures.is_empty() {
+                        core.send_control(p, &job_frame);
+                    }
+                } else {
+                    refuse(c, "unexpected connection to the root".into());
+                }
+            }
+            Happening::DialFailed(p, e) => {
+                unconnected.remove(&p);
+                if dial_failures.is_empty() {
+                    deadline = deadline.min(Instant::now() + t.handshake);
+                }
+                dial_failures.push(e);
+            }
+            Happening::Deadline if !dial_failures.is_empty() => break,
+            Happening::Control(p, Control::Ready) => {
+                let first = unready.remove(&p);
+                if first {
+                    core.emit(NetEvent::Ready { node: p });
+                }
+            }
+            Happening::Control(p, Control::Abort(reason))
+            | Happening::Control(p, Control::Reject(reason)) => {
+                let e = NetError::PeerMisbehaved {
+                    peer: p,
+                    what: format!("could not start: {reason}"),
+                };
+                return abort_run(&mut core, e).await;
+            }
+            Happening::Control(p, other) => {
+                let e = NetError::PeerMisbehaved {
+                    peer: p,
+                    what: format!("sent an unexpected {} frame during setup", other.name()),
+                };
+                return abort_run(&mut core, e).await;
+            }
+            Happening::Lost(p, reason) => {
+                let e =
+                    NetError::Failed(format!("lost {} during setup: {reason}", group.describe(p)));
+                return abort_run(&mut core, e).await;
+            }
+            Happening::Deadline => {
+                let missing: Vec<String> = unready.iter().map(|p| p.to_string()).collect();
+                let e = NetError::Timeout {
+                    what: format!("nodes {} to get ready", missing.join(", ")),
+                    waited: t.connect + t.handshake + t.setup,
+                };
+                return abort_run(&mut core, e).await;
+            }
+            _ => {}
+        }
+    }
+
+    if !dial_failures.is_empty() {
+        let e = if dial_failures.len() == 1 {
+            dial_failures.remove(0)
+        } else {
+            NetError::Failed(
+                dial_failures
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        };
+        return abort_run(&mut core, e).await;
+    }
+
+    // 2. Go.
+    let mut go_sent: BTreeMap<NodeId, Instant> = BTreeMap::new();
+    for &p in &others {
+        core.send_control(p, &Control::Go);
+        go_sent.insert(p, Instant::now());
+    }
+    let probe = spec.probe_period_ms > 0;
+    core.start(machine, prober(me, &others, &spec), probe);
+    core.total_bytes = spec.total_len;
+    core.emit(NetEvent::Started {
+        total_len: spec.total_len,
+    });
+    let go = core.started.unwrap_or_else(Instant::now);
+
+    // 3. Collect the reports.
+    let mut reports: BTreeMap<NodeId, NodeReport> = BTreeMap::new();
+    let mut lost: BTreeMap<NodeId, String> = BTreeMap::new();
+    let mut last_activity = Instant::now();
+    loop {
+        if let Some(e) = core.fatal.take() {
+            return abort_run(&mut core, e).await;
+        }
+        if core.ended.is_some() && reports.len() + lost.len() >= others.len() {
+            break;
+        }
+        match core.poll(last_activity + t.idle).await {
+            Happening::Control(p, Control::Progress(pr)) => {
+                last_activity = Instant::now();
+                core.emit(NetEvent::Progress {
+                    node: p,
+                    done_bytes: pr.done_bytes,
+                    total_bytes: pr.total_bytes,
+                });
+            }
+            Happening::Control(p, Control::Report(r)) => {
+                last_activity = Instant::now();
+                core.emit(NetEvent::Reported {
+                    node: p,
+                    status: r.status,
+                });
+                if r.node == p && !lost.contains_key(&p) {
+                    reports.insert(p, *r);
+                } else if r.node != p {
+                    lost.insert(p, format!("sent a report for node {}", r.node));
+                }
+            }
+            Happening::Control(p, Control::Abort(reason)) => {
+                lost.entry(p).or_insert(reason);
+            }
+            Happening::Control(p, other) => {
+                core.fault(
+                    p,
+                    format!("node {p} sent an unexpected {} frame", other.name()),
+                );
+            }
+            Happening::Lost(p, reason) => {
+                let reported = reports.contains_key(&p);
+                if !reported {
+                    lost.entry(p).or_insert(reason);
+                }
+            }
+            Happening::Deadline => {
+                for &p in &others {
+                    if !reports.contains_key(&p) {
+                        lost.entry(p)
+                            .or_insert_with(|| format!("no progress or report for {:?}", t.idle));
+                    }
+                }
+                if core.ended.is_none() {
+                    core.ended = Some((Status::Aborted, Instant::now()));
+                }
+                break;
+            }
+            Happening::Conn(c) => refuse(c, "the run has started".into()),
+            _ => {}
+        }
+    }
+    let elapsed_s = go.elapsed().as_secs_f64();
+
+    // 4. Bye.
+    for p in core.live_peers() {
+        core.send_control(p, &Control::Bye);
+    }
+    core.close_all().await;
+
+    // 5. The outcome (hashing the root's data only when some node hashed what it got).
+    let anyone_hashed = reports
+        .values()
+        .any(|r| r.blake3.is_some() || r.share.is_some());
+    let (expected, root_blake3): (Vec<(NodeId, Option<String>)>, String) = if anyone_hashed {
+        let (spec, data, others) = (spec.clone(), job.data.clone(), others.clone());
+        tokio::task::spawn_blocking(move || expected_hashes(&spec, &data, &others))
+            .await
+            .unwrap_or_default()
+    } else {
+        (others.iter().map(|&p| (p, None)).collect(), String::new())
+    };
+    let schedule = match &job.collective {
+        Collective::Scatter { schedule, .. } => Some(schedule),
+        _ => None,
+    };
+    let to_root_clock = |p: NodeId, ns: u64| -> f64 {
+        let offset = go_sent
+            .get(&p)
+            .map_or(0.0, |s| s.saturating_duration_since(go).as_secs_f64());
+        let half_rtt = core
+            .links
+            .get(&p)
+            .and_then(|l| l.rtt)
+            .map_or(0.0, |r| r.as_secs_f64() / 2.0);
+        offset + half_rtt + ns as f64 * 1e-9
+    };
+    let mut nodes = Vec::new();
+    for (p, want) in expected {
+        let cluster = group.member(p).map_or(ClusterId(0), |m| m.cluster);
+        let report = reports.get(&p).cloned();
+        let (status, error) = match (&report, lost.get(&p)) {
+            (Some(r), _) => (r.status, r.error.clone()),
+            (None, Some(reason)) => (RunStatus::Failed, Some(reason.clone())),
+            (None, None) => (RunStatus::Failed, Some("no report".into())),
+        };
+        let completion_s = report
+            .as_ref()
+            .and_then(|r| r.finished_ns)
+            .filter(|_| status == RunStatus::Finished)
+            .map(|ns| to_root_clock(p, ns));
+        let got = report.as_ref().and_then(|r| match &r.share {
+            Some(s) => Some(s.blake3.clone()),
+            None => r.blake3.clone(),
+        });
+        let bytes = report.as_ref().map_or(0, |r| r.bytes_received);
+        nodes.push(NodeResult {
+            node: p,
+            cluster,
+            status,
+            error,
+            bytes_received: bytes,
+            completion_s,
+            throughput_mb_s: completion_s
+                .filter(|&c| c > 0.0)
+                .map(|c| bytes as f64 / c / 1e6),
+            verified: got.is_some() && got == want,
+            blake3: got,
+            expected_blake3: want,
+            share: report.as_ref().and_then(|r| r.share.clone()),
+            predicted_finish_s: schedule
+                .and_then(|s| s.node(p))
+                .map(|s| s.predicted_finish_s),
+            measured_finish_s: core
+                .share_finishes
+                .get(&p)
+                .map(|at| to_root_clock(p, at.as_nanos())),
+            report,
+        });
+    }
+    Ok(RunOutcome {
+        session,
+        collective: spec.collective.name(),
+        root: me,
+        total_len: spec.total_len,
+        root_blake3,
+        elapsed_s,
+        nodes,
+        root_share: core.share.clone(),
+        root_measurements: core.recorder.snapshot(),
+        root_frames_sent: core.frame_counts(),
+    })
+}
+
+/// What each node's hash must be (the whole data's for a broadcast, its kept share's for a
+/// scatter), and the whole data's hash.
+fn expected_hashes(
+    spec: &Job,
+    data: &Bytes,
+    others: &[NodeId],
+) -> (Vec<(NodeId, Option<String>)>, String) {
+    let whole = blake3::hash(data).to_hex().to_string();
+    let expected = match &spec.collective {
+        CollectiveSpec::Broadcast { .. } => {
+            others.iter().map(|&p| (p, Some(whole.clone()))).collect()
+        }
+        CollectiveSpec::Scatter { schedule, .. } => {
+            let plans =
+                windrose_proto::scatter::plan(schedule, data.len() as u64).unwrap_or_default();
+            others
+                .iter()
+                .map(|&p| {
+                    let h = plans.iter().find(|pl| pl.node == p).map(|pl| {
+                        blake3::hash(&data[pl.kept.start as usize..pl.kept.end as usize])
+                            .to_hex()
+                            .to_string()
+                    });
+                    (p, h)
+                })
+                .collect()
+        }
+    };
+    (expected, whole)
+}
+
+/// Calls the run off: tells every connected node why, closes, returns the error.
+async fn abort_run<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
+    let reason = e.to_string();
+    for p in core.live_peers() {
+        core.send_control(p, &Control::Abort(reason.clone()));
+    }
+    // Connections established but not yet taken from the queue hear it too.
+    while let Ok(ev) = core.rx.try_recv() {
+        if let Event::Conn(c) = ev {
+            refuse(c, reason.clone());
+        }
+    }
+    core.close_all().await;
+    Err(e)
+}
+
+/// Serves one run as a non-root member: waits for a root to connect and send a job, connects
+/// to its tree neighbours, runs the collective, reports to the root and waits for its Bye.
+///
+/// Returns the node's report and its delivered data when its collective finished, an error
+/// otherwise (the output file, if any, is then removed: nothing half-written is left under its
+/// final name).
+pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeOutcome, NetError> {
+    let me = config.me;
+    let group = config.group.clone();
+    let mut core = Core::new(&config, true);
+    let t = config.timeouts;
+    core.spawn_accept(listener);
+
+    // 1. Wait for the root and its job.
+    let mut root: Option<NodeId> = None;
+    let deadline = Instant::now() + t.join;
+    let job = loop {
+        match core.poll(deadline).await {
+            Happening::Conn(c) => {
+                if c.role == Role::Root {
+                    match root {
+                        None => {
+                            root = Some(c.peer);
+                            core.add_conn(c);
+                        }
+                        Some(r) => refuse(
+                            c,
+                            format!("node {me} is already in a run with root node {r}"),
+                        ),
+                    }
+                } else {
+                    core.add_conn(c);
+                }
+            }
+            Happening::Control(p, Control::Job(job)) if Some(p) == root => break job,
+            Happening::Control(p, Control::Abort(reason)) if Some(p) == root => {
+                return fail(&mut core, NetError::Aborted(reason)).await
+            }
+            Happening::Control(p, Control::Reject(reason)) => {
+                let reason = format!("node {p} rejected the handshake: {reason}");
+                core.rejections.push(reason.clone());
+                core.fault(p, reason);
+                if Some(p) == root {
+                    root = None;
+                }
+            }
+            Happening::Lost(p, reason) if Some(p) == root => {
+                return fail(
+                    &mut core,
+                    NetError::Failed(format!(
+                        "the root (node {p}) left before sending a job: {reason}"
+                    )),
+                )
+                .await
+            }
+            Happening::Deadline => {
+                let mut what = "a job from a root".to_string();
+                if !core.rejections.is_empty() {
+                    what.push_str(&format!(
+                        " (refused {} connection(s): {})",
+                        core.rejections.len(),
+                        core.rejections.join("; ")
+                    ));
+                }
+                return fail(
+                    &mut core,
+                    NetError::Timeout {
+                        what,
+                        waited: t.join,
+                    },
+                )
+                .await;
+            }
+            _ => {}
+        }
+    };
+    let root = root.unwrap_or(job.root);
+    core.emit(NetEvent::Job {
+        collective: job.collective.name(),
+        total_len: job.total_len,
+    });
+
+    // 2. Set up: the machine, the output, the neighbours.
+    let setup = (|| {
+        if job.root != root {
+            return Err(format!(
+                "the job names node {} as root but came from node {root}",
+                job.root
+            ));
+        }
+        build_machine(me, &group, &job, None)
+    })();
+    let (machine, neighbours) = match setup {
+        Ok(x) => x,
+        Err(reason) => {
+            let reason = format!("node {me}: bad job: {reason}");
+            core.send_control(root, &Control::Abort(reason.clone()));
+            return fail(&mut core, NetError::Setup(reason)).await;
+        }
+    };
+    match Sink::start(&config.output, job.session ^ u64::from(me.0), config.verify) {
+        Ok(s) => core.sink = Some(s),
+        Err(e) => {
+            core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+            return fail(&mut core, e).await;
+        }
+    }
+    core.total_bytes = match &job.collective {
+        CollectiveSpec::Broadcast { .. } => job.total_len,
+        CollectiveSpec::Scatter { .. } => 0,
+    };
+    let wanted: BTreeSet<NodeId> = neighbours.into_iter().filter(|&n| n != root).collect();
+    for &n in wanted.iter().filter(|&&n| n > me) {
+        core.spawn_dial(n, Role::Peer);
+    }
+    let deadline = Instant::now() + t.connect + t.handshake + t.setup;
+    let mut ready_sent = false;
+    loop {
+        if !ready_sent && wanted.iter().all(|n| core.links.contains_key(n)) {
+            core.send_control(root, &Control::Ready);
+            ready_sent = true;
+        }
+        match core.poll(deadline).await {
+            Happening::Conn(c) => {
+                if c.role == Role::Root {
+                    refuse(
+                        c,
+                        format!("node {me} is already in a run with root node {root}"),
+                    );
+                } else {
+                    core.add_conn(c);
+                }
+            }
+            Happening::DialFailed(p, e) => {
+                core.send_control(
+                    root,
+                    &Control::Abort(format!("node {me} cannot reach node {p}: {e}")),
+                );
+                return fail(&mut core, e).await;
+            }
+            Happening::Control(p, Control::Go) if p == root && ready_sent => break,
+            Happening::Control(p, Control::Abort(reason)) if p == root => {
+                return fail(&mut core, NetError::Aborted(reason)).await
+            }
+            Happening::Control(p, Control::Reject(reason))
+            | Happening::Control(p, Control::Abort(reason)) => {
+                let reason = format!("node {p} refused this node: {reason}");
+                core.send_control(root, &Control::Abort(format!("node {me}: {reason}")));
+                return fail(&mut core, NetError::Failed(reason)).await;
+            }
+            Happening::Lost(p, reason) => {
+                let e = NetError::Failed(format!("lost node {p} during setup: {reason}"));
+                if p == root {
+                    return fail(&mut core, e).await;
+                }
+                // A neighbour that left has usually failed for a reason the root will hear
+                // about: wait briefly for the root's abort, which names the cause.
+                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                let e = await_root_abort(&mut core, root, e).await;
+                return fail(&mut core, e).await;
+            }
+            Happening::Deadline => {
+                let missing: Vec<String> = wanted
+                    .iter()
+                    .filter(|n| !core.links.contains_key(n))
+                    .map(|n| n.to_string())
+                    .collect();
+                let what = if missing.is_empty() {
+                    "the root's go".to_string()
+                } else {
+                    format!("neighbours {} to connect", missing.join(", "))
+                };
+                let e = NetError::Timeout {
+                    what,
+                    waited: t.connect + t.handshake + t.setup,
+                };
+                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                return fail(&mut core, e).await;
+            }
+            _ => {}
+        }
+    }
+
+    // 3. Run.
+    let peers = core.live_peers();
+    core.start(machine, prober(me, &peers, &job), job.probe_period_ms > 0);
+    let mut last_activity = Instant::now();
+    let mut last_bytes = 0u64;
+    let mut root_failure: Option<NetError> = None;
+    while core.ended.is_none() {
+        if let Some(e) = core.fatal.take() {
+            core.end_reason = Some(e.to_string());
+            core.ended = Some((Status::Aborted, Instant::now()));
+            break;
+        }
+        match core.poll(last_activity + t.idle).await {
+            Happening::Tick => {
+                let read: u64 = core
+                    .links
+                    .values()
+                    .map(|l| l.stats.read_bytes.load(Ordering::Relaxed))
+                    .sum();
+                if read != last_bytes {
+                    last_bytes = read;
+                    last_activity = Instant::now();
+                }
+                let pr = Progress {
+                    done_bytes: core.done_bytes,
+                    total_bytes: core.total_bytes,
+                };
+                core.send_control(root, &Control::Progress(pr));
+                core.emit(NetEvent::Progress {
+                    node: me,
+                    done_bytes: pr.done_bytes,
+                    total_bytes: pr.total_bytes,
+                });
+            }
+            Happening::Control(p, Control::Abort(reason)) if p == root => {
+                root_failure = Some(NetError::Aborted(reason));
+                break;
+            }
+            Happening::Control(p, Control::Bye) if p == root => {
+                root_failure = Some(NetError::Aborted(
+                    "the root ended the run before this node finished".into(),
+                ));
+                break;
+            }
+            Happening::Control(p, other) => {
+                core.fault(
+                    p,
+                    format!("node {p} sent an unexpected {} frame", other.name()),
+                );
+            }
+            Happening::Lost(p, reason) if p == root => {
+                root_failure = Some(NetError::Failed(format!(
+                    "lost the root (node {p}): {reason}"
+                )));
+                break;
+            }
+            Happening::Deadline => {
+                core.end_reason = Some(format!(
+                    "nothing arrived for {:?} (the collective stalled)",
+                    t.idle
+                ));
+                core.ended = Some((Status::Aborted, Instant::now()));
+            }
+            Happening::Conn(c) => refuse(c, "the run has started".into()),
+            _ => {}
+        }
+    }
+    if let Some(e) = root_failure {
+        if let Some(sink) = core.sink.as_mut() {
+            if let Some(rx) = sink.finish(false).await {
+                let _ = rx.await;
+            }
+        }
+        return fail(&mut core, e).await;
+    }
+
+    // 4. Finish the output, flush, report.
+    let (status, ended_at) = core.ended.unwrap_or((Status::Aborted, Instant::now()));
+    let commit = status == Status::Finished;
+    if let Some(rx) = match core.sink.as_mut() {
+        Some(s) => s.finish(commit).await,
+        None => None,
+    } {
+        let tx = core.tx.clone();
+        tokio::spawn(async move {
+            let r = rx
+                .await
+                .unwrap_or_else(|_| Err(NetError::Failed("the output thread stopped".into())));
+            let _ = tx.send(Event::SinkDone(r)).await;
+        });
+    }
+    core.flush_all();
+    let mut summary = None;
+    let deadline = Instant::now() + t.idle;
+    let mut waited_out = false;
+    while summary.is_none() || !core.all_flushed() {
+        match core.poll(deadline).await {
+            Happening::SinkDone(r) => summary = Some(r),
+            Happening::Deadline => {
+                waited_out = true;
+                break;
+            }
+            Happening::Conn(c) => refuse(c, "the run has ended".into()),
+            _ => {}
+        }
+    }
+    let mut error = core.end_reason.clone();
+    let (bytes_received, blake3, delivered) = match summary {
+        Some(Ok(s)) => (s.bytes, s.blake3, s.delivered),
+        Some(Err(e)) => {
+            error.get_or_insert(e.to_string());
+            (0, None, Delivered::Nothing)
+        }
+        None => {
+            error.get_or_insert("the output was not finished in time".into());
+            (0, None, Delivered::Nothing)
+        }
+    };
+    if waited_out {
+        error.get_or_insert(format!("sends not flushed within {:?}", t.idle));
+    }
+    let finished = status == Status::Finished && error.is_none();
+    let is_scatter = matches!(job.collective, CollectiveSpec::Scatter { .. });
+    let report = NodeReport {
+        node: me,
+        status: if finished {
+            RunStatus::Finished
+        } else {
+            RunStatus::Failed
+        },
+        error: error.clone(),
+        bytes_received: if is_scatter {
+            core.share.as_ref().map_or(0, |s| s.len)
+        } else {
+            bytes_received
+        },
+        blake3: if is_scatter { None } else { blake3 },
+        finished_ns: core
+            .started
+            .map(|s| ended_at.saturating_duration_since(s).as_nanos() as u64),
+        share: core.share.clone(),
+        measurements: core.recorder.snapshot(),
+        frames_sent: core.frame_counts(),
+    };
+    core.send_control(root, &Control::Report(Box::new(report.clone())));
+
+    // 5. Wait for the root's Bye, then close.
+    let deadline = Instant::now() + t.finish;
+    loop {
+        match core.poll(deadline).await {
+            Happening::Control(p, Control::Bye) | Happening::Control(p, Control::Abort(_))
+                if p == root =>
+            {
+                break
+            }
+            Happening::Lost(p, _) if p == root => break,
+            Happening::Deadline => break,
+            Happening::Conn(c) => refuse(c, "the run has ended".into()),
+            _ => {}
+        }
+    }
+    core.close_all().await;
+    if finished {
+        Ok(NodeOutcome { report, delivered })
+    } else {
+        Err(NetError::Failed(format!(
+            "node {me}: {}",
+            error.unwrap_or_else(|| "the collective did not finish".into())
+        )))
+    }
+}
+
+/// Waits (up to the close timeout) for the root's abort and returns it, or `fallback`.
+async fn await_root_abort(core: &mut Core, root: NodeId, fallback: NetError) -> NetError {
+    let deadline = Instant::now() + core.timeouts().close;
+    loop {
+        match core.poll(deadline).await {
+            Happening::Control(p, Control::Abort(reason)) if p == root => {
+                return NetError::Aborted(reason)
+            }
+            Happening::Lost(p, _) if p == root => return fallback,
+            Happening::Deadline => return fallback,
+            Happening::Conn(c) => refuse(c, "the run is being called off".into()),
+            _ => {}
+        }
+    }
+}
+
+/// Ends a node's run early with `e` (removing any partial output).
+async fn fail<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
+    if let Some(sink) = core.sink.as_mut() {
+        if let Some(rx) = sink.finish(false).await {
+            let _ = rx.await;
+        }
+    }
+    core.close_all().await;
+    Err(e)
+}

@@ -1,0 +1,281 @@
+//! Where delivered data goes: nowhere (hashed only), memory (the zero-copy pieces), or a file
+//! written under a temporary name in the same directory and renamed to its final name only when
+//! the collective completed. Every mode hashes what it got with BLAKE3.
+//!
+//! The writing and hashing happen on a plain thread fed through a bounded channel, so a slow disk
+//! slows the node down (backpressure reaches the sender through TCP) instead of filling memory,
+//! and a multi-GiB file is never held in memory.
+
+use crate::error::NetError;
+use bytes::Bytes;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tokio::sync::{mpsc, oneshot};
+
+/// Pieces queued between the driver and the writing thread (each at most one frame payload).
+const SINK_QUEUE: usize = 16;
+
+/// What a node does with the data delivered to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum OutputSpec {
+    /// Hash it and drop it.
+    #[default]
+    Discard,
+    /// Keep it in memory (tests, small payloads).
+    Memory,
+    /// Stream it to this file (temporary name first, renamed when complete).
+    File(PathBuf),
+}
+
+/// What became of the delivered data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Delivered {
+    /// Nothing kept (discarded, or the run failed and the partial file was removed).
+    #[default]
+    Nothing,
+    /// The bytes, as the zero-copy pieces they arrived in.
+    Memory(Vec<Bytes>),
+    /// The complete file.
+    File(PathBuf),
+}
+
+impl Delivered {
+    /// The bytes kept in memory, concatenated (empty for the other variants).
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self {
+            Delivered::Memory(pieces) => pieces.concat(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What the sink saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkSummary {
+    /// Bytes delivered.
+    pub bytes: u64,
+    /// BLAKE3 of them, in order (hex), unless hashing was turned off.
+    pub blake3: Option<String>,
+    /// Where they are.
+    pub delivered: Delivered,
+}
+
+enum Cmd {
+    Data(u64, Bytes),
+    Finish { commit: bool },
+}
+
+/// The temporary name of `path` while it is written: `.NAME.windrose-partial-PID-NONCE` in the
+/// same directory, so the final rename never crosses file systems.
+pub fn partial_path(path: &Path, nonce: u64) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    path.with_file_name(format!(
+        ".{name}.windrose-partial-{}-{nonce:016x}",
+        std::process::id()
+    ))
+}
+
+/// The driver's handle on the writing thread.
+pub(crate) struct Sink {
+    tx: mpsc::Sender<Cmd>,
+    result: Option<oneshot::Receiver<Result<SinkSummary, NetError>>>,
+    finishing: bool,
+}
+
+impl Sink {
+    /// Starts the thread (creating the temporary file now, so a bad path fails early).
+    pub(crate) fn start(spec: &OutputSpec, nonce: u64, hash: bool) -> Result<Sink, NetError> {
+        let (tx, rx) = mpsc::channel(SINK_QUEUE);
+        let (done_tx, done_rx) = oneshot::channel();
+        let target = match spec {
+            OutputSpec::Discard => Target::Discard,
+            OutputSpec::Memory => Target::Memory(Vec::new()),
+            OutputSpec::File(path) => {
+                let tmp = partial_path(path, nonce);
+                let file = File::create(&tmp).map_err(|source| NetError::Output {
+                    path: tmp.display().to_string(),
+                    source,
+                })?;
+                Target::File {
+                    file,
+                    tmp,
+                    path: path.clone(),
+                }
+            }
+        };
+        std::thread::Builder::new()
+            .name("windrose-sink".into())
+            .spawn(move || {
+                let _ = done_tx.send(run(rx, target, hash));
+            })
+            .map_err(|source| NetError::Io {
+                what: "starting the output thread".into(),
+                source,
+            })?;
+        Ok(Sink {
+            tx,
+            result: Some(done_rx),
+            finishing: false,
+        })
+    }
+
+    /// Hands bytes `offset..` to the thread (waits when it is behind).
+    pub(crate) async fn deliver(&mut self, offset: u64, data: Bytes) -> Result<(), NetError> {
+        if self.tx.send(Cmd::Data(offset, data)).await.is_err() {
+            // The thread stopped early: its error comes with the result.
+            return self.fail_early().await;
+        }
+        Ok(())
+    }
+
+    async fn fail_early(&mut self) -> Result<(), NetError> {
+        match self.result.take() {
+            Some(rx) => match rx.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(NetError::Failed("the output thread stopped".into())),
+            },
+            None => Err(NetError::Failed("the output thread stopped".into())),
+        }
+    }
+
+    /// Ends the output: `commit` renames the file into place, otherwise it is removed. Returns
+    /// the receiver of the summary (the thread may still be writing).
+    pub(crate) async fn finish(
+        &mut self,
+        commit: bool,
+    ) -> Option<oneshot::Receiver<Result<SinkSummary, NetError>>> {
+        if !self.finishing {
+            self.finishing = true;
+            let _ = self.tx.send(Cmd::Finish { commit }).await;
+        }
+        self.result.take()
+    }
+}
+
+enum Target {
+    Discard,
+    Memory(Vec<Bytes>),
+    File {
+        file: File,
+        tmp: PathBuf,
+        path: PathBuf,
+    },
+}
+
+fn run(
+    mut rx: mpsc::Receiver<Cmd>,
+    mut target: Target,
+    hash: bool,
+) -> Result<SinkSummary, NetError> {
+    let mut hasher = blake3::Hasher::new();
+    let mut written = 0u64;
+    let mut commit = false;
+    let mut failure: Option<NetError> = None;
+    while let Some(cmd) = rx.blocking_recv() {
+        match cmd {
+            Cmd::Data(offset, data) => {
+                if failure.is_some() {
+                    continue;
+                }
+                if offset != written {
+                    failure = Some(NetError::Failed(format!(
+                        "data delivered out of order: offset {offset}, expected {written}"
+                    )));
+                    break;
+                }
+                if hash {
+                    hasher.update(&data);
+                }
+                written += data.len() as u64;
+                match &mut target {
+                    Target::Discard => {}
+                    Target::Memory(v) => v.push(data),
+                    Target::File { file, tmp, .. } => {
+                        if let Err(source) = file.write_all(&data) {
+                            failure = Some(NetError::Output {
+                                path: tmp.display().to_string(),
+                                source,
+                            });
+                            break;
+                        }
+                    }
+                }
+            }
+            Cmd::Finish { commit: c } => {
+                commit = c;
+                break;
+            }
+        }
+    }
+    let blake3 = hash.then(|| hasher.finalize().to_hex().to_string());
+    let delivered = match target {
+        Target::Discard => Delivered::Nothing,
+        Target::Memory(v) => Delivered::Memory(v),
+        Target::File { file, tmp, path } => {
+            let done = commit && failure.is_none();
+            let result = if done {
+                file.sync_all()
+                    .and_then(|_| {
+                        drop(file);
+                        std::fs::rename(&tmp, &path)
+                    })
+                    .map_err(|source| NetError::Output {
+                        path: path.display().to_string(),
+                        source,
+                    })
+            } else {
+                drop(file);
+                Ok(())
+            };
+            if !done || result.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            result?;
+            if done {
+                Delivered::File(path)
+            } else {
+                Delivered::Nothing
+            }
+        }
+    };
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(SinkSummary {
+        bytes: written,
+        blake3,
+        delivered,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn file_appears_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let mut sink = Sink::start(&OutputSpec::File(path.clone()), 1, true).unwrap();
+        sink.deliver(0, Bytes::from_static(b"abc")).await.unwrap();
+        sink.deliver(3, Bytes::from_static(b"de")).await.unwrap();
+        assert!(!path.exists());
+        let s = sink.finish(true).await.unwrap().await.unwrap().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"abcde");
+        assert_eq!(s.blake3, Some(blake3::hash(b"abcde").to_hex().to_string()));
+        assert_eq!(s.delivered, Delivered::File(path.clone()));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        let other = dir.path().join("aborted.bin");
+        let mut sink = Sink::start(&OutputSpec::File(other.clone()), 2, true).unwrap();
+        sink.deliver(0, Bytes::from_static(b"abc")).await.unwrap();
+        let s = sink.finish(false).await.unwrap().await.unwrap().unwrap();
+        assert_eq!(s.delivered, Delivered::Nothing);
+        assert!(!other.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

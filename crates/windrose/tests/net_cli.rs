@@ -1,0 +1,271 @@
+//! The real-network commands as a user runs them: `windrose local` (8 processes on loopback),
+//! `windrose node` + `windrose bcast` started separately, and their errors.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn windrose() -> Command {
+    Command::cargo_bin("windrose").unwrap()
+}
+
+fn hash_file(path: &Path) -> String {
+    blake3::hash(&std::fs::read(path).unwrap())
+        .to_hex()
+        .to_string()
+}
+
+/// `windrose local --nodes N --clusters 2 --size 64MiB --json` with these extra arguments;
+/// returns the parsed outcome.
+fn local(nodes: usize, args: &[&str]) -> serde_json::Value {
+    let out = windrose()
+        .args([
+            "local",
+            "--nodes",
+            &nodes.to_string(),
+            "--clusters",
+            "2",
+            "--size",
+            "64MiB",
+        ])
+        .arg("--json")
+        .args(args)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "windrose local {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn eight_processes_broadcast_64_mib_over_every_tree() {
+    for tree in ["mst", "magpie", "binomial", "balanced-path", "chain"] {
+        let o = local(8, &["--tree", tree, "--seed", "5"]);
+        let root = o["root_blake3"].as_str().unwrap();
+        let nodes = o["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 7, "{tree}");
+        for n in nodes {
+            assert_eq!(n["status"], "finished", "{tree}: {n}");
+            assert_eq!(n["blake3"].as_str(), Some(root), "{tree}: {n}");
+            assert_eq!(n["verified"], true);
+            assert_eq!(n["bytes_received"], 64 << 20);
+        }
+    }
+}
+
+#[test]
+fn local_keeps_the_received_files_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("payload.bin");
+    std::fs::write(
+        &data,
+        (0..3_000_000u32)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("run");
+    let o = local(
+        4,
+        &[
+            "--file",
+            data.to_str().unwrap(),
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+            "--tree",
+            "chain",
+            "--segment",
+            "256KiB",
+        ],
+    );
+    let want = hash_file(&data);
+    assert_eq!(o["root_blake3"], want.as_str());
+    for i in 1..4 {
+        assert_eq!(
+            hash_file(&out_dir.join(format!("node-{i}.bin"))),
+            want,
+            "node {i}"
+        );
+    }
+    assert!(out_dir.join("group.toml").exists());
+    // Only complete files: no temporary ones left.
+    let partial = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("partial")
+        })
+        .count();
+    assert_eq!(partial, 0);
+}
+
+fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args([
+            "node",
+            "--group",
+            group.to_str().unwrap(),
+            "--id",
+            &id.to_string(),
+        ])
+        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string()
+}
+
+/// A group file with node i at `addrs[i]` (a bare port means 127.0.0.1:port).
+fn write_group(path: &Path, name: &str, addrs: &[String]) {
+    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
+    for (i, a) in addrs.iter().enumerate() {
+        let addr = if a.contains(':') {
+            a.clone()
+        } else {
+            format!("127.0.0.1:{a}")
+        };
+        text.push_str(&format!(
+            "\n[[node]]\nid = {i}\naddr = \"{addr}\"\ncluster = {}\n",
+            i % 2
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn node_and_bcast_as_separate_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(
+        &group,
+        "lab-bcast",
+        &[free_port(), free_port(), free_port()],
+    );
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, vec![42u8; 5_000_000]).unwrap();
+    let outs: Vec<_> = (1..3)
+        .map(|i| dir.path().join(format!("got-{i}.bin")))
+        .collect();
+    let nodes: Vec<Child> = (1..3)
+        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
+        .collect();
+    windrose()
+        .args([
+            "bcast",
+            "--group",
+            group.to_str().unwrap(),
+            "--file",
+            data.to_str().unwrap(),
+        ])
+        .args(["--tree", "magpie", "--segment", "1MiB"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "all 2 nodes received the root's bytes",
+        ))
+        .stdout(predicate::str::contains("ok"));
+    for n in nodes {
+        let out = n.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("received 5000000 bytes"));
+    }
+    for o in &outs {
+        assert_eq!(hash_file(o), hash_file(&data));
+    }
+}
+
+#[test]
+fn unreachable_node_fails_fast_with_its_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    // Node 2 on an address no test listens on, so its port cannot be taken meanwhile.
+    let addrs = [
+        free_port(),
+        free_port(),
+        format!("127.0.0.253:{}", free_port()),
+    ];
+    write_group(&group, "lab-unreachable", &addrs);
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, b"hello").unwrap();
+    let node1 = spawn_node(&group, 1, &dir.path().join("got.bin"));
+    let started = Instant::now();
+    windrose()
+        .args([
+            "bcast",
+            "--group",
+            group.to_str().unwrap(),
+            "--file",
+            data.to_str().unwrap(),
+        ])
+        .args(["--connect-timeout", "1.5", "--quiet"])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "node 2 at {} is unreachable",
+            addrs[2]
+        )));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Node 1 was told the run is off, exits with the reason, and wrote nothing.
+    let out = node1.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the root aborted the run"));
+    assert!(!dir.path().join("got.bin").exists());
+}
+
+#[test]
+fn bad_group_files_and_arguments_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    std::fs::write(
+        &group,
+        "name = \"lab\"\nprotocol_version = 1\n[[node]]\nid = 0\naddr = \"127.0.0.1:x\"\n",
+    )
+    .unwrap();
+    windrose()
+        .args(["node", "--group", group.to_str().unwrap(), "--id", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "group.toml:5:8: address \"127.0.0.1:x\"",
+        ));
+    write_group(&group, "lab-args", &[free_port(), free_port()]);
+    windrose()
+        .args(["node", "--group", group.to_str().unwrap(), "--id", "5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--id 5"));
+    windrose()
+        .args(["local", "--nodes", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--nodes 1"));
+    windrose()
+        .args(["local", "--segment", "lots"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a size"));
+}
