@@ -30,3 +30,4 @@
 pub mod engine;
 pub mod metrics;
 pub mod network;
+pub mod scenario;

@@ -12,6 +12,7 @@ mod input;
 mod net_cmds;
 mod output;
 mod reproduce;
+mod sim_cmd;
 mod tree;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,9 @@ enum Command {
     /// Regenerate the papers' tables and figures.
     #[command(subcommand)]
     Reproduce(reproduce::ReproduceCommand),
+    /// Run scenarios (platform, changes, failures, workload) in the discrete-event simulator.
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCommand),
     /// Serve one run as a member of a group (until the collective ends).
     Node(net_cmds::NodeArgs),
     /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Command::Tree(cmd) => tree::run(cmd),
         Command::Dlt(args) => dlt::run(args),
         Command::Reproduce(cmd) => reproduce::run(cmd),
+        Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Node(args) => net_cmds::run_node_cmd(args),
         Command::Bcast(args) => net_cmds::run_bcast(args),
         Command::Local(args) => net_cmds::run_local(args),

@@ -6,6 +6,7 @@
 
 mod adaptive_trees;
 mod dlt;
+mod mst_collectives;
 mod output;
 mod plot;
 
@@ -21,6 +22,20 @@ pub enum ReproduceCommand {
     /// 0.6284 right to left, and the 24 send orders of its subtree ranked. Exits with code 1 if
     /// a value disagrees with the paper.
     Dlt(DltArgs),
+    /// Seed 004 (Thomé & Drummond), first part: Table 1's six sites in the simulator, the
+    /// MPICH-like binomial vs the MagPIe-like tree from process 12 (the 96.5 ms vs 14.9 ms paths
+    /// to process 0) and Table 2's 1, 4 and 16 broadcasts of 24 bytes, ours beside the paper's.
+    /// Exits with code 1 if a path disagrees with the paper.
+    MstCollectives(MstCollectivesArgs),
+}
+
+/// Options of `windrose reproduce mst-collectives`.
+#[derive(Debug, Args)]
+pub struct MstCollectivesArgs {
+    /// Also write Table 2, ours beside the paper's, as CSV (`mst-collectives-table2.csv`) into
+    /// this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `windrose reproduce dlt`.
@@ -80,5 +95,6 @@ pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
     match cmd {
         ReproduceCommand::AdaptiveTrees(args) => adaptive_trees::run(&args),
         ReproduceCommand::Dlt(args) => dlt::run(&args),
+        ReproduceCommand::MstCollectives(args) => mst_collectives::run(&args),
     }
 }

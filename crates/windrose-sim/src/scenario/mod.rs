@@ -1,0 +1,1548 @@
+//! Scenarios: a platform, what happens to it over time, and a workload, in one TOML file; and
+//! [`run_scenario`], which runs one in the simulator.
+//!
+//! # The file
+//!
+//! ```toml
+//! name = "two-sites"                 # optional (default: the file name)
+//! description = "two sites, one WAN link that slows down"  # optional
+//! seed = 7                           # optional default run seed (`--seed` wins); 0 if absent
+//!
+//! [platform]                         # windrose_model::platform: clusters, nodes, WAN tables
+//! [[platform.cluster]]
+//! nodes = 4
+//! node_uplink_bytes_s = 1.25e8
+//! node_downlink_bytes_s = 1.25e8
+//! access_up_bytes_s = 1.25e9
+//! access_down_bytes_s = 1.25e9
+//! intra_latency_s = 1e-4
+//! [[platform.cluster]]
+//! nodes = 4
+//! node_uplink_bytes_s = 1.25e8
+//! node_downlink_bytes_s = 1.25e8
+//! access_up_bytes_s = 1.25e9
+//! access_down_bytes_s = 1.25e9
+//! intra_latency_s = 1e-4
+//! [platform.wan]
+//! bytes_s = [[0, 1.25e7], [1.25e7, 0]]
+//! latency_s = [[0, 0.02], [0.02, 0]]
+//!
+//! [[change]]                         # a timed change (any number)
+//! at_s = 0.5                         # when, seconds (`at` is accepted too)
+//! link = "wan:0:1"                   # which link (see below)
+//! fraction = 0.25                    # new capacity: a fraction of the nominal one, or
+//! # bytes_s = 3e6                    #   an absolute capacity, bytes/s
+//! latency_s = 0.05                   # new latency (WAN and intra links only)
+//! both_directions = true             # the reverse link too (wan:1:0 here)
+//!
+//! [mayhem]                           # optional: seed 002's "mayhem" weather
+//! period_s = 5.0                     # every period ...
+//! min_fraction = 0.1                 # ... every link gets a random fraction in [min, max]
+//! max_fraction = 1.0                 #     of its nominal capacity, drawn from the run seed
+//! links = "all"                      # "all" | "wan" | "inter-cluster" (access + WAN)
+//! start_s = 0.0                      # first draw (default 0)
+//! # until_s = 60.0                   # last draw no later than this (default: while running)
+//!
+//! [[fail]]                           # a node crashes (any number)
+//! node = 7
+//! at_s = 0.2
+//!
+//! [workload]
+//! protocol = "broadcast"             # "broadcast" | "scatter"
+//! tree = "balanced-path"             # balanced-path binomial magpie mst max-bottleneck flat chain
+//! root = 0
+//! message_bytes = "8MiB"             # an integer, or a string with a unit (B kB KiB MB MiB GB GiB TB TiB)
+//! segment_bytes = "256KiB"           # broadcast; default: the whole message (store-and-forward)
+//! repetitions = 2                    # consecutive collectives (default 1)
+//! sharing = "max-min"                # "max-min" (default) | "rtt-weighted"
+//! tree_costs = "latency"             # what latency trees minimise: "latency" (default) | "transfer"
+//! ```
+//!
+//! Links are named like the validation scenarios: `node_up:N`, `node_down:N`, `access_up:C`,
+//! `access_down:C`, `wan:FROM:TO`, plus `intra:C` for a cluster's intra-cluster latency (only
+//! `latency_s` may change there). A change sets a capacity (`bytes_s` or `fraction`, not both),
+//! a latency (`latency_s`: `wan:…` and `intra:…` only), or both. `fraction` is relative to the
+//! link's *nominal* capacity, the one the `[platform]` gives.
+//!
+//! A scatter workload ([`WorkloadKind::Scatter`]) also takes `compute_bytes_s` (every node's
+//! compute speed, bytes/s; default 1e8), per-node overrides `[[workload.node]]` with `id` and
+//! `compute_bytes_s`, and `send_mode = "sequential" | "parallel"` (default sequential, the
+//! divisible-load model). Node joins (`[[join]]`) are recognised and rejected: the engine does
+//! not simulate them yet.
+//!
+//! Every key is checked; an error names the file, line, column and key
+//! (`four-clusters.toml:41:10: `workload.tree`: unknown tree algorithm "mts": expected one of …`).
+//!
+//! # Tree costs
+//!
+//! Trees that need link costs take them from the platform ([`PlatformCosts`]), symmetrised
+//! because tree algorithms want symmetric costs:
+//! - **latency** (`balanced-path`, `mst` with `tree_costs = "latency"`): the mean of the two
+//!   directions' route latencies, in ms — what seed 004's trees minimise;
+//! - **transfer** (`tree_costs = "transfer"`): the mean over both directions of route latency +
+//!   message bytes / route bottleneck capacity, in ms — for large messages, where bandwidth
+//!   matters more than latency;
+//! - **bandwidth** (`max-bottleneck`): the smaller of the two directions' route bottleneck
+//!   capacities, in MB/s (10^6 bytes/s);
+//! - `magpie` uses the platform's clusters; `binomial`, `flat` and `chain` use no costs.
+//!
+//! `chain` visits the nodes from the root in ascending id order, wrapping around
+//! (`root, root+1, …, N-1, 0, …, root-1`).
+//!
+//! # Mayhem
+//!
+//! With `[mayhem]`, at `start_s`, `start_s + period_s`, … every selected link (in
+//! [link index](windrose_model::platform::Platform::link_index) order) gets the capacity
+//! `nominal × (min + (max - min) × u)` with `u` uniform in [0, 1) from a ChaCha8 generator keyed by
+//! the run seed (stream [`MAYHEM_STREAM`], apart from the nodes' streams): the same seed gives
+//! the same weather whatever the workload, another seed another weather. See [`Mayhem::draw`].
+//!
+//! # Running a scenario
+//!
+//! [`run_scenario`] builds the workload's tree (and, for a scatter, the divisible-load schedule)
+//! and runs it in the engine ([`crate::engine`]), returning a [`Report`].
+//!
+//! ## Repetitions
+//!
+//! `repetitions = k` runs k collectives one after the other: repetition `i + 1` starts at the
+//! instant repetition `i` ended (nothing left pending: every node finished, aborted, failed or
+//! is stuck), as if every node met in a free barrier between collectives. Each repetition is one
+//! [`Simulation`](crate::engine::Simulation) whose platform is the platform as the timeline has changed it by then; its
+//! times are shifted onto the scenario's clock in the report and in the event log. The tree (or
+//! schedule) is built once, from the nominal platform; nodes that failed stay failed (they are
+//! failed at the start of every later repetition, so their subtrees miss the data: static trees
+//! are not repaired).
+//!
+//! ## The timeline
+//!
+//! Timed changes, mayhem draws and failures form one timeline. Items are handed to the engine
+//! lazily, just before the run reaches their time, so a scenario whose mayhem never ends still
+//! stops when the workload is over; items at one instant go in the order mayhem draw, `[[change]]`
+//! entries (file order), failures. Items at or before a repetition's start are applied to its
+//! platform before it begins.
+//!
+//! ## Event log
+//!
+//! The engine's JSONL lines (see [`Simulation::set_event_log`](crate::engine::Simulation::set_event_log)), with `t` on the scenario's clock,
+//! plus lines of our own: `{"t":…,"ev":"repetition","repetition":i}` when a repetition starts,
+//! `{"t":…,"ev":"change",…}` for each timed change, `{"t":…,"ev":"mayhem","draw":k,"links":n}`
+//! for each mayhem draw, `{"t":…,"ev":"fail_scheduled","node":n}` for each failure
+//! handed to the engine (the engine's own `fail` line follows). Same scenario and seed, same
+//! bytes.
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use windrose_sim::scenario::{parse_scenario, run_scenario};
+//!
+//! let text = r#"
+//! [platform]
+//! [[platform.cluster]]
+//! nodes = 3
+//! node_uplink_bytes_s = 1e6
+//! node_downlink_bytes_s = 1e6
+//! access_up_bytes_s = 1e7
+//! access_down_bytes_s = 1e7
+//! intra_latency_s = 0.001
+//!
+//! [workload]
+//! protocol = "broadcast"
+//! tree = "chain"
+//! root = 0
+//! message_bytes = "1MB"
+//! repetitions = 2
+//! "#;
+//! let scenario = parse_scenario(text, Path::new("tiny.toml")).unwrap();
+//! let report = run_scenario(&scenario, 0, None).unwrap();
+//! assert!(report.all_finished());
+//! // Store-and-forward on a chain: two hops of latency + (1 MB + frame header) / 1 MB/s.
+//! let one = report.repetitions[0].makespan_s.unwrap();
+//! assert!((one - 2.0 * (0.001 + 1.0)).abs() < 1e-3);
+//! assert_eq!(report.repetitions[1].start_s, report.repetitions[0].end_s);
+//! ```
+
+mod run;
+
+pub use run::{
+    link_name, run_scenario, run_scenario_with, LinkReport, NodeReport, Progress, RepetitionReport,
+    Report,
+};
+
+use crate::network::{Change, SharingPolicy};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use toml::{Spanned, Value};
+use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
+use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
+use windrose_trees::adaptive::AdaptiveTree;
+use windrose_trees::static_trees;
+use windrose_trees::{Tree, TreeError};
+
+/// The ChaCha8 stream mayhem draws from (node machines use streams below 2^32, see
+/// `windrose_proto::node_rng`).
+pub const MAYHEM_STREAM: u64 = 1 << 40;
+
+/// The most repetitions a workload may ask for.
+pub const MAX_REPETITIONS: u64 = 1_000_000;
+
+/// The largest message a workload may ask for: 64 GiB (the root holds it in memory).
+pub const MAX_MESSAGE_BYTES: u64 = 64 << 30;
+
+/// Something wrong with a scenario file, or with running it.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ScenarioError {
+    /// The file cannot be read or parsed, or a value is out of range; names the file, line,
+    /// column and key.
+    #[error("{}", format_file_error(path, *line, *column, message))]
+    File {
+        /// The scenario file.
+        path: PathBuf,
+        /// 1-based line, 0 when the error is not tied to a line.
+        line: usize,
+        /// 1-based column, 0 when the error is not tied to a column.
+        column: usize,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The scenario is well-formed but cannot be set up (a tree or schedule cannot be built).
+    #[error("{0}")]
+    Setup(String),
+    /// The simulation engine failed.
+    #[error("simulation failed: {0}")]
+    Engine(String),
+}
+
+fn format_file_error(path: &Path, line: usize, column: usize, message: &str) -> String {
+    match (line, column) {
+        (0, _) => format!("{}: {message}", path.display()),
+        (l, 0) => format!("{}:{l}: {message}", path.display()),
+        (l, c) => format!("{}:{l}:{c}: {message}", path.display()),
+    }
+}
+
+impl From<ModelError> for ScenarioError {
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::File {
+                path,
+                line,
+                column,
+                message,
+            } => ScenarioError::File {
+                path,
+                line,
+                column,
+                message,
+            },
+            other => ScenarioError::Setup(other.to_string()),
+        }
+    }
+}
+
+/// What a workload does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// Pipelined tree broadcast (`windrose_proto::tree_broadcast`).
+    Broadcast,
+    /// Divisible-load scatter (`windrose_proto::scatter`) following a `dlt` schedule.
+    Scatter,
+}
+
+impl WorkloadKind {
+    /// The name used in files and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Broadcast => "broadcast",
+            WorkloadKind::Scatter => "scatter",
+        }
+    }
+}
+
+/// The tree algorithms a workload may use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeAlgo {
+    /// Balanced-Path binomial tree (Figueira & Mendes) over latency costs.
+    BalancedPath,
+    /// MPICH-like binomial tree (no costs).
+    Binomial,
+    /// MagPIe-like two-level tree over the platform's clusters.
+    Magpie,
+    /// Minimum spanning tree over latency costs (seed 004's AGM).
+    Mst,
+    /// Maximum-bottleneck (widest-path) tree over bandwidths.
+    MaxBottleneck,
+    /// The root sends to everyone.
+    Flat,
+    /// `root → root+1 → … → N-1 → 0 → … → root-1`.
+    Chain,
+}
+
+impl TreeAlgo {
+    /// Every algorithm, in the order help texts list them.
+    pub const ALL: [TreeAlgo; 7] = [
+        TreeAlgo::BalancedPath,
+        TreeAlgo::Binomial,
+        TreeAlgo::Magpie,
+        TreeAlgo::Mst,
+        TreeAlgo::MaxBottleneck,
+        TreeAlgo::Flat,
+        TreeAlgo::Chain,
+    ];
+
+    /// The name used in files and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeAlgo::BalancedPath => "balanced-path",
+            TreeAlgo::Binomial => "binomial",
+            TreeAlgo::Magpie => "magpie",
+            TreeAlgo::Mst => "mst",
+            TreeAlgo::MaxBottleneck => "max-bottleneck",
+            TreeAlgo::Flat => "flat",
+            TreeAlgo::Chain => "chain",
+        }
+    }
+}
+
+impl fmt::Display for TreeAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TreeAlgo {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TreeAlgo::ALL
+            .into_iter()
+            .find(|a| a.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown tree algorithm {s:?}: expected one of {}",
+                    names(TreeAlgo::ALL.iter().map(|a| a.name()))
+                )
+            })
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    it.collect::<Vec<_>>().join(", ")
+}
+
+/// What the latency trees (`balanced-path`, `mst`) minimise; see the [module docs](self).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeCosts {
+    /// Route latency (ms).
+    #[default]
+    Latency,
+    /// Route latency plus the message's transfer time at the route's bottleneck (ms).
+    Transfer,
+}
+
+/// How a scatter's parents hand their children's shares to the network.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScatterSends {
+    /// One child after the other (the divisible-load model).
+    #[default]
+    Sequential,
+    /// All children at once, sharing the parent's uplink.
+    Parallel,
+}
+
+/// Which links mayhem re-draws.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MayhemLinks {
+    /// Every link: node uplinks and downlinks, access links, WAN links.
+    #[default]
+    All,
+    /// WAN links only.
+    Wan,
+    /// Access and WAN links (what traffic between clusters crosses).
+    InterCluster,
+}
+
+/// A change of the platform at a given time.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct TimedChange {
+    /// When, seconds.
+    pub at_s: f64,
+    /// What.
+    pub change: Change,
+}
+
+/// A node that crashes.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct NodeFailure {
+    /// The node.
+    pub node: NodeId,
+    /// When, seconds.
+    pub at_s: f64,
+}
+
+/// Seed 002's "mayhem": every `period_s` every selected link is re-drawn to a random fraction
+/// of its nominal capacity. See the [module docs](self).
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Mayhem {
+    /// Time between draws, seconds (positive).
+    pub period_s: f64,
+    /// Smallest fraction of the nominal capacity (positive).
+    pub min_fraction: f64,
+    /// Largest fraction (at least `min_fraction`).
+    pub max_fraction: f64,
+    /// Which links.
+    pub links: MayhemLinks,
+    /// Time of the first draw, seconds.
+    pub start_s: f64,
+    /// No draw after this time, seconds (None: as long as the workload runs).
+    pub until_s: Option<f64>,
+}
+
+impl Mayhem {
+    /// The links mayhem re-draws, in link index order.
+    pub fn selected_links(&self, platform: &Platform) -> Vec<LinkId> {
+        platform
+            .links()
+            .filter(|l| match self.links {
+                MayhemLinks::All => true,
+                MayhemLinks::Wan => matches!(l, LinkId::Wan { .. }),
+                MayhemLinks::InterCluster => matches!(
+                    l,
+                    LinkId::Wan { .. } | LinkId::AccessUp(_) | LinkId::AccessDown(_)
+                ),
+            })
+            .collect()
+    }
+
+    /// The generator of the draws for run seed `seed`.
+    pub fn rng(seed: u64) -> ChaCha8Rng {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(MAYHEM_STREAM);
+        rng
+    }
+
+    /// The time of draw `k` (0-based), seconds, or None when it is after `until_s`.
+    pub fn draw_time(&self, k: u64) -> Option<f64> {
+        let t = self.start_s + k as f64 * self.period_s;
+        match self.until_s {
+            Some(u) if t > u => None,
+            _ => Some(t),
+        }
+    }
+
+    /// The next draw from `rng`: one capacity change per link of `links` (from
+    /// [`Mayhem::selected_links`]), relative to the nominal capacities of `nominal`. Calling it
+    /// repeatedly on one generator gives draws 0, 1, 2, … of the run.
+    pub fn draw(&self, rng: &mut ChaCha8Rng, nominal: &Platform, links: &[LinkId]) -> Vec<Change> {
+        let span = self.max_fraction - self.min_fraction;
+        links
+            .iter()
+            .map(|&link| {
+                let u: f64 = rng.gen();
+                Change::Capacity {
+                    link,
+                    bytes_s: nominal.capacity_bytes_s(link) * (self.min_fraction + span * u),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The workload of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Broadcast or scatter.
+    pub kind: WorkloadKind,
+    /// The tree it runs on.
+    pub tree: TreeAlgo,
+    /// The root (the broadcaster, or the node holding the load).
+    pub root: NodeId,
+    /// Bytes of the message (broadcast) or of the load (scatter).
+    pub message_bytes: u64,
+    /// Broadcast segment size, bytes (`message_bytes` when not given: store-and-forward; at
+    /// least 1).
+    pub segment_bytes: u64,
+    /// Consecutive collectives: each starts when the previous one has finished.
+    pub repetitions: u64,
+    /// How connections share links.
+    pub sharing: SharingPolicy,
+    /// What latency trees minimise.
+    pub tree_costs: TreeCosts,
+    /// Scatter: each node's compute speed, bytes/s (indexed by node id).
+    pub compute_bytes_s: Vec<f64>,
+    /// Scatter: sequential or parallel sends.
+    pub send_mode: ScatterSends,
+}
+
+/// A parsed scenario; see the [module docs](self) for the file format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Its name (the `name` key, else the file name).
+    pub name: String,
+    /// Its description, if any.
+    pub description: Option<String>,
+    /// The file it came from (for messages).
+    pub source: PathBuf,
+    /// The run seed when the caller gives none.
+    pub default_seed: u64,
+    /// The platform at time 0 (nominal capacities).
+    pub platform: Platform,
+    /// Timed changes, in file order.
+    pub changes: Vec<TimedChange>,
+    /// Mayhem, if any.
+    pub mayhem: Option<Mayhem>,
+    /// Node failures, in file order.
+    pub failures: Vec<NodeFailure>,
+    /// The workload.
+    pub workload: Workload,
+}
+
+impl Scenario {
+    /// The tree the workload runs on (see the [module docs](self) for the costs it uses).
+    pub fn tree(&self) -> Result<Tree, ScenarioError> {
+        let w = &self.workload;
+        build_tree(
+            &self.platform,
+            w.tree,
+            w.root,
+            w.tree_costs,
+            w.message_bytes,
+        )
+        .map_err(|e| ScenarioError::Setup(format!("cannot build the {} tree: {e}", w.tree)))
+    }
+}
+
+/// Builds the tree `algo` over every node of `platform`, rooted at `root`, with costs derived
+/// from the platform (see the [module docs](self)); `message_bytes` is used by
+/// [`TreeCosts::Transfer`].
+pub fn build_tree(
+    platform: &Platform,
+    algo: TreeAlgo,
+    root: NodeId,
+    tree_costs: TreeCosts,
+    message_bytes: u64,
+) -> Result<Tree, TreeError> {
+    let n = platform.node_count();
+    let latency = match tree_costs {
+        TreeCosts::Latency => PlatformCosts::latency_ms(platform),
+        TreeCosts::Transfer => PlatformCosts::transfer_ms(platform, message_bytes),
+    };
+    match algo {
+        TreeAlgo::BalancedPath => Ok(AdaptiveTree::balanced_path(&latency, root)?.to_tree()),
+        TreeAlgo::Binomial => static_trees::binomial_all(n, root),
+        TreeAlgo::Magpie => {
+            let clusters: Vec<ClusterId> = (0..n)
+                .map(|i| platform.cluster_of(NodeId::from(i)))
+                .collect();
+            static_trees::magpie(&latency, &clusters, root)
+        }
+        TreeAlgo::Mst => static_trees::minimum_spanning_tree(&latency, root),
+        TreeAlgo::MaxBottleneck => {
+            static_trees::max_bottleneck_tree(&PlatformCosts::bandwidth_mb_s(platform), root)
+        }
+        TreeAlgo::Flat => static_trees::flat_all(n, root),
+        TreeAlgo::Chain => {
+            if root.index() >= n {
+                return Err(TreeError::UnknownNode {
+                    node: root,
+                    node_count: n,
+                });
+            }
+            let order: Vec<NodeId> = (0..n)
+                .map(|k| NodeId::from((root.index() + k) % n))
+                .collect();
+            let edges: Vec<(NodeId, NodeId)> = order.windows(2).map(|w| (w[1], w[0])).collect();
+            Tree::from_edges(n, root, &edges)
+        }
+    }
+}
+
+/// Link costs between the nodes of a [`Platform`], derived from its routes (symmetrised, as
+/// tree algorithms expect); see the [module docs](self).
+#[derive(Copy, Clone, Debug)]
+pub struct PlatformCosts<'a> {
+    platform: &'a Platform,
+    basis: CostBasis,
+}
+
+#[derive(Copy, Clone, Debug)]
+enum CostBasis {
+    LatencyMs,
+    TransferMs { bytes: f64 },
+    BandwidthMbS,
+}
+
+impl<'a> PlatformCosts<'a> {
+    /// Mean of the two directions' route latencies, ms.
+    pub fn latency_ms(platform: &'a Platform) -> Self {
+        PlatformCosts {
+            platform,
+            basis: CostBasis::LatencyMs,
+        }
+    }
+
+    /// Mean over the two directions of route latency + `bytes` / route bottleneck, ms.
+    pub fn transfer_ms(platform: &'a Platform, bytes: u64) -> Self {
+        PlatformCosts {
+            platform,
+            basis: CostBasis::TransferMs {
+                bytes: bytes as f64,
+            },
+        }
+    }
+
+    /// The smaller of the two directions' route bottlenecks, MB/s.
+    pub fn bandwidth_mb_s(platform: &'a Platform) -> Self {
+        PlatformCosts {
+            platform,
+            basis: CostBasis::BandwidthMbS,
+        }
+    }
+
+    fn bottleneck_bytes_s(&self, a: NodeId, b: NodeId) -> f64 {
+        let r = self.platform.route(a, b);
+        r.links()
+            .iter()
+            .map(|&l| self.platform.capacity_bytes_s(l))
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+impl LinkCosts for PlatformCosts<'_> {
+    fn node_count(&self) -> usize {
+        self.platform.node_count()
+    }
+
+    fn cost(&self, a: NodeId, b: NodeId) -> f64 {
+        if a == b {
+            return 0.0;
+        }
+        let p = self.platform;
+        match self.basis {
+            CostBasis::LatencyMs => {
+                1e3 * (p.route(a, b).latency_s() + p.route(b, a).latency_s()) / 2.0
+            }
+            CostBasis::TransferMs { bytes } => {
+                let one = |x: NodeId, y: NodeId| {
+                    p.route(x, y).latency_s() + bytes / self.bottleneck_bytes_s(x, y)
+                };
+                1e3 * (one(a, b) + one(b, a)) / 2.0
+            }
+            CostBasis::BandwidthMbS => {
+                self.bottleneck_bytes_s(a, b)
+                    .min(self.bottleneck_bytes_s(b, a))
+                    / 1e6
+            }
+        }
+    }
+
+    fn unit(&self) -> CostUnit {
+        match self.basis {
+            CostBasis::LatencyMs | CostBasis::TransferMs { .. } => CostUnit::LatencyMs,
+            CostBasis::BandwidthMbS => CostUnit::BandwidthMbS,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizes
+
+/// Parses a byte size: a plain integer (`"24"`), or a number with a unit (`"64MiB"`, `"1.5 GB"`,
+/// `"256KiB"`, `"100kB"`, `"24B"`). Decimal units (kB/KB, MB, GB, TB) are powers of 1000, binary
+/// units (KiB, MiB, GiB, TiB) powers of 1024. The result must be a whole number of bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    // Exponents (`1e6`) belong to the number; no unit starts with `e`.
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == 'e' || c == 'E'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let num = num.replace('_', "");
+    let bad = || {
+        format!("{s:?} is not a byte size: expected an integer or a number with a unit, e.g. 24, \"64MiB\", \"1.5 GB\", \"256KiB\"")
+    };
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "kB" | "KB" | "k" | "K" => 1_000,
+        "MB" | "M" => 1_000_000,
+        "GB" | "G" => 1_000_000_000,
+        "TB" | "T" => 1_000_000_000_000,
+        "KiB" | "Ki" => 1 << 10,
+        "MiB" | "Mi" => 1 << 20,
+        "GiB" | "Gi" => 1 << 30,
+        "TiB" | "Ti" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?}: expected B, kB, KiB, MB, MiB, GB, GiB, TB or TiB"
+            ))
+        }
+    };
+    if let Ok(v) = num.parse::<u64>() {
+        return v
+            .checked_mul(mult)
+            .ok_or_else(|| format!("{s:?} is too large"));
+    }
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(format!("{s:?} is not a byte size in range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!(
+            "{s:?} is {bytes} bytes, not a whole number of bytes"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+/// `bytes` for people: `64 MiB`, `24 B`, `1.5 GB` (binary units when exact, else decimal).
+pub fn format_size(bytes: u64) -> String {
+    const BIN: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (u, m) in BIN {
+        // `m` is a power of two.
+        if bytes >= m && bytes & (m - 1) == 0 {
+            return format!("{} {u}", bytes / m);
+        }
+    }
+    const DEC: [(&str, f64); 4] = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
+    for (u, m) in DEC {
+        if bytes as f64 >= m {
+            let v = bytes as f64 / m;
+            let s = format!("{v:.2}");
+            let s = s.trim_end_matches('0').trim_end_matches('.');
+            return format!("{s} {u}");
+        }
+    }
+    format!("{bytes} B")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+
+/// Loads a scenario file; see the [module docs](self).
+pub fn load_scenario(path: &Path) -> Result<Scenario, ScenarioError> {
+    let no_pos = |message: String| ScenarioError::File {
+        path: path.to_path_buf(),
+        line: 0,
+        column: 0,
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| no_pos(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let good = e.utf8_error().valid_up_to();
+        let prefix = std::str::from_utf8(&e.as_bytes()[..good]).unwrap_or("");
+        let (line, column) = line_col(prefix, prefix.len());
+        ScenarioError::File {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: "the file is not UTF-8 text".into(),
+        }
+    })?;
+    parse_scenario(&text, path)
+}
+
+type Val = Option<Spanned<Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    name: Val,
+    description: Val,
+    seed: Val,
+    // Parsed by `windrose_model::platform`.
+    #[allow(dead_code)]
+    platform: Option<serde::de::IgnoredAny>,
+    change: Option<Vec<Spanned<ChangeDoc>>>,
+    mayhem: Option<Spanned<MayhemDoc>>,
+    fail: Option<Vec<Spanned<FailDoc>>>,
+    join: Option<Vec<Spanned<Table>>>,
+    workload: Option<Spanned<WorkloadDoc>>,
+}
+
+type Table = toml::map::Map<String, Value>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangeDoc {
+    #[serde(alias = "at")]
+    at_s: Val,
+    link: Val,
+    bytes_s: Val,
+    fraction: Val,
+    latency_s: Val,
+    both_directions: Val,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MayhemDoc {
+    period_s: Val,
+    min_fraction: Val,
+    max_fraction: Val,
+    links: Val,
+    start_s: Val,
+    until_s: Val,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailDoc {
+    node: Val,
+    #[serde(alias = "at")]
+    at_s: Val,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadDoc {
+    protocol: Val,
+    tree: Val,
+    root: Val,
+    message_bytes: Val,
+    segment_bytes: Val,
+    repetitions: Val,
+    sharing: Val,
+    tree_costs: Val,
+    compute_bytes_s: Val,
+    send_mode: Val,
+    node: Option<Vec<Spanned<WorkloadNodeDoc>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadNodeDoc {
+    id: Val,
+    compute_bytes_s: Val,
+}
+
+/// 1-based (line, column) of a byte offset; columns count characters.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut off = offset.min(text.len());
+    while !text.is_char_boundary(off) {
+        off -= 1;
+    }
+    let before = &text[..off];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    (line, text[line_start..off].chars().count() + 1)
+}
+
+struct Src<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+type R<T> = Result<T, ScenarioError>;
+
+impl Src<'_> {
+    fn err(&self, span: &Range<usize>, message: impl Into<String>) -> ScenarioError {
+        let (line, column) = line_col(self.text, span.start);
+        ScenarioError::File {
+            path: self.path.to_path_buf(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn no_pos(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::File {
+            path: self.path.to_path_buf(),
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+
+    fn need<'v>(
+        &self,
+        v: &'v Val,
+        table: &Range<usize>,
+        key: &str,
+        what: &str,
+    ) -> R<&'v Spanned<Value>> {
+        v.as_ref()
+            .ok_or_else(|| self.err(table, format!("`{key}` is missing: {what}")))
+    }
+
+    fn type_err(&self, v: &Spanned<Value>, key: &str, expected: &str) -> ScenarioError {
+        self.err(
+            &v.span(),
+            format!(
+                "`{key}` must be {expected}, found {} `{}`",
+                v.get_ref().type_str(),
+                v.get_ref()
+            ),
+        )
+    }
+
+    fn f64(&self, v: &Spanned<Value>, key: &str) -> R<f64> {
+        match v.get_ref() {
+            Value::Float(x) => Ok(*x),
+            Value::Integer(i) => Ok(*i as f64),
+            _ => Err(self.type_err(v, key, "a number")),
+        }
+    }
+
+    fn time(&self, v: &Spanned<Value>, key: &str) -> R<f64> {
+        let x = self.f64(v, key)?;
+        if x.is_finite() && x >= 0.0 {
+            Ok(x)
+        } else {
+            Err(self.err(
+                &v.span(),
+                format!("`{key}` must be a finite, non-negative number of seconds, found {x}"),
+            ))
+        }
+    }
+
+    fn positive(&self, v: &Spanned<Value>, key: &str, unit: &str) -> R<f64> {
+        let x = self.f64(v, key)?;
+        if x.is_finite() && x > 0.0 {
+            Ok(x)
+        } else {
+            Err(self.err(
+                &v.span(),
+                format!("`{key}` must be a positive, finite number of {unit}, found {x}"),
+            ))
+        }
+    }
+
+    fn int(&self, v: &Spanned<Value>, key: &str) -> R<i64> {
+        match v.get_ref() {
+            Value::Integer(i) => Ok(*i),
+            _ => Err(self.type_err(v, key, "an integer")),
+        }
+    }
+
+    fn str<'v>(&self, v: &'v Spanned<Value>, key: &str) -> R<&'v str> {
+        match v.get_ref() {
+            Value::String(s) => Ok(s),
+            _ => Err(self.type_err(v, key, "a string")),
+        }
+    }
+
+    fn bool(&self, v: &Spanned<Value>, key: &str) -> R<bool> {
+        match v.get_ref() {
+            Value::Boolean(b) => Ok(*b),
+            _ => Err(self.type_err(v, key, "true or false")),
+        }
+    }
+
+    fn size(&self, v: &Spanned<Value>, key: &str) -> R<u64> {
+        match v.get_ref() {
+            Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            Value::Integer(i) => Err(self.err(
+                &v.span(),
+                format!("`{key}` must be a non-negative number of bytes, found {i}"),
+            )),
+            Value::String(s) => {
+                parse_size(s).map_err(|m| self.err(&v.span(), format!("`{key}`: {m}")))
+            }
+            _ => Err(self.type_err(
+                v,
+                key,
+                "a byte size (an integer, or a string such as \"64MiB\")",
+            )),
+        }
+    }
+
+    fn node(&self, v: &Spanned<Value>, key: &str, platform: &Platform) -> R<NodeId> {
+        let i = self.int(v, key)?;
+        let n = platform.node_count();
+        if i < 0 || i as u64 >= n as u64 {
+            return Err(self.err(
+                &v.span(),
+                format!(
+                    "`{key}`: node {i} does not exist: the platform has {n} nodes (ids 0..{n})"
+                ),
+            ));
+        }
+        Ok(NodeId(i as u32))
+    }
+
+    fn choice<T: Copy>(&self, v: &Spanned<Value>, key: &str, options: &[(&str, T)]) -> R<T> {
+        let s = self.str(v, key)?;
+        options
+            .iter()
+            .find(|(name, _)| *name == s.trim())
+            .map(|&(_, t)| t)
+            .ok_or_else(|| {
+                self.err(
+                    &v.span(),
+                    format!(
+                        "`{key}`: unknown value {s:?}: expected one of {}",
+                        names(options.iter().map(|(n, _)| *n))
+                    ),
+                )
+            })
+    }
+}
+
+/// What a `link = "…"` names.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum LinkRef {
+    Link(LinkId),
+    Intra(ClusterId),
+}
+
+fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    let expected =
+        "expected node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO or intra:C";
+    let num = |k: usize| -> Result<u32, String> {
+        parts
+            .get(k)
+            .and_then(|p| p.trim().parse::<u32>().ok())
+            .ok_or_else(|| format!("link {s:?}: {expected}"))
+    };
+    let arity = |k: usize| {
+        if parts.len() == k {
+            Ok(())
+        } else {
+            Err(format!("link {s:?}: {expected}"))
+        }
+    };
+    let (n, c) = (platform.node_count(), platform.cluster_count());
+    let node = |k: usize| -> Result<NodeId, String> {
+        let v = num(k)?;
+        if (v as usize) < n {
+            Ok(NodeId(v))
+        } else {
+            Err(format!(
+                "link {s:?}: node {v} does not exist: the platform has {n} nodes (ids 0..{n})"
+            ))
+        }
+    };
+    let cluster = |k: usize| -> Result<ClusterId, String> {
+        let v = num(k)?;
+        if (v as usize) < c {
+            Ok(ClusterId(v))
+        } else {
+            Err(format!("link {s:?}: cluster {v} does not exist: the platform has {c} clusters (ids 0..{c})"))
+        }
+    };
+    match parts[0].trim() {
+        "node_up" => arity(2).and_then(|_| Ok(LinkRef::Link(LinkId::NodeUp(node(1)?)))),
+        "node_down" => arity(2).and_then(|_| Ok(LinkRef::Link(LinkId::NodeDown(node(1)?)))),
+        "access_up" => arity(2).and_then(|_| Ok(LinkRef::Link(LinkId::AccessUp(cluster(1)?)))),
+        "access_down" => arity(2).and_then(|_| Ok(LinkRef::Link(LinkId::AccessDown(cluster(1)?)))),
+        "intra" => arity(2).and_then(|_| Ok(LinkRef::Intra(cluster(1)?))),
+        "wan" => {
+            arity(3)?;
+            let (from, to) = (cluster(1)?, cluster(2)?);
+            if from == to {
+                return Err(format!(
+                    "link {s:?}: a WAN link joins two different clusters"
+                ));
+            }
+            Ok(LinkRef::Link(LinkId::Wan { from, to }))
+        }
+        _ => Err(format!("unknown link {s:?}: {expected}")),
+    }
+}
+
+fn reverse(link: LinkRef) -> LinkRef {
+    match link {
+        LinkRef::Link(LinkId::NodeUp(n)) => LinkRef::Link(LinkId::NodeDown(n)),
+        LinkRef::Link(LinkId::NodeDown(n)) => LinkRef::Link(LinkId::NodeUp(n)),
+        LinkRef::Link(LinkId::AccessUp(c)) => LinkRef::Link(LinkId::AccessDown(c)),
+        LinkRef::Link(LinkId::AccessDown(c)) => LinkRef::Link(LinkId::AccessUp(c)),
+        LinkRef::Link(LinkId::Wan { from, to }) => {
+            LinkRef::Link(LinkId::Wan { from: to, to: from })
+        }
+        LinkRef::Intra(c) => LinkRef::Intra(c),
+    }
+}
+
+/// Parses a scenario (see the [module docs](self)); `path` is only used in error messages,
+/// which name the file, line, column and key at fault.
+pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let src = Src { text, path };
+    let doc: Doc = toml::from_str(text).map_err(|e| {
+        let message = e.message().trim().to_string();
+        match e.span() {
+            Some(span) => src.err(&span, message),
+            None => src.no_pos(message),
+        }
+    })?;
+    let platform = parse_platform_toml(text, path)?;
+
+    let name = match &doc.name {
+        Some(v) => src.str(v, "name")?.to_string(),
+        None => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".into()),
+    };
+    let description = doc
+        .description
+        .as_ref()
+        .map(|v| src.str(v, "description").map(str::to_string))
+        .transpose()?;
+    let default_seed = match &doc.seed {
+        Some(v) => {
+            let s = src.int(v, "seed")?;
+            u64::try_from(s).map_err(|_| {
+                src.err(
+                    &v.span(),
+                    format!("`seed` must be a non-negative integer, found {s}"),
+                )
+            })?
+        }
+        None => 0,
+    };
+
+    let mut changes = Vec::new();
+    for (k, ch) in doc.change.iter().flatten().enumerate() {
+        parse_change(&src, ch, k, &platform, &mut changes)?;
+    }
+
+    let mayhem = doc
+        .mayhem
+        .as_ref()
+        .map(|m| parse_mayhem(&src, m))
+        .transpose()?;
+
+    let mut failures = Vec::new();
+    for (k, f) in doc.fail.iter().flatten().enumerate() {
+        let span = f.span();
+        let d = f.get_ref();
+        let key = |name: &str| format!("fail[{k}].{name}");
+        let node = src.need(&d.node, &span, &key("node"), "the node that fails")?;
+        let node = src.node(node, &key("node"), &platform)?;
+        let at = src.need(&d.at_s, &span, &key("at_s"), "when it fails, seconds")?;
+        let at_s = src.time(at, &key("at_s"))?;
+        failures.push(NodeFailure { node, at_s });
+    }
+    if let Some(j) = doc.join.iter().flatten().next() {
+        return Err(src.err(
+            &j.span(),
+            "`join`: node joins are not supported by the simulator yet (only `[[fail]]`); remove the `[[join]]` tables",
+        ));
+    }
+
+    let w = doc.workload.as_ref().ok_or_else(|| {
+        src.no_pos("no `[workload]` table: expected `protocol`, `tree`, `root` and `message_bytes`")
+    })?;
+    let workload = parse_workload(&src, w, &platform)?;
+    Ok(Scenario {
+        name,
+        description,
+        source: path.to_path_buf(),
+        default_seed,
+        platform,
+        changes,
+        mayhem,
+        failures,
+        workload,
+    })
+}
+
+fn parse_change(
+    src: &Src<'_>,
+    ch: &Spanned<ChangeDoc>,
+    k: usize,
+    platform: &Platform,
+    out: &mut Vec<TimedChange>,
+) -> R<()> {
+    let span = ch.span();
+    let d = ch.get_ref();
+    let key = |name: &str| format!("change[{k}].{name}");
+    let at = src.need(
+        &d.at_s,
+        &span,
+        &key("at_s"),
+        "when the change happens, seconds",
+    )?;
+    let at_s = src.time(at, &key("at_s"))?;
+    let lv = src.need(
+        &d.link,
+        &span,
+        &key("link"),
+        "which link changes (node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO or intra:C)",
+    )?;
+    let link = parse_link_ref(src.str(lv, &key("link"))?, platform)
+        .map_err(|m| src.err(&lv.span(), format!("`{}`: {m}", key("link"))))?;
+    let capacity = match (&d.bytes_s, &d.fraction) {
+        (Some(b), Some(_)) => {
+            return Err(src.err(
+                &b.span(),
+                format!(
+                    "`{}` and `{}` both given: give one new capacity",
+                    key("bytes_s"),
+                    key("fraction")
+                ),
+            ))
+        }
+        (Some(b), None) => Some((
+            src.positive(b, &key("bytes_s"), "bytes/s")?,
+            false,
+            b.span(),
+        )),
+        (None, Some(f)) => Some((
+            src.positive(f, &key("fraction"), "the nominal capacity")?,
+            true,
+            f.span(),
+        )),
+        (None, None) => None,
+    };
+    let latency = d
+        .latency_s
+        .as_ref()
+        .map(|v| src.time(v, &key("latency_s")).map(|x| (x, v.span())))
+        .transpose()?;
+    if capacity.is_none() && latency.is_none() {
+        return Err(src.err(
+            &span,
+            format!("`change[{k}]` changes nothing: give `bytes_s` or `fraction` (a new capacity) and/or `latency_s`"),
+        ));
+    }
+    let both = d
+        .both_directions
+        .as_ref()
+        .map(|v| src.bool(v, &key("both_directions")))
+        .transpose()?
+        .unwrap_or(false);
+    let mut links = vec![link];
+    if both && !matches!(link, LinkRef::Intra(_)) {
+        links.push(reverse(link));
+    }
+    for l in links {
+        if let Some((value, relative, ref vspan)) = capacity {
+            let LinkRef::Link(id) = l else {
+                return Err(src.err(
+                    vspan,
+                    format!("`{}`: an intra-cluster link (`intra:C`) has only a latency; name a node or access link to change a capacity", key("link")),
+                ));
+            };
+            let bytes_s = if relative {
+                value * platform.capacity_bytes_s(id)
+            } else {
+                value
+            };
+            out.push(TimedChange {
+                at_s,
+                change: Change::Capacity { link: id, bytes_s },
+            });
+        }
+        if let Some((latency_s, ref lspan)) = latency {
+            let change = match l {
+                LinkRef::Intra(cluster) => Change::IntraLatency { cluster, latency_s },
+                LinkRef::Link(LinkId::Wan { from, to }) => Change::WanLatency { from, to, latency_s },
+                LinkRef::Link(other) => {
+                    return Err(src.err(
+                        lspan,
+                        format!("`{}`: the {other} has no latency of its own (node links carry half the cluster's intra latency, access links none); change `intra:C` or a `wan:FROM:TO` link", key("latency_s")),
+                    ))
+                }
+            };
+            out.push(TimedChange { at_s, change });
+        }
+    }
+    Ok(())
+}
+
+fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
+    let span = m.span();
+    let d = m.get_ref();
+    let period = src.need(
+        &d.period_s,
+        &span,
+        "mayhem.period_s",
+        "seconds between draws (seed 002: 5)",
+    )?;
+    let period_s = src.positive(period, "mayhem.period_s", "seconds")?;
+    let min_fraction = match &d.min_fraction {
+        Some(v) => src.positive(v, "mayhem.min_fraction", "the nominal capacity")?,
+        None => 0.1,
+    };
+    let max_fraction = match &d.max_fraction {
+        Some(v) => {
+            let x = src.positive(v, "mayhem.max_fraction", "the nominal capacity")?;
+            if x < min_fraction {
+                return Err(src.err(&v.span(), format!("`mayhem.max_fraction` ({x}) is below `mayhem.min_fraction` ({min_fraction})")));
+            }
+            x
+        }
+        None => 1.0_f64.max(min_fraction),
+    };
+    let links = match &d.links {
+        Some(v) => src.choice(
+            v,
+            "mayhem.links",
+            &[
+                ("all", MayhemLinks::All),
+                ("wan", MayhemLinks::Wan),
+                ("inter-cluster", MayhemLinks::InterCluster),
+            ],
+        )?,
+        None => MayhemLinks::All,
+    };
+    let start_s = match &d.start_s {
+        Some(v) => src.time(v, "mayhem.start_s")?,
+        None => 0.0,
+    };
+    let until_s = match &d.until_s {
+        Some(v) => {
+            let u = src.time(v, "mayhem.until_s")?;
+            if u < start_s {
+                return Err(src.err(
+                    &v.span(),
+                    format!("`mayhem.until_s` ({u}) is before `mayhem.start_s` ({start_s})"),
+                ));
+            }
+            Some(u)
+        }
+        None => None,
+    };
+    Ok(Mayhem {
+        period_s,
+        min_fraction,
+        max_fraction,
+        links,
+        start_s,
+        until_s,
+    })
+}
+
+fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) -> R<Workload> {
+    let span = w.span();
+    let d = w.get_ref();
+    let kind = src.need(
+        &d.protocol,
+        &span,
+        "workload.protocol",
+        "\"broadcast\" or \"scatter\"",
+    )?;
+    let kind = src.choice(
+        kind,
+        "workload.protocol",
+        &[
+            ("broadcast", WorkloadKind::Broadcast),
+            ("scatter", WorkloadKind::Scatter),
+        ],
+    )?;
+    let tv = src.need(
+        &d.tree,
+        &span,
+        "workload.tree",
+        "the tree algorithm (balanced-path, binomial, magpie, mst, max-bottleneck, flat or chain)",
+    )?;
+    let tree = src
+        .str(tv, "workload.tree")?
+        .parse::<TreeAlgo>()
+        .map_err(|m| src.err(&tv.span(), format!("`workload.tree`: {m}")))?;
+    let root = match &d.root {
+        Some(v) => src.node(v, "workload.root", platform)?,
+        None => NodeId(0),
+    };
+    let mv = src.need(
+        &d.message_bytes,
+        &span,
+        "workload.message_bytes",
+        "the size of the message or load, e.g. \"64MiB\"",
+    )?;
+    let message_bytes = src.size(mv, "workload.message_bytes")?;
+    if message_bytes > MAX_MESSAGE_BYTES {
+        return Err(src.err(
+            &mv.span(),
+            format!(
+                "`workload.message_bytes` is {}, more than the {} a simulated root may hold",
+                format_size(message_bytes),
+                format_size(MAX_MESSAGE_BYTES)
+            ),
+        ));
+    }
+    let segment_bytes = match &d.segment_bytes {
+        Some(v) => {
+            if kind == WorkloadKind::Scatter {
+                return Err(src.err(&v.span(), "`workload.segment_bytes` applies to broadcasts only (a scatter sends each share whole)"));
+            }
+            let s = src.size(v, "workload.segment_bytes")?;
+            if s == 0 {
+                return Err(src.err(
+                    &v.span(),
+                    "`workload.segment_bytes` must be at least 1 byte",
+                ));
+            }
+            s
+        }
+        None => message_bytes.max(1),
+    };
+    let repetitions = match &d.repetitions {
+        Some(v) => {
+            let r = src.int(v, "workload.repetitions")?;
+            if r < 1 || r as u64 > MAX_REPETITIONS {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.repetitions` must be between 1 and {MAX_REPETITIONS}, found {r}"
+                    ),
+                ));
+            }
+            r as u64
+        }
+        None => 1,
+    };
+    let sharing = match &d.sharing {
+        Some(v) => src.choice(
+            v,
+            "workload.sharing",
+            &[
+                ("max-min", SharingPolicy::MaxMin),
+                ("rtt-weighted", SharingPolicy::RttWeighted),
+            ],
+        )?,
+        None => SharingPolicy::MaxMin,
+    };
+    let tree_costs = match &d.tree_costs {
+        Some(v) => src.choice(
+            v,
+            "workload.tree_costs",
+            &[
+                ("latency", TreeCosts::Latency),
+                ("transfer", TreeCosts::Transfer),
+            ],
+        )?,
+        None => TreeCosts::Latency,
+    };
+    let scatter_only = |v: &Val, name: &str| -> R<()> {
+        match v {
+            Some(v) if kind != WorkloadKind::Scatter => Err(src.err(
+                &v.span(),
+                format!("`workload.{name}` applies to scatters only"),
+            )),
+            _ => Ok(()),
+        }
+    };
+    scatter_only(&d.compute_bytes_s, "compute_bytes_s")?;
+    scatter_only(&d.send_mode, "send_mode")?;
+    if let (Some(n), WorkloadKind::Broadcast) = (d.node.as_ref().and_then(|v| v.first()), kind) {
+        return Err(src.err(
+            &n.span(),
+            "`workload.node` (compute speeds) applies to scatters only",
+        ));
+    }
+    let default_speed = match &d.compute_bytes_s {
+        Some(v) => src.positive(v, "workload.compute_bytes_s", "bytes/s")?,
+        None => 1e8,
+    };
+    let mut compute_bytes_s = vec![default_speed; platform.node_count()];
+    let mut seen = vec![false; platform.node_count()];
+    for (k, nd) in d.node.iter().flatten().enumerate() {
+        let nspan = nd.span();
+        let nd_ = nd.get_ref();
+        let key = |name: &str| format!("workload.node[{k}].{name}");
+        let id = src.need(&nd_.id, &nspan, &key("id"), "the node")?;
+        let node = src.node(id, &key("id"), platform)?;
+        if std::mem::replace(&mut seen[node.index()], true) {
+            return Err(src.err(
+                &id.span(),
+                format!("node {node} is given twice in `[[workload.node]]`"),
+            ));
+        }
+        let sp = src.need(
+            &nd_.compute_bytes_s,
+            &nspan,
+            &key("compute_bytes_s"),
+            "the node's compute speed, bytes/s",
+        )?;
+        compute_bytes_s[node.index()] = src.positive(sp, &key("compute_bytes_s"), "bytes/s")?;
+    }
+    let send_mode = match &d.send_mode {
+        Some(v) => src.choice(
+            v,
+            "workload.send_mode",
+            &[
+                ("sequential", ScatterSends::Sequential),
+                ("parallel", ScatterSends::Parallel),
+            ],
+        )?,
+        None => ScatterSends::Sequential,
+    };
+    Ok(Workload {
+        kind,
+        tree,
+        root,
+        message_bytes,
+        segment_bytes,
+        repetitions,
+        sharing,
+        tree_costs,
+        compute_bytes_s,
+        send_mode,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_doc_example_parses() {
+        let src = include_str!("mod.rs");
+        let start = src.find("//! ```toml\n").expect("doc example") + "//! ```toml\n".len();
+        let end = start + src[start..].find("//! ```\n").expect("end of example");
+        let text: String = src[start..end]
+            .lines()
+            .map(|l| l.strip_prefix("//!").unwrap_or(l).trim_start())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let s = parse_scenario(&text, Path::new("doc.toml")).unwrap();
+        assert_eq!(s.name, "two-sites");
+        assert_eq!(s.default_seed, 7);
+        assert_eq!(s.platform.node_count(), 8);
+        assert_eq!(s.changes.len(), 4);
+        assert_eq!(s.failures.len(), 1);
+        assert_eq!(s.workload.message_bytes, 8 << 20);
+        assert_eq!(s.workload.segment_bytes, 256 << 10);
+        assert_eq!(s.mayhem.unwrap().links, MayhemLinks::All);
+        s.tree().unwrap();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("24"), Ok(24));
+        assert_eq!(parse_size("24B"), Ok(24));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1.5 GB"), Ok(1_500_000_000));
+        assert_eq!(parse_size("256KiB"), Ok(256 << 10));
+        assert_eq!(parse_size("100kB"), Ok(100_000));
+        assert_eq!(parse_size("1_000"), Ok(1000));
+        assert_eq!(parse_size("1e6"), Ok(1_000_000));
+        assert_eq!(parse_size("3 MiB"), Ok(3 << 20));
+        assert!(parse_size("20000000 TiB")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size("1.5 B").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("12 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert_eq!(format_size(64 << 20), "64 MiB");
+        assert_eq!(format_size(24), "24 B");
+        assert_eq!(format_size(1_500_000_000), "1.5 GB");
+    }
+}

@@ -1,0 +1,834 @@
+//! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
+//! for repetitions, the timeline and the event log.
+
+use super::{
+    format_size, Mayhem, ScatterSends, Scenario, ScenarioError, TreeAlgo, TreeCosts, WorkloadKind,
+};
+use crate::engine::{self, Payload, RunState, SimConfig, SimError, Simulation};
+use crate::metrics::{LinkRef, Metrics, NodeOutcome};
+use crate::network::{Change, SharingPolicy};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+use windrose_model::platform::{LinkId, Platform};
+use windrose_model::{ClusterId, NodeId};
+use windrose_proto::scatter::{ScatterConfig, SendMode};
+use windrose_proto::tree_broadcast::BroadcastConfig;
+use windrose_proto::TransferId;
+use windrose_trees::dlt::{self, OrderPolicy, Schedule};
+use windrose_trees::Tree;
+
+/// Engine events per chunk the runner aims at between two progress callbacks.
+const EVENTS_PER_CHUNK: f64 = 20_000.0;
+
+/// Where a run is, for progress bars: given to the callback of [`run_scenario_with`] between
+/// chunks of simulated time.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// The repetition being run, 0-based.
+    pub repetition: u64,
+    /// Repetitions in all.
+    pub repetitions: u64,
+    /// Scenario time reached, seconds.
+    pub time_s: f64,
+    /// Nodes of this repetition that have ended (finished, aborted or failed).
+    pub nodes_ended: usize,
+    /// Nodes taking part.
+    pub nodes: usize,
+    /// Engine events so far, all repetitions.
+    pub events: u64,
+}
+
+/// Everything a scenario run measured; see [`run_scenario`]. Times are seconds on the
+/// scenario's clock unless the name says relative.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The run seed.
+    pub seed: u64,
+    /// `broadcast` or `scatter`.
+    pub protocol: WorkloadKind,
+    /// The tree algorithm.
+    pub tree: TreeAlgo,
+    /// What latency trees minimised.
+    pub tree_costs: TreeCosts,
+    /// The root.
+    pub root: NodeId,
+    /// Nodes of the platform.
+    pub node_count: usize,
+    /// Clusters of the platform.
+    pub cluster_count: usize,
+    /// Bytes of the message (broadcast) or load (scatter).
+    pub message_bytes: u64,
+    /// Broadcast segment size (None for a scatter).
+    pub segment_bytes: Option<u64>,
+    /// The sharing policy (`max-min` or `rtt-weighted`).
+    pub sharing: &'static str,
+    /// Scatter only: the schedule's predicted finish time for one repetition on the nominal
+    /// platform, seconds (the divisible-load model: no latency, no frame overhead).
+    pub predicted_finish_s: Option<f64>,
+    /// Timed changes applied.
+    pub changes_applied: usize,
+    /// Mayhem draws applied.
+    pub mayhem_draws: u64,
+    /// Failures injected (distinct nodes).
+    pub failures: usize,
+    /// One entry per repetition.
+    pub repetitions: Vec<RepetitionReport>,
+    /// One entry per node, by id.
+    pub nodes: Vec<NodeReport>,
+    /// Every link that carried bytes, in platform order, summed over the repetitions.
+    pub links: Vec<LinkReport>,
+    /// End of the last repetition, seconds.
+    pub end_s: f64,
+    /// Engine events, all repetitions.
+    pub events: u64,
+    /// Messages handed to the network, all repetitions.
+    pub messages_sent: u64,
+    /// Their encoded bytes.
+    pub wire_bytes_sent: u64,
+    /// Bytes handed to the applications, all repetitions.
+    pub app_bytes_delivered: u64,
+    /// Refused inputs and impossible outputs (`at_s` on the scenario clock), all repetitions.
+    pub errors: Vec<String>,
+}
+
+/// One repetition.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RepetitionReport {
+    /// 0-based.
+    pub index: u64,
+    /// When it started, seconds.
+    pub start_s: f64,
+    /// When it ended (its last event), seconds.
+    pub end_s: f64,
+    /// From its start to its last node's finish, seconds (None when no node finished).
+    pub makespan_s: Option<f64>,
+    /// Nodes that finished.
+    pub finished: usize,
+    /// Nodes that aborted.
+    pub aborted: usize,
+    /// Nodes that failed.
+    pub failed: usize,
+    /// Nodes still waiting when it ended.
+    pub unfinished: usize,
+    /// `message_bytes / makespan_s`: the rate each receiver got (broadcast) or the load
+    /// processed per second (scatter).
+    pub throughput_bytes_s: Option<f64>,
+    /// Bytes handed to the applications.
+    pub app_bytes_delivered: u64,
+    /// Engine events.
+    pub events: u64,
+}
+
+/// One node, over all repetitions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeReport {
+    /// The node.
+    pub node: NodeId,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Its parent in the tree (None at the root).
+    pub parent: Option<NodeId>,
+    /// Its depth in the tree.
+    pub depth: u32,
+    /// Its outcome in each repetition.
+    pub outcomes: Vec<NodeOutcome>,
+    /// When it finished in each repetition, relative to the repetition's start, seconds.
+    pub completion_s: Vec<Option<f64>>,
+    /// Scatter: when it finished computing its share in each repetition, relative.
+    pub compute_done_s: Vec<Option<f64>>,
+    /// Scatter: its predicted finish (the schedule), seconds after the start.
+    pub predicted_finish_s: Option<f64>,
+    /// Bytes handed to its application, all repetitions.
+    pub app_bytes_delivered: u64,
+    /// Bytes it computed (scatter: the shares it kept), all repetitions.
+    pub compute_bytes: u64,
+    /// `app_bytes_delivered` over the summed relative completion times of the repetitions it
+    /// finished (None when it finished none, or received nothing: the root of a broadcast).
+    pub throughput_bytes_s: Option<f64>,
+}
+
+impl NodeReport {
+    /// Mean completion time over the repetitions it finished, relative, seconds.
+    pub fn mean_completion_s(&self) -> Option<f64> {
+        let done: Vec<f64> = self.completion_s.iter().flatten().copied().collect();
+        (!done.is_empty()).then(|| done.iter().sum::<f64>() / done.len() as f64)
+    }
+
+    /// Latest completion time over the repetitions it finished, relative, seconds.
+    pub fn max_completion_s(&self) -> Option<f64> {
+        self.completion_s
+            .iter()
+            .flatten()
+            .copied()
+            .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+    }
+}
+
+/// One link, over all repetitions.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize)]
+pub struct LinkReport {
+    /// The link.
+    pub link: LinkRef,
+    /// Its nominal capacity, bytes/s.
+    pub nominal_bytes_s: f64,
+    /// Bytes that crossed it.
+    pub bytes: f64,
+}
+
+impl LinkReport {
+    /// The link in the scenario files' notation (`wan:0:1`, `node_up:3`).
+    pub fn name(&self) -> String {
+        link_name(self.link.into())
+    }
+}
+
+/// A link in the scenario files' notation.
+pub fn link_name(link: LinkId) -> String {
+    match link {
+        LinkId::NodeUp(n) => format!("node_up:{n}"),
+        LinkId::NodeDown(n) => format!("node_down:{n}"),
+        LinkId::AccessUp(c) => format!("access_up:{c}"),
+        LinkId::AccessDown(c) => format!("access_down:{c}"),
+        LinkId::Wan { from, to } => format!("wan:{from}:{to}"),
+    }
+}
+
+fn sharing_name(p: SharingPolicy) -> &'static str {
+    match p {
+        SharingPolicy::MaxMin => "max-min",
+        SharingPolicy::RttWeighted => "rtt-weighted",
+    }
+}
+
+/// Runs `scenario` with run seed `seed` (mayhem draws from it) and returns what it measured;
+/// with `log`, writes the JSONL event log there (see [running a scenario](crate::scenario#running-a-scenario)).
+///
+/// Errors: the tree or schedule cannot be built ([`ScenarioError::Setup`]); the engine fails
+/// or a run limit is reached ([`ScenarioError::Engine`]); writing the log fails.
+pub fn run_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    log: Option<&mut dyn Write>,
+) -> Result<Report, ScenarioError> {
+    run_scenario_with(scenario, seed, log, &mut |_| {})
+}
+
+/// [`run_scenario`], calling `progress` between chunks of simulated time (for progress bars).
+/// The chunks do not change the results.
+pub fn run_scenario_with(
+    scenario: &Scenario,
+    seed: u64,
+    mut log: Option<&mut dyn Write>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ScenarioError> {
+    let w = &scenario.workload;
+    let nominal = &scenario.platform;
+    let tree = scenario.tree()?;
+    let schedule = match w.kind {
+        WorkloadKind::Scatter => Some(scatter_schedule(scenario, &tree)?),
+        WorkloadKind::Broadcast => None,
+    };
+    let mut timeline = Timeline::new(scenario, seed);
+    let mut platform = nominal.clone();
+    let mut dead = vec![false; nominal.node_count()];
+    let mut stats = RunStats::default();
+    let pipe = LogPipe::default();
+    let mut reps = Vec::new();
+    let mut per_rep: Vec<Metrics> = Vec::new();
+    let mut link_bytes = vec![0.0f64; nominal.link_count()];
+    let mut errors = Vec::new();
+    let mut events_total = 0u64;
+    let mut start = 0.0f64;
+
+    for rep in 0..w.repetitions {
+        // Everything up to the start applies before the repetition begins.
+        while let Some(t) = timeline.next_time() {
+            if t > start {
+                break;
+            }
+            for item in timeline.pop(t) {
+                apply_now(&mut platform, &mut dead, &item, &mut stats)?;
+                pipe.write_own(&mut log, &own_line(t, &item))?;
+            }
+        }
+        pipe.write_own(
+            &mut log,
+            &serde_json::json!({"t": start, "ev": "repetition", "repetition": rep}),
+        )?;
+        let mut sim = build_sim(scenario, &platform, &tree, schedule.as_ref(), rep)?;
+        if log.is_some() {
+            sim.set_event_log(Box::new(pipe.clone()));
+        }
+        for (i, _) in dead.iter().enumerate().filter(|(_, d)| **d) {
+            sim.fail_node_at(NodeId::from(i), 0.0).map_err(engine_err)?;
+        }
+        let participants = sim.node_ids().len();
+        let mut step_s = 1e-3;
+        loop {
+            // Run up to the next timeline item (exclusive), in chunks for progress.
+            let next_item = timeline.next_time().map(|t| t - start);
+            let events_before = sim.events();
+            let chunk_end = sim.now() + step_s;
+            let (target, at_item) = match next_item {
+                Some(r) if r <= chunk_end => (just_below(r), true),
+                _ => (chunk_end, false),
+            };
+            let state = sim.run_until(target).map_err(engine_err)?;
+            pipe.drain(&mut log, start)?;
+            let m = sim.metrics();
+            progress(&Progress {
+                repetition: rep,
+                repetitions: w.repetitions,
+                time_s: start + sim.now(),
+                nodes_ended: m.nodes.iter().filter(|n| n.outcome.is_ended()).count(),
+                nodes: participants,
+                events: events_total + sim.events(),
+            });
+            if state == RunState::Idle {
+                break;
+            }
+            if at_item {
+                let t = timeline.next_time().expect("an item is due");
+                for item in timeline.pop(t) {
+                    pipe.write_own(&mut log, &own_line(t, &item))?;
+                    schedule_item(
+                        &mut sim,
+                        &mut platform,
+                        &mut dead,
+                        t - start,
+                        &item,
+                        &mut stats,
+                    )?;
+                }
+            } else {
+                let done = (sim.events() - events_before) as f64;
+                step_s *= if done == 0.0 {
+                    4.0
+                } else {
+                    (EVENTS_PER_CHUNK / done).clamp(0.5, 4.0)
+                };
+            }
+        }
+        sim.take_event_log().map_err(engine_err)?;
+        pipe.drain(&mut log, start)?;
+        let m = sim.metrics();
+        for l in &m.links {
+            link_bytes[nominal.link_index(l.link.into())] += l.bytes;
+        }
+        for e in &m.errors {
+            errors.push(format!(
+                "at {} s, node {}: {}",
+                start + e.at_s,
+                e.node,
+                e.error
+            ));
+        }
+        for n in &m.nodes {
+            if n.outcome == NodeOutcome::Failed {
+                dead[n.node.index()] = true;
+            }
+        }
+        events_total += m.events;
+        let end = start + m.end_time_s;
+        reps.push(RepetitionReport {
+            index: rep,
+            start_s: start,
+            end_s: end,
+            makespan_s: m.makespan_s,
+            finished: m.finished,
+            aborted: m.aborted,
+            failed: m.failed,
+            unfinished: m.unfinished,
+            throughput_bytes_s: m
+                .makespan_s
+                .filter(|&x| x > 0.0)
+                .map(|x| w.message_bytes as f64 / x),
+            app_bytes_delivered: m.totals.app_bytes_delivered,
+            events: m.events,
+        });
+        per_rep.push(m);
+        start = end;
+    }
+    if let Some(l) = log.as_mut() {
+        l.flush().map_err(log_err)?;
+    }
+
+    let nodes = node_reports(scenario, &tree, schedule.as_ref(), &per_rep);
+    let links = link_bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b > 0.0)
+        .map(|(i, &bytes)| {
+            let link = nominal.link_at(i);
+            LinkReport {
+                link: link.into(),
+                nominal_bytes_s: nominal.capacity_bytes_s(link),
+                bytes,
+            }
+        })
+        .collect();
+    Ok(Report {
+        scenario: scenario.name.clone(),
+        seed,
+        protocol: w.kind,
+        tree: w.tree,
+        tree_costs: w.tree_costs,
+        root: w.root,
+        node_count: nominal.node_count(),
+        cluster_count: nominal.cluster_count(),
+        message_bytes: w.message_bytes,
+        segment_bytes: (w.kind == WorkloadKind::Broadcast).then_some(w.segment_bytes),
+        sharing: sharing_name(w.sharing),
+        predicted_finish_s: schedule.as_ref().map(|s| s.predicted_finish_s),
+        changes_applied: stats.changes,
+        mayhem_draws: stats.draws,
+        failures: dead.iter().filter(|d| **d).count(),
+        end_s: start,
+        events: events_total,
+        messages_sent: per_rep.iter().map(|m| m.totals.messages_sent).sum(),
+        wire_bytes_sent: per_rep.iter().map(|m| m.totals.wire_bytes_sent).sum(),
+        app_bytes_delivered: per_rep.iter().map(|m| m.totals.app_bytes_delivered).sum(),
+        repetitions: reps,
+        nodes,
+        links,
+        errors,
+    })
+}
+
+/// The largest `f64` below `t` (for `t > 0`; 0 stays 0), so that a run stops just before an
+/// item due at `t` and the item is in place before anything at `t` happens.
+fn just_below(t: f64) -> f64 {
+    if t > 0.0 {
+        f64::from_bits(t.to_bits() - 1)
+    } else {
+        0.0
+    }
+}
+
+fn engine_err(e: SimError) -> ScenarioError {
+    ScenarioError::Engine(e.to_string())
+}
+
+fn log_err(e: io::Error) -> ScenarioError {
+    ScenarioError::Engine(format!("writing the event log: {e}"))
+}
+
+/// The divisible-load schedule of a scatter: node `n` needs `message_bytes / compute_bytes_s[n]`
+/// seconds for the whole load, the link `p → c` `message_bytes / bottleneck(p → c)` (the
+/// smallest capacity on the route, nominal platform); children in the optimal order.
+fn scatter_schedule(scenario: &Scenario, tree: &Tree) -> Result<Schedule, ScenarioError> {
+    let w = &scenario.workload;
+    let p = &scenario.platform;
+    let load = w.message_bytes.max(1) as f64;
+    let compute_s: Vec<f64> = w.compute_bytes_s.iter().map(|s| load / s).collect();
+    dlt::schedule_with_links(
+        tree,
+        &compute_s,
+        |a, b| {
+            let bottleneck = p
+                .route(a, b)
+                .links()
+                .iter()
+                .map(|&l| p.capacity_bytes_s(l))
+                .fold(f64::INFINITY, f64::min);
+            load / bottleneck
+        },
+        OrderPolicy::Optimal,
+    )
+    .map_err(|e| ScenarioError::Setup(format!("cannot build the divisible-load schedule: {e}")))
+}
+
+fn build_sim(
+    scenario: &Scenario,
+    platform: &Platform,
+    tree: &Tree,
+    schedule: Option<&Schedule>,
+    rep: u64,
+) -> Result<Simulation, ScenarioError> {
+    let w = &scenario.workload;
+    let config = SimConfig::with_policy(w.sharing);
+    let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
+    let payload = Payload::Zeros(w.message_bytes);
+    match (w.kind, schedule) {
+        (WorkloadKind::Scatter, Some(s)) => {
+            let mut cfg = ScatterConfig::new(transfer);
+            cfg.send_mode = match w.send_mode {
+                ScatterSends::Sequential => SendMode::Sequential,
+                ScatterSends::Parallel => SendMode::Parallel,
+            };
+            engine::scatter_with(
+                platform.clone(),
+                s,
+                payload,
+                cfg,
+                &w.compute_bytes_s,
+                config,
+            )
+        }
+        _ => {
+            let cfg = BroadcastConfig::new(transfer, w.segment_bytes);
+            engine::broadcast_with(platform.clone(), tree, payload, cfg, config)
+        }
+    }
+    .map_err(|e| ScenarioError::Setup(format!("cannot set up the simulation: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeline
+
+#[derive(Clone, Debug)]
+enum Item {
+    Draw { k: u64, changes: Vec<Change> },
+    Change(Change),
+    Fail(NodeId),
+}
+
+#[derive(Default)]
+struct RunStats {
+    changes: usize,
+    draws: u64,
+}
+
+struct Timeline {
+    /// `[[change]]` entries then failures, stably sorted by time.
+    fixed: Vec<(f64, Item)>,
+    next_fixed: usize,
+    mayhem: Option<MayhemState>,
+}
+
+struct MayhemState {
+    mayhem: Mayhem,
+    rng: ChaCha8Rng,
+    links: Vec<LinkId>,
+    nominal: Platform,
+    next_k: u64,
+}
+
+impl Timeline {
+    fn new(s: &Scenario, seed: u64) -> Timeline {
+        let mut fixed: Vec<(f64, Item)> = s
+            .changes
+            .iter()
+            .map(|c| (c.at_s, Item::Change(c.change)))
+            .chain(s.failures.iter().map(|f| (f.at_s, Item::Fail(f.node))))
+            .collect();
+        // Stable: at one instant, changes in file order, then failures in file order.
+        fixed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Timeline {
+            fixed,
+            next_fixed: 0,
+            mayhem: s.mayhem.map(|m| MayhemState {
+                rng: Mayhem::rng(seed),
+                links: m.selected_links(&s.platform),
+                nominal: s.platform.clone(),
+                mayhem: m,
+                next_k: 0,
+            }),
+        }
+    }
+
+    fn next_mayhem(&self) -> Option<f64> {
+        let m = self.mayhem.as_ref()?;
+        m.mayhem.draw_time(m.next_k)
+    }
+
+    fn next_time(&self) -> Option<f64> {
+        let f = self.fixed.get(self.next_fixed).map(|x| x.0);
+        match (f, self.next_mayhem()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Every item due at `t` (the next time), mayhem first.
+    fn pop(&mut self, t: f64) -> Vec<Item> {
+        let mut out = Vec::new();
+        if self.next_mayhem() == Some(t) {
+            let m = self.mayhem.as_mut().expect("mayhem is due");
+            let changes = m.mayhem.draw(&mut m.rng, &m.nominal, &m.links);
+            out.push(Item::Draw {
+                k: m.next_k,
+                changes,
+            });
+            m.next_k += 1;
+        }
+        while let Some((at, item)) = self.fixed.get(self.next_fixed) {
+            if *at != t {
+                break;
+            }
+            out.push(item.clone());
+            self.next_fixed += 1;
+        }
+        out
+    }
+}
+
+fn apply_change(platform: &mut Platform, c: &Change) -> Result<(), ScenarioError> {
+    match *c {
+        Change::Capacity { link, bytes_s } => platform.set_capacity(link, bytes_s),
+        Change::IntraLatency { cluster, latency_s } => {
+            platform.set_intra_latency(cluster, latency_s)
+        }
+        Change::WanLatency {
+            from,
+            to,
+            latency_s,
+        } => platform.set_wan_latency(from, to, latency_s),
+    }
+    .map_err(|e| ScenarioError::Setup(format!("cannot apply a change: {e}")))
+}
+
+/// Applies an item to the platform before a repetition starts.
+fn apply_now(
+    platform: &mut Platform,
+    dead: &mut [bool],
+    item: &Item,
+    stats: &mut RunStats,
+) -> Result<(), ScenarioError> {
+    match item {
+        Item::Draw { changes, .. } => {
+            stats.draws += 1;
+            for c in changes {
+                apply_change(platform, c)?;
+            }
+        }
+        Item::Change(c) => {
+            stats.changes += 1;
+            apply_change(platform, c)?;
+        }
+        Item::Fail(n) => dead[n.index()] = true,
+    }
+    Ok(())
+}
+
+/// Hands an item to a running repetition at relative time `rel` (and keeps `platform`, the
+/// platform the next repetition starts from, in step).
+fn schedule_item(
+    sim: &mut Simulation,
+    platform: &mut Platform,
+    dead: &mut [bool],
+    rel: f64,
+    item: &Item,
+    stats: &mut RunStats,
+) -> Result<(), ScenarioError> {
+    let rel = rel.max(sim.now());
+    match item {
+        Item::Draw { changes, .. } => {
+            stats.draws += 1;
+            for c in changes {
+                apply_change(platform, c)?;
+                sim.schedule_change(rel, *c).map_err(engine_err)?;
+            }
+        }
+        Item::Change(c) => {
+            stats.changes += 1;
+            apply_change(platform, c)?;
+            sim.schedule_change(rel, *c).map_err(engine_err)?;
+        }
+        Item::Fail(n) => {
+            dead[n.index()] = true;
+            sim.fail_node_at(*n, rel).map_err(engine_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Our own log line for a timeline item.
+fn own_line(t: f64, item: &Item) -> serde_json::Value {
+    match item {
+        Item::Draw { k, changes } => {
+            serde_json::json!({"t": t, "ev": "mayhem", "draw": k, "links": changes.len()})
+        }
+        Item::Change(c) => match *c {
+            Change::Capacity { link, bytes_s } => serde_json::json!({
+                "t": t, "ev": "change", "link": link_name(link), "bytes_s": bytes_s
+            }),
+            Change::IntraLatency { cluster, latency_s } => serde_json::json!({
+                "t": t, "ev": "change", "link": format!("intra:{cluster}"), "latency_s": latency_s
+            }),
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            } => serde_json::json!({
+                "t": t, "ev": "change", "link": format!("wan:{from}:{to}"), "latency_s": latency_s
+            }),
+        },
+        Item::Fail(n) => serde_json::json!({"t": t, "ev": "fail_scheduled", "node": n.0}),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event log
+
+/// The engine writes its log here; the runner moves complete lines to the caller's writer,
+/// shifting their `t` onto the scenario's clock.
+#[derive(Clone, Default)]
+struct LogPipe(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogPipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| io::Error::other("event log poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogPipe {
+    /// Moves the complete lines written so far to `out`, adding `offset` to their `t`.
+    fn drain(&self, out: &mut Option<&mut dyn Write>, offset: f64) -> Result<(), ScenarioError> {
+        let Some(out) = out.as_mut() else {
+            return Ok(());
+        };
+        let lines = {
+            let mut buf = self
+                .0
+                .lock()
+                .map_err(|_| ScenarioError::Engine("event log poisoned".into()))?;
+            let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+                return Ok(());
+            };
+            buf.drain(..=end).collect::<Vec<u8>>()
+        };
+        if offset == 0.0 {
+            return out.write_all(&lines).map_err(log_err);
+        }
+        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            out.write_all(&shift_t(line, offset)).map_err(log_err)?;
+            out.write_all(b"\n").map_err(log_err)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one of our own lines (after draining the engine's, to keep time order).
+    fn write_own(
+        &self,
+        out: &mut Option<&mut dyn Write>,
+        line: &serde_json::Value,
+    ) -> Result<(), ScenarioError> {
+        if out.is_none() {
+            return Ok(());
+        }
+        let mut text = serde_json::to_vec(line)
+            .map_err(|e| ScenarioError::Engine(format!("event log: {e}")))?;
+        text.push(b'\n');
+        if let Some(o) = out.as_mut() {
+            o.write_all(&text).map_err(log_err)?;
+        }
+        Ok(())
+    }
+}
+
+/// `{"t":X,…}` → `{"t":X+offset,…}`; other lines unchanged.
+fn shift_t(line: &[u8], offset: f64) -> Vec<u8> {
+    const PREFIX: &[u8] = b"{\"t\":";
+    if let Some(rest) = line.strip_prefix(PREFIX) {
+        let end = rest
+            .iter()
+            .position(|&b| b == b',' || b == b'}')
+            .unwrap_or(rest.len());
+        if let Some(t) = std::str::from_utf8(&rest[..end])
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            let shifted = serde_json::to_string(&(t + offset)).unwrap_or_default();
+            let mut out = Vec::with_capacity(line.len() + 8);
+            out.extend_from_slice(PREFIX);
+            out.extend_from_slice(shifted.as_bytes());
+            out.extend_from_slice(&rest[end..]);
+            return out;
+        }
+    }
+    line.to_vec()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-node report
+
+fn node_reports(
+    scenario: &Scenario,
+    tree: &Tree,
+    schedule: Option<&Schedule>,
+    per_rep: &[Metrics],
+) -> Vec<NodeReport> {
+    let p = &scenario.platform;
+    (0..p.node_count())
+        .map(|i| {
+            let node = NodeId::from(i);
+            let recs: Vec<_> = per_rep.iter().map(|m| m.node(node)).collect();
+            let outcomes = recs
+                .iter()
+                .map(|r| r.map_or(NodeOutcome::NotStarted, |r| r.outcome))
+                .collect();
+            // Each repetition's simulation starts at 0: its times are relative already.
+            let completion_s: Vec<Option<f64>> = recs
+                .iter()
+                .map(|r| r.and_then(|r| r.finished_at_s))
+                .collect();
+            let compute_done_s = recs
+                .iter()
+                .map(|r| r.and_then(|r| r.compute_done_at_s))
+                .collect();
+            let app_bytes_delivered: u64 =
+                recs.iter().flatten().map(|r| r.app_bytes_delivered).sum();
+            let compute_bytes: u64 = recs.iter().flatten().map(|r| r.compute_bytes).sum();
+            let busy: f64 = completion_s.iter().flatten().sum();
+            NodeReport {
+                node,
+                cluster: p.cluster_of(node),
+                parent: tree.parent(node),
+                depth: tree.depth(node),
+                outcomes,
+                completion_s,
+                compute_done_s,
+                predicted_finish_s: schedule
+                    .and_then(|s| s.node(node))
+                    .map(|s| s.predicted_finish_s),
+                app_bytes_delivered,
+                compute_bytes,
+                throughput_bytes_s: (busy > 0.0 && app_bytes_delivered > 0)
+                    .then(|| app_bytes_delivered as f64 / busy),
+            }
+        })
+        .collect()
+}
+
+impl Report {
+    /// The nodes that finished every repetition.
+    pub fn all_finished(&self) -> bool {
+        self.nodes
+            .iter()
+            .all(|n| n.outcomes.iter().all(|o| *o == NodeOutcome::Finished))
+    }
+
+    /// A one-line summary: what ran and how long it took.
+    pub fn summary(&self) -> String {
+        let seg = self
+            .segment_bytes
+            .map(|s| format!(" in {} segments", format_size(s)))
+            .unwrap_or_default();
+        format!(
+            "{}: {} of {}{seg} over a {} tree rooted at {} ({} nodes, {} clusters), {} repetition(s), {} sharing, seed {}",
+            self.scenario,
+            self.protocol.name(),
+            format_size(self.message_bytes),
+            self.tree,
+            self.root,
+            self.node_count,
+            self.cluster_count,
+            self.repetitions.len(),
+            self.sharing,
+            self.seed
+        )
+    }
+}

@@ -1,0 +1,544 @@
+//! Scenario files: every error names the file, line and key; the shipped examples load and run;
+//! mayhem is a pure function of the seed; the event log is the same bytes run after run;
+//! repetitions, timed changes and failures do what the file says.
+
+use std::path::{Path, PathBuf};
+use windrose_model::platform::LinkId;
+use windrose_model::{ClusterId, NodeId};
+use windrose_sim::metrics::NodeOutcome;
+use windrose_sim::network::Change;
+use windrose_sim::scenario::{
+    build_tree, load_scenario, parse_scenario, run_scenario, Mayhem, PlatformCosts, Scenario,
+    ScenarioError, TreeAlgo, TreeCosts,
+};
+use windrose_trees::Tree;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios")
+}
+
+fn example(name: &str) -> Scenario {
+    load_scenario(&data_dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+const PLATFORM: &str = r#"[platform]
+[[platform.cluster]]
+nodes = 3
+node_uplink_bytes_s = 1e6
+node_downlink_bytes_s = 1e6
+access_up_bytes_s = 1e7
+access_down_bytes_s = 1e7
+intra_latency_s = 0.001
+[[platform.cluster]]
+nodes = 2
+node_uplink_bytes_s = 1e6
+node_downlink_bytes_s = 1e6
+access_up_bytes_s = 1e7
+access_down_bytes_s = 1e7
+intra_latency_s = 0.001
+[platform.wan]
+bytes_s = [[0, 5e5], [5e5, 0]]
+latency_s = [[0, 0.02], [0.02, 0]]
+"#;
+
+const WORKLOAD: &str = r#"
+[workload]
+protocol = "broadcast"
+tree = "binomial"
+root = 0
+message_bytes = "100kB"
+segment_bytes = "10kB"
+"#;
+
+/// A small valid scenario (platform on lines 1-18, then `extra`, then the workload).
+fn small(extra: &str) -> String {
+    format!("{PLATFORM}{extra}{WORKLOAD}")
+}
+
+fn err(text: &str) -> String {
+    parse_scenario(text, Path::new("s.toml"))
+        .map(|_| "no error".to_string())
+        .unwrap_or_else(|e| e.to_string())
+}
+
+/// The 1-based line of the first occurrence of `needle` in `text`.
+fn line_of(text: &str, needle: &str) -> usize {
+    let at = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle} not in text"));
+    text[..at].matches('\n').count() + 1
+}
+
+#[test]
+fn parse_errors_name_file_line_and_key() {
+    // (text, needle on the faulty line, key named in the message)
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            small("[[change]]\nat_s = 1\nlink = \"wan:0:7\"\nbytes_s = 1e5\n"),
+            "link = \"wan:0:7\"",
+            "change[0].link",
+        ),
+        (
+            small("[[change]]\nat_s = -1\nlink = \"wan:0:1\"\nbytes_s = 1e5\n"),
+            "at_s = -1",
+            "change[0].at_s",
+        ),
+        (
+            small("[[change]]\nat_s = 1\nlink = \"node_up:0\"\nlatency_s = 0.5\n"),
+            "latency_s = 0.5",
+            "change[0].latency_s",
+        ),
+        (
+            small("[[change]]\nat_s = 1\nlink = \"wan:0:1\"\nbytes_s = 1e5\nfraction = 0.5\n"),
+            "bytes_s = 1e5\nfraction",
+            "change[0].bytes_s",
+        ),
+        (
+            small("[mayhem]\nperiod_s = 0\n"),
+            "period_s = 0",
+            "mayhem.period_s",
+        ),
+        (
+            small("[mayhem]\nperiod_s = 5\nmin_fraction = 0.5\nmax_fraction = 0.2\n"),
+            "max_fraction = 0.2",
+            "mayhem.max_fraction",
+        ),
+        (
+            small("[mayhem]\nperiod_s = 5\nlinks = \"some\"\n"),
+            "links = \"some\"",
+            "mayhem.links",
+        ),
+        (
+            small("[[fail]]\nnode = 9\nat_s = 1\n"),
+            "node = 9",
+            "fail[0].node",
+        ),
+        (
+            small("").replace("tree = \"binomial\"", "tree = \"mts\""),
+            "tree = \"mts\"",
+            "workload.tree",
+        ),
+        (
+            small("").replace("protocol = \"broadcast\"", "protocol = \"gossip\""),
+            "protocol = \"gossip\"",
+            "workload.protocol",
+        ),
+        (
+            small("").replace(
+                "message_bytes = \"100kB\"",
+                "message_bytes = \"12 parsecs\"",
+            ),
+            "message_bytes = \"12 parsecs\"",
+            "workload.message_bytes",
+        ),
+        (
+            small("").replace("message_bytes = \"100kB\"", "message_bytes = 1.5"),
+            "message_bytes = 1.5",
+            "workload.message_bytes",
+        ),
+        (
+            small("").replace("segment_bytes = \"10kB\"", "segment_bytes = 0"),
+            "segment_bytes = 0",
+            "workload.segment_bytes",
+        ),
+        (
+            small("").replace("root = 0", "root = 5"),
+            "root = 5",
+            "workload.root",
+        ),
+        (
+            small("").replace("root = 0", "root = \"zero\""),
+            "root = \"zero\"",
+            "workload.root",
+        ),
+        (
+            small("") + "repetitions = 0\n",
+            "repetitions = 0",
+            "workload.repetitions",
+        ),
+        (
+            small("") + "sharing = \"fair\"\n",
+            "sharing = \"fair\"",
+            "workload.sharing",
+        ),
+        (
+            small("") + "compute_bytes_s = 1e6\n",
+            "compute_bytes_s = 1e6",
+            "workload.compute_bytes_s",
+        ),
+        // The platform's own errors keep their file:line:column and key.
+        (
+            small("").replace(
+                "access_down_bytes_s = 1e7\nintra_latency_s = 0.001\n[[platform.cluster]]",
+                "access_down_bytes_s = -1\nintra_latency_s = 0.001\n[[platform.cluster]]",
+            ),
+            "access_down_bytes_s = -1",
+            "platform.cluster[0].access_down_bytes_s",
+        ),
+    ];
+    for (text, needle, key) in cases {
+        let e = err(&text);
+        let line = line_of(&text, needle);
+        assert!(
+            e.starts_with(&format!("s.toml:{line}:")),
+            "expected s.toml:{line}: for {key}, got: {e}"
+        );
+        assert!(e.contains(&format!("`{key}`")), "expected `{key}` in: {e}");
+    }
+}
+
+#[test]
+fn unknown_keys_missing_tables_and_joins_are_reported() {
+    let e = err(&small("").replace("segment_bytes", "segmnet_bytes"));
+    assert!(e.contains("unknown field `segmnet_bytes`"), "{e}");
+    assert!(
+        e.starts_with(&format!("s.toml:{}:", line_of(&small(""), "segment_bytes"))),
+        "{e}"
+    );
+    let e = err(&small("[workloda]\nx = 1\n"));
+    assert!(e.contains("unknown field `workloda`"), "{e}");
+    let e = err(PLATFORM);
+    assert_eq!(
+        e,
+        "s.toml: no `[workload]` table: expected `protocol`, `tree`, `root` and `message_bytes`"
+    );
+    let e = err(&small("").replace("message_bytes = \"100kB\"\n", ""));
+    assert!(e.contains("`workload.message_bytes` is missing"), "{e}");
+    let text = small("[[join]]\nnode = 3\nat_s = 1\n");
+    let e = err(&text);
+    assert!(
+        e.starts_with(&format!("s.toml:{}:", line_of(&text, "[[join]]"))),
+        "{e}"
+    );
+    assert!(e.contains("node joins are not supported"), "{e}");
+    let e = err(&small("[[change]]\nat_s = 1\nlink = \"wan:0:1\"\n"));
+    assert!(e.contains("`change[0]` changes nothing"), "{e}");
+    assert!(matches!(
+        parse_scenario("x = [", Path::new("s.toml")),
+        Err(ScenarioError::File { line: 1, .. })
+    ));
+}
+
+#[test]
+fn changes_mayhem_failures_and_workload_are_read() {
+    let text = small(
+        "[[change]]\nat = 1.5\nlink = \"wan:0:1\"\nfraction = 0.5\nlatency_s = 0.04\nboth_directions = true\n\
+         [[change]]\nat_s = 2\nlink = \"intra:1\"\nlatency_s = 0.002\n\
+         [mayhem]\nperiod_s = 5\nlinks = \"wan\"\n\
+         [[fail]]\nnode = 4\nat_s = 0.5\n",
+    )
+    .replace("segment_bytes = \"10kB\"", "segment_bytes = \"10KiB\"\nrepetitions = 3\nsharing = \"rtt-weighted\"");
+    let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+    let (a, b) = (ClusterId(0), ClusterId(1));
+    let at: Vec<f64> = s.changes.iter().map(|c| c.at_s).collect();
+    assert_eq!(at, [1.5, 1.5, 1.5, 1.5, 2.0]);
+    assert_eq!(
+        s.changes[0].change,
+        Change::Capacity {
+            link: LinkId::Wan { from: a, to: b },
+            bytes_s: 2.5e5
+        }
+    );
+    assert_eq!(
+        s.changes[3].change,
+        Change::WanLatency {
+            from: b,
+            to: a,
+            latency_s: 0.04
+        }
+    );
+    assert_eq!(
+        s.changes[4].change,
+        Change::IntraLatency {
+            cluster: b,
+            latency_s: 0.002
+        }
+    );
+    let m = s.mayhem.unwrap();
+    assert_eq!(
+        (m.period_s, m.min_fraction, m.max_fraction),
+        (5.0, 0.1, 1.0)
+    );
+    assert_eq!(m.selected_links(&s.platform).len(), 2);
+    assert_eq!(s.failures[0].node, NodeId(4));
+    assert_eq!(s.workload.segment_bytes, 10 << 10);
+    assert_eq!(s.workload.message_bytes, 100_000);
+    assert_eq!(s.workload.repetitions, 3);
+    assert_eq!(s.name, "s");
+}
+
+#[test]
+fn example_files_load() {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{names:?}");
+    for n in &names {
+        let s = example(n);
+        assert!(s.description.is_some(), "{n} has no description");
+        s.tree().unwrap_or_else(|e| panic!("{n}: {e}"));
+    }
+    let s = example("seed004-six-sites.toml");
+    assert_eq!(s.platform.node_count(), 24);
+    assert_eq!(s.workload.root, NodeId(12));
+    assert_eq!(s.workload.repetitions, 16);
+    assert!(example("mayhem.toml").mayhem.is_some());
+    assert_eq!(example("four-clusters.toml").changes.len(), 2);
+}
+
+#[test]
+fn every_tree_algorithm_spans_the_platform() {
+    let s = example("four-clusters.toml");
+    for algo in TreeAlgo::ALL {
+        for costs in [TreeCosts::Latency, TreeCosts::Transfer] {
+            let t: Tree = build_tree(&s.platform, algo, NodeId(5), costs, 1 << 20).unwrap();
+            assert_eq!(t.len(), 64, "{algo}");
+            assert_eq!(t.root(), NodeId(5));
+        }
+    }
+    let chain = build_tree(
+        &s.platform,
+        TreeAlgo::Chain,
+        NodeId(62),
+        TreeCosts::Latency,
+        1,
+    )
+    .unwrap();
+    assert_eq!(chain.children(NodeId(63)), &[NodeId(0)]);
+    assert_eq!(chain.parent(NodeId(61)), Some(NodeId(60)));
+    // The widest-path tree avoids the 3 MB/s A-C link: C is reached through D or B.
+    let t = build_tree(
+        &s.platform,
+        TreeAlgo::MaxBottleneck,
+        NodeId(0),
+        TreeCosts::Latency,
+        1,
+    )
+    .unwrap();
+    let bw = PlatformCosts::bandwidth_mb_s(&s.platform);
+    for n in 32..48u32 {
+        let mut x = NodeId(n);
+        let mut narrowest = f64::INFINITY;
+        while let Some(p) = t.parent(x) {
+            narrowest = narrowest.min(windrose_model::LinkCosts::cost(&bw, p, x));
+            x = p;
+        }
+        assert!(narrowest > 3.0, "node {n}: {narrowest} MB/s");
+    }
+}
+
+#[test]
+fn seed004_paths_to_process_0() {
+    let s = example("seed004-six-sites.toml");
+    let lat = PlatformCosts::latency_ms(&s.platform);
+    let path = |algo| {
+        build_tree(&s.platform, algo, NodeId(12), TreeCosts::Latency, 24)
+            .unwrap()
+            .path_cost(NodeId(0), &lat)
+    };
+    assert!((path(TreeAlgo::Binomial) - 96.5).abs() < 1e-9);
+    assert!((path(TreeAlgo::Magpie) - 14.9).abs() < 1e-9);
+}
+
+/// The capacities mayhem gives, draw by draw.
+fn draws(s: &Scenario, seed: u64, count: usize) -> Vec<Vec<Change>> {
+    let m = s.mayhem.unwrap();
+    let links = m.selected_links(&s.platform);
+    let mut rng = Mayhem::rng(seed);
+    (0..count)
+        .map(|_| m.draw(&mut rng, &s.platform, &links))
+        .collect()
+}
+
+#[test]
+fn mayhem_is_deterministic_per_seed_and_differs_across_seeds() {
+    let s = example("mayhem.toml");
+    let a = draws(&s, 7, 4);
+    assert_eq!(a, draws(&s, 7, 4));
+    assert_ne!(a, draws(&s, 8, 4));
+    assert_ne!(a[0], a[1], "consecutive draws differ");
+    let mut fractions = Vec::new();
+    for draw in &a {
+        assert_eq!(draw.len(), s.platform.link_count());
+        for c in draw {
+            let Change::Capacity { link, bytes_s } = *c else {
+                panic!("mayhem only changes capacities")
+            };
+            let f = bytes_s / s.platform.capacity_bytes_s(link);
+            assert!((0.1..=1.0).contains(&f), "{f}");
+            fractions.push(f);
+        }
+    }
+    let mean = fractions.iter().sum::<f64>() / fractions.len() as f64;
+    assert!((mean - 0.55).abs() < 0.03, "mean fraction {mean}");
+    // Whole runs: same seed, same result; another seed, other completion times.
+    let r1 = run_scenario(&s, 7, None).unwrap();
+    let r2 = run_scenario(&s, 7, None).unwrap();
+    let r3 = run_scenario(&s, 8, None).unwrap();
+    assert_eq!(r1, r2);
+    assert!(r1.mayhem_draws >= 2, "{}", r1.mayhem_draws);
+    assert_ne!(r1.repetitions[0].makespan_s, r3.repetitions[0].makespan_s);
+    assert!(r1.all_finished() && r3.all_finished());
+}
+
+#[test]
+fn event_log_is_byte_identical_and_on_the_scenario_clock() {
+    let s = example("four-clusters.toml");
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    let ra = run_scenario(&s, 1, Some(&mut a)).unwrap();
+    let rb = run_scenario(&s, 1, Some(&mut b)).unwrap();
+    assert_eq!(ra, rb);
+    assert!(!a.is_empty());
+    assert!(a == b, "logs differ");
+    // Without a log, the same results.
+    assert_eq!(run_scenario(&s, 1, None).unwrap(), ra);
+    let text = String::from_utf8(a).unwrap();
+    let mut last = 0.0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let t = v["t"].as_f64().unwrap();
+        assert!(t >= last, "time goes back at {line}");
+        last = t;
+    }
+    assert!(text.contains("\"ev\":\"change\",\"link\":\"wan:1:3\""));
+    assert!(text.contains("\"ev\":\"fail\""));
+    // Repetitions: the second one's lines come after the first one's end.
+    let s = example("seed004-six-sites.toml");
+    let mut log = Vec::new();
+    let r = run_scenario(&s, 0, Some(&mut log)).unwrap();
+    let text = String::from_utf8(log).unwrap();
+    let starts: Vec<f64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["ev"] == "repetition")
+        .map(|v| v["t"].as_f64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), r.repetitions.len());
+    for (t, rep) in starts.iter().zip(&r.repetitions) {
+        // serde_json's float parsing may be 1 ulp off.
+        assert!(
+            (t - rep.start_s).abs() <= 1e-12 * rep.start_s.max(1.0),
+            "{t} vs {}",
+            rep.start_s
+        );
+    }
+}
+
+#[test]
+fn four_clusters_run_changes_and_failure() {
+    let s = example("four-clusters.toml");
+    let r = run_scenario(&s, s.default_seed, None).unwrap();
+    assert_eq!(r.repetitions.len(), 1);
+    assert_eq!(r.changes_applied, 2);
+    assert_eq!(r.failures, 1);
+    let failed: Vec<NodeId> = r
+        .nodes
+        .iter()
+        .filter(|n| n.outcomes[0] == NodeOutcome::Failed)
+        .map(|n| n.node)
+        .collect();
+    assert_eq!(failed, [NodeId(61)]);
+    for n in &r.nodes {
+        if n.node != NodeId(61) {
+            assert_eq!(n.outcomes[0], NodeOutcome::Finished, "node {}", n.node);
+            let expect = if n.node == NodeId(0) { 0 } else { 16 << 20 };
+            assert_eq!(n.app_bytes_delivered, expect, "node {}", n.node);
+        }
+    }
+    // The WAN slowdown at 2 s costs time: compare with the same scenario without it.
+    let mut calm = s.clone();
+    calm.changes.clear();
+    let rc = run_scenario(&calm, 0, None).unwrap();
+    assert!(rc.repetitions[0].makespan_s < r.repetitions[0].makespan_s);
+    assert_eq!(rc.changes_applied, 0);
+    // Bytes per link: every WAN link the tree uses carried at least the message.
+    let wan: f64 = r
+        .links
+        .iter()
+        .filter(|l| matches!(LinkId::from(l.link), LinkId::Wan { .. }))
+        .map(|l| l.bytes)
+        .sum();
+    assert!(wan >= 3.0 * (16u64 << 20) as f64, "{wan}");
+}
+
+#[test]
+fn repetitions_run_one_after_the_other() {
+    let s = example("seed004-six-sites.toml");
+    let r = run_scenario(&s, 0, None).unwrap();
+    assert_eq!(r.repetitions.len(), 16);
+    assert!(r.all_finished());
+    let one = r.repetitions[0].makespan_s.unwrap();
+    for (k, rep) in r.repetitions.iter().enumerate() {
+        let m = rep.makespan_s.unwrap();
+        assert!((m - one).abs() < 1e-9, "repetition {k}: {m} vs {one}");
+        if k > 0 {
+            assert_eq!(rep.start_s, r.repetitions[k - 1].end_s);
+        }
+    }
+    // The MagPIe tree's slowest path: 12 -> 8 is 701.2 ms, then nothing (8 is S2's
+    // coordinator; S2's other members are at ~0 ms).
+    assert!((one - 0.7012).abs() < 1e-3, "{one}");
+    assert!((r.end_s - 16.0 * one).abs() < 1e-6);
+}
+
+#[test]
+fn scatter_finishes_near_the_schedule() {
+    let s = example("scatter-two-sites.toml");
+    let r = run_scenario(&s, 0, None).unwrap();
+    assert!(r.all_finished());
+    let predicted = r.predicted_finish_s.unwrap();
+    for n in &r.nodes {
+        let done = n.compute_done_s[0].unwrap();
+        // Zero latencies; the only difference is the frame overhead (a few bytes per MiB).
+        assert!(
+            ((done - predicted) / predicted).abs() < 1e-3,
+            "node {}: {done} vs {predicted}",
+            n.node
+        );
+    }
+}
+
+#[test]
+fn failed_nodes_stay_failed_and_stuck_runs_end() {
+    // A leaf fails during the first of three broadcasts: it stays failed in the next two, and
+    // everyone else finishes all three.
+    let text = small("[[fail]]\nnode = 4\nat_s = 0.001\n").replace(
+        "segment_bytes = \"10kB\"",
+        "segment_bytes = \"10kB\"\nrepetitions = 3",
+    );
+    let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+    let r = run_scenario(&s, 0, None).unwrap();
+    assert_eq!(r.repetitions.len(), 3);
+    assert_eq!(r.failures, 1);
+    for n in &r.nodes {
+        let expect = if n.node == NodeId(4) {
+            NodeOutcome::Failed
+        } else {
+            NodeOutcome::Finished
+        };
+        assert!(n.outcomes.iter().all(|o| *o == expect), "{n:?}");
+    }
+    // The root of a chain fails mid-send: its child aborts, the rest wait for ever; the run
+    // still ends, and so does the next repetition.
+    let text = small("[[fail]]\nnode = 0\nat_s = 0.01\n")
+        .replace("tree = \"binomial\"", "tree = \"chain\"")
+        .replace(
+            "segment_bytes = \"10kB\"",
+            "segment_bytes = \"10kB\"\nrepetitions = 2",
+        );
+    let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+    let r = run_scenario(&s, 0, None).unwrap();
+    assert_eq!(r.repetitions.len(), 2);
+    for rep in &r.repetitions {
+        assert_eq!(
+            (rep.failed, rep.aborted, rep.unfinished),
+            (1, 1, 3),
+            "{rep:?}"
+        );
+    }
+    assert!(!r.all_finished());
+}
