@@ -2,7 +2,7 @@
 //! TCP copy of the same bytes, alternating in one run; prints every repetition and the medians.
 //!
 //! ```text
-//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024]
+//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024]
 //! ```
 //!
 //! - plain: one connection, the sender `write_all`s the payload in 1 MiB slices, the receiver
@@ -87,6 +87,7 @@ async fn windrose(data: bytes::Bytes, segment: u64, verify: bool) -> (Duration, 
     let node = tokio::spawn(run_node(l1, receiver));
     let mut job = RootJob::broadcast(chain(2, NodeId(0)).unwrap(), segment, data);
     job.probe_period = None;
+    job.max_frame_payload = (arg("--frame-kib", 1024) << 10) as u32;
     let outcome = run_root(config(0), job).await.unwrap();
     node.await.unwrap().unwrap();
     let wall = wall.elapsed();
@@ -124,6 +125,14 @@ fn main() {
     );
     let (mut plain, mut wr, mut wr_hash, mut wall) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    if std::env::args().any(|a| a == "--profile-plain") {
+        // Only the plain copy, for profilers.
+        for _ in 0..reps {
+            let p = rt.block_on(plain_copy(data.clone()));
+            println!("plain {:.1} MB/s", mb / p.as_secs_f64());
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "--profile-windrose") {
         // Only windrose without hashing, for profilers.
         for _ in 0..reps {

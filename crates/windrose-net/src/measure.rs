@@ -4,6 +4,9 @@
 //! The format is deliberately small and serialisable (JSON in node reports and in
 //! `windrose bcast --measurements FILE`); a later issue converts it to the model crate's
 //! measurement series to feed forecasters.
+//!
+//! [`blake3_bytes_s`] and [`loopback_copy_bytes_s`] measure this machine before a run, to
+//! calibrate the finish times a divisible-load scatter predicts.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -115,6 +118,61 @@ impl Recorder {
     }
 }
 
+/// This machine's BLAKE3 speed in bytes per second: the best of `rounds` single-threaded
+/// hashes of `sample` (the compute step of a scatter, as every node runs it). Used to calibrate
+/// a scatter's predicted finish times. None when the sample is empty or the clock too coarse.
+pub fn blake3_bytes_s(sample: &[u8], rounds: usize) -> Option<f64> {
+    if sample.is_empty() {
+        return None;
+    }
+    let best = (0..rounds.max(1))
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(blake3::hash(std::hint::black_box(sample)));
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    (best > 0.0).then(|| sample.len() as f64 / best)
+}
+
+/// Throughput of a plain TCP copy of `bytes` bytes over loopback (127.0.0.1), in bytes per
+/// second: one connection, 1 MiB writes, the receiver dropping what it reads; timed from the
+/// accepted connection to the last byte. Calibrates scatter predictions for groups on loopback
+/// (`windrose local --scatter`).
+pub async fn loopback_copy_bytes_s(bytes: usize) -> std::io::Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let sender = tokio::spawn(async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let chunk = vec![0x5au8; 1 << 20];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            s.write_all(&chunk[..n]).await?;
+            left -= n;
+        }
+        s.shutdown().await
+    });
+    let (mut r, _) = listener.accept().await?;
+    let start = std::time::Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0;
+    while got < bytes {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the loopback sender closed early",
+            ));
+        }
+        got += n;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    sender.await.map_err(std::io::Error::other)??;
+    Ok(bytes as f64 / secs.max(1e-9))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +196,16 @@ mod tests {
         let json = serde_json::to_string(&m).unwrap();
         let back: LinkMeasurements = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn calibration_speeds_are_positive() {
+        assert!(blake3_bytes_s(&[7u8; 1 << 20], 2).unwrap() > 0.0);
+        assert_eq!(blake3_bytes_s(&[], 2), None);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(loopback_copy_bytes_s(4 << 20)).unwrap() > 0.0);
     }
 }

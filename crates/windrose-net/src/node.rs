@@ -279,6 +279,20 @@ impl RootJob {
             max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
         }
     }
+
+    /// A divisible-load scatter of `data` following `schedule` (each parent serving its
+    /// children one after the other, as the schedule assumes, unless `parallel`), every node
+    /// hashing its kept share with BLAKE3 as its compute step; 1 MiB frames, probes every
+    /// 500 ms.
+    pub fn scatter(schedule: Schedule, parallel: bool, data: Bytes) -> RootJob {
+        RootJob {
+            collective: Collective::Scatter { schedule, parallel },
+            data,
+            seed: 1,
+            probe_period: Some(Duration::from_millis(500)),
+            max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+        }
+    }
 }
 
 /// A node's view of its run.
@@ -1642,7 +1656,12 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             return fail(&mut core, NetError::Setup(reason)).await;
         }
     };
-    match Sink::start(&config.output, job.session ^ u64::from(me.0), config.verify) {
+    // A scatter delivers nothing (its nodes compute their shares): no output file is made.
+    let output = match (&job.collective, &config.output) {
+        (CollectiveSpec::Scatter { .. }, OutputSpec::File(_)) => OutputSpec::Discard,
+        (_, o) => o.clone(),
+    };
+    match Sink::start(&output, job.session ^ u64::from(me.0), config.verify) {
         Ok(s) => core.sink = Some(s),
         Err(e) => {
             core.send_control(root, &Control::Abort(format!("node {me}: {e}")));

@@ -49,7 +49,11 @@ enum Command {
     Node(net_cmds::NodeArgs),
     /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
     Bcast(net_cmds::BcastArgs),
-    /// Start N node processes on loopback (127.0.0.x) and run a broadcast, in one command.
+    /// Divisible-load scatter from the root of a group over TCP: every node hashes its share,
+    /// measured finish times beside the schedule's prediction.
+    Scatter(net_cmds::ScatterArgs),
+    /// Start N node processes on loopback (127.0.0.x) and run a broadcast (or with --scatter,
+    /// the scatter), in one command.
     Local(net_cmds::LocalArgs),
 }
 
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Node(args) => net_cmds::run_node_cmd(args),
         Command::Bcast(args) => net_cmds::run_bcast(args),
+        Command::Scatter(args) => net_cmds::run_scatter(args),
         Command::Local(args) => net_cmds::run_local(args),
     };
     match result {

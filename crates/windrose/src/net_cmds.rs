@@ -1,14 +1,19 @@
 //! The real-network commands: `windrose node` (serve one run as a member of a group),
 //! `windrose bcast` (broadcast a file to a group from its root, with a progress bar and a
-//! BLAKE3 check of what every node received) and `windrose local` (start N node processes on
-//! loopback and run the broadcast, all in one command). The driver is `windrose_net`.
+//! BLAKE3 check of what every node received), `windrose scatter` (the divisible-load scatter
+//! from the root, every node hashing its share as its compute step, measured finish times
+//! beside the schedule's prediction) and `windrose local` (start N node processes on loopback
+//! and run the broadcast, or with `--scatter` the scatter, all in one command). The driver is
+//! `windrose_net`.
 
+use crate::dlt::speeds;
 use crate::error::{bad_input, OrBadInput};
 use crate::output::{num, print, print_json, vtable};
 use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,12 +23,14 @@ use std::time::{Duration, Instant};
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::bootstrap::{Bootstrap, GroupFile, Membership};
 use windrose_net::group::Group;
+use windrose_net::measure;
 use windrose_net::trees::{group_costs, TreeKind};
 use windrose_net::wire::RunStatus;
 use windrose_net::{
     bind, map_file, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
     OutputSpec, RootJob, RunOutcome, Timeouts,
 };
+use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 
 /// `windrose node`: one member of a group, serving one run.
 #[derive(Debug, Args)]
@@ -34,8 +41,9 @@ pub struct NodeArgs {
     /// This node's id in the group.
     #[arg(long)]
     id: u32,
-    /// Write the received data to FILE (under a temporary name until complete); without it
-    /// the data is only hashed.
+    /// Write the received data of a broadcast to FILE (under a temporary name until
+    /// complete); without it the data is only hashed. A scatter writes nothing: each node
+    /// hashes its share.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Give up when no root has sent a job within this many seconds.
@@ -49,16 +57,12 @@ pub struct NodeArgs {
     quiet: bool,
 }
 
-/// Options shared by `bcast` and `local`: the tree and how data is cut.
+/// Options shared by `bcast`, `scatter` and `local`: the tree and how the run is watched.
 #[derive(Debug, Args)]
 pub struct TreeOpts {
-    /// The broadcast tree: mst, magpie, binomial, balanced-path, chain or flat.
+    /// The tree: mst, magpie, binomial, balanced-path, chain or flat.
     #[arg(long, default_value = "balanced-path", value_parser = parse_tree)]
     tree: TreeKind,
-    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4M; one segment as large as
-    /// the file is store-and-forward).
-    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
-    segment: u64,
     /// Link costs to build the tree from (a cost file as `windrose tree build` reads, one node
     /// per group member); default: 0.1 ms inside a cluster, 10 ms between clusters.
     #[arg(long, value_name = "FILE")]
@@ -92,8 +96,74 @@ pub struct BcastArgs {
     /// The root's node id (this process); every other member must run `windrose node`.
     #[arg(long, default_value_t = 0)]
     id: u32,
+    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4M; one segment as large as
+    /// the file is store-and-forward).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    segment: u64,
     #[command(flatten)]
     opts: TreeOpts,
+}
+
+/// `windrose scatter`: the divisible-load scatter from the root of a group.
+#[derive(Debug, Args)]
+pub struct ScatterArgs {
+    /// The group file.
+    #[arg(long, value_name = "FILE")]
+    group: PathBuf,
+    /// The load (memory-mapped, never read whole into memory); default: a random load of
+    /// --load-size bytes from --seed.
+    #[arg(long, value_name = "FILE", conflicts_with = "load_size")]
+    file: Option<PathBuf>,
+    /// Size of the random load when no --file is given.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
+    load_size: u64,
+    /// Seed of the random load.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The root's node id (this process); every other member must run `windrose node`.
+    #[arg(long, default_value_t = 0)]
+    id: u32,
+    #[command(flatten)]
+    scatter: ScatterOpts,
+    #[command(flatten)]
+    opts: TreeOpts,
+}
+
+/// How a scatter is scheduled and its finish times predicted (`scatter`, `local --scatter`).
+#[derive(Debug, Args)]
+pub struct ScatterOpts {
+    /// Seconds each node needs to process the whole load and each tree link to carry it, as
+    /// `windrose dlt` reads them (.toml or .csv; see `windrose dlt --help`). The schedule and
+    /// its prediction are then in the file's seconds, not calibrated. Default: every node and
+    /// link alike, at the speeds of --hash-mb-s and --link-mb-s.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hash_mb_s", "link_mb_s"])]
+    speeds: Option<PathBuf>,
+    /// BLAKE3 speed of every node, in MB/s; default: measured on this machine before the run.
+    #[arg(long, value_name = "MB/S")]
+    hash_mb_s: Option<f64>,
+    /// Throughput of every tree link, in MB/s; default: measured by a plain TCP copy on
+    /// loopback when every node has a loopback address, else assumed to be 117 (gigabit
+    /// Ethernet; the output then says the prediction is not calibrated).
+    #[arg(long, value_name = "MB/S")]
+    link_mb_s: Option<f64>,
+    /// In which order every parent sends its children their shares: optimal (fastest link
+    /// first) or given (the tree's order).
+    #[arg(long, default_value = "optimal", value_parser = parse_order)]
+    order: OrderPolicy,
+    /// Send every child its share at once instead of one after the other (one after the other
+    /// is what the schedule and its prediction assume).
+    #[arg(long)]
+    parallel: bool,
+}
+
+impl ScatterOpts {
+    fn any_given(&self) -> bool {
+        self.speeds.is_some()
+            || self.hash_mb_s.is_some()
+            || self.link_mb_s.is_some()
+            || self.parallel
+            || self.order != OrderPolicy::Optimal
+    }
 }
 
 /// `windrose local`: a whole group on this machine.
@@ -121,12 +191,28 @@ pub struct LocalArgs {
     /// The port every node listens on (each on its own 127.0.0.x address); default: a free one.
     #[arg(long)]
     port: Option<u16>,
+    /// Segment size of the broadcast, the unit of pipelining (e.g. 1MiB, 256KiB, 4M).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    segment: u64,
+    /// Run the divisible-load scatter of the payload instead of a broadcast: every node hashes
+    /// its share (BLAKE3) and its measured finish time is printed beside the prediction.
+    #[arg(long, conflicts_with = "segment")]
+    scatter: bool,
+    #[command(flatten)]
+    scatter_opts: ScatterOpts,
     #[command(flatten)]
     opts: TreeOpts,
 }
 
 fn parse_tree(s: &str) -> Result<TreeKind, String> {
     s.parse()
+}
+
+fn parse_order(s: &str) -> Result<OrderPolicy, String> {
+    OrderPolicy::ALL
+        .into_iter()
+        .find(|p| p.name() == s.trim())
+        .ok_or_else(|| format!("unknown order {s:?}: expected optimal or given"))
 }
 
 /// Parses `1048576`, `512k`, `256KiB`, `4M`, `1MiB`, `1GiB`, `2G` (binary multiples; `B`
@@ -213,6 +299,16 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
         if let Some(h) = &r.blake3 {
             let _ = write!(line, ", BLAKE3 {h}");
         }
+        if let Some(s) = &r.share {
+            let _ = write!(
+                line,
+                ", computed its share [{}, {}) of the load: BLAKE3 {} after {} s",
+                s.offset,
+                s.offset + s.len,
+                s.blake3,
+                num(s.computed_ns as f64 * 1e-9)
+            );
+        }
         if let Some(ns) = r.finished_ns {
             let _ = write!(line, ", in {} s", num(ns as f64 * 1e-9));
         }
@@ -249,17 +345,30 @@ fn build_tree(
     tree.or_bad_input_about(format_args!("--tree {}", opts.tree))
 }
 
-/// Runs the root of a broadcast of `data` over `group` and prints the result.
-fn broadcast(
-    rt: &tokio::runtime::Runtime,
+/// The root's side of a run: its runtime and group, the data, how the run is watched.
+struct RootRun<'a> {
+    rt: &'a tokio::runtime::Runtime,
     group: Arc<Group>,
     root: NodeId,
-    source: &str,
+    /// How the data is named in the output.
+    source: String,
     data: Bytes,
-    opts: &TreeOpts,
+    opts: &'a TreeOpts,
     timeouts: Timeouts,
-) -> anyhow::Result<RunOutcome> {
-    if opts.segment == 0 {
+}
+
+/// Runs the root of a broadcast in segments of `segment` bytes and prints the result.
+fn broadcast(run: RootRun<'_>, segment: u64) -> anyhow::Result<RunOutcome> {
+    let RootRun {
+        rt,
+        group,
+        root,
+        source,
+        data,
+        opts,
+        timeouts,
+    } = run;
+    if segment == 0 {
         return Err(bad_input("--segment must be at least 1 byte"));
     }
     let tree = build_tree(&group, opts, root)?;
@@ -273,40 +382,54 @@ fn broadcast(
     let total = data.len() as u64;
     let receivers = group.len() - 1;
     let show = !(opts.quiet || opts.json);
-    let bar = rt.spawn(progress(rx, total, receivers, show));
-    let job = RootJob::broadcast(tree, opts.segment, data);
+    let bar = rt.spawn(progress(rx, total, receivers, show, false));
+    let job = RootJob::broadcast(tree, segment, data);
     let result = rt.block_on(run_root(config, job));
     let _ = rt.block_on(bar);
     let outcome = result.map_err(net_err)?;
-    if let Some(path) = &opts.measurements {
-        let json = serde_json::to_string_pretty(&outcome.measurements())?;
-        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
+    write_measurements(&outcome, opts)?;
     if opts.json {
         print_json(&outcome)?;
     } else {
-        print(&render(&outcome, source, opts))?;
+        print(&render(&outcome, &source, opts, segment))?;
     }
     Ok(outcome)
 }
 
-/// The progress bar: bytes held by all receivers over `total * receivers`.
+fn write_measurements(outcome: &RunOutcome, opts: &TreeOpts) -> anyhow::Result<()> {
+    if let Some(path) = &opts.measurements {
+        let json = serde_json::to_string_pretty(&outcome.measurements())?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The progress bar: bytes held by all receivers over `total * receivers` (a broadcast), or
+/// nodes done over `receivers` (a scatter, whose nodes hold different amounts).
 async fn progress(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<NetEvent>,
     total: u64,
     receivers: usize,
     show: bool,
+    scatter: bool,
 ) {
+    let len = if scatter {
+        receivers as u64
+    } else {
+        total.saturating_mul(receivers as u64)
+    };
     let bar = if show {
-        ProgressBar::new(total.saturating_mul(receivers as u64).max(1))
+        ProgressBar::new(len.max(1))
     } else {
         ProgressBar::hidden()
     };
+    let template = if scatter {
+        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} nodes {msg}"
+    } else {
+        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}) {msg}"
+    };
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}) {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message("connecting");
     let mut held: BTreeMap<NodeId, u64> = BTreeMap::new();
@@ -319,7 +442,11 @@ async fn progress(
             }
             NetEvent::Started { .. } => {
                 bar.reset_elapsed();
-                bar.set_message("broadcasting");
+                bar.set_message(if scatter {
+                    "scattering"
+                } else {
+                    "broadcasting"
+                });
             }
             NetEvent::Progress {
                 node, done_bytes, ..
@@ -336,7 +463,11 @@ async fn progress(
             }
             _ => {}
         }
-        bar.set_position(held.values().sum());
+        bar.set_position(if scatter {
+            reported as u64
+        } else {
+            held.values().sum()
+        });
     }
     bar.finish_and_clear();
 }
@@ -346,7 +477,7 @@ fn short(hash: &str) -> String {
 }
 
 /// The human-readable result table.
-fn render(o: &RunOutcome, source: &str, opts: &TreeOpts) -> String {
+fn render(o: &RunOutcome, source: &str, opts: &TreeOpts, segment: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -355,7 +486,7 @@ fn render(o: &RunOutcome, source: &str, opts: &TreeOpts) -> String {
         short(&o.root_blake3),
         o.root,
         opts.tree,
-        opts.segment
+        segment
     );
     let rows: Vec<Vec<String>> = o
         .nodes
@@ -422,13 +553,366 @@ fn check(outcome: &RunOutcome) -> anyhow::Result<()> {
         Ok(())
     } else {
         let failures = outcome.failures();
+        let what = if outcome.collective == "scatter" {
+            "compute their share of the load"
+        } else {
+            "receive the root's bytes"
+        };
         anyhow::bail!(
-            "{} of {} nodes did not receive the root's bytes: {}",
+            "{} of {} nodes did not {what}: {}",
             failures.len(),
             outcome.nodes.len(),
             failures.join("; ")
         )
     }
+}
+
+/// Link throughput assumed for a scatter's prediction when it can be neither given nor
+/// measured: gigabit Ethernet's payload rate, in MB/s.
+const ASSUMED_LINK_MB_S: f64 = 117.0;
+/// Bytes of the plain loopback TCP copy that calibrates link throughput.
+const LINK_CALIBRATION_BYTES: usize = 64 << 20;
+/// Largest sample hashed to calibrate the BLAKE3 speed (larger than caches: shares are).
+const HASH_CALIBRATION_BYTES: usize = 128 << 20;
+
+/// How a scatter's finish times were predicted.
+#[derive(Clone, Debug, Serialize)]
+struct Prediction {
+    /// Where the speeds come from, in words.
+    basis: String,
+    /// True when both speeds were measured on this machine just before the run (not given,
+    /// assumed or read from a speeds file).
+    calibrated: bool,
+    /// BLAKE3 speed assumed for every node, in MB/s (None with --speeds).
+    hash_mb_s: Option<f64>,
+    /// Throughput assumed for every tree link, in MB/s (None with --speeds).
+    link_mb_s: Option<f64>,
+    /// When the schedule says every node finishes its share, in seconds after the start.
+    predicted_finish_s: f64,
+}
+
+/// `windrose scatter --json`: the run as the root saw it, with the schedule and how its finish
+/// times were predicted.
+#[derive(Serialize)]
+struct ScatterOutput<'a> {
+    prediction: &'a Prediction,
+    schedule: &'a Schedule,
+    /// The root's predicted and measured finish (its own share), in seconds after the start.
+    root_predicted_finish_s: Option<f64>,
+    root_measured_finish_s: Option<f64>,
+    #[serde(flatten)]
+    run: &'a RunOutcome,
+}
+
+fn mb_s(v: f64, what: &str) -> anyhow::Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(bad_input(format!(
+            "{what} {v}: must be a positive number of MB/s"
+        )))
+    }
+}
+
+/// True when every member listens on a loopback address (or `localhost`).
+fn all_loopback(group: &Group) -> bool {
+    group.members().iter().all(|m| {
+        m.addr
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip().is_loopback())
+            .unwrap_or_else(|_| m.addr.starts_with("localhost:"))
+    })
+}
+
+/// The scatter's schedule over `tree` and how its finish times are predicted: from a speeds
+/// file, or every node and link alike at given, measured or assumed speeds.
+fn scatter_schedule(
+    rt: &tokio::runtime::Runtime,
+    group: &Group,
+    data: &Bytes,
+    tree: &windrose_trees::Tree,
+    kind: TreeKind,
+    sopts: &ScatterOpts,
+) -> anyhow::Result<(Schedule, Prediction)> {
+    let n = tree.node_count();
+    let load = data.len().max(1) as f64;
+    let (compute_s, link_s, mut prediction) = if let Some(path) = &sopts.speeds {
+        let sp = speeds::load(path, tree, Path::new(&format!("--tree {kind}")))?;
+        let p = Prediction {
+            basis: format!(
+                "from {} (its seconds for the whole load; not calibrated)",
+                path.display()
+            ),
+            calibrated: false,
+            hash_mb_s: None,
+            link_mb_s: None,
+            predicted_finish_s: 0.0,
+        };
+        (sp.compute_s_per_unit, sp.link_s_per_unit, p)
+    } else {
+        let (hash, hash_how, hash_measured) = match sopts.hash_mb_s {
+            Some(v) => (mb_s(v, "--hash-mb-s")?, "given", false),
+            None => {
+                let sample = if data.len() >= 8 << 20 {
+                    data.slice(..data.len().min(HASH_CALIBRATION_BYTES))
+                } else {
+                    random_payload(8 << 20, 0)
+                };
+                let v = measure::blake3_bytes_s(&sample, 2)
+                    .context("measuring the BLAKE3 speed: the clock did not advance")?;
+                (v / 1e6, "measured here", true)
+            }
+        };
+        let (link, link_how, link_measured) = match sopts.link_mb_s {
+            Some(v) => (mb_s(v, "--link-mb-s")?, "given", false),
+            None if all_loopback(group) => {
+                let v = rt
+                    .block_on(measure::loopback_copy_bytes_s(LINK_CALIBRATION_BYTES))
+                    .context("measuring loopback throughput with a plain TCP copy")?;
+                (v / 1e6, "a plain TCP copy on loopback", true)
+            }
+            None => (
+                ASSUMED_LINK_MB_S,
+                "assumed: gigabit Ethernet; give --link-mb-s",
+                false,
+            ),
+        };
+        let calibrated = hash_measured && link_measured;
+        let p = Prediction {
+            basis: format!(
+                "BLAKE3 at {hash:.0} MB/s ({hash_how}) on every node, {link:.0} MB/s ({link_how}) \
+                 on every link{}",
+                if calibrated {
+                    "; calibrated"
+                } else {
+                    "; not calibrated"
+                }
+            ),
+            calibrated,
+            hash_mb_s: Some(hash),
+            link_mb_s: Some(link),
+            predicted_finish_s: 0.0,
+        };
+        (
+            vec![load / (hash * 1e6); n],
+            vec![load / (link * 1e6); n],
+            p,
+        )
+    };
+    let schedule = dlt::schedule(tree, &compute_s, &link_s, sopts.order)
+        .or_bad_input_about(format_args!("scheduling the load on the {kind} tree"))?;
+    prediction.predicted_finish_s = schedule.predicted_finish_s;
+    Ok((schedule, prediction))
+}
+
+/// Runs the root of a divisible-load scatter and prints the result.
+fn scatter(run: RootRun<'_>, sopts: &ScatterOpts) -> anyhow::Result<RunOutcome> {
+    let RootRun {
+        rt,
+        group,
+        root,
+        source,
+        data,
+        opts,
+        timeouts,
+    } = run;
+    let tree = build_tree(&group, opts, root)?;
+    let (schedule, prediction) = scatter_schedule(rt, &group, &data, &tree, opts.tree, sopts)?;
+    let mut config = NodeConfig::new(Membership {
+        group: group.clone(),
+        me: root,
+    });
+    config.timeouts = timeouts;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    config.events = Some(tx);
+    let show = !(opts.quiet || opts.json);
+    let bar = rt.spawn(progress(rx, data.len() as u64, group.len() - 1, show, true));
+    let job = RootJob::scatter(schedule.clone(), sopts.parallel, data);
+    let result = rt.block_on(run_root(config, job));
+    let _ = rt.block_on(bar);
+    let outcome = result.map_err(net_err)?;
+    write_measurements(&outcome, opts)?;
+    let root_predicted = schedule.node(root).map(|s| s.predicted_finish_s);
+    let root_measured = outcome
+        .root_share
+        .as_ref()
+        .map(|s| s.computed_ns as f64 * 1e-9);
+    if opts.json {
+        print_json(&ScatterOutput {
+            prediction: &prediction,
+            schedule: &schedule,
+            root_predicted_finish_s: root_predicted,
+            root_measured_finish_s: root_measured,
+            run: &outcome,
+        })?;
+    } else {
+        print(&render_scatter(
+            &outcome,
+            &schedule,
+            &prediction,
+            &source,
+            opts.tree,
+            sopts.parallel,
+        ))?;
+    }
+    Ok(outcome)
+}
+
+/// The human-readable result of a scatter: every node's share, predicted and measured finish.
+fn render_scatter(
+    o: &RunOutcome,
+    schedule: &Schedule,
+    prediction: &Prediction,
+    source: &str,
+    tree: TreeKind,
+    parallel: bool,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "scatter of {source} ({} bytes) from node {} over a {tree} tree, {} ({} order); every \
+         node hashes its share with BLAKE3",
+        o.total_len,
+        o.root,
+        if parallel {
+            "children served at once"
+        } else {
+            "children served one after the other"
+        },
+        schedule.policy
+    );
+    let _ = writeln!(s, "prediction: {}", prediction.basis);
+    let ratio = |m: Option<f64>, p: Option<f64>| match (m, p) {
+        (Some(m), Some(p)) if p > 0.0 => format!("{:.2}", m / p),
+        _ => "-".into(),
+    };
+    let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    let parent = |n: NodeId| {
+        schedule
+            .node(n)
+            .and_then(|s| s.parent)
+            .map_or("-".into(), |p| p.to_string())
+    };
+    let mut rows = Vec::new();
+    if let Some(share) = &o.root_share {
+        let predicted = schedule.node(o.root).map(|s| s.predicted_finish_s);
+        let measured = Some(share.computed_ns as f64 * 1e-9);
+        rows.push(vec![
+            o.root.to_string(),
+            "-".into(),
+            "root".into(),
+            share.offset.to_string(),
+            share.len.to_string(),
+            opt(predicted),
+            opt(measured),
+            ratio(measured, predicted),
+            short(&share.blake3),
+            "-".into(),
+        ]);
+    }
+    for n in &o.nodes {
+        rows.push(vec![
+            n.node.to_string(),
+            parent(n.node),
+            match n.status {
+                RunStatus::Finished => "finished".into(),
+                RunStatus::Failed => "FAILED".into(),
+            },
+            n.share
+                .as_ref()
+                .map_or("-".into(), |s| s.offset.to_string()),
+            n.share.as_ref().map_or("-".into(), |s| s.len.to_string()),
+            opt(n.predicted_finish_s),
+            opt(n.measured_finish_s),
+            ratio(n.measured_finish_s, n.predicted_finish_s),
+            n.blake3.as_deref().map_or("-".into(), short),
+            if n.verified {
+                "ok".into()
+            } else {
+                "MISMATCH".into()
+            },
+        ]);
+    }
+    for line in vtable(
+        &[
+            "node",
+            "parent",
+            "status",
+            "share_offset",
+            "share_bytes",
+            "predicted_s",
+            "measured_s",
+            "measured/predicted",
+            "blake3",
+            "check",
+        ],
+        &rows,
+    ) {
+        let _ = writeln!(s, "{line}");
+    }
+    if o.all_verified() {
+        let last = o
+            .nodes
+            .iter()
+            .filter_map(|n| n.measured_finish_s)
+            .chain(o.root_share.as_ref().map(|r| r.computed_ns as f64 * 1e-9))
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "all {} nodes computed the BLAKE3 of their shares as the root expected; the last \
+             finished after {last:.3} s, predicted {:.3} s (measured/predicted {})",
+            o.nodes.len(),
+            prediction.predicted_finish_s,
+            ratio(Some(last), Some(prediction.predicted_finish_s))
+        );
+    } else {
+        for f in o.failures() {
+            let _ = writeln!(s, "{f}");
+        }
+    }
+    s
+}
+
+/// Runs `windrose scatter`.
+pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
+    let membership = GroupFile {
+        path: args.group.clone(),
+        id: args.id,
+    }
+    .membership()
+    .map_err(net_err)?;
+    let (data, source) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
+    let timeouts = Timeouts {
+        idle: secs(args.opts.timeout, "--timeout")?,
+        connect: secs(args.opts.connect_timeout, "--connect-timeout")?,
+        ..Timeouts::default()
+    };
+    let rt = runtime()?;
+    let run = RootRun {
+        rt: &rt,
+        group: membership.group,
+        root: membership.me,
+        source,
+        data,
+        opts: &args.opts,
+        timeouts,
+    };
+    let outcome = scatter(run, &args.scatter)?;
+    check(&outcome)
+}
+
+/// The file mapped, or `size` random bytes from `seed`; and how to name it.
+fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<(Bytes, String)> {
+    Ok(match file {
+        Some(f) => (map_file(f).or_bad_input()?, f.display().to_string()),
+        None => {
+            let n = usize::try_from(size).map_err(|_| bad_input("the size is too large"))?;
+            (
+                random_payload(n, seed),
+                format!("a random payload (seed {seed})"),
+            )
+        }
+    })
 }
 
 /// Runs `windrose bcast`.
@@ -446,15 +930,16 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         ..Timeouts::default()
     };
     let rt = runtime()?;
-    let outcome = broadcast(
-        &rt,
-        membership.group,
-        membership.me,
-        &args.file.display().to_string(),
+    let run = RootRun {
+        rt: &rt,
+        group: membership.group,
+        root: membership.me,
+        source: args.file.display().to_string(),
         data,
-        &args.opts,
+        opts: &args.opts,
         timeouts,
-    )?;
+    };
+    let outcome = broadcast(run, args.segment)?;
     check(&outcome)
 }
 
@@ -494,6 +979,12 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             args.nodes
         )));
     }
+    if !args.scatter && args.scatter_opts.any_given() {
+        return Err(bad_input(
+            "--speeds, --hash-mb-s, --link-mb-s, --order and --parallel are scatter options: \
+             add --scatter",
+        ));
+    }
     let timeout = secs(args.opts.timeout, "--timeout")?;
     let temp;
     let dir: &Path = match &args.out_dir {
@@ -514,16 +1005,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let group_file = dir.join("group.toml");
     std::fs::write(&group_file, group.to_toml())
         .with_context(|| format!("writing {}", group_file.display()))?;
-    let (data, source) = match &args.file {
-        Some(f) => (map_file(f).or_bad_input()?, f.display().to_string()),
-        None => {
-            let n = usize::try_from(args.size).map_err(|_| bad_input("--size is too large"))?;
-            (
-                random_payload(n, args.seed),
-                format!("a random payload (seed {})", args.seed),
-            )
-        }
-    };
+    let (data, source) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
     let exe = std::env::current_exe().context("locating the windrose binary")?;
     let wait_s = (timeout.as_secs_f64() * 4.0).max(60.0);
     let mut children = Children(Vec::new());
@@ -542,7 +1024,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        if args.out_dir.is_some() {
+        if args.out_dir.is_some() && !args.scatter {
             cmd.arg("--out").arg(dir.join(format!("node-{i}.bin")));
         }
         let child = cmd
@@ -556,15 +1038,20 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         ..Timeouts::default()
     };
     let rt = runtime()?;
-    let result = broadcast(
-        &rt,
-        Arc::new(group),
-        NodeId(0),
-        &source,
+    let run = RootRun {
+        rt: &rt,
+        group: Arc::new(group),
+        root: NodeId(0),
+        source,
         data,
-        &args.opts,
+        opts: &args.opts,
         timeouts,
-    );
+    };
+    let result = if args.scatter {
+        scatter(run, &args.scatter_opts)
+    } else {
+        broadcast(run, args.segment)
+    };
     // The nodes end after the root's Bye (or abort); give them a moment, then report those
     // that failed.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -269,3 +269,167 @@ fn bad_group_files_and_arguments_exit_2() {
         .code(2)
         .stderr(predicate::str::contains("not a size"));
 }
+
+/// Checks a scatter's JSON outcome: every node finished with the share the root expected, the
+/// kept shares partition the load, and every node has a predicted and a measured finish.
+fn check_scatter(o: &serde_json::Value, nodes: usize, load: u64) {
+    assert_eq!(o["collective"], "scatter");
+    let predicted = o["prediction"]["predicted_finish_s"].as_f64().unwrap();
+    assert!(predicted > 0.0, "{o}");
+    assert!(o["root_measured_finish_s"].as_f64().unwrap() > 0.0);
+    let mut shares = vec![(
+        o["root_share"]["offset"].as_u64().unwrap(),
+        o["root_share"]["len"].as_u64().unwrap(),
+    )];
+    let list = o["nodes"].as_array().unwrap();
+    assert_eq!(list.len(), nodes - 1);
+    for n in list {
+        assert_eq!(n["status"], "finished", "{n}");
+        assert_eq!(n["verified"], true, "{n}");
+        assert!(n["measured_finish_s"].as_f64().unwrap() > 0.0, "{n}");
+        assert!(
+            (n["predicted_finish_s"].as_f64().unwrap() - predicted).abs() < 1e-9 * predicted,
+            "the schedule predicts one finish time for all: {n}"
+        );
+        shares.push((
+            n["share"]["offset"].as_u64().unwrap(),
+            n["share"]["len"].as_u64().unwrap(),
+        ));
+    }
+    shares.sort();
+    let mut next = 0;
+    for (offset, len) in shares {
+        assert_eq!(offset, next, "the kept shares partition the load");
+        next += len;
+    }
+    assert_eq!(next, load);
+}
+
+#[test]
+fn local_scatter_predicts_and_measures_every_node() {
+    let out = windrose()
+        .args(["local", "--scatter", "--nodes", "6", "--clusters", "2"])
+        .args(["--size", "8MiB", "--tree", "binomial", "--json"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_scatter(&o, 6, 8 << 20);
+    // On loopback both speeds are measured before the run.
+    let p = &o["prediction"];
+    assert_eq!(p["calibrated"], true, "{p}");
+    assert!(p["hash_mb_s"].as_f64().unwrap() > 0.0);
+    assert!(p["link_mb_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(o["schedule"]["nodes"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn scatter_and_nodes_as_separate_commands_with_a_speeds_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(
+        &group,
+        "lab-scatter",
+        &[free_port(), free_port(), free_port(), free_port()],
+    );
+    // A flat tree: node 0 sends to 1, 2 and 3.
+    let speeds = dir.path().join("speeds.toml");
+    std::fs::write(
+        &speeds,
+        "[compute_s_per_unit]\n0 = 1.0\n1 = 2.0\n2 = 1.0\n3 = 4.0\n\
+         [link_s_per_unit]\n1 = 0.5\n2 = 0.2\n0-3 = 0.1\n",
+    )
+    .unwrap();
+    let data = dir.path().join("load.bin");
+    std::fs::write(
+        &data,
+        (0..3_000_001u32)
+            .map(|i| (i * 13 % 251) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let outs: Vec<_> = (1..4)
+        .map(|i| dir.path().join(format!("got-{i}.bin")))
+        .collect();
+    let nodes: Vec<Child> = (1..4)
+        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
+        .collect();
+    let out = windrose()
+        .args(["scatter", "--group", group.to_str().unwrap()])
+        .args(["--file", data.to_str().unwrap()])
+        .args(["--tree", "flat", "--speeds", speeds.to_str().unwrap()])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("not calibrated"), "{stdout}");
+    assert!(stdout.contains("predicted_s"), "{stdout}");
+    assert!(stdout.contains("measured_s"), "{stdout}");
+    assert!(
+        stdout.contains("all 3 nodes computed the BLAKE3 of their shares"),
+        "{stdout}"
+    );
+    for n in nodes {
+        let out = n.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("computed its share"));
+    }
+    // A scatter delivers nothing to write: no output files, complete or partial.
+    for o in &outs {
+        assert!(!o.exists(), "{}", o.display());
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+}
+
+#[test]
+fn scatter_arguments_are_checked_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-scatter-args", &[free_port(), free_port()]);
+    let speeds = dir.path().join("speeds.toml");
+    std::fs::write(
+        &speeds,
+        "[compute_s_per_unit]\n0 = 1.0\n[link_s_per_unit]\n",
+    )
+    .unwrap();
+    // Nobody runs node 1: every error is found before the root connects.
+    windrose()
+        .args(["scatter", "--group", group.to_str().unwrap()])
+        .args(["--load-size", "1MiB", "--speeds", speeds.to_str().unwrap()])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("speeds.toml"))
+        .stderr(predicate::str::contains("node 1"));
+    windrose()
+        .args(["scatter", "--group", group.to_str().unwrap()])
+        .args(["--load-size", "1MiB", "--hash-mb-s", "0"])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--hash-mb-s 0"));
+    windrose()
+        .args(["local", "--speeds", speeds.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("add --scatter"));
+    windrose()
+        .args(["local", "--scatter", "--segment", "1MiB"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--segment"));
+}
