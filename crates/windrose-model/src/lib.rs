@@ -23,6 +23,7 @@ pub mod error;
 pub mod fixtures;
 pub mod ids;
 pub mod load;
+pub mod measurements;
 pub mod overlay;
 pub mod platform;
 pub mod random;
