@@ -26,6 +26,7 @@ pub mod adaptive;
 pub mod balanced_path;
 pub mod binomial;
 pub mod dlt;
+pub mod multicast;
 pub mod segtree;
 pub mod static_trees;
 pub mod tree;

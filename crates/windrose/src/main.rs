@@ -6,6 +6,7 @@
 //! does not parse, an unknown node, a bad argument value) exits with code 2 and one line on
 //! stderr naming the file, line and column; other failures exit with code 1.
 
+mod bound_cmd;
 mod dlt;
 mod error;
 mod input;
@@ -45,6 +46,10 @@ enum Command {
     /// Run scenarios (platform, changes, failures, workload) in the discrete-event simulator.
     #[command(subcommand)]
     Sim(sim_cmd::SimCommand),
+    /// The physical limit of a multicast on a scenario's platform (max-flow from the root to
+    /// each receiver), per interval between capacity changes, and the completion time it implies;
+    /// `--plan` adds a Balanced Multicasting plan and its rate as a fraction of the bound.
+    Bound(bound_cmd::BoundArgs),
     /// Serve one run as a member of a group (until the collective ends).
     Node(net_cmds::NodeArgs),
     /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Command::Dlt(args) => dlt::run(args),
         Command::Reproduce(cmd) => reproduce::run(cmd),
         Command::Sim(cmd) => sim_cmd::run(cmd),
+        Command::Bound(args) => bound_cmd::run(args),
         Command::Node(args) => net_cmds::run_node_cmd(args),
         Command::Bcast(args) => net_cmds::run_bcast(args),
         Command::Scatter(args) => net_cmds::run_scatter(args),

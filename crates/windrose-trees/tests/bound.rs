@@ -1,0 +1,218 @@
+//! The multicast bound: golden examples, Dinic against brute-force minimum cuts, and the
+//! bound's obvious limits (root uplink, receivers' downlinks).
+
+use proptest::prelude::*;
+use windrose_model::platform::{ClusterSpec, LinkId, Platform};
+use windrose_model::{ClusterId, NodeId};
+use windrose_trees::multicast::bound::{
+    completion_time_s, max_flow, multicast_bound, platform_network, BoundError, FlowNetwork,
+};
+
+/// The smallest cut separating `s` from `t`, by enumerating every vertex subset.
+fn brute_force_min_cut(net: &FlowNetwork, s: usize, t: usize) -> f64 {
+    let n = net.vertex_count();
+    let others: Vec<usize> = (0..n).filter(|&v| v != s && v != t).collect();
+    let mut best = f64::INFINITY;
+    for mask in 0u64..(1u64 << others.len()) {
+        let mut side = vec![false; n];
+        side[s] = true;
+        for (i, &v) in others.iter().enumerate() {
+            side[v] = mask >> i & 1 == 1;
+        }
+        let cut: f64 = net
+            .arcs()
+            .filter(|a| side[a.from] && !side[a.to])
+            .map(|a| a.capacity)
+            .sum();
+        best = best.min(cut);
+    }
+    best
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn two_clusters_behind_a_1_mb_s_wan() {
+    let site = ClusterSpec::uniform(3, 1.25e8, 1.25e9, 1e-4);
+    let p = Platform::builder()
+        .cluster(site)
+        .cluster(site)
+        .wan_all(1e6, 0.01)
+        .build()
+        .unwrap();
+    let b = multicast_bound(&p, NodeId(0)).unwrap();
+    assert!(close(b.bytes_s, 1e6), "{}", b.bytes_s);
+    assert_eq!(b.bottleneck_receiver, NodeId(3));
+    // Inside the root's cluster the root's uplink (1.25e8) is the limit.
+    assert!(close(b.per_receiver_bytes_s[1], 1.25e8));
+    assert!(b.per_receiver_bytes_s[0].is_infinite());
+}
+
+#[test]
+fn relays_through_a_third_cluster_add_up() {
+    // Root cluster 0 reaches cluster 1 directly (1 MB/s) and relayed by cluster 2's node
+    // (0.5 MB/s on 2->1): 1.5 MB/s; it reaches cluster 2 directly (2 MB/s) and relayed by
+    // cluster 1 (1 MB/s): 3 MB/s. The bound is the smaller, 1.5 MB/s.
+    let site = ClusterSpec::uniform(1, 1e8, 1e9, 1e-4);
+    let wan = [[0.0, 1e6, 2e6], [1e6, 0.0, 1e6], [2e6, 0.5e6, 0.0]];
+    let mut b = Platform::builder()
+        .cluster(site)
+        .cluster(site)
+        .cluster(site);
+    for (i, row) in wan.iter().enumerate() {
+        for (j, &c) in row.iter().enumerate() {
+            if i != j {
+                b = b.wan(ClusterId(i as u32), ClusterId(j as u32), c, 0.01);
+            }
+        }
+    }
+    let p = b.build().unwrap();
+    assert!(close(max_flow(&p, NodeId(0), NodeId(1)), 1.5e6));
+    assert!(close(max_flow(&p, NodeId(0), NodeId(2)), 3e6));
+    let bound = multicast_bound(&p, NodeId(0)).unwrap();
+    assert!(close(bound.bytes_s, 1.5e6));
+    assert_eq!(bound.bottleneck_receiver, NodeId(1));
+}
+
+#[test]
+fn root_uplink_limits_a_flat_cluster() {
+    let p = Platform::builder()
+        .cluster(ClusterSpec::uniform(4, 1e7, 1e9, 1e-4))
+        .node_capacity(NodeId(0), 2e6, 1e7)
+        .build()
+        .unwrap();
+    assert!(close(multicast_bound(&p, NodeId(0)).unwrap().bytes_s, 2e6));
+}
+
+#[test]
+fn errors() {
+    let p = Platform::builder()
+        .cluster(ClusterSpec::uniform(1, 1e7, 1e9, 1e-4))
+        .build()
+        .unwrap();
+    assert_eq!(multicast_bound(&p, NodeId(0)), Err(BoundError::NoReceivers));
+    assert!(matches!(
+        multicast_bound(&p, NodeId(5)),
+        Err(BoundError::UnknownRoot { .. })
+    ));
+}
+
+#[test]
+fn completion_time_integrates_the_rate() {
+    // 10 B/s for 2 s, then 5 B/s: 30 bytes take 2 + 10/5 = 4 s.
+    assert_eq!(
+        completion_time_s(&[(0.0, 10.0), (2.0, 5.0)], 30.0),
+        Some(4.0)
+    );
+    assert_eq!(
+        completion_time_s(&[(0.0, 10.0), (2.0, 5.0)], 10.0),
+        Some(1.0)
+    );
+    assert_eq!(completion_time_s(&[(0.0, 10.0), (2.0, 0.0)], 30.0), None);
+    assert_eq!(completion_time_s(&[], 30.0), None);
+}
+
+fn capacity() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(1.0),
+        Just(2.0),
+        Just(3.0),
+        Just(5.0),
+        Just(8.0),
+        0.5f64..10.0
+    ]
+}
+
+/// Random platforms of 1-3 clusters with small node counts, every capacity drawn.
+fn platform() -> impl Strategy<Value = Platform> {
+    prop::collection::vec(1usize..=2, 1..=3)
+        .prop_flat_map(|sizes| {
+            let c = sizes.len();
+            let n: usize = sizes.iter().sum();
+            (
+                Just(sizes),
+                prop::collection::vec(capacity(), 2 * n + 2 * c + c * c),
+            )
+        })
+        .prop_map(|(sizes, caps)| {
+            let mut it = caps.into_iter();
+            let mut b = Platform::builder();
+            for &s in &sizes {
+                b = b.cluster(ClusterSpec::uniform(s, 1.0, 1.0, 1e-4));
+            }
+            let c = sizes.len();
+            for i in 0..c {
+                for j in 0..c {
+                    let w = it.next().unwrap();
+                    if i != j {
+                        b = b.wan(ClusterId(i as u32), ClusterId(j as u32), w, 0.01);
+                    }
+                }
+            }
+            let mut p = b.build().unwrap();
+            let links: Vec<LinkId> = p
+                .links()
+                .filter(|l| !matches!(l, LinkId::Wan { .. }))
+                .collect();
+            for l in links {
+                p.set_capacity(l, it.next().unwrap()).unwrap();
+            }
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn platform_max_flow_equals_brute_force_min_cut(p in platform(), r in 0u32..6, x in 0u32..6) {
+        let n = p.node_count() as u32;
+        let (root, to) = (NodeId(r % n), NodeId(x % n));
+        prop_assume!(root != to);
+        let g = platform_network(&p);
+        let cut = brute_force_min_cut(&g.network, g.vertex(root), g.vertex(to));
+        let flow = max_flow(&p, root, to);
+        prop_assert!(close(flow, cut), "flow {flow} vs cut {cut}");
+    }
+
+    #[test]
+    fn bound_is_below_root_uplink_and_every_downlink(p in platform(), r in 0u32..6) {
+        let n = p.node_count() as u32;
+        prop_assume!(n >= 2);
+        let root = NodeId(r % n);
+        let b = multicast_bound(&p, root).unwrap();
+        prop_assert!(b.bytes_s <= p.capacity_bytes_s(LinkId::NodeUp(root)) * (1.0 + 1e-12));
+        for v in (0..n).map(NodeId).filter(|&v| v != root) {
+            prop_assert!(b.bytes_s <= p.capacity_bytes_s(LinkId::NodeDown(v)) * (1.0 + 1e-12));
+            prop_assert!(b.bytes_s <= b.per_receiver_bytes_s[v.0 as usize] * (1.0 + 1e-12));
+        }
+    }
+
+    #[test]
+    fn dinic_equals_brute_force_on_random_graphs(
+        n in 2usize..9,
+        arcs in prop::collection::vec((0usize..9, 0usize..9, 0.0f64..10.0), 0..30),
+    ) {
+        let mut net = FlowNetwork::new(n);
+        for (a, b, c) in arcs {
+            if a % n != b % n {
+                net.add_arc(a % n, b % n, c);
+            }
+        }
+        let cut = brute_force_min_cut(&net, 0, n - 1);
+        let flow = net.max_flow(0, n - 1);
+        prop_assert!((flow - cut).abs() <= 1e-9 * cut.max(1.0), "flow {flow} vs cut {cut}");
+        // The flow respects capacities and is conserved at inner vertices.
+        let mut excess = vec![0.0; n];
+        for a in net.arcs() {
+            prop_assert!(a.flow >= -1e-9 && a.flow <= a.capacity + 1e-9);
+            excess[a.from] -= a.flow;
+            excess[a.to] += a.flow;
+        }
+        for (v, e) in excess.iter().enumerate().take(n - 1).skip(1) {
+            prop_assert!(e.abs() < 1e-9, "vertex {v} excess {e}");
+        }
+    }
+}
