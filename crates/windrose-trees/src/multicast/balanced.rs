@@ -331,11 +331,14 @@ pub fn plan_balanced(
         kept
     };
     trees.sort_by(|a, b| b.2.total_cmp(&a.2));
+    // Trees left with a rounding-error rate (a millionth of a byte per second next to megabytes)
+    // would only be noise for a sender to shape; dropping them keeps the plan feasible.
+    let negligible = 1e-9 * rate(&trees);
     Ok(BalancedPlan {
         root,
         trees: trees
             .into_iter()
-            .filter(|t| t.2 > 0.0)
+            .filter(|t| t.2 > negligible)
             .map(|(parent, _, rate_bytes_s)| PlannedTree {
                 parent,
                 rate_bytes_s,
