@@ -61,3 +61,31 @@ fn format_file_error(path: &std::path::Path, line: usize, column: usize, message
         (l, c) => format!("{}:{l}:{c}: {message}", path.display()),
     }
 }
+
+/// 1-based (line, column) of a byte offset in `text` (columns count characters), to report
+/// parser spans as `file:line:column`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut off = offset.min(text.len());
+    while !text.is_char_boundary(off) {
+        off -= 1;
+    }
+    let before = &text[..off];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    (line, text[line_start..off].chars().count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_col;
+
+    #[test]
+    fn line_col_counts_characters() {
+        let t = "ab\nçd\ne";
+        assert_eq!(line_col(t, 0), (1, 1));
+        assert_eq!(line_col(t, 3), (2, 1));
+        assert_eq!(line_col(t, 5), (2, 2), "ç is two bytes, one column");
+        assert_eq!(line_col(t, 4), (2, 1), "inside a character: its start");
+        assert_eq!(line_col(t, 99), (3, 2), "past the end: the end");
+    }
+}

@@ -99,6 +99,7 @@
 //! assert_eq!(err.to_string(), "bad.csv:2:3: \"abc\" is not a number");
 //! ```
 
+use crate::error::line_col;
 use crate::{
     ClusterCosts, ClusterId, CostUnit, DenseCostMatrix, LinkCosts, LinkCostsMut, ModelError, NodeId,
 };
@@ -180,18 +181,6 @@ fn file_err(path: &Path, line: usize, column: usize, message: impl Into<String>)
         column,
         message: message.into(),
     }
-}
-
-/// 1-based (line, column) of a byte offset; columns count characters.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut off = offset.min(text.len());
-    while !text.is_char_boundary(off) {
-        off -= 1;
-    }
-    let before = &text[..off];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    (line, text[line_start..off].chars().count() + 1)
 }
 
 /// Source text and its path, to turn byte spans into file errors.

@@ -82,6 +82,7 @@
 //! assert_eq!(p.route(NodeId(0), NodeId(1)).latency_s(), 1e-4);
 //! ```
 
+use crate::error::line_col;
 use crate::{ClusterId, ModelError, NodeId};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -725,18 +726,6 @@ struct NodeDoc {
     id: Spanned<i64>,
     uplink_bytes_s: Option<Spanned<f64>>,
     downlink_bytes_s: Option<Spanned<f64>>,
-}
-
-/// 1-based (line, column) of a byte offset; columns count characters.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut off = offset.min(text.len());
-    while !text.is_char_boundary(off) {
-        off -= 1;
-    }
-    let before = &text[..off];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    (line, text[line_start..off].chars().count() + 1)
 }
 
 struct Src<'a> {

@@ -178,6 +178,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use toml::{Spanned, Value};
+use windrose_model::error::line_col;
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_trees::adaptive::AdaptiveTree;
@@ -833,18 +834,6 @@ struct WorkloadDoc {
 struct WorkloadNodeDoc {
     id: Val,
     compute_bytes_s: Val,
-}
-
-/// 1-based (line, column) of a byte offset; columns count characters.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut off = offset.min(text.len());
-    while !text.is_char_boundary(off) {
-        off -= 1;
-    }
-    let before = &text[..off];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    (line, text[line_start..off].chars().count() + 1)
 }
 
 struct Src<'a> {
