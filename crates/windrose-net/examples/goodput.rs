@@ -22,8 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 use windrose_model::{ClusterId, NodeId};
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
-use windrose_net::trees::chain;
 use windrose_net::{random_payload, run_node, run_root, NodeConfig, RootJob};
+use windrose_trees::static_trees::chain_all;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -85,7 +85,7 @@ async fn windrose(data: bytes::Bytes, segment: u64, verify: bool) -> (Duration, 
     let mut receiver = config(1);
     receiver.verify = verify;
     let node = tokio::spawn(run_node(l1, receiver));
-    let mut job = RootJob::broadcast(chain(2, NodeId(0)).unwrap(), segment, data);
+    let mut job = RootJob::broadcast(chain_all(2, NodeId(0)).unwrap(), segment, data);
     job.probe_period = None;
     job.max_frame_payload = (arg("--frame-kib", 1024) << 10) as u32;
     let outcome = run_root(config(0), job).await.unwrap();

@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 use windrose_model::{ClusterCosts, ClusterId, CostUnit, LinkCosts, NodeId};
 use windrose_trees::adaptive::AdaptiveTree;
-use windrose_trees::{StaticAlgo, Tree, TreeError};
+use windrose_trees::{static_trees, StaticAlgo, Tree, TreeError};
 
 /// Latency assumed between two nodes of one cluster when no costs are given, in ms.
 pub const DEFAULT_INTRA_MS: f64 = 0.1;
@@ -26,8 +26,8 @@ pub enum TreeKind {
     Binomial,
     /// Balanced-Path binomial tree of Figueira & Mendes.
     BalancedPath,
-    /// A path from the root through every other node in ascending id order: `r -> a -> b ...`
-    /// (for root 0: `0 -> 1 -> ... -> N-1`).
+    /// A path through every node in relative-rank order ([`static_trees::chain_all`]; for root
+    /// 0: `0 -> 1 -> ... -> N-1`).
     Chain,
     /// The root sends to every node itself.
     Flat,
@@ -70,23 +70,9 @@ impl TreeKind {
             TreeKind::Binomial => StaticAlgo::Binomial.build(costs, Some(clusters), root),
             TreeKind::Flat => StaticAlgo::Flat.build(costs, Some(clusters), root),
             TreeKind::BalancedPath => Ok(AdaptiveTree::balanced_path(costs, root)?.to_tree()),
-            TreeKind::Chain => chain(costs.node_count(), root),
+            TreeKind::Chain => static_trees::chain_all(costs.node_count(), root),
         }
     }
-}
-
-/// The chain `root -> (other ids ascending)`.
-pub fn chain(node_count: usize, root: NodeId) -> Result<Tree, TreeError> {
-    let mut prev = root;
-    let mut edges = Vec::with_capacity(node_count.saturating_sub(1));
-    for i in 0..node_count {
-        let n = NodeId::from(i);
-        if n != root {
-            edges.push((n, prev));
-            prev = n;
-        }
-    }
-    Tree::from_edges(node_count, root, &edges)
 }
 
 impl fmt::Display for TreeKind {
@@ -143,10 +129,6 @@ mod tests {
             assert_eq!(t.len(), 8, "{kind}");
             assert_eq!(kind.name().parse::<TreeKind>().unwrap(), kind);
         }
-        let c = chain(4, NodeId(2)).unwrap();
-        assert_eq!(c.children(NodeId(2)), &[NodeId(0)]);
-        assert_eq!(c.children(NodeId(0)), &[NodeId(1)]);
-        assert_eq!(c.children(NodeId(1)), &[NodeId(3)]);
         assert!("tree".parse::<TreeKind>().is_err());
     }
 }

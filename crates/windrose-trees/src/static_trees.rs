@@ -125,6 +125,19 @@ pub fn flat_all(node_count: usize, root: NodeId) -> Result<Tree, TreeError> {
     flat_edges(node_count, &sorted, root)
 }
 
+/// A chain over every node `0..node_count` in relative-rank order, as [`binomial_all`] ranks
+/// them: `root -> root+1 -> ... -> N-1 -> 0 -> ... -> root-1` (for root 0: `0 -> 1 -> ... ->
+/// N-1`). The deepest tree there is: store-and-forward pays every hop, a pipelined broadcast
+/// loads each link once. A root `>= node_count` is [`TreeError::UnknownNode`].
+pub fn chain_all(node_count: usize, root: NodeId) -> Result<Tree, TreeError> {
+    check_node(node_count, root)?;
+    let order: Vec<NodeId> = (0..node_count)
+        .map(|k| NodeId::from((root.index() + k) % node_count))
+        .collect();
+    let edges: Vec<(NodeId, NodeId)> = order.windows(2).map(|w| (w[1], w[0])).collect();
+    Tree::from_edges(node_count, root, &edges)
+}
+
 fn flat_edges(node_count: usize, sorted: &[NodeId], root: NodeId) -> Result<Tree, TreeError> {
     let edges: Vec<_> = sorted
         .iter()

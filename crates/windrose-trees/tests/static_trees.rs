@@ -12,7 +12,7 @@ use windrose_trees::static_trees::{
     binomial, binomial_all, flat, flat_all, magpie, max_bottleneck_tree, minimum_spanning_tree,
     minimum_spanning_tree_over, StaticAlgo,
 };
-use windrose_trees::{Tree, TreeError};
+use windrose_trees::{static_trees, Tree, TreeError};
 
 fn n(i: u32) -> NodeId {
     NodeId(i)
@@ -663,4 +663,16 @@ proptest! {
         // WAN first at the root, in ascending cluster id.
         prop_assert_eq!(&t.children(root)[..wan_children.len()], &wan_children[..]);
     }
+}
+
+#[test]
+fn chain_follows_relative_ranks() {
+    let c = static_trees::chain_all(4, NodeId(2)).unwrap();
+    assert_eq!(c.children(NodeId(2)), &[NodeId(3)]);
+    assert_eq!(c.children(NodeId(3)), &[NodeId(0)]);
+    assert_eq!(c.children(NodeId(0)), &[NodeId(1)]);
+    assert!(c.children(NodeId(1)).is_empty());
+    let c0 = static_trees::chain_all(5, NodeId(0)).unwrap();
+    assert_eq!(c0.depth(NodeId(4)), 4);
+    assert!(static_trees::chain_all(4, NodeId(4)).is_err());
 }

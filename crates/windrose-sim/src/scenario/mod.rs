@@ -552,19 +552,7 @@ pub fn build_tree(
             static_trees::max_bottleneck_tree(&PlatformCosts::bandwidth_mb_s(platform), root)
         }
         TreeAlgo::Flat => static_trees::flat_all(n, root),
-        TreeAlgo::Chain => {
-            if root.index() >= n {
-                return Err(TreeError::UnknownNode {
-                    node: root,
-                    node_count: n,
-                });
-            }
-            let order: Vec<NodeId> = (0..n)
-                .map(|k| NodeId::from((root.index() + k) % n))
-                .collect();
-            let edges: Vec<(NodeId, NodeId)> = order.windows(2).map(|w| (w[1], w[0])).collect();
-            Tree::from_edges(n, root, &edges)
-        }
+        TreeAlgo::Chain => static_trees::chain_all(n, root),
     }
 }
 
