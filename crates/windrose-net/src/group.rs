@@ -27,6 +27,7 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
+use windrose_model::error::line_col;
 use windrose_model::{ClusterId, NodeId};
 
 /// The largest group a file may describe (a typo such as `id = 4000000000` is an error rather
@@ -253,18 +254,6 @@ struct NodeDoc {
     id: Spanned<i64>,
     addr: Spanned<String>,
     cluster: Option<Spanned<i64>>,
-}
-
-/// 1-based (line, column) of a byte offset; columns count characters.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut off = offset.min(text.len());
-    while !text.is_char_boundary(off) {
-        off -= 1;
-    }
-    let before = &text[..off];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
-    (line, text[line_start..off].chars().count() + 1)
 }
 
 /// Parses a group file (see the [module docs](self)); `path` is only used in error messages,

@@ -395,6 +395,19 @@ impl MemoryLog {
     pub fn contents(&self) -> Vec<u8> {
         self.0.lock().map(|v| v.clone()).unwrap_or_default()
     }
+
+    /// Removes and returns the complete lines written so far (up to the last newline), leaving
+    /// a partly written line in place: for a reader that streams the log while the run goes on.
+    pub fn take_complete_lines(&self) -> io::Result<Vec<u8>> {
+        let mut buf = self
+            .0
+            .lock()
+            .map_err(|_| io::Error::other("event log poisoned"))?;
+        Ok(match buf.iter().rposition(|&b| b == b'\n') {
+            Some(end) => buf.drain(..=end).collect(),
+            None => Vec::new(),
+        })
+    }
 }
 
 impl Write for MemoryLog {

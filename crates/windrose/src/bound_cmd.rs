@@ -10,6 +10,7 @@
 
 use crate::error::bad_input;
 use crate::output::{num, print, print_json, vtable};
+use crate::sim_cmd::scenario_error;
 use anyhow::Result;
 use clap::Args;
 use std::fmt::Write as _;
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 use windrose_model::platform::Platform;
 use windrose_model::NodeId;
 use windrose_sim::network::Change;
-use windrose_sim::scenario::{format_size, load_scenario, Mayhem, Scenario, ScenarioError};
+use windrose_sim::scenario::{format_size, load_scenario, Mayhem, Scenario};
 use windrose_trees::multicast::balanced::{plan_balanced, unshaped_rate_bytes_s, PlanOptions};
 use windrose_trees::multicast::bound::{completion_time_s, multicast_bound};
 
@@ -90,14 +91,6 @@ pub fn run(args: BoundArgs) -> Result<()> {
         print_json(&report)
     } else {
         print(&render(&report))
-    }
-}
-
-/// Bad files and impossible set-ups are the user's input (exit 2); engine failures are not.
-fn scenario_error(e: ScenarioError) -> anyhow::Error {
-    match e {
-        ScenarioError::File { .. } | ScenarioError::Setup(_) => bad_input(e.to_string()),
-        ScenarioError::Engine(_) => anyhow::Error::new(e),
     }
 }
 

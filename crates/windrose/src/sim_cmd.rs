@@ -107,7 +107,7 @@ fn run_file(args: &RunArgs) -> Result<()> {
 }
 
 /// Bad files and impossible set-ups are the user's input (exit 2); engine failures are not.
-fn scenario_error(e: ScenarioError) -> anyhow::Error {
+pub(crate) fn scenario_error(e: ScenarioError) -> anyhow::Error {
     match e {
         ScenarioError::File { .. } | ScenarioError::Setup(_) => bad_input(e.to_string()),
         ScenarioError::Engine(_) => anyhow::Error::new(e),

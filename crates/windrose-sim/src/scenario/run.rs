@@ -4,13 +4,12 @@
 use super::{
     format_size, Mayhem, ScatterSends, Scenario, ScenarioError, TreeAlgo, TreeCosts, WorkloadKind,
 };
-use crate::engine::{self, Payload, RunState, SimConfig, SimError, Simulation};
+use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
 use crate::network::{Change, SharingPolicy};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::io::{self, Write};
-use std::sync::{Arc, Mutex};
 use windrose_model::platform::{LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::scatter::{ScatterConfig, SendMode};
@@ -261,7 +260,7 @@ pub fn run_scenario_with(
         )?;
         let mut sim = build_sim(scenario, &platform, &tree, schedule.as_ref(), rep)?;
         if log.is_some() {
-            sim.set_event_log(Box::new(pipe.clone()));
+            sim.set_event_log(Box::new(pipe.0.clone()));
         }
         for (i, _) in dead.iter().enumerate().filter(|(_, d)| **d) {
             sim.fail_node_at(NodeId::from(i), 0.0).map_err(engine_err)?;
@@ -668,21 +667,7 @@ fn own_line(t: f64, item: &Item) -> serde_json::Value {
 /// The engine writes its log here; the runner moves complete lines to the caller's writer,
 /// shifting their `t` onto the scenario's clock.
 #[derive(Clone, Default)]
-struct LogPipe(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogPipe {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| io::Error::other("event log poisoned"))?
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+struct LogPipe(MemoryLog);
 
 impl LogPipe {
     /// Moves the complete lines written so far to `out`, adding `offset` to their `t`.
@@ -690,16 +675,7 @@ impl LogPipe {
         let Some(out) = out.as_mut() else {
             return Ok(());
         };
-        let lines = {
-            let mut buf = self
-                .0
-                .lock()
-                .map_err(|_| ScenarioError::Engine("event log poisoned".into()))?;
-            let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
-                return Ok(());
-            };
-            buf.drain(..=end).collect::<Vec<u8>>()
-        };
+        let lines = self.0.take_complete_lines().map_err(log_err)?;
         if offset == 0.0 {
             return out.write_all(&lines).map_err(log_err);
         }
