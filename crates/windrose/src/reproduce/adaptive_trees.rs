@@ -32,7 +32,7 @@
 
 use super::output::{create_dir, write_atomic};
 use super::plot::{self, Bars, Labels, Line};
-use super::{AdaptiveTreesArgs, LinkChoice};
+use super::{mark, AdaptiveTreesArgs, LinkChoice};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -449,14 +449,6 @@ fn made_text(made: &Option<Option<(u32, u32)>>) -> String {
         None => "-".into(),
         Some(None) => "no swap".into(),
         Some(Some((a, b))) => format!("{a}<->{b}"),
-    }
-}
-
-fn mark(ok: bool) -> &'static str {
-    if ok {
-        "✓"
-    } else {
-        "✗"
     }
 }
 

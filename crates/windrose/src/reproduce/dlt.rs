@@ -8,7 +8,7 @@
 //! agree and that every node of that schedule finishes at the same instant.
 
 use super::output::{create_dir, write_atomic};
-use super::DltArgs;
+use super::{mark, Check, DltArgs};
 use crate::output::{num, print, vtable};
 use anyhow::{bail, Result};
 use std::fmt::Write as _;
@@ -22,20 +22,6 @@ pub(crate) const RANKING_CSV: &str = "dlt-example1-orders.csv";
 
 /// Tolerance for the exact fractions.
 const EXACT_TOL: f64 = 1e-12;
-
-/// One line of the check list.
-struct Check {
-    ok: bool,
-    what: String,
-}
-
-fn mark(ok: bool) -> &'static str {
-    if ok {
-        "✓"
-    } else {
-        "✗"
-    }
-}
 
 fn ids(order: &[NodeId]) -> String {
     order

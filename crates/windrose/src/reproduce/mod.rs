@@ -13,6 +13,21 @@ mod plot;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// One line of a reproduction's check list: does our number agree with the paper's?
+pub(crate) struct Check {
+    pub ok: bool,
+    pub what: String,
+}
+
+/// ✓ or ✗, as every reproduction marks a comparison with the paper.
+pub(crate) fn mark(ok: bool) -> &'static str {
+    if ok {
+        "✓"
+    } else {
+        "✗"
+    }
+}
+
 /// What to reproduce.
 #[derive(Debug, Subcommand)]
 pub enum ReproduceCommand {

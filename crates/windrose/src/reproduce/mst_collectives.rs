@@ -17,7 +17,7 @@
 //! reached every process (the scenario runner's repetitions).
 
 use super::output::{create_dir, write_atomic};
-use super::MstCollectivesArgs;
+use super::{mark, Check, MstCollectivesArgs};
 use crate::output::{htable, num, print, vtable};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -57,20 +57,6 @@ const TABLE2_IMPROVEMENT_PCT: [f64; 3] = [22.92, 22.30, 17.63];
 
 /// Name of the CSV file `--out` receives.
 pub(crate) const TABLE2_CSV: &str = "mst-collectives-table2.csv";
-
-/// One line of the check list.
-struct Check {
-    ok: bool,
-    what: String,
-}
-
-fn mark(ok: bool) -> &'static str {
-    if ok {
-        "✓"
-    } else {
-        "✗"
-    }
-}
 
 /// What one tree gives.
 struct TreeRun {
