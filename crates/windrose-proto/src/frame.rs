@@ -21,8 +21,16 @@
 //! | 3    | [`ShareFinished`]   | transfer u32, node u32, finished_at_ns u64 (16, exact)     |
 //! | 4    | Ping ([`Probe`])    | nonce u64, sent_at_ns u64 (16, exact)                      |
 //! | 5    | Pong ([`Probe`])    | nonce u64, sent_at_ns u64 (16, exact)                      |
+//! | 6    | [`Bitfield`]        | transfer u32, pieces u32 (8), then ceil(pieces/8) bit bytes |
+//! | 7    | Have ([`PieceRef`]) | transfer u32, piece u32 (8, exact)                         |
+//! | 8    | Request ([`PieceRef`]) | transfer u32, piece u32 (8, exact)                      |
+//! | 9    | [`Piece`]           | transfer u32, piece u32 (8), then the piece's bytes        |
+//! | 10   | [`SignalMsg`]       | transfer u32, signal u8, arg u32 (9, exact)                |
+//! | 11   | [`PeerList`]        | transfer u32 (4), then one u32 node id per peer            |
 //!
-//! For `Data` and `Share` the payload is the rest of the body.
+//! For `Data`, `Share`, `Bitfield`, `Piece` and `PeerList` the payload is the rest of the body.
+//! Kinds 6-11 carry the piece-based multicasts (MOB, BitTorrent, tree multicast): pieces are
+//! numbered from 0 and described by a [`crate::pieces::Manifest`] every node is given.
 //!
 //! # Decoding
 //!
@@ -56,6 +64,11 @@ const DATA_FIXED: usize = 20;
 const SHARE_FIXED: usize = 28;
 const FINISHED_FIXED: usize = 16;
 const PROBE_FIXED: usize = 16;
+const BITFIELD_FIXED: usize = 8;
+const PIECE_REF_FIXED: usize = 8;
+const PIECE_FIXED: usize = 8;
+const SIGNAL_FIXED: usize = 9;
+const PEER_LIST_FIXED: usize = 4;
 
 /// Which collective a message belongs to, so one connection can carry several.
 #[derive(
@@ -85,16 +98,34 @@ pub enum MessageKind {
     Ping = 4,
     /// A link probe answer ([`Probe`]).
     Pong = 5,
+    /// The pieces a node holds ([`Bitfield`]).
+    Bitfield = 6,
+    /// A node now holds a piece ([`PieceRef`]).
+    Have = 7,
+    /// Asks a peer for a piece ([`PieceRef`]).
+    Request = 8,
+    /// A piece's bytes ([`Piece`]).
+    Piece = 9,
+    /// A control signal without data ([`SignalMsg`]).
+    Signal = 10,
+    /// A list of peers ([`PeerList`]).
+    PeerList = 11,
 }
 
 impl MessageKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [MessageKind; 5] = [
+    pub const ALL: [MessageKind; 11] = [
         MessageKind::Data,
         MessageKind::Share,
         MessageKind::ShareFinished,
         MessageKind::Ping,
         MessageKind::Pong,
+        MessageKind::Bitfield,
+        MessageKind::Have,
+        MessageKind::Request,
+        MessageKind::Piece,
+        MessageKind::Signal,
+        MessageKind::PeerList,
     ];
 
     /// The kind of a kind byte, None if unknown.
@@ -102,7 +133,8 @@ impl MessageKind {
         MessageKind::ALL.into_iter().find(|k| *k as u8 == byte)
     }
 
-    /// The name used in logs and JSON: `data`, `share`, `share_finished`, `ping`, `pong`.
+    /// The name used in logs and JSON: `data`, `share`, `share_finished`, `ping`, `pong`,
+    /// `bitfield`, `have`, `request`, `piece`, `signal`, `peer_list`.
     pub fn name(self) -> &'static str {
         match self {
             MessageKind::Data => "data",
@@ -110,11 +142,17 @@ impl MessageKind {
             MessageKind::ShareFinished => "share_finished",
             MessageKind::Ping => "ping",
             MessageKind::Pong => "pong",
+            MessageKind::Bitfield => "bitfield",
+            MessageKind::Have => "have",
+            MessageKind::Request => "request",
+            MessageKind::Piece => "piece",
+            MessageKind::Signal => "signal",
+            MessageKind::PeerList => "peer_list",
         }
     }
 
     /// Bytes a frame of this kind takes besides its payload: the header plus the fixed body
-    /// fields (28 for data, 36 for share chunks, 24 for the others).
+    /// fields (e.g. 28 for data, 36 for share chunks, 16 for pieces).
     pub fn frame_overhead(self) -> usize {
         HEADER_LEN + self.fixed_len()
     }
@@ -126,12 +164,24 @@ impl MessageKind {
             MessageKind::Share => SHARE_FIXED,
             MessageKind::ShareFinished => FINISHED_FIXED,
             MessageKind::Ping | MessageKind::Pong => PROBE_FIXED,
+            MessageKind::Bitfield => BITFIELD_FIXED,
+            MessageKind::Have | MessageKind::Request => PIECE_REF_FIXED,
+            MessageKind::Piece => PIECE_FIXED,
+            MessageKind::Signal => SIGNAL_FIXED,
+            MessageKind::PeerList => PEER_LIST_FIXED,
         }
     }
 
     /// True when the body may carry a payload after the fixed fields.
     fn has_payload(self) -> bool {
-        matches!(self, MessageKind::Data | MessageKind::Share)
+        matches!(
+            self,
+            MessageKind::Data
+                | MessageKind::Share
+                | MessageKind::Bitfield
+                | MessageKind::Piece
+                | MessageKind::PeerList
+        )
     }
 }
 
@@ -192,6 +242,173 @@ pub struct Probe {
     pub sent_at: Time,
 }
 
+/// The pieces a node holds, as a bit per piece (most significant bit of byte 0 = piece 0, as
+/// in BitTorrent); bits past `pieces` are zero.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bitfield {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// Number of pieces the bits describe.
+    pub pieces: u32,
+    /// `ceil(pieces / 8)` bytes.
+    pub bits: Bytes,
+}
+
+impl Bitfield {
+    /// The bitfield of `pieces` pieces where `has(i)` holds.
+    pub fn from_fn(transfer: TransferId, pieces: u32, has: impl Fn(u32) -> bool) -> Bitfield {
+        let mut bits = vec![0u8; pieces.div_ceil(8) as usize];
+        for i in (0..pieces).filter(|&i| has(i)) {
+            bits[(i / 8) as usize] |= 0x80 >> (i % 8);
+        }
+        Bitfield {
+            transfer,
+            pieces,
+            bits: Bytes::from(bits),
+        }
+    }
+
+    /// True when piece `i` is set (false outside `0..pieces`).
+    pub fn has(&self, i: u32) -> bool {
+        i < self.pieces
+            && self
+                .bits
+                .get((i / 8) as usize)
+                .is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
+    }
+
+    /// The pieces set, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.pieces).filter(|&i| self.has(i))
+    }
+
+    /// Checks the length of `bits` and that the bits past `pieces` are zero.
+    pub fn validate(&self) -> Result<(), FrameError> {
+        let inconsistent = |what| {
+            Err(FrameError::Inconsistent {
+                kind: MessageKind::Bitfield,
+                what,
+            })
+        };
+        if self.bits.len() as u64 != u64::from(self.pieces).div_ceil(8) {
+            return inconsistent("bit bytes do not match the piece count");
+        }
+        let spare = (8 - self.pieces % 8) % 8;
+        if spare > 0
+            && self
+                .bits
+                .last()
+                .is_some_and(|b| b & ((1u8 << spare) - 1) != 0)
+        {
+            return inconsistent("bits set past the piece count");
+        }
+        Ok(())
+    }
+}
+
+/// A piece named by its index: the body of Have and Request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PieceRef {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// The piece.
+    pub piece: u32,
+}
+
+/// The bytes of one piece.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// The piece.
+    pub piece: u32,
+    /// Its bytes (zero-copy); checked against the manifest by the receiver.
+    pub payload: Bytes,
+}
+
+/// A control signal of the piece-based multicasts; `arg` is a node id or 0 (see [`Signal`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SignalMsg {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// What is signalled.
+    pub signal: Signal,
+    /// Its argument (a node id for `Complete` and `AllComplete` relays; 0 otherwise).
+    pub arg: u32,
+}
+
+/// The signals of [`SignalMsg`] (byte values on the wire in parentheses).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Signal {
+    /// Opens a peering: the receiver adds the sender to its peers (1).
+    Hello = 1,
+    /// The sender wants pieces the receiver has (2).
+    Interested = 2,
+    /// The sender no longer wants any of the receiver's pieces (3).
+    NotInterested = 3,
+    /// The sender will not serve the receiver's requests (4).
+    Choke = 4,
+    /// The sender will serve the receiver's requests (5).
+    Unchoke = 5,
+    /// Asks the tracker for peers (6).
+    Announce = 6,
+    /// A node holds every piece (7).
+    Complete = 7,
+    /// Every node holds every piece: serving may stop (8).
+    AllComplete = 8,
+}
+
+impl Signal {
+    /// Every signal, in byte order.
+    pub const ALL: [Signal; 8] = [
+        Signal::Hello,
+        Signal::Interested,
+        Signal::NotInterested,
+        Signal::Choke,
+        Signal::Unchoke,
+        Signal::Announce,
+        Signal::Complete,
+        Signal::AllComplete,
+    ];
+
+    /// The signal of a byte, None if unknown.
+    pub fn from_byte(byte: u8) -> Option<Signal> {
+        Signal::ALL.into_iter().find(|s| *s as u8 == byte)
+    }
+}
+
+/// A list of peers (the tracker's answer to an announce), one big-endian u32 node id each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerList {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// Four bytes per peer.
+    pub peers: Bytes,
+}
+
+impl PeerList {
+    /// The list of `nodes`.
+    pub fn new(transfer: TransferId, nodes: &[NodeId]) -> PeerList {
+        let mut b = BytesMut::with_capacity(4 * nodes.len());
+        for n in nodes {
+            b.put_u32(n.0);
+        }
+        PeerList {
+            transfer,
+            peers: b.freeze(),
+        }
+    }
+
+    /// The peers, in order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.peers
+            .chunks_exact(4)
+            .map(|c| NodeId(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+    }
+}
+
 /// Every message two windrose nodes exchange.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -205,6 +422,18 @@ pub enum Message {
     Ping(Probe),
     /// The answer to a [`Message::Ping`], echoing its fields.
     Pong(Probe),
+    /// The pieces a node holds.
+    Bitfield(Bitfield),
+    /// A node now holds a piece.
+    Have(PieceRef),
+    /// A request for a piece.
+    Request(PieceRef),
+    /// A piece's bytes.
+    Piece(Piece),
+    /// A control signal.
+    Signal(SignalMsg),
+    /// A list of peers.
+    PeerList(PeerList),
 }
 
 impl Message {
@@ -216,15 +445,40 @@ impl Message {
             Message::ShareFinished(_) => MessageKind::ShareFinished,
             Message::Ping(_) => MessageKind::Ping,
             Message::Pong(_) => MessageKind::Pong,
+            Message::Bitfield(_) => MessageKind::Bitfield,
+            Message::Have(_) => MessageKind::Have,
+            Message::Request(_) => MessageKind::Request,
+            Message::Piece(_) => MessageKind::Piece,
+            Message::Signal(_) => MessageKind::Signal,
+            Message::PeerList(_) => MessageKind::PeerList,
         }
     }
 
-    /// The payload of a `Data` or `Share` message.
+    /// The variable part of the body (the payload of `Data`, `Share` and `Piece`, the bits of
+    /// a `Bitfield`, the ids of a `PeerList`).
     pub fn payload(&self) -> Option<&Bytes> {
         match self {
             Message::Data(d) => Some(&d.payload),
             Message::Share(s) => Some(&s.payload),
+            Message::Bitfield(b) => Some(&b.bits),
+            Message::Piece(p) => Some(&p.payload),
+            Message::PeerList(p) => Some(&p.peers),
             _ => None,
+        }
+    }
+
+    /// The transfer a message belongs to (None for the transfer-less probes).
+    pub fn transfer(&self) -> Option<TransferId> {
+        match self {
+            Message::Data(d) => Some(d.transfer),
+            Message::Share(s) => Some(s.transfer),
+            Message::ShareFinished(f) => Some(f.transfer),
+            Message::Ping(_) | Message::Pong(_) => None,
+            Message::Bitfield(b) => Some(b.transfer),
+            Message::Have(r) | Message::Request(r) => Some(r.transfer),
+            Message::Piece(p) => Some(p.transfer),
+            Message::Signal(s) => Some(s.transfer),
+            Message::PeerList(p) => Some(p.transfer),
         }
     }
 
@@ -239,7 +493,12 @@ impl Message {
         match self {
             Message::Data(d) => d.validate(),
             Message::Share(s) => s.validate(),
-            Message::ShareFinished(_) | Message::Ping(_) | Message::Pong(_) => Ok(()),
+            Message::Bitfield(b) => b.validate(),
+            Message::PeerList(p) if p.peers.len() % 4 != 0 => Err(FrameError::Inconsistent {
+                kind: MessageKind::PeerList,
+                what: "peer list length is not a multiple of 4",
+            }),
+            _ => Ok(()),
         }
     }
 }
@@ -416,6 +675,24 @@ fn put_head(message: &Message, dst: &mut BytesMut) -> Result<(), FrameError> {
             dst.put_u64(p.nonce);
             dst.put_u64(p.sent_at.as_nanos());
         }
+        Message::Bitfield(b) => {
+            dst.put_u32(b.transfer.0);
+            dst.put_u32(b.pieces);
+        }
+        Message::Have(r) | Message::Request(r) => {
+            dst.put_u32(r.transfer.0);
+            dst.put_u32(r.piece);
+        }
+        Message::Piece(p) => {
+            dst.put_u32(p.transfer.0);
+            dst.put_u32(p.piece);
+        }
+        Message::Signal(s) => {
+            dst.put_u32(s.transfer.0);
+            dst.put_u8(s.signal as u8);
+            dst.put_u32(s.arg);
+        }
+        Message::PeerList(p) => dst.put_u32(p.transfer.0),
     }
     Ok(())
 }
@@ -506,6 +783,10 @@ fn expected_len_text(kind: MessageKind) -> &'static str {
         MessageKind::Data => "at least 20",
         MessageKind::Share => "at least 28",
         MessageKind::ShareFinished | MessageKind::Ping | MessageKind::Pong => "16",
+        MessageKind::Bitfield | MessageKind::Piece => "at least 8",
+        MessageKind::Have | MessageKind::Request => "8",
+        MessageKind::Signal => "9",
+        MessageKind::PeerList => "at least 4",
     }
 }
 
@@ -553,6 +834,44 @@ fn parse_body(kind: MessageKind, mut body: Bytes) -> Result<Message, FrameError>
                 Message::Pong(probe)
             }
         }
+        MessageKind::Bitfield => Message::Bitfield(Bitfield {
+            transfer: TransferId(body.get_u32()),
+            pieces: body.get_u32(),
+            bits: body,
+        }),
+        MessageKind::Have | MessageKind::Request => {
+            let r = PieceRef {
+                transfer: TransferId(body.get_u32()),
+                piece: body.get_u32(),
+            };
+            if kind == MessageKind::Have {
+                Message::Have(r)
+            } else {
+                Message::Request(r)
+            }
+        }
+        MessageKind::Piece => Message::Piece(Piece {
+            transfer: TransferId(body.get_u32()),
+            piece: body.get_u32(),
+            payload: body,
+        }),
+        MessageKind::Signal => {
+            let transfer = TransferId(body.get_u32());
+            let byte = body.get_u8();
+            let signal = Signal::from_byte(byte).ok_or(FrameError::Inconsistent {
+                kind,
+                what: "unknown signal",
+            })?;
+            Message::Signal(SignalMsg {
+                transfer,
+                signal,
+                arg: body.get_u32(),
+            })
+        }
+        MessageKind::PeerList => Message::PeerList(PeerList {
+            transfer: TransferId(body.get_u32()),
+            peers: body,
+        }),
     };
     message.validate()?;
     Ok(message)
@@ -764,8 +1083,8 @@ mod tests {
                 },
             ),
             (
-                [0xB1, 9, 0, 0, 0, 0, 0, 20],
-                FrameError::UnknownKind { kind: 9 },
+                [0xB1, 99, 0, 0, 0, 0, 0, 20],
+                FrameError::UnknownKind { kind: 99 },
             ),
             (
                 [0xB1, 1, 0, 4, 0, 0, 0, 20],

@@ -97,6 +97,7 @@
 
 pub mod frame;
 pub mod node;
+pub mod pieces;
 pub mod probe;
 pub mod scatter;
 pub mod time;

@@ -5,8 +5,8 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use windrose_model::NodeId;
 use windrose_proto::frame::{
-    self, DataSegment, Decoder, FrameError, Message, Probe, ShareChunk, ShareFinished, TransferId,
-    DEFAULT_MAX_BODY_LEN, HEADER_LEN,
+    self, Bitfield, DataSegment, Decoder, FrameError, Message, PeerList, Piece, PieceRef, Probe,
+    ShareChunk, ShareFinished, Signal, SignalMsg, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
 use windrose_proto::Time;
 
@@ -59,7 +59,84 @@ fn message() -> impl Strategy<Value = Message> {
             nonce,
             sent_at: Time::from_nanos(at)
         })),
+        (any::<u32>(), prop::collection::vec(any::<bool>(), 0..40)).prop_map(|(t, bits)| {
+            Message::Bitfield(Bitfield::from_fn(TransferId(t), bits.len() as u32, |i| {
+                bits[i as usize]
+            }))
+        }),
+        (any::<u32>(), any::<u32>(), any::<bool>()).prop_map(|(t, piece, have)| {
+            let r = PieceRef {
+                transfer: TransferId(t),
+                piece,
+            };
+            if have {
+                Message::Have(r)
+            } else {
+                Message::Request(r)
+            }
+        }),
+        (any::<u32>(), any::<u32>(), payload()).prop_map(|(t, piece, payload)| {
+            Message::Piece(Piece {
+                transfer: TransferId(t),
+                piece,
+                payload,
+            })
+        }),
+        (
+            any::<u32>(),
+            prop::sample::select(Signal::ALL.to_vec()),
+            any::<u32>()
+        )
+            .prop_map(|(t, signal, arg)| Message::Signal(SignalMsg {
+                transfer: TransferId(t),
+                signal,
+                arg,
+            })),
+        (any::<u32>(), prop::collection::vec(any::<u32>(), 0..20)).prop_map(|(t, ids)| {
+            let nodes: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
+            Message::PeerList(PeerList::new(TransferId(t), &nodes))
+        }),
     ]
+}
+
+#[test]
+fn swarm_bodies_are_checked() {
+    // A bitfield whose bit bytes do not match its count, or with a bit past the count.
+    for bad in [
+        Bitfield {
+            transfer: TransferId(1),
+            pieces: 9,
+            bits: Bytes::from_static(&[0xFF]),
+        },
+        Bitfield {
+            transfer: TransferId(1),
+            pieces: 9,
+            bits: Bytes::from_static(&[0xFF, 0x40]),
+        },
+    ] {
+        let f = frame::encode(&Message::Bitfield(bad)).unwrap();
+        assert!(matches!(
+            frame::decode_bytes(&f, DEFAULT_MAX_BODY_LEN),
+            Err(FrameError::Inconsistent { .. })
+        ));
+    }
+    let list = Message::PeerList(PeerList {
+        transfer: TransferId(1),
+        peers: Bytes::from_static(&[0, 0, 0]),
+    });
+    assert!(frame::decode_bytes(&frame::encode(&list).unwrap(), DEFAULT_MAX_BODY_LEN).is_err());
+    // An unknown signal byte.
+    let mut f = frame::encode(&Message::Signal(SignalMsg {
+        transfer: TransferId(1),
+        signal: Signal::Hello,
+        arg: 0,
+    }))
+    .unwrap()
+    .to_vec();
+    f[HEADER_LEN + 4] = 200;
+    assert!(frame::decode_bytes(&Bytes::from(f), DEFAULT_MAX_BODY_LEN).is_err());
+    let ok = PeerList::new(TransferId(3), &[NodeId(7), NodeId(1)]);
+    assert_eq!(ok.nodes().collect::<Vec<_>>(), vec![NodeId(7), NodeId(1)]);
 }
 
 /// Pushes `bytes` to a fresh decoder cut at `cuts` and collects everything it returns.
@@ -150,7 +227,7 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown kind.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=5).contains(&byte) { byte + 5 } else { byte };
+        bad[1] = if (1..=11).contains(&byte) { byte + 11 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Reserved flags.
         let mut bad = good.to_vec();

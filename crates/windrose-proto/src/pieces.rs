@@ -1,0 +1,490 @@
+//! What the piece-based multicasts (MOB, BitTorrent, tree multicast) share: the root's
+//! [`Manifest`] (size, piece size, BLAKE3 hash of every piece), how a received piece is checked
+//! ([`PieceVerifier`]), the pieces a node holds ([`PieceStore`], which hands them to the
+//! application in order) and who is in which cluster ([`ClusterLayout`]).
+//!
+//! Every node is given the manifest when the run is set up (the runtime ships it in the root's
+//! job, the simulator hands the same `Arc` to every machine), so a node can check each piece the
+//! moment it arrives: a piece is verified before it is stored, announced or forwarded.
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use windrose_model::{ClusterId, NodeId};
+
+use crate::frame::TransferId;
+use crate::node::SetupError;
+
+/// Bytes of a BLAKE3 hash.
+pub const HASH_LEN: usize = 32;
+
+/// The description of a transfer every node gets before it starts: its length, its piece
+/// length and the BLAKE3 hash of every piece (the last piece may be shorter).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    total_len: u64,
+    piece_len: u32,
+    hashes: Vec<[u8; HASH_LEN]>,
+}
+
+impl Manifest {
+    /// Hashes `data` in pieces of `piece_len` bytes.
+    ///
+    /// Errors: a zero piece length, or more than `u32::MAX` pieces.
+    pub fn build(data: &[u8], piece_len: u32) -> Result<Manifest, SetupError> {
+        let count = piece_count(data.len() as u64, piece_len)?;
+        let hashes = (0..count as usize)
+            .map(|i| {
+                let start = i * piece_len as usize;
+                let end = (start + piece_len as usize).min(data.len());
+                *blake3::hash(&data[start..end]).as_bytes()
+            })
+            .collect();
+        Ok(Manifest {
+            total_len: data.len() as u64,
+            piece_len,
+            hashes,
+        })
+    }
+
+    /// A manifest from its parts (as shipped in a job).
+    ///
+    /// Errors: a zero piece length, or a hash count that does not match the length.
+    pub fn from_parts(
+        total_len: u64,
+        piece_len: u32,
+        hashes: Vec<[u8; HASH_LEN]>,
+    ) -> Result<Manifest, SetupError> {
+        let count = piece_count(total_len, piece_len)?;
+        if hashes.len() as u64 != u64::from(count) {
+            return Err(SetupError::Config {
+                what: "manifest hashes",
+                requirement: "one per piece",
+                value: format!("{} hashes for {count} pieces", hashes.len()),
+            });
+        }
+        Ok(Manifest {
+            total_len,
+            piece_len,
+            hashes,
+        })
+    }
+
+    /// Bytes of the whole data.
+    pub fn total_len(&self) -> u64 {
+        self.total_len
+    }
+
+    /// Bytes of every piece but the last.
+    pub fn piece_len(&self) -> u32 {
+        self.piece_len
+    }
+
+    /// Number of pieces (0 for empty data).
+    pub fn piece_count(&self) -> u32 {
+        self.hashes.len() as u32
+    }
+
+    /// The byte range of piece `i` in the data (None past the last piece).
+    pub fn piece_range(&self, i: u32) -> Option<std::ops::Range<u64>> {
+        (i < self.piece_count()).then(|| {
+            let start = u64::from(i) * u64::from(self.piece_len);
+            start..(start + u64::from(self.piece_len)).min(self.total_len)
+        })
+    }
+
+    /// The expected hash of piece `i`.
+    pub fn hash(&self, i: u32) -> Option<&[u8; HASH_LEN]> {
+        self.hashes.get(i as usize)
+    }
+
+    /// Every piece's hash, in order.
+    pub fn hashes(&self) -> &[[u8; HASH_LEN]] {
+        &self.hashes
+    }
+
+    /// Piece `i` of the whole `data` (a zero-copy slice). Panics if `data` is not the data the
+    /// manifest describes (shorter) or `i` is out of range.
+    pub fn slice(&self, data: &Bytes, i: u32) -> Bytes {
+        let r = self.piece_range(i).expect("piece index in range");
+        data.slice(r.start as usize..r.end as usize)
+    }
+}
+
+fn piece_count(total_len: u64, piece_len: u32) -> Result<u32, SetupError> {
+    if piece_len == 0 {
+        return Err(SetupError::Config {
+            what: "piece length",
+            requirement: "at least 1 byte",
+            value: "0".into(),
+        });
+    }
+    u32::try_from(total_len.div_ceil(u64::from(piece_len))).map_err(|_| SetupError::Config {
+        what: "piece count",
+        requirement: "at most 2^32 - 1 (use larger pieces)",
+        value: total_len.div_ceil(u64::from(piece_len)).to_string(),
+    })
+}
+
+/// Checks a received piece against the manifest. Machines call it before they store, announce
+/// or forward a piece.
+pub trait PieceVerifier: Send + Sync {
+    /// True when `data` is piece `piece` of `manifest` (right length and hash).
+    fn verify(&self, manifest: &Manifest, piece: u32, data: &Bytes) -> bool;
+}
+
+/// Hashes every piece with BLAKE3: what a real node does.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Blake3Verifier;
+
+impl PieceVerifier for Blake3Verifier {
+    fn verify(&self, manifest: &Manifest, piece: u32, data: &Bytes) -> bool {
+        let (Some(range), Some(want)) = (manifest.piece_range(piece), manifest.hash(piece)) else {
+            return false;
+        };
+        data.len() as u64 == range.end - range.start && blake3::hash(data).as_bytes() == want
+    }
+}
+
+/// A BLAKE3 verifier for a simulation, where every node's copy of a piece is a zero-copy
+/// slice of one buffer: a piece that is the very same memory (pointer and length) as a copy
+/// already hashed and found good is good, so each piece is hashed once per run instead of once
+/// per node. A tampered or differently allocated piece is still hashed. The verifier keeps a
+/// clone of every verified piece, so the memory it remembers cannot be freed and reused.
+#[derive(Debug, Default)]
+pub struct MemoVerifier {
+    verified: Mutex<BTreeMap<u32, Bytes>>,
+}
+
+impl MemoVerifier {
+    /// A verifier that remembers nothing yet.
+    pub fn new() -> MemoVerifier {
+        MemoVerifier::default()
+    }
+}
+
+impl PieceVerifier for MemoVerifier {
+    fn verify(&self, manifest: &Manifest, piece: u32, data: &Bytes) -> bool {
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = verified.get(&piece) {
+            if known.as_ptr() == data.as_ptr() && known.len() == data.len() {
+                return true;
+            }
+        }
+        let ok = Blake3Verifier.verify(manifest, piece, data);
+        if ok {
+            verified.entry(piece).or_insert_with(|| data.clone());
+        }
+        ok
+    }
+}
+
+/// The pieces a node holds, and the in-order delivery of their bytes to the application.
+#[derive(Clone, Debug)]
+pub struct PieceStore {
+    pieces: Vec<Option<Bytes>>,
+    held: u32,
+    held_bytes: u64,
+    /// Pieces `0..delivered` have been handed out by [`PieceStore::take_deliverable`].
+    delivered: u32,
+}
+
+impl PieceStore {
+    /// An empty store for `manifest`.
+    pub fn new(manifest: &Manifest) -> PieceStore {
+        PieceStore {
+            pieces: vec![None; manifest.piece_count() as usize],
+            held: 0,
+            held_bytes: 0,
+            delivered: 0,
+        }
+    }
+
+    /// A store holding every piece of `data` (the root's).
+    pub fn full(manifest: &Manifest, data: &Bytes) -> PieceStore {
+        let mut s = PieceStore::new(manifest);
+        for i in 0..manifest.piece_count() {
+            s.insert(i, manifest.slice(data, i));
+        }
+        s
+    }
+
+    /// Stores a piece (verified by the caller); false if it was already held or is out of range.
+    pub fn insert(&mut self, piece: u32, data: Bytes) -> bool {
+        match self.pieces.get_mut(piece as usize) {
+            Some(slot @ None) => {
+                self.held_bytes += data.len() as u64;
+                *slot = Some(data);
+                self.held += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True when piece `piece` is held.
+    pub fn has(&self, piece: u32) -> bool {
+        self.pieces.get(piece as usize).is_some_and(Option::is_some)
+    }
+
+    /// The bytes of a held piece.
+    pub fn get(&self, piece: u32) -> Option<&Bytes> {
+        self.pieces.get(piece as usize).and_then(Option::as_ref)
+    }
+
+    /// Number of pieces held.
+    pub fn held(&self) -> u32 {
+        self.held
+    }
+
+    /// Bytes held.
+    pub fn held_bytes(&self) -> u64 {
+        self.held_bytes
+    }
+
+    /// Number of pieces of the transfer.
+    pub fn piece_count(&self) -> u32 {
+        self.pieces.len() as u32
+    }
+
+    /// True when every piece is held.
+    pub fn is_complete(&self) -> bool {
+        self.held as usize == self.pieces.len()
+    }
+
+    /// The pieces held, as a bitfield message body.
+    pub fn bitfield(&self, transfer: TransferId) -> crate::frame::Bitfield {
+        crate::frame::Bitfield::from_fn(transfer, self.piece_count(), |i| self.has(i))
+    }
+
+    /// The held pieces that continue the bytes already delivered, as `(offset, bytes)` in
+    /// order; each is returned once. Push them as `Output::Deliver`.
+    pub fn take_deliverable(&mut self, manifest: &Manifest) -> Vec<(u64, Bytes)> {
+        let mut out = Vec::new();
+        while let Some(Some(b)) = self.pieces.get(self.delivered as usize) {
+            let offset = manifest.piece_range(self.delivered).map_or(0, |r| r.start);
+            out.push((offset, b.clone()));
+            self.delivered += 1;
+        }
+        out
+    }
+}
+
+/// Who is in which cluster, with each node's rank in its cluster (members sorted by id, rank
+/// from 0): what MOB's mob shares and global-peer rule are computed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterLayout {
+    cluster_of: BTreeMap<NodeId, ClusterId>,
+    members: BTreeMap<ClusterId, Vec<NodeId>>,
+}
+
+impl ClusterLayout {
+    /// The layout of `(node, cluster)` pairs.
+    ///
+    /// Errors: no node, or a node listed twice.
+    pub fn new(nodes: impl IntoIterator<Item = (NodeId, ClusterId)>) -> Result<Self, SetupError> {
+        let mut cluster_of = BTreeMap::new();
+        let mut members: BTreeMap<ClusterId, Vec<NodeId>> = BTreeMap::new();
+        for (n, c) in nodes {
+            if cluster_of.insert(n, c).is_some() {
+                return Err(SetupError::Config {
+                    what: "cluster layout",
+                    requirement: "each node listed once",
+                    value: format!("node {n} listed twice"),
+                });
+            }
+            members.entry(c).or_default().push(n);
+        }
+        if cluster_of.is_empty() {
+            return Err(SetupError::Config {
+                what: "cluster layout",
+                requirement: "at least one node",
+                value: "none".into(),
+            });
+        }
+        for m in members.values_mut() {
+            m.sort();
+        }
+        Ok(ClusterLayout {
+            cluster_of,
+            members,
+        })
+    }
+
+    /// Every node, by id.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.cluster_of.keys().copied()
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.cluster_of.len()
+    }
+
+    /// True when `node` is in the layout.
+    pub fn contains(&self, node: NodeId) -> bool {
+        self.cluster_of.contains_key(&node)
+    }
+
+    /// The cluster of `node`.
+    pub fn cluster_of(&self, node: NodeId) -> Option<ClusterId> {
+        self.cluster_of.get(&node).copied()
+    }
+
+    /// Every cluster, by id.
+    pub fn clusters(&self) -> impl Iterator<Item = ClusterId> + '_ {
+        self.members.keys().copied()
+    }
+
+    /// The members of `cluster`, sorted by id (empty for an unknown cluster).
+    pub fn members(&self, cluster: ClusterId) -> &[NodeId] {
+        self.members.get(&cluster).map_or(&[], Vec::as_slice)
+    }
+
+    /// r(x, n): the rank of `node` in its cluster.
+    pub fn rank(&self, node: NodeId) -> Option<usize> {
+        let c = self.cluster_of(node)?;
+        self.members(c).binary_search(&node).ok()
+    }
+
+    /// s(x): the size of `node`'s cluster.
+    pub fn cluster_size_of(&self, node: NodeId) -> Option<usize> {
+        self.cluster_of(node).map(|c| self.members(c).len())
+    }
+}
+
+/// What every machine of one piece-based multicast is built from, shared by all of them.
+#[derive(Clone)]
+pub struct SwarmSetup {
+    /// Tags every frame.
+    pub transfer: TransferId,
+    /// The node that starts with the data.
+    pub root: NodeId,
+    /// The data's description.
+    pub manifest: Arc<Manifest>,
+    /// The members and their clusters.
+    pub layout: Arc<ClusterLayout>,
+    /// How received pieces are checked.
+    pub verifier: Arc<dyn PieceVerifier>,
+}
+
+impl std::fmt::Debug for SwarmSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwarmSetup")
+            .field("transfer", &self.transfer)
+            .field("root", &self.root)
+            .field("pieces", &self.manifest.piece_count())
+            .field("nodes", &self.layout.node_count())
+            .finish()
+    }
+}
+
+impl SwarmSetup {
+    /// Checks that `node` and the root are members and that `data` is given exactly to the
+    /// root and matches the manifest's length.
+    pub fn check(&self, node: NodeId, data: Option<&Bytes>) -> Result<(), SetupError> {
+        for n in [node, self.root] {
+            if !self.layout.contains(n) {
+                return Err(SetupError::NotInTree { node: n });
+            }
+        }
+        match (node == self.root, data) {
+            (true, None) => Err(SetupError::Data {
+                node,
+                what: "the root needs the data to send",
+            }),
+            (false, Some(_)) => Err(SetupError::Data {
+                node,
+                what: "only the root is given data",
+            }),
+            (true, Some(d)) if d.len() as u64 != self.manifest.total_len() => {
+                Err(SetupError::Config {
+                    what: "root data length",
+                    requirement: "the manifest's total length",
+                    value: d.len().to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_pieces_and_verification() {
+        let data = Bytes::from((0..1000u32).map(|i| i as u8).collect::<Vec<_>>());
+        let m = Manifest::build(&data, 300).unwrap();
+        assert_eq!(m.piece_count(), 4);
+        assert_eq!(m.piece_range(3), Some(900..1000));
+        assert_eq!(m.piece_range(4), None);
+        for i in 0..4 {
+            assert!(Blake3Verifier.verify(&m, i, &m.slice(&data, i)));
+        }
+        assert!(!Blake3Verifier.verify(&m, 0, &m.slice(&data, 1)));
+        assert!(!Blake3Verifier.verify(&m, 9, &m.slice(&data, 1)));
+        let mut bad = m.slice(&data, 2).to_vec();
+        bad[5] ^= 1;
+        assert!(!Blake3Verifier.verify(&m, 2, &Bytes::from(bad)));
+        assert!(Manifest::build(&data, 0).is_err());
+        assert_eq!(Manifest::build(&[], 10).unwrap().piece_count(), 0);
+        let again = Manifest::from_parts(1000, 300, m.hashes().to_vec()).unwrap();
+        assert_eq!(again, m);
+        assert!(Manifest::from_parts(1000, 300, vec![]).is_err());
+    }
+
+    #[test]
+    fn memo_verifier_hashes_a_copy_it_has_not_seen() {
+        let data = Bytes::from(vec![7u8; 64]);
+        let m = Manifest::build(&data, 16).unwrap();
+        let v = MemoVerifier::new();
+        assert!(v.verify(&m, 1, &m.slice(&data, 1)));
+        assert!(v.verify(&m, 1, &m.slice(&data, 1)));
+        // Same bytes elsewhere: hashed, good. Tampered copy: hashed, bad.
+        assert!(v.verify(&m, 1, &Bytes::from(vec![7u8; 16])));
+        assert!(!v.verify(&m, 1, &Bytes::from(vec![8u8; 16])));
+        assert!(!v.verify(&m, 2, &Bytes::from(vec![8u8; 16])));
+    }
+
+    #[test]
+    fn store_delivers_in_order() {
+        let data = Bytes::from((0..10u8).collect::<Vec<_>>());
+        let m = Manifest::build(&data, 3).unwrap();
+        let mut s = PieceStore::new(&m);
+        assert!(s.insert(2, m.slice(&data, 2)));
+        assert!(!s.insert(2, m.slice(&data, 2)));
+        assert!(s.take_deliverable(&m).is_empty());
+        assert!(s.insert(0, m.slice(&data, 0)));
+        let d = s.take_deliverable(&m);
+        assert_eq!(d.len(), 1);
+        s.insert(1, m.slice(&data, 1));
+        s.insert(3, m.slice(&data, 3));
+        let d = s.take_deliverable(&m);
+        assert_eq!(d.iter().map(|x| x.0).collect::<Vec<_>>(), vec![3, 6, 9]);
+        assert!(s.is_complete());
+        assert_eq!(s.held_bytes(), 10);
+        let bf = s.bitfield(TransferId(1));
+        assert_eq!(bf.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert!(bf.validate().is_ok());
+    }
+
+    #[test]
+    fn layout_ranks() {
+        let l = ClusterLayout::new([
+            (NodeId(5), ClusterId(1)),
+            (NodeId(0), ClusterId(0)),
+            (NodeId(3), ClusterId(1)),
+            (NodeId(9), ClusterId(1)),
+        ])
+        .unwrap();
+        assert_eq!(l.rank(NodeId(9)), Some(2));
+        assert_eq!(l.rank(NodeId(3)), Some(0));
+        assert_eq!(l.cluster_size_of(NodeId(5)), Some(3));
+        assert_eq!(l.members(ClusterId(0)), &[NodeId(0)]);
+        assert!(
+            ClusterLayout::new([(NodeId(1), ClusterId(0)), (NodeId(1), ClusterId(1))]).is_err()
+        );
+    }
+}
