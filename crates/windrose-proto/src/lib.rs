@@ -95,13 +95,17 @@
 
 #![warn(missing_docs)]
 
+pub mod bittorrent;
 pub mod frame;
+pub mod mob;
+pub mod multicast;
 pub mod node;
 pub mod pieces;
 pub mod probe;
 pub mod scatter;
 pub mod time;
 pub mod tree_broadcast;
+pub mod tree_multicast;
 
 pub use frame::{Decoder, FrameError, Message, MessageKind, TransferId};
 pub use node::{

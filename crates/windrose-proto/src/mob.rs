@@ -1,0 +1,1369 @@
+//! MOB, Multicast Optimizing Bandwidth (seed 002): receivers steal pieces, and the nodes of a
+//! cluster team up as a *mob* so that every piece enters every cluster exactly once.
+//!
+//! # The algorithm, as the paper gives it (Section 3.1)
+//!
+//! The data is the [`Manifest`](crate::pieces::Manifest)'s P pieces. Node n of cluster x has the cluster rank r(x, n)
+//! (members sorted by id) and its cluster the size s(x). Its **mob share** is pieces
+//! `floor(r*P/s) ..= floor((r+1)*P/s) - 1` ([`mob_share`]); the shares of a cluster partition
+//! `0..P`.
+//!
+//! 1. **Local peers.** At [`Input::Start`] a node opens a peering ([`Signal::Hello`]) with
+//!    [`MobConfig::local_peers`] (five) random nodes of its own cluster. An incoming Hello is
+//!    always accepted: the sender becomes a peer too, so a node has five or more local peers.
+//! 2. **Global peers.** The candidates in each other cluster y are the nodes p with
+//!    r(y, p) = r(x, n) mod s(y), one per cluster ([`global_peer_candidates`]); the node picks
+//!    [`MobConfig::global_peers`] (five) of them at random and opens peerings with them in the
+//!    same way.
+//! 3. **Stealing.** A node requests the pieces of its mob share from its global peers and every
+//!    other piece from its local peers, keeping [`MobConfig::outstanding`] (R = 5) requests
+//!    outstanding per peer, each time choosing at random among the pieces the peer has
+//!    announced. Messages: a [`Bitfield`](crate::frame::Bitfield) sent once by the root to each of its peers (it holds
+//!    everything); [`Message::Have`] for every newly verified piece to all local peers, and to a
+//!    global peer only when the piece is in *that peer's* mob share (so each cluster hears of
+//!    each piece from outside once per mob member that needs it); [`Message::Request`], always
+//!    honoured with a [`Message::Piece`].
+//! 4. **Final acknowledgement.** A binary tree over all nodes, in heap order over the nodes
+//!    sorted by id with the root moved first (index k has children 2k+1 and 2k+2): a node sends
+//!    [`Signal::Complete`] to its parent once it holds every piece and each child has sent its
+//!    Complete; the root, once all its children have, sends [`Signal::AllComplete`] down the
+//!    tree, and every node pushes [`Output::Finished`] when it receives (root: sends) it. Until
+//!    then every node keeps serving requests, so nobody stops serving early.
+//!
+//! # What the paper leaves open, and our reading
+//!
+//! - **The root's cluster.** The paper does not say how the mob rule applies to the cluster that
+//!   already holds the data: taken literally, the nodes of the root's cluster would steal their
+//!   shares from other clusters, which have nothing yet, and every cluster would wait for the
+//!   others. Our reading: in the root's cluster the root is the source. Its other members form
+//!   the mob (shares are computed over them, ranks among them, the root excluded); each of them
+//!   also opens a peering with the root and requests the pieces of its share **from the root
+//!   only**, and every other piece from its local peers other than the root. So the root uploads
+//!   each piece into its own cluster exactly once, and the nodes of that cluster never take
+//!   anything from other clusters (they still serve them). Global peers in the root's cluster
+//!   are therefore not told of pieces (they never steal from outside), and nobody tells the
+//!   root (it holds everything).
+//! - **Which global candidate must be kept.** With more than `global_peers + 1` clusters, five
+//!   random candidates might all lie in clusters that wait for each other. A node outside the
+//!   root's cluster therefore always keeps its candidate in the root's cluster and draws the
+//!   others at random (with at most six clusters, as in the paper, all candidates are taken and
+//!   this changes nothing). That guarantees every share owner a global peer that will hold
+//!   every piece.
+//! - **Incoming global peerings** are accepted like local ones (the paper sets them up "in the
+//!   same manner as in phase 1"); a node steals its share from every global peer it has,
+//!   incoming or outgoing, and tells each of them about pieces in that peer's share.
+//! - **A peering established late** (its Hello arrives after this node already holds pieces):
+//!   the node sends a Have for each held piece the peer is to hear of (the root: its bitfield),
+//!   as the paper reserves bitfields to the root.
+//! - **Haves a peer does not need are not sent**: a node does not tell a peer of a piece that
+//!   peer announced itself (it will never request it). This changes no decision of any node
+//!   and saves about half of the Have messages, which dominate the message count.
+//! - **The root delivers nothing** to its application (it has the data), as in the tree
+//!   broadcast; it reports full progress at Start.
+//!
+//! With these rules, in a run without failures each piece crosses into each cluster other than
+//! the root's exactly once (its mob-share owner requests it once, from a global peer), and never
+//! into the root's cluster: WAN payload = (clusters - 1) x data size.
+//!
+//! # Which share piece to request from a global peer: [`PieceChoice`]
+//!
+//! The paper (after BitTorrent) picks at random among the pieces a peer announced
+//! ([`PieceChoice::Random`]). In the flow-level model this wastes much of the WAN: the rank-r
+//! nodes of all clusters steal the same share from the same source, each keeps R requests
+//! queued on a flow that carries only its fair share of a WAN link (16 ranks share one link
+//! in the paper's setup), so they draw the same pieces from the source, blind to each other's
+//! queued requests, and the links between the receiving clusters idle (about 45-70 % of the
+//! max-flow bound on the Fig. 4 point). The default, [`PieceChoice::RarestFirst`], is ours:
+//! - pieces announced by the fewest of this node's global peers first (BitTorrent's
+//!   rarest-first, applied to the mob share only; local pieces stay random);
+//! - each share is cut into one *region* per cluster that takes it from outside (the root's
+//!   cluster excluded), at a rotation point that depends on the cluster's position among them;
+//!   a node draws the pieces only the source has from its own region first, forwards;
+//! - pieces only the source has that lie outside the node's region are not requested while
+//!   the region still has pieces neither held nor requested, so at the start (when the source
+//!   has announced only a few pieces) the clusters do not all draw the same ones — unless
+//!   another region lags clearly behind (more than a quarter of a region more pieces that
+//!   nobody has announced): its owner's link is slow, and the node helps there first;
+//! - a helper walks another region backwards, from a point that depends on how far its
+//!   cluster is behind the region's owner, so owner and helpers do not draw the same pieces.
+//!
+//! The effect is the tree packing of the optimum: each source sends every cluster a different
+//! third (for four clusters) of the share, and the clusters relay them to each other. Only
+//! the order of requests changes: the messages, the mob rule and the exactly-once property are
+//! the paper's. [`MobConfig::outstanding_bytes`] (ours too, default 256 KiB) caps the bytes
+//! requested per peer: with 1 MiB pieces on 0.5 MB/s flows, R = 5 commits a node ten seconds
+//! ahead, and the clusters' choices collide again near the end.
+//!
+//! Measured in the simulator on the Fig. 4 point (4 x 16 nodes, 600 MB from node 0, 125 MB/s
+//! nodes, 20 ms WAN round trips), as a fraction of the max-flow bound, for 1 MiB / 256 KiB
+//! pieces (`fig4_point_against_the_bound` in `windrose-sim/tests/mob.rs`):
+//!
+//! | WAN (bound)                                   | paper: random, R = 5 | defaults    |
+//! |-----------------------------------------------|----------------------|-------------|
+//! | 8 MB/s between all clusters (24 MB/s)         | 46 % / 71 %          | 92 % / 96 % |
+//! | `four-clusters.toml`'s links (14.5 MB/s)      | 46 % / 71 %          | 89 % / 96 % |
+//! | `data/scenarios/mob` fast links (9.5 MB/s)    | 49 % / 74 %          | 92 % / 97 % |
+//! | `data/scenarios/mob` slow links (7.3 MB/s)    | 36 % / 65 %          | 79 % / 91 % |
+//!
+//! Small transfers fare worse: each rank's flow gets 1/16 of a WAN link, so on a 0.8 MB/s
+//! link one 1 MiB piece takes 21 s, and start and end cost a few piece times each.
+//!
+//! # Safety nets (not in the paper)
+//!
+//! - **Stall fallback.** If an incomplete node receives no new piece for
+//!   [`MobConfig::stall_timeout_s`] (a random local mesh may, very rarely, be disconnected for
+//!   clusters of 12 or more; failures can orphan a mob share), it sends [`Signal::Interested`]
+//!   to its peers, meaning "tell me of every piece you hold", and from then on requests any
+//!   missing piece from any peer that has it. A peer that receives Interested announces all its
+//!   pieces to the sender. If nothing arrives for five more timeouts the node aborts with
+//!   [`AbortReason::Timeout`], so no run hangs. The default (60 s) is far above any wait of a
+//!   healthy run, so the fallback does not perturb the exactly-once property in practice.
+//! - **Failures** ([`Input::PeerFailed`]): the failed node is dropped from the peers, its
+//!   outstanding requests are made again to other peers that hold the pieces, the mobs are
+//!   recomputed over the live nodes (so its share is taken over; global peers that learn of the
+//!   failure re-announce pieces of the new shares), and the acknowledgement tree skips it (a
+//!   node reports to its nearest live ancestor and waits for its nearest live descendants). If
+//!   the root fails, every node that has not finished aborts: nobody could confirm the end.
+//!   Issue 8 goes further.
+//!
+//! # Timers
+//!
+//! [`STALL_TIMER`] only, armed while the node is incomplete; it is re-armed lazily (at most once
+//! per timeout) rather than moved on every piece.
+//!
+//! # Cost
+//!
+//! Per message O(peers) at most (a Have fans out to the peers); choosing a piece to request
+//! from a local peer is O(1) amortised: each peer keeps the list of pieces it announced that
+//! this node may take from it, and entries that became stale (held or requested elsewhere) are
+//! discarded when drawn. Choosing a share piece rarest-first scans that peer's list, O(share
+//! size), once per request of a share piece. Nothing scans all P pieces except setup, a bitfield, a late peering and failures.
+//! Piece bytes are never copied ([`Bytes`] slices of the root's buffer or of receive buffers).
+
+use crate::frame::{Message, MessageKind, Piece, PieceRef, Signal, SignalMsg, TransferId};
+use crate::node::{
+    AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
+    TimerId,
+};
+use crate::pieces::{ClusterLayout, PieceStore, SwarmSetup};
+use crate::time::Time;
+use bytes::Bytes;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::time::Duration;
+use windrose_model::{ClusterId, NodeId};
+
+/// The stall timer: fires when an incomplete node may have received nothing for
+/// [`MobConfig::stall_timeout_s`] (see the module docs).
+pub const STALL_TIMER: TimerId = TimerId(0);
+
+/// Stall timeouts without any progress, after the fallback, before a node gives up.
+const STALLS_BEFORE_ABORT: u32 = 5;
+
+/// MOB's parameters; every node of one run must use the same values.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct MobConfig {
+    /// Local peers each node picks (phase 1; the paper uses 5).
+    pub local_peers: usize,
+    /// Global peers each node picks (phase 2; the paper uses 5).
+    pub global_peers: usize,
+    /// Requests outstanding per peer (R; the paper uses 5): enough to keep a peer's link busy
+    /// across a round trip.
+    pub outstanding: usize,
+    /// Seconds without a new piece after which an incomplete node falls back to stealing any
+    /// piece from any peer (0: never; see the module docs).
+    pub stall_timeout_s: f64,
+    /// How a share piece is chosen among those a global peer (or the root) announced.
+    pub piece_choice: PieceChoice,
+    /// When positive, also limits the requests outstanding per peer to as many pieces as fit
+    /// in this many bytes (at least one). Ours, default 256 KiB (one request at a time for
+    /// pieces of 256 KiB or more); 0 gives the paper's R alone. R pieces queued on a slow flow
+    /// commit a node to them for R transfer times, long after another mob could have supplied
+    /// them (1 MiB pieces at 0.5 MB/s per flow: ten seconds). The price is a round trip of
+    /// idle time per piece on each flow, negligible while a piece takes much longer than a
+    /// round trip (and other flows fill the link meanwhile); raise it for fast, long links.
+    pub outstanding_bytes: u64,
+}
+
+/// How a node chooses the next piece of its mob share to request from a global peer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PieceChoice {
+    /// At random among the pieces the peer announced (the paper, after BitTorrent).
+    Random,
+    /// The pieces the fewest of this node's global peers announced first, at random among
+    /// ties (BitTorrent's rarest-first, applied to the mob share only; see the module docs).
+    RarestFirst,
+}
+
+impl Default for MobConfig {
+    fn default() -> Self {
+        MobConfig {
+            local_peers: 5,
+            global_peers: 5,
+            outstanding: 5,
+            stall_timeout_s: 60.0,
+            piece_choice: PieceChoice::RarestFirst,
+            outstanding_bytes: 256 << 10,
+        }
+    }
+}
+
+impl MobConfig {
+    /// Checks the values: at least one local and one global peer and one outstanding request
+    /// (with none, some pieces could never move), a finite non-negative stall timeout.
+    pub fn validate(&self) -> Result<(), SetupError> {
+        for (what, v) in [
+            ("local_peers", self.local_peers),
+            ("global_peers", self.global_peers),
+            ("outstanding", self.outstanding),
+        ] {
+            if v == 0 || v > u32::MAX as usize {
+                return Err(SetupError::Config {
+                    what,
+                    requirement: "between 1 and 2^32 - 1",
+                    value: v.to_string(),
+                });
+            }
+        }
+        if !self.stall_timeout_s.is_finite() || self.stall_timeout_s < 0.0 {
+            return Err(SetupError::Config {
+                what: "stall_timeout_s",
+                requirement: "finite and non-negative",
+                value: self.stall_timeout_s.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The mob share of the node of rank `rank` in a mob of `size` nodes, for `pieces` pieces:
+/// `floor(rank*P/size) .. floor((rank+1)*P/size)` (the paper's formula; empty when `rank` is
+/// not below `size`). The shares of ranks `0..size` partition `0..pieces` in order.
+pub fn mob_share(rank: usize, size: usize, pieces: u32) -> Range<u32> {
+    if rank >= size {
+        return 0..0;
+    }
+    let p = u128::from(pieces);
+    let (r, s) = (rank as u128, size as u128);
+    let lo = (r * p / s) as u32;
+    let hi = ((r + 1) * p / s) as u32;
+    lo..hi
+}
+
+/// The global peer candidates of `node` (phase 2): in every other cluster y, in cluster order,
+/// the member p with r(y, p) = r(x, node) mod s(y) — one node per other cluster. Empty when
+/// `node` is not in the layout.
+pub fn global_peer_candidates(layout: &ClusterLayout, node: NodeId) -> Vec<NodeId> {
+    let (Some(x), Some(r)) = (layout.cluster_of(node), layout.rank(node)) else {
+        return Vec::new();
+    };
+    layout
+        .clusters()
+        .filter(|&y| y != x)
+        .filter_map(|y| {
+            let m = layout.members(y);
+            (!m.is_empty()).then(|| m[r % m.len()])
+        })
+        .collect()
+}
+
+/// How this node relates to a peer, which decides what it may steal from it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Same cluster (not the root): pieces outside this node's share.
+    Local,
+    /// Another cluster: pieces of this node's share (never in the root's cluster).
+    Global,
+    /// The root, seen from its own cluster: pieces of this node's share.
+    Root,
+}
+
+#[derive(Clone, Debug)]
+struct Peer {
+    id: NodeId,
+    kind: Kind,
+    alive: bool,
+    /// The peer's own mob share (what it is told of when it is a global peer).
+    share: Range<u32>,
+    /// The peer asked to hear of every piece (stall fallback).
+    wants_all: bool,
+    /// The peer is in the root's cluster (it takes nothing from outside).
+    in_root_cluster: bool,
+    /// Pieces it announced.
+    has: Vec<u64>,
+    /// Pieces it announced that this node may want from it; stale entries are dropped lazily.
+    cand: Vec<u32>,
+    /// Requests sent to it and not yet answered.
+    outstanding: usize,
+}
+
+fn bit(set: &[u64], i: u32) -> bool {
+    set.get((i / 64) as usize)
+        .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
+}
+
+fn set_bit(set: &mut [u64], i: u32) {
+    if let Some(w) = set.get_mut((i / 64) as usize) {
+        *w |= 1u64 << (i % 64);
+    }
+}
+
+/// A MOB node. See the [module docs](self).
+#[derive(Debug)]
+pub struct Mob {
+    me: NodeId,
+    setup: SwarmSetup,
+    config: MobConfig,
+    rng: ChaCha8Rng,
+    status: Status,
+    started: bool,
+    is_root: bool,
+    my_cluster: ClusterId,
+    root_cluster: ClusterId,
+    pieces: u32,
+    store: PieceStore,
+    /// This node's mob share.
+    share: Range<u32>,
+    /// Live mob members per cluster, sorted by id (the root excluded): the shares' basis.
+    mobs: BTreeMap<ClusterId, Vec<NodeId>>,
+    peers: Vec<Peer>,
+    peer_index: BTreeMap<NodeId, usize>,
+    /// Per piece: the peer (index) it was requested from.
+    requested: Vec<Option<u32>>,
+    /// Per piece of this node's share: live global peers (or the root) that announced it.
+    avail: Vec<u16>,
+    /// Where in its share this node starts drawing equally rare pieces (relative to the
+    /// share's start): spread over the clusters that are not the root's.
+    rotation: u32,
+    /// Length of this node's region: its share divided among the clusters that take it from
+    /// outside (the whole share in the root's cluster).
+    region_len: u32,
+    /// Set once every piece of the region is held or requested.
+    region_done: bool,
+    /// Requests outstanding per peer: R, capped by `outstanding_bytes`.
+    request_limit: usize,
+    failed: BTreeSet<NodeId>,
+    /// Stall fallback active: steal anything from anyone.
+    relaxed: bool,
+    last_progress: Time,
+    stalls: u32,
+    stall_armed: bool,
+    /// Heap order of the acknowledgement tree: the root, then the others by id.
+    ack_order: Vec<NodeId>,
+    ack_pos: BTreeMap<NodeId, usize>,
+    acks: BTreeSet<NodeId>,
+    complete_sent_to: Option<NodeId>,
+}
+
+impl Mob {
+    /// The machine of `node`: `data` only at the root; randomness (peer choices, piece choices)
+    /// from `rng` only.
+    ///
+    /// Errors: `node` or the root outside the layout, data at the wrong node or of the wrong
+    /// length, invalid `config`.
+    pub fn new(
+        node: NodeId,
+        setup: &SwarmSetup,
+        data: Option<Bytes>,
+        config: MobConfig,
+        rng: ChaCha8Rng,
+    ) -> Result<Mob, SetupError> {
+        config.validate()?;
+        setup.check(node, data.as_ref())?;
+        let layout = &setup.layout;
+        let manifest = &setup.manifest;
+        let store = match &data {
+            Some(d) => PieceStore::full(manifest, d),
+            None => PieceStore::new(manifest),
+        };
+        let my_cluster = layout.cluster_of(node).expect("checked");
+        let root_cluster = layout.cluster_of(setup.root).expect("checked");
+        let mut ack_order = vec![setup.root];
+        ack_order.extend(layout.nodes().filter(|&n| n != setup.root));
+        let ack_pos = ack_order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let pieces = manifest.piece_count();
+        let mut m = Mob {
+            me: node,
+            setup: setup.clone(),
+            config,
+            rng,
+            status: Status::Running,
+            started: false,
+            is_root: node == setup.root,
+            my_cluster,
+            root_cluster,
+            pieces,
+            store,
+            share: 0..0,
+            mobs: BTreeMap::new(),
+            peers: Vec::new(),
+            peer_index: BTreeMap::new(),
+            requested: vec![None; pieces as usize],
+            avail: vec![0; pieces as usize],
+            rotation: 0,
+            region_len: 0,
+            region_done: false,
+            request_limit: 1,
+            failed: BTreeSet::new(),
+            relaxed: false,
+            last_progress: Time::ZERO,
+            stalls: 0,
+            stall_armed: false,
+            ack_order,
+            ack_pos,
+            acks: BTreeSet::new(),
+            complete_sent_to: None,
+        };
+        m.compute_mobs();
+        m.set_share();
+        m.request_limit = match m.config.outstanding_bytes {
+            0 => m.config.outstanding,
+            b => {
+                let fit = b / u64::from(manifest.piece_len().max(1));
+                m.config.outstanding.min(fit.max(1) as usize)
+            }
+        };
+        Ok(m)
+    }
+
+    /// This node's mob share (empty at the root).
+    pub fn share(&self) -> Range<u32> {
+        self.share.clone()
+    }
+
+    /// The peers in the order they were added (live or not), for inspection.
+    pub fn peers(&self) -> Vec<NodeId> {
+        self.peers.iter().map(|p| p.id).collect()
+    }
+
+    /// The local peers (same cluster, the root included), by id.
+    pub fn local_peers(&self) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = self
+            .peers
+            .iter()
+            .filter(|p| p.kind != Kind::Global)
+            .map(|p| p.id)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The global peers (other clusters), by id.
+    pub fn global_peers(&self) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = self
+            .peers
+            .iter()
+            .filter(|p| p.kind == Kind::Global)
+            .map(|p| p.id)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// True once every piece is held.
+    pub fn is_complete(&self) -> bool {
+        self.store.is_complete()
+    }
+
+    /// Pieces held.
+    pub fn held(&self) -> u32 {
+        self.store.held()
+    }
+
+    /// True once the stall fallback has been taken.
+    pub fn fell_back(&self) -> bool {
+        self.relaxed
+    }
+
+    /// Recomputes the mobs over the live nodes (the root excluded).
+    fn compute_mobs(&mut self) {
+        let layout = &self.setup.layout;
+        self.mobs = layout
+            .clusters()
+            .map(|c| {
+                let m: Vec<NodeId> = layout
+                    .members(c)
+                    .iter()
+                    .copied()
+                    .filter(|&n| n != self.setup.root && !self.failed.contains(&n))
+                    .collect();
+                (c, m)
+            })
+            .collect();
+    }
+
+    /// Sets this node's share and rotation point from the current mobs.
+    fn set_share(&mut self) {
+        self.share = self.share_of(self.me);
+        let others: Vec<ClusterId> = self
+            .setup
+            .layout
+            .clusters()
+            .filter(|&c| c != self.root_cluster)
+            .collect();
+        let q = others.binary_search(&self.my_cluster).unwrap_or(0) as u64;
+        let len = u64::from(self.share.end - self.share.start);
+        let k = if self.in_root_cluster() {
+            1
+        } else {
+            others.len().max(1) as u64
+        };
+        self.rotation = (q * len / k) as u32;
+        self.region_len = len.div_ceil(k) as u32;
+        self.region_done = false;
+    }
+
+    /// The mob share of `node` under the current mobs.
+    fn share_of(&self, node: NodeId) -> Range<u32> {
+        let Some(c) = self.setup.layout.cluster_of(node) else {
+            return 0..0;
+        };
+        let mob = self.mobs.get(&c).map_or(&[][..], Vec::as_slice);
+        match mob.binary_search(&node) {
+            Ok(r) => mob_share(r, mob.len(), self.pieces),
+            Err(_) => 0..0,
+        }
+    }
+
+    fn in_root_cluster(&self) -> bool {
+        self.my_cluster == self.root_cluster
+    }
+
+    /// May this node take piece `i` from a peer of kind `kind`?
+    fn allowed(&self, kind: Kind, i: u32) -> bool {
+        if self.relaxed {
+            return true;
+        }
+        let mine = self.share.contains(&i);
+        match kind {
+            Kind::Local => !mine,
+            Kind::Root => mine,
+            Kind::Global => mine && !self.in_root_cluster(),
+        }
+    }
+
+    /// Should peer `p` hear that this node holds piece `i`?
+    /// A peer that announced the piece itself is not told (it will never ask for it).
+    fn tells(&self, p: &Peer, i: u32) -> bool {
+        if !p.alive || p.id == self.setup.root || bit(&p.has, i) {
+            return false;
+        }
+        p.wants_all
+            || match p.kind {
+                Kind::Local | Kind::Root => true,
+                Kind::Global => p.share.contains(&i) && !p.in_root_cluster,
+            }
+    }
+
+    fn transfer(&self) -> TransferId {
+        self.setup.transfer
+    }
+
+    fn signal(&self, signal: Signal, arg: u32) -> Message {
+        Message::Signal(SignalMsg {
+            transfer: self.transfer(),
+            signal,
+            arg,
+        })
+    }
+
+    /// Adds a peer (or revives nothing: a known peer is returned as is); tells it what it is
+    /// to hear of what this node already holds. Returns its index.
+    fn add_peer(&mut self, id: NodeId, out: &mut Outputs) -> usize {
+        if let Some(&k) = self.peer_index.get(&id) {
+            return k;
+        }
+        let cluster = self.setup.layout.cluster_of(id);
+        let kind = if cluster != Some(self.my_cluster) {
+            Kind::Global
+        } else if id == self.setup.root {
+            Kind::Root
+        } else {
+            Kind::Local
+        };
+        let k = self.peers.len();
+        self.peers.push(Peer {
+            id,
+            kind,
+            alive: !self.failed.contains(&id),
+            share: self.share_of(id),
+            wants_all: false,
+            in_root_cluster: cluster == Some(self.root_cluster),
+            has: vec![0; (self.pieces as usize).div_ceil(64)],
+            cand: Vec::new(),
+            outstanding: 0,
+        });
+        self.peer_index.insert(id, k);
+        self.announce_held(k, None, out);
+        k
+    }
+
+    /// Tells peer `k` of the held pieces it is to hear of (the root: its bitfield), skipping
+    /// those in `skip` (already told).
+    fn announce_held(&mut self, k: usize, skip: Option<&Range<u32>>, out: &mut Outputs) {
+        if self.store.held() == 0 {
+            return;
+        }
+        let peer = &self.peers[k];
+        if !peer.alive || peer.id == self.setup.root {
+            return;
+        }
+        if self.is_root {
+            if skip.is_none() {
+                out.send(
+                    peer.id,
+                    Message::Bitfield(self.store.bitfield(self.transfer())),
+                );
+            }
+            return;
+        }
+        for i in 0..self.pieces {
+            if self.store.has(i) && self.tells(peer, i) && !skip.is_some_and(|r| r.contains(&i)) {
+                out.send(
+                    peer.id,
+                    Message::Have(PieceRef {
+                        transfer: self.transfer(),
+                        piece: i,
+                    }),
+                );
+            }
+        }
+    }
+
+    fn on_start(&mut self, now: Time, out: &mut Outputs) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        self.last_progress = now;
+        let layout = self.setup.layout.clone();
+        // Phase 1: local peers.
+        let locals: Vec<NodeId> = layout
+            .members(self.my_cluster)
+            .iter()
+            .copied()
+            .filter(|&n| n != self.me)
+            .collect();
+        let mut chosen: Vec<NodeId> = locals
+            .choose_multiple(&mut self.rng, self.config.local_peers)
+            .copied()
+            .collect();
+        if self.in_root_cluster() && !self.is_root && !chosen.contains(&self.setup.root) {
+            chosen.push(self.setup.root);
+        }
+        // Phase 2: global peers.
+        let candidates = global_peer_candidates(&layout, self.me);
+        if candidates.len() <= self.config.global_peers {
+            chosen.extend(&candidates);
+        } else {
+            let keep = (!self.in_root_cluster())
+                .then(|| {
+                    candidates
+                        .iter()
+                        .copied()
+                        .find(|&c| layout.cluster_of(c) == Some(self.root_cluster))
+                })
+                .flatten();
+            let rest: Vec<NodeId> = candidates
+                .iter()
+                .copied()
+                .filter(|&c| Some(c) != keep)
+                .collect();
+            let n = self.config.global_peers - usize::from(keep.is_some());
+            chosen.extend(keep);
+            chosen.extend(rest.choose_multiple(&mut self.rng, n).copied());
+        }
+        for id in chosen {
+            if self.peer_index.contains_key(&id) {
+                continue;
+            }
+            out.send(id, self.signal(Signal::Hello, 0));
+            self.add_peer(id, out);
+        }
+        let total = self.setup.manifest.total_len();
+        if self.is_root {
+            out.push(Output::Report(Report::Progress {
+                done_bytes: total,
+                total_bytes: total,
+            }));
+        } else if self.store.is_complete() {
+            // Empty data: nothing to fetch.
+            out.push(Output::Report(Report::Progress {
+                done_bytes: 0,
+                total_bytes: total,
+            }));
+        } else {
+            self.arm_stall(now, out);
+        }
+        self.check_ack(out);
+    }
+
+    fn arm_stall(&mut self, now: Time, out: &mut Outputs) {
+        if self.config.stall_timeout_s > 0.0 {
+            self.stall_armed = true;
+            out.push(Output::SetTimer {
+                timer: STALL_TIMER,
+                at: now + Duration::from_secs_f64(self.config.stall_timeout_s),
+            });
+        }
+    }
+
+    fn on_stall_timer(&mut self, now: Time, out: &mut Outputs) {
+        if !self.stall_armed || self.status != Status::Running || self.store.is_complete() {
+            return;
+        }
+        let timeout = Duration::from_secs_f64(self.config.stall_timeout_s);
+        let idle = now - self.last_progress;
+        if idle < timeout {
+            self.stall_armed = true;
+            out.push(Output::SetTimer {
+                timer: STALL_TIMER,
+                at: self.last_progress + timeout,
+            });
+            return;
+        }
+        if !self.relaxed {
+            self.relaxed = true;
+            for k in 0..self.peers.len() {
+                if self.peers[k].alive {
+                    out.send(self.peers[k].id, self.signal(Signal::Interested, 0));
+                }
+            }
+            self.rebuild_candidates(out);
+        } else {
+            self.stalls += 1;
+            if self.stalls >= STALLS_BEFORE_ABORT {
+                self.stall_armed = false;
+                self.status = Status::Aborted;
+                out.push(Output::Aborted(AbortReason::Timeout { waited: idle }));
+                return;
+            }
+        }
+        self.stall_armed = true;
+        out.push(Output::SetTimer {
+            timer: STALL_TIMER,
+            at: now + timeout,
+        });
+    }
+
+    /// Sends requests to peer `k` until R are outstanding or it has nothing this node may take.
+    fn fill(&mut self, k: usize, out: &mut Outputs) {
+        let r = self.request_limit;
+        let kind = self.peers[k].kind;
+        let rarest = self.config.piece_choice == PieceChoice::RarestFirst
+            && !self.relaxed
+            && kind != Kind::Local;
+        loop {
+            let peer = &self.peers[k];
+            if !peer.alive || peer.outstanding >= r || peer.cand.is_empty() {
+                return;
+            }
+            let i = if rarest {
+                let mut cand = std::mem::take(&mut self.peers[k].cand);
+                cand.retain(|&i| {
+                    !self.store.has(i)
+                        && self.requested[i as usize].is_none()
+                        && self.allowed(kind, i)
+                });
+                // Rarest first; among pieces only the source has, this node's region first,
+                // unless another region lags well behind (its owner's link is slow): then
+                // that one, from the far end of its owner's path. Pieces only the source has
+                // outside the chosen region wait while this node's region is open. See
+                // `PieceChoice::RarestFirst`.
+                let open = self.region_open();
+                let target = self.target_region();
+                let key = |i: u32| {
+                    let (g, _) = self.region_pos(i);
+                    (self.avail[i as usize], g != target, self.order_of(i))
+                };
+                let Some((j, _)) = cand
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &i)| {
+                        !open || self.avail[i as usize] > 1 || self.region_pos(i).0 == target
+                    })
+                    .min_by_key(|(_, &i)| key(i))
+                else {
+                    self.peers[k].cand = cand;
+                    return;
+                };
+                let i = cand.swap_remove(j);
+                self.peers[k].cand = cand;
+                i
+            } else {
+                let j = self.rng.gen_range(0..peer.cand.len());
+                let i = self.peers[k].cand.swap_remove(j);
+                if self.store.has(i)
+                    || self.requested[i as usize].is_some()
+                    || !self.allowed(kind, i)
+                {
+                    continue;
+                }
+                i
+            };
+            self.requested[i as usize] = Some(k as u32);
+            self.peers[k].outstanding += 1;
+            out.send(
+                self.peers[k].id,
+                Message::Request(PieceRef {
+                    transfer: self.transfer(),
+                    piece: i,
+                }),
+            );
+            if rarest && !self.region_done && !self.region_open() {
+                // The region is exhausted: pieces outside it may now be taken from any
+                // global peer, including those left idle by the region rule.
+                self.region_done = true;
+                for q in 0..self.peers.len() {
+                    if q != k && self.peers[q].kind != Kind::Local {
+                        self.fill(q, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// True while some piece of this node's region is neither held nor requested.
+    fn region_open(&self) -> bool {
+        let len = self.share.end - self.share.start;
+        (0..self.region_len).any(|d| {
+            let i = self.share.start + (self.rotation + d) % len.max(1);
+            !self.store.has(i) && self.requested[i as usize].is_none()
+        })
+    }
+
+    /// The rank of share piece `i` in this node's preference order: its region forwards from
+    /// the rotation point, then the other regions, each backwards from a point that depends on
+    /// how far this node's cluster is behind the region's owner.
+    fn order_of(&self, i: u32) -> u64 {
+        let (g, pos) = self.region_pos(i);
+        if g == 0 {
+            return u64::from(pos);
+        }
+        // Helper at distance d behind the region's owner (d = 1: the cluster just after it)
+        // starts further from the owner's start the closer it is, so helpers do not walk the
+        // same pieces.
+        let size = self.region_size(g).max(1);
+        let regions = self.regions();
+        let d = regions - g;
+        let from = (size - 1).saturating_sub((d - 1) * size / regions);
+        let within = (from + size - pos) % size;
+        u64::from(g) * u64::from(size) * 4 + u64::from(within)
+    }
+
+    fn regions(&self) -> u32 {
+        let len = self.share.end - self.share.start;
+        len.div_ceil(self.region_len.max(1)).max(1)
+    }
+
+    /// The region (0: this node's; then in rotation order) of share piece `i`, and its
+    /// position in the region.
+    fn region_pos(&self, i: u32) -> (u32, u32) {
+        let len = (self.share.end - self.share.start).max(1);
+        let rel = i.saturating_sub(self.share.start) % len;
+        let fwd = (rel + len - self.rotation % len) % len;
+        let rl = self.region_len.max(1);
+        let g = (fwd / rl).min(self.regions() - 1);
+        (g, fwd - g * rl)
+    }
+
+    fn region_size(&self, g: u32) -> u32 {
+        let len = self.share.end - self.share.start;
+        let rl = self.region_len.max(1);
+        let end = if g + 1 >= self.regions() {
+            len
+        } else {
+            (g + 1) * rl
+        };
+        end.saturating_sub(g * rl)
+    }
+
+    /// The region to take pieces only the source has from: this node's, unless another has
+    /// clearly more such pieces left (nobody has announced them, this node has not asked).
+    fn target_region(&self) -> u32 {
+        let regions = self.regions();
+        if regions <= 1 {
+            return 0;
+        }
+        let mut left = vec![0u32; regions as usize];
+        for i in self.share.clone() {
+            if self.avail[i as usize] <= 1
+                && !self.store.has(i)
+                && self.requested[i as usize].is_none()
+            {
+                left[self.region_pos(i).0 as usize] += 1;
+            }
+        }
+        let slack = (self.region_len / 4).max(1);
+        let (g, most) = left
+            .iter()
+            .enumerate()
+            .skip(1)
+            .max_by_key(|(g, &n)| (n, std::cmp::Reverse(*g)))
+            .map_or((0, 0), |(g, &n)| (g as u32, n));
+        if most > left[0] + slack {
+            g
+        } else {
+            0
+        }
+    }
+
+    /// Recounts, for each piece of this node's share, the live peers it may take it from.
+    fn recount_avail(&mut self) {
+        self.avail.iter_mut().for_each(|a| *a = 0);
+        for p in self
+            .peers
+            .iter()
+            .filter(|p| p.alive && p.kind != Kind::Local)
+        {
+            for i in self.share.clone() {
+                if bit(&p.has, i) {
+                    self.avail[i as usize] = self.avail[i as usize].saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// Makes piece `i` requestable again from every live peer that has it.
+    fn requeue(&mut self, i: u32, out: &mut Outputs) {
+        for k in 0..self.peers.len() {
+            let p = &self.peers[k];
+            if p.alive && bit(&p.has, i) && self.allowed(p.kind, i) {
+                self.peers[k].cand.push(i);
+                self.fill(k, out);
+            }
+        }
+    }
+
+    /// Recomputes every peer's candidate list (after the rules changed) and refills requests.
+    fn rebuild_candidates(&mut self, out: &mut Outputs) {
+        for k in 0..self.peers.len() {
+            let kind = self.peers[k].kind;
+            let cand: Vec<u32> = (0..self.pieces)
+                .filter(|&i| {
+                    bit(&self.peers[k].has, i)
+                        && !self.store.has(i)
+                        && self.requested[i as usize].is_none()
+                        && self.allowed(kind, i)
+                })
+                .collect();
+            self.peers[k].cand = cand;
+        }
+        for k in 0..self.peers.len() {
+            self.fill(k, out);
+        }
+    }
+
+    fn check_transfer(&self, from: NodeId, message: &Message) -> Result<(), ProtocolError> {
+        match message.transfer() {
+            Some(t) if t == self.transfer() => Ok(()),
+            Some(found) => Err(ProtocolError::WrongTransfer {
+                from,
+                kind: message.kind(),
+                expected: self.transfer(),
+                found,
+            }),
+            None => Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind: message.kind(),
+                why: "MOB exchanges no probes",
+            }),
+        }
+    }
+
+    fn check_piece(&self, from: NodeId, kind: MessageKind, i: u32) -> Result<(), ProtocolError> {
+        if i >= self.pieces {
+            return Err(ProtocolError::Inconsistent {
+                from,
+                kind,
+                what: "piece index past the manifest's last piece",
+            });
+        }
+        Ok(())
+    }
+
+    fn on_message(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        message: Message,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        self.check_transfer(from, &message)?;
+        let kind = message.kind();
+        if from == self.me || !self.setup.layout.contains(from) {
+            return Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind,
+                why: "the sender is not a member of this multicast",
+            });
+        }
+        // Validate everything before changing anything.
+        match &message {
+            Message::Bitfield(b) => {
+                b.validate()
+                    .map_err(|source| ProtocolError::Frame { from, source })?;
+                if b.pieces != self.pieces {
+                    return Err(ProtocolError::Inconsistent {
+                        from,
+                        kind,
+                        what: "bitfield length differs from the manifest's piece count",
+                    });
+                }
+            }
+            Message::Have(r) => self.check_piece(from, kind, r.piece)?,
+            Message::Request(r) => {
+                self.check_piece(from, kind, r.piece)?;
+                if !self.store.has(r.piece) {
+                    return Err(ProtocolError::UnexpectedMessage {
+                        from,
+                        kind,
+                        why: "request for a piece this node never announced",
+                    });
+                }
+            }
+            Message::Piece(p) => self.check_piece(from, kind, p.piece)?,
+            Message::Signal(s) => {
+                if s.signal == Signal::AllComplete && !self.store.is_complete() {
+                    return Err(ProtocolError::Inconsistent {
+                        from,
+                        kind,
+                        what: "all-complete received by a node that misses pieces",
+                    });
+                }
+            }
+            _ => {
+                return Err(ProtocolError::UnexpectedMessage {
+                    from,
+                    kind,
+                    why: "not a MOB message",
+                })
+            }
+        }
+        if self.status == Status::Aborted {
+            return Ok(());
+        }
+        match message {
+            Message::Request(r) => {
+                // Always honoured, even after finishing.
+                let payload = self.store.get(r.piece).cloned().unwrap_or_default();
+                out.send(
+                    from,
+                    Message::Piece(Piece {
+                        transfer: self.transfer(),
+                        piece: r.piece,
+                        payload,
+                    }),
+                );
+            }
+            Message::Signal(s) => self.on_signal(from, s.signal, out),
+            _ if self.status == Status::Finished => {} // late news: everybody has everything
+            Message::Bitfield(b) => {
+                let k = self.add_peer(from, out);
+                for i in b.iter() {
+                    self.on_announce(k, i);
+                }
+                self.fill(k, out);
+            }
+            Message::Have(r) => {
+                let k = self.add_peer(from, out);
+                self.on_announce(k, r.piece);
+                self.fill(k, out);
+            }
+            Message::Piece(p) => self.on_piece(now, from, p, out),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_announce(&mut self, k: usize, i: u32) {
+        if !bit(&self.peers[k].has, i)
+            && self.peers[k].kind != Kind::Local
+            && self.share.contains(&i)
+        {
+            self.avail[i as usize] = self.avail[i as usize].saturating_add(1);
+        }
+        set_bit(&mut self.peers[k].has, i);
+        if !self.store.has(i)
+            && self.requested[i as usize].is_none()
+            && self.allowed(self.peers[k].kind, i)
+        {
+            self.peers[k].cand.push(i);
+        }
+    }
+
+    fn on_signal(&mut self, from: NodeId, signal: Signal, out: &mut Outputs) {
+        match signal {
+            Signal::Hello => {
+                if self.status != Status::Finished {
+                    self.add_peer(from, out);
+                }
+            }
+            Signal::Interested => {
+                if self.status == Status::Finished {
+                    return;
+                }
+                // A new peer is told as usual first, then (as every known peer) of the rest.
+                let k = self.add_peer(from, out);
+                if !self.peers[k].wants_all {
+                    self.peers[k].wants_all = true;
+                    if !self.is_root {
+                        let told = match self.peers[k].kind {
+                            Kind::Global if !self.peers[k].in_root_cluster => {
+                                self.peers[k].share.clone()
+                            }
+                            Kind::Global => 0..0,
+                            _ => 0..self.pieces,
+                        };
+                        self.announce_held(k, Some(&told), out);
+                    }
+                }
+            }
+            Signal::Complete => {
+                self.acks.insert(from);
+                self.check_ack(out);
+            }
+            Signal::AllComplete => self.finish(out),
+            // Signals of other protocols: harmless, ignored.
+            Signal::NotInterested | Signal::Choke | Signal::Unchoke | Signal::Announce => {}
+        }
+    }
+
+    fn on_piece(&mut self, now: Time, from: NodeId, p: Piece, out: &mut Outputs) {
+        let i = p.piece;
+        let k = self.peer_index.get(&from).copied();
+        let answered = k.is_some() && self.requested[i as usize] == k.map(|k| k as u32);
+        if answered {
+            let k = k.expect("answered");
+            self.requested[i as usize] = None;
+            self.peers[k].outstanding = self.peers[k].outstanding.saturating_sub(1);
+        }
+        if self.store.has(i) {
+            if let Some(k) = k {
+                self.fill(k, out);
+            }
+            return;
+        }
+        if !self
+            .setup
+            .verifier
+            .verify(&self.setup.manifest, i, &p.payload)
+        {
+            // Dropped; fetched again (possibly from the same peer).
+            if answered {
+                self.requeue(i, out);
+            }
+            return;
+        }
+        self.store.insert(i, p.payload);
+        self.last_progress = now;
+        self.stalls = 0;
+        for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
+            out.push(Output::Deliver { offset, data });
+        }
+        out.push(Output::Report(Report::Progress {
+            done_bytes: self.store.held_bytes(),
+            total_bytes: self.setup.manifest.total_len(),
+        }));
+        for q in 0..self.peers.len() {
+            if self.tells(&self.peers[q], i) {
+                out.send(
+                    self.peers[q].id,
+                    Message::Have(PieceRef {
+                        transfer: self.transfer(),
+                        piece: i,
+                    }),
+                );
+            }
+        }
+        if let Some(k) = k {
+            self.fill(k, out);
+        }
+        if self.store.is_complete() {
+            if self.stall_armed {
+                self.stall_armed = false;
+                out.push(Output::CancelTimer(STALL_TIMER));
+            }
+            self.check_ack(out);
+        }
+    }
+
+    fn is_alive(&self, n: NodeId) -> bool {
+        !self.failed.contains(&n)
+    }
+
+    /// The nearest live ancestor in the acknowledgement tree.
+    fn ack_parent(&self) -> Option<NodeId> {
+        let mut k = self.ack_pos[&self.me];
+        while k > 0 {
+            k = (k - 1) / 2;
+            let n = self.ack_order[k];
+            if self.is_alive(n) {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// The nearest live descendants in the acknowledgement tree.
+    fn ack_children(&self) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.ack_pos[&self.me]];
+        while let Some(k) = stack.pop() {
+            for c in [2 * k + 1, 2 * k + 2] {
+                if let Some(&n) = self.ack_order.get(c) {
+                    if self.is_alive(n) {
+                        out.push(n);
+                    } else {
+                        stack.push(c);
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Phase 4: reports up once this node and its subtree are complete; the root ends the run.
+    fn check_ack(&mut self, out: &mut Outputs) {
+        if !self.started || self.status != Status::Running || !self.store.is_complete() {
+            return;
+        }
+        let children = self.ack_children();
+        if !children.iter().all(|c| self.acks.contains(c)) {
+            return;
+        }
+        if self.is_root {
+            self.finish(out);
+        } else if let Some(parent) = self.ack_parent() {
+            if self.complete_sent_to != Some(parent) {
+                self.complete_sent_to = Some(parent);
+                out.send(parent, self.signal(Signal::Complete, self.me.0));
+            }
+        }
+    }
+
+    fn finish(&mut self, out: &mut Outputs) {
+        if self.status != Status::Running {
+            return;
+        }
+        for c in self.ack_children() {
+            out.send(c, self.signal(Signal::AllComplete, self.me.0));
+        }
+        if self.stall_armed {
+            self.stall_armed = false;
+            out.push(Output::CancelTimer(STALL_TIMER));
+        }
+        self.status = Status::Finished;
+        out.push(Output::Finished);
+    }
+
+    fn on_peer_failed(&mut self, peer: NodeId, out: &mut Outputs) {
+        if peer == self.me || !self.setup.layout.contains(peer) || !self.failed.insert(peer) {
+            return;
+        }
+        if self.status != Status::Running {
+            return;
+        }
+        if peer == self.setup.root {
+            self.stall_armed = false;
+            self.status = Status::Aborted;
+            out.push(Output::CancelTimer(STALL_TIMER));
+            out.push(Output::Aborted(AbortReason::PeerFailed { peer }));
+            return;
+        }
+        let mut orphaned = Vec::new();
+        if let Some(&k) = self.peer_index.get(&peer) {
+            self.peers[k].alive = false;
+            self.peers[k].cand.clear();
+            self.peers[k].outstanding = 0;
+            for (i, r) in self.requested.iter_mut().enumerate() {
+                if *r == Some(k as u32) {
+                    *r = None;
+                    orphaned.push(i as u32);
+                }
+            }
+        }
+        // The failed node's mob is recomputed: shares move.
+        self.compute_mobs();
+        let old_share = self.share.clone();
+        self.set_share();
+        for k in 0..self.peers.len() {
+            let new = self.share_of(self.peers[k].id);
+            if new != self.peers[k].share {
+                let old = std::mem::replace(&mut self.peers[k].share, new);
+                if self.peers[k].kind == Kind::Global {
+                    self.announce_held(k, Some(&old), out);
+                }
+            }
+        }
+        self.recount_avail();
+        if old_share != self.share {
+            self.rebuild_candidates(out);
+        } else {
+            for i in orphaned {
+                self.requeue(i, out);
+            }
+        }
+        self.check_ack(out);
+    }
+}
+
+impl Protocol for Mob {
+    fn node(&self) -> NodeId {
+        self.me
+    }
+
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        match input {
+            Input::Start => self.on_start(now, out),
+            Input::Message { from, message } => return self.on_message(now, from, message, out),
+            Input::Timer(STALL_TIMER) => self.on_stall_timer(now, out),
+            Input::Timer(_) => {}
+            Input::Command(c) => {
+                let crate::node::Command::ComputeDone { task } = c;
+                return Err(ProtocolError::UnknownTask { task });
+            }
+            Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            Input::PeerFailed(p) => self.on_peer_failed(p, out),
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_partition() {
+        for size in 1..10 {
+            for p in [0u32, 1, 7, 100] {
+                let mut next = 0;
+                for r in 0..size {
+                    let s = mob_share(r, size, p);
+                    assert_eq!(s.start, next);
+                    next = s.end;
+                }
+                assert_eq!(next, p);
+            }
+        }
+        assert_eq!(mob_share(3, 3, 10), 0..0);
+    }
+
+    #[test]
+    fn bits() {
+        let mut b = vec![0u64; 2];
+        set_bit(&mut b, 70);
+        assert!(bit(&b, 70) && !bit(&b, 69) && !bit(&b, 500));
+    }
+}
