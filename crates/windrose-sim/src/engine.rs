@@ -840,6 +840,11 @@ impl Simulation {
                 }
             }
             let Reverse(entry) = self.heap.pop().expect("peeked");
+            if self.is_dead_timer(&entry) {
+                // A cancelled or moved timer is not an event: it must not move the clock (a
+                // finished run would otherwise "end" at its longest cancelled timeout).
+                continue;
+            }
             self.now = next;
             self.events += 1;
             self.process(entry)?;
@@ -1022,6 +1027,15 @@ impl Simulation {
             error,
         });
         Ok(())
+    }
+
+    /// True for a timer entry that was cancelled or moved, or whose node has failed.
+    fn is_dead_timer(&self, e: &Entry) -> bool {
+        let Ev::Timer { timer, gen, .. } = e.ev else {
+            return false;
+        };
+        let slot = &self.slots[NodeId(e.node).index()];
+        slot.failed || !slot.timers.iter().any(|&(t, g)| t == timer && g == gen)
     }
 
     fn process(&mut self, e: Entry) -> Result<(), SimError> {

@@ -10,6 +10,9 @@
 //!   ready-made [`broadcast`](engine::broadcast) and [`scatter`](engine::scatter) runs.
 //! - [`scenario`]: scenario files (platform, timed changes, mayhem, failures, workload) and
 //!   [`run_scenario`](scenario::run_scenario), behind `windrose sim run`.
+//! - [`multicast`]: piece-based multicasts (MOB, BitTorrent, Balanced Multicasting, MagPIe)
+//!   run on a platform, with per-node completion, WAN payload and the fraction of the max-flow
+//!   bound they reach.
 //! - [`metrics`]: what a run measured (per-node outcomes and finish times, bytes delivered,
 //!   bytes per link, throughput, reports), serializable for `--json`.
 //!
@@ -29,5 +32,6 @@
 
 pub mod engine;
 pub mod metrics;
+pub mod multicast;
 pub mod network;
 pub mod scenario;

@@ -70,6 +70,23 @@
 //! divisible-load model). Node joins (`[[join]]`) are recognised and rejected: the engine does
 //! not simulate them yet.
 //!
+//! A multicast workload (seed 002) names its kind and protocol, and takes no tree:
+//!
+//! ```toml
+//! [workload]
+//! kind = "multicast"                 # "broadcast" | "scatter" | "multicast" (default: `protocol`)
+//! protocol = "mob"                   # "mob" | "bittorrent" | "balanced" | "magpie"
+//! root = 0
+//! message_bytes = "600MB"
+//! piece_bytes = "1MiB"               # default 1 MiB; the last piece may be shorter
+//! ```
+//!
+//! It runs through [`crate::multicast`]: every node of the platform gets a machine, Balanced
+//! Multicasting plans from the platform as it is when the repetition starts, and the
+//! [`Report`]'s `multicast` entries give each repetition's per-node completion, throughput, WAN
+//! payload and fraction of the bound at its start (`windrose bound` gives the bound over the
+//! scenario's changes).
+//!
 //! Every key is checked; an error names the file, line, column and key
 //! (`four-clusters.toml:41:10: `workload.tree`: unknown tree algorithm "mts": expected one of …`).
 //!
@@ -165,8 +182,8 @@
 mod run;
 
 pub use run::{
-    link_name, run_scenario, run_scenario_with, LinkReport, NodeReport, Progress, RepetitionReport,
-    Report,
+    link_name, run_scenario, run_scenario_shared, run_scenario_with, LinkReport, NodeReport,
+    Progress, RepetitionReport, Report,
 };
 
 use crate::network::{Change, SharingPolicy};
@@ -181,6 +198,7 @@ use toml::{Spanned, Value};
 use windrose_model::error::line_col;
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
+use windrose_proto::multicast::MulticastProtocol;
 use windrose_trees::adaptive::AdaptiveTree;
 use windrose_trees::static_trees;
 use windrose_trees::{Tree, TreeError};
@@ -254,6 +272,9 @@ pub enum WorkloadKind {
     Broadcast,
     /// Divisible-load scatter (`windrose_proto::scatter`) following a `dlt` schedule.
     Scatter,
+    /// A piece-based multicast (`windrose_proto::multicast`): MOB, BitTorrent, Balanced
+    /// Multicasting or MagPIe, run by [`crate::multicast`].
+    Multicast,
 }
 
 impl WorkloadKind {
@@ -262,6 +283,7 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Broadcast => "broadcast",
             WorkloadKind::Scatter => "scatter",
+            WorkloadKind::Multicast => "multicast",
         }
     }
 }
@@ -483,7 +505,21 @@ pub struct Workload {
     pub compute_bytes_s: Vec<f64>,
     /// Scatter: sequential or parallel sends.
     pub send_mode: ScatterSends,
+    /// Multicast: the protocol and its piece size (None for broadcasts and scatters).
+    pub multicast: Option<MulticastWorkload>,
 }
+
+/// The piece-based multicast of a `kind = "multicast"` workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MulticastWorkload {
+    /// Which protocol.
+    pub protocol: MulticastProtocol,
+    /// Piece size, bytes (the manifest's; the last piece may be shorter).
+    pub piece_bytes: u32,
+}
+
+/// The piece size of a multicast workload that gives none: 1 MiB.
+pub const DEFAULT_PIECE_BYTES: u32 = 1 << 20;
 
 /// A parsed scenario; see the [module docs](self) for the file format.
 #[derive(Clone, Debug, PartialEq)]
@@ -804,7 +840,9 @@ struct FailDoc {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WorkloadDoc {
+    kind: Val,
     protocol: Val,
+    piece_bytes: Val,
     tree: Val,
     root: Val,
     message_bytes: Val,
@@ -1307,30 +1345,99 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
 fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) -> R<Workload> {
     let span = w.span();
     let d = w.get_ref();
-    let kind = src.need(
-        &d.protocol,
-        &span,
-        "workload.protocol",
-        "\"broadcast\" or \"scatter\"",
-    )?;
-    let kind = src.choice(
-        kind,
-        "workload.protocol",
-        &[
-            ("broadcast", WorkloadKind::Broadcast),
-            ("scatter", WorkloadKind::Scatter),
-        ],
-    )?;
-    let tv = src.need(
-        &d.tree,
-        &span,
-        "workload.tree",
-        "the tree algorithm (balanced-path, binomial, magpie, mst, max-bottleneck, flat or chain)",
-    )?;
-    let tree = src
-        .str(tv, "workload.tree")?
-        .parse::<TreeAlgo>()
-        .map_err(|m| src.err(&tv.span(), format!("`workload.tree`: {m}")))?;
+    let kinds = [
+        ("broadcast", WorkloadKind::Broadcast),
+        ("scatter", WorkloadKind::Scatter),
+        ("multicast", WorkloadKind::Multicast),
+    ];
+    let given_kind = d
+        .kind
+        .as_ref()
+        .map(|v| src.choice(v, "workload.kind", &kinds))
+        .transpose()?;
+    let (kind, multicast_protocol) = match given_kind {
+        Some(WorkloadKind::Multicast) => {
+            let pv = src.need(
+                &d.protocol,
+                &span,
+                "workload.protocol",
+                "the multicast protocol (mob, bittorrent, balanced or magpie)",
+            )?;
+            let p = src.choice(
+                pv,
+                "workload.protocol",
+                &MulticastProtocol::ALL.map(|p| (p.name(), p)),
+            )?;
+            (WorkloadKind::Multicast, Some(p))
+        }
+        Some(k) => {
+            if let Some(pv) = &d.protocol {
+                let p = src.choice(pv, "workload.protocol", &kinds[..2])?;
+                if p != k {
+                    return Err(src.err(
+                        &pv.span(),
+                        format!(
+                            "`workload.protocol` ({}) contradicts `workload.kind` ({})",
+                            p.name(),
+                            k.name()
+                        ),
+                    ));
+                }
+            }
+            (k, None)
+        }
+        None => {
+            let kv = src.need(
+                &d.protocol,
+                &span,
+                "workload.protocol",
+                "\"broadcast\" or \"scatter\" (or `kind = \"multicast\"` with a multicast protocol)",
+            )?;
+            let k = src
+                .choice(kv, "workload.protocol", &kinds[..2])
+                .map_err(|e| match (e, src.str(kv, "workload.protocol")) {
+                    (
+                        ScenarioError::File {
+                            path,
+                            line,
+                            column,
+                            message,
+                        },
+                        Ok(name),
+                    ) if name.trim().parse::<MulticastProtocol>().is_ok() => ScenarioError::File {
+                        path,
+                        line,
+                        column,
+                        message: format!("{message} (for a multicast, add `kind = \"multicast\"`)"),
+                    },
+                    (e, _) => e,
+                })?;
+            (k, None)
+        }
+    };
+    let tree = if kind == WorkloadKind::Multicast {
+        if let Some(tv) = &d.tree {
+            return Err(src.err(
+                &tv.span(),
+                "`workload.tree` applies to broadcasts and scatters (a multicast's protocol builds its own trees or swarm)",
+            ));
+        }
+        if multicast_protocol == Some(MulticastProtocol::Magpie) {
+            TreeAlgo::Magpie
+        } else {
+            TreeAlgo::Flat
+        }
+    } else {
+        let tv = src.need(
+            &d.tree,
+            &span,
+            "workload.tree",
+            "the tree algorithm (balanced-path, binomial, magpie, mst, max-bottleneck, flat or chain)",
+        )?;
+        src.str(tv, "workload.tree")?
+            .parse::<TreeAlgo>()
+            .map_err(|m| src.err(&tv.span(), format!("`workload.tree`: {m}")))?
+    };
     let root = match &d.root {
         Some(v) => src.node(v, "workload.root", platform)?,
         None => NodeId(0),
@@ -1342,6 +1449,12 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         "the size of the message or load, e.g. \"64MiB\"",
     )?;
     let message_bytes = src.size(mv, "workload.message_bytes")?;
+    if kind == WorkloadKind::Multicast && message_bytes == 0 {
+        return Err(src.err(
+            &mv.span(),
+            "`workload.message_bytes` must be at least 1 byte for a multicast",
+        ));
+    }
     if message_bytes > MAX_MESSAGE_BYTES {
         return Err(src.err(
             &mv.span(),
@@ -1354,8 +1467,8 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
     }
     let segment_bytes = match &d.segment_bytes {
         Some(v) => {
-            if kind == WorkloadKind::Scatter {
-                return Err(src.err(&v.span(), "`workload.segment_bytes` applies to broadcasts only (a scatter sends each share whole)"));
+            if kind != WorkloadKind::Broadcast {
+                return Err(src.err(&v.span(), "`workload.segment_bytes` applies to broadcasts only (a scatter sends each share whole, a multicast cuts the data into `piece_bytes` pieces)"));
             }
             let s = src.size(v, "workload.segment_bytes")?;
             if s == 0 {
@@ -1395,6 +1508,12 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         None => SharingPolicy::MaxMin,
     };
     let tree_costs = match &d.tree_costs {
+        Some(v) if kind == WorkloadKind::Multicast => {
+            return Err(src.err(
+                &v.span(),
+                "`workload.tree_costs` applies to broadcasts and scatters",
+            ))
+        }
         Some(v) => src.choice(
             v,
             "workload.tree_costs",
@@ -1416,7 +1535,10 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
     };
     scatter_only(&d.compute_bytes_s, "compute_bytes_s")?;
     scatter_only(&d.send_mode, "send_mode")?;
-    if let (Some(n), WorkloadKind::Broadcast) = (d.node.as_ref().and_then(|v| v.first()), kind) {
+    if let (Some(n), true) = (
+        d.node.as_ref().and_then(|v| v.first()),
+        kind != WorkloadKind::Scatter,
+    ) {
         return Err(src.err(
             &n.span(),
             "`workload.node` (compute speeds) applies to scatters only",
@@ -1459,6 +1581,39 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         )?,
         None => ScatterSends::Sequential,
     };
+    let multicast = match multicast_protocol {
+        Some(protocol) => {
+            let piece_bytes = match &d.piece_bytes {
+                Some(v) => {
+                    let b = src.size(v, "workload.piece_bytes")?;
+                    if b == 0 || b > u64::from(u32::MAX) {
+                        return Err(src.err(
+                            &v.span(),
+                            format!(
+                                "`workload.piece_bytes` must be between 1 byte and {}, found {b}",
+                                format_size(u64::from(u32::MAX))
+                            ),
+                        ));
+                    }
+                    b as u32
+                }
+                None => DEFAULT_PIECE_BYTES,
+            };
+            Some(MulticastWorkload {
+                protocol,
+                piece_bytes,
+            })
+        }
+        None => {
+            if let Some(v) = &d.piece_bytes {
+                return Err(src.err(
+                    &v.span(),
+                    "`workload.piece_bytes` applies to multicasts only (`kind = \"multicast\"`)",
+                ));
+            }
+            None
+        }
+    };
     Ok(Workload {
         kind,
         tree,
@@ -1470,6 +1625,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         tree_costs,
         compute_bytes_s,
         send_mode,
+        multicast,
     })
 }
 

@@ -6,6 +6,7 @@ use super::{
 };
 use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
+use crate::multicast::{self, MulticastOutcome, Probe, SharedData};
 use crate::network::{Change, SharingPolicy};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -92,6 +93,10 @@ pub struct Report {
     pub app_bytes_delivered: u64,
     /// Refused inputs and impossible outputs (`at_s` on the scenario clock), all repetitions.
     pub errors: Vec<String>,
+    /// Multicast workloads: what each repetition measured (completion per node, throughput,
+    /// WAN payload, fraction of the bound at the repetition's start); empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub multicast: Vec<MulticastOutcome>,
 }
 
 /// One repetition.
@@ -221,16 +226,55 @@ pub fn run_scenario(
 pub fn run_scenario_with(
     scenario: &Scenario,
     seed: u64,
+    log: Option<&mut dyn Write>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ScenarioError> {
+    run_scenario_shared(scenario, seed, log, progress, None)
+}
+
+/// [`run_scenario_with`], with the data of a multicast workload given (so that a sweep over
+/// one size hashes its manifest once; it must match `message_bytes` and `piece_bytes`). Other
+/// workloads ignore `data`; without it a multicast multicasts zeros.
+pub fn run_scenario_shared(
+    scenario: &Scenario,
+    seed: u64,
     mut log: Option<&mut dyn Write>,
     progress: &mut dyn FnMut(&Progress),
+    data: Option<&SharedData>,
 ) -> Result<Report, ScenarioError> {
     let w = &scenario.workload;
     let nominal = &scenario.platform;
-    let tree = scenario.tree()?;
-    let schedule = match w.kind {
-        WorkloadKind::Scatter => Some(scatter_schedule(scenario, &tree)?),
-        WorkloadKind::Broadcast => None,
+    let tree = match w.kind {
+        WorkloadKind::Multicast => None,
+        _ => Some(scenario.tree()?),
     };
+    let schedule = match (w.kind, &tree) {
+        (WorkloadKind::Scatter, Some(tree)) => Some(scatter_schedule(scenario, tree)?),
+        _ => None,
+    };
+    let owned;
+    let data = match (w.multicast, data) {
+        (None, _) => None,
+        (Some(m), Some(d)) => {
+            if d.len() != w.message_bytes || d.manifest.piece_len() != m.piece_bytes {
+                return Err(ScenarioError::Setup(format!(
+                    "the data given ({} bytes in pieces of {}) is not the workload's ({} bytes in pieces of {})",
+                    d.len(),
+                    d.manifest.piece_len(),
+                    w.message_bytes,
+                    m.piece_bytes
+                )));
+            }
+            Some(d)
+        }
+        (Some(m), None) => {
+            owned = SharedData::zeros(w.message_bytes, m.piece_bytes).map_err(|e| {
+                ScenarioError::Setup(format!("cannot build the multicast's manifest: {e}"))
+            })?;
+            Some(&owned)
+        }
+    };
+    let mut outcomes = Vec::new();
     let mut timeline = Timeline::new(scenario, seed);
     let mut platform = nominal.clone();
     let mut dead = vec![false; nominal.node_count()];
@@ -258,7 +302,15 @@ pub fn run_scenario_with(
             &mut log,
             &serde_json::json!({"t": start, "ev": "repetition", "repetition": rep}),
         )?;
-        let mut sim = build_sim(scenario, &platform, &tree, schedule.as_ref(), rep)?;
+        let (mut sim, probe) = build_sim(
+            scenario,
+            &platform,
+            tree.as_ref(),
+            schedule.as_ref(),
+            data,
+            seed,
+            rep,
+        )?;
         if log.is_some() {
             sim.set_event_log(Box::new(pipe.0.clone()));
         }
@@ -315,6 +367,9 @@ pub fn run_scenario_with(
         sim.take_event_log().map_err(engine_err)?;
         pipe.drain(&mut log, start)?;
         let m = sim.metrics();
+        if let Some(probe) = &probe {
+            outcomes.push(probe.outcome(&m, None));
+        }
         for l in &m.links {
             link_bytes[nominal.link_index(l.link.into())] += l.bytes;
         }
@@ -356,7 +411,7 @@ pub fn run_scenario_with(
         l.flush().map_err(log_err)?;
     }
 
-    let nodes = node_reports(scenario, &tree, schedule.as_ref(), &per_rep);
+    let nodes = node_reports(scenario, tree.as_ref(), schedule.as_ref(), &per_rep);
     let links = link_bytes
         .iter()
         .enumerate()
@@ -395,6 +450,7 @@ pub fn run_scenario_with(
         nodes,
         links,
         errors,
+        multicast: outcomes,
     })
 }
 
@@ -441,16 +497,33 @@ fn scatter_schedule(scenario: &Scenario, tree: &Tree) -> Result<Schedule, Scenar
     .map_err(|e| ScenarioError::Setup(format!("cannot build the divisible-load schedule: {e}")))
 }
 
+/// The simulation of one repetition on `platform` (as the timeline has changed it by then):
+/// a multicast also gets its [`Probe`], and Balanced Multicasting plans from `platform`.
 fn build_sim(
     scenario: &Scenario,
     platform: &Platform,
-    tree: &Tree,
+    tree: Option<&Tree>,
     schedule: Option<&Schedule>,
+    data: Option<&SharedData>,
+    seed: u64,
     rep: u64,
-) -> Result<Simulation, ScenarioError> {
+) -> Result<(Simulation, Option<Probe>), ScenarioError> {
     let w = &scenario.workload;
     let config = SimConfig::with_policy(w.sharing);
     let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
+    if let (Some(m), Some(data)) = (w.multicast, data) {
+        let setup = |e: multicast::MulticastError| {
+            ScenarioError::Setup(format!("cannot set up the {} multicast: {e}", m.protocol))
+        };
+        let spec = multicast::spec_for(m.protocol, platform, w.root).map_err(setup)?;
+        // Each repetition is a run of its own: its own node generators.
+        let run_seed = seed.wrapping_add(rep);
+        let (sim, probe) =
+            multicast::prepare(platform, w.root, data, &spec, run_seed, transfer, config)
+                .map_err(setup)?;
+        return Ok((sim, Some(probe)));
+    }
+    let tree = tree.ok_or_else(|| ScenarioError::Setup("the workload has no tree".into()))?;
     let payload = Payload::Zeros(w.message_bytes);
     match (w.kind, schedule) {
         (WorkloadKind::Scatter, Some(s)) => {
@@ -473,6 +546,7 @@ fn build_sim(
             engine::broadcast_with(platform.clone(), tree, payload, cfg, config)
         }
     }
+    .map(|sim| (sim, None))
     .map_err(|e| ScenarioError::Setup(format!("cannot set up the simulation: {e}")))
 }
 
@@ -733,7 +807,7 @@ fn shift_t(line: &[u8], offset: f64) -> Vec<u8> {
 
 fn node_reports(
     scenario: &Scenario,
-    tree: &Tree,
+    tree: Option<&Tree>,
     schedule: Option<&Schedule>,
     per_rep: &[Metrics],
 ) -> Vec<NodeReport> {
@@ -762,8 +836,8 @@ fn node_reports(
             NodeReport {
                 node,
                 cluster: p.cluster_of(node),
-                parent: tree.parent(node),
-                depth: tree.depth(node),
+                parent: tree.and_then(|t| t.parent(node)),
+                depth: tree.map_or(0, |t| t.depth(node)),
                 outcomes,
                 completion_s,
                 compute_done_s,
@@ -787,8 +861,28 @@ impl Report {
             .all(|n| n.outcomes.iter().all(|o| *o == NodeOutcome::Finished))
     }
 
-    /// A one-line summary: what ran and how long it took.
+    /// A summary: what ran and how long it took (multicasts: one more line per repetition
+    /// with the completion, throughput, WAN payload and fraction of the bound).
     pub fn summary(&self) -> String {
+        if let (Some(m), WorkloadKind::Multicast) = (self.multicast.first(), self.protocol) {
+            let mut s = format!(
+                "{}: {} multicast of {} in {} pieces from {} ({} nodes, {} clusters), {} repetition(s), {} sharing, seed {}",
+                self.scenario,
+                m.protocol,
+                format_size(self.message_bytes),
+                format_size(u64::from(m.piece_bytes)),
+                self.root,
+                self.node_count,
+                self.cluster_count,
+                self.repetitions.len(),
+                self.sharing,
+                self.seed
+            );
+            for (i, m) in self.multicast.iter().enumerate() {
+                s.push_str(&format!("\nrepetition {i}: {}", m.summary()));
+            }
+            return s;
+        }
         let seg = self
             .segment_bytes
             .map(|s| format!(" in {} segments", format_size(s)))
