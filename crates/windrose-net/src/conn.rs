@@ -79,6 +79,7 @@ pub(crate) enum Outgoing {
 /// while it holds more than `high` bytes it has yet to forward, and resumes below `low`.
 pub(crate) struct Flow {
     queued: AtomicUsize,
+    disabled: std::sync::atomic::AtomicBool,
     high: usize,
     low: usize,
     notify: Notify,
@@ -88,6 +89,7 @@ impl Flow {
     pub(crate) fn new(high: usize) -> Flow {
         Flow {
             queued: AtomicUsize::new(0),
+            disabled: std::sync::atomic::AtomicBool::new(false),
             high,
             low: high / 2,
             notify: Notify::new(),
@@ -105,12 +107,23 @@ impl Flow {
         }
     }
 
+    /// Stops throttling for good (a run where every node is both a sender and a receiver);
+    /// paused readers resume.
+    pub(crate) fn disable(&self) {
+        self.disabled.store(true, Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
     /// Waits until the queue is below the high-water mark (re-checking periodically, so a
     /// missed wake-up costs at most a few milliseconds).
     async fn wait_room(&self) {
-        while self.queued.load(Ordering::Relaxed) > self.high {
+        while !self.disabled.load(Ordering::Relaxed)
+            && self.queued.load(Ordering::Relaxed) > self.high
+        {
             let notified = self.notify.notified();
-            if self.queued.load(Ordering::Relaxed) <= self.low {
+            if self.disabled.load(Ordering::Relaxed)
+                || self.queued.load(Ordering::Relaxed) <= self.low
+            {
                 return;
             }
             let _ = tokio::time::timeout(Duration::from_millis(20), notified).await;

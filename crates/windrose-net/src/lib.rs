@@ -71,9 +71,18 @@ pub mod wire;
 pub use error::NetError;
 pub use node::{
     bind, run_node, run_root, Collective, NetEvent, NodeConfig, NodeOutcome, NodeResult, RootJob,
-    RunOutcome, Timeouts,
+    RunOutcome, Timeouts, MAX_PIECE_BYTES,
 };
 pub use sink::{Delivered, OutputSpec};
+
+/// The protocol crate's multicast vocabulary, so a caller can describe a
+/// [`crate::Collective::Multicast`] without depending on `windrose-proto` itself.
+pub mod multicast {
+    pub use windrose_proto::bittorrent::BitTorrentConfig;
+    pub use windrose_proto::mob::MobConfig;
+    pub use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+    pub use windrose_proto::tree_multicast::{PlanTree, TreeMulticastConfig, TreePlan};
+}
 
 /// The session protocol version this build speaks (group files and handshakes carry it): the
 /// control frames of [`wire`] around the proto crate's wire format.

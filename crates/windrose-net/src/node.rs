@@ -4,7 +4,8 @@
 //!
 //! # What the event loop does (the proto crate's driver contract)
 //!
-//! - It owns the collective's machine (a `TreeBroadcast` or a `Scatter`) and a `LinkProber`,
+//! - It owns the collective's machine (a `TreeBroadcast`, a `Scatter` or one of the multicasts
+//!   of `windrose_proto::multicast`) and a `LinkProber`,
 //!   routes Ping/Pong frames to the prober and the rest to the collective, and feeds each
 //!   machine `Start` (on Go), `Message`, `Timer`, `SendComplete`, `Command::ComputeDone` and
 //!   `PeerFailed` with `now` = time since this node's Go.
@@ -16,6 +17,16 @@
 //!   `ComputeDone`; `Report`s become progress events and link measurements.
 //! - A machine that rejects a peer's message (it broke the protocol) makes that peer faulty: its
 //!   connection is closed and every machine gets `PeerFailed`, as for a lost connection.
+//!
+//! # Multicasts
+//!
+//! A multicast job carries the root's manifest (every piece's BLAKE3) and the protocol's
+//! parameters; each node builds its machine with `windrose_proto::multicast::build` from a
+//! `SwarmSetup` whose cluster layout is the group file's and whose verifier hashes every piece.
+//! Every member connects to every other (the lower id dials, as for tree neighbours), and no
+//! reader is throttled (see [Memory](self#memory)). A node's completion is when it first held
+//! all the data (its `Report::Progress` reached the total); it may serve its peers until its
+//! machine finishes.
 //!
 //! # Bounded waiting
 //!
@@ -30,7 +41,10 @@
 //! A relay holds received payloads until its writers have sent them on. Its readers stop
 //! reading while more than [`NodeConfig::high_water_bytes`] are queued and resume below half of
 //! that, so TCP pushes back on a fast parent. The root's queues reference the caller's data
-//! (e.g. a memory-mapped file) and are not throttled.
+//! (e.g. a memory-mapped file) and are not throttled. Nor are a multicast's readers: every node
+//! both sends and receives, so two nodes each paused for their own full writers could wait on
+//! each other for ever; the machines bound what they request, and what they queue are the very
+//! pieces their stores hold anyway.
 
 use crate::bootstrap::{Handshake, Membership, PlainHandshake};
 use crate::conn::{self, Conn, Event, Flow, LinkStats, Outgoing};
@@ -39,8 +53,8 @@ use crate::group::Group;
 use crate::measure::{LinkMeasurements, Metric, Recorder};
 use crate::sink::{Delivered, OutputSpec, Sink};
 use crate::wire::{
-    CollectiveSpec, Control, FrameCount, Job, NodeReport, Progress, Role, RunStatus, ShareResult,
-    TreeSpec, WireFrame,
+    CollectiveSpec, Control, FrameCount, Job, ManifestSpec, MulticastParams, NodeReport,
+    PlanTreeSpec, Progress, Role, RunStatus, ShareResult, TreeSpec, WireFrame,
 };
 use bytes::Bytes;
 use serde::Serialize;
@@ -53,9 +67,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
+use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, SwarmSetup};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
+use windrose_proto::tree_multicast::{PlanTree, TreePlan};
 use windrose_proto::{
     node_rng, Command, Input, Output, Outputs, Protocol, Report, Status, TaskId, Time, TimerId,
     Transmit,
@@ -67,6 +84,9 @@ use windrose_trees::Tree;
 pub const TICK: Duration = Duration::from_millis(200);
 /// Events queued from a node's connection tasks to its event loop.
 const EVENT_QUEUE: usize = 32;
+/// Largest multicast piece: one piece travels in one protocol frame.
+pub const MAX_PIECE_BYTES: u32 =
+    windrose_proto::frame::DEFAULT_MAX_BODY_LEN - windrose_proto::frame::MAX_FIXED_BODY_LEN as u32;
 /// Machine index of the collective.
 const COLLECTIVE: usize = 0;
 /// Machine index of the link prober.
@@ -141,7 +161,7 @@ pub enum NetEvent {
     },
     /// A job arrived from the root (non-root nodes).
     Job {
-        /// `broadcast` or `scatter`.
+        /// `broadcast`, `scatter` or `multicast`.
         collective: &'static str,
         /// Bytes of the root's data.
         total_len: u64,
@@ -247,6 +267,16 @@ pub enum Collective {
         /// Children served at once instead of one after the other.
         parallel: bool,
     },
+    /// A piece-based multicast (MOB, BitTorrent, Balanced Multicasting, MagPIe) among all
+    /// members, every piece checked against the root's manifest (BLAKE3) on arrival.
+    Multicast {
+        /// Which protocol (named in the outcome; `spec` holds its parameters).
+        protocol: MulticastProtocol,
+        /// Its parameters (trees over all group members for balanced and magpie).
+        spec: MulticastSpec,
+        /// Bytes per piece (the last one may be shorter).
+        piece_bytes: u32,
+    },
 }
 
 /// What the root runs and with what.
@@ -272,6 +302,26 @@ impl RootJob {
             collective: Collective::Broadcast {
                 tree,
                 segment_bytes,
+            },
+            data,
+            seed: 1,
+            probe_period: Some(Duration::from_millis(500)),
+            max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+        }
+    }
+
+    /// A multicast of `data` with `protocol` in pieces of `piece_bytes`; probes every 500 ms.
+    pub fn multicast(
+        protocol: MulticastProtocol,
+        spec: MulticastSpec,
+        piece_bytes: u32,
+        data: Bytes,
+    ) -> RootJob {
+        RootJob {
+            collective: Collective::Multicast {
+                protocol,
+                spec,
+                piece_bytes,
             },
             data,
             seed: 1,
@@ -345,8 +395,10 @@ pub struct NodeResult {
 pub struct RunOutcome {
     /// Random id of the run.
     pub session: u64,
-    /// `broadcast` or `scatter`.
+    /// `broadcast`, `scatter` or `multicast`.
     pub collective: &'static str,
+    /// The multicast protocol (`mob`, `bittorrent`, `balanced`, `magpie`), for multicasts.
+    pub protocol: Option<MulticastProtocol>,
     /// The root.
     pub root: NodeId,
     /// Bytes of the data.
@@ -472,6 +524,7 @@ struct Core {
     rejections: Vec<String>,
     done_bytes: u64,
     total_bytes: u64,
+    complete_at: Option<Instant>,
     compute: HashMap<TaskId, (u64, u64)>,
     share: Option<ShareResult>,
     share_finishes: BTreeMap<NodeId, Time>,
@@ -512,6 +565,7 @@ impl Core {
             rejections: Vec::new(),
             done_bytes: 0,
             total_bytes: 0,
+            complete_at: None,
             compute: HashMap::new(),
             share: None,
             share_finishes: BTreeMap::new(),
@@ -780,6 +834,9 @@ impl Core {
                     if i == COLLECTIVE {
                         self.done_bytes = done_bytes;
                         self.total_bytes = total_bytes;
+                        if done_bytes >= total_bytes && self.complete_at.is_none() {
+                            self.complete_at = Some(Instant::now());
+                        }
                     }
                 }
                 Report::ShareFinished { node, at } => {
@@ -1194,6 +1251,129 @@ fn build_machine(
             neighbours.extend(m.parent());
             Ok((Box::new(m), neighbours))
         }
+        CollectiveSpec::Multicast {
+            protocol,
+            params,
+            manifest,
+        } => {
+            let manifest = manifest.to_manifest(job.total_len)?;
+            let spec = multicast_spec(*protocol, params, group, job.root)?;
+            let m = build_multicast(me, group, job, Arc::new(manifest), &spec, data)?;
+            // The swarm protocols talk to any member: a full mesh.
+            let neighbours = group
+                .members()
+                .iter()
+                .map(|m| m.id)
+                .filter(|&id| id != me)
+                .collect();
+            Ok((m, neighbours))
+        }
+    }
+}
+
+/// A node's multicast machine: the layout from the group's clusters, pieces checked with BLAKE3.
+fn build_multicast(
+    me: NodeId,
+    group: &Group,
+    job: &Job,
+    manifest: Arc<Manifest>,
+    spec: &MulticastSpec,
+    data: Option<Bytes>,
+) -> Result<Box<dyn Protocol + Send>, String> {
+    let layout = ClusterLayout::new(group.members().iter().map(|m| (m.id, m.cluster)))
+        .map_err(|e| e.to_string())?;
+    let setup = SwarmSetup {
+        transfer: job.transfer,
+        root: job.root,
+        manifest,
+        layout: Arc::new(layout),
+        verifier: Arc::new(Blake3Verifier),
+    };
+    multicast::build(me, &setup, data, spec, job.seed).map_err(|e| e.to_string())
+}
+
+/// The protocol's parameters from a job, its trees checked against the group and the root.
+fn multicast_spec(
+    protocol: MulticastProtocol,
+    params: &MulticastParams,
+    group: &Group,
+    root: NodeId,
+) -> Result<MulticastSpec, String> {
+    let spec = match params {
+        MulticastParams::Mob(c) => MulticastSpec::Mob(c.clone()),
+        MulticastParams::BitTorrent(c) => MulticastSpec::BitTorrent(c.clone()),
+        MulticastParams::Trees { trees, config } => {
+            if trees.is_empty() {
+                return Err("the multicast plan has no tree".into());
+            }
+            let mut plan = Vec::with_capacity(trees.len());
+            for (i, t) in trees.iter().enumerate() {
+                let tree = t.tree.to_tree()?;
+                if tree.node_count() != group.len() || tree.len() != group.len() {
+                    return Err(format!(
+                        "tree {i} of the plan spans {} of {} nodes, the group has {}",
+                        tree.len(),
+                        tree.node_count(),
+                        group.len()
+                    ));
+                }
+                if tree.root() != root {
+                    return Err(format!(
+                        "tree {i} of the plan is rooted at node {}, the job's root is node {root}",
+                        tree.root()
+                    ));
+                }
+                if let Some(r) = t.rate_bytes_s {
+                    if !(r.is_finite() && r > 0.0) {
+                        return Err(format!(
+                            "tree {i} of the plan has rate {r} bytes/s: must be positive"
+                        ));
+                    }
+                }
+                plan.push(PlanTree {
+                    tree,
+                    rate_bytes_s: t.rate_bytes_s,
+                });
+            }
+            MulticastSpec::Trees {
+                plan: Arc::new(TreePlan { trees: plan }),
+                config: *config,
+            }
+        }
+    };
+    let matches = matches!(
+        (protocol, &spec),
+        (MulticastProtocol::Mob, MulticastSpec::Mob(_))
+            | (MulticastProtocol::BitTorrent, MulticastSpec::BitTorrent(_))
+            | (
+                MulticastProtocol::Balanced | MulticastProtocol::Magpie,
+                MulticastSpec::Trees { .. }
+            )
+    );
+    if !matches {
+        return Err(format!(
+            "the job's parameters are not those of the {protocol} protocol"
+        ));
+    }
+    Ok(spec)
+}
+
+/// The serialisable form of a multicast's parameters.
+fn multicast_params(spec: &MulticastSpec) -> MulticastParams {
+    match spec {
+        MulticastSpec::Mob(c) => MulticastParams::Mob(c.clone()),
+        MulticastSpec::BitTorrent(c) => MulticastParams::BitTorrent(c.clone()),
+        MulticastSpec::Trees { plan, config } => MulticastParams::Trees {
+            trees: plan
+                .trees
+                .iter()
+                .map(|t| PlanTreeSpec {
+                    tree: TreeSpec::of(&t.tree),
+                    rate_bytes_s: t.rate_bytes_s,
+                })
+                .collect(),
+            config: *config,
+        },
     }
 }
 
@@ -1218,6 +1398,23 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
     let mut core = Core::new(&config, false);
     let t = config.timeouts;
     let session: u64 = rand::random();
+    // A multicast's manifest: every piece hashed once, here, off the async threads.
+    let manifest = match &job.collective {
+        Collective::Multicast { piece_bytes, .. } => {
+            if *piece_bytes == 0 || *piece_bytes > MAX_PIECE_BYTES {
+                return Err(NetError::Setup(format!(
+                    "piece size {piece_bytes}: must be 1 to {MAX_PIECE_BYTES} bytes (one piece per frame)"
+                )));
+            }
+            let (data, piece) = (job.data.clone(), *piece_bytes);
+            let m = tokio::task::spawn_blocking(move || Manifest::build(&data, piece))
+                .await
+                .map_err(|e| NetError::Failed(format!("hashing the pieces: {e}")))?
+                .map_err(|e| NetError::Setup(e.to_string()))?;
+            Some(Arc::new(m))
+        }
+        _ => None,
+    };
     let spec = Job {
         session,
         root: me,
@@ -1237,14 +1434,56 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
                 max_frame_payload: job.max_frame_payload,
                 parallel: *parallel,
             },
+            Collective::Multicast { protocol, spec, .. } => CollectiveSpec::Multicast {
+                protocol: *protocol,
+                params: multicast_params(spec),
+                manifest: ManifestSpec::of(manifest.as_deref().expect("built above")),
+            },
         },
         idle_timeout_ms: t.idle.as_millis() as u64,
         probe_period_ms: job.probe_period.map_or(0, |p| p.as_millis().max(1) as u64),
         seed: job.seed,
     };
     // Check the job here first, so a bad tree is the user's error, not every node's.
-    let (machine, _) =
-        build_machine(me, &group, &spec, Some(job.data.clone())).map_err(NetError::Setup)?;
+    let machine = match (&job.collective, &manifest) {
+        // The root's machine shares the manifest it hashed instead of decoding the job's.
+        (
+            Collective::Multicast {
+                protocol, spec: m, ..
+            },
+            Some(manifest),
+        ) => {
+            let CollectiveSpec::Multicast { params, .. } = &spec.collective else {
+                unreachable!("a multicast job")
+            };
+            multicast_spec(*protocol, params, &group, me).map_err(NetError::Setup)?;
+            build_multicast(
+                me,
+                &group,
+                &spec,
+                manifest.clone(),
+                m,
+                Some(job.data.clone()),
+            )
+            .map_err(NetError::Setup)?
+        }
+        _ => {
+            build_machine(me, &group, &spec, Some(job.data.clone()))
+                .map_err(NetError::Setup)?
+                .0
+        }
+    };
+    if let CollectiveSpec::Multicast { manifest: m, .. } = &spec.collective {
+        // The job must fit in one control frame (about 64 bytes per piece).
+        let len = m.hashes.len() + 4096;
+        if len > crate::wire::CONTROL_MAX_BODY as usize {
+            return Err(NetError::Setup(format!(
+                "{} pieces of {} bytes make a manifest too large for one job frame: use larger pieces",
+                m.hashes.len() / 64,
+                m.piece_len
+            )));
+        }
+    }
     let others: Vec<NodeId> = group
         .members()
         .iter()
@@ -1461,9 +1700,13 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
             (None, Some(reason)) => (RunStatus::Failed, Some(reason.clone())),
             (None, None) => (RunStatus::Failed, Some("no report".into())),
         };
+        // A multicast node completes when it holds all the data; it may serve peers after.
         let completion_s = report
             .as_ref()
-            .and_then(|r| r.finished_ns)
+            .and_then(|r| match spec.collective {
+                CollectiveSpec::Multicast { .. } => r.complete_ns.or(r.finished_ns),
+                _ => r.finished_ns,
+            })
             .filter(|_| status == RunStatus::Finished)
             .map(|ns| to_root_clock(p, ns));
         let got = report.as_ref().and_then(|r| match &r.share {
@@ -1498,6 +1741,10 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
     Ok(RunOutcome {
         session,
         collective: spec.collective.name(),
+        protocol: match &job.collective {
+            Collective::Multicast { protocol, .. } => Some(*protocol),
+            _ => None,
+        },
         root: me,
         total_len: spec.total_len,
         root_blake3,
@@ -1518,7 +1765,7 @@ fn expected_hashes(
 ) -> (Vec<(NodeId, Option<String>)>, String) {
     let whole = blake3::hash(data).to_hex().to_string();
     let expected = match &spec.collective {
-        CollectiveSpec::Broadcast { .. } => {
+        CollectiveSpec::Broadcast { .. } | CollectiveSpec::Multicast { .. } => {
             others.iter().map(|&p| (p, Some(whole.clone()))).collect()
         }
         CollectiveSpec::Scatter { schedule, .. } => {
@@ -1669,9 +1916,17 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
         }
     }
     core.total_bytes = match &job.collective {
-        CollectiveSpec::Broadcast { .. } => job.total_len,
+        CollectiveSpec::Broadcast { .. } | CollectiveSpec::Multicast { .. } => job.total_len,
         CollectiveSpec::Scatter { .. } => 0,
     };
+    if matches!(job.collective, CollectiveSpec::Multicast { .. }) {
+        // Every node both sends and receives: a reader paused for its own node's full writers
+        // could wait on a peer paused for the same reason. The machines bound what they ask
+        // for, and queued pieces are the very bytes their stores hold, so nothing is throttled.
+        if let Some(flow) = &core.flow {
+            flow.disable();
+        }
+    }
     let wanted: BTreeSet<NodeId> = neighbours.into_iter().filter(|&n| n != root).collect();
     for &n in wanted.iter().filter(|&&n| n > me) {
         core.spawn_dial(n, Role::Peer);
@@ -1699,6 +1954,9 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                     root,
                     &Control::Abort(format!("node {me} cannot reach node {p}: {e}")),
                 );
+                // As for a lost neighbour: the root usually hears of the cause too (it dials
+                // every node), and its abort names it.
+                let e = await_root_abort(&mut core, root, e).await;
                 return fail(&mut core, e).await;
             }
             Happening::Control(p, Control::Go) if p == root && ready_sent => break,
@@ -1884,6 +2142,10 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
         finished_ns: core
             .started
             .map(|s| ended_at.saturating_duration_since(s).as_nanos() as u64),
+        complete_ns: core
+            .started
+            .zip(core.complete_at)
+            .map(|(s, at)| at.min(ended_at).saturating_duration_since(s).as_nanos() as u64),
         share: core.share.clone(),
         measurements: core.recorder.snapshot(),
         frames_sent: core.frame_counts(),

@@ -32,8 +32,8 @@
 //!    reason. A dialer that finds a mismatch in the welcome sends a reject too, so both sides
 //!    always learn why.
 //! 2. **Job**: the root dials every node (role `Root`) and sends the [`Job`]; each node dials its
-//!    tree neighbours with higher ids (role `Peer`; the lower id dials, so every unordered pair
-//!    has exactly one connection) and answers [`Control::Ready`] once all its neighbours are
+//!    tree neighbours (for a multicast: every member) with higher ids (role `Peer`; the lower
+//!    id dials, so every unordered pair has exactly one connection) and answers [`Control::Ready`] once all its neighbours are
 //!    connected, or [`Control::Abort`].
 //! 3. **Go**: when every node is ready the root sends [`Control::Go`] and starts its machine;
 //!    a node starts its machines on Go. Protocol frames flow. Nodes send [`Control::Progress`]
@@ -49,7 +49,12 @@ use crate::measure::LinkMeasurements;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use windrose_model::NodeId;
+use windrose_proto::bittorrent::BitTorrentConfig;
 use windrose_proto::frame::{self, FrameError, Message, MessageKind, TransferId, HEADER_LEN};
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::{Manifest, HASH_LEN};
+use windrose_proto::tree_multicast::TreeMulticastConfig;
 use windrose_trees::dlt::Schedule;
 use windrose_trees::Tree;
 
@@ -160,17 +165,117 @@ pub enum CollectiveSpec {
         /// Children served at once rather than one after the other.
         parallel: bool,
     },
+    /// One of `windrose_proto::multicast`'s piece-based multicasts among all members.
+    Multicast {
+        /// Which one (balanced and magpie share their parameters' form).
+        protocol: MulticastProtocol,
+        /// Its parameters.
+        params: MulticastParams,
+        /// The root's manifest.
+        manifest: ManifestSpec,
+    },
 }
 
 impl CollectiveSpec {
-    /// `broadcast` or `scatter`.
+    /// `broadcast`, `scatter` or `multicast`.
     pub fn name(&self) -> &'static str {
         match self {
             CollectiveSpec::Broadcast { .. } => "broadcast",
             CollectiveSpec::Scatter { .. } => "scatter",
+            CollectiveSpec::Multicast { .. } => "multicast",
         }
     }
 }
+
+/// One tree of a multicast plan as it travels in a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanTreeSpec {
+    /// The tree.
+    pub tree: TreeSpec,
+    /// The rate its senders keep to, bytes/s (None: as fast as TCP goes).
+    pub rate_bytes_s: Option<f64>,
+}
+
+/// A multicast protocol's parameters as they travel in a job (the serialisable form of
+/// `windrose_proto::multicast::MulticastSpec`: trees instead of an `Arc<TreePlan>`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MulticastParams {
+    /// MOB.
+    Mob(MobConfig),
+    /// BitTorrent.
+    #[serde(rename = "bittorrent")]
+    BitTorrent(BitTorrentConfig),
+    /// Pieces pushed down planned trees (Balanced Multicasting, MagPIe).
+    Trees {
+        /// The trees and their rates.
+        trees: Vec<PlanTreeSpec>,
+        /// Frame and shaping knobs.
+        config: TreeMulticastConfig,
+    },
+}
+
+/// The root's manifest as it travels in a job: publishing it to every node is what the job
+/// does for a multicast (like a .torrent file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestSpec {
+    /// Bytes of every piece but the last.
+    pub piece_len: u32,
+    /// The BLAKE3 hash of every piece, in order, as one hex string (64 digits per piece): half
+    /// the size of a JSON array of hashes.
+    pub hashes: String,
+}
+
+impl ManifestSpec {
+    /// The spec of `manifest`.
+    pub fn of(manifest: &Manifest) -> ManifestSpec {
+        let mut hashes = String::with_capacity(manifest.hashes().len() * HASH_LEN * 2);
+        for h in manifest.hashes() {
+            for b in h {
+                hashes.push(char::from(HEX[usize::from(b >> 4)]));
+                hashes.push(char::from(HEX[usize::from(b & 0xF)]));
+            }
+        }
+        ManifestSpec {
+            piece_len: manifest.piece_len(),
+            hashes,
+        }
+    }
+
+    /// The manifest of `total_len` bytes, checked (hex digits, one hash per piece).
+    pub fn to_manifest(&self, total_len: u64) -> Result<Manifest, String> {
+        let digits = self.hashes.as_bytes();
+        if !digits.len().is_multiple_of(HASH_LEN * 2) {
+            return Err(format!(
+                "the manifest's hashes are {} hex digits, not a multiple of {}",
+                digits.len(),
+                HASH_LEN * 2
+            ));
+        }
+        let nibble = |c: u8| -> Result<u8, String> {
+            match c {
+                b'0'..=b'9' => Ok(c - b'0'),
+                b'a'..=b'f' => Ok(c - b'a' + 10),
+                b'A'..=b'F' => Ok(c - b'A' + 10),
+                _ => Err(format!(
+                    "the manifest's hashes contain {:?}, not a hex digit",
+                    char::from(c)
+                )),
+            }
+        };
+        let mut hashes = Vec::with_capacity(digits.len() / (HASH_LEN * 2));
+        for chunk in digits.chunks_exact(HASH_LEN * 2) {
+            let mut h = [0u8; HASH_LEN];
+            for (i, pair) in chunk.chunks_exact(2).enumerate() {
+                h[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
+            }
+            hashes.push(h);
+        }
+        Manifest::from_parts(total_len, self.piece_len, hashes).map_err(|e| e.to_string())
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// What the root asks every node to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -244,6 +349,10 @@ pub struct NodeReport {
     pub blake3: Option<String>,
     /// Nanoseconds from Go to the end of its collective, on its own clock.
     pub finished_ns: Option<u64>,
+    /// Nanoseconds from Go until it held all the data, on its own clock: a multicast node may
+    /// keep serving its peers long after that, so its completion is this, not `finished_ns`.
+    #[serde(default)]
+    pub complete_ns: Option<u64>,
     /// The scatter share it computed.
     pub share: Option<ShareResult>,
     /// Its link measurements.
@@ -695,6 +804,42 @@ mod tests {
             p.next_frame(),
             Err(WireError::Proto { at: 0, .. })
         ));
+    }
+
+    #[test]
+    fn manifest_spec_round_trips_and_rejects_bad_hex() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let m = Manifest::build(&data, 300).unwrap();
+        let spec = ManifestSpec::of(&m);
+        assert_eq!(spec.hashes.len(), 4 * 64);
+        assert_eq!(spec.hashes[..64], blake3::hash(&data[..300]).to_hex()[..]);
+        assert_eq!(spec.to_manifest(1000).unwrap(), m);
+        // Upper-case digits are accepted too.
+        let upper = ManifestSpec {
+            hashes: spec.hashes.to_uppercase(),
+            ..spec.clone()
+        };
+        assert_eq!(upper.to_manifest(1000).unwrap(), m);
+        // A length that needs another piece, a truncated hash, a non-hex digit.
+        assert!(spec.to_manifest(1201).is_err());
+        let short = ManifestSpec {
+            hashes: spec.hashes[..100].to_string(),
+            ..spec.clone()
+        };
+        assert!(short
+            .to_manifest(1000)
+            .unwrap_err()
+            .contains("multiple of 64"));
+        let mut bad = spec.hashes.clone();
+        bad.replace_range(10..11, "g");
+        let bad = ManifestSpec {
+            hashes: bad,
+            ..spec
+        };
+        assert!(bad
+            .to_manifest(1000)
+            .unwrap_err()
+            .contains("not a hex digit"));
     }
 
     #[test]

@@ -68,7 +68,7 @@ struct PlanReport {
 }
 
 #[derive(Debug, serde::Serialize)]
-struct BoundReport {
+pub(crate) struct BoundReport {
     scenario: String,
     root: NodeId,
     nodes: usize,
@@ -77,7 +77,7 @@ struct BoundReport {
     intervals: Vec<Interval>,
     /// True when the intervals stop at MAX_INTERVALS before the message is delivered.
     truncated: bool,
-    completion_s: Option<f64>,
+    pub(crate) completion_s: Option<f64>,
     mean_throughput_bytes_s: Option<f64>,
     plan: Option<PlanReport>,
 }
@@ -103,7 +103,7 @@ fn apply(platform: &mut Platform, change: &Change) -> Result<()> {
     Ok(())
 }
 
-fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> Result<BoundReport> {
+pub(crate) fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> Result<BoundReport> {
     let root = scenario.workload.root;
     let message = scenario.workload.message_bytes as f64;
     let source = scenario.source.display();

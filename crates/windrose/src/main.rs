@@ -57,8 +57,13 @@ enum Command {
     /// Divisible-load scatter from the root of a group over TCP: every node hashes its share,
     /// measured finish times beside the schedule's prediction.
     Scatter(net_cmds::ScatterArgs),
+    /// A piece-based multicast of a file from the root of a group over TCP (MOB, BitTorrent,
+    /// Balanced Multicasting or MagPIe, each node's cluster from the group file), then check
+    /// every node's BLAKE3.
+    Multicast(net_cmds::MulticastArgs),
     /// Start N node processes on loopback (127.0.0.x) and run a broadcast (or with --scatter,
-    /// the scatter), in one command.
+    /// the scatter; with --protocol mob, bittorrent, balanced or magpie, that multicast), in one
+    /// command.
     Local(net_cmds::LocalArgs),
 }
 
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         Command::Node(args) => net_cmds::run_node_cmd(args),
         Command::Bcast(args) => net_cmds::run_bcast(args),
         Command::Scatter(args) => net_cmds::run_scatter(args),
+        Command::Multicast(args) => net_cmds::run_multicast(args),
         Command::Local(args) => net_cmds::run_local(args),
     };
     match result {

@@ -2,9 +2,11 @@
 //! `windrose bcast` (broadcast a file to a group from its root, with a progress bar and a
 //! BLAKE3 check of what every node received), `windrose scatter` (the divisible-load scatter
 //! from the root, every node hashing its share as its compute step, measured finish times
-//! beside the schedule's prediction) and `windrose local` (start N node processes on loopback
-//! and run the broadcast, or with `--scatter` the scatter, all in one command). The driver is
-//! `windrose_net`.
+//! beside the schedule's prediction), `windrose multicast` (MOB, BitTorrent, Balanced
+//! Multicasting or MagPIe from the root, every piece verified on arrival, the same BLAKE3
+//! check) and `windrose local` (start N node processes on loopback and run the broadcast, or
+//! with `--scatter` the scatter, with `--protocol` a multicast, all in one command). The driver
+//! is `windrose_net`.
 
 use crate::dlt::speeds;
 use crate::error::{bad_input, OrBadInput};
@@ -20,11 +22,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use windrose_model::platform::load_platform;
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::bootstrap::{Bootstrap, GroupFile, Membership};
 use windrose_net::group::Group;
 use windrose_net::measure;
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
+use windrose_net::trees::{
+    balanced_spec, equal_platform, group_costs, magpie_spec, TreeKind, EQUAL_CAPACITY_BYTES_S,
+};
 use windrose_net::wire::RunStatus;
 use windrose_net::{
     bind, map_file, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
@@ -41,8 +47,8 @@ pub struct NodeArgs {
     /// This node's id in the group.
     #[arg(long)]
     id: u32,
-    /// Write the received data of a broadcast to FILE (under a temporary name until
-    /// complete); without it the data is only hashed. A scatter writes nothing: each node
+    /// Write the received data of a broadcast or multicast to FILE (under a temporary name
+    /// until complete); without it the data is only hashed. A scatter writes nothing: each node
     /// hashes its share.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -67,6 +73,13 @@ pub struct TreeOpts {
     /// per group member); default: 0.1 ms inside a cluster, 10 ms between clusters.
     #[arg(long, value_name = "FILE")]
     costs: Option<PathBuf>,
+    #[command(flatten)]
+    watch: WatchOpts,
+}
+
+/// How a run from the root is watched and reported (every root command).
+#[derive(Debug, Args)]
+pub struct WatchOpts {
     /// Seconds without any progress before the run is given up.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     timeout: f64,
@@ -181,7 +194,7 @@ pub struct LocalArgs {
     /// Size of the random payload when no --file is given.
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     size: u64,
-    /// Seed of the random payload.
+    /// Seed of the random payload (and of a multicast's random choices of peers and pieces).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Keep the group file, the nodes' logs and their received files (node-I.bin) in DIR;
@@ -198,10 +211,78 @@ pub struct LocalArgs {
     /// its share (BLAKE3) and its measured finish time is printed beside the prediction.
     #[arg(long, conflicts_with = "segment")]
     scatter: bool,
+    /// What to run: broadcast (the pipelined tree broadcast) or a piece-based multicast among
+    /// all nodes: mob, bittorrent, balanced or magpie (clusters from --clusters).
+    #[arg(long, default_value = "broadcast", value_parser = parse_run_protocol)]
+    protocol: RunProtocol,
+    #[command(flatten)]
+    multicast_opts: MulticastOpts,
     #[command(flatten)]
     scatter_opts: ScatterOpts,
     #[command(flatten)]
     opts: TreeOpts,
+}
+
+/// What `windrose local` runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum RunProtocol {
+    /// The pipelined tree broadcast.
+    Broadcast,
+    /// A piece-based multicast.
+    Multicast(MulticastProtocol),
+}
+
+fn parse_run_protocol(s: &str) -> Result<RunProtocol, String> {
+    match s.trim() {
+        "broadcast" => Ok(RunProtocol::Broadcast),
+        t => t.parse().map(RunProtocol::Multicast).map_err(|_| {
+            format!(
+                "unknown protocol {s:?}: expected broadcast, mob, bittorrent, balanced or magpie"
+            )
+        }),
+    }
+}
+
+fn parse_multicast_protocol(s: &str) -> Result<MulticastProtocol, String> {
+    s.trim().parse()
+}
+
+/// How a multicast is cut and planned (`multicast`, `local --protocol`).
+#[derive(Debug, Args)]
+pub struct MulticastOpts {
+    /// Multicast piece size, the unit every node verifies (BLAKE3), announces and forwards
+    /// (e.g. 1MiB, 256KiB); default 1MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    piece: Option<u64>,
+    /// Balanced Multicasting plans its trees and rates from the capacities of this platform (a
+    /// `[platform]` table as in data/scenarios/*.toml, one node per group member, the group's
+    /// clusters in order); default: every link alike (the output says so).
+    #[arg(long, value_name = "FILE")]
+    platform: Option<PathBuf>,
+}
+
+/// `windrose multicast`: a piece-based multicast of a file from the root of a group.
+#[derive(Debug, Args)]
+pub struct MulticastArgs {
+    /// The protocol: mob, bittorrent, balanced or magpie.
+    #[arg(long, value_parser = parse_multicast_protocol)]
+    protocol: MulticastProtocol,
+    /// The group file (each node's cluster is what MOB's mob shares and MagPIe's tree use).
+    #[arg(long, value_name = "FILE")]
+    group: PathBuf,
+    /// The file to multicast (memory-mapped, never read whole into memory).
+    #[arg(long, value_name = "FILE")]
+    file: PathBuf,
+    /// The root's node id (this process); every other member must run `windrose node`.
+    #[arg(long, default_value_t = 0)]
+    id: u32,
+    /// Seed of every node's random choices (peers, pieces).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    multicast: MulticastOpts,
+    #[command(flatten)]
+    watch: WatchOpts,
 }
 
 fn parse_tree(s: &str) -> Result<TreeKind, String> {
@@ -353,25 +434,25 @@ struct RootRun<'a> {
     /// How the data is named in the output.
     source: String,
     data: Bytes,
-    opts: &'a TreeOpts,
+    watch: &'a WatchOpts,
     timeouts: Timeouts,
 }
 
 /// Runs the root of a broadcast in segments of `segment` bytes and prints the result.
-fn broadcast(run: RootRun<'_>, segment: u64) -> anyhow::Result<RunOutcome> {
+fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Result<RunOutcome> {
     let RootRun {
         rt,
         group,
         root,
         source,
         data,
-        opts,
+        watch: opts,
         timeouts,
     } = run;
     if segment == 0 {
         return Err(bad_input("--segment must be at least 1 byte"));
     }
-    let tree = build_tree(&group, opts, root)?;
+    let tree = build_tree(&group, tree_opts, root)?;
     let mut config = NodeConfig::new(Membership {
         group: group.clone(),
         me: root,
@@ -391,12 +472,12 @@ fn broadcast(run: RootRun<'_>, segment: u64) -> anyhow::Result<RunOutcome> {
     if opts.json {
         print_json(&outcome)?;
     } else {
-        print(&render(&outcome, &source, opts, segment))?;
+        print(&render(&outcome, &source, tree_opts.tree, segment))?;
     }
     Ok(outcome)
 }
 
-fn write_measurements(outcome: &RunOutcome, opts: &TreeOpts) -> anyhow::Result<()> {
+fn write_measurements(outcome: &RunOutcome, opts: &WatchOpts) -> anyhow::Result<()> {
     if let Some(path) = &opts.measurements {
         let json = serde_json::to_string_pretty(&outcome.measurements())?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
@@ -477,7 +558,7 @@ fn short(hash: &str) -> String {
 }
 
 /// The human-readable result table.
-fn render(o: &RunOutcome, source: &str, opts: &TreeOpts, segment: u64) -> String {
+fn render(o: &RunOutcome, source: &str, tree: TreeKind, segment: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -485,9 +566,16 @@ fn render(o: &RunOutcome, source: &str, opts: &TreeOpts, segment: u64) -> String
         o.total_len,
         short(&o.root_blake3),
         o.root,
-        opts.tree,
+        tree,
         segment
     );
+    s.push_str(&node_table(o));
+    s
+}
+
+/// Every node's row (status, bytes, completion, throughput, BLAKE3 check) and the summary line.
+fn node_table(o: &RunOutcome) -> String {
+    let mut s = String::new();
     let rows: Vec<Vec<String>> = o
         .nodes
         .iter()
@@ -706,18 +794,22 @@ fn scatter_schedule(
 }
 
 /// Runs the root of a divisible-load scatter and prints the result.
-fn scatter(run: RootRun<'_>, sopts: &ScatterOpts) -> anyhow::Result<RunOutcome> {
+fn scatter(
+    run: RootRun<'_>,
+    tree_opts: &TreeOpts,
+    sopts: &ScatterOpts,
+) -> anyhow::Result<RunOutcome> {
     let RootRun {
         rt,
         group,
         root,
         source,
         data,
-        opts,
+        watch: opts,
         timeouts,
     } = run;
-    let tree = build_tree(&group, opts, root)?;
-    let (schedule, prediction) = scatter_schedule(rt, &group, &data, &tree, opts.tree, sopts)?;
+    let tree = build_tree(&group, tree_opts, root)?;
+    let (schedule, prediction) = scatter_schedule(rt, &group, &data, &tree, tree_opts.tree, sopts)?;
     let mut config = NodeConfig::new(Membership {
         group: group.clone(),
         me: root,
@@ -751,7 +843,7 @@ fn scatter(run: RootRun<'_>, sopts: &ScatterOpts) -> anyhow::Result<RunOutcome> 
             &schedule,
             &prediction,
             &source,
-            opts.tree,
+            tree_opts.tree,
             sopts.parallel,
         ))?;
     }
@@ -883,8 +975,8 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     .map_err(net_err)?;
     let (data, source) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
     let timeouts = Timeouts {
-        idle: secs(args.opts.timeout, "--timeout")?,
-        connect: secs(args.opts.connect_timeout, "--connect-timeout")?,
+        idle: secs(args.opts.watch.timeout, "--timeout")?,
+        connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
         ..Timeouts::default()
     };
     let rt = runtime()?;
@@ -894,10 +986,10 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         root: membership.me,
         source,
         data,
-        opts: &args.opts,
+        watch: &args.opts.watch,
         timeouts,
     };
-    let outcome = scatter(run, &args.scatter)?;
+    let outcome = scatter(run, &args.opts, &args.scatter)?;
     check(&outcome)
 }
 
@@ -925,8 +1017,8 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
     .map_err(net_err)?;
     let data = map_file(&args.file).or_bad_input()?;
     let timeouts = Timeouts {
-        idle: secs(args.opts.timeout, "--timeout")?,
-        connect: secs(args.opts.connect_timeout, "--connect-timeout")?,
+        idle: secs(args.opts.watch.timeout, "--timeout")?,
+        connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
         ..Timeouts::default()
     };
     let rt = runtime()?;
@@ -936,10 +1028,241 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         root: membership.me,
         source: args.file.display().to_string(),
         data,
-        opts: &args.opts,
+        watch: &args.opts.watch,
         timeouts,
     };
-    let outcome = broadcast(run, args.segment)?;
+    let outcome = broadcast(run, &args.opts, args.segment)?;
+    check(&outcome)
+}
+
+/// Largest piece: one piece travels in one frame.
+const MAX_PIECE_BYTES: u64 = windrose_net::MAX_PIECE_BYTES as u64;
+/// Piece size when none is given.
+const DEFAULT_PIECE_BYTES: u64 = 1 << 20;
+
+impl MulticastOpts {
+    fn any_given(&self) -> bool {
+        self.piece.is_some() || self.platform.is_some()
+    }
+
+    /// Checks the values against the protocol before any process starts.
+    fn check(&self, protocol: MulticastProtocol) -> anyhow::Result<()> {
+        if self.platform.is_some() && protocol != MulticastProtocol::Balanced {
+            return Err(bad_input(format!(
+                "--platform is only used by --protocol balanced, not {protocol}"
+            )));
+        }
+        let piece = self.piece.unwrap_or(DEFAULT_PIECE_BYTES);
+        if piece == 0 || piece > MAX_PIECE_BYTES {
+            return Err(bad_input(format!(
+                "--piece {piece}: must be 1 byte to {MAX_PIECE_BYTES} bytes (one piece per frame)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How a multicast's trees were planned, for the output.
+#[derive(Clone, Debug, Serialize)]
+struct PlanNote {
+    /// What the trees are and where their rates come from, in words.
+    basis: String,
+    /// Trees of the plan (balanced, magpie).
+    trees: usize,
+    /// Balanced: the planned rate, MB/s.
+    planned_mb_s: Option<f64>,
+    /// Balanced: true when the capacities came from --platform, false when all links were
+    /// assumed alike.
+    from_platform: bool,
+}
+
+/// `windrose multicast --json` (and `local --protocol P --json`): the run with its piece size
+/// and plan.
+#[derive(Serialize)]
+struct MulticastOutput<'a> {
+    piece_bytes: u64,
+    plan: Option<&'a PlanNote>,
+    #[serde(flatten)]
+    run: &'a RunOutcome,
+}
+
+/// The machines' parameters for `protocol` over `group`, and how any trees were planned.
+fn multicast_spec(
+    group: &Group,
+    root: NodeId,
+    protocol: MulticastProtocol,
+    mopts: &MulticastOpts,
+) -> anyhow::Result<(MulticastSpec, Option<PlanNote>)> {
+    Ok(match protocol {
+        MulticastProtocol::Mob => (MulticastSpec::Mob(MobConfig::default()), None),
+        MulticastProtocol::BitTorrent => {
+            (MulticastSpec::BitTorrent(BitTorrentConfig::default()), None)
+        }
+        MulticastProtocol::Magpie => {
+            let spec = magpie_spec(group, root).or_bad_input_about("--protocol magpie")?;
+            let note = PlanNote {
+                basis: "one tree: binomial inside each cluster, flat between the cluster \
+                        coordinators, unshaped"
+                    .into(),
+                trees: 1,
+                planned_mb_s: None,
+                from_platform: false,
+            };
+            (spec, Some(note))
+        }
+        MulticastProtocol::Balanced => {
+            let (platform, basis, from_platform) = match &mopts.platform {
+                Some(path) => (
+                    load_platform(path).or_bad_input()?,
+                    format!("capacities from {}", path.display()),
+                    true,
+                ),
+                None => (
+                    equal_platform(group, EQUAL_CAPACITY_BYTES_S, 1e-4)
+                        .map_err(|e| bad_input(format!("--protocol balanced: {e}")))?,
+                    format!(
+                        "no --platform given: planned with equal capacities (every node, access \
+                         and WAN link {:.0} MB/s), so the trees only spread the fan-out",
+                        EQUAL_CAPACITY_BYTES_S / 1e6
+                    ),
+                    false,
+                ),
+            };
+            let (spec, rate) = balanced_spec(group, &platform, root).map_err(|e| {
+                bad_input(match &mopts.platform {
+                    Some(p) => format!("--platform {}: {e}", p.display()),
+                    None => format!("--protocol balanced: {e}"),
+                })
+            })?;
+            let trees = match &spec {
+                MulticastSpec::Trees { plan, .. } => plan.trees.len(),
+                _ => 0,
+            };
+            let note = PlanNote {
+                basis: format!(
+                    "Balanced Multicasting: {trees} shaped tree(s), planned rate {:.1} MB/s; {basis}",
+                    rate / 1e6
+                ),
+                trees,
+                planned_mb_s: Some(rate / 1e6),
+                from_platform,
+            };
+            (spec, Some(note))
+        }
+    })
+}
+
+/// Runs the root of a multicast with `protocol` and prints the result.
+fn multicast(
+    run: RootRun<'_>,
+    protocol: MulticastProtocol,
+    mopts: &MulticastOpts,
+    seed: u64,
+) -> anyhow::Result<RunOutcome> {
+    let RootRun {
+        rt,
+        group,
+        root,
+        source,
+        data,
+        watch,
+        timeouts,
+    } = run;
+    mopts.check(protocol)?;
+    let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
+    let (spec, note) = multicast_spec(&group, root, protocol, mopts)?;
+    let mut config = NodeConfig::new(Membership {
+        group: group.clone(),
+        me: root,
+    });
+    config.timeouts = timeouts;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    config.events = Some(tx);
+    let show = !(watch.quiet || watch.json);
+    let bar = rt.spawn(progress(
+        rx,
+        data.len() as u64,
+        group.len() - 1,
+        show,
+        false,
+    ));
+    // MAX_PIECE_BYTES < 2^32, checked above.
+    let mut job = RootJob::multicast(protocol, spec, piece as u32, data);
+    job.seed = seed;
+    let result = rt.block_on(run_root(config, job));
+    let _ = rt.block_on(bar);
+    let outcome = result.map_err(net_err)?;
+    write_measurements(&outcome, watch)?;
+    if watch.json {
+        print_json(&MulticastOutput {
+            piece_bytes: piece,
+            plan: note.as_ref(),
+            run: &outcome,
+        })?;
+    } else {
+        print(&render_multicast(
+            &outcome,
+            &source,
+            protocol,
+            piece,
+            note.as_ref(),
+        ))?;
+    }
+    Ok(outcome)
+}
+
+/// The human-readable result of a multicast.
+fn render_multicast(
+    o: &RunOutcome,
+    source: &str,
+    protocol: MulticastProtocol,
+    piece: u64,
+    note: Option<&PlanNote>,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{protocol} multicast of {source} ({} bytes, BLAKE3 {}) from node {} in {} pieces of {} \
+         bytes, each verified (BLAKE3) by every node on arrival",
+        o.total_len,
+        short(&o.root_blake3),
+        o.root,
+        o.total_len.div_ceil(piece.max(1)),
+        piece
+    );
+    if let Some(n) = note {
+        let _ = writeln!(s, "plan: {}", n.basis);
+    }
+    s.push_str(&node_table(o));
+    s
+}
+
+/// Runs `windrose multicast`.
+pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
+    args.multicast.check(args.protocol)?;
+    let membership = GroupFile {
+        path: args.group.clone(),
+        id: args.id,
+    }
+    .membership()
+    .map_err(net_err)?;
+    let data = map_file(&args.file).or_bad_input()?;
+    let timeouts = Timeouts {
+        idle: secs(args.watch.timeout, "--timeout")?,
+        connect: secs(args.watch.connect_timeout, "--connect-timeout")?,
+        ..Timeouts::default()
+    };
+    let rt = runtime()?;
+    let run = RootRun {
+        rt: &rt,
+        group: membership.group,
+        root: membership.me,
+        source: args.file.display().to_string(),
+        data,
+        watch: &args.watch,
+        timeouts,
+    };
+    let outcome = multicast(run, args.protocol, &args.multicast, args.seed)?;
     check(&outcome)
 }
 
@@ -979,13 +1302,30 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             args.nodes
         )));
     }
+    match args.protocol {
+        RunProtocol::Multicast(p) if args.scatter => {
+            return Err(bad_input(format!(
+                "--scatter and --protocol {p} exclude each other: the scatter is not a multicast"
+            )))
+        }
+        RunProtocol::Broadcast if args.multicast_opts.any_given() => {
+            return Err(bad_input(
+                "--piece and --platform are multicast options: add --protocol mob, bittorrent, \
+                 balanced or magpie",
+            ))
+        }
+        _ => {}
+    }
+    if let RunProtocol::Multicast(p) = args.protocol {
+        args.multicast_opts.check(p)?;
+    }
     if !args.scatter && args.scatter_opts.any_given() {
         return Err(bad_input(
             "--speeds, --hash-mb-s, --link-mb-s, --order and --parallel are scatter options: \
              add --scatter",
         ));
     }
-    let timeout = secs(args.opts.timeout, "--timeout")?;
+    let timeout = secs(args.opts.watch.timeout, "--timeout")?;
     let temp;
     let dir: &Path = match &args.out_dir {
         Some(d) => {
@@ -1034,7 +1374,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     }
     let timeouts = Timeouts {
         idle: timeout,
-        connect: secs(args.opts.connect_timeout, "--connect-timeout")?,
+        connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
         ..Timeouts::default()
     };
     let rt = runtime()?;
@@ -1044,19 +1384,24 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         root: NodeId(0),
         source,
         data,
-        opts: &args.opts,
+        watch: &args.opts.watch,
         timeouts,
     };
-    let result = if args.scatter {
-        scatter(run, &args.scatter_opts)
-    } else {
-        broadcast(run, args.segment)
+    let result = match args.protocol {
+        RunProtocol::Multicast(p) => multicast(run, p, &args.multicast_opts, args.seed),
+        RunProtocol::Broadcast if args.scatter => scatter(run, &args.opts, &args.scatter_opts),
+        RunProtocol::Broadcast => broadcast(run, &args.opts, args.segment),
     };
     // The nodes end after the root's Bye (or abort); give them a moment, then report those
-    // that failed.
+    // that failed. When the root itself failed its error says why, and the nodes are stopped.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut failed = Vec::new();
-    for (i, child) in &mut children.0 {
+    let waited = if result.is_ok() {
+        children.0.as_mut_slice()
+    } else {
+        &mut []
+    };
+    for (i, child) in waited {
         let status = loop {
             match child.try_wait() {
                 Ok(Some(s)) => break Some(s),

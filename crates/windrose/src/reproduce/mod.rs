@@ -6,6 +6,7 @@
 
 mod adaptive_trees;
 mod dlt;
+mod mob;
 mod mst_collectives;
 mod output;
 mod plot;
@@ -42,6 +43,29 @@ pub enum ReproduceCommand {
     /// to process 0) and Table 2's 1, 4 and 16 broadcasts of 24 bytes, ours beside the paper's.
     /// Exits with code 1 if a path disagrees with the paper.
     MstCollectives(MstCollectivesArgs),
+    /// Seed 002 (den Burger & Kielmann, MOB) in the simulator: Figs. 4-6, the 100 ms
+    /// experiment and the MagPIe comparison, Balanced Multicasting, BitTorrent, MOB and MagPIe
+    /// as fractions of the max-flow bound, the paper's claims checked. Exits with code 1 if a
+    /// multicast failed to deliver every byte.
+    Mob(MobArgs),
+}
+
+/// Options of `windrose reproduce mob`.
+#[derive(Debug, Args)]
+pub struct MobArgs {
+    /// 60 MB instead of 600 MB, scenario clocks scaled to match, fewer sizes (CI: under two
+    /// minutes on two cores).
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for the CSV files, PNG plots, REPORT.md and results.json (created if missing).
+    #[arg(long, default_value = "reproduce-out/mob")]
+    pub out: PathBuf,
+    /// Seed of the mayhem weather and of the protocols' random choices.
+    #[arg(long, default_value_t = 2)]
+    pub seed: u64,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Options of `windrose reproduce mst-collectives`.
@@ -111,5 +135,6 @@ pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
         ReproduceCommand::AdaptiveTrees(args) => adaptive_trees::run(&args),
         ReproduceCommand::Dlt(args) => dlt::run(&args),
         ReproduceCommand::MstCollectives(args) => mst_collectives::run(&args),
+        ReproduceCommand::Mob(args) => mob::run(&args),
     }
 }

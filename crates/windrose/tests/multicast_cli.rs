@@ -1,0 +1,352 @@
+//! The piece-based multicasts as a user runs them: `windrose local --protocol P` (processes on
+//! loopback), `windrose node` + `windrose multicast` started separately, and their errors.
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+const PROTOCOLS: [&str; 4] = ["magpie", "balanced", "mob", "bittorrent"];
+
+fn windrose() -> Command {
+    Command::cargo_bin("windrose").unwrap()
+}
+
+fn hash_file(path: &Path) -> String {
+    blake3::hash(&std::fs::read(path).unwrap())
+        .to_hex()
+        .to_string()
+}
+
+/// `windrose local --nodes N --clusters 2 --json` with these extra arguments: the parsed
+/// outcome.
+fn local(protocol: &str, nodes: usize, args: &[&str]) -> serde_json::Value {
+    let out = windrose()
+        .args(["local", "--nodes", &nodes.to_string(), "--clusters", "2"])
+        .args(["--protocol", protocol, "--json"])
+        .args(args)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "windrose local --protocol {protocol} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn local_runs_every_multicast_and_every_node_checks_out() {
+    for protocol in PROTOCOLS {
+        let o = local(
+            protocol,
+            8,
+            &["--size", "6MiB", "--piece", "128KiB", "--seed", "3"],
+        );
+        assert_eq!(o["collective"], "multicast", "{protocol}");
+        assert_eq!(o["protocol"], protocol);
+        assert_eq!(o["piece_bytes"], 128 << 10);
+        let root = o["root_blake3"].as_str().unwrap();
+        let nodes = o["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 7, "{protocol}");
+        for n in nodes {
+            assert_eq!(n["status"], "finished", "{protocol}: {n}");
+            assert_eq!(n["blake3"].as_str(), Some(root), "{protocol}: {n}");
+            assert_eq!(n["verified"], true);
+            assert_eq!(n["bytes_received"], 6 << 20);
+            assert!(n["completion_s"].as_f64().unwrap() > 0.0, "{protocol}: {n}");
+            assert!(
+                n["throughput_mb_s"].as_f64().unwrap() > 0.0,
+                "{protocol}: {n}"
+            );
+        }
+        match protocol {
+            "balanced" => {
+                assert_eq!(o["plan"]["from_platform"], false);
+                assert!(o["plan"]["planned_mb_s"].as_f64().unwrap() > 0.0);
+                assert!(o["plan"]["basis"]
+                    .as_str()
+                    .unwrap()
+                    .contains("equal capacities"));
+            }
+            "magpie" => assert_eq!(o["plan"]["trees"], 1),
+            _ => assert!(o["plan"].is_null(), "{protocol}: {o}"),
+        }
+    }
+}
+
+#[test]
+fn local_multicast_keeps_the_received_files_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("payload.bin");
+    std::fs::write(
+        &data,
+        (0..3_000_001u32)
+            .map(|i| (i * 13 % 251) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    for protocol in PROTOCOLS {
+        let out_dir = dir.path().join(format!("run-{protocol}"));
+        let o = local(
+            protocol,
+            5,
+            &[
+                "--file",
+                data.to_str().unwrap(),
+                "--out-dir",
+                out_dir.to_str().unwrap(),
+                "--piece",
+                "100000",
+            ],
+        );
+        let want = hash_file(&data);
+        assert_eq!(o["root_blake3"], want.as_str());
+        for i in 1..5 {
+            assert_eq!(
+                hash_file(&out_dir.join(format!("node-{i}.bin"))),
+                want,
+                "{protocol}: node {i}"
+            );
+        }
+        let partial = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains("partial")
+            })
+            .count();
+        assert_eq!(partial, 0, "{protocol}");
+    }
+}
+
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string()
+}
+
+/// A group file of `n` nodes on loopback, node i in cluster i % 2 (clusters interleaved, not
+/// in blocks).
+fn write_group(path: &Path, name: &str, n: usize) {
+    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "\n[[node]]\nid = {i}\naddr = \"127.0.0.1:{}\"\ncluster = {}\n",
+            free_port(),
+            i % 2
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// A `[platform]` of two clusters of `a` and `b` nodes, the WAN from cluster 0 to 1 slow.
+fn write_platform(path: &Path, a: usize, b: usize) {
+    let cluster = |n: usize| {
+        format!(
+            "[[platform.cluster]]\nnodes = {n}\nnode_uplink_bytes_s = 1.25e8\n\
+             node_downlink_bytes_s = 1.25e8\naccess_up_bytes_s = 1.25e9\n\
+             access_down_bytes_s = 1.25e9\nintra_latency_s = 1e-4\n"
+        )
+    };
+    let text = format!(
+        "[platform]\n{}{}[platform.wan]\nbytes_s = [[0, 5e7], [5e7, 0]]\n\
+         latency_s = [[0, 0.005], [0.005, 0]]\n",
+        cluster(a),
+        cluster(b)
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args([
+            "node",
+            "--group",
+            group.to_str().unwrap(),
+            "--id",
+            &id.to_string(),
+        ])
+        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn node_and_multicast_as_separate_commands_with_a_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-multicast", 5);
+    let platform = dir.path().join("platform.toml");
+    // Clusters 0 (nodes 0, 2, 4) and 1 (nodes 1, 3).
+    write_platform(&platform, 3, 2);
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, vec![7u8; 4_000_000]).unwrap();
+    let outs: Vec<_> = (1..5)
+        .map(|i| dir.path().join(format!("got-{i}.bin")))
+        .collect();
+    let nodes: Vec<Child> = (1..5)
+        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
+        .collect();
+    let out = windrose()
+        .args([
+            "multicast",
+            "--protocol",
+            "balanced",
+            "--group",
+            group.to_str().unwrap(),
+            "--file",
+            data.to_str().unwrap(),
+            "--platform",
+            platform.to_str().unwrap(),
+            "--piece",
+            "256KiB",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "balanced multicast of".to_string(),
+        format!("capacities from {}", platform.display()),
+        "all 4 nodes received the root's bytes".to_string(),
+    ] {
+        assert!(stdout.contains(&want), "{want:?} not in {stdout}");
+    }
+    for n in nodes {
+        let out = n.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("received 4000000 bytes"));
+    }
+    for o in &outs {
+        assert_eq!(hash_file(o), hash_file(&data));
+    }
+}
+
+#[test]
+fn bad_multicast_arguments_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-bad", 3);
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, b"hello").unwrap();
+    let g = group.to_str().unwrap();
+    let d = data.to_str().unwrap();
+    // The error on one line (clap adds a hint line after its own usage errors).
+    let one_line = |out: &std::process::Output, want: &str| {
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: "), "{err}");
+        assert!(
+            first.contains(want),
+            "{want:?} not in the first line of {err}"
+        );
+    };
+    let run = |args: &[&str]| windrose().args(args).output().unwrap();
+    one_line(
+        &run(&[
+            "multicast",
+            "--protocol",
+            "flood",
+            "--group",
+            g,
+            "--file",
+            d,
+        ]),
+        "unknown multicast protocol \"flood\"",
+    );
+    one_line(
+        &run(&["local", "--protocol", "flood"]),
+        "expected broadcast, mob, bittorrent, balanced or magpie",
+    );
+    one_line(
+        &run(&[
+            "multicast",
+            "--protocol",
+            "mob",
+            "--group",
+            g,
+            "--file",
+            d,
+            "--piece",
+            "0",
+        ]),
+        "--piece 0",
+    );
+    one_line(
+        &run(&[
+            "multicast",
+            "--protocol",
+            "mob",
+            "--group",
+            g,
+            "--file",
+            d,
+            "--piece",
+            "1GiB",
+        ]),
+        "--piece 1073741824",
+    );
+    one_line(
+        &run(&["local", "--piece", "1MiB"]),
+        "multicast options: add --protocol",
+    );
+    one_line(
+        &run(&["local", "--protocol", "mob", "--scatter"]),
+        "exclude each other",
+    );
+    one_line(
+        &run(&["local", "--protocol", "mob", "--platform", "x.toml"]),
+        "only used by --protocol balanced",
+    );
+    // A platform whose clusters do not match the group's (3 + 0 vs 2 + 1).
+    let platform = dir.path().join("platform.toml");
+    write_platform(&platform, 1, 2);
+    one_line(
+        &run(&[
+            "multicast",
+            "--protocol",
+            "balanced",
+            "--group",
+            g,
+            "--file",
+            d,
+            "--platform",
+            platform.to_str().unwrap(),
+        ]),
+        "the platform's clusters have [1, 2] nodes, the group's [2, 1]",
+    );
+    one_line(
+        &run(&[
+            "multicast",
+            "--protocol",
+            "balanced",
+            "--group",
+            g,
+            "--file",
+            d,
+            "--platform",
+            dir.path().join("missing.toml").to_str().unwrap(),
+        ]),
+        "missing.toml",
+    );
+}
