@@ -1,6 +1,7 @@
 //! Bench binary: the MOB paper's Fig. 4 point in the simulator — 4 clusters of 16 nodes on the
-//! seed-002 testbed (fast links, 20 ms round trips), 600 MB from a root in A in 1 MiB pieces —
-//! for MOB, then BitTorrent and Balanced Multicasting on the same platform and data.
+//! seed-002 testbed (fast links, 20 ms round trips), 600 MB from a root in A in 256 KiB pieces —
+//! for MOB (ours, then the paper's piece choice and request depth: `MobConfig::paper`), then
+//! BitTorrent and Balanced Multicasting on the same platform and data.
 //!
 //! ```text
 //! cargo bench -p windrose-sim --bench mob [-- --runs N --mb M --piece-kib K]
@@ -13,6 +14,8 @@
 
 use std::time::Instant;
 use windrose_model::NodeId;
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastSpec;
 use windrose_sim::engine::SimConfig;
 use windrose_sim::multicast::{
     run_multicast, seed002, spec_for, MulticastOutcome, MulticastProtocol, MulticastRun, SharedData,
@@ -43,7 +46,7 @@ fn main() {
     let smoke = !args.iter().any(|a| a == "--bench");
     let runs = arg(&args, "--runs", if smoke { 1 } else { 5 }) as usize;
     let mb = arg(&args, "--mb", if smoke { 8 } else { 600 });
-    let piece = arg(&args, "--piece-kib", if smoke { 64 } else { 1024 }) << 10;
+    let piece = arg(&args, "--piece-kib", if smoke { 64 } else { 256 }) << 10;
 
     let p = seed002::platform(
         [16; 4],
@@ -62,17 +65,21 @@ fn main() {
         data.manifest.piece_count(),
         t.elapsed().as_secs_f64()
     );
-    let mut results: Vec<(MulticastProtocol, MulticastOutcome, f64)> = Vec::new();
-    for protocol in [
-        MulticastProtocol::Mob,
-        MulticastProtocol::BitTorrent,
-        MulticastProtocol::Balanced,
+    let mut results: Vec<(&str, MulticastOutcome, f64)> = Vec::new();
+    for (label, protocol) in [
+        ("mob", MulticastProtocol::Mob),
+        ("mob-paper", MulticastProtocol::Mob),
+        ("bittorrent", MulticastProtocol::BitTorrent),
+        ("balanced", MulticastProtocol::Balanced),
     ] {
         let mut walls = Vec::with_capacity(runs);
         let mut last = None;
         for _ in 0..runs {
             let start = Instant::now();
             let spec = match spec_for(protocol, &p, NodeId(0)) {
+                Ok(MulticastSpec::Mob(_)) if label == "mob-paper" => {
+                    MulticastSpec::Mob(MobConfig::paper())
+                }
                 Ok(s) => s,
                 Err(e) => {
                     println!("{protocol}: cannot plan: {e}");
@@ -103,7 +110,7 @@ fn main() {
         let Some(o) = last else { continue };
         let wall = median(&mut walls);
         println!(
-            "{protocol:>10}: wall median {wall:.3} s over {} runs (min {:.3}, max {:.3}); \
+            "{label:>10}: wall median {wall:.3} s over {} runs (min {:.3}, max {:.3}); \
              {:.3} MB/s simulated, {:.1} % of the {:.3} MB/s bound; WAN payload {:.2} x the \
              data; {} events",
             walls.len(),
@@ -115,10 +122,10 @@ fn main() {
             o.wan_payload_bytes as f64 / o.data_bytes as f64,
             o.events
         );
-        results.push((protocol, o, wall));
+        results.push((label, o, wall));
     }
-    if let Some((_, mob, mob_wall)) = results.iter().find(|r| r.0 == MulticastProtocol::Mob) {
-        for (p, o, w) in results.iter().filter(|r| r.0 != MulticastProtocol::Mob) {
+    if let Some((_, mob, mob_wall)) = results.iter().find(|r| r.0 == "mob") {
+        for (p, o, w) in results.iter().filter(|r| r.0 != "mob") {
             println!(
                 "MOB / {p}: throughput x {:.2}, wall x {:.2}",
                 mob.throughput_mb_s.unwrap_or(0.0) / o.throughput_mb_s.unwrap_or(f64::NAN),

@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
 use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::NodeId;
+use windrose_proto::mob::MobConfig;
 use windrose_proto::TransferId;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::metrics::Metrics;
@@ -18,7 +19,7 @@ use windrose_sim::multicast::{
     SharedData,
 };
 use windrose_sim::scenario::{
-    load_scenario, parse_scenario, run_scenario, ScenarioError, WorkloadKind,
+    load_scenario, parse_scenario, run_scenario, MobVariant, ScenarioError, WorkloadKind,
 };
 
 /// A platform of `sizes.len()` clusters with capacities drawn from `rng`.
@@ -338,6 +339,38 @@ fn multicast_scenario_parses() {
     let text = MULTICAST_SCENARIO.replace("piece_bytes = \"64KiB\"\n", "");
     let s = parse_scenario(&text, Path::new("m.toml")).unwrap();
     assert_eq!(s.workload.multicast.unwrap().piece_bytes, 1 << 20);
+    // MOB: ours by default, the paper's on request.
+    let mob = MULTICAST_SCENARIO.replace("\"magpie\"", "\"mob\"");
+    let s = parse_scenario(&mob, Path::new("m.toml")).unwrap();
+    assert_eq!(
+        s.workload.multicast.unwrap().mob_variant,
+        MobVariant::Windrose
+    );
+    let paper = mob.replace("root = 0", "root = 0\nmob_variant = \"paper\"");
+    let s = parse_scenario(&paper, Path::new("m.toml")).unwrap();
+    assert_eq!(s.workload.multicast.unwrap().mob_variant, MobVariant::Paper);
+    assert_eq!(MobVariant::Paper.config(), MobConfig::paper());
+    // Unknown variants, and a variant for another protocol, name file, line and column.
+    let e = parse_scenario(
+        &mob.replace("root = 0", "root = 0\nmob_variant = \"fast\""),
+        Path::new("m.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("m.toml:26:15:") && e.contains("workload.mob_variant"),
+        "{e}"
+    );
+    let e = parse_scenario(
+        &MULTICAST_SCENARIO.replace("root = 0", "root = 0\nmob_variant = \"paper\""),
+        Path::new("m.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("m.toml:26:15:") && e.contains("protocol = \"mob\""),
+        "{e}"
+    );
 }
 
 /// The error of `text` with `from` replaced by `to`: `m.toml:LINE:COL: …`.

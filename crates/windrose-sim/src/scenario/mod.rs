@@ -79,6 +79,7 @@
 //! root = 0
 //! message_bytes = "600MB"
 //! piece_bytes = "1MiB"               # default 1 MiB; the last piece may be shorter
+//! mob_variant = "windrose"            # mob only: "windrose" (default) or "paper" (see MobConfig)
 //! ```
 //!
 //! It runs through [`crate::multicast`]: every node of the platform gets a machine, Balanced
@@ -516,6 +517,29 @@ pub struct MulticastWorkload {
     pub protocol: MulticastProtocol,
     /// Piece size, bytes (the manifest's; the last piece may be shorter).
     pub piece_bytes: u32,
+    /// Which MOB (ignored by the other protocols).
+    pub mob_variant: MobVariant,
+}
+
+/// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MobVariant {
+    /// Ours (the default): rarest-first inside the mob share, 256 KiB requested per peer.
+    #[default]
+    Windrose,
+    /// The paper's: random piece choice, R = 5 requests per peer.
+    Paper,
+}
+
+impl MobVariant {
+    /// The machine parameters of this variant.
+    pub fn config(self) -> windrose_proto::mob::MobConfig {
+        match self {
+            MobVariant::Windrose => windrose_proto::mob::MobConfig::default(),
+            MobVariant::Paper => windrose_proto::mob::MobConfig::paper(),
+        }
+    }
 }
 
 /// The piece size of a multicast workload that gives none: 1 MiB.
@@ -843,6 +867,7 @@ struct WorkloadDoc {
     kind: Val,
     protocol: Val,
     piece_bytes: Val,
+    mob_variant: Val,
     tree: Val,
     root: Val,
     message_bytes: Val,
@@ -1599,17 +1624,40 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
                 }
                 None => DEFAULT_PIECE_BYTES,
             };
+            let mob_variant = match &d.mob_variant {
+                Some(v) if protocol != MulticastProtocol::Mob => {
+                    return Err(src.err(
+                        &v.span(),
+                        "`workload.mob_variant` applies to `protocol = \"mob\"` only",
+                    ))
+                }
+                Some(v) => src.choice(
+                    v,
+                    "workload.mob_variant",
+                    &[
+                        ("windrose", MobVariant::Windrose),
+                        ("paper", MobVariant::Paper),
+                    ],
+                )?,
+                None => MobVariant::Windrose,
+            };
             Some(MulticastWorkload {
                 protocol,
                 piece_bytes,
+                mob_variant,
             })
         }
         None => {
-            if let Some(v) = &d.piece_bytes {
-                return Err(src.err(
-                    &v.span(),
-                    "`workload.piece_bytes` applies to multicasts only (`kind = \"multicast\"`)",
-                ));
+            for (v, key) in [
+                (&d.piece_bytes, "workload.piece_bytes"),
+                (&d.mob_variant, "workload.mob_variant"),
+            ] {
+                if let Some(v) = v {
+                    return Err(src.err(
+                        &v.span(),
+                        format!("`{key}` applies to multicasts only (`kind = \"multicast\"`)"),
+                    ));
+                }
             }
             None
         }

@@ -515,7 +515,10 @@ fn build_sim(
         let setup = |e: multicast::MulticastError| {
             ScenarioError::Setup(format!("cannot set up the {} multicast: {e}", m.protocol))
         };
-        let spec = multicast::spec_for(m.protocol, platform, w.root).map_err(setup)?;
+        let mut spec = multicast::spec_for(m.protocol, platform, w.root).map_err(setup)?;
+        if let windrose_proto::multicast::MulticastSpec::Mob(c) = &mut spec {
+            *c = m.mob_variant.config();
+        }
         // Each repetition is a run of its own: its own node generators.
         let run_seed = seed.wrapping_add(rep);
         let (sim, probe) =
