@@ -5,7 +5,8 @@ use proptest::prelude::*;
 use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_trees::multicast::bound::{
-    completion_time_s, max_flow, multicast_bound, platform_network, BoundError, FlowNetwork,
+    completion_time_s, dynamic_completion_time_s, max_flow, multicast_bound, platform_network,
+    BoundError, FlowNetwork,
 };
 
 /// The smallest cut separating `s` from `t`, by enumerating every vertex subset.
@@ -214,5 +215,97 @@ proptest! {
         for (v, e) in excess.iter().enumerate().take(n - 1).skip(1) {
             prop_assert!(e.abs() < 1e-9, "vertex {v} excess {e}");
         }
+    }
+}
+
+/// Root 0 and node 1 in cluster A, node 2 in cluster B. First the WAN is almost shut while the
+/// root's uplink is fast; then the root's uplink is almost shut while the WAN is fast. Without
+/// storage every interval's bound is tiny; with it node 1 takes everything early and relays it.
+#[test]
+fn dynamic_bound_lets_relays_store_and_forward() {
+    let tiny = 1e3;
+    let site_a = ClusterSpec::uniform(2, 1e7, 1e9, 1e-4);
+    let site_b = ClusterSpec::uniform(1, 1e7, 1e9, 1e-4);
+    let early = Platform::builder()
+        .cluster(site_a)
+        .cluster(site_b)
+        .wan_all(tiny, 0.01)
+        .build()
+        .unwrap();
+    let mut late = early.clone();
+    late.set_capacity(LinkId::NodeUp(NodeId(0)), tiny).unwrap();
+    for (a, b) in [(0, 1), (1, 0)] {
+        let link = LinkId::Wan {
+            from: ClusterId(a),
+            to: ClusterId(b),
+        };
+        late.set_capacity(link, 1e7).unwrap();
+    }
+    let message = 1e8; // 10 s at 10 MB/s
+    let phases = [(0.0, &early), (10.0, &late)];
+    let steps: Vec<(f64, f64)> = phases
+        .iter()
+        .map(|&(t, p)| (t, multicast_bound(p, NodeId(0)).unwrap().bytes_s))
+        .collect();
+    let no_storage = completion_time_s(&steps, message).unwrap();
+    assert!(no_storage > 1e4, "{no_storage}");
+    let t = dynamic_completion_time_s(&phases, NodeId(0), message, no_storage)
+        .unwrap()
+        .unwrap();
+    // Node 1 holds everything at 10 s and sends it to node 2 at 10 MB/s (the tiny links add
+    // a few kilobytes per second).
+    assert!((t - 20.0).abs() < 0.01, "{t}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// With one phase the dynamic bound is the static one; with several it is never later
+    /// than the interval-by-interval integration, and never earlier than the root's uplink
+    /// allows (every byte leaves the root at least once).
+    #[test]
+    fn dynamic_bound_brackets(
+        sizes in prop::collection::vec(1usize..4, 1..4),
+        caps in prop::collection::vec(1e5f64..1e7, 24),
+        switch_s in 0.5f64..20.0,
+        message in 1e5f64..1e8,
+    ) {
+        let mut b = Platform::builder();
+        for (i, &k) in sizes.iter().enumerate() {
+            b = b.cluster(ClusterSpec::uniform(k, caps[i], caps[4 + i] * 10.0, 1e-4));
+        }
+        let c = sizes.len();
+        for x in 0..c {
+            for y in 0..c {
+                if x != y {
+                    b = b.wan(ClusterId(x as u32), ClusterId(y as u32), caps[8 + x * 3 + y % 3], 0.01);
+                }
+            }
+        }
+        let Ok(p0) = b.build() else { return Ok(()) };
+        if p0.node_count() < 2 {
+            return Ok(());
+        }
+        let root = NodeId(0);
+        let one = multicast_bound(&p0, root).unwrap().bytes_s;
+        let t1 = dynamic_completion_time_s(&[(0.0, &p0)], root, message, 2.0 * message / one)
+            .unwrap()
+            .unwrap();
+        prop_assert!((t1 - message / one).abs() <= 1e-6 * t1, "{} vs {}", t1, message / one);
+
+        let mut p1 = p0.clone();
+        for (i, l) in p0.links().collect::<Vec<_>>().into_iter().enumerate() {
+            let f = 0.1 + (caps[(i * 7) % 24] / 1e7);
+            p1.set_capacity(l, p0.capacity_bytes_s(l) * f).unwrap();
+        }
+        let phases = [(0.0, &p0), (switch_s, &p1)];
+        let rates: Vec<f64> = phases.iter().map(|&(_, p)| multicast_bound(p, root).unwrap().bytes_s).collect();
+        let steps = [(0.0, rates[0]), (switch_s, rates[1])];
+        let no_storage = completion_time_s(&steps, message).unwrap();
+        let t = dynamic_completion_time_s(&phases, root, message, no_storage).unwrap().unwrap();
+        prop_assert!(t <= no_storage * (1.0 + 1e-6), "{} > {}", t, no_storage);
+        let up = |p: &Platform| p.capacity_bytes_s(LinkId::NodeUp(root));
+        let fastest = up(&p0).max(up(&p1));
+        prop_assert!(t >= message / fastest * (1.0 - 1e-6), "{} < {}", t, message / fastest);
     }
 }

@@ -1,8 +1,9 @@
 //! `windrose bound SCENARIO.toml [--seed S] [--plan] [--json]`: the physical limit of a multicast
 //! from the workload's root on the scenario's platform (the minimum over receivers of the
 //! max-flow from the root, see `windrose_trees::multicast::bound`), per interval between the
-//! scenario's capacity changes and mayhem draws, and the completion time it implies for the
-//! workload's message. With `--plan`, the Balanced Multicasting plan made from the capacities
+//! scenario's capacity changes and mayhem draws, and the earliest completion time of the
+//! workload's message (relays may store data across changes: the time-expanded max-flow, a true
+//! upper bound on every protocol). With `--plan`, the Balanced Multicasting plan made from the capacities
 //! at time 0 and its rate as a fraction of the bound.
 //!
 //! Latency changes do not change a bound (it is a throughput) and node failures are ignored:
@@ -20,7 +21,9 @@ use windrose_model::NodeId;
 use windrose_sim::network::Change;
 use windrose_sim::scenario::{format_size, load_scenario, Mayhem, Scenario};
 use windrose_trees::multicast::balanced::{plan_balanced, unshaped_rate_bytes_s, PlanOptions};
-use windrose_trees::multicast::bound::{completion_time_s, multicast_bound};
+use windrose_trees::multicast::bound::{
+    completion_time_s, dynamic_completion_time_s, multicast_bound,
+};
 
 /// Most intervals reported (a mayhem scenario whose bound is tiny would otherwise go on and on).
 const MAX_INTERVALS: usize = 100_000;
@@ -77,7 +80,12 @@ pub(crate) struct BoundReport {
     intervals: Vec<Interval>,
     /// True when the intervals stop at MAX_INTERVALS before the message is delivered.
     truncated: bool,
+    /// The earliest any protocol can deliver the message: relays may keep data between
+    /// capacity changes (the time-expanded max-flow; equal to `completion_without_storage_s`
+    /// when nothing changes).
     pub(crate) completion_s: Option<f64>,
+    /// Interval by interval, each at its own max-flow, nothing carried over.
+    completion_without_storage_s: Option<f64>,
     mean_throughput_bytes_s: Option<f64>,
     plan: Option<PlanReport>,
 }
@@ -123,6 +131,8 @@ pub(crate) fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> R
     let mut truncated = false;
     // The platform as the planner sees it: after everything at time 0 (a mayhem draw at 0 too).
     let mut start_platform: Option<Platform> = None;
+    // The platform of every interval, for the time-expanded bound.
+    let mut phases: Vec<(f64, Platform)> = Vec::new();
     loop {
         // What happens up to now: mayhem draws first, then timed changes (file order).
         if let Some((m, rng, links)) = mayhem.as_mut() {
@@ -142,6 +152,7 @@ pub(crate) fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> R
         }
         let b = multicast_bound(&platform, root)
             .map_err(|e| bad_input(format!("{source}: workload.root: {e}")))?;
+        phases.push((t, platform.clone()));
         if let Some(last) = intervals.last_mut() {
             last.end_s = Some(t);
         }
@@ -173,10 +184,18 @@ pub(crate) fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> R
         .iter()
         .map(|i| (i.start_s, i.bound_bytes_s))
         .collect();
-    let completion_s = if truncated {
+    let completion_without_storage_s = if truncated {
         None
     } else {
         completion_time_s(&steps, message)
+    };
+    let completion_s = match completion_without_storage_s {
+        Some(upper) if phases.len() > 1 => {
+            let phases: Vec<(f64, &Platform)> = phases.iter().map(|(t, p)| (*t, p)).collect();
+            dynamic_completion_time_s(&phases, root, message, upper)
+                .map_err(|e| bad_input(format!("{source}: workload.root: {e}")))?
+        }
+        other => other,
     };
     let start = start_platform.unwrap_or_else(|| scenario.platform.clone());
     let plan = if with_plan {
@@ -208,6 +227,7 @@ pub(crate) fn bound_report(scenario: &Scenario, seed: u64, with_plan: bool) -> R
         intervals,
         truncated,
         completion_s,
+        completion_without_storage_s,
         mean_throughput_bytes_s: completion_s.filter(|&c| c > 0.0).map(|c| message / c),
         plan,
     })
@@ -252,6 +272,16 @@ fn render(r: &BoundReport) -> String {
                 "At the bound the message is delivered after {c:.6} s (mean {} MB/s).",
                 mb_s(tp)
             );
+            if let Some(w) = r
+                .completion_without_storage_s
+                .filter(|_| r.intervals.len() > 1)
+            {
+                let _ = writeln!(
+                    out,
+                    "(Relays keeping data across capacity changes, a time-expanded max-flow; \
+                     interval by interval with nothing carried over it would be {w:.6} s.)"
+                );
+            }
         }
         (Some(c), None) => {
             let _ = writeln!(out, "At the bound the message is delivered after {c:.6} s.");

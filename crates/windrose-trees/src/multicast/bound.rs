@@ -28,7 +28,12 @@
 //! capacity.
 //!
 //! For a platform whose capacities change over time, [`completion_time_s`] integrates a
-//! piecewise-constant bound until a message is delivered.
+//! piecewise-constant bound until a message is delivered. That is not an upper bound on what a
+//! protocol can do: a relay may receive data while its own links to a receiver are slow and
+//! forward it after they recover. [`dynamic_completion_time_s`] allows exactly that: it
+//! computes max-flows in the time-expanded network (one copy of the platform per interval, arc
+//! capacities in bytes = rate × duration, and unbounded holdover arcs that let every node keep
+//! what it received for later intervals), so no protocol on the platform can finish earlier.
 //!
 //! ```
 //! use windrose_model::platform::{ClusterSpec, Platform};
@@ -349,6 +354,113 @@ pub fn multicast_bound(platform: &Platform, root: NodeId) -> Result<MulticastBou
         bottleneck_receiver,
         per_receiver_bytes_s: per,
     })
+}
+
+/// The earliest time at which every receiver can hold `message_bytes` from `root` on a platform
+/// whose capacities change over time, when nodes may store what they received and forward it
+/// in a later interval (see the [module docs](self)): no multicast protocol can finish sooner.
+///
+/// `phases` are `(start_s, platform)` with ascending starts, each platform in force until the
+/// next start, the last for ever (a first start after 0 counts from 0); every platform must
+/// have the same nodes and clusters. `upper_s` is a time by which the message is known to be
+/// delivered, e.g. the no-storage [`completion_time_s`] of the same phases (which is never
+/// earlier). Returns None if the message is not delivered by `upper_s`.
+///
+/// Cost: a binary search of about 50 steps over the time, each one max-flow per class of
+/// receivers (receivers of one cluster whose node links are equal in every phase are
+/// interchangeable, so one stands for all) on a network of `phases × (nodes + 4 × clusters)`
+/// vertices.
+pub fn dynamic_completion_time_s(
+    phases: &[(f64, &Platform)],
+    root: NodeId,
+    message_bytes: f64,
+    upper_s: f64,
+) -> Result<Option<f64>, BoundError> {
+    let Some(&(_, first)) = phases.first() else {
+        return Ok(None);
+    };
+    let n = first.node_count();
+    if !first.has_node(root) {
+        return Err(BoundError::UnknownRoot {
+            root,
+            node_count: n,
+        });
+    }
+    if n < 2 {
+        return Err(BoundError::NoReceivers);
+    }
+    if message_bytes <= 0.0 {
+        return Ok(Some(0.0));
+    }
+    // One receiver per class: same cluster, same node links in every phase.
+    let mut classes: Vec<(Vec<u64>, NodeId)> = Vec::new();
+    for v in (0..n as u32).map(NodeId).filter(|&v| v != root) {
+        let mut key = vec![u64::from(first.cluster_of(v).0)];
+        for (_, p) in phases {
+            key.push(p.capacity_bytes_s(LinkId::NodeUp(v)).to_bits());
+            key.push(p.capacity_bytes_s(LinkId::NodeDown(v)).to_bits());
+        }
+        if !classes.iter().any(|(k, _)| *k == key) {
+            classes.push((key, v));
+        }
+    }
+    let receivers: Vec<NodeId> = classes.into_iter().map(|(_, v)| v).collect();
+    let nets: Vec<(f64, PlatformNetwork)> = phases
+        .iter()
+        .map(|&(start, p)| (start.max(0.0), platform_network(p)))
+        .collect();
+    let per_phase = nets[0].1.network.vertex_count();
+    // The least any receiver can hold at `t`.
+    let deliverable = |t: f64| -> f64 {
+        let used: Vec<(f64, &PlatformNetwork)> = nets
+            .iter()
+            .enumerate()
+            .filter(|(i, (start, _))| *i == 0 || *start < t)
+            .map(|(i, (start, g))| {
+                let end = nets.get(i + 1).map_or(t, |next| next.0.min(t));
+                ((end - start.max(0.0)).max(0.0), g)
+            })
+            .collect();
+        let k = used.len();
+        let mut g = FlowNetwork::new(k * per_phase);
+        for (i, (dur, net)) in used.iter().enumerate() {
+            let base = i * per_phase;
+            for a in net.network.arcs() {
+                let cap = if a.capacity.is_infinite() {
+                    f64::INFINITY
+                } else {
+                    a.capacity * dur
+                };
+                g.add_arc(base + a.from, base + a.to, cap);
+            }
+            if i + 1 < k {
+                for v in 0..n {
+                    g.add_arc(base + v, base + per_phase + v, f64::INFINITY);
+                }
+            }
+        }
+        let sink_base = (k - 1) * per_phase;
+        receivers
+            .iter()
+            .map(|&r| g.max_flow(root.0 as usize, sink_base + r.0 as usize))
+            .fold(f64::INFINITY, f64::min)
+    };
+    if !upper_s.is_finite() || deliverable(upper_s) < message_bytes * (1.0 - 1e-9) {
+        return Ok(None);
+    }
+    let (mut lo, mut hi) = (0.0f64, upper_s);
+    for _ in 0..60 {
+        if hi - lo <= 1e-9 * hi.max(1e-9) {
+            break;
+        }
+        let mid = 0.5 * (lo + hi);
+        if deliverable(mid) >= message_bytes * (1.0 - 1e-12) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(Some(hi))
 }
 
 /// The time at which `message_bytes` have been delivered at a piecewise-constant rate: the rate
