@@ -3,9 +3,10 @@
 //!
 //! Both are traits so later work can swap them without touching the driver: a bootstrap that
 //! reads the rank and peer addresses from mpirun/srun, a handshake that proves knowledge of a
-//! group key (and encrypts the stream). Today's implementations are [`GroupFile`] /
-//! [`StaticMembership`] and [`PlainHandshake`], which checks group name, node ids and versions
-//! in the clear (see [`crate::wire`] for the frames).
+//! group key (and encrypts the stream). The implementations are [`GroupFile`] /
+//! [`StaticMembership`], [`PlainHandshake`], which checks group name, node ids and versions
+//! in the clear (see [`crate::wire`] for the frames), and [`crate::auth::NoiseHandshake`],
+//! which makes the same checks inside a Noise handshake keyed with the group key.
 
 use crate::error::NetError;
 use crate::group::{load_group, Group};
@@ -120,6 +121,12 @@ pub trait Handshake: Send + Sync + 'static {
         me: NodeId,
         remote: SocketAddr,
     ) -> BoxFuture<'a, Result<Established, NetError>>;
+
+    /// The key that authenticates the root's job (its manifest) to the nodes, when the
+    /// handshake has a group key ([`crate::auth::NoiseHandshake`]); None for a plain handshake.
+    fn manifest_key(&self) -> Option<[u8; 32]> {
+        None
+    }
 }
 
 /// The handshake of [`crate::wire`]: group name, node ids, protocol and wire versions, in the
@@ -128,7 +135,7 @@ pub trait Handshake: Send + Sync + 'static {
 pub struct PlainHandshake;
 
 /// Reads one control frame (the caller bounds the time).
-async fn read_control(io: &mut Transport, who: &str) -> Result<Control, NetError> {
+pub(crate) async fn read_control(io: &mut Transport, who: &str) -> Result<Control, NetError> {
     loop {
         match io.reader.next_frame() {
             Ok(Some(WireFrame::Control(c))) => return Ok(c),
@@ -163,7 +170,11 @@ async fn read_control(io: &mut Transport, who: &str) -> Result<Control, NetError
     }
 }
 
-async fn write_control(io: &mut Transport, c: &Control, who: &str) -> Result<(), NetError> {
+pub(crate) async fn write_control(
+    io: &mut Transport,
+    c: &Control,
+    who: &str,
+) -> Result<(), NetError> {
     io.stream
         .write_all(&c.encode())
         .await
@@ -174,7 +185,7 @@ async fn write_control(io: &mut Transport, c: &Control, who: &str) -> Result<(),
 }
 
 /// What the two sides must agree on, as a reason to reject when they do not.
-fn mismatch(
+pub(crate) fn mismatch(
     group: &Group,
     their_group: &str,
     their_protocol: u32,
@@ -267,6 +278,7 @@ impl Handshake for PlainHandshake {
         remote: SocketAddr,
     ) -> BoxFuture<'a, Result<Established, NetError>> {
         Box::pin(async move {
+            crate::auth::refuse_if_keyed(io, me, remote).await?;
             let anonymous = format!("a connection from {remote}");
             let hello = match read_control(io, &anonymous).await? {
                 Control::Hello(h) => h,

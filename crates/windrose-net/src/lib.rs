@@ -4,7 +4,8 @@
 //! - [`group`]: group files (name, protocol version, node id → address and cluster);
 //!   [`bootstrap`]: where membership comes from ([`bootstrap::Bootstrap`]) and how a connection
 //!   is verified ([`bootstrap::Handshake`]) — both traits, so authentication and launchers such
-//!   as mpirun can be added without touching the driver.
+//!   as mpirun can be added without touching the driver; [`auth`]: the group key and the
+//!   handshake that proves it (Noise, through `snow`).
 //! - [`wire`]: what a connection carries: proto frames, plus this crate's control frames for the
 //!   handshake and the session around a collective (job, ready, go, progress, report, bye).
 //! - [`node`]: the event loop that feeds the machines and performs their outputs, and the
@@ -58,6 +59,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod bootstrap;
 mod conn;
 pub mod error;

@@ -1271,6 +1271,24 @@ fn build_machine(
     }
 }
 
+/// With a group key, a multicast job's manifest must carry the MAC made with the key derived
+/// from it (the job came over an authenticated connection from the root; this also binds the
+/// piece hashes every node checks to the key).
+fn check_manifest_mac(key: Option<[u8; 32]>, job: &Job) -> Result<(), String> {
+    let (Some(key), CollectiveSpec::Multicast { manifest: m, .. }) = (key, &job.collective) else {
+        return Ok(());
+    };
+    match &m.mac {
+        Some(mac)
+            if crate::auth::verify_manifest_mac(&key, job.total_len, m.piece_len, &m.hashes, mac) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err("the manifest's MAC does not match this group's key (a tampered manifest, or a root with another key)".into()),
+        None => Err("the manifest carries no MAC, but this node has a group key (the root runs without one?)".into()),
+    }
+}
+
 /// A node's multicast machine: the layout from the group's clusters, pieces checked with BLAKE3.
 fn build_multicast(
     me: NodeId,
@@ -1415,7 +1433,7 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         }
         _ => None,
     };
-    let spec = Job {
+    let mut spec = Job {
         session,
         root: me,
         transfer: TransferId((session as u32).max(1)),
@@ -1444,6 +1462,16 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         probe_period_ms: job.probe_period.map_or(0, |p| p.as_millis().max(1) as u64),
         seed: job.seed,
     };
+    if let (Some(key), CollectiveSpec::Multicast { manifest: m, .. }) =
+        (config.handshake.manifest_key(), &mut spec.collective)
+    {
+        m.mac = Some(crate::auth::manifest_mac(
+            &key,
+            spec.total_len,
+            m.piece_len,
+            &m.hashes,
+        ));
+    }
     // Check the job here first, so a bad tree is the user's error, not every node's.
     let machine = match (&job.collective, &manifest) {
         // The root's machine shares the manifest it hashed instead of decoding the job's.
@@ -1893,6 +1921,7 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 job.root
             ));
         }
+        check_manifest_mac(config.handshake.manifest_key(), &job)?;
         build_machine(me, &group, &job, None)
     })();
     let (machine, neighbours) = match setup {

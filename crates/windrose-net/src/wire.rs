@@ -31,6 +31,9 @@
 //!    group, versions and id, which the dialer checks in turn) or [`Control::Reject`] with the
 //!    reason. A dialer that finds a mismatch in the welcome sends a reject too, so both sides
 //!    always learn why.
+//!    With a group key the same hello and welcome travel encrypted inside a Noise handshake
+//!    that proves both sides hold the key (see [`crate::auth`]), and a multicast job's
+//!    manifest carries a MAC made with a key derived from it.
 //! 2. **Job**: the root dials every node (role `Root`) and sends the [`Job`]; each node dials its
 //!    tree neighbours (for a multicast: every member) with higher ids (role `Peer`; the lower
 //!    id dials, so every unordered pair has exactly one connection) and answers [`Control::Ready`] once all its neighbours are
@@ -224,6 +227,10 @@ pub struct ManifestSpec {
     /// The BLAKE3 hash of every piece, in order, as one hex string (64 digits per piece): half
     /// the size of a JSON array of hashes.
     pub hashes: String,
+    /// When the group has a key: the manifest's MAC with the key derived from it
+    /// (`crate::auth::manifest_mac`), checked by every node before it builds its machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl ManifestSpec {
@@ -239,6 +246,7 @@ impl ManifestSpec {
         ManifestSpec {
             piece_len: manifest.piece_len(),
             hashes,
+            mac: None,
         }
     }
 

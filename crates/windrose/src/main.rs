@@ -65,6 +65,9 @@ enum Command {
     /// the scatter; with --protocol mob, bittorrent, balanced or magpie, that multicast), in one
     /// command.
     Local(net_cmds::LocalArgs),
+    /// Write a fresh random group key (32 bytes as hex, mode 0600) to a new file, for
+    /// `--key-file` or `WINDROSE_GROUP_KEY_FILE` on every member.
+    Keygen(net_cmds::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Scatter(args) => net_cmds::run_scatter(args),
         Command::Multicast(args) => net_cmds::run_multicast(args),
         Command::Local(args) => net_cmds::run_local(args),
+        Command::Keygen(args) => net_cmds::run_keygen(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,14 +24,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::platform::load_platform;
 use windrose_model::{LinkCosts, NodeId};
-use windrose_net::bootstrap::{Bootstrap, GroupFile, Membership};
+use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
+use windrose_net::bootstrap::{
+    Bootstrap, BoxFuture, Established, GroupFile, Handshake, Membership, PlainHandshake, Transport,
+};
 use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
 use windrose_net::trees::{
     balanced_spec, equal_platform, group_costs, magpie_spec, TreeKind, EQUAL_CAPACITY_BYTES_S,
 };
-use windrose_net::wire::RunStatus;
+use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
     bind, map_file, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
     OutputSpec, RootJob, RunOutcome, Timeouts,
@@ -55,12 +58,33 @@ pub struct NodeArgs {
     /// Give up when no root has sent a job within this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     wait: f64,
+    #[command(flatten)]
+    key: KeyOpts,
     /// Print the node's report as JSON.
     #[arg(long)]
     json: bool,
     /// Print nothing on success.
     #[arg(long)]
     quiet: bool,
+}
+
+/// The group key (every command that joins a group). Never a command-line value: a file, or
+/// the environment.
+#[derive(Debug, Args)]
+pub struct KeyOpts {
+    /// The group key file (32 bytes, raw or as 64 hex digits; mode 0600, see `windrose
+    /// keygen`); default: the file in WINDROSE_GROUP_KEY_FILE, else the hex in
+    /// WINDROSE_GROUP_KEY, else none (the group is then unauthenticated, with a warning).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+}
+
+/// `windrose keygen`: a fresh group key.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// The new key file (must not exist; written with mode 0600).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
 }
 
 /// Options shared by `bcast`, `scatter` and `local`: the tree and how the run is watched.
@@ -114,6 +138,8 @@ pub struct BcastArgs {
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     segment: u64,
     #[command(flatten)]
+    key: KeyOpts,
+    #[command(flatten)]
     opts: TreeOpts,
 }
 
@@ -138,6 +164,8 @@ pub struct ScatterArgs {
     id: u32,
     #[command(flatten)]
     scatter: ScatterOpts,
+    #[command(flatten)]
+    key: KeyOpts,
     #[command(flatten)]
     opts: TreeOpts,
 }
@@ -219,6 +247,10 @@ pub struct LocalArgs {
     multicast_opts: MulticastOpts,
     #[command(flatten)]
     scatter_opts: ScatterOpts,
+    /// A group key for the run; default: a fresh one made for this run (the node processes
+    /// get it through their environment).
+    #[command(flatten)]
+    key: KeyOpts,
     #[command(flatten)]
     opts: TreeOpts,
 }
@@ -281,6 +313,8 @@ pub struct MulticastArgs {
     seed: u64,
     #[command(flatten)]
     multicast: MulticastOpts,
+    #[command(flatten)]
+    key: KeyOpts,
     #[command(flatten)]
     watch: WatchOpts,
 }
@@ -345,6 +379,82 @@ fn net_err(e: NetError) -> anyhow::Error {
     }
 }
 
+/// The handshake of a member: authenticated with the group key from `--key-file` or the
+/// environment, else the plain one with a warning that the group is unauthenticated (at
+/// once for a node; for a root when it first connects, so bad arguments still fail with one
+/// line).
+fn handshake_of(opts: &KeyOpts, warn_now: bool) -> anyhow::Result<Arc<dyn Handshake>> {
+    Ok(
+        match load_group_key(opts.key_file.as_deref()).map_err(net_err)? {
+            Some((key, _)) => Arc::new(NoiseHandshake::new(key)),
+            None => {
+                let plain = Unauthenticated(std::sync::Once::new());
+                if warn_now {
+                    plain.warn();
+                }
+                Arc::new(plain)
+            }
+        },
+    )
+}
+
+/// The plain handshake, with one warning line that the group is unauthenticated.
+struct Unauthenticated(std::sync::Once);
+
+impl Unauthenticated {
+    fn warn(&self) {
+        self.0.call_once(|| {
+            eprintln!(
+                "warning: no group key (--key-file, {KEY_FILE_ENV} or {KEY_ENV}): the group is \
+                 unauthenticated, anyone who can reach its nodes can join"
+            )
+        });
+    }
+}
+
+impl Handshake for Unauthenticated {
+    fn dial<'a>(
+        &'a self,
+        io: &'a mut Transport,
+        group: &'a Group,
+        me: NodeId,
+        peer: NodeId,
+        role: Role,
+    ) -> BoxFuture<'a, Result<Established, NetError>> {
+        self.warn();
+        PlainHandshake.dial(io, group, me, peer, role)
+    }
+
+    fn accept<'a>(
+        &'a self,
+        io: &'a mut Transport,
+        group: &'a Group,
+        me: NodeId,
+        remote: std::net::SocketAddr,
+    ) -> BoxFuture<'a, Result<Established, NetError>> {
+        self.warn();
+        PlainHandshake.accept(io, group, me, remote)
+    }
+}
+
+/// Runs `windrose keygen`.
+pub fn run_keygen(args: KeygenArgs) -> anyhow::Result<()> {
+    if args.out.exists() {
+        return Err(bad_input(format!(
+            "--out {}: the file exists; keygen never overwrites a key",
+            args.out.display()
+        )));
+    }
+    GroupKey::generate()
+        .write_new_file(&args.out)
+        .map_err(net_err)?;
+    print(&format!(
+        "wrote a new group key to {} (mode 0600): give it to every member with --key-file or \
+         {KEY_FILE_ENV}\n",
+        args.out.display()
+    ))
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -361,11 +471,23 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
     .membership()
     .map_err(net_err)?;
     let mut config = NodeConfig::new(membership.clone());
+    config.handshake = handshake_of(&args.key, true)?;
     config.timeouts.join = secs(args.wait, "--wait")?;
     if let Some(out) = &args.out {
         config.output = OutputSpec::File(out.clone());
     }
     let rt = runtime()?;
+    // Refused connections (failed authentication, mismatches) are logged as they happen.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    config.events = Some(tx);
+    let me = membership.me;
+    rt.spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            if let NetEvent::Rejected { reason } = ev {
+                eprintln!("node {me}: refused a connection: {reason}");
+            }
+        }
+    });
     let outcome = rt.block_on(async {
         let listener = bind(&membership.group, membership.me).await?;
         run_node(listener, config).await
@@ -436,6 +558,8 @@ struct RootRun<'a> {
     data: Bytes,
     watch: &'a WatchOpts,
     timeouts: Timeouts,
+    /// How connections are verified (the group key's handshake, or the plain one).
+    handshake: Arc<dyn Handshake>,
 }
 
 /// Runs the root of a broadcast in segments of `segment` bytes and prints the result.
@@ -448,6 +572,7 @@ fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Re
         data,
         watch: opts,
         timeouts,
+        handshake,
     } = run;
     if segment == 0 {
         return Err(bad_input("--segment must be at least 1 byte"));
@@ -458,6 +583,7 @@ fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Re
         me: root,
     });
     config.timeouts = timeouts;
+    config.handshake = handshake;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     config.events = Some(tx);
     let total = data.len() as u64;
@@ -807,6 +933,7 @@ fn scatter(
         data,
         watch: opts,
         timeouts,
+        handshake,
     } = run;
     let tree = build_tree(&group, tree_opts, root)?;
     let (schedule, prediction) = scatter_schedule(rt, &group, &data, &tree, tree_opts.tree, sopts)?;
@@ -815,6 +942,7 @@ fn scatter(
         me: root,
     });
     config.timeouts = timeouts;
+    config.handshake = handshake;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     config.events = Some(tx);
     let show = !(opts.quiet || opts.json);
@@ -988,6 +1116,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         data,
         watch: &args.opts.watch,
         timeouts,
+        handshake: handshake_of(&args.key, false)?,
     };
     let outcome = scatter(run, &args.opts, &args.scatter)?;
     check(&outcome)
@@ -1030,6 +1159,7 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         data,
         watch: &args.opts.watch,
         timeouts,
+        handshake: handshake_of(&args.key, false)?,
     };
     let outcome = broadcast(run, &args.opts, args.segment)?;
     check(&outcome)
@@ -1167,6 +1297,7 @@ fn multicast(
         data,
         watch,
         timeouts,
+        handshake,
     } = run;
     mopts.check(protocol)?;
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
@@ -1176,6 +1307,7 @@ fn multicast(
         me: root,
     });
     config.timeouts = timeouts;
+    config.handshake = handshake;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     config.events = Some(tx);
     let show = !(watch.quiet || watch.json);
@@ -1261,6 +1393,7 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         data,
         watch: &args.watch,
         timeouts,
+        handshake: handshake_of(&args.key, false)?,
     };
     let outcome = multicast(run, args.protocol, &args.multicast, args.seed)?;
     check(&outcome)
@@ -1346,6 +1479,13 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     std::fs::write(&group_file, group.to_toml())
         .with_context(|| format!("writing {}", group_file.display()))?;
     let (data, source) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
+    // Authenticated with zero setup: the user's key, or a fresh one for this run, handed to
+    // the node processes through their environment (never their command line).
+    let key = match load_group_key(args.key.key_file.as_deref()).map_err(net_err)? {
+        Some((key, _)) => key,
+        None => GroupKey::generate(),
+    };
+    let handshake: Arc<dyn Handshake> = Arc::new(NoiseHandshake::new(key.clone()));
     let exe = std::env::current_exe().context("locating the windrose binary")?;
     let wait_s = (timeout.as_secs_f64() * 4.0).max(60.0);
     let mut children = Children(Vec::new());
@@ -1361,6 +1501,8 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             .arg(i.to_string())
             .arg("--wait")
             .arg(format!("{wait_s}"))
+            .env(KEY_ENV, key.to_hex())
+            .env_remove(KEY_FILE_ENV)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
@@ -1386,6 +1528,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         data,
         watch: &args.opts.watch,
         timeouts,
+        handshake,
     };
     let result = match args.protocol {
         RunProtocol::Multicast(p) => multicast(run, p, &args.multicast_opts, args.seed),
