@@ -44,7 +44,8 @@
 //! exception, tests write their key files with mode 0600 too ([`GroupKey::write_new_file`]).
 
 use crate::bootstrap::{
-    mismatch, read_control, write_control, BoxFuture, Established, Handshake, Transport,
+    hello_problem, mismatch, read_control, write_control, BoxFuture, Established, Handshake,
+    Transport,
 };
 use crate::error::NetError;
 use crate::group::Group;
@@ -598,26 +599,7 @@ impl Handshake for NoiseHandshake {
                 }
             };
             let who = format!("node {} (from {remote})", hello.from);
-            let them = format!("the dialer (node {})", hello.from);
-            let problem = mismatch(group, &hello.group, hello.protocol_version, hello.wire_version, &them)
-                .or_else(|| {
-                    (hello.to != me).then(|| {
-                        format!(
-                            "node id mismatch: the dialer expected node {} here, but this is node {me} (check the group file's addresses and --id)",
-                            hello.to
-                        )
-                    })
-                })
-                .or_else(|| {
-                    (!group.contains(hello.from) || hello.from == me).then(|| {
-                        format!(
-                            "the dialer claims to be node {}, which is not another member of group {:?} (nodes 0..{})",
-                            hello.from,
-                            group.name(),
-                            group.len()
-                        )
-                    })
-                });
+            let problem = hello_problem(group, me, &hello);
             let answer = match &problem {
                 Some(reason) => Sealed::Reject(reason.clone()),
                 None => Sealed::Welcome(Welcome {

@@ -184,6 +184,37 @@ pub(crate) async fn write_control(
         })
 }
 
+/// Why an acceptor `me` must refuse a dialer's hello (group, versions, node ids), or None.
+/// The plain and the authenticated handshakes check exactly this.
+pub(crate) fn hello_problem(group: &Group, me: NodeId, hello: &Hello) -> Option<String> {
+    let them = format!("the dialer (node {})", hello.from);
+    mismatch(
+        group,
+        &hello.group,
+        hello.protocol_version,
+        hello.wire_version,
+        &them,
+    )
+    .or_else(|| {
+        (hello.to != me).then(|| {
+            format!(
+                "node id mismatch: the dialer expected node {} here, but this is node {me} (check the group file's addresses and --id)",
+                hello.to
+            )
+        })
+    })
+    .or_else(|| {
+        (!group.contains(hello.from) || hello.from == me).then(|| {
+            format!(
+                "the dialer claims to be node {}, which is not another member of group {:?} (nodes 0..{})",
+                hello.from,
+                group.name(),
+                group.len()
+            )
+        })
+    })
+}
+
 /// What the two sides must agree on, as a reason to reject when they do not.
 pub(crate) fn mismatch(
     group: &Group,
@@ -290,32 +321,7 @@ impl Handshake for PlainHandshake {
                 }
             };
             let who = format!("node {} (from {remote})", hello.from);
-            let them = format!("the dialer (node {})", hello.from);
-            let problem = mismatch(
-                group,
-                &hello.group,
-                hello.protocol_version,
-                hello.wire_version,
-                &them,
-            )
-            .or_else(|| {
-                (hello.to != me).then(|| {
-                    format!(
-                        "node id mismatch: the dialer expected node {} here, but this is node {me} (check the group file's addresses and --id)",
-                        hello.to
-                    )
-                })
-            })
-            .or_else(|| {
-                (!group.contains(hello.from) || hello.from == me).then(|| {
-                    format!(
-                        "the dialer claims to be node {}, which is not another member of group {:?} (nodes 0..{})",
-                        hello.from,
-                        group.name(),
-                        group.len()
-                    )
-                })
-            });
+            let problem = hello_problem(group, me, &hello);
             if let Some(reason) = problem {
                 let _ = write_control(io, &Control::Reject(reason.clone()), &who).await;
                 return Err(NetError::Handshake {
