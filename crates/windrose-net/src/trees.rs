@@ -136,18 +136,10 @@ pub fn magpie_spec(group: &Group, root: NodeId) -> Result<MulticastSpec, String>
     let plan = TreePlan::magpie(&layout, root).map_err(|e| e.to_string())?;
     Ok(MulticastSpec::Trees {
         plan: Arc::new(plan),
-        config: tree_config(false),
+        config: TreeMulticastConfig::with_shape(false),
     })
 }
 
-/// The default tree-multicast knobs, shaped or not (as the simulator's).
-#[allow(clippy::needless_update)] // the config may grow fields
-fn tree_config(shape: bool) -> TreeMulticastConfig {
-    TreeMulticastConfig {
-        shape,
-        ..TreeMulticastConfig::default()
-    }
-}
 
 /// A platform shaped like `group` (its clusters and their sizes) with every link at `bytes_s`
 /// and `latency_s`, the one [`balanced_spec`] plans on when no capacities are known.
@@ -213,7 +205,7 @@ pub fn balanced_spec(
     Ok((
         MulticastSpec::Trees {
             plan: Arc::new(TreePlan { trees }),
-            config: tree_config(true),
+            config: TreeMulticastConfig::with_shape(true),
         },
         plan.rate_bytes_s(),
     ))

@@ -302,6 +302,15 @@ pub struct TreeMulticastConfig {
 }
 
 impl TreeMulticastConfig {
+    /// The defaults with shaping on (Balanced Multicasting) or off (MagPIe): what both drivers
+    /// run.
+    pub fn with_shape(shape: bool) -> TreeMulticastConfig {
+        TreeMulticastConfig {
+            shape,
+            ..TreeMulticastConfig::default()
+        }
+    }
+
     /// The default [`idle_timeout_s`](Self::idle_timeout_s): two minutes, far longer than a
     /// piece takes on any link a multicast is worth running over.
     pub const DEFAULT_IDLE_TIMEOUT_S: f64 = 120.0;

@@ -138,23 +138,15 @@ pub fn spec_for(
         MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(BitTorrentConfig::default()),
         MulticastProtocol::Balanced => MulticastSpec::Trees {
             plan: Arc::new(balanced_plan(platform, root)?),
-            config: tree_config(true),
+            config: TreeMulticastConfig::with_shape(true),
         },
         MulticastProtocol::Magpie => MulticastSpec::Trees {
             plan: Arc::new(magpie_plan(platform, root)?),
-            config: tree_config(false),
+            config: TreeMulticastConfig::with_shape(false),
         },
     })
 }
 
-/// The default tree-multicast knobs, shaped or not.
-#[allow(clippy::needless_update)] // the config may grow fields
-fn tree_config(shape: bool) -> TreeMulticastConfig {
-    TreeMulticastConfig {
-        shape,
-        ..TreeMulticastConfig::default()
-    }
-}
 
 /// The protocol a spec runs (trees with shaped rates count as Balanced, unshaped as MagPIe).
 pub fn protocol_of(spec: &MulticastSpec) -> MulticastProtocol {
