@@ -140,7 +140,6 @@ pub fn magpie_spec(group: &Group, root: NodeId) -> Result<MulticastSpec, String>
     })
 }
 
-
 /// A platform shaped like `group` (its clusters and their sizes) with every link at `bytes_s`
 /// and `latency_s`, the one [`balanced_spec`] plans on when no capacities are known.
 pub fn equal_platform(group: &Group, bytes_s: f64, latency_s: f64) -> Result<Platform, String> {

@@ -147,7 +147,6 @@ pub fn spec_for(
     })
 }
 
-
 /// The protocol a spec runs (trees with shaped rates count as Balanced, unshaped as MagPIe).
 pub fn protocol_of(spec: &MulticastSpec) -> MulticastProtocol {
     match spec {
