@@ -90,9 +90,9 @@
 //! The effect is the tree packing of the optimum: each source sends every cluster a different
 //! third (for four clusters) of the share, and the clusters relay them to each other. Only
 //! the order of requests changes: the messages, the mob rule and the exactly-once property are
-//! the paper's. [`MobConfig::outstanding_bytes`] (ours too, default 256 KiB) caps the bytes
-//! requested per peer: with 1 MiB pieces on 0.5 MB/s flows, R = 5 commits a node ten seconds
-//! ahead, and the clusters' choices collide again near the end.
+//! the paper's. The request depth (next section, ours too) matters as much: with 1 MiB pieces
+//! on 0.5 MB/s flows, R = 5 commits a node ten seconds ahead, and the clusters' choices
+//! collide again near the end.
 //!
 //! Measured in the simulator on the Fig. 4 point (4 x 16 nodes, 600 MB from node 0, 125 MB/s
 //! nodes, 20 ms WAN round trips), as a fraction of the max-flow bound, for 1 MiB / 256 KiB
@@ -107,6 +107,42 @@
 //!
 //! Small transfers fare worse: each rank's flow gets 1/16 of a WAN link, so on a 0.8 MB/s
 //! link one 1 MiB piece takes 21 s, and start and end cost a few piece times each.
+//!
+//! # Request depth: [`MobConfig::adaptive_depth`]
+//!
+//! The paper keeps R = 5 requests outstanding per peer whatever the flow. That is too many
+//! on a slow flow (each queued piece is committed to that peer for several transfer times,
+//! long after another mob member could have supplied it) and too few on a long fat one (a
+//! 100 ms round trip at 50 MB/s holds five 1 MiB pieces). A fixed byte cap
+//! ([`MobConfig::outstanding_bytes`], our earlier default of 256 KiB) fixes the first and
+//! worsens the second: one request at a time idles every flow a round trip per piece, which
+//! left MOB at 55-76 % of the bound where every node's 12.5 MB/s card is the bottleneck
+//! (Fig. 6) and at 85-87 % with uneven clusters (Fig. 5).
+//!
+//! Ours, as BitTorrent clients pipeline: each node keeps about one bandwidth-delay product
+//! plus one piece requested from each peer, `ceil((rate x RTT + piece) / piece - 0.1)` pieces,
+//! at least one and at most R. Both are measured per peer from the pieces' arrivals, with the
+//! driver's `now` only (no clock of our own, so runs stay deterministic):
+//! - **rate**: a piece requested before the previous piece from that peer arrived was queued
+//!   behind it at the sender, so the gap between the two arrivals is its transfer time; a
+//!   piece requested on an idle flow took its request-to-arrival time, a bound from above.
+//!   The rate is the best of the last 16 such samples (a sliding window, so it follows the
+//!   flow when its share of a link changes);
+//! - **RTT**: request-to-arrival time of a piece requested on an idle flow minus its transfer
+//!   time at that rate, the minimum observed (queueing only ever adds to it).
+//!
+//! A new peer gets one request, whose arrival times the round trip (plus a transfer), then
+//! two, the second queued right behind the first, whose arrivals measure the rate (starting
+//! with two measured faster but committed slow flows to a second piece at the start: Fig. 5's
+//! slow links fell from 87 to 85 % of the bound). When only idle samples are left in the window, the depth
+//! goes back to two for one more measurement. A flow whose round trip is short next to a
+//! piece's transfer time (the 0.1 of slack: under a tenth of a piece idle per round trip) thus
+//! keeps one request at a time, so a node is not committed to pieces another mob member could
+//! supply sooner, while a fast long flow stays full: 93 % of a 50 MB/s, 100 ms link with R =
+//! 16 and 1 MiB pieces, against 17 % with one request at a time
+//! (`adaptive_depth_fills_a_long_fat_flow_and_limits_a_slow_one` in `windrose-sim/tests/mob.rs`).
+//! [`MobConfig::paper`] turns it off (R alone); a positive `outstanding_bytes` still caps the
+//! depth.
 //!
 //! # Safety nets (not in the paper)
 //!
@@ -151,7 +187,7 @@ use bytes::Bytes;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
@@ -162,6 +198,104 @@ pub const STALL_TIMER: TimerId = TimerId(0);
 
 /// Stall timeouts without any progress, after the fallback, before a node gives up.
 const STALLS_BEFORE_ABORT: u32 = 5;
+
+/// Delivery samples kept per peer for its rate (the sliding window, in pieces).
+const RATE_WINDOW: usize = 16;
+
+/// The adaptive depth is (rate x RTT + piece) / piece rounded up once it exceeds a whole
+/// number by more than this fraction of a piece: a flow whose round trip is a few percent of a
+/// piece's transfer time keeps one request (the idle time is negligible and other flows fill
+/// the link), while a flow that would idle a tenth of a piece per round trip gets one more.
+const DEPTH_SLACK: f64 = 0.1;
+
+/// What a node measures of the flow from one peer, to size its request queue
+/// ([`MobConfig::adaptive_depth`]; see "Request depth" in the module docs).
+#[derive(Clone, Debug)]
+struct Pipe {
+    /// Arrival of the last requested piece this peer delivered.
+    last_arrival: Option<Time>,
+    /// The last [`RATE_WINDOW`] deliveries: (bytes, transfer time in ns, queued). A piece
+    /// requested before the previous one arrived was queued behind it at the sender: its
+    /// transfer time is the gap between the two arrivals. Otherwise the flow was idle and the
+    /// time from its request to its arrival (round trip included) bounds it from above.
+    samples: VecDeque<(u64, u64, bool)>,
+    /// The smallest round trip derived: request to arrival of a piece sent on an idle flow,
+    /// minus its transfer time at the measured rate (ns).
+    rtt_ns: Option<u64>,
+    /// The shortest request-to-arrival time (ns) of a piece sent on an idle flow, and its
+    /// bytes, not yet turned into a round trip (no rate measured then).
+    pending: Option<(u64, u64)>,
+    /// Requests to keep outstanding (before the limits of the configuration).
+    depth: usize,
+}
+
+impl Pipe {
+    fn new() -> Pipe {
+        Pipe {
+            last_arrival: None,
+            samples: VecDeque::new(),
+            rtt_ns: None,
+            pending: None,
+            // One at first: its arrival times the round trip (plus a transfer); then two, the
+            // second queued right behind the first, whose arrivals measure the flow's rate.
+            depth: 1,
+        }
+    }
+
+    /// The best delivery rate in the window, as (bytes, ns), and whether any sample was
+    /// queued (only those measure the flow's rate rather than a lower bound of it).
+    fn rate(&self) -> Option<((u64, u64), bool)> {
+        let best = self
+            .samples
+            .iter()
+            .map(|&(b, d, _)| (b, d))
+            .max_by(|x, y| {
+                (u128::from(x.0) * u128::from(y.1)).cmp(&(u128::from(y.0) * u128::from(x.1)))
+            })?;
+        Some((best, self.samples.iter().any(|s| s.2)))
+    }
+
+    /// Records the arrival at `now` of `bytes` requested at `sent` and recomputes the depth
+    /// for pieces of `piece_len` bytes.
+    fn on_arrival(&mut self, now: Time, sent: Time, bytes: u64, piece_len: u64) {
+        let sojourn = now.saturating_since(sent).as_nanos().max(1) as u64;
+        let idle = self.last_arrival.is_none_or(|la| sent >= la);
+        let start = match self.last_arrival {
+            Some(la) if !idle => la,
+            _ => sent,
+        };
+        let dur = now.saturating_since(start).as_nanos().max(1) as u64;
+        self.last_arrival = Some(now);
+        self.samples.push_back((bytes, dur, !idle));
+        if self.samples.len() > RATE_WINDOW {
+            self.samples.pop_front();
+        }
+        if idle && self.pending.is_none_or(|(s, _)| sojourn < s) {
+            self.pending = Some((sojourn, bytes));
+        }
+        let Some(((rb, rd), measured)) = self.rate() else {
+            return;
+        };
+        if !measured {
+            // Only lower bounds of the rate so far: probe with a second request, whose
+            // arrival right after the first measures the flow.
+            self.depth = 2;
+            return;
+        }
+        if let Some((s, b)) = self.pending.take() {
+            let transfer = (u128::from(b) * u128::from(rd) / u128::from(rb.max(1))) as u64;
+            let rtt = s.saturating_sub(transfer);
+            self.rtt_ns = Some(self.rtt_ns.map_or(rtt, |r| r.min(rtt)));
+        }
+        let Some(rtt) = self.rtt_ns else {
+            self.depth = 2;
+            return;
+        };
+        let in_flight = rb as f64 * rtt as f64 / rd.max(1) as f64;
+        let pieces = (in_flight + piece_len.max(1) as f64) / piece_len.max(1) as f64;
+        self.depth = ((pieces - DEPTH_SLACK).ceil().max(1.0)).min(u32::MAX as f64) as usize;
+    }
+}
 
 /// MOB's parameters; every node of one run must use the same values.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -180,13 +314,18 @@ pub struct MobConfig {
     /// How a share piece is chosen among those a global peer (or the root) announced.
     pub piece_choice: PieceChoice,
     /// When positive, also limits the requests outstanding per peer to as many pieces as fit
-    /// in this many bytes (at least one). Ours, default 256 KiB (one request at a time for
-    /// pieces of 256 KiB or more); 0 gives the paper's R alone. R pieces queued on a slow flow
-    /// commit a node to them for R transfer times, long after another mob could have supplied
-    /// them (1 MiB pieces at 0.5 MB/s per flow: ten seconds). The price is a round trip of
-    /// idle time per piece on each flow, negligible while a piece takes much longer than a
-    /// round trip (and other flows fill the link meanwhile); raise it for fast, long links.
+    /// in this many bytes (at least one); 0: no byte cap (the default and the paper's). A fixed
+    /// cap costs a round trip of idle time per piece on each flow whenever it holds fewer
+    /// pieces than the flow's bandwidth-delay product; [`MobConfig::adaptive_depth`] sizes the
+    /// queue per peer instead. Kept for experiments and for a hard limit on top of it.
     pub outstanding_bytes: u64,
+    /// Ours, default on (the paper: off): keep about one bandwidth-delay product plus one
+    /// piece requested from each peer — its delivery rate times the request round trip, both
+    /// measured per peer from the pieces' arrivals — at least one piece and at most
+    /// [`MobConfig::outstanding`]. A fast, long flow stays full; a slow flow gets one request at
+    /// a time, so a node is not committed to pieces another mob could supply sooner. See
+    /// "Request depth" in the module docs.
+    pub adaptive_depth: bool,
 }
 
 /// How a node chooses the next piece of its mob share to request from a global peer.
@@ -208,21 +347,23 @@ impl Default for MobConfig {
             outstanding: 5,
             stall_timeout_s: 60.0,
             piece_choice: PieceChoice::RarestFirst,
-            outstanding_bytes: 256 << 10,
+            outstanding_bytes: 0,
+            adaptive_depth: true,
         }
     }
 }
 
 impl MobConfig {
     /// The paper's MOB and nothing more: random piece choice among what a global peer
-    /// announced and R = 5 requests per peer with no byte cap. [`MobConfig::default`] is ours:
-    /// the same protocol with rarest-first inside the mob share and at most 256 KiB requested
-    /// per peer, which moves MOB from 36-74 % to 79-97 % of the max-flow bound on the seed-002
-    /// scenarios (see the module docs).
+    /// announced and R = 5 requests per peer, always. [`MobConfig::default`] is ours: the same
+    /// protocol with rarest-first inside the mob share and a request depth adapted per peer
+    /// to its bandwidth-delay product (at most R), which moves MOB from 36-74 % to 79-97 % of
+    /// the max-flow bound on the seed-002 scenarios (see the module docs).
     pub fn paper() -> MobConfig {
         MobConfig {
             piece_choice: PieceChoice::Random,
             outstanding_bytes: 0,
+            adaptive_depth: false,
             ..MobConfig::default()
         }
     }
@@ -313,6 +454,8 @@ struct Peer {
     cand: Vec<u32>,
     /// Requests sent to it and not yet answered.
     outstanding: usize,
+    /// Its flow's rate and round trip, for the adaptive request depth.
+    pipe: Pipe,
 }
 
 fn bit(set: &[u64], i: u32) -> bool {
@@ -348,6 +491,8 @@ pub struct Mob {
     peer_index: BTreeMap<NodeId, usize>,
     /// Per piece: the peer (index) it was requested from.
     requested: Vec<Option<u32>>,
+    /// Per piece: when it was last requested (for the adaptive depth).
+    requested_at: Vec<Time>,
     /// Per piece of this node's share: live global peers (or the root) that announced it.
     avail: Vec<u16>,
     /// Where in its share this node starts drawing equally rare pieces (relative to the
@@ -358,7 +503,8 @@ pub struct Mob {
     region_len: u32,
     /// Set once every piece of the region is held or requested.
     region_done: bool,
-    /// Requests outstanding per peer: R, capped by `outstanding_bytes`.
+    /// Requests outstanding per peer: R, capped by `outstanding_bytes` (and per peer by its
+    /// adaptive depth when enabled).
     request_limit: usize,
     failed: BTreeSet<NodeId>,
     /// Stall fallback active: steal anything from anyone.
@@ -371,6 +517,8 @@ pub struct Mob {
     ack_pos: BTreeMap<NodeId, usize>,
     acks: BTreeSet<NodeId>,
     complete_sent_to: Option<NodeId>,
+    /// The time of the input being handled (requests are stamped with it).
+    now: Time,
 }
 
 impl Mob {
@@ -417,6 +565,7 @@ impl Mob {
             peers: Vec::new(),
             peer_index: BTreeMap::new(),
             requested: vec![None; pieces as usize],
+            requested_at: vec![Time::ZERO; pieces as usize],
             avail: vec![0; pieces as usize],
             rotation: 0,
             region_len: 0,
@@ -431,6 +580,7 @@ impl Mob {
             ack_pos,
             acks: BTreeSet::new(),
             complete_sent_to: None,
+            now: Time::ZERO,
         };
         m.compute_mobs();
         m.set_share();
@@ -610,6 +760,7 @@ impl Mob {
             has: vec![0; (self.pieces as usize).div_ceil(64)],
             cand: Vec::new(),
             outstanding: 0,
+            pipe: Pipe::new(),
         });
         self.peer_index.insert(id, k);
         self.announce_held(k, None, out);
@@ -766,7 +917,11 @@ impl Mob {
 
     /// Sends requests to peer `k` until R are outstanding or it has nothing this node may take.
     fn fill(&mut self, k: usize, out: &mut Outputs) {
-        let r = self.request_limit;
+        let r = if self.config.adaptive_depth {
+            self.request_limit.min(self.peers[k].pipe.depth.max(1))
+        } else {
+            self.request_limit
+        };
         let kind = self.peers[k].kind;
         let rarest = self.config.piece_choice == PieceChoice::RarestFirst
             && !self.relaxed
@@ -820,6 +975,7 @@ impl Mob {
                 i
             };
             self.requested[i as usize] = Some(k as u32);
+            self.requested_at[i as usize] = self.now;
             self.peers[k].outstanding += 1;
             out.send(
                 self.peers[k].id,
@@ -1155,6 +1311,15 @@ impl Mob {
             let k = k.expect("answered");
             self.requested[i as usize] = None;
             self.peers[k].outstanding = self.peers[k].outstanding.saturating_sub(1);
+            if self.config.adaptive_depth {
+                let piece_len = u64::from(self.setup.manifest.piece_len());
+                self.peers[k].pipe.on_arrival(
+                    now,
+                    self.requested_at[i as usize],
+                    p.payload.len() as u64,
+                    piece_len,
+                );
+            }
         }
         if self.store.has(i) {
             if let Some(k) = k {
@@ -1333,6 +1498,28 @@ impl Protocol for Mob {
     }
 
     fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        let before = self.now;
+        self.now = now;
+        let r = self.dispatch(now, input, out);
+        if r.is_err() {
+            // A rejected input leaves the machine unchanged.
+            self.now = before;
+        }
+        r
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+impl Mob {
+    fn dispatch(
+        &mut self,
+        now: Time,
+        input: Input,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
         match input {
             Input::Start => self.on_start(now, out),
             Input::Message { from, message } => return self.on_message(now, from, message, out),
@@ -1346,10 +1533,6 @@ impl Protocol for Mob {
             Input::PeerFailed(p) => self.on_peer_failed(p, out),
         }
         Ok(())
-    }
-
-    fn status(&self) -> Status {
-        self.status
     }
 }
 

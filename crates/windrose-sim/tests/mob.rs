@@ -602,3 +602,139 @@ fn fig4_point_against_the_bound() {
         }
     }
 }
+
+/// Wraps a node's machine and records the most requests it ever had outstanding (sent and
+/// not yet answered by a Piece), over all its peers.
+struct DepthProbe {
+    inner: Mob,
+    in_flight: u64,
+    max_in_flight: Arc<AtomicU64>,
+}
+
+impl Protocol for DepthProbe {
+    fn node(&self) -> NodeId {
+        self.inner.node()
+    }
+
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        if let Input::Message {
+            message: Message::Piece(_),
+            ..
+        } = &input
+        {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        let before = out.len();
+        let r = self.inner.handle(now, input, out);
+        for o in &out.as_slice()[before..] {
+            if let windrose_proto::Output::Send(t) = o {
+                if matches!(t.message, Message::Request(_)) {
+                    self.in_flight += 1;
+                }
+            }
+        }
+        self.max_in_flight
+            .fetch_max(self.in_flight, Ordering::Relaxed);
+        r
+    }
+
+    fn status(&self) -> Status {
+        self.inner.status()
+    }
+}
+
+/// One receiver in its own cluster, its only peer the root in another, across a WAN link of
+/// `wan_bytes_s` and a 100 ms round trip: returns the receiver's throughput (bytes/s of
+/// simulated time) and the most requests it had outstanding.
+fn single_flow(config: &MobConfig, wan_bytes_s: f64, data: &Bytes, piece: u32) -> (f64, u64) {
+    let platform = Platform::builder()
+        .cluster(ClusterSpec::uniform(1, 1.25e9, 1.25e9, 1e-4))
+        .cluster(ClusterSpec::uniform(1, 1.25e9, 1.25e9, 1e-4))
+        .wan_all(wan_bytes_s, 0.05)
+        .build()
+        .unwrap();
+    let layout = Arc::new(layout_of(&platform));
+    let setup = SwarmSetup {
+        transfer: TransferId(2),
+        root: NodeId(0),
+        manifest: Arc::new(Manifest::build(data, piece).unwrap()),
+        layout: layout.clone(),
+        verifier: Arc::new(MemoVerifier::new()),
+    };
+    let mut sim = Simulation::new(
+        platform,
+        SimConfig {
+            strict: true,
+            limits: RunLimits {
+                max_time_s: Some(1e6),
+                max_events: Some(10_000_000),
+            },
+            ..SimConfig::default()
+        },
+    );
+    let max_in_flight = Arc::new(AtomicU64::new(0));
+    for n in layout.nodes() {
+        let d = (n == NodeId(0)).then(|| data.clone());
+        let inner = Mob::new(n, &setup, d, config.clone(), node_rng(1, n)).unwrap();
+        sim.add_node(DepthProbe {
+            inner,
+            in_flight: 0,
+            max_in_flight: if n == NodeId(1) {
+                max_in_flight.clone()
+            } else {
+                Arc::new(AtomicU64::new(0))
+            },
+        })
+        .unwrap();
+    }
+    let metrics = sim.run().expect("the run ends");
+    assert!(metrics.all_finished());
+    let done = metrics.nodes[1].progress.unwrap().at_s;
+    (
+        data.len() as f64 / done,
+        max_in_flight.load(Ordering::Relaxed),
+    )
+}
+
+/// The adaptive request depth keeps a long fat flow full: one global peer behind a 100 ms /
+/// 50 MB/s link gets close to the link's rate, where one request at a time (what a 1 MiB cap
+/// gives 1 MiB pieces) idles the link most of each round trip. A slow flow on the same round
+/// trip (1 MB/s: a piece takes ten round trips) keeps a single request outstanding, bar the
+/// one probe that measures its rate. Simulated time only: deterministic.
+#[test]
+fn adaptive_depth_fills_a_long_fat_flow_and_limits_a_slow_one() {
+    let piece = 1 << 20;
+    let fast = random_bytes(200 << 20, 11);
+    let adaptive = MobConfig {
+        outstanding: 16,
+        stall_timeout_s: 0.0,
+        ..MobConfig::default()
+    };
+    assert!(adaptive.adaptive_depth && adaptive.outstanding_bytes == 0);
+    let (rate, depth) = single_flow(&adaptive, 50e6, &fast, piece);
+    let capped = MobConfig {
+        adaptive_depth: false,
+        outstanding_bytes: 1 << 20,
+        ..adaptive.clone()
+    };
+    let (capped_rate, capped_depth) = single_flow(&capped, 50e6, &fast, piece);
+    println!(
+        "50 MB/s, 100 ms: adaptive {:.1} MB/s (depth {depth}), 1 MiB cap {:.1} MB/s (depth \
+         {capped_depth})",
+        rate / 1e6,
+        capped_rate / 1e6
+    );
+    assert!(rate >= 0.9 * 50e6, "adaptive depth: {:.2} MB/s", rate / 1e6);
+    assert!(depth >= 5 && depth <= 16, "depth {depth}");
+    assert_eq!(capped_depth, 1);
+    assert!(capped_rate < 0.3 * 50e6);
+
+    let slow = random_bytes(30 << 20, 12);
+    let (rate, depth) = single_flow(&adaptive, 1e6, &slow, piece);
+    println!(
+        "1 MB/s, 100 ms: adaptive {:.3} MB/s (depth {depth})",
+        rate / 1e6
+    );
+    assert!(depth <= 2, "a slow flow got {depth} requests outstanding");
+    assert!(rate >= 0.85 * 1e6, "slow flow: {:.3} MB/s", rate / 1e6);
+}

@@ -525,7 +525,8 @@ pub struct MulticastWorkload {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MobVariant {
-    /// Ours (the default): rarest-first inside the mob share, 256 KiB requested per peer.
+    /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted to
+    /// its measured rate and round trip.
     #[default]
     Windrose,
     /// The paper's: random piece choice, R = 5 requests per peer.
