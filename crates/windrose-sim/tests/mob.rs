@@ -725,7 +725,7 @@ fn adaptive_depth_fills_a_long_fat_flow_and_limits_a_slow_one() {
         capped_rate / 1e6
     );
     assert!(rate >= 0.9 * 50e6, "adaptive depth: {:.2} MB/s", rate / 1e6);
-    assert!(depth >= 5 && depth <= 16, "depth {depth}");
+    assert!((5..=16).contains(&depth), "depth {depth}");
     assert_eq!(capped_depth, 1);
     assert!(capped_rate < 0.3 * 50e6);
 
