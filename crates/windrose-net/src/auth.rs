@@ -44,7 +44,7 @@
 //! exception, tests write their key files with mode 0600 too ([`GroupKey::write_new_file`]).
 
 use crate::bootstrap::{
-    hello_problem, mismatch, read_control, write_control, BoxFuture, Established, Handshake,
+    hello_problem, read_control, welcome_problem, write_control, BoxFuture, Established, Handshake,
     Transport,
 };
 use crate::error::NetError;
@@ -512,17 +512,7 @@ impl Handshake for NoiseHandshake {
                 Sealed::Reject(r) => return Err(hs_err(&who, format!("it rejected us: {r}"))),
                 _ => return Err(hs_err(&who, "expected a welcome in its handshake answer")),
             };
-            let them = format!("node {}", w.node);
-            let problem = mismatch(group, &w.group, w.protocol_version, w.wire_version, &them)
-                .or_else(|| {
-                    (w.node != peer).then(|| {
-                        format!(
-                            "node id mismatch: expected node {peer} at {}, but node {} answered (check the group file's addresses)",
-                            group.member(peer).map_or("?", |m| m.addr.as_str()),
-                            w.node
-                        )
-                    })
-                });
+            let problem = welcome_problem(group, peer, &w);
             if let Some(reason) = problem {
                 let _ = send_transport(io, &mut t, &Sealed::Reject(reason.clone()), &who).await;
                 return Err(hs_err(&who, format!("rejected it: {reason}")));

@@ -184,6 +184,21 @@ pub(crate) async fn write_control(
         })
 }
 
+/// Why a dialer must refuse the welcome of the node it dialed as `peer`, or None. The plain
+/// and the authenticated handshakes check exactly this.
+pub(crate) fn welcome_problem(group: &Group, peer: NodeId, w: &Welcome) -> Option<String> {
+    let them = format!("node {}", w.node);
+    mismatch(group, &w.group, w.protocol_version, w.wire_version, &them).or_else(|| {
+        (w.node != peer).then(|| {
+            format!(
+                "node id mismatch: expected node {peer} at {}, but node {} answered (check the group file's addresses)",
+                group.member(peer).map_or("?", |m| m.addr.as_str()),
+                w.node
+            )
+        })
+    })
+}
+
 /// Why an acceptor `me` must refuse a dialer's hello (group, versions, node ids), or None.
 /// The plain and the authenticated handshakes check exactly this.
 pub(crate) fn hello_problem(group: &Group, me: NodeId, hello: &Hello) -> Option<String> {
@@ -271,17 +286,7 @@ impl Handshake for PlainHandshake {
             };
             match answer {
                 Control::Welcome(w) => {
-                    let them = format!("node {}", w.node);
-                    let problem = mismatch(group, &w.group, w.protocol_version, w.wire_version, &them)
-                        .or_else(|| {
-                            (w.node != peer).then(|| {
-                                format!(
-                                    "node id mismatch: expected node {peer} at {}, but node {} answered (check the group file's addresses)",
-                                    group.member(peer).map_or("?", |m| m.addr.as_str()),
-                                    w.node
-                                )
-                            })
-                        });
+                    let problem = welcome_problem(group, peer, &w);
                     if let Some(reason) = problem {
                         let _ = write_control(io, &Control::Reject(reason.clone()), &who).await;
                         return Err(reject(format!("rejected it: {reason}")));
