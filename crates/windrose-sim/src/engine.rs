@@ -23,6 +23,10 @@
 //!   inputs, the messages queued on its connections (both directions) are dropped
 //!   ([`Network::drop_node`]), later sends to it are dropped, and the peers chosen by
 //!   [`FailureNotice`] get `Input::PeerFailed` after its delay;
+//! - **restarts**: [`Simulation::restart_node_at`] brings a failed node back with a new
+//!   machine (a restarted process: whatever it kept, e.g. verified pieces on disk, is the
+//!   machine's own state): the messages still queued on its connections are dropped as at the
+//!   failure, and its peers are not told; they learn of it from its messages, as over TCP;
 //! - **network changes**: [`Simulation::schedule_change`] delegates to [`Network::schedule`].
 //!
 //! A message to a node of the platform that has no machine crosses the network and is counted
@@ -38,7 +42,7 @@
 //!
 //! Events are ordered by `(time, kind, sequence number)`, the kinds at one instant in this
 //! order: failures, starts, message arrivals, send completions, compute completions, timers,
-//! failure notices; the sequence number is the order in which events were created. Arrivals the
+//! failure notices, restarts; the sequence number is the order in which events were created. Arrivals the
 //! network reports at one instant are queued in message id order. No hash map is iterated and no
 //! clock or randomness is read, so a run is a pure function of its inputs, bit for bit, and so
 //! is its [event log](Simulation::set_event_log).
@@ -94,7 +98,7 @@
 
 use crate::metrics::{
     ErrorRecord, Limit, LinkMetrics, Metrics, NetworkWork, NodeMetrics, NodeOutcome,
-    ProgressRecord, ReportData, ReportRecord, Totals,
+    ProgressRecord, ReportData, ReportRecord, Restart, Totals,
 };
 use crate::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 use bytes::Bytes;
@@ -435,6 +439,8 @@ const K_SEND_DONE: u8 = 3;
 const K_COMPUTE_DONE: u8 = 4;
 const K_TIMER: u8 = 5;
 const K_PEER_FAILED: u8 = 6;
+/// After the failure notices, so a node failed and restarted at one instant is back.
+const K_RESTART: u8 = 7;
 
 #[derive(Copy, Clone, Debug)]
 enum Ev {
@@ -458,6 +464,10 @@ enum Ev {
     },
     PeerFailed {
         peer: NodeId,
+    },
+    /// The machine waiting in `Simulation::restarts[index]`.
+    Restart {
+        index: usize,
     },
 }
 
@@ -607,6 +617,8 @@ pub struct Simulation {
     totals: Totals,
     errors: Vec<ErrorRecord>,
     stopped_by: Option<Limit>,
+    /// Machines of scheduled restarts, taken when their event comes.
+    restarts: Vec<Option<Box<dyn Protocol + Send>>>,
 }
 
 impl fmt::Debug for Simulation {
@@ -645,6 +657,7 @@ impl Simulation {
             totals: Totals::default(),
             errors: Vec::new(),
             stopped_by: None,
+            restarts: Vec::new(),
         }
     }
 
@@ -700,6 +713,29 @@ impl Simulation {
         Ok(())
     }
 
+    /// Restarts the node of `machine.node()` at `at_s` with `machine`: see the [module
+    /// docs](self). The node must have failed by then ([`fail_node_at`](Self::fail_node_at) at
+    /// or before `at_s`); a restart of a live node is recorded in [`Metrics::errors`] (or ends
+    /// a [strict](SimConfig::strict) run) and the node keeps its machine.
+    ///
+    /// Errors: the node is outside the platform or never had a machine; a bad time.
+    pub fn restart_node_at(
+        &mut self,
+        machine: Box<dyn Protocol + Send>,
+        at_s: f64,
+    ) -> Result<(), SimError> {
+        let node = machine.node();
+        let slot = self.slot_index(node)?;
+        if self.slots[slot].machine.is_none() {
+            return Err(SimError::NoMachine { node });
+        }
+        self.check_time("restart time", at_s)?;
+        self.restarts.push(Some(machine));
+        let index = self.restarts.len() - 1;
+        self.push(at_s, K_RESTART, node, Ev::Restart { index });
+        Ok(())
+    }
+
     /// Schedules a change of the platform at `at_s` ([`Network::schedule`]).
     pub fn schedule_change(&mut self, at_s: f64, change: Change) -> Result<(), SimError> {
         self.check_time("change time", at_s)?;
@@ -715,7 +751,7 @@ impl Simulation {
     /// (payload position), `id` (timer, task or send id), `at` (when a timer or computation is
     /// due) and `detail` (abort reasons, errors). Events: `start`, `recv`, `send`, `drop`,
     /// `send_complete`, `deliver`, `compute`, `compute_done`, `set_timer`, `cancel_timer`,
-    /// `timer`, `report`, `finished`, `aborted`, `fail`, `peer_failed`, `error`.
+    /// `timer`, `report`, `finished`, `aborted`, `fail`, `peer_failed`, `restart`, `error`.
     pub fn set_event_log(&mut self, log: Box<dyn Write + Send>) {
         self.log = Some(log);
     }
@@ -1128,7 +1164,59 @@ impl Simulation {
                 }
                 self.input(node, Input::PeerFailed(peer), Some(peer))
             }
+            Ev::Restart { index } => {
+                let machine = self.restarts[index]
+                    .take()
+                    .expect("a restart is taken once");
+                self.on_restart(node, machine)
+            }
         }
+    }
+
+    fn on_restart(
+        &mut self,
+        node: NodeId,
+        machine: Box<dyn Protocol + Send>,
+    ) -> Result<(), SimError> {
+        let i = node.index();
+        if !self.slots[i].failed {
+            let at = self.now;
+            return self.error(
+                node,
+                None,
+                format!("restart at {at} s of a node that has not failed"),
+            );
+        }
+        for d in self.net.drop_node(self.now, node)? {
+            if self.take_in_flight(d.tag).is_some() {
+                self.totals.messages_dropped += 1;
+            }
+        }
+        let now = self.now;
+        let slot = &mut self.slots[i];
+        slot.machine = Some(machine);
+        slot.failed = false;
+        slot.started = true;
+        slot.timers.clear();
+        slot.waiting.clear();
+        slot.busy_until = now;
+        slot.delivered.clear();
+        let m = slot.metrics();
+        let failed_at_s = m.failed_at_s.take().unwrap_or(now);
+        m.restarts.push(Restart {
+            failed_at_s,
+            restarted_at_s: now,
+        });
+        m.started_at_s = Some(now);
+        m.finished_at_s = None;
+        m.aborted_at_s = None;
+        m.abort_reason = None;
+        m.app_bytes_delivered = 0;
+        m.progress = None;
+        if self.logging() {
+            self.log_line(LogLine::new(now, node, "restart"))?;
+        }
+        self.dispatch(node, Input::Start, None, self.time_now())
     }
 
     /// Feeds `input` to a live node now, or keeps it for after its start.

@@ -121,6 +121,15 @@ pub struct ReportRecord {
     pub report: ReportData,
 }
 
+/// One failure and restart of a node ([`crate::engine::Simulation::restart_node_at`]).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Restart {
+    /// When it failed.
+    pub failed_at_s: f64,
+    /// When its new machine started.
+    pub restarted_at_s: f64,
+}
+
 /// Everything measured at one node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeMetrics {
@@ -136,8 +145,11 @@ pub struct NodeMetrics {
     pub aborted_at_s: Option<f64>,
     /// Why it aborted.
     pub abort_reason: Option<String>,
-    /// When a failure was injected.
+    /// When a failure was injected (cleared when the node restarts).
     pub failed_at_s: Option<f64>,
+    /// Earlier lives of a node that was restarted: when each failed and when it came back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<Restart>,
     /// Bytes handed to its application (`Output::Deliver`).
     pub app_bytes_delivered: u64,
     /// Messages it handed to the network.
@@ -171,6 +183,7 @@ impl NodeMetrics {
             aborted_at_s: None,
             abort_reason: None,
             failed_at_s: None,
+            restarts: Vec::new(),
             app_bytes_delivered: 0,
             messages_sent: 0,
             wire_bytes_sent: 0,

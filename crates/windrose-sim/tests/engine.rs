@@ -801,3 +801,76 @@ fn metrics_count_links_and_serialize() {
     let table = m.to_string();
     assert!(table.contains("4 nodes: 4 finished"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Restarts
+
+#[test]
+fn a_restarted_node_starts_again_with_its_new_machine_and_its_record_shows_both_lives() {
+    use windrose_proto::tree_broadcast::TreeBroadcast;
+    let tree = chain(2);
+    let cfg = BroadcastConfig::new(TransferId(1), 1000);
+    // 1 MB at 1 MB/s: the receiver fails at 0.3 s, long before the end, and is back at 0.5 s.
+    let mut sim = broadcast(
+        one_cluster(2, 1e6, 1e-3),
+        &tree,
+        1_000_000u64,
+        cfg,
+        SharingPolicy::MaxMin,
+    )
+    .unwrap();
+    sim.fail_node_at(n(1), 0.3).unwrap();
+    let fresh = TreeBroadcast::new(n(1), &tree, None, cfg).unwrap();
+    sim.restart_node_at(Box::new(fresh), 0.5).unwrap();
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    let m = sim.run().unwrap();
+    let node = m.node(n(1)).unwrap();
+    assert_eq!(node.restarts.len(), 1);
+    assert_eq!(node.restarts[0].failed_at_s, 0.3);
+    assert_eq!(node.restarts[0].restarted_at_s, 0.5);
+    assert_eq!(node.failed_at_s, None);
+    assert_eq!(node.started_at_s, Some(0.5));
+    // The root took it for dead and finished; the new machine never hears from it again (a
+    // broadcast receiver does not rejoin) and is still waiting, not failed.
+    assert_eq!(node.outcome, NodeOutcome::Running);
+    assert_eq!(m.node(n(0)).unwrap().outcome, NodeOutcome::Finished);
+    let text = String::from_utf8(log.contents()).unwrap();
+    assert!(text
+        .lines()
+        .any(|l| l.contains("\"ev\":\"restart\"") && l.contains("\"node\":1")));
+    // Nothing the first life was sent arrives in the second: every delivery is before 0.3 s.
+    for line in text.lines().filter(|l| l.contains("\"ev\":\"recv\"")) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["node"] == 1 {
+            assert!(v["t"].as_f64().unwrap() <= 0.3, "{line}");
+        }
+    }
+}
+
+#[test]
+fn restarting_a_live_node_is_an_error_and_keeps_its_machine() {
+    use windrose_proto::tree_broadcast::TreeBroadcast;
+    let tree = chain(2);
+    let cfg = BroadcastConfig::new(TransferId(1), 1000);
+    let mut sim = broadcast(
+        one_cluster(2, 1e6, 1e-3),
+        &tree,
+        10_000u64,
+        cfg,
+        SharingPolicy::MaxMin,
+    )
+    .unwrap();
+    let fresh = TreeBroadcast::new(n(1), &tree, None, cfg).unwrap();
+    sim.restart_node_at(Box::new(fresh), 0.001).unwrap();
+    let m = sim.run().unwrap();
+    assert_eq!(m.errors.len(), 1, "{:?}", m.errors);
+    assert!(
+        m.errors[0].error.contains("has not failed"),
+        "{:?}",
+        m.errors
+    );
+    let node = m.node(n(1)).unwrap();
+    assert!(node.restarts.is_empty());
+    assert_eq!(node.outcome, NodeOutcome::Finished);
+}
