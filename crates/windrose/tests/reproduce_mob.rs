@@ -44,7 +44,9 @@ fn reproduce_mob_quick_writes_everything() {
     let v: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
     let points = v["points"].as_array().unwrap();
-    assert_eq!(points.len(), 85);
+    // 4 experiments x 5 scenarios x 4 series, 4 sizes x 2 RTTs x 2, 3 cluster sizes x 4.
+    assert_eq!(points.len(), 80 + 16 + 12);
+    assert!(points.iter().any(|p| p["protocol"] == "mob-paper"));
     for p in points {
         assert_eq!(p["all_finished"], true, "{p}");
         // The bound (time-expanded when capacities change) holds for every run.

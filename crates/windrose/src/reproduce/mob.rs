@@ -10,6 +10,10 @@
 //!   20, 40 and 100 ms round trips, and the crossover size where MOB overtakes MagPIe;
 //! - **Fig. 6** (local bottleneck): 100 Mbit/s network cards, 1 to 16 nodes per cluster.
 //!
+//! Figs. 4-6 carry two MOB curves: `mob`, ours (rarest-first inside the mob share and a request
+//! depth adapted to each peer's rate and round trip), and `mob-paper`, the paper's exact choices
+//! (random pieces, R = 5), so what our two additions change is measured, not claimed.
+//!
 //! Every result is also given as a fraction of the max-flow bound: the bound's completion time
 //! over the run's changes (`windrose bound`'s engine) divided by ours. With changes, that bound
 //! is the time-expanded max-flow, where relays may keep data from one interval to the next, so
@@ -46,7 +50,9 @@ use std::time::Instant;
 use windrose_model::platform::{LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::multicast::{seed002, MulticastProtocol, SharedData};
-use windrose_sim::scenario::{format_size, parse_scenario, run_scenario_shared, Scenario};
+use windrose_sim::scenario::{
+    format_size, parse_scenario, run_scenario_shared, MobVariant, Scenario,
+};
 
 /// The shipped scenario files: (name, 20 ms file, 100 ms file).
 const SCENARIOS: [(&str, &str, &str); 5] = [
@@ -77,11 +83,63 @@ const SCENARIOS: [(&str, &str, &str); 5] = [
     ),
 ];
 
-/// The three protocols of Figs. 4-6, in the paper's order.
-const FIG_PROTOCOLS: [MulticastProtocol; 3] = [
-    MulticastProtocol::Balanced,
-    MulticastProtocol::BitTorrent,
-    MulticastProtocol::Mob,
+/// A curve of the figures: a protocol, and for MOB which variant (ours or the paper's exact
+/// choices, so that what our two additions buy is visible beside the paper's algorithm).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Series {
+    Balanced,
+    BitTorrent,
+    /// MOB with our defaults (rarest-first inside the mob share, adaptive request depth).
+    Mob,
+    /// MOB exactly as the paper: random piece choice, R = 5.
+    MobPaper,
+    Magpie,
+}
+
+impl Series {
+    fn protocol(self) -> MulticastProtocol {
+        match self {
+            Series::Balanced => MulticastProtocol::Balanced,
+            Series::BitTorrent => MulticastProtocol::BitTorrent,
+            Series::Mob | Series::MobPaper => MulticastProtocol::Mob,
+            Series::Magpie => MulticastProtocol::Magpie,
+        }
+    }
+
+    fn mob_variant(self) -> MobVariant {
+        if self == Series::MobPaper {
+            MobVariant::Paper
+        } else {
+            MobVariant::Windrose
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Series::MobPaper => "mob-paper",
+            other => other.protocol().name(),
+        }
+    }
+}
+
+impl std::fmt::Display for Series {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Series {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// The curves of Figs. 4-6: the paper's three protocols in its order, then the paper's MOB.
+const FIG_SERIES: [Series; 4] = [
+    Series::Balanced,
+    Series::BitTorrent,
+    Series::Mob,
+    Series::MobPaper,
 ];
 
 /// The paper's data size.
@@ -142,7 +200,8 @@ pub(crate) struct Point {
     /// The x value: message bytes (magpie), nodes per cluster (fig6), else 0.
     pub x: u64,
     pub rtt_ms: u32,
-    pub protocol: MulticastProtocol,
+    /// The protocol, `mob-paper` for the paper's MOB.
+    pub protocol: Series,
     pub nodes: usize,
     pub data_bytes: u64,
     pub piece_bytes: u32,
@@ -163,6 +222,7 @@ struct Job {
     scenario_name: String,
     x: u64,
     rtt_ms: u32,
+    series: Series,
     scenario: Scenario,
     data: Arc<SharedData>,
 }
@@ -196,7 +256,7 @@ fn resized(platform: &Platform, nodes: [usize; 4], node_bytes_s: Option<f64>) ->
 fn variant(
     base: &Scenario,
     setup: &Setup,
-    protocol: MulticastProtocol,
+    series: Series,
     data: &SharedData,
     platform: Option<Platform>,
 ) -> Scenario {
@@ -207,7 +267,8 @@ fn variant(
     s.default_seed = setup.seed;
     s.workload.message_bytes = data.len();
     if let Some(m) = s.workload.multicast.as_mut() {
-        m.protocol = protocol;
+        m.protocol = series.protocol();
+        m.mob_variant = series.mob_variant();
         m.piece_bytes = data.manifest.piece_len();
     }
     for c in &mut s.changes {
@@ -241,14 +302,15 @@ fn jobs(setup: &Setup) -> Result<Vec<Job>> {
     ] {
         for (name, t20, t100) in SCENARIOS {
             let base = parse(name, if rtt_ms == 20 { t20 } else { t100 })?;
-            for protocol in FIG_PROTOCOLS {
+            for series in FIG_SERIES {
                 let platform = sizes.map(|n| resized(&base.platform, n, None));
                 out.push(Job {
                     experiment,
                     scenario_name: name.to_string(),
                     x: 0,
                     rtt_ms,
-                    scenario: variant(&base, setup, protocol, &data, platform),
+                    series,
+                    scenario: variant(&base, setup, series, &data, platform),
                     data: data.clone(),
                 });
             }
@@ -270,13 +332,14 @@ fn jobs(setup: &Setup) -> Result<Vec<Job>> {
                     }
                 }
             }
-            for protocol in [MulticastProtocol::Magpie, MulticastProtocol::Mob] {
+            for series in [Series::Magpie, Series::Mob] {
                 out.push(Job {
                     experiment: "magpie",
                     scenario_name: format_size(bytes),
                     x: bytes,
                     rtt_ms: rtt,
-                    scenario: variant(&fast, setup, protocol, &d, Some(p.clone())),
+                    series,
+                    scenario: variant(&fast, setup, series, &d, Some(p.clone())),
                     data: d.clone(),
                 });
             }
@@ -285,13 +348,14 @@ fn jobs(setup: &Setup) -> Result<Vec<Job>> {
     for &k in &setup.fig6_nodes {
         let lan = [[1250.0; 4]; 4];
         let p = seed002::platform([k; 4], &lan, seed002::LATENCY_20MS_RTT_S, 12.5e6);
-        for protocol in FIG_PROTOCOLS {
+        for series in FIG_SERIES {
             out.push(Job {
                 experiment: "fig6",
                 scenario_name: format!("{k} per cluster"),
                 x: k as u64,
                 rtt_ms: 20,
-                scenario: variant(&fast, setup, protocol, &data, Some(p.clone())),
+                series,
+                scenario: variant(&fast, setup, series, &data, Some(p.clone())),
                 data: data.clone(),
             });
         }
@@ -301,11 +365,7 @@ fn jobs(setup: &Setup) -> Result<Vec<Job>> {
 
 fn run_job(job: &Job) -> Result<Point> {
     let s = &job.scenario;
-    let protocol = s
-        .workload
-        .multicast
-        .map(|m| m.protocol)
-        .ok_or_else(|| anyhow!("not a multicast"))?;
+    let protocol = job.series;
     let report = run_scenario_shared(s, s.default_seed, None, &mut |_| {}, Some(&job.data))
         .map_err(|e| anyhow!("{} {} {protocol}: {e}", job.experiment, job.scenario_name))?;
     let m = report
@@ -357,7 +417,7 @@ fn tp(p: &Point) -> f64 {
 }
 
 /// The point of (experiment, scenario or x, protocol, rtt).
-struct Index<'a>(BTreeMap<(&'a str, String, MulticastProtocol, u32), &'a Point>);
+struct Index<'a>(BTreeMap<(&'a str, String, Series, u32), &'a Point>);
 
 impl<'a> Index<'a> {
     fn new(points: &'a [Point]) -> Self {
@@ -369,11 +429,11 @@ impl<'a> Index<'a> {
         )
     }
 
-    fn get(&self, e: &str, s: &str, p: MulticastProtocol, rtt: u32) -> Option<&'a Point> {
+    fn get(&self, e: &str, s: &str, p: Series, rtt: u32) -> Option<&'a Point> {
         self.0.get(&(e, s.to_string(), p, rtt)).copied()
     }
 
-    fn tp(&self, e: &str, s: &str, p: MulticastProtocol, rtt: u32) -> f64 {
+    fn tp(&self, e: &str, s: &str, p: Series, rtt: u32) -> f64 {
         self.get(e, s, p, rtt).map_or(0.0, tp)
     }
 }
@@ -391,8 +451,8 @@ fn crossover(points: &[Point], rtt: u32) -> Option<u64> {
     let mut best = None;
     for &s in sizes.iter().rev() {
         let name = format_size(s);
-        let mob = idx.tp("magpie", &name, MulticastProtocol::Mob, rtt);
-        let magpie = idx.tp("magpie", &name, MulticastProtocol::Magpie, rtt);
+        let mob = idx.tp("magpie", &name, Series::Mob, rtt);
+        let magpie = idx.tp("magpie", &name, Series::Magpie, rtt);
         if mob > magpie {
             best = Some(s);
         } else {
@@ -403,7 +463,7 @@ fn crossover(points: &[Point], rtt: u32) -> Option<u64> {
 }
 
 fn checks(setup: &Setup, points: &[Point]) -> Vec<Check> {
-    use MulticastProtocol::{Balanced, BitTorrent, Magpie, Mob};
+    use Series::{Balanced, BitTorrent, Magpie, Mob, MobPaper};
     let idx = Index::new(points);
     let mut c = Vec::new();
     let all_done = points
@@ -437,6 +497,20 @@ fn checks(setup: &Setup, points: &[Point]) -> Vec<Check> {
         c.push(Check {
             ok: min >= 1.3,
             what: format!("{e}: MOB ≥ 1.3 × BitTorrent in every scenario (issue 6's target)"),
+        });
+        let paper_min = names
+            .iter()
+            .map(|s| idx.tp(e, s, MobPaper, rtt) / idx.tp(e, s, BitTorrent, rtt).max(1e-12))
+            .fold(f64::INFINITY, f64::min);
+        let ours_vs_paper = names
+            .iter()
+            .map(|s| idx.tp(e, s, Mob, rtt) / idx.tp(e, s, MobPaper, rtt).max(1e-12))
+            .fold(f64::INFINITY, f64::min);
+        c.push(Check {
+            ok: paper_min >= 1.0,
+            what: format!(
+                "{e}: the paper's MOB (random pieces, R = 5) ≥ BitTorrent in every scenario; ours: ≥ {paper_min:.2} ×, and our MOB ≥ {ours_vs_paper:.2} × the paper's"
+            ),
         });
         let statics = ["fast links", "slow links"];
         let static_ratio: Vec<String> = statics
@@ -620,7 +694,7 @@ fn csv(points: &[Point], experiment: &str) -> String {
 fn scenario_table(points: &[Point], e: &str, rtt: u32) -> String {
     let idx = Index::new(points);
     let mut header = vec!["scenario", "bound MB/s"];
-    let names: Vec<String> = FIG_PROTOCOLS
+    let names: Vec<String> = FIG_SERIES
         .iter()
         .flat_map(|p| [format!("{p} MB/s"), format!("{p} %bound")])
         .collect();
@@ -630,10 +704,10 @@ fn scenario_table(points: &[Point], e: &str, rtt: u32) -> String {
         .map(|(s, _, _)| {
             let mut row = vec![s.to_string()];
             row.push(
-                idx.get(e, s, MulticastProtocol::Mob, rtt)
+                idx.get(e, s, Series::Mob, rtt)
                     .map_or_else(|| "-".into(), |p| format!("{:.2}", p.bound_mb_s)),
             );
-            for p in FIG_PROTOCOLS {
+            for p in FIG_SERIES {
                 let pt = idx.get(e, s, p, rtt);
                 row.push(f(pt.and_then(|p| p.throughput_mb_s), 1.0, 2));
                 row.push(f(pt.and_then(|p| p.fraction_of_bound), 100.0, 1));
@@ -644,7 +718,7 @@ fn scenario_table(points: &[Point], e: &str, rtt: u32) -> String {
     vtable(&header, &rows).join("\n") + "\n"
 }
 
-fn xy_table(points: &[Point], e: &str, protocols: &[MulticastProtocol], rtts: &[u32]) -> String {
+fn xy_table(points: &[Point], e: &str, protocols: &[Series], rtts: &[u32]) -> String {
     let mut header = vec!["x".to_string()];
     for &r in rtts {
         for p in protocols {
@@ -695,7 +769,7 @@ fn plots(points: &[Point], setup: &Setup, dir: &Path) -> Result<()> {
             "clusters of 4, 12, 16, 32 nodes, 100 ms RTT",
         ),
     ] {
-        let mut bars: Vec<Bars> = FIG_PROTOCOLS
+        let mut bars: Vec<Bars> = FIG_SERIES
             .iter()
             .map(|&p| Bars {
                 name: p.to_string(),
@@ -707,7 +781,7 @@ fn plots(points: &[Point], setup: &Setup, dir: &Path) -> Result<()> {
             values: groups
                 .iter()
                 .map(|s| {
-                    idx.get(e, s, MulticastProtocol::Mob, rtt)
+                    idx.get(e, s, Series::Mob, rtt)
                         .map_or(0.0, |p| p.bound_mb_s)
                 })
                 .collect(),
@@ -726,7 +800,7 @@ fn plots(points: &[Point], setup: &Setup, dir: &Path) -> Result<()> {
     }
     let mut lines = Vec::new();
     for &rtt in &setup.magpie_rtts_ms {
-        for p in [MulticastProtocol::Magpie, MulticastProtocol::Mob] {
+        for p in [Series::Magpie, Series::Mob] {
             let mut pts: Vec<(f64, f64)> = points
                 .iter()
                 .filter(|q| q.experiment == "magpie" && q.rtt_ms == rtt && q.protocol == p)
@@ -748,7 +822,7 @@ fn plots(points: &[Point], setup: &Setup, dir: &Path) -> Result<()> {
         },
         &lines,
     )?;
-    let lines: Vec<Line> = FIG_PROTOCOLS
+    let lines: Vec<Line> = FIG_SERIES
         .iter()
         .map(|&p| {
             let mut pts: Vec<(f64, f64)> = points
@@ -811,7 +885,7 @@ fn report_text(r: &Reproduction) -> String {
         xy_table(
             &r.points,
             "magpie",
-            &[MulticastProtocol::Magpie, MulticastProtocol::Mob],
+            &[Series::Magpie, Series::Mob],
             &s.magpie_rtts_ms
         )
     );
@@ -828,7 +902,7 @@ fn report_text(r: &Reproduction) -> String {
     let _ = writeln!(
         out,
         "\n== Fig. 6: local bottleneck (100 Mbit/s cards) ==\n{}",
-        xy_table(&r.points, "fig6", &FIG_PROTOCOLS, &[20])
+        xy_table(&r.points, "fig6", &FIG_SERIES, &[20])
     );
     let _ = writeln!(out, "== Paper vs us ==");
     for c in &r.checks {
@@ -949,8 +1023,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let setup = tiny();
         let r = reproduce(&setup, dir.path(), false).unwrap();
-        // 4 scenario experiments x 5 scenarios x 3 protocols, 2 sizes x 2 RTTs x 2, 2 x 3.
-        assert_eq!(r.points.len(), 60 + 8 + 6);
+        // 4 scenario experiments x 5 scenarios x 4 series, 2 sizes x 2 RTTs x 2, 2 x 4.
+        assert_eq!(r.points.len(), 80 + 8 + 8);
         assert!(r.checks[0].ok, "{}", r.checks[0].what);
         for p in &r.points {
             assert!(p.all_finished, "{p:?}");
@@ -984,14 +1058,15 @@ mod tests {
             assert!(dir.path().join(f).is_file(), "{f} missing");
         }
         let csv = std::fs::read_to_string(dir.path().join("fig4.csv")).unwrap();
-        assert_eq!(csv.lines().count(), 1 + 15);
+        assert_eq!(csv.lines().count(), 1 + 20);
+        assert!(csv.contains(",mob-paper,"), "{csv}");
         let report = std::fs::read_to_string(dir.path().join("REPORT.md")).unwrap();
         assert!(report.contains("Paper vs us") && report.contains('✓'));
         // MagPIe's flat tree from A is held to its slowest WAN link (3 MB/s).
         let magpie_max = r
             .points
             .iter()
-            .filter(|p| p.protocol == MulticastProtocol::Magpie)
+            .filter(|p| p.protocol == Series::Magpie)
             .map(tp)
             .fold(0.0, f64::max);
         assert!(magpie_max <= 3.0 + 1e-6, "{magpie_max}");
@@ -1017,7 +1092,7 @@ mod tests {
             events: 0,
             wall_s: 0.0,
         };
-        use MulticastProtocol::{Magpie, Mob};
+        use Series::{Magpie, Mob};
         let pts = vec![
             point(1 << 10, Magpie, 2.0),
             point(1 << 10, Mob, 3.0), // a lucky small size does not count
