@@ -9,9 +9,11 @@
 //! simulated makespan and the event counts. The payload is 1 GiB of zeros allocated lazily: the
 //! simulator never touches the bytes, only slices them.
 
+mod support;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
+use support::{arg, median};
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{random, ClusterId, NodeId};
 use windrose_proto::tree_broadcast::BroadcastConfig;
@@ -19,24 +21,6 @@ use windrose_proto::TransferId;
 use windrose_sim::engine::broadcast;
 use windrose_sim::network::SharingPolicy;
 use windrose_trees::StaticAlgo;
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn arg(args: &[String], name: &str, default: u64) -> u64 {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// 4 clusters of 16 nodes: 1 Gb/s node links, 10 Gb/s access links, 0.1 ms inside a cluster;
 /// 1 Gb/s WAN links with 10 ms latency.

@@ -12,7 +12,9 @@
 //! payload, then MOB's ratios to the others. The manifest of the data (600 MB of zeros) is
 //! built once, outside the timed part, as a sweep would share it.
 
+mod support;
 use std::time::Instant;
+use support::{arg, median};
 use windrose_model::NodeId;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastSpec;
@@ -20,24 +22,6 @@ use windrose_sim::engine::SimConfig;
 use windrose_sim::multicast::{
     run_multicast, seed002, spec_for, MulticastOutcome, MulticastProtocol, MulticastRun, SharedData,
 };
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn arg(args: &[String], name: &str, default: u64) -> u64 {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -11,30 +11,14 @@
 //! Python actors that issue the communications included), and separately the whole process.
 //! Without a Python that has the `simgrid` module, only our side is measured.
 
+mod support;
 #[path = "../tests/support/validation.rs"]
 mod validation;
 
 use std::time::Instant;
+use support::{arg, median};
 use validation::*;
 use windrose_sim::network::SharingPolicy;
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
