@@ -14,6 +14,7 @@ mod net_cmds;
 mod output;
 mod reproduce;
 mod sim_cmd;
+mod testbed_cmd;
 mod tree;
 
 use clap::{Parser, Subcommand};
@@ -68,6 +69,10 @@ enum Command {
     /// Write a fresh random group key (32 bytes as hex, mode 0600) to a new file, for
     /// `--key-file` or `WINDROSE_GROUP_KEY_FILE` on every member.
     Keygen(net_cmds::KeygenArgs),
+    /// An emulated multi-cluster network on this machine (network namespaces, shaped links, a
+    /// WAN delay line) from a scenario file, and real multicasts across it (root only).
+    #[command(subcommand)]
+    Testbed(testbed_cmd::TestbedCommand),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +90,7 @@ fn main() -> ExitCode {
         Command::Multicast(args) => net_cmds::run_multicast(args),
         Command::Local(args) => net_cmds::run_local(args),
         Command::Keygen(args) => net_cmds::run_keygen(args),
+        Command::Testbed(cmd) => testbed_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

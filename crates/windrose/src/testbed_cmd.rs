@@ -1,0 +1,871 @@
+//! `windrose testbed ...`: the emulated multi-cluster network of `windrose_testbed` from a
+//! scenario file, and real multicasts across it beside the simulator's prediction.
+
+use crate::error::bad_input;
+use crate::net_cmds::parse_size;
+use crate::output::vtable;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use windrose_model::platform::{LinkId, Platform};
+use windrose_model::{ClusterId, NodeId};
+use windrose_sim::multicast::MulticastProtocol;
+use windrose_sim::network::Change;
+use windrose_sim::scenario::{load_scenario, run_scenario_shared, Mayhem, Scenario, WorkloadKind};
+use windrose_testbed::testbed::{self, DelayMode, State};
+
+/// `windrose testbed`: network namespaces, shaped links and a WAN delay line that emulate a
+/// scenario's platform on this machine (root only).
+#[derive(Debug, Subcommand)]
+pub enum TestbedCommand {
+    /// Bring up the platform of a scenario file: a namespace per node, a bridge and router per
+    /// cluster, a WAN core, every link shaped to its capacity, WAN latencies by a delay line.
+    Up(UpArgs),
+    /// Take a testbed down: stop its processes, delete its namespaces (nothing else is touched).
+    Down(DownArgs),
+    /// List the testbeds that are up; --measure checks a WAN path's goodput and round trip.
+    Status(StatusArgs),
+    /// Run a command in a node's namespace (its address is 10.77.CLUSTER.K+1).
+    Exec(ExecArgs),
+    /// Change a link of a running testbed: `set wan:0:1 bytes_s=2e6 latency_s=0.03`.
+    Set(SetArgs),
+    /// Bring a testbed up, run the scenario's multicast across it with real windrose nodes, and
+    /// print per-node completion, WAN bytes and the fraction of the bound beside the
+    /// simulator's prediction for the same file; always takes the testbed down again.
+    Run(RunArgs),
+    /// The delay line process (started by `up` in the core namespace).
+    #[command(hide = true)]
+    DelayLine(DelayLineArgs),
+}
+
+/// `testbed up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The scenario file (its `[platform]`).
+    scenario: PathBuf,
+    /// The testbed's name (1-12 characters from a-z, 0-9).
+    #[arg(long, default_value = "tb")]
+    name: String,
+}
+
+/// `testbed down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The testbed's name.
+    #[arg(default_value = "tb")]
+    name: String,
+    /// Every testbed that is up.
+    #[arg(long)]
+    all: bool,
+}
+
+/// `testbed status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Measure goodput and round trip from the first node of cluster 0 to the first node of
+    /// cluster 1 of each testbed.
+    #[arg(long)]
+    measure: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `testbed exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The testbed's name.
+    #[arg(long, default_value = "tb")]
+    name: String,
+    /// The node.
+    node: u32,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// `testbed set`.
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// The testbed's name.
+    #[arg(long, default_value = "tb")]
+    name: String,
+    /// The link: node_up:N, node_down:N, access_up:C, access_down:C or wan:FROM:TO.
+    link: String,
+    /// `bytes_s=VALUE` and/or `latency_s=VALUE` (one-way seconds, WAN links only).
+    #[arg(required = true)]
+    values: Vec<String>,
+}
+
+/// `testbed run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scenario file (a multicast workload; its platform, changes and mayhem are applied).
+    scenario: PathBuf,
+    /// The protocol (default: the scenario's).
+    #[arg(long)]
+    protocol: Option<MulticastProtocol>,
+    /// Bytes to multicast (default: the scenario's message size).
+    #[arg(long, value_parser = parse_size)]
+    size: Option<u64>,
+    /// The testbed's name.
+    #[arg(long, default_value = "run")]
+    name: String,
+    /// Seconds without progress before the run is given up.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `testbed delay-line`.
+#[derive(Debug, Args)]
+pub struct DelayLineArgs {
+    /// Its config file.
+    #[arg(long)]
+    config: PathBuf,
+}
+
+pub fn run(cmd: TestbedCommand) -> Result<()> {
+    match cmd {
+        TestbedCommand::Up(a) => up(a),
+        TestbedCommand::Down(a) => down(a),
+        TestbedCommand::Status(a) => status(a),
+        TestbedCommand::Exec(a) => exec(a),
+        TestbedCommand::Set(a) => set(a),
+        TestbedCommand::Run(a) => run_scenario_on_testbed(a),
+        TestbedCommand::DelayLine(a) => {
+            let stats = windrose_testbed::delay_line::run_from_file(&a.config)?;
+            eprintln!(
+                "delay line: {} packets, {} bytes, at most {} held",
+                stats.packets, stats.bytes, stats.max_held
+            );
+            Ok(())
+        }
+    }
+}
+
+fn scenario(path: &Path) -> Result<Scenario> {
+    load_scenario(path).map_err(crate::sim_cmd::scenario_error)
+}
+
+fn bring_up(name: &str, platform: &Platform, quiet: bool) -> Result<State> {
+    let exe = std::env::current_exe().context("locating the windrose executable")?;
+    let started = Instant::now();
+    let state = testbed::up(name, platform, &DelayMode::Process(exe), &mut |line| {
+        if !quiet {
+            eprintln!("testbed {name}: {line}");
+        }
+    })?;
+    if !quiet {
+        eprintln!(
+            "testbed {name}: up in {:.1} s ({} namespaces)",
+            started.elapsed().as_secs_f64(),
+            state.namespaces.len()
+        );
+    }
+    Ok(state)
+}
+
+fn up(a: UpArgs) -> Result<()> {
+    let s = scenario(&a.scenario)?;
+    let mut state = bring_up(&a.name, &s.platform, false)?;
+    state.scenario = Some(std::fs::canonicalize(&a.scenario)?);
+    testbed::save_state(&state)?;
+    let rows: Vec<Vec<String>> = (0..state.node_addrs.len())
+        .map(|i| {
+            vec![
+                i.to_string(),
+                state.node_clusters[i].to_string(),
+                state.node_addrs[i].to_string(),
+                state.node_ns(i as u32),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        vtable(&["node", "cluster", "address", "namespace"], &rows).join("\n")
+    );
+    println!(
+        "run a command in a node: windrose testbed exec --name {} NODE -- CMD; take it down: windrose testbed down {}",
+        a.name, a.name
+    );
+    Ok(())
+}
+
+fn down(a: DownArgs) -> Result<()> {
+    let names: Vec<String> = if a.all {
+        testbed::list()?.into_iter().map(|s| s.name).collect()
+    } else {
+        vec![a.name]
+    };
+    for n in names {
+        let r = testbed::down(&n)?;
+        println!(
+            "testbed {n}: removed {} namespaces, stopped {} processes",
+            r.namespaces, r.processes
+        );
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct StatusRow {
+    name: String,
+    nodes: usize,
+    clusters: usize,
+    namespaces_present: usize,
+    namespaces: usize,
+    processes_alive: usize,
+    goodput_mb_s: Option<f64>,
+    rtt_ms: Option<f64>,
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let present = windrose_testbed::sys::list_namespaces().unwrap_or_default();
+    let mut rows = Vec::new();
+    for s in testbed::list()? {
+        let clusters = s.node_clusters.iter().max().map_or(0, |c| c + 1) as usize;
+        let mut row = StatusRow {
+            name: s.name.clone(),
+            nodes: s.node_addrs.len(),
+            clusters,
+            namespaces_present: s.namespaces.iter().filter(|n| present.contains(n)).count(),
+            namespaces: s.namespaces.len(),
+            // SAFETY: signal 0 only checks that the process exists.
+            processes_alive: s.pids.iter().filter(|&&p| unsafe { libc_kill0(p) }).count(),
+            goodput_mb_s: None,
+            rtt_ms: None,
+        };
+        if a.measure {
+            let a0 = s.node_clusters.iter().position(|&c| c == 0);
+            let b0 = s.node_clusters.iter().position(|&c| c == 1);
+            if let (Some(x), Some(y)) = (a0, b0) {
+                let (from, to) = (s.node_ns(x as u32), s.node_ns(y as u32));
+                let rtt = windrose_testbed::measure::round_trip(&from, &to, s.node_addrs[y], 11)?;
+                let g = windrose_testbed::measure::goodput(
+                    &from,
+                    &to,
+                    s.node_addrs[y],
+                    1 << 20,
+                    8 << 20,
+                )?;
+                row.rtt_ms = Some(rtt * 1e3);
+                row.goodput_mb_s = Some(g / 1e6);
+            }
+        }
+        rows.push(row);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no testbed is up");
+        return Ok(());
+    }
+    let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.2}"));
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.nodes.to_string(),
+                r.clusters.to_string(),
+                format!("{}/{}", r.namespaces_present, r.namespaces),
+                r.processes_alive.to_string(),
+                f(r.goodput_mb_s),
+                f(r.rtt_ms),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        vtable(
+            &[
+                "name",
+                "nodes",
+                "clusters",
+                "namespaces",
+                "processes",
+                "0->1 MB/s",
+                "0->1 RTT ms"
+            ],
+            &table
+        )
+        .join("\n")
+    );
+    Ok(())
+}
+
+/// Whether process `pid` exists.
+unsafe fn libc_kill0(pid: u32) -> bool {
+    libc::kill(pid as libc::pid_t, 0) == 0
+}
+
+fn exec(a: ExecArgs) -> Result<()> {
+    let s = testbed::load_state(&a.name)?.ok_or_else(|| {
+        bad_input(format!(
+            "testbed {:?} is not up (windrose testbed up SCENARIO --name {})",
+            a.name, a.name
+        ))
+    })?;
+    if a.node as usize >= s.node_addrs.len() {
+        return Err(bad_input(format!(
+            "node {} does not exist: testbed {} has nodes 0..{}",
+            a.node,
+            a.name,
+            s.node_addrs.len()
+        )));
+    }
+    let status = Command::new("ip")
+        .args(["netns", "exec", &s.node_ns(a.node)])
+        .args(&a.command)
+        .status()
+        .with_context(|| format!("running {:?}", a.command))?;
+    if !status.success() {
+        bail!("{:?} exited with {status}", a.command);
+    }
+    Ok(())
+}
+
+/// Parses `wan:F:T`, `access_up:C`, `access_down:C`, `node_up:N`, `node_down:N`.
+fn parse_link(s: &str, p: &Platform) -> Result<LinkId> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let num = |i: usize| -> Result<u32> {
+        parts
+            .get(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| bad_input(format!("link {s:?}: expected node_up:N, node_down:N, access_up:C, access_down:C or wan:FROM:TO")))
+    };
+    let link = match (parts[0], parts.len()) {
+        ("wan", 3) => LinkId::Wan {
+            from: ClusterId(num(1)?),
+            to: ClusterId(num(2)?),
+        },
+        ("access_up", 2) => LinkId::AccessUp(ClusterId(num(1)?)),
+        ("access_down", 2) => LinkId::AccessDown(ClusterId(num(1)?)),
+        ("node_up", 2) => LinkId::NodeUp(NodeId(num(1)?)),
+        ("node_down", 2) => LinkId::NodeDown(NodeId(num(1)?)),
+        _ => {
+            return Err(bad_input(format!(
+                "link {s:?}: expected node_up:N, node_down:N, access_up:C, access_down:C or wan:FROM:TO"
+            )))
+        }
+    };
+    p.check_link(link)
+        .map_err(|e| bad_input(format!("link {s:?}: {e}")))?;
+    Ok(link)
+}
+
+fn set(a: SetArgs) -> Result<()> {
+    let s = testbed::load_state(&a.name)?
+        .ok_or_else(|| bad_input(format!("testbed {:?} is not up", a.name)))?;
+    let path = s.scenario.clone().ok_or_else(|| {
+        anyhow!(
+            "testbed {} has no scenario recorded; bring it up again",
+            a.name
+        )
+    })?;
+    let sc = scenario(&path)?;
+    let link = parse_link(&a.link, &sc.platform)?;
+    let (mut bytes_s, mut latency_s) = (None, None);
+    for v in &a.values {
+        let (k, x) = v.split_once('=').ok_or_else(|| {
+            bad_input(format!("{v:?}: expected bytes_s=VALUE or latency_s=VALUE"))
+        })?;
+        let x: f64 = x
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| bad_input(format!("{v:?}: not a non-negative number")))?;
+        match k {
+            "bytes_s" if x > 0.0 => bytes_s = Some(x),
+            "latency_s" => latency_s = Some(x),
+            _ => {
+                return Err(bad_input(format!(
+                    "{v:?}: expected bytes_s=VALUE (positive) or latency_s=VALUE"
+                )))
+            }
+        }
+    }
+    testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s)?;
+    println!("testbed {}: {} set", a.name, a.link);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// testbed run
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Takes the testbed down however the run ends (error, panic, Ctrl-C handled by the loop).
+struct Teardown(String);
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        match testbed::down(&self.0) {
+            Ok(r) => eprintln!(
+                "testbed {}: down ({} namespaces removed)",
+                self.0, r.namespaces
+            ),
+            Err(e) => eprintln!("testbed {}: taking it down failed: {e}", self.0),
+        }
+    }
+}
+
+/// A child that dies with this process (PR_SET_PDEATHSIG), in namespace `ns`.
+fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
+    let exe = std::env::current_exe()?;
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(exe).args(args);
+    c.stdin(Stdio::null());
+    match log {
+        Some(p) => {
+            let f = std::fs::File::create(p)?;
+            c.stdout(f.try_clone()?).stderr(f);
+        }
+        None => {
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    c.spawn()
+        .with_context(|| format!("starting windrose in {ns}"))
+}
+
+/// The timed capacity and latency changes of a scenario, mayhem's draws included, in time
+/// order (the simulator's weather for the same seed).
+fn timeline(s: &Scenario, seed: u64, horizon_s: f64) -> Vec<(f64, Change)> {
+    let mut out: Vec<(f64, Change)> = s.changes.iter().map(|c| (c.at_s, c.change)).collect();
+    if let Some(m) = &s.mayhem {
+        let links = m.selected_links(&s.platform);
+        let mut rng = Mayhem::rng(seed);
+        let mut k = 0;
+        while let Some(t) = m.draw_time(k) {
+            if t > horizon_s {
+                break;
+            }
+            for c in m.draw(&mut rng, &s.platform, &links) {
+                out.push((t, c));
+            }
+            k += 1;
+        }
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// WAN bytes sent from each router towards each other cluster, from the HTB class counters.
+fn wan_bytes(name: &str, clusters: usize) -> Vec<Vec<u64>> {
+    let mut out = vec![vec![0u64; clusters]; clusters];
+    for (c, row) in out.iter_mut().enumerate() {
+        let ns = windrose_testbed::plan::router_ns(name, ClusterId(c as u32));
+        let Ok(text) =
+            windrose_testbed::sys::output(Some(&ns), &["tc", "-s", "class", "show", "dev", "wan0"])
+        else {
+            continue;
+        };
+        let mut current: Option<usize> = None;
+        for line in text.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if w.first() == Some(&"class") && w.len() > 2 {
+                current = w[2]
+                    .strip_prefix("1:")
+                    .and_then(|m| u32::from_str_radix(m, 16).ok())
+                    .filter(|&m| m >= 0x100)
+                    .map(|m| (m - 0x100) as usize);
+            } else if w.first() == Some(&"Sent") {
+                if let (Some(d), Some(b)) = (current, w.get(1).and_then(|b| b.parse().ok())) {
+                    if d < clusters {
+                        row[d] = b;
+                    }
+                }
+                current = None;
+            }
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct RunNode {
+    node: u32,
+    cluster: u32,
+    verified: bool,
+    real_completion_s: Option<f64>,
+    real_mb_s: Option<f64>,
+    sim_completion_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct RunReport {
+    scenario: String,
+    protocol: String,
+    data_bytes: u64,
+    piece_bytes: u32,
+    bound_mb_s: f64,
+    real_completion_s: Option<f64>,
+    real_mb_s: Option<f64>,
+    real_fraction_of_bound: Option<f64>,
+    sim_completion_s: Option<f64>,
+    sim_mb_s: Option<f64>,
+    sim_fraction_of_bound: Option<f64>,
+    /// Real over simulated completion time of the last receiver.
+    real_over_sim: Option<f64>,
+    wan_copies_real: f64,
+    wan_copies_sim: f64,
+    nodes: Vec<RunNode>,
+    changes_applied: usize,
+}
+
+fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
+    let mut s = scenario(&a.scenario)?;
+    if s.workload.kind != WorkloadKind::Multicast {
+        return Err(bad_input(format!(
+            "{}: testbed run needs a multicast workload (workload.kind = \"multicast\")",
+            a.scenario.display()
+        )));
+    }
+    let m = s.workload.multicast.as_mut().expect("a multicast workload");
+    if let Some(p) = a.protocol {
+        m.protocol = p;
+    }
+    let protocol = m.protocol;
+    let piece = m.piece_bytes;
+    if let Some(b) = a.size {
+        s.workload.message_bytes = b;
+    }
+    let data_bytes = s.workload.message_bytes;
+    let root = s.workload.root;
+    let seed = s.default_seed;
+    let n = s.platform.node_count();
+
+    // The simulator's prediction first (cheap, and it gives the horizon for mayhem's draws).
+    eprintln!("simulating {} for the prediction ...", s.name);
+    let report = run_scenario_shared(&s, seed, None, &mut |_| {}, None)
+        .map_err(crate::sim_cmd::scenario_error)?;
+    let sim = report
+        .multicast
+        .first()
+        .ok_or_else(|| anyhow!("the simulation gave no multicast outcome"))?
+        .clone();
+    let bound = windrose_trees::multicast::bound::multicast_bound(&s.platform, root)
+        .map_err(|e| anyhow!("the bound: {e}"))?
+        .bytes_s;
+
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+    let _ = testbed::down(&a.name);
+    let state = bring_up(&a.name, &s.platform, false)?;
+    let _teardown = Teardown(a.name.clone());
+    let mut st = state.clone();
+    st.scenario = Some(std::fs::canonicalize(&a.scenario)?);
+    testbed::save_state(&st)?;
+
+    let dir = tempfile::Builder::new()
+        .prefix("windrose-testbed-")
+        .tempdir_in(if Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        })?;
+    let group = dir.path().join("group.toml");
+    let mut g = String::from("name = \"testbed\"\nprotocol_version = 1\n");
+    for i in 0..n {
+        g += &format!(
+            "\n[[node]]\nid = {i}\naddr = \"{}:7100\"\ncluster = {}\n",
+            state.node_addrs[i], state.node_clusters[i]
+        );
+    }
+    std::fs::write(&group, g)?;
+    let file = dir.path().join("data.bin");
+    {
+        use rand::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&file)?);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut left = data_bytes;
+        while left > 0 {
+            let k = left.min(buf.len() as u64) as usize;
+            rng.fill_bytes(&mut buf[..k]);
+            f.write_all(&buf[..k])?;
+            left -= k as u64;
+        }
+        f.flush()?;
+    }
+    let group_s = group.to_string_lossy().into_owned();
+    let mut children = Vec::new();
+    for i in (0..n).filter(|&i| i != root.index()) {
+        let log = dir.path().join(format!("node-{i}.log"));
+        let c = spawn_in(
+            &state.node_ns(i as u32),
+            &[
+                "node",
+                "--group",
+                &group_s,
+                "--id",
+                &i.to_string(),
+                "--quiet",
+            ],
+            Some(&log),
+        )?;
+        testbed::record_pid(&a.name, c.id())?;
+        children.push(c);
+    }
+    let file_s = file.to_string_lossy().into_owned();
+    let scenario_s = std::fs::canonicalize(&a.scenario)?
+        .to_string_lossy()
+        .into_owned();
+    let piece_s = piece.to_string();
+    let timeout_s = a.timeout.to_string();
+    let proto_s = protocol.to_string();
+    let mut args = vec![
+        "multicast",
+        "--protocol",
+        &proto_s,
+        "--group",
+        &group_s,
+        "--file",
+        &file_s,
+        "--piece",
+        &piece_s,
+        "--json",
+        "--quiet",
+        "--timeout",
+        &timeout_s,
+    ];
+    let root_id = root.0.to_string();
+    args.extend(["--id", &root_id]);
+    if protocol == MulticastProtocol::Balanced {
+        args.extend(["--platform", &scenario_s]);
+    }
+    eprintln!(
+        "testbed {}: {} of {} across {} nodes ...",
+        a.name,
+        protocol,
+        windrose_sim::scenario::format_size(data_bytes),
+        n
+    );
+    let mut root_child = spawn_in(&state.node_ns(root.0), &args, None)?;
+    testbed::record_pid(&a.name, root_child.id())?;
+    let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
+    let changes = timeline(&s, seed, horizon);
+    let started = Instant::now();
+    let mut applied = 0;
+    let mut stdout = root_child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+        v
+    });
+    let mut stderr = root_child.stderr.take().expect("piped");
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
+        v
+    });
+    let status = loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            let _ = root_child.kill();
+            bail!("interrupted: the testbed is taken down");
+        }
+        if let Some(st) = root_child.try_wait()? {
+            break st;
+        }
+        let t = started.elapsed().as_secs_f64();
+        while applied < changes.len() && changes[applied].0 <= t {
+            match changes[applied].1 {
+                Change::Capacity { link, bytes_s } => {
+                    testbed::set_link(&a.name, &s.platform, link, Some(bytes_s), None)?
+                }
+                Change::WanLatency {
+                    from,
+                    to,
+                    latency_s,
+                } => testbed::set_link(
+                    &a.name,
+                    &s.platform,
+                    LinkId::Wan { from, to },
+                    None,
+                    Some(latency_s),
+                )?,
+                Change::IntraLatency { .. } => {} // not emulated (see windrose_testbed)
+            }
+            applied += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    for mut c in children {
+        let _ = c.wait();
+    }
+    let wan = wan_bytes(&a.name, s.platform.cluster_count());
+    let v: serde_json::Value = serde_json::from_slice(&out).map_err(|_| {
+        anyhow!(
+            "the root gave no result ({status}): {}",
+            String::from_utf8_lossy(&err).trim()
+        )
+    })?;
+    let mut nodes = Vec::new();
+    let mut last: Option<f64> = Some(0.0);
+    let mut all_verified = true;
+    for x in v["nodes"].as_array().cloned().unwrap_or_default() {
+        let node = x["node"].as_u64().unwrap_or(0) as u32;
+        let verified = x["verified"].as_bool().unwrap_or(false);
+        all_verified &= verified;
+        let c = x["completion_s"].as_f64();
+        last = match (last, c) {
+            (Some(l), Some(c)) => Some(l.max(c)),
+            _ => None,
+        };
+        nodes.push(RunNode {
+            node,
+            cluster: state.node_clusters[node as usize],
+            verified,
+            real_completion_s: c,
+            real_mb_s: x["throughput_mb_s"].as_f64(),
+            sim_completion_s: sim.node_completion_s.get(node as usize).copied().flatten(),
+        });
+    }
+    let wan_total: u64 = wan.iter().flatten().sum();
+    let rep = RunReport {
+        scenario: s.name.clone(),
+        protocol: protocol.to_string(),
+        data_bytes,
+        piece_bytes: piece,
+        bound_mb_s: bound / 1e6,
+        real_completion_s: last,
+        real_mb_s: last
+            .filter(|&l| l > 0.0)
+            .map(|l| data_bytes as f64 / l / 1e6),
+        real_fraction_of_bound: last
+            .filter(|&l| l > 0.0)
+            .map(|l| data_bytes as f64 / l / bound),
+        sim_completion_s: sim.completion_s,
+        sim_mb_s: sim.throughput_mb_s,
+        sim_fraction_of_bound: sim.fraction_of_bound,
+        real_over_sim: last.zip(sim.completion_s).map(|(r, s)| r / s),
+        wan_copies_real: wan_total as f64 / data_bytes.max(1) as f64,
+        wan_copies_sim: sim.wan_wire_bytes / data_bytes.max(1) as f64,
+        nodes,
+        changes_applied: applied,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print_run(&rep);
+    }
+    if !all_verified || rep.nodes.len() + 1 != n {
+        bail!(
+            "not every node received verified data ({} of {} verified)",
+            rep.nodes.iter().filter(|x| x.verified).count(),
+            n - 1
+        );
+    }
+    Ok(())
+}
+
+fn print_run(r: &RunReport) {
+    let f = |v: Option<f64>, d: usize| v.map_or_else(|| "-".to_string(), |x| format!("{x:.d$}"));
+    let rows: Vec<Vec<String>> = r
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.node.to_string(),
+                n.cluster.to_string(),
+                if n.verified { "yes" } else { "NO" }.to_string(),
+                f(n.real_completion_s, 2),
+                f(n.sim_completion_s, 2),
+                f(n.real_mb_s, 2),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        vtable(
+            &[
+                "node",
+                "cluster",
+                "verified",
+                "real done s",
+                "sim done s",
+                "real MB/s"
+            ],
+            &rows
+        )
+        .join("\n")
+    );
+    println!(
+        "\n{} {} of {} in {} pieces: bound {:.2} MB/s",
+        r.scenario,
+        r.protocol,
+        windrose_sim::scenario::format_size(r.data_bytes),
+        windrose_sim::scenario::format_size(u64::from(r.piece_bytes)),
+        r.bound_mb_s
+    );
+    let rows = vec![
+        vec![
+            "real (testbed)".to_string(),
+            f(r.real_completion_s, 2),
+            f(r.real_mb_s, 2),
+            f(r.real_fraction_of_bound.map(|x| 100.0 * x), 1),
+            format!("{:.2}", r.wan_copies_real),
+        ],
+        vec![
+            "simulator".to_string(),
+            f(r.sim_completion_s, 2),
+            f(r.sim_mb_s, 2),
+            f(r.sim_fraction_of_bound.map(|x| 100.0 * x), 1),
+            format!("{:.2}", r.wan_copies_sim),
+        ],
+    ];
+    println!(
+        "{}",
+        vtable(
+            &[
+                "",
+                "last receiver s",
+                "MB/s",
+                "% of bound",
+                "WAN bytes / data"
+            ],
+            &rows
+        )
+        .join("\n")
+    );
+    if let Some(x) = r.real_over_sim {
+        println!(
+            "real / simulated completion: {x:.2}; {} timed changes applied",
+            r.changes_applied
+        );
+    }
+}
