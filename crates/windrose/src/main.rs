@@ -69,6 +69,10 @@ enum Command {
     /// Write a fresh random group key (32 bytes as hex, mode 0600) to a new file, for
     /// `--key-file` or `WINDROSE_GROUP_KEY_FILE` on every member.
     Keygen(net_cmds::KeygenArgs),
+    /// The main demo: MOB across an emulated four-cluster network on this machine (network
+    /// namespaces, shaped links, a WAN delay line; needs root), beside the simulator's
+    /// prediction; on loopback where namespaces are unavailable.
+    Demo(testbed_cmd::DemoArgs),
     /// An emulated multi-cluster network on this machine (network namespaces, shaped links, a
     /// WAN delay line) from a scenario file, and real multicasts across it (root only).
     #[command(subcommand)]
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Command::Local(args) => net_cmds::run_local(args),
         Command::Keygen(args) => net_cmds::run_keygen(args),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
+        Command::Demo(args) => testbed_cmd::demo(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -402,6 +402,61 @@ fn set(a: SetArgs) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// demo
+
+/// The demo's scenario: seed 002's four clusters scaled to one machine.
+const DEMO_SCENARIO: &str = include_str!("../../../data/scenarios/testbed/four-clusters.toml");
+
+/// `windrose demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The protocol: mob, bittorrent, balanced or magpie.
+    #[arg(long, default_value = "mob")]
+    protocol: MulticastProtocol,
+    /// Bytes to multicast.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    size: u64,
+}
+
+/// MOB across an emulated four-cluster network on this machine (the embedded
+/// `data/scenarios/testbed/four-clusters.toml`), beside the simulator's prediction; on loopback
+/// (16 processes, 4 clusters, no shaping) where network namespaces are unavailable.
+pub fn demo(a: DemoArgs) -> Result<()> {
+    match windrose_testbed::sys::preflight() {
+        Ok(()) => {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().join("four-clusters.toml");
+            std::fs::write(&path, DEMO_SCENARIO)?;
+            eprintln!(
+                "demo: {} across an emulated four-cluster network (4 x 4 nodes, 3-5 MB/s and 20 ms between clusters)",
+                a.protocol
+            );
+            run_scenario_on_testbed(RunArgs {
+                scenario: path,
+                protocol: Some(a.protocol),
+                size: Some(a.size),
+                name: "demo".into(),
+                timeout: 60.0,
+                json: false,
+            })
+        }
+        Err(why) => {
+            eprintln!("demo: {why}; running on loopback instead (16 processes, 4 clusters, no WAN emulation)");
+            let status = Command::new(std::env::current_exe()?)
+                .args(["local", "--nodes", "16", "--clusters", "4", "--protocol"])
+                .arg(a.protocol.to_string())
+                .args(["--size", &a.size.to_string()])
+                .status()?;
+            if status.success() {
+                Ok(())
+            } else {
+                bail!("the loopback run failed ({status})")
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // testbed run
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
