@@ -39,6 +39,9 @@ fn alive(pid: u32) -> bool {
             .contains(") Z ")
 }
 
+/// One testbed at a time: a run beside a rate measurement would take its CPU.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Takes a testbed down whatever happens in the test.
 struct Down(&'static str);
 
@@ -54,6 +57,7 @@ fn a_two_cluster_testbed_gives_its_rate_and_delay_and_carries_a_verified_mob() {
         eprintln!("skipping: {why}");
         return;
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _guard = (Down("ci1"), Down("ci2"));
     let out = windrose()
         .args(["testbed", "up", "--name", "ci1"])
@@ -125,6 +129,7 @@ fn a_run_killed_with_sigkill_leaves_nothing_after_down() {
         eprintln!("skipping: {why}");
         return;
     }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _guard = Down("ci3");
     let mut run = windrose()
         .args(["testbed", "run", "--name", "ci3", "--size", "256MiB"])
