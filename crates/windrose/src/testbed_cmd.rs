@@ -587,6 +587,8 @@ struct RunReport {
     real_over_sim: Option<f64>,
     wan_copies_real: f64,
     wan_copies_sim: f64,
+    /// CPU seconds (user + system) of every windrose process of the run (root and nodes).
+    cpu_s: f64,
     nodes: Vec<RunNode>,
     changes_applied: usize,
 }
@@ -782,6 +784,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     for mut c in children {
         let _ = c.wait();
     }
+    let cpu_s = children_cpu_s();
     let wan = wan_bytes(&a.name, s.platform.cluster_count());
     let v: serde_json::Value = serde_json::from_slice(&out).map_err(|_| {
         anyhow!(
@@ -830,6 +833,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         real_over_sim: last.zip(sim.completion_s).map(|(r, s)| r / s),
         wan_copies_real: wan_total as f64 / data_bytes.max(1) as f64,
         wan_copies_sim: sim.wan_wire_bytes / data_bytes.max(1) as f64,
+        cpu_s,
         nodes,
         changes_applied: applied,
     };
@@ -846,6 +850,15 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// CPU seconds (user + system) of this process's waited-for children.
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 fn print_run(r: &RunReport) {
@@ -919,8 +932,8 @@ fn print_run(r: &RunReport) {
     );
     if let Some(x) = r.real_over_sim {
         println!(
-            "real / simulated completion: {x:.2}; {} timed changes applied",
-            r.changes_applied
+            "real / simulated completion: {x:.2}; {} timed changes applied; {:.1} CPU seconds",
+            r.changes_applied, r.cpu_s
         );
     }
 }
