@@ -165,7 +165,13 @@
 //!   outstanding requests are made again to other peers that hold the pieces, the mobs are
 //!   recomputed over the live nodes (so its share is taken over; global peers that learn of the
 //!   failure re-announce pieces of the new shares), and the acknowledgement tree skips it (a
-//!   node reports to its nearest live ancestor and waits for its nearest live descendants). If
+//!   node reports to its nearest live ancestor and waits for its nearest live descendants). A
+//!   node outside the root's cluster whose last live peer there failed peers with a
+//!   replacement (the paper's rule over that cluster's live members, the root included), since
+//!   every piece first comes from there; a finished node that receives a late Complete (its
+//!   sender's parent failed after passing AllComplete on, before it arrived) answers
+//!   AllComplete. `windrose-sim/tests/multicast_chaos.rs` runs 1000 seeded cases of 1-3
+//!   receivers failing at random times. If
 //!   the root fails, every node that has not finished aborts: nobody could confirm the end.
 //!   Issue 8 goes further.
 //!
@@ -701,6 +707,45 @@ impl Mob {
 
     fn in_root_cluster(&self) -> bool {
         self.my_cluster == self.root_cluster
+    }
+
+    /// After a failure: a node outside the root's cluster keeps a live peer in the root's
+    /// cluster, where every piece first comes from. When its last one failed it peers with a
+    /// replacement, chosen by the paper's rule (r(x, n) mod s(y)) among the live members of the
+    /// root's cluster, the root included. Without it, a node whose only candidate there failed
+    /// (and whose cluster mates failed too) could never get its share.
+    fn keep_a_root_cluster_peer(&mut self, out: &mut Outputs) {
+        if self.in_root_cluster() {
+            return;
+        }
+        let has_one = self
+            .peers
+            .iter()
+            .any(|p| p.alive && p.in_root_cluster && p.kind == Kind::Global);
+        if has_one {
+            return;
+        }
+        let layout = &self.setup.layout;
+        let Some(r) = layout.rank(self.me) else {
+            return;
+        };
+        let live: Vec<NodeId> = layout
+            .members(self.root_cluster)
+            .iter()
+            .copied()
+            .filter(|n| !self.failed.contains(n))
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let id = live[r % live.len()];
+        if let Some(&k) = self.peer_index.get(&id) {
+            // Known (e.g. it said Hello) but not as a source yet: nothing to open.
+            let _ = k;
+            return;
+        }
+        out.send(id, self.signal(Signal::Hello, 0));
+        self.add_peer(id, out);
     }
 
     /// May this node take piece `i` from a peer of kind `kind`?
@@ -1302,6 +1347,12 @@ impl Mob {
                 }
             }
             Signal::Complete => {
+                if self.status == Status::Finished {
+                    // A late report (its parent failed after passing AllComplete on, before it
+                    // arrived): the run is complete, say so.
+                    out.send(from, self.signal(Signal::AllComplete, self.me.0));
+                    return;
+                }
                 self.acks.insert(from);
                 self.check_ack(out);
             }
@@ -1488,6 +1539,7 @@ impl Mob {
                 }
             }
         }
+        self.keep_a_root_cluster_peer(out);
         self.recount_avail();
         if old_share != self.share {
             self.rebuild_candidates(out);

@@ -1,0 +1,218 @@
+//! Receivers that crash mid-multicast (issue 8): for each of MOB, BitTorrent, Balanced
+//! Multicasting and MagPIe, 1000 seeded runs on random small platforms (2-4 clusters of 2-6
+//! nodes, random capacities and latencies, random piece sizes, 8-64 pieces) in which 1 to 3
+//! random receivers fail at random times. Every run must end within a bounded simulated time,
+//! with no refused input, and every node that did not fail must finish holding exactly the
+//! root's bytes. A failing case prints its seed; `WINDROSE_CHAOS_RUNS=N` changes the number of
+//! runs, `WINDROSE_CHAOS_SEED=S` runs only seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event
+//! log is written to FILE).
+
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use windrose_model::platform::{ClusterSpec, Platform};
+use windrose_model::{ClusterId, NodeId};
+use windrose_proto::TransferId;
+use windrose_sim::engine::{MemoryLog, RunLimits, SimConfig};
+use windrose_sim::metrics::NodeOutcome;
+use windrose_sim::multicast::{prepare, spec_for, MulticastProtocol, SharedData};
+
+/// One chaos case, from its seed.
+#[derive(Debug)]
+struct Case {
+    platform: Platform,
+    data: Bytes,
+    piece_bytes: u32,
+    failures: Vec<(NodeId, f64)>,
+    /// A time by which the run must have ended (simulated seconds).
+    limit_s: f64,
+}
+
+fn case(seed: u64) -> Case {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let clusters = rng.gen_range(2..=4usize);
+    let mut b = Platform::builder();
+    for _ in 0..clusters {
+        b = b.cluster(ClusterSpec::uniform(
+            rng.gen_range(2..=6),
+            rng.gen_range(2e6..2e7),
+            rng.gen_range(2e7..2e8),
+            rng.gen_range(1e-5..1e-3),
+        ));
+    }
+    let mut slowest = f64::INFINITY;
+    for x in 0..clusters as u32 {
+        for y in 0..clusters as u32 {
+            if x != y {
+                let bytes_s = rng.gen_range(5e5..5e6);
+                slowest = slowest.min(bytes_s);
+                b = b.wan(
+                    ClusterId(x),
+                    ClusterId(y),
+                    bytes_s,
+                    rng.gen_range(1e-3..3e-2),
+                );
+            }
+        }
+    }
+    let platform = b.build().unwrap();
+    let piece_bytes = rng.gen_range(1024..=16 * 1024u32);
+    let pieces = rng.gen_range(8..=64u32);
+    let len =
+        (pieces - 1) as usize * piece_bytes as usize + rng.gen_range(1..=piece_bytes) as usize;
+    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+    // About how long a run takes: every byte over the slowest WAN link, plus round trips.
+    let span_s = len as f64 / slowest + 0.5;
+    let n = platform.node_count();
+    let k = rng.gen_range(1..=3usize).min(n - 1);
+    let mut victims: Vec<NodeId> = Vec::new();
+    while victims.len() < k {
+        let v = NodeId(rng.gen_range(1..n as u32));
+        if !victims.contains(&v) {
+            victims.push(v);
+        }
+    }
+    let failures = victims
+        .into_iter()
+        .map(|v| (v, rng.gen_range(0.0..span_s)))
+        .collect();
+    Case {
+        platform,
+        data: Bytes::from(data),
+        piece_bytes,
+        failures,
+        // Stall timers (MOB 60 s, BitTorrent's request timeouts) may be needed after a
+        // failure; a run still stuck after this long hangs.
+        limit_s: 50.0 * span_s + 2000.0,
+    }
+}
+
+/// Runs one case; an error says what went wrong.
+fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
+    let c = case(seed);
+    let root = NodeId(0);
+    let shared = SharedData::new(c.data.clone(), c.piece_bytes).map_err(|e| e.to_string())?;
+    let spec = spec_for(protocol, &c.platform, root).map_err(|e| e.to_string())?;
+    let config = SimConfig {
+        record_deliveries: true,
+        limits: RunLimits {
+            max_time_s: Some(c.limit_s),
+            max_events: Some(50_000_000),
+        },
+        ..SimConfig::default()
+    };
+    let (mut sim, _probe) = prepare(
+        &c.platform,
+        root,
+        &shared,
+        &spec,
+        seed,
+        TransferId(9),
+        config,
+    )
+    .map_err(|e| e.to_string())?;
+    for &(v, at) in &c.failures {
+        sim.fail_node_at(v, at).map_err(|e| e.to_string())?;
+    }
+    let log = std::env::var_os("WINDROSE_CHAOS_LOG").map(|_| MemoryLog::new());
+    if let Some(l) = &log {
+        sim.set_event_log(Box::new(l.clone()));
+    }
+    let result = sim.run();
+    if let (Some(l), Some(path)) = (&log, std::env::var_os("WINDROSE_CHAOS_LOG")) {
+        std::fs::write(path, l.contents()).map_err(|e| e.to_string())?;
+    }
+    let m = result.map_err(|e| format!("the run did not end: {e}"))?;
+    if !m.errors.is_empty() {
+        return Err(format!("refused inputs: {:?}", m.errors));
+    }
+    for i in 0..c.platform.node_count() {
+        let node = NodeId::from(i);
+        if c.failures.iter().any(|f| f.0 == node) {
+            continue;
+        }
+        let nm = m.node(node).ok_or("no metrics")?;
+        if nm.outcome != NodeOutcome::Finished {
+            return Err(format!(
+                "node {node} ended {:?} ({:?})",
+                nm.outcome, nm.abort_reason
+            ));
+        }
+        if node == root {
+            continue;
+        }
+        let mut got = Vec::with_capacity(c.data.len());
+        for (offset, bytes) in sim.delivered(node) {
+            if *offset as usize != got.len() {
+                return Err(format!(
+                    "node {node}: delivery at {offset}, expected {}",
+                    got.len()
+                ));
+            }
+            got.extend_from_slice(bytes);
+        }
+        if got[..] != c.data[..] {
+            return Err(format!(
+                "node {node} holds {} bytes that are not the root's {}",
+                got.len(),
+                c.data.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn chaos(protocol: MulticastProtocol) {
+    let runs: u64 = std::env::var("WINDROSE_CHAOS_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let seeds: Vec<u64> = match std::env::var("WINDROSE_CHAOS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(s) => vec![s],
+        None => (0..runs).collect(),
+    };
+    let mut failed = Vec::new();
+    for &seed in &seeds {
+        if let Err(e) = run_case(protocol, seed) {
+            failed.push(format!(
+                "seed {seed}: {e}\n  case: {:?}",
+                case(seed).failures
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{protocol}: {} of {} chaos runs failed (replay one with WINDROSE_CHAOS_SEED=S):\n{}",
+        failed.len(),
+        seeds.len(),
+        failed
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn mob_survivors_complete_whatever_receivers_fail() {
+    chaos(MulticastProtocol::Mob);
+}
+
+#[test]
+fn bittorrent_survivors_complete_whatever_receivers_fail() {
+    chaos(MulticastProtocol::BitTorrent);
+}
+
+#[test]
+fn balanced_survivors_complete_whatever_receivers_fail() {
+    chaos(MulticastProtocol::Balanced);
+}
+
+#[test]
+fn magpie_survivors_complete_whatever_receivers_fail() {
+    chaos(MulticastProtocol::Magpie);
+}
