@@ -624,9 +624,12 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         .first()
         .ok_or_else(|| anyhow!("the simulation gave no multicast outcome"))?
         .clone();
-    let bound = windrose_trees::multicast::bound::multicast_bound(&s.platform, root)
-        .map_err(|e| anyhow!("the bound: {e}"))?
-        .bytes_s;
+    // The bound over the scenario's changes and mayhem (time-expanded max-flow, as `windrose
+    // bound` and `reproduce mob` give it), for the real run and the simulated one alike.
+    let bound_completion_s = crate::bound_cmd::bound_report(&s, seed, false)?
+        .completion_s
+        .ok_or_else(|| anyhow!("the bound: no completion time for this scenario"))?;
+    let bound = data_bytes as f64 / bound_completion_s;
 
     // SAFETY: the handler only stores to an atomic.
     unsafe {
@@ -824,12 +827,13 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         real_mb_s: last
             .filter(|&l| l > 0.0)
             .map(|l| data_bytes as f64 / l / 1e6),
-        real_fraction_of_bound: last
-            .filter(|&l| l > 0.0)
-            .map(|l| data_bytes as f64 / l / bound),
+        real_fraction_of_bound: last.filter(|&l| l > 0.0).map(|l| bound_completion_s / l),
         sim_completion_s: sim.completion_s,
         sim_mb_s: sim.throughput_mb_s,
-        sim_fraction_of_bound: sim.fraction_of_bound,
+        sim_fraction_of_bound: sim
+            .completion_s
+            .filter(|&c| c > 0.0)
+            .map(|c| bound_completion_s / c),
         real_over_sim: last.zip(sim.completion_s).map(|(r, s)| r / s),
         wan_copies_real: wan_total as f64 / data_bytes.max(1) as f64,
         wan_copies_sim: sim.wan_wire_bytes / data_bytes.max(1) as f64,
