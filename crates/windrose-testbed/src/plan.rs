@@ -132,32 +132,60 @@ fn cmd(ns: &str, argv: &[&str]) -> (Option<String>, Vec<String>) {
     )
 }
 
-/// A token bucket on `dev`'s egress at `bytes_s`, or nothing when unshaped.
-fn tbf(ns: &str, dev: &str, bytes_s: f64, out: &mut Vec<(Option<String>, Vec<String>)>) {
+/// A token bucket on `dev`'s egress at `bytes_s` (`verb`: add or replace), or nothing when
+/// unshaped.
+fn tbf(
+    ns: &str,
+    verb: &str,
+    dev: &str,
+    bytes_s: f64,
+    out: &mut Vec<(Option<String>, Vec<String>)>,
+) {
     if bytes_s >= UNSHAPED_BYTES_S {
+        if verb == "replace" {
+            // Back to unshaped: a plain FIFO instead of the token bucket.
+            out.push(cmd(
+                ns,
+                &[
+                    "tc", "qdisc", "replace", "dev", dev, "root", "pfifo", "limit", "10000",
+                ],
+            ));
+        }
         return;
     }
     // A burst of 10 ms of traffic (at least 64 KiB), so a fast flow is not held to one packet
     // per timer tick; a queue of 50 ms.
-    let burst = ((bytes_s * 0.01) as u64).max(64 << 10);
+    let burst = ((bytes_s * 0.01) as u64).max(64 << 10).to_string();
+    let rate = bits(bytes_s);
     out.push(cmd(
         ns,
         &[
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            dev,
-            "root",
-            "tbf",
-            "rate",
-            &bits(bytes_s),
-            "burst",
-            &burst.to_string(),
-            "latency",
-            "50ms",
+            "tc", "qdisc", verb, "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst,
+            "latency", "50ms",
         ],
     ));
+}
+
+/// An HTB class (`verb`: add or change) with its rate and ceiling, bytes/s, and extra
+/// arguments (e.g. a priority).
+#[allow(clippy::too_many_arguments)]
+fn htb_class(
+    ns: &str,
+    verb: &str,
+    dev: &str,
+    parent: &str,
+    classid: &str,
+    rate_bytes_s: f64,
+    ceil_bytes_s: f64,
+    extra: &[&str],
+) -> (Option<String>, Vec<String>) {
+    let (rate, ceil) = (bits(rate_bytes_s), bits(ceil_bytes_s));
+    let mut argv = vec![
+        "tc", "class", verb, "dev", dev, "parent", parent, "classid", classid, "htb", "rate",
+        &rate, "ceil", &ceil, "quantum", "30000",
+    ];
+    argv.extend_from_slice(extra);
+    cmd(ns, &argv)
 }
 
 /// An HTB root on `dev` limited to `total_bytes_s` (unlimited when at least
@@ -187,48 +215,17 @@ fn htb_root(
             &format!("{default_minor:x}"),
         ],
     ));
-    out.push(cmd(
-        ns,
-        &[
-            "tc",
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:1",
-            "htb",
-            "rate",
-            &bits(total),
-            "ceil",
-            &bits(total),
-            "quantum",
-            "30000",
-        ],
-    ));
+    out.push(htb_class(ns, "add", dev, "1:", "1:1", total, total, &[]));
     // Small packets (IPv4 total length below 128: pure ACKs, pings) beside the cap.
-    out.push(cmd(
+    out.push(htb_class(
         ns,
-        &[
-            "tc",
-            "class",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "classid",
-            "1:2",
-            "htb",
-            "rate",
-            &bits(SMALL_PACKET_BYTES_S),
-            "prio",
-            "0",
-            "quantum",
-            "30000",
-        ],
+        "add",
+        dev,
+        "1:",
+        "1:2",
+        SMALL_PACKET_BYTES_S,
+        SMALL_PACKET_BYTES_S,
+        &["prio", "0"],
     ));
     out.push(cmd(
         ns,
@@ -260,97 +257,52 @@ pub fn capacity_commands(
             let k = platform.cluster_count().saturating_sub(1).max(1) as f64;
             let ceil = bytes_s.min(up);
             let rate = (up / k).min(ceil);
-            out.push(cmd(
+            out.push(htb_class(
                 &router_ns(name, from),
-                &[
-                    "tc",
-                    "class",
-                    "change",
-                    "dev",
-                    "wan0",
-                    "parent",
-                    "1:1",
-                    "classid",
-                    &format!("1:{:x}", wan_class_minor(to)),
-                    "htb",
-                    "rate",
-                    &bits(rate),
-                    "ceil",
-                    &bits(ceil),
-                    "quantum",
-                    "30000",
-                ],
+                "change",
+                "wan0",
+                "1:1",
+                &format!("1:{:x}", wan_class_minor(to)),
+                rate,
+                ceil,
+                &[],
             ));
         }
-        LinkId::AccessUp(c) => out.push(cmd(
-            &router_ns(name, c),
-            &[
-                "tc",
-                "class",
+        LinkId::AccessUp(c) => {
+            let b = bytes_s.min(5e9);
+            out.push(htb_class(
+                &router_ns(name, c),
                 "change",
-                "dev",
                 "wan0",
-                "parent",
                 "1:",
-                "classid",
                 "1:1",
-                "htb",
-                "rate",
-                &bits(bytes_s.min(5e9)),
-                "ceil",
-                &bits(bytes_s.min(5e9)),
-                "quantum",
-                "30000",
-            ],
-        )),
-        LinkId::AccessDown(c) => out.push(cmd(
-            &core_ns(name),
-            &[
-                "tc",
-                "class",
-                "change",
-                "dev",
-                &format!("c{}", c.0),
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                &bits(bytes_s.min(5e9)),
-                "ceil",
-                &bits(bytes_s.min(5e9)),
-                "quantum",
-                "30000",
-            ],
-        )),
-        LinkId::NodeUp(n) | LinkId::NodeDown(n) => {
-            let (ns, dev) = match link {
-                LinkId::NodeUp(_) => (node_ns(name, n), "eth0".to_string()),
-                _ => (router_ns(name, platform.cluster_of(n)), format!("n{}", n.0)),
-            };
-            if bytes_s < UNSHAPED_BYTES_S {
-                let burst = ((bytes_s * 0.01) as u64).max(64 << 10);
-                out.push(cmd(
-                    &ns,
-                    &[
-                        "tc",
-                        "qdisc",
-                        "replace",
-                        "dev",
-                        &dev,
-                        "root",
-                        "tbf",
-                        "rate",
-                        &bits(bytes_s),
-                        "burst",
-                        &burst.to_string(),
-                        "latency",
-                        "50ms",
-                    ],
-                ));
-            }
+                b,
+                b,
+                &[],
+            ));
         }
+        LinkId::AccessDown(c) => {
+            let b = bytes_s.min(5e9);
+            let dev = format!("c{}", c.0);
+            out.push(htb_class(
+                &core_ns(name),
+                "change",
+                &dev,
+                "1:",
+                "1:1",
+                b,
+                b,
+                &[],
+            ));
+        }
+        LinkId::NodeUp(n) => tbf(&node_ns(name, n), "replace", "eth0", bytes_s, &mut out),
+        LinkId::NodeDown(n) => tbf(
+            &router_ns(name, platform.cluster_of(n)),
+            "replace",
+            &format!("n{}", n.0),
+            bytes_s,
+            &mut out,
+        ),
     }
     out
 }
@@ -567,12 +519,14 @@ pub fn plan(name: &str, platform: &Platform) -> Result<Plan, TestbedError> {
         ));
         tbf(
             &ns,
+            "add",
             "eth0",
             platform.capacity_bytes_s(LinkId::NodeUp(n)),
             &mut out,
         );
         tbf(
             &r,
+            "add",
             &peer,
             platform.capacity_bytes_s(LinkId::NodeDown(n)),
             &mut out,
@@ -591,28 +545,15 @@ pub fn plan(name: &str, platform: &Platform) -> Result<Plan, TestbedError> {
             let ceil = pair.min(up);
             let rate = (up / k).min(ceil);
             let minor = format!("1:{:x}", wan_class_minor(did));
-            out.push(cmd(
+            out.push(htb_class(
                 &r,
-                &[
-                    "tc",
-                    "class",
-                    "add",
-                    "dev",
-                    "wan0",
-                    "parent",
-                    "1:1",
-                    "classid",
-                    &minor,
-                    "htb",
-                    "rate",
-                    &bits(rate),
-                    "ceil",
-                    &bits(ceil),
-                    "prio",
-                    "1",
-                    "quantum",
-                    "30000",
-                ],
+                "add",
+                "wan0",
+                "1:1",
+                &minor,
+                rate,
+                ceil,
+                &["prio", "1"],
             ));
             out.push(cmd(
                 &r,
@@ -762,5 +703,16 @@ mod tests {
             .1
             .join(" ")
             .contains("classid 1:100 htb rate 16000000bit ceil 16000000bit"));
+        // A node link slowed down gets a token bucket; back at full speed, a plain FIFO.
+        let slow = capacity_commands("t1", &p, LinkId::NodeUp(NodeId(2)), 1e6);
+        assert!(slow[0]
+            .1
+            .join(" ")
+            .starts_with("tc qdisc replace dev eth0 root tbf rate 8000000bit"));
+        let fast = capacity_commands("t1", &p, LinkId::NodeUp(NodeId(2)), 1.25e9);
+        assert_eq!(
+            fast[0].1.join(" "),
+            "tc qdisc replace dev eth0 root pfifo limit 10000"
+        );
     }
 }
