@@ -642,7 +642,6 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             on_interrupt as *const () as libc::sighandler_t,
         );
     }
-    let _ = testbed::down(&a.name);
     let state = bring_up(&a.name, &s.platform, false)?;
     let _teardown = Teardown(a.name.clone());
     let mut st = state.clone();
