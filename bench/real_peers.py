@@ -8,7 +8,8 @@
 For every client and run: bring the scenario's testbed up (`windrose testbed up`), distribute
 the same file (tmpfs, seeded random bytes) from node 0 to every other node, and record the time
 to the last receiver, the copies of the file that crossed the WAN (HTB counters of the
-routers' WAN interfaces: payload plus TCP/IP headers and acknowledgements) and the CPU seconds
+routers' WAN interfaces: data packets with their TCP/IP headers; pure ACKs, which bypass the
+caps, are not counted) and the CPU seconds
 of the clients; then take the testbed down. MOB runs through `windrose testbed run` on the same
 scenario file (so on an identical network). The BitTorrent runs use opentracker on node 0 as
 tracker (Debian's build needs the info-hash whitelisted), a 1 MiB-piece torrent made with
