@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Real BitTorrent clients beside MOB on the same emulated network (issue 7's side-by-side bench).
 
-    sudo bench/real_peers.py [--runs 3] [--mib 200] [--clients mob,aria2,libtorrent]
+    sudo bench/real_peers.py [--runs 3] [--mib 200] [--clients mob,aria2,libtorrent,rqbit]
                              [--scenario data/scenarios/testbed/two-sites.toml]
                              [--windrose target/release/windrose] [--timeout 300]
 
@@ -17,8 +17,10 @@ mktorrent, no DHT, no local peer discovery; every client keeps seeding until the
 the file. Prints medians, each as a fraction of the one-copy bound (file size / slowest WAN
 capacity out of the root's cluster), and MOB's speed-up over each client.
 
-Needs root, and Debian's aria2, python3-libtorrent, opentracker and mktorrent. Bounded: a run
-that has not finished within --timeout seconds is stopped and reported as such.
+Needs root, and Debian's aria2, python3-libtorrent, opentracker and mktorrent; rqbit is optional
+(`cargo install rqbit --no-default-features --features default-tls`, about 4 minutes; found on
+PATH or given with --rqbit, skipped with a message when absent). Bounded: a run that has not
+finished within --timeout seconds is stopped and reported as such.
 """
 
 import argparse
@@ -100,6 +102,22 @@ while True:
     time.sleep(0.05)
 """
 
+# rqbit says it has the whole torrent through its HTTP API (on the namespace's own loopback);
+# this watcher, one per node, turns that into the same DONE file as the libtorrent client.
+RQBIT_WATCH = r"""
+import json, sys, time, urllib.request
+done = sys.argv[1]
+while True:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:3030/torrents/0/stats/v1", timeout=1) as r:
+            if json.load(r).get("finished"):
+                open(done, "w").close()
+                break
+    except OSError:
+        pass
+    time.sleep(0.05)
+"""
+
 
 def run_bittorrent(client, args, scen, size, clusters):
     sh(args.windrose, "testbed", "up", "--name", NAME, scen, capture_output=True)
@@ -154,11 +172,21 @@ def run_bittorrent(client, args, scen, size, clusters):
                        f"--listen-port=6881", "--summary-interval=0",
                        f"--bt-external-ip={ip}", f"--on-bt-download-complete={hook}",
                        "-d", dirs[i], torrent]
+            elif client == "rqbit":
+                cmd = [args.rqbit, "--disable-dht", "--disable-dht-persistence",
+                       "--disable-upnp-port-forward", "--listen-port", "6881",
+                       "--http-api-listen-addr", "127.0.0.1:3030",
+                       "download", "--overwrite", "-o", dirs[i], torrent]
             else:
                 cmd = ["/usr/bin/python3", "-c", LT_CLIENT, torrent, dirs[i], ip]
             p = subprocess.Popen(["ip", "netns", "exec", ns(i)] + cmd,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             clients[i] = p
+            if client == "rqbit" and i > 0:
+                procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", ns(i), "/usr/bin/python3", "-c", RQBIT_WATCH,
+                     os.path.join(dirs[i], "DONE")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         done = {}
         while len(done) < n - 1 and time.time() - start < args.timeout:
             for i in range(1, n):
@@ -209,16 +237,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mib", type=int, default=200)
-    ap.add_argument("--clients", default="mob,aria2,libtorrent")
+    ap.add_argument("--clients", default="mob,aria2,libtorrent,rqbit")
     ap.add_argument("--scenario", default=os.path.join(ROOT, "data/scenarios/testbed/two-sites.toml"))
     ap.add_argument("--windrose", default=os.path.join(ROOT, "target/release/windrose"))
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--rqbit", default=shutil.which("rqbit") or "/opt/rqbit/bin/rqbit")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("real_peers.py needs root (network namespaces): run it with sudo")
     for tool in ["aria2c", "opentracker", "mktorrent"]:
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is missing: apt-get install aria2 opentracker mktorrent python3-libtorrent")
+    wanted = args.clients.split(",")
+    if "rqbit" in wanted and not os.access(args.rqbit, os.X_OK):
+        print(f"rqbit not found at {args.rqbit} (give --rqbit PATH): skipping it", file=sys.stderr)
+        wanted.remove("rqbit")
     os.makedirs(WORK, exist_ok=True)
     size = args.mib << 20
     make_file(os.path.join(WORK, "data.bin"), args.mib, 7)
@@ -227,7 +260,7 @@ def main():
     clusters = 1 + max(int(x) for x in state_clusters(args))
     bound_mb_s = b["intervals"][0]["bound_bytes_s"] / 1e6
     results = {}
-    for client in args.clients.split(","):
+    for client in wanted:
         for r in range(args.runs):
             t0 = time.time()
             if client == "mob":

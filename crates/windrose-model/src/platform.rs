@@ -293,6 +293,70 @@ impl Platform {
         PlatformBuilder::default()
     }
 
+    /// The platform as a `[platform]` table that [`parse_platform_toml`] reads back to an equal
+    /// platform: each cluster with its first node's capacities, a `[[platform.node]]` for every
+    /// node that differs, floats in Rust's shortest round-trip form. What a driver hands to a
+    /// planner that reads files, e.g. the capacities a scenario has at some instant.
+    pub fn to_toml(&self) -> String {
+        use std::fmt::Write as _;
+        let c = self.cluster_count();
+        let cap = |l| self.capacity_bytes_s(l);
+        let mut s = String::from("[platform]\n");
+        let mut overrides = String::new();
+        for k in 0..c {
+            let cl = ClusterId::from(k);
+            let nodes = self.nodes_of(cl);
+            let first = NodeId(nodes.start);
+            let (up, down) = (cap(LinkId::NodeUp(first)), cap(LinkId::NodeDown(first)));
+            let _ = write!(
+                s,
+                "[[platform.cluster]]\nnodes = {}\nnode_uplink_bytes_s = {up:?}\n\
+                 node_downlink_bytes_s = {down:?}\naccess_up_bytes_s = {:?}\n\
+                 access_down_bytes_s = {:?}\nintra_latency_s = {:?}\n",
+                nodes.len(),
+                cap(LinkId::AccessUp(cl)),
+                cap(LinkId::AccessDown(cl)),
+                self.intra_latency_s(cl),
+            );
+            for n in nodes.map(NodeId) {
+                let (u, d) = (cap(LinkId::NodeUp(n)), cap(LinkId::NodeDown(n)));
+                if u != up || d != down {
+                    let _ = write!(
+                        overrides,
+                        "[[platform.node]]\nid = {}\nuplink_bytes_s = {u:?}\ndownlink_bytes_s = {d:?}\n",
+                        n.0
+                    );
+                }
+            }
+        }
+        if c > 1 {
+            let row = |f: &dyn Fn(ClusterId, ClusterId) -> f64, a: usize| {
+                let v: Vec<String> = (0..c)
+                    .map(|b| {
+                        if a == b {
+                            "0.0".to_string()
+                        } else {
+                            format!("{:?}", f(ClusterId::from(a), ClusterId::from(b)))
+                        }
+                    })
+                    .collect();
+                format!("[{}]", v.join(", "))
+            };
+            let bw = |a, b| cap(LinkId::Wan { from: a, to: b });
+            let lat = |a, b| self.wan_latency_s(a, b);
+            let rows = |f: &dyn Fn(ClusterId, ClusterId) -> f64| {
+                (0..c).map(|a| row(f, a)).collect::<Vec<_>>().join(",\n  ")
+            };
+            let _ = write!(
+                s,
+                "[platform.wan]\nbytes_s = [\n  {}\n]\nlatency_s = [\n  {}\n]\n",
+                rows(&bw),
+                rows(&lat)
+            );
+        }
+        s + &overrides
+    }
+
     /// Number of nodes; their ids are `0..node_count()`.
     pub fn node_count(&self) -> usize {
         self.cluster_of.len()
@@ -1177,6 +1241,43 @@ anything = 1
     fn toml_matches_builder() {
         let p = parse_platform_toml(GOOD, Path::new("p.toml")).unwrap();
         assert_eq!(p, two_sites());
+    }
+
+    #[test]
+    fn to_toml_reads_back_equal() {
+        let mut p = two_sites();
+        assert_eq!(
+            parse_platform_toml(&p.to_toml(), Path::new("w.toml")).unwrap(),
+            p
+        );
+        // Changed capacities and latencies, a node override, awkward floats.
+        p.set_capacity(
+            LinkId::Wan {
+                from: ClusterId(1),
+                to: ClusterId(0),
+            },
+            0.1 + 0.2,
+        )
+        .unwrap();
+        p.set_capacity(LinkId::NodeDown(NodeId(1)), 1e-300).unwrap();
+        p.set_capacity(LinkId::AccessUp(ClusterId(0)), 3.0e15)
+            .unwrap();
+        p.set_wan_latency(ClusterId(0), ClusterId(1), 1.0 / 3.0)
+            .unwrap();
+        let text = p.to_toml();
+        assert_eq!(
+            parse_platform_toml(&text, Path::new("w.toml")).unwrap(),
+            p,
+            "{text}"
+        );
+        let one = Platform::builder()
+            .cluster(ClusterSpec::uniform(3, 5.0, 7.0, 0.0))
+            .build()
+            .unwrap();
+        assert_eq!(
+            parse_platform_toml(&one.to_toml(), Path::new("w.toml")).unwrap(),
+            one
+        );
     }
 
     fn err_of(text: &str) -> String {

@@ -119,6 +119,10 @@ pub struct WatchOpts {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Print `windrose: go` on standard error the moment the root sends Go, so a harness
+    /// (`windrose testbed run`) can start its clock with the collective's.
+    #[arg(long, hide = true)]
+    announce_go: bool,
 }
 
 /// `windrose bcast`: broadcast a file from the root of a group.
@@ -589,7 +593,14 @@ fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Re
     let total = data.len() as u64;
     let receivers = group.len() - 1;
     let show = !(opts.quiet || opts.json);
-    let bar = rt.spawn(progress(rx, total, receivers, show, false));
+    let bar = rt.spawn(progress(
+        rx,
+        total,
+        receivers,
+        show,
+        false,
+        opts.announce_go,
+    ));
     let job = RootJob::broadcast(tree, segment, data);
     let result = rt.block_on(run_root(config, job));
     let _ = rt.block_on(bar);
@@ -611,6 +622,9 @@ fn write_measurements(outcome: &RunOutcome, opts: &WatchOpts) -> anyhow::Result<
     Ok(())
 }
 
+/// The line `--announce-go` prints on standard error when the root sends Go.
+pub const GO_LINE: &str = "windrose: go";
+
 /// The progress bar: bytes held by all receivers over `total * receivers` (a broadcast), or
 /// nodes done over `receivers` (a scatter, whose nodes hold different amounts).
 async fn progress(
@@ -619,6 +633,7 @@ async fn progress(
     receivers: usize,
     show: bool,
     scatter: bool,
+    announce_go: bool,
 ) {
     let len = if scatter {
         receivers as u64
@@ -648,6 +663,12 @@ async fn progress(
                 bar.set_message(format!("{ready}/{receivers} nodes ready"));
             }
             NetEvent::Started { .. } => {
+                if announce_go {
+                    use std::io::Write as _;
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(err, "{GO_LINE}");
+                    let _ = err.flush();
+                }
                 bar.reset_elapsed();
                 bar.set_message(if scatter {
                     "scattering"
@@ -946,7 +967,14 @@ fn scatter(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     config.events = Some(tx);
     let show = !(opts.quiet || opts.json);
-    let bar = rt.spawn(progress(rx, data.len() as u64, group.len() - 1, show, true));
+    let bar = rt.spawn(progress(
+        rx,
+        data.len() as u64,
+        group.len() - 1,
+        show,
+        true,
+        opts.announce_go,
+    ));
     let job = RootJob::scatter(schedule.clone(), sopts.parallel, data);
     let result = rt.block_on(run_root(config, job));
     let _ = rt.block_on(bar);
@@ -1317,6 +1345,7 @@ fn multicast(
         group.len() - 1,
         show,
         false,
+        watch.announce_go,
     ));
     // MAX_PIECE_BYTES < 2^32, checked above.
     let mut job = RootJob::multicast(protocol, spec, piece as u32, data);

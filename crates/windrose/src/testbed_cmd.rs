@@ -528,6 +528,24 @@ fn timeline(s: &Scenario, seed: u64, horizon_s: f64) -> Vec<(f64, Change)> {
     out
 }
 
+/// The scenario's platform with the changes of `timeline` due at t <= 0 applied.
+fn platform_at_start(s: &Scenario, timeline: &[(f64, Change)]) -> Result<Platform> {
+    let mut p = s.platform.clone();
+    for (_, change) in timeline.iter().take_while(|(t, _)| *t <= 0.0) {
+        match *change {
+            Change::Capacity { link, bytes_s } => p.set_capacity(link, bytes_s),
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            } => p.set_wan_latency(from, to, latency_s),
+            Change::IntraLatency { cluster, latency_s } => p.set_intra_latency(cluster, latency_s),
+        }
+        .map_err(|e| anyhow!("applying the scenario's changes at t = 0: {e}"))?;
+    }
+    Ok(p)
+}
+
 /// WAN bytes sent from each router towards each other cluster, from the HTB class counters.
 fn wan_bytes(name: &str, clusters: usize) -> Vec<Vec<u64>> {
     let mut out = vec![vec![0u64; clusters]; clusters];
@@ -699,9 +717,13 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         children.push(c);
     }
     let file_s = file.to_string_lossy().into_owned();
-    let scenario_s = std::fs::canonicalize(&a.scenario)?
-        .to_string_lossy()
-        .into_owned();
+    let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
+    let changes = timeline(&s, seed, horizon);
+    // Balanced Multicasting plans from the capacities at the start, after the changes due at
+    // t <= 0 (mayhem's first draw): what the simulator's planner sees, so both plan alike.
+    let start_platform = dir.path().join("platform-at-start.toml");
+    std::fs::write(&start_platform, platform_at_start(&s, &changes)?.to_toml())?;
+    let scenario_s = start_platform.to_string_lossy().into_owned();
     let piece_s = piece.to_string();
     let timeout_s = a.timeout.to_string();
     let proto_s = protocol.to_string();
@@ -717,6 +739,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         &piece_s,
         "--json",
         "--quiet",
+        "--announce-go",
         "--timeout",
         &timeout_s,
     ];
@@ -734,9 +757,6 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     );
     let mut root_child = spawn_in(&state.node_ns(root.0), &args, None)?;
     testbed::record_pid(&a.name, root_child.id())?;
-    let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
-    let changes = timeline(&s, seed, horizon);
-    let started = Instant::now();
     let mut applied = 0;
     let mut stdout = root_child.stdout.take().expect("piped");
     let reader = std::thread::spawn(move || {
@@ -744,12 +764,24 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
         v
     });
-    let mut stderr = root_child.stderr.take().expect("piped");
+    // The replay's clock starts at the root's Go, the instant the simulator calls 0 and from
+    // which the nodes' completion times count; before it only changes at t <= 0 apply.
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<Instant>();
+    let stderr = root_child.stderr.take().expect("piped");
     let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
-        v
+        let mut kept = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { break };
+            if line == crate::net_cmds::GO_LINE {
+                let _ = go_tx.send(Instant::now());
+            } else {
+                kept += &line;
+                kept.push('\n');
+            }
+        }
+        kept.into_bytes()
     });
+    let mut started: Option<Instant> = None;
     let status = loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
             let _ = root_child.kill();
@@ -758,7 +790,10 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         if let Some(st) = root_child.try_wait()? {
             break st;
         }
-        let t = started.elapsed().as_secs_f64();
+        if started.is_none() {
+            started = go_rx.try_recv().ok();
+        }
+        let t = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
         while applied < changes.len() && changes[applied].0 <= t {
             match changes[applied].1 {
                 Change::Capacity { link, bytes_s } => {
