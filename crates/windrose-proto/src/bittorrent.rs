@@ -446,6 +446,8 @@ pub struct BitTorrent {
     tracker: Option<Tracker>,
     tracker_failed: bool,
     complete_sent: bool,
+    /// A restarted node's machine ([`BitTorrent::rejoin`]).
+    rejoined: bool,
     next_send: u64,
     bucket_ns: u64,
     scratch: Vec<u32>,
@@ -507,11 +509,49 @@ impl BitTorrent {
             }),
             tracker_failed: false,
             complete_sent: is_root,
+            rejoined: false,
             next_send: 0,
             bucket_ns: (window_ns / RATE_BUCKETS as u64).max(1),
             scratch: Vec::new(),
             config,
         })
+    }
+
+    /// The machine of `node` restarting mid-run with the pieces it kept (e.g. read back from
+    /// its partial output file): each is verified against the manifest and kept only if it
+    /// matches. At start it sends [`Signal::Rejoin`] to the tracker instead of an announce; the
+    /// tracker counts it as live again, waits for its Complete, and answers with a peer list
+    /// (or, when the run is already over, with AllComplete: the node then aborts with
+    /// [`AbortReason::RunEnded`](crate::node::AbortReason::RunEnded) unless it holds
+    /// everything). Peers that had dropped it take its Hello again.
+    ///
+    /// Errors: those of [`BitTorrent::new`]; the root cannot rejoin (it is the tracker).
+    pub fn rejoin(
+        node: NodeId,
+        setup: &SwarmSetup,
+        config: BitTorrentConfig,
+        rng: ChaCha8Rng,
+        held: impl IntoIterator<Item = (u32, Bytes)>,
+    ) -> Result<BitTorrent, SetupError> {
+        if node == setup.root {
+            return Err(SetupError::Data {
+                node,
+                what: "the root cannot rejoin: it is the tracker",
+            });
+        }
+        let mut m = BitTorrent::new(node, setup, None, config, rng)?;
+        for (i, data) in held {
+            if i < m.store.piece_count()
+                && !m.store.has(i)
+                && setup.verifier.verify(&setup.manifest, i, &data)
+            {
+                m.store.insert(i, data);
+                m.state[i as usize] = PieceState::Have;
+                m.unrequested.remove(i);
+            }
+        }
+        m.rejoined = true;
+        Ok(m)
     }
 
     /// The pieces held.
@@ -564,7 +604,12 @@ impl BitTorrent {
         }
         self.started = true;
         let total = self.setup.manifest.total_len();
-        if self.store.is_complete() {
+        if self.rejoined {
+            for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
+                out.push(Output::Deliver { offset, data });
+            }
+        }
+        if self.store.is_complete() || self.rejoined {
             out.push(Output::Report(Report::Progress {
                 done_bytes: self.store.held_bytes(),
                 total_bytes: total,
@@ -573,7 +618,12 @@ impl BitTorrent {
         if self.tracker.is_some() {
             self.check_all_complete(out);
         } else {
-            self.signal(out, self.setup.root, Signal::Announce, 0);
+            let hello = if self.rejoined {
+                Signal::Rejoin
+            } else {
+                Signal::Announce
+            };
+            self.signal(out, self.setup.root, hello, 0);
             if self.store.is_complete() {
                 // Empty data: nothing to fetch.
                 self.on_complete(out);
@@ -984,6 +1034,30 @@ impl BitTorrent {
         );
     }
 
+    /// At the tracker: a restarted node is live again; it gets a peer list, or AllComplete
+    /// when the run is over.
+    fn on_rejoin(&mut self, now: Time, from: NodeId, out: &mut Outputs) {
+        if self.tracker.as_ref().is_some_and(|t| t.done) || self.status == Status::Finished {
+            self.signal(out, from, Signal::AllComplete, self.node.0);
+            return;
+        }
+        if self.status != Status::Running {
+            return;
+        }
+        if !self.failed.contains(&from) {
+            // Its failure was not reported (yet): its earlier life is over all the same.
+            self.on_peer_failed(now, from, out);
+            if self.status != Status::Running {
+                return;
+            }
+        }
+        self.failed.remove(&from);
+        if let Some(t) = &mut self.tracker {
+            t.complete.remove(&from);
+        }
+        self.on_announce(from, out);
+    }
+
     fn on_peer_failed(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
         if !self.failed.insert(peer) {
             return;
@@ -1059,17 +1133,21 @@ impl BitTorrent {
                 Signal::Hello if !self.setup.layout.contains(from) || from == self.node => {
                     return Err(unexpected("hello from a node outside the swarm"))
                 }
-                Signal::Announce | Signal::Complete if self.tracker.is_none() => {
+                Signal::Announce | Signal::Complete | Signal::Rejoin if self.tracker.is_none() => {
                     return Err(unexpected("only the tracker (the root) takes this"))
                 }
-                Signal::Announce | Signal::Complete if !self.setup.layout.contains(from) => {
+                Signal::Announce | Signal::Complete | Signal::Rejoin
+                    if !self.setup.layout.contains(from) || from == self.node =>
+                {
                     return Err(unexpected("from a node outside the swarm"))
                 }
                 Signal::AllComplete if from != self.setup.root || self.tracker.is_some() => {
                     return Err(unexpected("only the tracker (the root) sends this"))
                 }
                 Signal::AllComplete
-                    if !self.store.is_complete() && self.status == Status::Running =>
+                    if !self.store.is_complete()
+                        && self.status == Status::Running
+                        && !self.rejoined =>
                 {
                     return Err(inconsistent("all complete, but this node is not"))
                 }
@@ -1082,13 +1160,26 @@ impl BitTorrent {
             | Message::Pong(_) => return Err(unexpected("not a BitTorrent message")),
             _ => {}
         }
+        if let Message::Signal(SignalMsg {
+            signal: Signal::Rejoin,
+            ..
+        }) = message
+        {
+            self.on_rejoin(now, from, out);
+            return Ok(());
+        }
         if self.status != Status::Running {
             // Late messages of a finished run are harmless.
             return Ok(());
         }
         match message {
             Message::Signal(s) => match s.signal {
-                Signal::Hello => self.add_peer(now, from, false, out),
+                Signal::Hello => {
+                    // A Hello from a node this one saw fail: it restarted (and rejoined).
+                    self.failed.remove(&from);
+                    self.add_peer(now, from, false, out)
+                }
+                Signal::Rejoin => {} // handled above
                 Signal::Interested | Signal::NotInterested => {
                     let interested = s.signal == Signal::Interested;
                     let Some(p) = self.peers.get_mut(&from) else {
@@ -1123,6 +1214,13 @@ impl BitTorrent {
                         t.complete.insert(from);
                     }
                     self.check_all_complete(out);
+                }
+                Signal::AllComplete if !self.store.is_complete() => {
+                    // Only a rejoined node gets here (checked above): the run ended first.
+                    self.status = Status::Aborted;
+                    out.push(Output::CancelTimer(RECHOKE_TIMER));
+                    out.push(Output::CancelTimer(OPTIMISTIC_TIMER));
+                    out.push(Output::Aborted(crate::node::AbortReason::RunEnded));
                 }
                 Signal::AllComplete => self.finish(out),
             },

@@ -358,11 +358,14 @@ pub enum Signal {
     Complete = 7,
     /// Every node holds every piece: serving may stop (8).
     AllComplete = 8,
+    /// The sender failed and restarted and joins the run again, as a guest that takes pieces
+    /// from anyone and announces none: tell it of every piece, serve it, wait for it (9).
+    Rejoin = 9,
 }
 
 impl Signal {
     /// Every signal, in byte order.
-    pub const ALL: [Signal; 8] = [
+    pub const ALL: [Signal; 9] = [
         Signal::Hello,
         Signal::Interested,
         Signal::NotInterested,
@@ -371,6 +374,7 @@ impl Signal {
         Signal::Announce,
         Signal::Complete,
         Signal::AllComplete,
+        Signal::Rejoin,
     ];
 
     /// The signal of a byte, None if unknown.

@@ -530,6 +530,13 @@ pub struct Mob {
     ack_pos: BTreeMap<NodeId, usize>,
     acks: BTreeSet<NodeId>,
     complete_sent_to: Option<NodeId>,
+    /// This machine is a restarted node's ([`Mob::rejoin`]): a guest of the run.
+    rejoined: bool,
+    /// Restarted nodes that rejoined through this node (guests): served and told of every
+    /// piece, never asked for one, outside the mobs and the acknowledgement tree.
+    guests: BTreeSet<NodeId>,
+    /// At the root: guests that reported Complete.
+    guests_done: BTreeSet<NodeId>,
     /// The time of the input being handled (requests are stamped with it).
     now: Time,
 }
@@ -593,6 +600,9 @@ impl Mob {
             ack_pos,
             acks: BTreeSet::new(),
             complete_sent_to: None,
+            rejoined: false,
+            guests: BTreeSet::new(),
+            guests_done: BTreeSet::new(),
             now: Time::ZERO,
         };
         m.compute_mobs();
@@ -605,6 +615,40 @@ impl Mob {
             }
         };
         Ok(m)
+    }
+
+    /// The machine of `node` restarting mid-run with the pieces it kept (e.g. verified pieces
+    /// read back from its partial output file): each one is verified against the manifest and
+    /// kept only if it matches. See "Rejoining" in the [module docs](self).
+    ///
+    /// Errors: those of [`Mob::new`]; the root cannot rejoin (its failure ends the run).
+    pub fn rejoin(
+        node: NodeId,
+        setup: &SwarmSetup,
+        config: MobConfig,
+        rng: ChaCha8Rng,
+        held: impl IntoIterator<Item = (u32, Bytes)>,
+    ) -> Result<Mob, SetupError> {
+        if node == setup.root {
+            return Err(SetupError::Data {
+                node,
+                what: "the root cannot rejoin: its failure ends the run",
+            });
+        }
+        let mut m = Mob::new(node, setup, None, config, rng)?;
+        for (i, data) in held {
+            if i < m.pieces && setup.verifier.verify(&setup.manifest, i, &data) {
+                m.store.insert(i, data);
+            }
+        }
+        m.rejoined = true;
+        m.relaxed = true;
+        Ok(m)
+    }
+
+    /// True for a restarted node's machine ([`Mob::rejoin`]).
+    pub fn is_rejoined(&self) -> bool {
+        self.rejoined
     }
 
     /// This node's mob share (empty at the root).
@@ -715,13 +759,12 @@ impl Mob {
     /// root's cluster, the root included. Without it, a node whose only candidate there failed
     /// (and whose cluster mates failed too) could never get its share.
     fn keep_a_root_cluster_peer(&mut self, out: &mut Outputs) {
-        if self.in_root_cluster() {
+        if self.in_root_cluster() || self.rejoined {
             return;
         }
-        let has_one = self
-            .peers
-            .iter()
-            .any(|p| p.alive && p.in_root_cluster && p.kind == Kind::Global);
+        let has_one = self.peers.iter().any(|p| {
+            p.alive && p.in_root_cluster && p.kind == Kind::Global && !self.guests.contains(&p.id)
+        });
         if has_one {
             return;
         }
@@ -764,7 +807,7 @@ impl Mob {
     /// Should peer `p` hear that this node holds piece `i`?
     /// A peer that announced the piece itself is not told (it will never ask for it).
     fn tells(&self, p: &Peer, i: u32) -> bool {
-        if !p.alive || p.id == self.setup.root || bit(&p.has, i) {
+        if self.rejoined || !p.alive || p.id == self.setup.root || bit(&p.has, i) {
             return false;
         }
         p.wants_all
@@ -821,7 +864,7 @@ impl Mob {
     /// Tells peer `k` of the held pieces it is to hear of (the root: its bitfield), skipping
     /// those in `skip` (already told).
     fn announce_held(&mut self, k: usize, skip: Option<&Range<u32>>, out: &mut Outputs) {
-        if self.store.held() == 0 {
+        if self.store.held() == 0 || self.rejoined {
             return;
         }
         let peer = &self.peers[k];
@@ -856,6 +899,10 @@ impl Mob {
         }
         self.started = true;
         self.last_progress = now;
+        if self.rejoined {
+            self.start_rejoined(now, out);
+            return;
+        }
         let layout = self.setup.layout.clone();
         // Phase 1: local peers.
         let locals: Vec<NodeId> = layout
@@ -916,6 +963,73 @@ impl Mob {
             self.arm_stall(now, out);
         }
         self.check_ack(out);
+    }
+
+    /// A restarted node's start: it asks every live member of its cluster and the root to take
+    /// it back ([`Signal::Rejoin`]), hands the kept pieces to its application, and steals
+    /// anything it misses from whoever announces it.
+    fn start_rejoined(&mut self, now: Time, out: &mut Outputs) {
+        let layout = self.setup.layout.clone();
+        let mut hosts: Vec<NodeId> = layout
+            .members(self.my_cluster)
+            .iter()
+            .copied()
+            .filter(|&n| n != self.me)
+            .collect();
+        if !hosts.contains(&self.setup.root) {
+            hosts.push(self.setup.root);
+        }
+        for id in hosts {
+            if self.failed.contains(&id) || self.peer_index.contains_key(&id) {
+                continue;
+            }
+            out.send(id, self.signal(Signal::Rejoin, 0));
+            self.add_peer(id, out);
+        }
+        for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
+            out.push(Output::Deliver { offset, data });
+        }
+        out.push(Output::Report(Report::Progress {
+            done_bytes: self.store.held_bytes(),
+            total_bytes: self.setup.manifest.total_len(),
+        }));
+        if !self.store.is_complete() {
+            self.arm_stall(now, out);
+        }
+        self.check_ack(out);
+    }
+
+    /// A restarted node asks to rejoin: it becomes a guest (see the [module docs](self)). The
+    /// root answers a guest that comes after the end with AllComplete.
+    fn on_rejoin(&mut self, from: NodeId, out: &mut Outputs) {
+        if self.status == Status::Finished {
+            if self.is_root {
+                out.send(from, self.signal(Signal::AllComplete, self.me.0));
+            }
+            return;
+        }
+        if self.status != Status::Running || self.rejoined {
+            return;
+        }
+        if !self.failed.contains(&from) {
+            // Its failure was not reported (yet): its earlier life is over all the same.
+            self.on_peer_failed(from, out);
+            if self.status != Status::Running {
+                return;
+            }
+        }
+        self.guests.insert(from);
+        self.guests_done.remove(&from);
+        let k = self.add_peer(from, out);
+        let words = self.peers[k].has.len();
+        let p = &mut self.peers[k];
+        p.alive = true;
+        p.wants_all = true;
+        p.share = 0..0;
+        p.has = vec![0; words];
+        p.cand.clear();
+        p.outstanding = 0;
+        self.announce_held(k, None, out);
     }
 
     fn arm_stall(&mut self, now: Time, out: &mut Outputs) {
@@ -1251,7 +1365,7 @@ impl Mob {
             }
             Message::Piece(p) => self.check_piece(from, kind, p.piece)?,
             Message::Signal(s) => {
-                if s.signal == Signal::AllComplete && !self.store.is_complete() {
+                if s.signal == Signal::AllComplete && !self.store.is_complete() && !self.rejoined {
                     return Err(ProtocolError::Inconsistent {
                         from,
                         kind,
@@ -1346,6 +1460,11 @@ impl Mob {
                     }
                 }
             }
+            Signal::Rejoin => self.on_rejoin(from, out),
+            Signal::Complete if self.guests.contains(&from) => {
+                self.guests_done.insert(from);
+                self.check_ack(out);
+            }
             Signal::Complete => {
                 if self.status == Status::Finished {
                     // A late report (its parent failed after passing AllComplete on, before it
@@ -1355,6 +1474,15 @@ impl Mob {
                 }
                 self.acks.insert(from);
                 self.check_ack(out);
+            }
+            Signal::AllComplete if !self.store.is_complete() => {
+                // Only a guest gets here (checked above): the run ended without it.
+                if self.status == Status::Running {
+                    self.stall_armed = false;
+                    self.status = Status::Aborted;
+                    out.push(Output::CancelTimer(STALL_TIMER));
+                    out.push(Output::Aborted(AbortReason::RunEnded));
+                }
             }
             Signal::AllComplete => self.finish(out),
             // Signals of other protocols: harmless, ignored.
@@ -1450,6 +1578,9 @@ impl Mob {
     /// The nearest live descendants in the acknowledgement tree.
     fn ack_children(&self) -> Vec<NodeId> {
         let mut out = Vec::new();
+        if self.rejoined {
+            return out;
+        }
         let mut stack = vec![self.ack_pos[&self.me]];
         while let Some(k) = stack.pop() {
             for c in [2 * k + 1, 2 * k + 2] {
@@ -1471,8 +1602,18 @@ impl Mob {
         if !self.started || self.status != Status::Running || !self.store.is_complete() {
             return;
         }
+        if self.rejoined {
+            // A guest reports to the root directly: the tree went on without it.
+            if self.complete_sent_to.is_none() {
+                self.complete_sent_to = Some(self.setup.root);
+                out.send(self.setup.root, self.signal(Signal::Complete, self.me.0));
+            }
+            return;
+        }
         let children = self.ack_children();
-        if !children.iter().all(|c| self.acks.contains(c)) {
+        if !children.iter().all(|c| self.acks.contains(c))
+            || (self.is_root && !self.guests.iter().all(|g| self.guests_done.contains(g)))
+        {
             return;
         }
         if self.is_root {
@@ -1492,6 +1633,11 @@ impl Mob {
         for c in self.ack_children() {
             out.send(c, self.signal(Signal::AllComplete, self.me.0));
         }
+        if self.is_root {
+            for &g in &self.guests {
+                out.send(g, self.signal(Signal::AllComplete, self.me.0));
+            }
+        }
         if self.stall_armed {
             self.stall_armed = false;
             out.push(Output::CancelTimer(STALL_TIMER));
@@ -1501,6 +1647,19 @@ impl Mob {
     }
 
     fn on_peer_failed(&mut self, peer: NodeId, out: &mut Outputs) {
+        if self.guests.remove(&peer) {
+            // A guest failed again: nothing of the mobs depended on it.
+            self.guests_done.remove(&peer);
+            if let Some(&k) = self.peer_index.get(&peer) {
+                self.peers[k].alive = false;
+                self.peers[k].cand.clear();
+                self.peers[k].outstanding = 0;
+            }
+            if self.status == Status::Running {
+                self.check_ack(out);
+            }
+            return;
+        }
         if peer == self.me || !self.setup.layout.contains(peer) || !self.failed.insert(peer) {
             return;
         }

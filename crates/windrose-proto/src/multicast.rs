@@ -95,6 +95,33 @@ pub enum MulticastSpec {
     },
 }
 
+/// The machine of `node` restarting mid-run with the pieces it kept, for any protocol of
+/// `spec` ([`Mob::rejoin`], [`BitTorrent::rejoin`], [`TreeMulticast::rejoin`]); every kept
+/// piece is verified before it counts.
+pub fn build_rejoining(
+    node: NodeId,
+    setup: &SwarmSetup,
+    spec: &MulticastSpec,
+    run_seed: u64,
+    held: Vec<(u32, Bytes)>,
+) -> Result<Box<dyn Protocol + Send>, SetupError> {
+    // A restarted process draws from a generator of its own, not its first life's.
+    let rng = node_rng(run_seed ^ 0x7265_6a6f_696e, node);
+    Ok(match spec {
+        MulticastSpec::Mob(c) => Box::new(Mob::rejoin(node, setup, c.clone(), rng, held)?),
+        MulticastSpec::BitTorrent(c) => {
+            Box::new(BitTorrent::rejoin(node, setup, c.clone(), rng, held)?)
+        }
+        MulticastSpec::Trees { plan, config } => Box::new(TreeMulticast::rejoin(
+            node,
+            setup,
+            plan.clone(),
+            *config,
+            held,
+        )?),
+    })
+}
+
 /// The machine of `node` for one run: `data` only at the root, randomness from
 /// [`node_rng`]`(run_seed, node)`.
 ///

@@ -185,6 +185,9 @@ pub enum AbortReason {
         /// The time waited.
         waited: Duration,
     },
+    /// A restarted node asked to rejoin a run that had already ended.
+    #[error("the run ended before this node rejoined it")]
+    RunEnded,
 }
 
 /// An action the driver performs for a machine: see the driver's contract in the

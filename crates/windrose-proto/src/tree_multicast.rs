@@ -390,6 +390,8 @@ pub struct TreeMulticast {
     idle_armed: bool,
     /// Bad copies received, per piece.
     bad: BTreeMap<u32, u32>,
+    /// A restarted node's machine ([`TreeMulticast::rejoin`]).
+    rejoined: bool,
 }
 
 impl std::fmt::Debug for TreeMulticast {
@@ -486,7 +488,49 @@ impl TreeMulticast {
             last_heard: Time::ZERO,
             idle_armed: false,
             bad: BTreeMap::new(),
+            rejoined: false,
         })
+    }
+
+    /// The machine of `node` restarting mid-run with the pieces it kept (e.g. read back from
+    /// its partial output file): each is verified against the manifest and kept only if it
+    /// matches. Its children were re-attached to the root when it failed, so it forwards
+    /// nothing; at start it asks the root for every piece it misses, as a node whose parent
+    /// failed does (the root serves requests even after it has finished).
+    ///
+    /// Errors: those of [`TreeMulticast::new`]; the root cannot rejoin.
+    pub fn rejoin(
+        node: NodeId,
+        setup: &SwarmSetup,
+        plan: Arc<TreePlan>,
+        config: TreeMulticastConfig,
+        held: impl IntoIterator<Item = (u32, Bytes)>,
+    ) -> Result<TreeMulticast, SetupError> {
+        if node == setup.root {
+            return Err(SetupError::Data {
+                node,
+                what: "the root cannot rejoin: its failure ends the run",
+            });
+        }
+        let mut m = TreeMulticast::new(node, setup, None, plan, config)?;
+        for (i, data) in held {
+            if i < m.store.piece_count()
+                && !m.store.has(i)
+                && setup.verifier.verify(&setup.manifest, i, &data)
+            {
+                m.store.insert(i, data);
+                let k = m.tree_of(i);
+                m.trees[k].missing -= 1;
+            }
+        }
+        for edge in &mut m.edges {
+            edge.alive = false;
+        }
+        for t in &mut m.trees {
+            t.parent = Some(setup.root);
+        }
+        m.rejoined = true;
+        Ok(m)
     }
 
     /// The configuration it runs with.
@@ -539,6 +583,27 @@ impl TreeMulticast {
             self.progress(out);
             for p in 0..self.store.piece_count() {
                 self.forward(now, p, out);
+            }
+        } else if self.rejoined {
+            for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
+                out.push(Output::Deliver { offset, data });
+            }
+            self.progress(out);
+            for p in (0..self.store.piece_count()).filter(|&p| !self.store.has(p)) {
+                out.send(
+                    self.root,
+                    Message::Request(PieceRef {
+                        transfer: self.setup.transfer,
+                        piece: p,
+                    }),
+                );
+            }
+            if let Some(t) = self.idle_timeout.filter(|_| !self.store.is_complete()) {
+                self.idle_armed = true;
+                out.push(Output::SetTimer {
+                    timer: IDLE_TIMER,
+                    at: now + t,
+                });
             }
         } else if self.store.is_complete() {
             self.progress(out); // an empty transfer
@@ -752,7 +817,11 @@ impl TreeMulticast {
                 why: "only the root and the piece's parent serve requests",
             });
         }
-        if edge.is_some_and(|e| !self.edges[e].alive) || self.status == Status::Aborted {
+        // A relay serves only its live children; the root serves anyone, also a child it saw
+        // fail that restarted and asks again.
+        if (self.node != self.root && edge.is_some_and(|e| !self.edges[e].alive))
+            || self.status == Status::Aborted
+        {
             return Ok(());
         }
         if let Some(payload) = self.store.get(r.piece).cloned() {

@@ -154,6 +154,7 @@ fn run(
                             Signal::Announce => "announce",
                             Signal::Complete => "complete",
                             Signal::AllComplete => "all_complete",
+                            Signal::Rejoin => "rejoin",
                         },
                         m => m.kind().name(),
                     };

@@ -26,7 +26,9 @@
 //! - **restarts**: [`Simulation::restart_node_at`] brings a failed node back with a new
 //!   machine (a restarted process: whatever it kept, e.g. verified pieces on disk, is the
 //!   machine's own state): the messages still queued on its connections are dropped as at the
-//!   failure, and its peers are not told; they learn of it from its messages, as over TCP;
+//!   failure, and its peers are not told; they learn of it from its messages, as over TCP. The
+//!   restarted machine gets `Input::PeerFailed` for every node that is down at that instant
+//!   (its dials to them would fail), then `Input::Start`;
 //! - **network changes**: [`Simulation::schedule_change`] delegates to [`Network::schedule`].
 //!
 //! A message to a node of the platform that has no machine crosses the network and is counted
@@ -1215,6 +1217,15 @@ impl Simulation {
         m.progress = None;
         if self.logging() {
             self.log_line(LogLine::new(now, node, "restart"))?;
+        }
+        // A restarted process finds the nodes that are down by failing to reach them: it is
+        // told before it starts, so it does not count on them.
+        let down: Vec<NodeId> = (0..self.slots.len())
+            .filter(|&j| j != i && self.slots[j].machine.is_some() && self.slots[j].failed)
+            .map(NodeId::from)
+            .collect();
+        for p in down {
+            self.dispatch(node, Input::PeerFailed(p), Some(p), self.time_now())?;
         }
         self.dispatch(node, Input::Start, None, self.time_now())
     }

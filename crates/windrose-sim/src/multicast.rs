@@ -43,7 +43,7 @@ use windrose_model::platform::{LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::bittorrent::BitTorrentConfig;
 use windrose_proto::mob::MobConfig;
-use windrose_proto::multicast::build;
+use windrose_proto::multicast::{build, build_rejoining};
 pub use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, SwarmSetup};
 use windrose_proto::tree_multicast::{TreeMulticastConfig, TreePlan};
@@ -192,6 +192,11 @@ pub struct Probe {
     pieces: u32,
     bound_bytes_s: f64,
     wall_start: Instant,
+    /// What a restarted node's machine is built from ([`Probe::restart_at`]).
+    setup: SwarmSetup,
+    spec: MulticastSpec,
+    seed: u64,
+    clusters: Arc<Vec<ClusterId>>,
 }
 
 /// A machine with the probe watching its outputs (it changes nothing of what the machine does).
@@ -335,6 +340,33 @@ impl MulticastOutcome {
 }
 
 impl Probe {
+    /// Restarts `node` (failed by then) at `at_s` with the pieces it kept, e.g. what it had
+    /// written to disk before it crashed: the protocol's rejoining machine
+    /// ([`build_rejoining`]), watched like the others. Pieces that fail verification are
+    /// dropped by the machine. A node that never started (failed at 0) joins late this way.
+    ///
+    /// Errors: the root (it cannot rejoin), a node outside the platform, a bad time.
+    pub fn restart_at(
+        &self,
+        sim: &mut Simulation,
+        node: NodeId,
+        at_s: f64,
+        held: Vec<(u32, Bytes)>,
+    ) -> Result<(), MulticastError> {
+        let inner = build_rejoining(node, &self.setup, &self.spec, self.seed, held)?;
+        sim.restart_node_at(
+            Box::new(Probed {
+                inner,
+                probe: self.state.clone(),
+                clusters: self.clusters.clone(),
+                cluster_count: self.cluster_count,
+                complete: false,
+            }),
+            at_s,
+        )?;
+        Ok(())
+    }
+
     /// The protocol being run.
     pub fn protocol(&self) -> MulticastProtocol {
         self.protocol
@@ -458,6 +490,10 @@ pub fn prepare(
         pieces: data.manifest.piece_count(),
         bound_bytes_s: bound.bytes_s,
         wall_start,
+        setup,
+        spec: spec.clone(),
+        seed,
+        clusters,
     };
     Ok((sim, probe))
 }

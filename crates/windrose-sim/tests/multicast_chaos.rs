@@ -1,9 +1,12 @@
-//! Receivers that crash mid-multicast (issue 8): for each of MOB, BitTorrent, Balanced
-//! Multicasting and MagPIe, 1000 seeded runs on random small platforms (2-4 clusters of 2-6
-//! nodes, random capacities and latencies, random piece sizes, 8-64 pieces) in which 1 to 3
-//! random receivers fail at random times. Every run must end within a bounded simulated time,
-//! with no refused input, and every node that did not fail must finish holding exactly the
-//! root's bytes. A failing case prints its seed; `WINDROSE_CHAOS_RUNS=N` changes the number of
+//! Receivers that crash mid-multicast, and some that come back (issue 8): for each of MOB,
+//! BitTorrent, Balanced Multicasting and MagPIe, 1000 seeded runs on random small platforms
+//! (2-4 clusters of 2-6 nodes, random capacities and latencies, random piece sizes, 8-64
+//! pieces) in which 1 to 3 random receivers fail at random times, and about half of them
+//! restart a random while later with a random part of the pieces they held (as read back from
+//! disk; one of them sometimes corrupted, which the machine must refuse). Every run must end
+//! within a bounded simulated time, with no refused input; every node that did not fail must
+//! finish holding exactly the root's bytes, and so must every restarted node, unless the run
+//! was already over when it came back (then it ends with "the run ended"). A failing case prints its seed; `WINDROSE_CHAOS_RUNS=N` changes the number of
 //! runs, `WINDROSE_CHAOS_SEED=S` runs only seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event
 //! log is written to FILE).
 
@@ -24,6 +27,8 @@ struct Case {
     data: Bytes,
     piece_bytes: u32,
     failures: Vec<(NodeId, f64)>,
+    /// Restarts: node, time, the pieces it kept, whether one kept piece is corrupted.
+    restarts: Vec<(NodeId, f64, Vec<u32>, bool)>,
     /// A time by which the run must have ended (simulated seconds).
     limit_s: f64,
 }
@@ -72,23 +77,42 @@ fn case(seed: u64) -> Case {
             victims.push(v);
         }
     }
-    let failures = victims
+    let failures: Vec<(NodeId, f64)> = victims
         .into_iter()
         .map(|v| (v, rng.gen_range(0.0..span_s)))
         .collect();
+    let mut restarts = Vec::new();
+    for &(v, at) in &failures {
+        if rng.gen_bool(0.5) {
+            // Soon enough, mostly, to come back while the run goes on.
+            let back = at + rng.gen_range(0.0..0.1 * (span_s - 0.5) + 0.02);
+            let keep = rng.gen_range(0.0..1.0);
+            let kept: Vec<u32> = (0..pieces).filter(|_| rng.gen_bool(keep)).collect();
+            let corrupt = !kept.is_empty() && rng.gen_bool(0.25);
+            restarts.push((v, back, kept, corrupt));
+        }
+    }
     Case {
         platform,
         data: Bytes::from(data),
         piece_bytes,
         failures,
+        restarts,
         // Stall timers (MOB 60 s, BitTorrent's request timeouts) may be needed after a
         // failure; a run still stuck after this long hangs.
         limit_s: 50.0 * span_s + 2000.0,
     }
 }
 
+/// Restarted nodes of a case: how many finished, how many came back after the end.
+#[derive(Default)]
+struct Rejoins {
+    finished: usize,
+    too_late: usize,
+}
+
 /// Runs one case; an error says what went wrong.
-fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
+fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<Rejoins, String> {
     let c = case(seed);
     let root = NodeId(0);
     let shared = SharedData::new(c.data.clone(), c.piece_bytes).map_err(|e| e.to_string())?;
@@ -101,7 +125,7 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
         },
         ..SimConfig::default()
     };
-    let (mut sim, _probe) = prepare(
+    let (mut sim, probe) = prepare(
         &c.platform,
         root,
         &shared,
@@ -113,6 +137,27 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     for &(v, at) in &c.failures {
         sim.fail_node_at(v, at).map_err(|e| e.to_string())?;
+    }
+    let piece = c.piece_bytes as usize;
+    for (v, at, kept, corrupt) in &c.restarts {
+        let held = kept
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let start = i as usize * piece;
+                let end = (start + piece).min(c.data.len());
+                let mut bytes = c.data.slice(start..end);
+                if *corrupt && j == 0 {
+                    let mut v = bytes.to_vec();
+                    v[0] ^= 0x5a;
+                    bytes = Bytes::from(v);
+                }
+                (i, bytes)
+            })
+            .collect();
+        probe
+            .restart_at(&mut sim, *v, *at, held)
+            .map_err(|e| e.to_string())?;
     }
     let log = std::env::var_os("WINDROSE_CHAOS_LOG").map(|_| MemoryLog::new());
     if let Some(l) = &log {
@@ -126,12 +171,34 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
     if !m.errors.is_empty() {
         return Err(format!("refused inputs: {:?}", m.errors));
     }
+    let root_done_s = m.node(root).and_then(|r| r.finished_at_s);
+    let mut rejoins = Rejoins::default();
     for i in 0..c.platform.node_count() {
         let node = NodeId::from(i);
-        if c.failures.iter().any(|f| f.0 == node) {
+        let restart = c.restarts.iter().find(|r| r.0 == node);
+        if c.failures.iter().any(|f| f.0 == node) && restart.is_none() {
             continue;
         }
         let nm = m.node(node).ok_or("no metrics")?;
+        if let Some(r) = restart {
+            if nm.restarts.len() != 1 {
+                return Err(format!("node {node} restarted {} times", nm.restarts.len()));
+            }
+            // Over when it came back, or while its first message to the root was on its way.
+            let late = root_done_s.is_some_and(|d| d <= r.1 + 0.1);
+            if late && nm.outcome != NodeOutcome::Finished {
+                if nm.abort_reason.as_deref() != Some("the run ended before this node rejoined it")
+                {
+                    return Err(format!(
+                        "node {node} came back at {} s after the end and ended {:?} ({:?})",
+                        r.1, nm.outcome, nm.abort_reason
+                    ));
+                }
+                rejoins.too_late += 1;
+                continue;
+            }
+            rejoins.finished += 1;
+        }
         if nm.outcome != NodeOutcome::Finished {
             return Err(format!(
                 "node {node} ended {:?} ({:?})",
@@ -159,7 +226,7 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(rejoins)
 }
 
 fn chaos(protocol: MulticastProtocol) {
@@ -175,14 +242,25 @@ fn chaos(protocol: MulticastProtocol) {
         None => (0..runs).collect(),
     };
     let mut failed = Vec::new();
+    let mut total = Rejoins::default();
     for &seed in &seeds {
-        if let Err(e) = run_case(protocol, seed) {
-            failed.push(format!(
+        match run_case(protocol, seed) {
+            Ok(r) => {
+                total.finished += r.finished;
+                total.too_late += r.too_late;
+            }
+            Err(e) => failed.push(format!(
                 "seed {seed}: {e}\n  case: {:?}",
                 case(seed).failures
-            ));
+            )),
         }
     }
+    eprintln!(
+        "{protocol}: {} runs, {} restarted nodes finished, {} came back after the end",
+        seeds.len(),
+        total.finished,
+        total.too_late
+    );
     assert!(
         failed.is_empty(),
         "{protocol}: {} of {} chaos runs failed (replay one with WINDROSE_CHAOS_SEED=S):\n{}",
@@ -195,6 +273,16 @@ fn chaos(protocol: MulticastProtocol) {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    // The restarts must have been exercised (failures drawn after a quick run's end come
+    // back after it too, so not all of them can finish).
+    if seeds.len() >= 100 {
+        assert!(
+            total.finished >= seeds.len() / 5,
+            "{protocol}: only {} restarted nodes finished, {} came back too late",
+            total.finished,
+            total.too_late
+        );
+    }
 }
 
 #[test]

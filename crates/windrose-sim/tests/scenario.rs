@@ -210,7 +210,24 @@ fn unknown_keys_missing_tables_and_joins_are_reported() {
         e.starts_with(&format!("s.toml:{}:", line_of(&text, "[[join]]"))),
         "{e}"
     );
-    assert!(e.contains("node joins are not supported"), "{e}");
+    assert!(e.contains("joins need a multicast workload"), "{e}");
+    let mc = |extra: &str| {
+        small(extra)
+            .replace(
+                "protocol = \"broadcast\"\ntree = \"binomial\"\n",
+                "kind = \"multicast\"\nprotocol = \"mob\"\npiece_bytes = \"10kB\"\n",
+            )
+            .replace("segment_bytes = \"10kB\"\n", "")
+    };
+    assert_eq!(err(&mc("[[join]]\nnode = 3\nat_s = 1\n")), "no error");
+    let e = err(&mc("[[join]]\nnode = 0\nat_s = 1\n"));
+    assert!(e.contains("`join[0].node`: the root cannot join"), "{e}");
+    let e = err(&mc(
+        "[[join]]\nnode = 3\nat_s = 1\n[[join]]\nnode = 3\nat_s = 2\n",
+    ));
+    assert!(e.contains("`join[1].node`: node 3 joins twice"), "{e}");
+    let e = err(&mc("[[join]]\nnode = 9\nat_s = 1\n"));
+    assert!(e.contains("join[0].node"), "{e}");
     let e = err(&small("[[change]]\nat_s = 1\nlink = \"wan:0:1\"\n"));
     assert!(e.contains("`change[0]` changes nothing"), "{e}");
     assert!(matches!(
@@ -541,4 +558,31 @@ fn failed_nodes_stay_failed_and_stuck_runs_end() {
         );
     }
     assert!(!r.all_finished());
+}
+
+/// A node that joins a MOB multicast late fetches everything and finishes after it joined;
+/// every protocol takes it the same way, and before its join it holds nothing.
+#[test]
+fn a_late_node_joins_a_multicast_and_completes() {
+    for protocol in ["mob", "bittorrent", "balanced", "magpie"] {
+        let text = small("[[join]]\nnode = 4\nat_s = 0.1\n")
+            .replace(
+                "protocol = \"broadcast\"\ntree = \"binomial\"\n",
+                &format!(
+                    "kind = \"multicast\"\nprotocol = \"{protocol}\"\npiece_bytes = \"10kB\"\n"
+                ),
+            )
+            .replace("segment_bytes = \"10kB\"\n", "");
+        let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+        assert_eq!(s.joins.len(), 1);
+        let r = run_scenario(&s, 1, None).unwrap();
+        let n4 = &r.nodes[4];
+        assert_eq!(n4.outcomes, [NodeOutcome::Finished], "{protocol}: {n4:?}");
+        let done = n4.completion_s[0].unwrap();
+        assert!(done > 0.1, "{protocol}: finished at {done}");
+        assert_eq!(n4.app_bytes_delivered, 100_000, "{protocol}");
+        for (i, n) in r.nodes.iter().enumerate().filter(|(i, _)| *i != 4) {
+            assert_eq!(n.outcomes, [NodeOutcome::Finished], "{protocol}: node {i}");
+        }
+    }
 }

@@ -67,8 +67,14 @@
 //! A scatter workload ([`WorkloadKind::Scatter`]) also takes `compute_bytes_s` (every node's
 //! compute speed, bytes/s; default 1e8), per-node overrides `[[workload.node]]` with `id` and
 //! `compute_bytes_s`, and `send_mode = "sequential" | "parallel"` (default sequential, the
-//! divisible-load model). Node joins (`[[join]]`) are recognised and rejected: the engine does
-//! not simulate them yet.
+//! divisible-load model).
+//!
+//! A node that joins (`[[join]]` with `node` and `at_s`, like `[[fail]]`) is absent until `at_s` (failed from the start of every
+//! repetition before it, so the others plan without it) and then starts with nothing, as the
+//! multicast protocols take a restarted node back ([`windrose_proto::multicast::build_rejoining`]):
+//! it asks to rejoin and fetches every piece. Joins need a multicast workload (tree broadcasts
+//! and scatters cannot take a node mid-run), a node joins once, and the root cannot join. A
+//! join after a repetition's end counts from the next repetition on.
 //!
 //! A multicast workload (seed 002) names its kind and protocol, and takes no tree:
 //!
@@ -408,7 +414,7 @@ pub struct TimedChange {
 /// A node that crashes.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct NodeFailure {
-    /// The node.
+    /// The node (that fails, or joins).
     pub node: NodeId,
     /// When, seconds.
     pub at_s: f64,
@@ -565,6 +571,8 @@ pub struct Scenario {
     pub mayhem: Option<Mayhem>,
     /// Node failures, in file order.
     pub failures: Vec<NodeFailure>,
+    /// Late joins, in file order (multicast workloads only).
+    pub joins: Vec<NodeFailure>,
     /// The workload.
     pub workload: Workload,
 }
@@ -825,11 +833,9 @@ struct Doc {
     change: Option<Vec<Spanned<ChangeDoc>>>,
     mayhem: Option<Spanned<MayhemDoc>>,
     fail: Option<Vec<Spanned<FailDoc>>>,
-    join: Option<Vec<Spanned<Table>>>,
+    join: Option<Vec<Spanned<FailDoc>>>,
     workload: Option<Spanned<WorkloadDoc>>,
 }
-
-type Table = toml::map::Map<String, Value>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1177,17 +1183,42 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         let at_s = src.time(at, &key("at_s"))?;
         failures.push(NodeFailure { node, at_s });
     }
-    if let Some(j) = doc.join.iter().flatten().next() {
-        return Err(src.err(
-            &j.span(),
-            "`join`: node joins are not supported by the simulator yet (only `[[fail]]`); remove the `[[join]]` tables",
-        ));
-    }
-
     let w = doc.workload.as_ref().ok_or_else(|| {
         src.no_pos("no `[workload]` table: expected `protocol`, `tree`, `root` and `message_bytes`")
     })?;
     let workload = parse_workload(&src, w, &platform)?;
+    let mut joins: Vec<NodeFailure> = Vec::new();
+    for (k, j) in doc.join.iter().flatten().enumerate() {
+        let span = j.span();
+        let d = j.get_ref();
+        let key = |name: &str| format!("join[{k}].{name}");
+        if workload.kind != WorkloadKind::Multicast {
+            return Err(src.err(
+                &span,
+                format!(
+                    "`{}`: joins need a multicast workload (kind = \"multicast\"): a tree broadcast or a scatter cannot take a node mid-run",
+                    key("node")
+                ),
+            ));
+        }
+        let node = src.need(&d.node, &span, &key("node"), "the node that joins")?;
+        let node = src.node(node, &key("node"), &platform)?;
+        if node == workload.root {
+            return Err(src.err(
+                &span,
+                format!(
+                    "`{}`: the root cannot join late: it holds the data",
+                    key("node")
+                ),
+            ));
+        }
+        if joins.iter().any(|j| j.node == node) {
+            return Err(src.err(&span, format!("`{}`: node {node} joins twice", key("node"))));
+        }
+        let at = src.need(&d.at_s, &span, &key("at_s"), "when it joins, seconds")?;
+        let at_s = src.time(at, &key("at_s"))?;
+        joins.push(NodeFailure { node, at_s });
+    }
     Ok(Scenario {
         name,
         description,
@@ -1197,6 +1228,7 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         changes,
         mayhem,
         failures,
+        joins,
         workload,
     })
 }

@@ -278,6 +278,10 @@ pub fn run_scenario_shared(
     let mut timeline = Timeline::new(scenario, seed);
     let mut platform = nominal.clone();
     let mut dead = vec![false; nominal.node_count()];
+    // A node that joins late is absent until then.
+    for j in &scenario.joins {
+        dead[j.node.index()] = true;
+    }
     let mut stats = RunStats::default();
     let pipe = LogPipe::default();
     let mut reps = Vec::new();
@@ -348,6 +352,7 @@ pub fn run_scenario_shared(
                     pipe.write_own(&mut log, &own_line(t, &item))?;
                     schedule_item(
                         &mut sim,
+                        probe.as_ref(),
                         &mut platform,
                         &mut dead,
                         t - start,
@@ -561,6 +566,7 @@ enum Item {
     Draw { k: u64, changes: Vec<Change> },
     Change(Change),
     Fail(NodeId),
+    Join(NodeId),
 }
 
 #[derive(Default)]
@@ -591,8 +597,9 @@ impl Timeline {
             .iter()
             .map(|c| (c.at_s, Item::Change(c.change)))
             .chain(s.failures.iter().map(|f| (f.at_s, Item::Fail(f.node))))
+            .chain(s.joins.iter().map(|j| (j.at_s, Item::Join(j.node))))
             .collect();
-        // Stable: at one instant, changes in file order, then failures in file order.
+        // Stable: at one instant, changes in file order, then failures, then joins.
         fixed.sort_by(|a, b| a.0.total_cmp(&b.0));
         Timeline {
             fixed,
@@ -677,6 +684,7 @@ fn apply_now(
             apply_change(platform, c)?;
         }
         Item::Fail(n) => dead[n.index()] = true,
+        Item::Join(n) => dead[n.index()] = false,
     }
     Ok(())
 }
@@ -685,6 +693,7 @@ fn apply_now(
 /// platform the next repetition starts from, in step).
 fn schedule_item(
     sim: &mut Simulation,
+    probe: Option<&Probe>,
     platform: &mut Platform,
     dead: &mut [bool],
     rel: f64,
@@ -708,6 +717,17 @@ fn schedule_item(
         Item::Fail(n) => {
             dead[n.index()] = true;
             sim.fail_node_at(*n, rel).map_err(engine_err)?;
+        }
+        Item::Join(n) => {
+            let probe = probe
+                .ok_or_else(|| ScenarioError::Setup("joins need a multicast workload".into()))?;
+            // It was absent (failed at the repetition's start) and comes with nothing.
+            if dead[n.index()] {
+                dead[n.index()] = false;
+                probe
+                    .restart_at(sim, *n, rel, Vec::new())
+                    .map_err(|e| ScenarioError::Setup(format!("node {n} cannot join: {e}")))?;
+            }
         }
     }
     Ok(())
@@ -735,6 +755,7 @@ fn own_line(t: f64, item: &Item) -> serde_json::Value {
             }),
         },
         Item::Fail(n) => serde_json::json!({"t": t, "ev": "fail_scheduled", "node": n.0}),
+        Item::Join(n) => serde_json::json!({"t": t, "ev": "join_scheduled", "node": n.0}),
     }
 }
 
