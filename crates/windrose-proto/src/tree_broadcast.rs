@@ -16,13 +16,21 @@
 //! the same step: the root finishes on [`Input::Start`]. Payloads are never copied: every frame
 //! carries a slice of the root's [`Bytes`] or of a receive buffer.
 //!
-//! Failures: a child declared failed is skipped from then on (its subtree misses the rest; tree
-//! repair belongs to a later protocol). If the parent fails, or — with an
+//! Failures: a child declared failed is skipped from then on. A node whose parent fails
+//! re-attaches to the root, the one node sure to hold the whole message (it keeps it; a relay
+//! keeps only what it has not forwarded yet): it asks with a [`Message::Request`] whose `piece`
+//! is the first segment it misses, the root sends every frame from there, and the node drops
+//! the part of the first one it already holds, then forwards to its own children as before,
+//! so the orphaned subtree hangs under the root without a rebuild. The root answers such
+//! requests also after it has finished. A node that restarts, or joins late
+//! ([`TreeBroadcast::rejoin`]), asks the root the same way from segment 0; its children were
+//! re-attached when it failed, so it forwards nothing. If the root fails, or — with an
 //! [`idle_timeout`](BroadcastConfig::idle_timeout) — nothing arrives for that long, a node that
 //! is not complete aborts. Timer: [`IDLE_TIMER`].
 
 use crate::frame::{
-    DataSegment, Message, MessageKind, TransferId, DEFAULT_MAX_BODY_LEN, MAX_FIXED_BODY_LEN,
+    DataSegment, Message, MessageKind, PieceRef, TransferId, DEFAULT_MAX_BODY_LEN,
+    MAX_FIXED_BODY_LEN,
 };
 use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
@@ -143,6 +151,8 @@ fn chunk_into(offset: u64, piece: Bytes, max: u32, chunks: &mut Vec<(u64, Bytes)
 #[derive(Clone, Debug)]
 pub struct TreeBroadcast {
     me: NodeId,
+    /// The tree's root (None at the root itself).
+    root: Option<NodeId>,
     parent: Option<NodeId>,
     children: Vec<NodeId>,
     child_alive: Vec<bool>,
@@ -161,6 +171,12 @@ pub struct TreeBroadcast {
     pending: VecDeque<Bytes>,
     /// When the idle timer is due (non-root nodes with a timeout).
     idle_deadline: Option<Time>,
+    /// The root: the whole message, for nodes that re-attach to it.
+    root_data: Option<Bytes>,
+    /// The parent now is the root after a repair (or a rejoin): frames may overlap what is held.
+    reattached: bool,
+    /// A restarted or late node's machine ([`TreeBroadcast::rejoin`]).
+    rejoined: bool,
 }
 
 impl TreeBroadcast {
@@ -180,6 +196,7 @@ impl TreeBroadcast {
             return Err(SetupError::NotInTree { node: me });
         }
         let is_root = tree.root() == me;
+        let root_data = data.clone().filter(|_| is_root);
         let (total_len, pending) = match (is_root, data) {
             (true, Some(d)) => (Some(d.len() as u64), VecDeque::from([d])),
             (true, None) => {
@@ -199,6 +216,7 @@ impl TreeBroadcast {
         let children = tree.children(me).to_vec();
         Ok(TreeBroadcast {
             me,
+            root: (!is_root).then(|| tree.root()),
             parent: tree.parent(me),
             child_alive: vec![true; children.len()],
             children,
@@ -211,7 +229,39 @@ impl TreeBroadcast {
             forward_done: false,
             pending,
             idle_deadline: None,
+            root_data,
+            reattached: false,
+            rejoined: false,
         })
+    }
+
+    /// The machine of `me` restarting, or joining late, in a running broadcast over `tree`: it
+    /// holds nothing, asks the root for the whole message and forwards nothing (its children
+    /// re-attached to the root when it was found missing).
+    ///
+    /// Errors: those of [`TreeBroadcast::new`]; the root cannot rejoin.
+    pub fn rejoin(
+        me: NodeId,
+        tree: &Tree,
+        config: BroadcastConfig,
+    ) -> Result<TreeBroadcast, SetupError> {
+        if tree.root() == me {
+            return Err(SetupError::Data {
+                node: me,
+                what: "the root cannot rejoin: its failure ends the broadcast",
+            });
+        }
+        let mut m = TreeBroadcast::new(me, tree, None, config)?;
+        m.child_alive.iter_mut().for_each(|a| *a = false);
+        m.parent = Some(tree.root());
+        m.reattached = true;
+        m.rejoined = true;
+        Ok(m)
+    }
+
+    /// The root of the tree.
+    fn tree_root(&self) -> Option<NodeId> {
+        self.root
     }
 
     /// The parent (None at the root).
@@ -249,8 +299,89 @@ impl TreeBroadcast {
             self.forward_ready(out);
             self.check_finished(out);
         } else {
+            if self.rejoined {
+                self.ask_root(out);
+            }
             self.arm_idle_timer(now, out);
         }
+    }
+
+    /// Asks the root for everything from the first segment this node misses.
+    fn ask_root(&self, out: &mut Outputs) {
+        let Some(root) = self.parent else { return };
+        let first = self.received / self.config.segment_bytes;
+        out.send(
+            root,
+            Message::Request(PieceRef {
+                transfer: self.config.transfer,
+                piece: u32::try_from(first).unwrap_or(u32::MAX),
+            }),
+        );
+    }
+
+    /// At the root: a node that re-attached asks for every frame from segment `r.piece` on.
+    fn on_request(
+        &self,
+        from: NodeId,
+        r: PieceRef,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let kind = MessageKind::Request;
+        let Some(data) = &self.root_data else {
+            return Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind,
+                why: "only the root serves a node that re-attaches",
+            });
+        };
+        if r.transfer != self.config.transfer {
+            return Err(ProtocolError::WrongTransfer {
+                from,
+                kind,
+                expected: self.config.transfer,
+                found: r.transfer,
+            });
+        }
+        let total = data.len() as u64;
+        let seg = self.config.segment_bytes;
+        let start = u64::from(r.piece).saturating_mul(seg);
+        if start > total || (start == total && total > 0) {
+            return Err(ProtocolError::Inconsistent {
+                from,
+                kind,
+                what: "a segment past the end of the message",
+            });
+        }
+        if self.status == Status::Aborted {
+            return Ok(());
+        }
+        let mut chunks = Vec::new();
+        if total == 0 {
+            chunks.push((0, Bytes::new()));
+        }
+        let mut at = start;
+        while at < total {
+            let end = (at / seg + 1).saturating_mul(seg).min(total);
+            chunk_into(
+                at,
+                data.slice(at as usize..end as usize),
+                self.config.max_frame_payload,
+                &mut chunks,
+            );
+            at = end;
+        }
+        for (offset, payload) in chunks {
+            out.send(
+                from,
+                Message::Data(DataSegment {
+                    transfer: self.config.transfer,
+                    offset,
+                    total_len: total,
+                    payload,
+                }),
+            );
+        }
+        Ok(())
     }
 
     fn arm_idle_timer(&mut self, now: Time, out: &mut Outputs) {
@@ -306,6 +437,17 @@ impl TreeBroadcast {
                 kind,
                 what: "total_len differs from earlier segments",
             });
+        }
+        let mut seg = seg;
+        if self.reattached && seg.offset < self.received && self.total_len.is_some() {
+            // The root resends from the start of a segment: drop what is already held.
+            let end = seg.offset + seg.payload.len() as u64;
+            if end <= self.received {
+                return Ok(());
+            }
+            let skip = (self.received - seg.offset) as usize;
+            seg.payload = seg.payload.slice(skip..);
+            seg.offset = self.received;
         }
         if seg.offset != self.received {
             return Err(ProtocolError::OutOfOrder {
@@ -445,6 +587,10 @@ impl Protocol for TreeBroadcast {
                 from,
                 message: Message::Data(seg),
             } => self.on_data(now, from, seg, out)?,
+            Input::Message {
+                from,
+                message: Message::Request(r),
+            } => self.on_request(from, r, out)?,
             Input::Message { from, message } => {
                 return Err(ProtocolError::UnexpectedMessage {
                     from,
@@ -467,7 +613,15 @@ impl Protocol for TreeBroadcast {
             Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
             Input::PeerFailed(peer) => {
                 if Some(peer) == self.parent {
-                    if self.status == Status::Running {
+                    if self.status != Status::Running {
+                        // Finished (or gave up): nothing more is needed from it.
+                    } else if self.root_data.is_none() && Some(peer) != self.tree_root() {
+                        // Re-attach to the root and ask for what is missing.
+                        self.parent = self.tree_root();
+                        self.reattached = true;
+                        self.ask_root(out);
+                        self.arm_idle_timer(now, out);
+                    } else {
                         self.abort(AbortReason::PeerFailed { peer }, out);
                     }
                 } else if let Some(i) = self.children.iter().position(|&c| c == peer) {

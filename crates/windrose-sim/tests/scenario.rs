@@ -206,11 +206,14 @@ fn unknown_keys_missing_tables_and_joins_are_reported() {
     assert!(e.contains("`workload.message_bytes` is missing"), "{e}");
     let text = small("[[join]]\nnode = 3\nat_s = 1\n");
     let e = err(&text);
+    assert_eq!(e, "no error", "a broadcast takes joins");
+    let text = std::fs::read_to_string(data_dir().join("scatter-two-sites.toml")).unwrap()
+        + "\n[[join]]\nnode = 3\nat_s = 1\n";
+    let e = err(&text);
     assert!(
-        e.starts_with(&format!("s.toml:{}:", line_of(&text, "[[join]]"))),
+        e.contains("`join[0].node`: a scatter cannot take a node mid-run"),
         "{e}"
     );
-    assert!(e.contains("joins need a multicast workload"), "{e}");
     let mc = |extra: &str| {
         small(extra)
             .replace(
@@ -564,6 +567,19 @@ fn failed_nodes_stay_failed_and_stuck_runs_end() {
 /// every protocol takes it the same way, and before its join it holds nothing.
 #[test]
 fn a_late_node_joins_a_multicast_and_completes() {
+    let bcast = parse_scenario(
+        &small("[[join]]\nnode = 4\nat_s = 0.1\n"),
+        Path::new("s.toml"),
+    )
+    .unwrap();
+    let r = run_scenario(&bcast, 1, None).unwrap();
+    for (i, n) in r.nodes.iter().enumerate() {
+        assert_eq!(n.outcomes, [NodeOutcome::Finished], "broadcast: node {i}");
+        if i != 0 {
+            assert_eq!(n.app_bytes_delivered, 100_000, "broadcast: node {i}");
+        }
+    }
+    assert!(r.nodes[4].completion_s[0].unwrap() > 0.1);
     for protocol in ["mob", "bittorrent", "balanced", "magpie"] {
         let text = small("[[join]]\nnode = 4\nat_s = 0.1\n")
             .replace(

@@ -84,3 +84,58 @@ fn two_receivers_killed_mid_mob_the_others_complete_and_verify() {
         }
     }
 }
+
+/// A relay of a chain broadcast killed with SIGKILL mid-run (issue 8): its subtree re-attaches
+/// to the root, which resends from the first segment the orphan misses; every other node
+/// finishes with the root's bytes.
+#[test]
+fn a_relay_killed_mid_broadcast_its_subtree_reattaches_and_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_windrose"))
+        .args([
+            "local",
+            "--nodes",
+            "8",
+            "--tree",
+            "chain",
+            "--size",
+            "256MiB",
+            "--json",
+            "--quiet",
+            "--out-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let victim = 3u32;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let pid = loop {
+        if let Some(pid) = writer_of(dir.path(), victim, 8 << 20) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the victim never received 8 MiB");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // SAFETY: kill(2) of a node process this test started (through `windrose local`).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "one node failed: {stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}; {stderr}", String::from_utf8_lossy(&out.stdout)));
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 7);
+    for n in nodes {
+        let id = n["node"].as_u64().unwrap() as u32;
+        if id == victim {
+            assert_ne!(n["status"], "finished", "{n}");
+            assert!(!dir.path().join(format!("node-{id}.bin")).exists());
+        } else {
+            assert_eq!(n["status"], "finished", "{n}");
+            assert_eq!(n["verified"], true, "{n}");
+            assert_eq!(n["bytes_received"], 256u64 << 20, "{n}");
+        }
+    }
+}

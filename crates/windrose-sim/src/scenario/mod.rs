@@ -69,12 +69,14 @@
 //! `compute_bytes_s`, and `send_mode = "sequential" | "parallel"` (default sequential, the
 //! divisible-load model).
 //!
-//! A node that joins (`[[join]]` with `node` and `at_s`, like `[[fail]]`) is absent until `at_s` (failed from the start of every
-//! repetition before it, so the others plan without it) and then starts with nothing, as the
-//! multicast protocols take a restarted node back ([`windrose_proto::multicast::build_rejoining`]):
-//! it asks to rejoin and fetches every piece. Joins need a multicast workload (tree broadcasts
-//! and scatters cannot take a node mid-run), a node joins once, and the root cannot join. A
-//! join after a repetition's end counts from the next repetition on.
+//! A node that joins (`[[join]]` with `node` and `at_s`, like `[[fail]]`) is absent until
+//! `at_s` (failed from the start of every repetition before it, so the others go on without
+//! it) and then starts with nothing, as the protocols take a restarted node back: in a tree
+//! broadcast it asks the root for the whole message ([`windrose_proto::tree_broadcast::TreeBroadcast::rejoin`];
+//! its children re-attached to the root when it was found missing), in a multicast it asks to
+//! rejoin and fetches every piece ([`windrose_proto::multicast::build_rejoining`]). A scatter
+//! cannot take a node mid-run; a node joins once, and the root cannot join. A join after a
+//! repetition's end counts from the next repetition on.
 //!
 //! A multicast workload (seed 002) names its kind and protocol, and takes no tree:
 //!
@@ -571,7 +573,7 @@ pub struct Scenario {
     pub mayhem: Option<Mayhem>,
     /// Node failures, in file order.
     pub failures: Vec<NodeFailure>,
-    /// Late joins, in file order (multicast workloads only).
+    /// Late joins, in file order (broadcast and multicast workloads).
     pub joins: Vec<NodeFailure>,
     /// The workload.
     pub workload: Workload,
@@ -1192,11 +1194,11 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         let span = j.span();
         let d = j.get_ref();
         let key = |name: &str| format!("join[{k}].{name}");
-        if workload.kind != WorkloadKind::Multicast {
+        if workload.kind == WorkloadKind::Scatter {
             return Err(src.err(
                 &span,
                 format!(
-                    "`{}`: joins need a multicast workload (kind = \"multicast\"): a tree broadcast or a scatter cannot take a node mid-run",
+                    "`{}`: a scatter cannot take a node mid-run (its schedule gives every node its share at the start); joins need a broadcast or a multicast workload",
                     key("node")
                 ),
             ));

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use windrose_model::platform::{LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::scatter::{ScatterConfig, SendMode};
-use windrose_proto::tree_broadcast::BroadcastConfig;
+use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::TransferId;
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::Tree;
@@ -322,6 +322,21 @@ pub fn run_scenario_shared(
             sim.fail_node_at(NodeId::from(i), 0.0).map_err(engine_err)?;
         }
         let participants = sim.node_ids().len();
+        // How a node that joins during this repetition gets its machine.
+        let joiner = |sim: &mut Simulation, n: NodeId, at: f64| -> Result<(), ScenarioError> {
+            let fail = |e: String| ScenarioError::Setup(format!("node {n} cannot join: {e}"));
+            if let Some(probe) = &probe {
+                return probe
+                    .restart_at(sim, n, at, Vec::new())
+                    .map_err(|e| fail(e.to_string()));
+            }
+            let tree = tree.as_ref().ok_or_else(|| fail("no tree".into()))?;
+            let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
+            let cfg = BroadcastConfig::new(transfer, w.segment_bytes);
+            let m = TreeBroadcast::rejoin(n, tree, cfg).map_err(|e| fail(e.to_string()))?;
+            sim.restart_node_at(Box::new(m), at)
+                .map_err(|e| fail(e.to_string()))
+        };
         let mut step_s = 1e-3;
         loop {
             // Run up to the next timeline item (exclusive), in chunks for progress.
@@ -352,7 +367,7 @@ pub fn run_scenario_shared(
                     pipe.write_own(&mut log, &own_line(t, &item))?;
                     schedule_item(
                         &mut sim,
-                        probe.as_ref(),
+                        &joiner,
                         &mut platform,
                         &mut dead,
                         t - start,
@@ -693,7 +708,7 @@ fn apply_now(
 /// platform the next repetition starts from, in step).
 fn schedule_item(
     sim: &mut Simulation,
-    probe: Option<&Probe>,
+    join: &dyn Fn(&mut Simulation, NodeId, f64) -> Result<(), ScenarioError>,
     platform: &mut Platform,
     dead: &mut [bool],
     rel: f64,
@@ -719,14 +734,10 @@ fn schedule_item(
             sim.fail_node_at(*n, rel).map_err(engine_err)?;
         }
         Item::Join(n) => {
-            let probe = probe
-                .ok_or_else(|| ScenarioError::Setup("joins need a multicast workload".into()))?;
             // It was absent (failed at the repetition's start) and comes with nothing.
             if dead[n.index()] {
                 dead[n.index()] = false;
-                probe
-                    .restart_at(sim, *n, rel, Vec::new())
-                    .map_err(|e| ScenarioError::Setup(format!("node {n} cannot join: {e}")))?;
+                join(sim, *n, rel)?;
             }
         }
     }
