@@ -44,7 +44,8 @@
 //!   [`request_timeout_s`](BitTorrentConfig::request_timeout_s) (60 s) has its requests
 //!   released the same way, so a peer that went silent cannot hold pieces hostage. Every
 //!   received piece is checked with the setup's verifier before it is stored,
-//!   announced or forwarded; a bad piece is dropped and requested again.
+//!   announced or forwarded; a bad piece is dropped and requested again, and its sender is
+//!   dropped for good (unless it is the root): it is treated as failed and never heard again.
 //! - **Termination.** A node holding every piece sends `Signal::Complete` (argument: its id) to
 //!   the tracker and keeps serving. When every node that has not failed is complete the tracker
 //!   sends `Signal::AllComplete` to all of them and finishes; a node finishes when it receives
@@ -436,8 +437,10 @@ pub struct BitTorrent {
     state: Vec<PieceState>,
     unrequested: IndexSet,
     peers: BTreeMap<NodeId, Peer>,
-    /// Nodes declared failed: never peered again.
+    /// Nodes declared failed: peered again only if they come back (Hello, Rejoin).
     failed: BTreeSet<NodeId>,
+    /// Peers that sent a piece that failed verification: dropped for good.
+    banned: BTreeSet<NodeId>,
     /// Unchoked by tit-for-tat at the last rechoke (or to fill a free slot).
     regular: Vec<NodeId>,
     /// The optimistic unchoke.
@@ -500,6 +503,7 @@ impl BitTorrent {
             unrequested,
             peers: BTreeMap::new(),
             failed: BTreeSet::new(),
+            banned: BTreeSet::new(),
             regular: Vec::new(),
             optimistic: None,
             tracker: is_root.then(|| Tracker {
@@ -912,9 +916,14 @@ impl BitTorrent {
             .verifier
             .verify(&self.setup.manifest, piece, &payload)
         {
-            // Dropped; fetched again (from whoever has it, maybe the same peer).
+            // Dropped and fetched again elsewhere; its sender is dropped too (unless it is the
+            // root, the one source sure to hold everything).
             if from_request {
                 self.release_piece(piece);
+            }
+            if from != self.setup.root && self.banned.insert(from) {
+                self.on_peer_failed(now, from, out);
+                return;
             }
             self.fill_all_requests(now, out);
             return;
@@ -1159,6 +1168,9 @@ impl BitTorrent {
             | Message::Ping(_)
             | Message::Pong(_) => return Err(unexpected("not a BitTorrent message")),
             _ => {}
+        }
+        if self.banned.contains(&from) {
+            return Ok(()); // it sent a bad piece: nothing it says counts any more
         }
         if let Message::Signal(SignalMsg {
             signal: Signal::Rejoin,

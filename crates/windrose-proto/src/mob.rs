@@ -175,6 +175,18 @@
 //!   the root fails, every node that has not finished aborts: nobody could confirm the end.
 //!   Issue 8 goes further.
 //!
+//! - **Bad pieces**: a piece that fails verification is dropped and requested again; its
+//!   sender (unless the root) is dropped: never asked again, its announcements and pieces
+//!   ignored (its requests are still served and its acknowledgements heard: it stays in the
+//!   mobs, which every node must compute alike).
+//! - **Rejoining** ([`Mob::rejoin`]): a restarted node sends [`Signal::Rejoin`] to the live
+//!   members of its cluster and to the root. It comes back as a *guest*: it takes any piece
+//!   from whoever announces it, announces none, stays out of the mobs and of the
+//!   acknowledgement tree (which went on without it), and reports Complete to the root, which
+//!   waits for every live guest before AllComplete. Its hosts tell it of every piece they hold
+//!   and serve it. A guest that comes after the end is answered with AllComplete and ends with
+//!   [`AbortReason::RunEnded`] unless it kept every piece.
+//!
 //! # Timers
 //!
 //! [`STALL_TIMER`] only, armed while the node is incomplete; it is re-armed lazily (at most once
@@ -537,6 +549,9 @@ pub struct Mob {
     guests: BTreeSet<NodeId>,
     /// At the root: guests that reported Complete.
     guests_done: BTreeSet<NodeId>,
+    /// Peers that sent a piece that failed verification: never asked or heard again (they
+    /// stay in the mobs, which every node must compute alike).
+    banned: BTreeSet<NodeId>,
     /// The time of the input being handled (requests are stamped with it).
     now: Time,
 }
@@ -603,6 +618,7 @@ impl Mob {
             rejoined: false,
             guests: BTreeSet::new(),
             guests_done: BTreeSet::new(),
+            banned: BTreeSet::new(),
             now: Time::ZERO,
         };
         m.compute_mobs();
@@ -776,7 +792,7 @@ impl Mob {
             .members(self.root_cluster)
             .iter()
             .copied()
-            .filter(|n| !self.failed.contains(n))
+            .filter(|n| !self.failed.contains(n) && !self.banned.contains(n))
             .collect();
         if live.is_empty() {
             return;
@@ -1001,6 +1017,28 @@ impl Mob {
 
     /// A restarted node asks to rejoin: it becomes a guest (see the [module docs](self)). The
     /// root answers a guest that comes after the end with AllComplete.
+    /// Stops asking `peer` for anything: its outstanding requests go elsewhere, and a node
+    /// outside the root's cluster that loses its source there peers with a replacement.
+    fn ban(&mut self, peer: NodeId, out: &mut Outputs) {
+        let Some(&k) = self.peer_index.get(&peer) else {
+            return;
+        };
+        self.peers[k].alive = false;
+        self.peers[k].cand.clear();
+        self.peers[k].outstanding = 0;
+        let orphaned: Vec<u32> = (0..self.pieces)
+            .filter(|&i| self.requested[i as usize] == Some(k as u32))
+            .collect();
+        for &i in &orphaned {
+            self.requested[i as usize] = None;
+        }
+        self.keep_a_root_cluster_peer(out);
+        self.recount_avail();
+        for i in orphaned {
+            self.requeue(i, out);
+        }
+    }
+
     fn on_rejoin(&mut self, from: NodeId, out: &mut Outputs) {
         if self.status == Status::Finished {
             if self.is_root {
@@ -1008,7 +1046,7 @@ impl Mob {
             }
             return;
         }
-        if self.status != Status::Running || self.rejoined {
+        if self.status != Status::Running || self.rejoined || self.banned.contains(&from) {
             return;
         }
         if !self.failed.contains(&from) {
@@ -1384,6 +1422,16 @@ impl Mob {
         if self.status == Status::Aborted {
             return Ok(());
         }
+        if self.banned.contains(&from)
+            && matches!(
+                message,
+                Message::Have(_) | Message::Bitfield(_) | Message::Piece(_)
+            )
+        {
+            // It sent a bad piece: none of its data or announcements count any more (its
+            // requests are still served, its acknowledgements still heard).
+            return Ok(());
+        }
         match message {
             Message::Request(r) => {
                 // Always honoured, even after finishing.
@@ -1519,7 +1567,11 @@ impl Mob {
             .verifier
             .verify(&self.setup.manifest, i, &p.payload)
         {
-            // Dropped; fetched again (possibly from the same peer).
+            // Dropped and fetched again; its sender is dropped too (unless it is the root,
+            // the one source sure to hold everything).
+            if from != self.setup.root && self.banned.insert(from) {
+                self.ban(from, out);
+            }
             if answered {
                 self.requeue(i, out);
             }

@@ -52,10 +52,12 @@
 //!
 //! # Faults
 //!
-//! - A piece that fails verification is dropped (never stored or forwarded) and asked again
-//!   from the parent it came from with a [`Message::Request`]; a parent re-sends a held piece
-//!   to a child of that piece's tree (the root to anyone). After [`MAX_BAD_COPIES`] bad copies
-//!   of one piece the sender is treated as faulty ([`ProtocolError::Inconsistent`]).
+//! - A piece that fails verification is dropped (never stored or forwarded). If a relay sent
+//!   it, the relay is dropped too (its pieces are ignored from then on) and every tree it fed
+//!   this node takes its missing pieces from the root, as after a failure; if the root sent
+//!   it, it is asked again with a [`Message::Request`] (a parent re-sends a held piece to a
+//!   child of that piece's tree, the root to anyone), and after [`MAX_BAD_COPIES`] bad copies
+//!   of one piece the root is treated as faulty ([`ProtocolError::Inconsistent`]).
 //! - [`Input::PeerFailed`] of a child: that edge is dropped (its queued forwards too). Of the
 //!   parent in a tree whose pieces are still missing: the node adopts the root as its parent in
 //!   that tree and requests every missing piece of the tree from it (the root answers at once,
@@ -392,6 +394,8 @@ pub struct TreeMulticast {
     bad: BTreeMap<u32, u32>,
     /// A restarted node's machine ([`TreeMulticast::rejoin`]).
     rejoined: bool,
+    /// Relays that sent a piece that failed verification: their pieces are ignored.
+    banned: BTreeSet<NodeId>,
 }
 
 impl std::fmt::Debug for TreeMulticast {
@@ -489,6 +493,7 @@ impl TreeMulticast {
             idle_armed: false,
             bad: BTreeMap::new(),
             rejoined: false,
+            banned: BTreeSet::new(),
         })
     }
 
@@ -735,8 +740,10 @@ impl TreeMulticast {
                 what: "piece index past the last piece",
             });
         }
-        if self.status == Status::Aborted || self.store.has(p) {
-            return Ok(()); // a gave-up node, or a duplicate (a repair that crossed the original)
+        if self.status == Status::Aborted || self.store.has(p) || self.banned.contains(&from) {
+            // A gave-up node, a duplicate (a repair that crossed the original), or a relay
+            // dropped for sending a bad piece.
+            return Ok(());
         }
         let k = self.tree_of(p);
         let view = &self.trees[k];
@@ -752,6 +759,22 @@ impl TreeMulticast {
             .verifier
             .verify(&self.setup.manifest, p, &piece.payload)
         {
+            if from != self.root {
+                // A relay sent a bad piece: drop it, and take its trees from the root.
+                self.banned.insert(from);
+                if self.trees[k].parent != Some(from) {
+                    // Its planned parent, already bypassed: ask the root for this piece.
+                    out.send(
+                        self.root,
+                        Message::Request(PieceRef {
+                            transfer: self.setup.transfer,
+                            piece: p,
+                        }),
+                    );
+                }
+                self.reparent_to_root(now, from, out);
+                return Ok(());
+            }
             let bad = self.bad.get(&p).copied().unwrap_or(0);
             if bad >= MAX_BAD_COPIES {
                 return Err(ProtocolError::Inconsistent {
@@ -846,14 +869,25 @@ impl TreeMulticast {
                 }
             }
         }
+        if peer == self.root
+            && (0..self.trees.len())
+                .any(|k| self.trees[k].parent == Some(peer) && self.trees[k].missing > 0)
+        {
+            self.abort(AbortReason::PeerFailed { peer }, out);
+            return;
+        }
+        self.reparent_to_root(now, peer, out);
+        self.rearm_pacer(out);
+        self.check_finished(out);
+    }
+
+    /// Every tree whose pieces came from `peer` (failed or dropped) and still misses some now
+    /// takes them from the root: the missing ones are asked for at once.
+    fn reparent_to_root(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
         let orphaned: Vec<usize> = (0..self.trees.len())
             .filter(|&k| self.trees[k].parent == Some(peer) && self.trees[k].missing > 0)
             .collect();
         if !orphaned.is_empty() {
-            if peer == self.root {
-                self.abort(AbortReason::PeerFailed { peer }, out);
-                return;
-            }
             for &k in &orphaned {
                 self.trees[k].parent = Some(self.root);
             }
@@ -870,8 +904,6 @@ impl TreeMulticast {
             }
             self.last_heard = now;
         }
-        self.rearm_pacer(out);
-        self.check_finished(out);
     }
 
     fn on_idle_timer(&mut self, now: Time, out: &mut Outputs) {

@@ -304,12 +304,15 @@ fn a_tampered_piece_is_rejected_and_fetched_again() {
     let data = random_bytes(20_000, 7);
     let s = setup(&[4], &data, 1000);
     let mut m = machines(&s, &data, &BitTorrentConfig::default(), 7);
-    // The first copy of piece 3 that reaches node 2 has a flipped byte.
+    // The first copy of piece 3 that reaches node 2 from a node other than the root has a
+    // flipped byte.
     let mut done = false;
-    let mut tamper = |_: NodeId, t: &mut Transmit| {
+    let mut sender = None;
+    let mut tamper = |me: NodeId, t: &mut Transmit| {
         if let Message::Piece(p) = &mut t.message {
-            if t.to == n(2) && p.piece == 3 && !done {
+            if t.to == n(2) && p.piece == 3 && !done && me != n(0) {
                 done = true;
+                sender = Some(me);
                 let mut v = p.payload.to_vec();
                 v[10] ^= 0xFF;
                 p.payload = Bytes::from(v);
@@ -326,6 +329,23 @@ fn a_tampered_piece_is_rejected_and_fetched_again() {
             .count()
     };
     assert!(to_2("piece") >= 2, "piece 3 was not sent to node 2 again");
+    // Its sender is dropped: no longer a peer of node 2, never asked for anything after the
+    // bad copy.
+    let sender = sender.unwrap();
+    assert!(
+        m[2].peers().all(|p| p != sender),
+        "{sender} is still a peer"
+    );
+    let bad_at = log
+        .frames
+        .iter()
+        .find(|f| f.1 == sender && f.2 == n(2) && f.3 == "piece" && f.4 == Some(3))
+        .unwrap()
+        .0;
+    assert!(log
+        .frames
+        .iter()
+        .all(|f| !(f.0 > bad_at && f.1 == n(2) && f.2 == sender && f.3 == "request")));
     // Node 2 announced piece 3 to each peer exactly once, after the good copy.
     let haves: Vec<_> = log
         .frames

@@ -254,11 +254,11 @@ fn tampered_piece_is_rejected_and_fetched_again() {
     let data = random_bytes(10_000, 7);
     let s = setup(&sizes, NodeId(0), &data, 1000, Arc::new(Blake3Verifier));
     let mut nodes = machines(&s, &data, 11);
-    // Corrupt the first Piece frame that reaches node 4, once.
-    let mut victim: Option<u32> = None;
-    let log = run(&mut nodes, |_, to, m| match m {
-        Message::Piece(mut p) if to == NodeId(4) && victim.is_none() => {
-            victim = Some(p.piece);
+    // Corrupt the first Piece frame that reaches node 4 from a node other than the root, once.
+    let mut victim: Option<(NodeId, u32)> = None;
+    let log = run(&mut nodes, |from, to, m| match m {
+        Message::Piece(mut p) if to == NodeId(4) && from != NodeId(0) && victim.is_none() => {
+            victim = Some((from, p.piece));
             let mut v = p.payload.to_vec();
             v[0] ^= 0xFF;
             p.payload = Bytes::from(v);
@@ -266,7 +266,7 @@ fn tampered_piece_is_rejected_and_fetched_again() {
         }
         m => m,
     });
-    let victim = victim.expect("node 4 received a piece");
+    let (sender, victim) = victim.expect("node 4 received a piece from a peer");
     assert_all_received(&s, &data, &log, &nodes);
     // Requested twice: once answered with the bad copy, once more.
     let requests = log
@@ -277,6 +277,21 @@ fn tampered_piece_is_rejected_and_fetched_again() {
         })
         .count();
     assert_eq!(requests, 2, "the tampered piece was fetched again");
+    // Its sender is dropped: once the bad copy arrived, node 4 never asks it for anything.
+    let bad_at = log
+        .frames
+        .iter()
+        .position(|(from, to, m)| {
+            *from == sender
+                && *to == NodeId(4)
+                && matches!(m, Message::Piece(p) if p.piece == victim)
+        })
+        .unwrap();
+    assert!(log.frames[bad_at..]
+        .iter()
+        .all(|(from, to, m)| !(*from == NodeId(4)
+            && *to == sender
+            && matches!(m, Message::Request(_)))));
     // And node 4 announced it only once (after the good copy).
     let haves_to_one_peer = log
         .frames

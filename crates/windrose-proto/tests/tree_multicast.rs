@@ -393,6 +393,51 @@ fn a_tampered_piece_is_dropped_refetched_and_never_forwarded() {
 }
 
 #[test]
+fn a_relay_that_sends_a_bad_piece_is_dropped_and_the_root_serves_its_child() {
+    let mut hit = 0;
+    for seed in 0..20 {
+        let c = case(9, 2, 3000, 100, seed % 2 == 0, seed);
+        let root = c.setup.root;
+        // Corrupt the first piece a relay (not the root) sends to its child.
+        let mut victim = None;
+        let mut tamper = |from: NodeId, to: NodeId, m: &Message| -> Option<Message> {
+            let Message::Piece(p) = m else { return None };
+            if victim.is_some() || from == root {
+                return None;
+            }
+            victim = Some((from, to, p.piece));
+            let mut bad = p.clone();
+            let mut v = bad.payload.to_vec();
+            v[0] ^= 0xff;
+            bad.payload = Bytes::from(v);
+            Some(Message::Piece(bad))
+        };
+        let mut nodes = machines(&c, TreeMulticastConfig::default());
+        let log = run(&mut nodes, &mut tamper);
+        check_delivery(&c, &log);
+        let Some((relay, child, piece)) = victim else {
+            continue;
+        };
+        hit += 1;
+        // The child asked the root (never the relay) for the bad piece, and for nothing else
+        // from the relay.
+        assert!(
+            log.requests.contains(&(child, root, piece)),
+            "seed {seed}: {:?}",
+            log.requests
+        );
+        assert!(
+            log.requests
+                .iter()
+                .all(|&(from, to, _)| !(from == child && to == relay)),
+            "seed {seed}: {:?}",
+            log.requests
+        );
+    }
+    assert!(hit >= 10, "only {hit} cases had a relay");
+}
+
+#[test]
 fn a_failed_relay_is_bypassed_through_the_root() {
     // Chain 0 -> 1 -> 2 -> 3; node 1 fails after forwarding 3 pieces: node 2 adopts the root.
     let mut c = case(4, 1, 1000, 100, false, 5);
