@@ -108,6 +108,11 @@ pub struct Timeouts {
     pub idle: Duration,
     /// A write making no progress.
     pub stall: Duration,
+    /// A connected peer sending nothing at all, not even an answer to the link probe's pings
+    /// (a process stopped or hung, a silent or slowloris peer): it is declared failed. Checked
+    /// only while the collective runs and probes (every connection then carries pings both
+    /// ways, answered also by nodes that have finished).
+    pub silent: Duration,
     /// A node waiting for the root's Bye after its report.
     pub finish: Duration,
     /// The orderly close of all connections.
@@ -123,6 +128,7 @@ impl Default for Timeouts {
             setup: Duration::from_secs(30),
             idle: Duration::from_secs(30),
             stall: Duration::from_secs(30),
+            silent: Duration::from_secs(10),
             finish: Duration::from_secs(300),
             close: Duration::from_secs(3),
         }
@@ -140,6 +146,7 @@ impl Timeouts {
             setup: d,
             idle: d,
             stall: d,
+            silent: d.max(Duration::from_secs(2)),
             finish: d * 2,
             close: d.min(Duration::from_secs(3)),
         }
@@ -480,6 +487,8 @@ struct Link {
     failed: bool,
     sampled_read: u64,
     sampled_written: u64,
+    /// When a byte from the peer was last seen (at a tick).
+    heard_at: Instant,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
@@ -520,6 +529,8 @@ struct Core {
     end_reason: Option<String>,
     fatal: Option<NetError>,
     failed_peers: BTreeSet<NodeId>,
+    /// Why each failed peer was given up.
+    fault_reasons: BTreeMap<NodeId, String>,
     failures: Vec<String>,
     rejections: Vec<String>,
     done_bytes: u64,
@@ -561,6 +572,7 @@ impl Core {
             end_reason: None,
             fatal: None,
             failed_peers: BTreeSet::new(),
+            fault_reasons: BTreeMap::new(),
             failures: Vec::new(),
             rejections: Vec::new(),
             done_bytes: 0,
@@ -658,6 +670,7 @@ impl Core {
                 failed: false,
                 sampled_read: 0,
                 sampled_written: 0,
+                heard_at: Instant::now(),
                 reader,
                 writer,
             },
@@ -705,6 +718,7 @@ impl Core {
         if !self.failed_peers.insert(peer) {
             return;
         }
+        self.fault_reasons.insert(peer, reason.clone());
         if let Some(link) = self.links.get_mut(&peer) {
             link.failed = true;
             link.tx = None;
@@ -728,6 +742,10 @@ impl Core {
     /// Installs the machines and starts them (Go).
     fn start(&mut self, collective: Box<dyn Protocol + Send>, prober: LinkProber, probe: bool) {
         self.started = Some(Instant::now());
+        // Silence counts from Go: set-up may have kept a link quiet for a while.
+        for link in self.links.values_mut() {
+            link.heard_at = Instant::now();
+        }
         self.machines = vec![collective, Box::new(prober)];
         self.probing = probe;
         self.pending.push_back((COLLECTIVE, Input::Start));
@@ -946,6 +964,7 @@ impl Core {
             let r = link.stats.read_bytes.load(Ordering::Relaxed);
             let w = link.stats.written_bytes.load(Ordering::Relaxed);
             if r > link.sampled_read {
+                link.heard_at = now;
                 samples.push((
                     peer,
                     Metric::RecvMbS,
@@ -961,6 +980,22 @@ impl Core {
             }
             link.sampled_read = r;
             link.sampled_written = w;
+        }
+        // Heartbeats: a peer silent for too long while this node runs and probes has failed.
+        if self.probing && self.ended.is_none() {
+            let silent = self.timeouts().silent;
+            let quiet: Vec<NodeId> = self
+                .links
+                .iter()
+                .filter(|(_, l)| !l.failed && l.reading && now.duration_since(l.heard_at) > silent)
+                .map(|(&p, _)| p)
+                .collect();
+            for p in quiet {
+                self.fault(
+                    p,
+                    format!("node {p} sent nothing, not even an answer to a ping, for {silent:?}"),
+                );
+            }
         }
         for (peer, metric, v) in samples {
             self.recorder.record(peer, metric, at, v);
@@ -1628,6 +1663,12 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
     loop {
         if let Some(e) = core.fatal.take() {
             return abort_run(&mut core, e).await;
+        }
+        // A node this root gave up (silent, misbehaving) will not report.
+        for (&p, reason) in &core.fault_reasons {
+            if !reports.contains_key(&p) {
+                lost.entry(p).or_insert_with(|| reason.clone());
+            }
         }
         if core.ended.is_some() && reports.len() + lost.len() >= others.len() {
             break;
