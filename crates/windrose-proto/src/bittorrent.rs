@@ -544,15 +544,10 @@ impl BitTorrent {
             });
         }
         let mut m = BitTorrent::new(node, setup, None, config, rng)?;
-        for (i, data) in held {
-            if i < m.store.piece_count()
-                && !m.store.has(i)
-                && setup.verifier.verify(&setup.manifest, i, &data)
-            {
-                m.store.insert(i, data);
-                m.state[i as usize] = PieceState::Have;
-                m.unrequested.remove(i);
-            }
+        for (i, data) in setup.verified_pieces(held) {
+            m.store.insert(i, data);
+            m.state[i as usize] = PieceState::Have;
+            m.unrequested.remove(i);
         }
         m.rejoined = true;
         Ok(m)

@@ -652,10 +652,8 @@ impl Mob {
             });
         }
         let mut m = Mob::new(node, setup, None, config, rng)?;
-        for (i, data) in held {
-            if i < m.pieces && setup.verifier.verify(&setup.manifest, i, &data) {
-                m.store.insert(i, data);
-            }
+        for (i, data) in setup.verified_pieces(held) {
+            m.store.insert(i, data);
         }
         m.rejoined = true;
         m.relaxed = true;

@@ -407,6 +407,22 @@ impl SwarmSetup {
             _ => Ok(()),
         }
     }
+
+    /// What a restarted node may keep of the pieces it `held` (e.g. read back from its partial
+    /// output file): those in the manifest that pass verification, each index once.
+    pub fn verified_pieces(
+        &self,
+        held: impl IntoIterator<Item = (u32, Bytes)>,
+    ) -> Vec<(u32, Bytes)> {
+        let mut seen = std::collections::BTreeSet::new();
+        held.into_iter()
+            .filter(|(i, data)| {
+                *i < self.manifest.piece_count()
+                    && self.verifier.verify(&self.manifest, *i, data)
+                    && seen.insert(*i)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

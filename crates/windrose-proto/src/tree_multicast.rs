@@ -518,15 +518,10 @@ impl TreeMulticast {
             });
         }
         let mut m = TreeMulticast::new(node, setup, None, plan, config)?;
-        for (i, data) in held {
-            if i < m.store.piece_count()
-                && !m.store.has(i)
-                && setup.verifier.verify(&setup.manifest, i, &data)
-            {
-                m.store.insert(i, data);
-                let k = m.tree_of(i);
-                m.trees[k].missing -= 1;
-            }
+        for (i, data) in setup.verified_pieces(held) {
+            m.store.insert(i, data);
+            let k = m.tree_of(i);
+            m.trees[k].missing -= 1;
         }
         for edge in &mut m.edges {
             edge.alive = false;

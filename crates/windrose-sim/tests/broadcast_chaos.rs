@@ -8,11 +8,14 @@
 //! bytes. `WINDROSE_CHAOS_RUNS=N` changes the number of runs, `WINDROSE_CHAOS_SEED=S` runs only
 //! seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event log is written to FILE).
 
+#[path = "support/chaos.rs"]
+mod chaos;
+
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use windrose_model::platform::{ClusterSpec, Platform};
-use windrose_model::{ClusterId, NodeId};
+use windrose_model::platform::Platform;
+use windrose_model::NodeId;
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::TransferId;
 use windrose_sim::engine::{broadcast_with, MemoryLog, RunLimits, SimConfig};
@@ -32,30 +35,7 @@ struct Case {
 
 fn case(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let clusters = rng.gen_range(2..=4usize);
-    let mut b = Platform::builder();
-    for _ in 0..clusters {
-        b = b.cluster(ClusterSpec::uniform(
-            rng.gen_range(2..=6),
-            rng.gen_range(2e6..2e7),
-            rng.gen_range(2e7..2e8),
-            rng.gen_range(1e-5..1e-3),
-        ));
-    }
-    let mut slowest = f64::INFINITY;
-    for x in 0..clusters as u32 {
-        for y in (0..clusters as u32).filter(|&y| y != x) {
-            let bytes_s = rng.gen_range(5e5..5e6);
-            slowest = slowest.min(bytes_s);
-            b = b.wan(
-                ClusterId(x),
-                ClusterId(y),
-                bytes_s,
-                rng.gen_range(1e-3..3e-2),
-            );
-        }
-    }
-    let platform = b.build().unwrap();
+    let (platform, slowest) = chaos::random_platform(&mut rng);
     let n = platform.node_count();
     let root = NodeId(rng.gen_range(0..n as u32));
     let tree = match rng.gen_range(0..3) {
@@ -125,12 +105,12 @@ fn run_case(seed: u64) -> Result<usize, String> {
         sim.restart_node_at(Box::new(m), at)
             .map_err(|e| e.to_string())?;
     }
-    let log = std::env::var_os("WINDROSE_CHAOS_LOG").map(|_| MemoryLog::new());
+    let log = chaos::log_path().map(|_| MemoryLog::new());
     if let Some(l) = &log {
         sim.set_event_log(Box::new(l.clone()));
     }
     let result = sim.run();
-    if let (Some(l), Some(path)) = (&log, std::env::var_os("WINDROSE_CHAOS_LOG")) {
+    if let (Some(l), Some(path)) = (&log, chaos::log_path()) {
         std::fs::write(path, l.contents()).map_err(|e| e.to_string())?;
     }
     let m = result.map_err(|e| format!("the run did not end: {e}"))?;
@@ -177,17 +157,7 @@ fn run_case(seed: u64) -> Result<usize, String> {
 
 #[test]
 fn broadcast_receivers_complete_whatever_relays_fail_or_restart() {
-    let runs: u64 = std::env::var("WINDROSE_CHAOS_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let seeds: Vec<u64> = match std::env::var("WINDROSE_CHAOS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(s) => vec![s],
-        None => (0..runs).collect(),
-    };
+    let seeds = chaos::seeds();
     let mut failed = Vec::new();
     let mut restarted = 0;
     for &seed in &seeds {
@@ -200,18 +170,7 @@ fn broadcast_receivers_complete_whatever_relays_fail_or_restart() {
         "broadcast: {} runs, {restarted} restarted nodes finished",
         seeds.len()
     );
-    assert!(
-        failed.is_empty(),
-        "{} of {} chaos runs failed (replay one with WINDROSE_CHAOS_SEED=S):\n{}",
-        failed.len(),
-        seeds.len(),
-        failed
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    chaos::assert_no_failures("broadcast", &failed, seeds.len());
     if seeds.len() >= 100 {
         assert!(restarted >= seeds.len() / 5, "only {restarted} restarts");
     }

@@ -10,11 +10,14 @@
 //! runs, `WINDROSE_CHAOS_SEED=S` runs only seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event
 //! log is written to FILE).
 
+#[path = "support/chaos.rs"]
+mod chaos;
+
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use windrose_model::platform::{ClusterSpec, Platform};
-use windrose_model::{ClusterId, NodeId};
+use windrose_model::platform::Platform;
+use windrose_model::NodeId;
 use windrose_proto::TransferId;
 use windrose_sim::engine::{MemoryLog, RunLimits, SimConfig};
 use windrose_sim::metrics::NodeOutcome;
@@ -35,32 +38,7 @@ struct Case {
 
 fn case(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let clusters = rng.gen_range(2..=4usize);
-    let mut b = Platform::builder();
-    for _ in 0..clusters {
-        b = b.cluster(ClusterSpec::uniform(
-            rng.gen_range(2..=6),
-            rng.gen_range(2e6..2e7),
-            rng.gen_range(2e7..2e8),
-            rng.gen_range(1e-5..1e-3),
-        ));
-    }
-    let mut slowest = f64::INFINITY;
-    for x in 0..clusters as u32 {
-        for y in 0..clusters as u32 {
-            if x != y {
-                let bytes_s = rng.gen_range(5e5..5e6);
-                slowest = slowest.min(bytes_s);
-                b = b.wan(
-                    ClusterId(x),
-                    ClusterId(y),
-                    bytes_s,
-                    rng.gen_range(1e-3..3e-2),
-                );
-            }
-        }
-    }
-    let platform = b.build().unwrap();
+    let (platform, slowest) = chaos::random_platform(&mut rng);
     let piece_bytes = rng.gen_range(1024..=16 * 1024u32);
     let pieces = rng.gen_range(8..=64u32);
     let len =
@@ -159,12 +137,12 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<Rejoins, String> {
             .restart_at(&mut sim, *v, *at, held)
             .map_err(|e| e.to_string())?;
     }
-    let log = std::env::var_os("WINDROSE_CHAOS_LOG").map(|_| MemoryLog::new());
+    let log = chaos::log_path().map(|_| MemoryLog::new());
     if let Some(l) = &log {
         sim.set_event_log(Box::new(l.clone()));
     }
     let result = sim.run();
-    if let (Some(l), Some(path)) = (&log, std::env::var_os("WINDROSE_CHAOS_LOG")) {
+    if let (Some(l), Some(path)) = (&log, chaos::log_path()) {
         std::fs::write(path, l.contents()).map_err(|e| e.to_string())?;
     }
     let m = result.map_err(|e| format!("the run did not end: {e}"))?;
@@ -230,17 +208,7 @@ fn run_case(protocol: MulticastProtocol, seed: u64) -> Result<Rejoins, String> {
 }
 
 fn chaos(protocol: MulticastProtocol) {
-    let runs: u64 = std::env::var("WINDROSE_CHAOS_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let seeds: Vec<u64> = match std::env::var("WINDROSE_CHAOS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        Some(s) => vec![s],
-        None => (0..runs).collect(),
-    };
+    let seeds = chaos::seeds();
     let mut failed = Vec::new();
     let mut total = Rejoins::default();
     for &seed in &seeds {
@@ -261,18 +229,7 @@ fn chaos(protocol: MulticastProtocol) {
         total.finished,
         total.too_late
     );
-    assert!(
-        failed.is_empty(),
-        "{protocol}: {} of {} chaos runs failed (replay one with WINDROSE_CHAOS_SEED=S):\n{}",
-        failed.len(),
-        seeds.len(),
-        failed
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    chaos::assert_no_failures(&protocol.to_string(), &failed, seeds.len());
     // The restarts must have been exercised (failures drawn after a quick run's end come
     // back after it too, so not all of them can finish).
     if seeds.len() >= 100 {
