@@ -2,19 +2,25 @@
 //! TCP copy of the same bytes, alternating in one run; prints every repetition and the medians.
 //!
 //! ```text
-//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024]
+//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process]
 //! ```
 //!
+//! The receiver runs in a process of its own (this binary, started again with `--child-*`),
+//! each process with the two-worker runtime the `windrose` CLI uses: that is how the runtime is
+//! deployed, one node per process. `--in-process` runs both ends in this process instead, on
+//! one runtime (four busy tasks on two workers instead of two: more thread wake-ups).
+//!
 //! - plain: one connection, the sender `write_all`s the payload in 1 MiB slices, the receiver
-//!   `read`s into a reused 1 MiB buffer and drops the bytes; timed from the accepted connection
-//!   to the last byte read.
-//! - windrose: `run_root` + `run_node` (two nodes of one group, in this process, each with its
-//!   own connections), the receiver dropping what it gets; timed from the root's Go to the
-//!   receiver's finish (the node's completion time), and also as the whole run's wall time
-//!   (connect, handshake, job, go, data, report, bye).
+//!   `read`s into a reused 1 MiB buffer and drops the bytes; timed by the receiver from the
+//!   accepted connection to the last byte read.
+//! - windrose: `run_root` + `run_node` (two nodes of one group), the receiver dropping what it
+//!   gets; timed from the root's Go to the receiver's finish (the node's completion time), and
+//!   also as the root's whole run (connect, handshake, job, go, data, report, bye).
 //! - windrose+blake3: the same with the receiver hashing everything (what `windrose bcast`
-//!   does for its check), on the same two cores.
+//!   does for its check).
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,18 +40,40 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-async fn plain_copy(data: bytes::Bytes) -> Duration {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let len = data.len();
-    let sender = tokio::spawn(async move {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.set_nodelay(true).unwrap();
-        for chunk in data.chunks(1 << 20) {
-            s.write_all(chunk).await.unwrap();
-        }
-        s.shutdown().await.unwrap();
-    });
+/// Where the receiving end runs.
+#[derive(Clone, Copy)]
+enum Place {
+    InProcess,
+    Child,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Starts this binary again as a receiver (`mode` and its arguments); returns it and the
+/// address it listens on (its first line of output).
+fn spawn_child(args: &[String]) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the receiver process");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    out.read_line(&mut addr).unwrap();
+    assert!(
+        !addr.trim().is_empty(),
+        "the receiver process printed no address"
+    );
+    (child, out, addr.trim().to_string())
+}
+
+/// The plain receiver: times from the accepted connection to the last of `len` bytes.
+async fn plain_receive(listener: TcpListener, len: usize) -> Duration {
     let (mut r, _) = listener.accept().await.unwrap();
     let start = Instant::now();
     let mut buf = vec![0u8; 1 << 20];
@@ -55,13 +83,42 @@ async fn plain_copy(data: bytes::Bytes) -> Duration {
         assert!(n > 0, "the sender closed early");
         got += n;
     }
-    let t = start.elapsed();
-    sender.await.unwrap();
-    t
+    start.elapsed()
 }
 
-async fn windrose(data: bytes::Bytes, segment: u64, verify: bool) -> (Duration, Duration) {
-    let l1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+async fn plain_send(addr: std::net::SocketAddr, data: bytes::Bytes) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    for chunk in data.chunks(1 << 20) {
+        s.write_all(chunk).await.unwrap();
+    }
+    s.shutdown().await.unwrap();
+}
+
+fn plain_copy(rt: &tokio::runtime::Runtime, data: bytes::Bytes, place: Place) -> Duration {
+    let len = data.len();
+    match place {
+        Place::InProcess => rt.block_on(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let sender = tokio::spawn(plain_send(listener.local_addr().unwrap(), data));
+            let t = plain_receive(listener, len).await;
+            sender.await.unwrap();
+            t
+        }),
+        Place::Child => {
+            let (mut child, mut out, addr) =
+                spawn_child(&["--child-plain".into(), len.to_string()]);
+            rt.block_on(plain_send(addr.parse().unwrap(), data));
+            let mut secs = String::new();
+            out.read_line(&mut secs).unwrap();
+            assert!(child.wait().unwrap().success(), "the plain receiver failed");
+            Duration::from_secs_f64(secs.trim().parse().expect("the receiver's time"))
+        }
+    }
+}
+
+/// The two-node group of a windrose run whose receiver listens on `receiver`.
+fn group(receiver: String) -> Arc<Group> {
     let members = vec![
         Member {
             id: NodeId(0),
@@ -70,32 +127,120 @@ async fn windrose(data: bytes::Bytes, segment: u64, verify: bool) -> (Duration, 
         },
         Member {
             id: NodeId(1),
-            addr: l1.local_addr().unwrap().to_string(),
+            addr: receiver,
             cluster: ClusterId(0),
         },
     ];
-    let group = Arc::new(Group::new("bench", members).unwrap());
-    let config = |i| {
-        NodeConfig::new(Membership {
-            group: group.clone(),
-            me: NodeId(i),
-        })
-    };
+    Arc::new(Group::new("bench", members).unwrap())
+}
+
+fn config(group: &Arc<Group>, i: u32, verify: bool) -> NodeConfig {
+    let mut c = NodeConfig::new(Membership {
+        group: group.clone(),
+        me: NodeId(i),
+    });
+    c.verify = verify;
+    c
+}
+
+/// One windrose broadcast to one receiver: (the receiver's completion time, the root's whole run).
+fn windrose(
+    rt: &tokio::runtime::Runtime,
+    data: bytes::Bytes,
+    segment: u64,
+    verify: bool,
+    place: Place,
+) -> (Duration, Duration) {
     let wall = Instant::now();
-    let mut receiver = config(1);
-    receiver.verify = verify;
-    let node = tokio::spawn(run_node(l1, receiver));
+    let (group, node, child) = match place {
+        Place::InProcess => {
+            let l1 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+            let group = group(l1.local_addr().unwrap().to_string());
+            let node = rt.spawn(run_node(l1, config(&group, 1, verify)));
+            (group, Some(node), None)
+        }
+        Place::Child => {
+            let (child, _out, addr) = spawn_child(&["--child-windrose".into(), verify.to_string()]);
+            (group(addr), None, Some(child))
+        }
+    };
     let mut job = RootJob::broadcast(chain_all(2, NodeId(0)).unwrap(), segment, data);
     job.probe_period = None;
     job.max_frame_payload = (arg("--frame-kib", 1024) << 10) as u32;
-    let outcome = run_root(config(0), job).await.unwrap();
-    node.await.unwrap().unwrap();
+    let outcome = rt
+        .block_on(run_root(config(&group, 0, false), job))
+        .unwrap();
+    if let Some(node) = node {
+        rt.block_on(node).unwrap().unwrap();
+    }
+    if let Some(mut child) = child {
+        assert!(
+            child.wait().unwrap().success(),
+            "the windrose receiver failed"
+        );
+    }
     let wall = wall.elapsed();
     let n = &outcome.nodes[0];
     assert_eq!(n.bytes_received, outcome.total_len);
     assert!(n.verified || !verify, "{:?}", outcome.failures());
-    let completion = outcome.nodes[0].completion_s.unwrap();
+    let completion = n.completion_s.unwrap();
     (Duration::from_secs_f64(completion), wall)
+}
+
+/// The receiving end of a `Place::Child` run: prints its address, then (plain) its time.
+fn child_main(mode: &str, arg: &str) {
+    let rt = runtime();
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    println!("{addr}");
+    std::io::stdout().flush().unwrap();
+    match mode {
+        "--child-plain" => {
+            let t = rt.block_on(plain_receive(listener, arg.parse().unwrap()));
+            println!("{}", t.as_secs_f64());
+        }
+        _ => {
+            let group = group(addr);
+            rt.block_on(run_node(listener, config(&group, 1, arg == "true")))
+                .unwrap();
+        }
+    }
+}
+
+/// iperf3's goodput for `len` bytes on loopback (server and client as two processes), when
+/// `iperf3` is on PATH: a second baseline, from a tool built for exactly this.
+fn iperf3(len: usize, port: u16) -> Option<f64> {
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut out = None;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(20));
+        let run = Command::new("iperf3")
+            .args([
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-n",
+                &len.to_string(),
+                "-J",
+            ])
+            .output()
+            .ok()?;
+        if run.status.success() {
+            out = Some(run.stdout);
+            break;
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let report: serde_json::Value = serde_json::from_slice(&out?).ok()?;
+    let bits = report["end"]["sum_received"]["bits_per_second"].as_f64()?;
+    Some(bits / 8e6)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -109,49 +254,76 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(mode) = args.get(1).filter(|a| a.starts_with("--child-")) {
+        return child_main(mode, &args[2]);
+    }
     let mib = arg("--mib", 1024) as usize;
     let reps = arg("--reps", 5).max(1) as usize;
     let segment = arg("--segment-kib", 1024) << 10;
+    let place = if args.iter().any(|a| a == "--in-process") {
+        Place::InProcess
+    } else {
+        Place::Child
+    };
     let data = random_payload(mib << 20, 42);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mb = data.len() as f64 / 1e6;
-    println!("root -> 1 receiver, {mib} MiB on loopback, windrose segments of {} KiB, {reps} repetitions", segment >> 10);
     println!(
-        "{:>4}  {:>11}  {:>14}  {:>14}  {:>22}",
-        "rep", "plain_MB/s", "windrose_MB/s", "wr+blake3_MB/s", "windrose_whole_run_MB/s"
+        "root -> 1 receiver, {mib} MiB on loopback, windrose segments of {} KiB, {reps} repetitions, receiver {}",
+        segment >> 10,
+        match place {
+            Place::InProcess => "in this process",
+            Place::Child => "in its own process",
+        }
     );
-    let (mut plain, mut wr, mut wr_hash, mut wall) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    if std::env::args().any(|a| a == "--profile-plain") {
+    if args.iter().any(|a| a == "--profile-plain") {
         // Only the plain copy, for profilers.
         for _ in 0..reps {
-            let p = rt.block_on(plain_copy(data.clone()));
+            let p = plain_copy(&rt, data.clone(), place);
             println!("plain {:.1} MB/s", mb / p.as_secs_f64());
         }
         return;
     }
-    if std::env::args().any(|a| a == "--profile-windrose") {
+    if args.iter().any(|a| a == "--profile-windrose") {
         // Only windrose without hashing, for profilers.
         for _ in 0..reps {
-            let (w, _) = rt.block_on(windrose(data.clone(), segment, false));
+            let (w, _) = windrose(&rt, data.clone(), segment, false, place);
             println!("windrose {:.1} MB/s", mb / w.as_secs_f64());
         }
         return;
     }
+    let with_iperf = iperf3(1 << 20, 5201).is_some();
+    if !with_iperf {
+        println!("(iperf3 not found on PATH: its column is left out)");
+    }
+    println!(
+        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>22}",
+        "rep",
+        "plain_MB/s",
+        "iperf3_MB/s",
+        "windrose_MB/s",
+        "wr+blake3_MB/s",
+        "windrose_whole_run_MB/s"
+    );
+    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wall) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for rep in 0..reps {
-        let p = rt.block_on(plain_copy(data.clone()));
-        let (w, w_wall) = rt.block_on(windrose(data.clone(), segment, false));
-        let (h, _) = rt.block_on(windrose(data.clone(), segment, true));
+        let p = plain_copy(&rt, data.clone(), place);
+        let i = with_iperf
+            .then(|| iperf3(data.len(), 5201))
+            .flatten()
+            .unwrap_or(f64::NAN);
+        let (w, w_wall) = windrose(&rt, data.clone(), segment, false, place);
+        let (h, _) = windrose(&rt, data.clone(), segment, true, place);
         plain.push(mb / p.as_secs_f64());
         wr.push(mb / w.as_secs_f64());
         wr_hash.push(mb / h.as_secs_f64());
         wall.push(mb / w_wall.as_secs_f64());
+        iperf.push(i);
         println!(
-            "{rep:>4}  {:>11.1}  {:>14.1}  {:>14.1}  {:>22.1}",
-            plain[rep], wr[rep], wr_hash[rep], wall[rep]
+            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>22.1}",
+            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wall[rep]
         );
     }
     let (p, w, h, ww) = (median(plain), median(wr), median(wr_hash), median(wall));
@@ -161,4 +333,12 @@ fn main() {
         100.0 * h / p,
         100.0 * ww / p
     );
+    if with_iperf {
+        let i = median(iperf);
+        println!(
+            "iperf3 {i:.1} MB/s: windrose = {:.1} % of iperf3; with BLAKE3 {:.1} %",
+            100.0 * w / i,
+            100.0 * h / i
+        );
+    }
 }
