@@ -68,7 +68,7 @@ use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, SwarmSetup};
+use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceVerifier, SwarmSetup};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
@@ -205,6 +205,11 @@ pub enum NetEvent {
         peer: NodeId,
         /// Why.
         reason: String,
+    },
+    /// A peer that had failed connected again (it restarted) and was taken back into the run.
+    Rejoined {
+        /// The peer.
+        peer: NodeId,
     },
     /// A round trip was measured.
     RoundTrip {
@@ -392,6 +397,10 @@ pub struct NodeResult {
     /// Scatter: when it reported its share computed, seconds after the root's Go (shifted as
     /// `completion_s`).
     pub measured_finish_s: Option<f64>,
+    /// Set when it restarted mid-run and rejoined: the bytes it found verified on disk from its
+    /// earlier life (not fetched again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_bytes: Option<u64>,
     /// Its full report, when one arrived.
     #[serde(skip)]
     pub report: Option<NodeReport>,
@@ -467,14 +476,28 @@ pub async fn bind(group: &Group, me: NodeId) -> Result<TcpListener, NetError> {
         .member(me)
         .map(|m| m.addr.clone())
         .ok_or_else(|| NetError::Group(format!("node {me} is not in the group")))?;
-    TcpListener::bind(&addr)
-        .await
-        .map_err(|source| NetError::Bind {
-            node: me,
-            addr,
-            source,
-        })
+    // A node restarted right after a crash may find its address still held for a moment by
+    // the dying process: retry briefly before giving up.
+    let deadline = Instant::now() + BIND_RETRY;
+    loop {
+        match TcpListener::bind(&addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(source) => {
+                return Err(NetError::Bind {
+                    node: me,
+                    addr,
+                    source,
+                })
+            }
+        }
+    }
 }
+
+/// How long [`bind`] retries an address in use.
+const BIND_RETRY: Duration = Duration::from_secs(3);
 
 /// One established connection, served by a reader and a writer task.
 struct Link {
@@ -617,7 +640,11 @@ impl Core {
     }
 
     fn spawn_dial(&mut self, peer: NodeId, role: Role) {
-        let deadline = Instant::now() + self.timeouts().connect;
+        self.spawn_dial_until(peer, role, Instant::now() + self.timeouts().connect);
+    }
+
+    /// Dials `peer`, retrying until `deadline`.
+    fn spawn_dial_until(&mut self, peer: NodeId, role: Role, deadline: Instant) {
         let task = tokio::spawn(conn::dial(self.endpoint(), peer, role, deadline));
         self.tasks.push(task);
     }
@@ -739,8 +766,15 @@ impl Core {
         }
     }
 
-    /// Installs the machines and starts them (Go).
-    fn start(&mut self, collective: Box<dyn Protocol + Send>, prober: LinkProber, probe: bool) {
+    /// Installs the machines and starts them (Go). A machine that rejoins a running collective
+    /// hears which peers are down before it starts (it must not greet them), as in the simulator.
+    fn start(
+        &mut self,
+        collective: Box<dyn Protocol + Send>,
+        prober: LinkProber,
+        probe: bool,
+        rejoining: bool,
+    ) {
         self.started = Some(Instant::now());
         // Silence counts from Go: set-up may have kept a link quiet for a while.
         for link in self.links.values_mut() {
@@ -748,15 +782,37 @@ impl Core {
         }
         self.machines = vec![collective, Box::new(prober)];
         self.probing = probe;
-        self.pending.push_back((COLLECTIVE, Input::Start));
+        let mut inputs = vec![(COLLECTIVE, Input::Start)];
         if probe {
-            self.pending.push_back((PROBER, Input::Start));
+            inputs.push((PROBER, Input::Start));
         }
-        for &peer in &self.failed_peers {
-            self.pending
-                .push_back((COLLECTIVE, Input::PeerFailed(peer)));
-            self.pending.push_back((PROBER, Input::PeerFailed(peer)));
+        let failed = self.failed_peers.iter().flat_map(|&peer| {
+            [
+                (COLLECTIVE, Input::PeerFailed(peer)),
+                (PROBER, Input::PeerFailed(peer)),
+            ]
+        });
+        if rejoining {
+            inputs.splice(0..0, failed);
+        } else {
+            inputs.extend(failed);
         }
+        self.pending.extend(inputs);
+    }
+
+    /// Takes back a peer that connected again mid-run because it restarted. An old connection
+    /// that still looked alive is failed first, so the machines hear of the failure before the
+    /// new life's first message (which revives the peer in the protocol).
+    fn revive(&mut self, c: Conn) {
+        let peer = c.peer;
+        if !self.failed_peers.contains(&peer) {
+            self.fault(peer, format!("node {peer} connected again: it restarted"));
+        }
+        self.failed_peers.remove(&peer);
+        self.fault_reasons.remove(&peer);
+        self.links.remove(&peer);
+        self.emit(NetEvent::Rejoined { peer });
+        self.add_conn(c);
     }
 
     async fn run_pending(&mut self) {
@@ -1217,11 +1273,15 @@ fn refuse(c: Conn, reason: String) {
 }
 
 /// Builds a node's collective machine from a job, and lists its tree neighbours.
+/// The machine of `me` for `job` and the neighbours it needs connections to; `rejoin` (the
+/// pieces kept from an earlier life, for a multicast) builds the machine of a node that
+/// restarted and rejoins the running collective.
 fn build_machine(
     me: NodeId,
     group: &Group,
     job: &Job,
     data: Option<Bytes>,
+    rejoin: Option<Vec<(u32, Bytes)>>,
 ) -> Result<(Box<dyn Protocol + Send>, Vec<NodeId>), String> {
     let idle = (me != job.root && job.idle_timeout_ms > 0)
         .then(|| Duration::from_millis(job.idle_timeout_ms));
@@ -1253,6 +1313,12 @@ fn build_machine(
                 max_frame_payload: *max_frame_payload,
                 idle_timeout: idle,
             };
+            if rejoin.is_some() {
+                // Its children were re-attached to the root when it failed: it asks the root
+                // for everything and forwards nothing.
+                let m = TreeBroadcast::rejoin(me, &tree, config).map_err(|e| e.to_string())?;
+                return Ok((Box::new(m), vec![job.root]));
+            }
             let m = TreeBroadcast::new(me, &tree, data, config).map_err(|e| e.to_string())?;
             let mut neighbours: Vec<NodeId> = m.children().to_vec();
             neighbours.extend(m.parent());
@@ -1263,6 +1329,12 @@ fn build_machine(
             max_frame_payload,
             parallel,
         } => {
+            if rejoin.is_some() {
+                return Err(
+                    "a scatter cannot take a node back mid-run: its schedule fixed every share at the start"
+                        .into(),
+                );
+            }
             if schedule.root != job.root {
                 return Err(format!(
                     "the schedule's root is node {}, the job's root node {}",
@@ -1293,7 +1365,7 @@ fn build_machine(
         } => {
             let manifest = manifest.to_manifest(job.total_len)?;
             let spec = multicast_spec(*protocol, params, group, job.root)?;
-            let m = build_multicast(me, group, job, Arc::new(manifest), &spec, data)?;
+            let m = build_multicast(me, group, job, Arc::new(manifest), &spec, data, rejoin)?;
             // The swarm protocols talk to any member: a full mesh.
             let neighbours = group
                 .members()
@@ -1332,6 +1404,7 @@ fn build_multicast(
     manifest: Arc<Manifest>,
     spec: &MulticastSpec,
     data: Option<Bytes>,
+    rejoin: Option<Vec<(u32, Bytes)>>,
 ) -> Result<Box<dyn Protocol + Send>, String> {
     let layout = ClusterLayout::new(group.members().iter().map(|m| (m.id, m.cluster)))
         .map_err(|e| e.to_string())?;
@@ -1342,7 +1415,11 @@ fn build_multicast(
         layout: Arc::new(layout),
         verifier: Arc::new(Blake3Verifier),
     };
-    multicast::build(me, &setup, data, spec, job.seed).map_err(|e| e.to_string())
+    match rejoin {
+        Some(held) => multicast::build_rejoining(me, &setup, spec, job.seed, held),
+        None => multicast::build(me, &setup, data, spec, job.seed),
+    }
+    .map_err(|e| e.to_string())
 }
 
 /// The protocol's parameters from a job, its trees checked against the group and the root.
@@ -1439,6 +1516,9 @@ fn prober(me: NodeId, peers: &[NodeId], job: &Job) -> LinkProber {
         .expect("the probe period and rounds are positive")
 }
 
+/// How long the root waits between attempts to reach a lost node again.
+const REDIAL_PAUSE: Duration = Duration::from_secs(1);
+
 /// Runs the root of one collective: connects to every member, hands out the job, starts the
 /// collective when everyone is ready, collects every node's report and ends the run.
 ///
@@ -1496,6 +1576,7 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         idle_timeout_ms: t.idle.as_millis() as u64,
         probe_period_ms: job.probe_period.map_or(0, |p| p.as_millis().max(1) as u64),
         seed: job.seed,
+        rejoin: None,
     };
     if let (Some(key), CollectiveSpec::Multicast { manifest: m, .. }) =
         (config.handshake.manifest_key(), &mut spec.collective)
@@ -1527,11 +1608,12 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
                 manifest.clone(),
                 m,
                 Some(job.data.clone()),
+                None,
             )
             .map_err(NetError::Setup)?
         }
         _ => {
-            build_machine(me, &group, &spec, Some(job.data.clone()))
+            build_machine(me, &group, &spec, Some(job.data.clone()), None)
                 .map_err(NetError::Setup)?
                 .0
         }
@@ -1649,16 +1731,19 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         go_sent.insert(p, Instant::now());
     }
     let probe = spec.probe_period_ms > 0;
-    core.start(machine, prober(me, &others, &spec), probe);
+    core.start(machine, prober(me, &others, &spec), probe, false);
     core.total_bytes = spec.total_len;
     core.emit(NetEvent::Started {
         total_len: spec.total_len,
     });
     let go = core.started.unwrap_or_else(Instant::now);
 
-    // 3. Collect the reports.
+    // 3. Collect the reports. A node whose connection is lost is dialed again (every
+    // `REDIAL_PAUSE`) until the run ends: if it restarted, it is taken back with a rejoin job.
     let mut reports: BTreeMap<NodeId, NodeReport> = BTreeMap::new();
     let mut lost: BTreeMap<NodeId, String> = BTreeMap::new();
+    let mut redial_at: BTreeMap<NodeId, Instant> = BTreeMap::new();
+    let mut redialing: BTreeSet<NodeId> = BTreeSet::new();
     let mut last_activity = Instant::now();
     loop {
         if let Some(e) = core.fatal.take() {
@@ -1668,12 +1753,39 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         for (&p, reason) in &core.fault_reasons {
             if !reports.contains_key(&p) {
                 lost.entry(p).or_insert_with(|| reason.clone());
+                if rejoinable(&spec) && !redialing.contains(&p) {
+                    redial_at.entry(p).or_insert_with(Instant::now);
+                }
             }
         }
         if core.ended.is_some() && reports.len() + lost.len() >= others.len() {
             break;
         }
+        let now = Instant::now();
+        let due: Vec<NodeId> = redial_at
+            .iter()
+            .filter(|(_, &at)| at <= now)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in due {
+            redial_at.remove(&p);
+            redialing.insert(p);
+            core.spawn_dial(p, Role::Root);
+        }
         match core.poll(last_activity + t.idle).await {
+            Happening::DialFailed(p, _) if redialing.remove(&p) => {
+                redial_at.insert(p, Instant::now() + REDIAL_PAUSE);
+            }
+            Happening::Conn(c) if c.role == Role::Root && redialing.remove(&c.peer) => {
+                let p = c.peer;
+                core.revive(c);
+                let mut rejoin = spec.clone();
+                rejoin.rejoin = Some(core.failed_peers.iter().copied().collect());
+                core.send_control(p, &Control::Job(Box::new(rejoin)));
+                lost.remove(&p);
+                go_sent.insert(p, Instant::now());
+                last_activity = Instant::now();
+            }
             Happening::Control(p, Control::Progress(pr)) => {
                 last_activity = Instant::now();
                 core.emit(NetEvent::Progress {
@@ -1804,6 +1916,7 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
                 .share_finishes
                 .get(&p)
                 .map(|at| to_root_clock(p, at.as_nanos())),
+            resumed_bytes: report.as_ref().and_then(|r| r.resumed_bytes),
             report,
         });
     }
@@ -1954,127 +2067,149 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
         total_len: job.total_len,
     });
 
-    // 2. Set up: the machine, the output, the neighbours.
-    let setup = (|| {
-        if job.root != root {
-            return Err(format!(
-                "the job names node {} as root but came from node {root}",
-                job.root
-            ));
-        }
-        check_manifest_mac(config.handshake.manifest_key(), &job)?;
-        build_machine(me, &group, &job, None)
-    })();
-    let (machine, neighbours) = match setup {
-        Ok(x) => x,
-        Err(reason) => {
-            let reason = format!("node {me}: bad job: {reason}");
-            core.send_control(root, &Control::Abort(reason.clone()));
-            return fail(&mut core, NetError::Setup(reason)).await;
-        }
-    };
-    // A scatter delivers nothing (its nodes compute their shares): no output file is made.
-    let output = match (&job.collective, &config.output) {
-        (CollectiveSpec::Scatter { .. }, OutputSpec::File(_)) => OutputSpec::Discard,
-        (_, o) => o.clone(),
-    };
-    match Sink::start(&output, job.session ^ u64::from(me.0), config.verify) {
-        Ok(s) => core.sink = Some(s),
-        Err(e) => {
-            core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
-            return fail(&mut core, e).await;
-        }
-    }
-    core.total_bytes = match &job.collective {
-        CollectiveSpec::Broadcast { .. } | CollectiveSpec::Multicast { .. } => job.total_len,
-        CollectiveSpec::Scatter { .. } => 0,
-    };
-    if matches!(job.collective, CollectiveSpec::Multicast { .. }) {
-        // Every node both sends and receives: a reader paused for its own node's full writers
-        // could wait on a peer paused for the same reason. The machines bound what they ask
-        // for, and queued pieces are the very bytes their stores hold, so nothing is throttled.
-        if let Some(flow) = &core.flow {
-            flow.disable();
-        }
-    }
-    let wanted: BTreeSet<NodeId> = neighbours.into_iter().filter(|&n| n != root).collect();
-    for &n in wanted.iter().filter(|&&n| n > me) {
-        core.spawn_dial(n, Role::Peer);
-    }
-    let deadline = Instant::now() + t.connect + t.handshake + t.setup;
-    let mut ready_sent = false;
-    loop {
-        if !ready_sent && wanted.iter().all(|n| core.links.contains_key(n)) {
-            core.send_control(root, &Control::Ready);
-            ready_sent = true;
-        }
-        match core.poll(deadline).await {
-            Happening::Conn(c) => {
-                if c.role == Role::Root {
-                    refuse(
-                        c,
-                        format!("node {me} is already in a run with root node {root}"),
-                    );
-                } else {
-                    core.add_conn(c);
-                }
+    // 2. Set up: the machine, the output, the neighbours; or, taken back mid-run, rejoin.
+    let rejoining = job.rejoin.is_some();
+    let mut resumed_bytes = None;
+    let machine = if let Some(down) = job.rejoin.clone() {
+        match setup_rejoin(&mut core, &job, root, &down).await {
+            Ok((machine, resumed)) => {
+                resumed_bytes = Some(resumed);
+                machine
             }
-            Happening::DialFailed(p, e) => {
-                core.send_control(
-                    root,
-                    &Control::Abort(format!("node {me} cannot reach node {p}: {e}")),
-                );
-                // As for a lost neighbour: the root usually hears of the cause too (it dials
-                // every node), and its abort names it.
-                let e = await_root_abort(&mut core, root, e).await;
+            Err(e) => {
+                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
                 return fail(&mut core, e).await;
             }
-            Happening::Control(p, Control::Go) if p == root && ready_sent => break,
-            Happening::Control(p, Control::Abort(reason)) if p == root => {
-                return fail(&mut core, NetError::Aborted(reason)).await
+        }
+    } else {
+        let setup = (|| {
+            if job.root != root {
+                return Err(format!(
+                    "the job names node {} as root but came from node {root}",
+                    job.root
+                ));
             }
-            Happening::Control(p, Control::Reject(reason))
-            | Happening::Control(p, Control::Abort(reason)) => {
-                let reason = format!("node {p} refused this node: {reason}");
-                core.send_control(root, &Control::Abort(format!("node {me}: {reason}")));
-                return fail(&mut core, NetError::Failed(reason)).await;
+            check_manifest_mac(config.handshake.manifest_key(), &job)?;
+            build_machine(me, &group, &job, None, None)
+        })();
+        let (machine, neighbours) = match setup {
+            Ok(x) => x,
+            Err(reason) => {
+                let reason = format!("node {me}: bad job: {reason}");
+                core.send_control(root, &Control::Abort(reason.clone()));
+                return fail(&mut core, NetError::Setup(reason)).await;
             }
-            Happening::Lost(p, reason) => {
-                let e = NetError::Failed(format!("lost node {p} during setup: {reason}"));
-                if p == root {
+        };
+        // A scatter delivers nothing (its nodes compute their shares): no output file is made.
+        let output = match (&job.collective, &config.output) {
+            (CollectiveSpec::Scatter { .. }, OutputSpec::File(_)) => OutputSpec::Discard,
+            (_, o) => o.clone(),
+        };
+        match Sink::start(&output, job.session ^ u64::from(me.0), config.verify) {
+            Ok(s) => core.sink = Some(s),
+            Err(e) => {
+                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                return fail(&mut core, e).await;
+            }
+        }
+        core.total_bytes = match &job.collective {
+            CollectiveSpec::Broadcast { .. } | CollectiveSpec::Multicast { .. } => job.total_len,
+            CollectiveSpec::Scatter { .. } => 0,
+        };
+        if matches!(job.collective, CollectiveSpec::Multicast { .. }) {
+            // Every node both sends and receives: a reader paused for its own node's full writers
+            // could wait on a peer paused for the same reason. The machines bound what they ask
+            // for, and queued pieces are the very bytes their stores hold, so nothing is throttled.
+            if let Some(flow) = &core.flow {
+                flow.disable();
+            }
+        }
+        let wanted: BTreeSet<NodeId> = neighbours.into_iter().filter(|&n| n != root).collect();
+        for &n in wanted.iter().filter(|&&n| n > me) {
+            core.spawn_dial(n, Role::Peer);
+        }
+        let deadline = Instant::now() + t.connect + t.handshake + t.setup;
+        let mut ready_sent = false;
+        loop {
+            if !ready_sent && wanted.iter().all(|n| core.links.contains_key(n)) {
+                core.send_control(root, &Control::Ready);
+                ready_sent = true;
+            }
+            match core.poll(deadline).await {
+                Happening::Conn(c) => {
+                    if c.role == Role::Root {
+                        refuse(
+                            c,
+                            format!("node {me} is already in a run with root node {root}"),
+                        );
+                    } else {
+                        core.add_conn(c);
+                    }
+                }
+                Happening::DialFailed(p, e) => {
+                    core.send_control(
+                        root,
+                        &Control::Abort(format!("node {me} cannot reach node {p}: {e}")),
+                    );
+                    // As for a lost neighbour: the root usually hears of the cause too (it dials
+                    // every node), and its abort names it.
+                    let e = await_root_abort(&mut core, root, e).await;
                     return fail(&mut core, e).await;
                 }
-                // A neighbour that left has usually failed for a reason the root will hear
-                // about: wait briefly for the root's abort, which names the cause.
-                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
-                let e = await_root_abort(&mut core, root, e).await;
-                return fail(&mut core, e).await;
+                Happening::Control(p, Control::Go) if p == root && ready_sent => break,
+                Happening::Control(p, Control::Abort(reason)) if p == root => {
+                    return fail(&mut core, NetError::Aborted(reason)).await
+                }
+                Happening::Control(p, Control::Reject(reason))
+                | Happening::Control(p, Control::Abort(reason)) => {
+                    let reason = format!("node {p} refused this node: {reason}");
+                    core.send_control(root, &Control::Abort(format!("node {me}: {reason}")));
+                    return fail(&mut core, NetError::Failed(reason)).await;
+                }
+                Happening::Lost(p, reason) => {
+                    let e = NetError::Failed(format!("lost node {p} during setup: {reason}"));
+                    if p == root {
+                        return fail(&mut core, e).await;
+                    }
+                    // A neighbour that left has usually failed for a reason the root will hear
+                    // about: wait briefly for the root's abort, which names the cause.
+                    core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                    let e = await_root_abort(&mut core, root, e).await;
+                    return fail(&mut core, e).await;
+                }
+                Happening::Deadline => {
+                    let missing: Vec<String> = wanted
+                        .iter()
+                        .filter(|n| !core.links.contains_key(n))
+                        .map(|n| n.to_string())
+                        .collect();
+                    let what = if missing.is_empty() {
+                        "the root's go".to_string()
+                    } else {
+                        format!("neighbours {} to connect", missing.join(", "))
+                    };
+                    let e = NetError::Timeout {
+                        what,
+                        waited: t.connect + t.handshake + t.setup,
+                    };
+                    core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                    return fail(&mut core, e).await;
+                }
+                _ => {}
             }
-            Happening::Deadline => {
-                let missing: Vec<String> = wanted
-                    .iter()
-                    .filter(|n| !core.links.contains_key(n))
-                    .map(|n| n.to_string())
-                    .collect();
-                let what = if missing.is_empty() {
-                    "the root's go".to_string()
-                } else {
-                    format!("neighbours {} to connect", missing.join(", "))
-                };
-                let e = NetError::Timeout {
-                    what,
-                    waited: t.connect + t.handshake + t.setup,
-                };
-                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
-                return fail(&mut core, e).await;
-            }
-            _ => {}
         }
-    }
+
+        machine
+    };
 
     // 3. Run.
     let peers = core.live_peers();
-    core.start(machine, prober(me, &peers, &job), job.probe_period_ms > 0);
+    core.start(
+        machine,
+        prober(me, &peers, &job),
+        job.probe_period_ms > 0,
+        rejoining,
+    );
     let mut last_activity = Instant::now();
     let mut last_bytes = 0u64;
     let mut root_failure: Option<NetError> = None;
@@ -2135,6 +2270,8 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 ));
                 core.ended = Some((Status::Aborted, Instant::now()));
             }
+            // A running peer never dials twice: this is a node that restarted and rejoins.
+            Happening::Conn(c) if c.role == Role::Peer && rejoinable(&job) => core.revive(c),
             Happening::Conn(c) => refuse(c, "the run has started".into()),
             _ => {}
         }
@@ -2219,6 +2356,7 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
         share: core.share.clone(),
         measurements: core.recorder.snapshot(),
         frames_sent: core.frame_counts(),
+        resumed_bytes,
     };
     core.send_control(root, &Control::Report(Box::new(report.clone())));
 
@@ -2246,6 +2384,152 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             error.unwrap_or_else(|| "the collective did not finish".into())
         )))
     }
+}
+
+/// Whether a restarted node can be taken back into a run of `job` (not a scatter: its schedule
+/// fixed every share at the start).
+fn rejoinable(job: &Job) -> bool {
+    !matches!(job.collective, CollectiveSpec::Scatter { .. })
+}
+
+/// The verified pieces an earlier life of this node left in its partial output file beside
+/// `path`: the longest run of whole pieces from the start whose hashes match the manifest
+/// (the output is written in order, so that is all it can hold), and where the resumed
+/// output continues. Other partial files of that life are removed.
+fn read_resumable(
+    path: &std::path::Path,
+    nonce: u64,
+    manifest: &Manifest,
+) -> (Vec<(u32, Bytes)>, Option<crate::sink::Resume>) {
+    let mut partials = crate::sink::partials_of(path, nonce).into_iter();
+    let Some(file) = partials.next() else {
+        return (Vec::new(), None);
+    };
+    for other in partials {
+        let _ = std::fs::remove_file(other);
+    }
+    let data = Bytes::from(std::fs::read(&file).unwrap_or_default());
+    let mut held = Vec::new();
+    let mut keep = 0;
+    for i in 0..manifest.piece_count() {
+        let Some(range) = manifest.piece_range(i) else {
+            break;
+        };
+        if range.end > data.len() as u64 {
+            break;
+        }
+        let piece = data.slice(range.start as usize..range.end as usize);
+        if !Blake3Verifier.verify(manifest, i, &piece) {
+            break;
+        }
+        held.push((i, piece));
+        keep = range.end;
+    }
+    (held, Some(crate::sink::Resume { file, keep }))
+}
+
+/// Sets up a node the root took back mid-run (`job.rejoin`, after it restarted): the machine
+/// built to rejoin (a multicast node keeps the verified pieces its earlier life wrote), the
+/// output resumed from the earlier life's partial file, and connections to the live
+/// neighbours, which it dials all (they are running and dial no one); `down` and those it
+/// cannot reach count as failed. No Ready, no Go: the caller starts the machine at once.
+/// Returns the machine and the bytes resumed from disk.
+async fn setup_rejoin(
+    core: &mut Core,
+    job: &Job,
+    root: NodeId,
+    down: &[NodeId],
+) -> Result<(Box<dyn Protocol + Send>, u64), NetError> {
+    let (me, t) = (core.me, core.timeouts());
+    let setup_err = |reason: String| NetError::Setup(format!("node {me}: cannot rejoin: {reason}"));
+    if job.root != root {
+        return Err(setup_err(format!(
+            "the job names node {} as root but came from node {root}",
+            job.root
+        )));
+    }
+    check_manifest_mac(core.config.handshake.manifest_key(), job).map_err(setup_err)?;
+    let nonce = job.session ^ u64::from(me.0);
+    let output = core.config.output.clone();
+    let (held, resume) = match (&job.collective, &output) {
+        (CollectiveSpec::Multicast { manifest, .. }, OutputSpec::File(path)) => {
+            let manifest = manifest.to_manifest(job.total_len).map_err(setup_err)?;
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || read_resumable(&path, nonce, &manifest))
+                .await
+                .map_err(|e| setup_err(format!("reading back the partial output: {e}")))?
+        }
+        (_, OutputSpec::File(path)) => {
+            // A broadcast has no piece hashes to check a kept prefix against: start over.
+            for old in crate::sink::partials_of(path, nonce) {
+                let _ = std::fs::remove_file(old);
+            }
+            (Vec::new(), None)
+        }
+        _ => (Vec::new(), None),
+    };
+    let resumed = resume.as_ref().map_or(0, |r| r.keep);
+    let (machine, neighbours) =
+        build_machine(me, &core.group, job, None, Some(held)).map_err(setup_err)?;
+    core.sink = Some(Sink::resume(&output, nonce, core.config.verify, resume)?);
+    core.total_bytes = job.total_len;
+    if matches!(job.collective, CollectiveSpec::Multicast { .. }) {
+        if let Some(flow) = &core.flow {
+            flow.disable();
+        }
+    }
+    for &d in down.iter().filter(|&&d| d != me && d != root) {
+        core.fault(d, format!("node {d} had failed when node {me} rejoined"));
+    }
+    let mut dialing: BTreeSet<NodeId> = neighbours
+        .into_iter()
+        .filter(|&n| n != root && n != me && !core.failed_peers.contains(&n))
+        .collect();
+    let deadline = Instant::now() + t.handshake;
+    for &n in &dialing {
+        core.spawn_dial_until(n, Role::Peer, deadline);
+    }
+    while !dialing.is_empty() {
+        match core.poll(deadline + t.handshake).await {
+            Happening::Conn(c) if c.role == Role::Peer => {
+                dialing.remove(&c.peer);
+                core.add_conn(c);
+            }
+            Happening::Conn(c) => refuse(
+                c,
+                format!("node {me} is already in a run with root node {root}"),
+            ),
+            Happening::DialFailed(p, e) => {
+                dialing.remove(&p);
+                core.fault(
+                    p,
+                    format!("node {me} could not reach node {p} to rejoin: {e}"),
+                );
+            }
+            Happening::Control(p, Control::Abort(reason)) if p == root => {
+                return Err(NetError::Aborted(reason))
+            }
+            Happening::Lost(p, reason) if p == root => {
+                return Err(NetError::Failed(format!(
+                    "lost the root (node {p}): {reason}"
+                )))
+            }
+            Happening::Lost(p, _) => {
+                dialing.remove(&p);
+            }
+            Happening::Deadline => {
+                for p in std::mem::take(&mut dialing) {
+                    core.fault(
+                        p,
+                        format!("node {me} could not reach node {p} to rejoin in time"),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    core.emit(NetEvent::Rejoined { peer: me });
+    Ok((machine, resumed))
 }
 
 /// Waits (up to the close timeout) for the root's abort and returns it, or `fallback`.

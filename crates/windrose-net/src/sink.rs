@@ -79,6 +79,43 @@ pub fn partial_path(path: &Path, nonce: u64) -> PathBuf {
     ))
 }
 
+/// The partial files an earlier life of this node left for the same run (`nonce`) beside
+/// `path`, largest first: a process killed mid-run leaves its temporary file behind.
+pub fn partials_of(path: &Path, nonce: u64) -> Vec<PathBuf> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let (prefix, suffix) = (
+        format!(".{name}.windrose-partial-"),
+        format!("-{nonce:016x}"),
+    );
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && n.ends_with(&suffix)
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.len(), e.path())))
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    found.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Where a resumed output continues: the partial file of an earlier life and how many of its
+/// first bytes were verified (the rest is cut off and fetched again).
+#[derive(Clone, Debug)]
+pub(crate) struct Resume {
+    pub(crate) file: PathBuf,
+    pub(crate) keep: u64,
+}
+
 /// The driver's handle on the writing thread.
 pub(crate) struct Sink {
     tx: mpsc::Sender<Cmd>,
@@ -89,6 +126,18 @@ pub(crate) struct Sink {
 impl Sink {
     /// Starts the thread (creating the temporary file now, so a bad path fails early).
     pub(crate) fn start(spec: &OutputSpec, nonce: u64, hash: bool) -> Result<Sink, NetError> {
+        Sink::resume(spec, nonce, hash, None)
+    }
+
+    /// Starts the thread on the partial file of `resume` (a file output only): it takes this
+    /// process's temporary name, is cut to the verified bytes, and the delivered bytes that it
+    /// already holds are hashed, not written again.
+    pub(crate) fn resume(
+        spec: &OutputSpec,
+        nonce: u64,
+        hash: bool,
+        resume: Option<Resume>,
+    ) -> Result<Sink, NetError> {
         let (tx, rx) = mpsc::channel(SINK_QUEUE);
         let (done_tx, done_rx) = oneshot::channel();
         let target = match spec {
@@ -96,14 +145,29 @@ impl Sink {
             OutputSpec::Memory => Target::Memory(Vec::new()),
             OutputSpec::File(path) => {
                 let tmp = partial_path(path, nonce);
-                let file = File::create(&tmp).map_err(|source| NetError::Output {
+                let output_err = |source| NetError::Output {
                     path: tmp.display().to_string(),
                     source,
-                })?;
+                };
+                let (file, skip) = match resume {
+                    Some(r) => {
+                        std::fs::rename(&r.file, &tmp).map_err(output_err)?;
+                        let mut file = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&tmp)
+                            .map_err(output_err)?;
+                        file.set_len(r.keep).map_err(output_err)?;
+                        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(r.keep))
+                            .map_err(output_err)?;
+                        (file, r.keep)
+                    }
+                    None => (File::create(&tmp).map_err(output_err)?, 0),
+                };
                 Target::File {
                     file,
                     tmp,
                     path: path.clone(),
+                    skip,
                 }
             }
         };
@@ -163,6 +227,8 @@ enum Target {
         file: File,
         tmp: PathBuf,
         path: PathBuf,
+        /// Bytes at the start of the file that are already there (a resumed output).
+        skip: u64,
     },
 }
 
@@ -194,8 +260,12 @@ fn run(
                 match &mut target {
                     Target::Discard => {}
                     Target::Memory(v) => v.push(data),
-                    Target::File { file, tmp, .. } => {
-                        if let Err(source) = file.write_all(&data) {
+                    Target::File {
+                        file, tmp, skip, ..
+                    } => {
+                        // Bytes a resumed file already holds are not written again.
+                        let new = (written.saturating_sub(*skip) as usize).min(data.len());
+                        if let Err(source) = file.write_all(&data[data.len() - new..]) {
                             failure = Some(NetError::Output {
                                 path: tmp.display().to_string(),
                                 source,
@@ -215,7 +285,9 @@ fn run(
     let delivered = match target {
         Target::Discard => Delivered::Nothing,
         Target::Memory(v) => Delivered::Memory(v),
-        Target::File { file, tmp, path } => {
+        Target::File {
+            file, tmp, path, ..
+        } => {
             let done = commit && failure.is_none();
             let result = if done {
                 file.sync_all()
@@ -277,5 +349,38 @@ mod tests {
         assert_eq!(s.delivered, Delivered::Nothing);
         assert!(!other.exists());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// A resumed output takes over the earlier life's partial file, cuts what was not verified,
+    /// writes only the bytes past the kept ones, and hashes everything delivered.
+    #[tokio::test]
+    async fn resumed_file_keeps_the_verified_prefix_and_writes_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let nonce = 7;
+        let earlier = dir
+            .path()
+            .join(format!(".out.bin.windrose-partial-1-{nonce:016x}"));
+        std::fs::write(&earlier, b"abcXYZ").unwrap();
+        let unrelated = dir
+            .path()
+            .join(format!(".out.bin.windrose-partial-1-{:016x}", 8));
+        std::fs::write(&unrelated, b"other run").unwrap();
+        assert_eq!(partials_of(&path, nonce), vec![earlier.clone()]);
+        let resume = Resume {
+            file: earlier.clone(),
+            keep: 3,
+        };
+        let mut sink =
+            Sink::resume(&OutputSpec::File(path.clone()), nonce, true, Some(resume)).unwrap();
+        assert!(!earlier.exists(), "renamed to this process's partial name");
+        sink.deliver(0, Bytes::from_static(b"abc")).await.unwrap();
+        sink.deliver(3, Bytes::from_static(b"def")).await.unwrap();
+        let s = sink.finish(true).await.unwrap().await.unwrap().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"abcdef");
+        assert_eq!(s.bytes, 6);
+        assert_eq!(s.blake3, Some(blake3::hash(b"abcdef").to_hex().to_string()));
+        assert!(partials_of(&path, nonce).is_empty());
+        assert!(unrelated.exists());
     }
 }

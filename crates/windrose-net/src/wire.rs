@@ -304,6 +304,11 @@ pub struct Job {
     pub probe_period_ms: u64,
     /// Seed of the per-node RNGs (`windrose_proto::node_rng`).
     pub seed: u64,
+    /// Set when the root takes the node back mid-run after losing it (the node restarted):
+    /// the nodes the root counts as failed at that moment, which the node neither dials nor
+    /// waits for. The node starts at once (no Ready, no Go) with a machine built to rejoin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejoin: Option<Vec<NodeId>>,
 }
 
 /// How a node's collective ended.
@@ -367,6 +372,10 @@ pub struct NodeReport {
     pub measurements: LinkMeasurements,
     /// Protocol frames it sent, by peer and kind.
     pub frames_sent: Vec<FrameCount>,
+    /// Set when the node rejoined the run after a restart: the bytes it found verified on disk
+    /// from its earlier life and did not fetch again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_bytes: Option<u64>,
 }
 
 /// A data-less progress note.

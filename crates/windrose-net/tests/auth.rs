@@ -418,6 +418,7 @@ async fn tampered_manifest_is_refused() {
         idle_timeout_ms: 1000,
         probe_period_ms: 0,
         seed: 1,
+        rejoin: None,
     };
     let addr = group.member(NodeId(1)).unwrap().addr.clone();
     let mut io = Transport {

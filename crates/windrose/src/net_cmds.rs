@@ -519,6 +519,12 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
         if let Some(ns) = r.finished_ns {
             let _ = write!(line, ", in {} s", num(ns as f64 * 1e-9));
         }
+        if let Some(kept) = r.resumed_bytes {
+            let _ = write!(
+                line,
+                " (rejoined the run after a restart; {kept} bytes resumed from disk)"
+            );
+        }
         if let Delivered::File(p) = &outcome.delivered {
             let _ = write!(line, ", written to {}", p.display());
         }
@@ -689,6 +695,9 @@ async fn progress(
             NetEvent::PeerFailed { peer, reason } => {
                 bar.println(format!("node {peer} failed: {reason}"));
             }
+            NetEvent::Rejoined { peer } => {
+                bar.println(format!("node {peer} restarted and rejoined the run"));
+            }
             _ => {}
         }
         bar.set_position(if scatter {
@@ -760,6 +769,15 @@ fn node_table(o: &RunOutcome) -> String {
         &rows,
     ) {
         let _ = writeln!(s, "{line}");
+    }
+    for n in &o.nodes {
+        if let (Some(kept), RunStatus::Finished) = (n.resumed_bytes, n.status) {
+            let _ = writeln!(
+                s,
+                "node {} restarted mid-run and rejoined, resuming from {kept} verified bytes on disk",
+                n.node
+            );
+        }
     }
     if o.all_verified() {
         let slowest = o
