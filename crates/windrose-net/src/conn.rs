@@ -45,19 +45,41 @@ pub(crate) enum Event {
     /// An incoming connection failed its handshake (the reason, for the final error).
     AcceptFailed(NetError),
     /// A frame from a peer.
-    Frame(NodeId, WireFrame),
+    Frame(LinkRef, WireFrame),
     /// The peer's stream ended: cleanly (None) or with an error.
-    ReadEnd(NodeId, Option<NetError>),
+    ReadEnd(LinkRef, Option<NetError>),
     /// The writer to the peer stopped: after a shutdown (None) or on an error.
-    WriteEnd(NodeId, Option<NetError>),
+    WriteEnd(LinkRef, Option<NetError>),
     /// The last byte of a notified send was written (machine index, id).
-    SendDone(NodeId, usize, SendId),
+    SendDone(LinkRef, usize, SendId),
     /// Everything queued to the peer before the flush marker is written.
-    Flushed(NodeId),
+    Flushed(LinkRef),
     /// A compute task finished: (task, blake3 hex).
     ComputeDone(windrose_proto::TaskId, String),
     /// The output thread finished.
     SinkDone(Result<crate::sink::SinkSummary, NetError>),
+}
+
+/// The connection an event came from: the peer and which of its connections (a peer that
+/// restarts gets a new one, and late events of the old one must not touch it).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LinkRef {
+    pub(crate) peer: NodeId,
+    pub(crate) life: u64,
+}
+
+impl Event {
+    /// The connection of a reader's or writer's event.
+    pub(crate) fn link(&self) -> Option<LinkRef> {
+        match self {
+            Event::Frame(l, _)
+            | Event::ReadEnd(l, _)
+            | Event::WriteEnd(l, _)
+            | Event::SendDone(l, _, _)
+            | Event::Flushed(l) => Some(*l),
+            _ => None,
+        }
+    }
 }
 
 /// What a writer sends, in order.
@@ -354,27 +376,28 @@ impl BufferPool {
 /// Reads frames from `rd` until the stream ends or fails; pauses while `flow` is over its
 /// high-water mark.
 pub(crate) async fn read_loop(
-    peer: NodeId,
+    link: LinkRef,
     mut rd: OwnedReadHalf,
     mut reader: FrameReader,
     events: mpsc::Sender<Event>,
     flow: Option<Arc<Flow>>,
     stats: Arc<LinkStats>,
 ) {
+    let peer = link.peer;
     let mut pool = BufferPool::default();
     let end = loop {
         // Frames already buffered (e.g. read together with the handshake) first.
         loop {
             match reader.next_frame() {
                 Ok(Some(frame)) => {
-                    if events.send(Event::Frame(peer, frame)).await.is_err() {
+                    if events.send(Event::Frame(link, frame)).await.is_err() {
                         return;
                     }
                 }
                 Ok(None) => break,
                 Err(source) => {
                     let _ = events
-                        .send(Event::ReadEnd(peer, Some(NetError::Wire { peer, source })))
+                        .send(Event::ReadEnd(link, Some(NetError::Wire { peer, source })))
                         .await;
                     return;
                 }
@@ -414,13 +437,13 @@ pub(crate) async fn read_loop(
             }
         }
     };
-    let _ = events.send(Event::ReadEnd(peer, end)).await;
+    let _ = events.send(Event::ReadEnd(link, end)).await;
 }
 
 /// Writes queued frames to `wr` in order with vectored writes; reports notified sends, flush
 /// markers and its end. A write that makes no progress for `stall` fails the connection.
 pub(crate) async fn write_loop(
-    peer: NodeId,
+    link: LinkRef,
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     events: mpsc::Sender<Event>,
@@ -428,6 +451,7 @@ pub(crate) async fn write_loop(
     stats: Arc<LinkStats>,
     stall: Duration,
 ) {
+    let peer = link.peer;
     let _release = Release {
         flow: flow.clone(),
         stats: stats.clone(),
@@ -450,7 +474,7 @@ pub(crate) async fn write_loop(
             match queue.front() {
                 Some(Outgoing::Flush) => {
                     queue.pop_front();
-                    let _ = events.send(Event::Flushed(peer)).await;
+                    let _ = events.send(Event::Flushed(link)).await;
                     continue;
                 }
                 Some(Outgoing::Shutdown) => {
@@ -515,7 +539,7 @@ pub(crate) async fn write_loop(
                 let notify = *notify;
                 queue.pop_front();
                 if let Some((machine, id)) = notify {
-                    let _ = events.send(Event::SendDone(peer, machine, id)).await;
+                    let _ = events.send(Event::SendDone(link, machine, id)).await;
                 }
             }
             saturating_sub(&stats.queued, n);
@@ -525,5 +549,5 @@ pub(crate) async fn write_loop(
         }
     }
     .await;
-    let _ = events.send(Event::WriteEnd(peer, result.err())).await;
+    let _ = events.send(Event::WriteEnd(link, result.err())).await;
 }

@@ -512,6 +512,8 @@ struct Link {
     sampled_written: u64,
     /// When a byte from the peer was last seen (at a tick).
     heard_at: Instant,
+    /// Which connection with the peer this is (its events carry it).
+    life: u64,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
@@ -566,6 +568,8 @@ struct Core {
     last_tick: Instant,
     closing: bool,
     probing: bool,
+    /// Connections made so far (each link's `life`).
+    lives: u64,
 }
 
 impl Core {
@@ -608,6 +612,7 @@ impl Core {
             last_tick: now,
             closing: false,
             probing: false,
+            lives: 0,
         }
     }
 
@@ -665,11 +670,16 @@ impl Core {
             return;
         }
         let peer = c.peer;
+        self.lives += 1;
+        let link = conn::LinkRef {
+            peer,
+            life: self.lives,
+        };
         let (rd, wr) = c.io.stream.into_split();
         let stats = Arc::new(LinkStats::default());
         let (otx, orx) = mpsc::unbounded_channel();
         let reader = tokio::spawn(conn::read_loop(
-            peer,
+            link,
             rd,
             c.io.reader,
             self.tx.clone(),
@@ -677,7 +687,7 @@ impl Core {
             stats.clone(),
         ));
         let writer = tokio::spawn(conn::write_loop(
-            peer,
+            link,
             wr,
             orx,
             self.tx.clone(),
@@ -698,6 +708,7 @@ impl Core {
                 sampled_read: 0,
                 sampled_written: 0,
                 heard_at: Instant::now(),
+                life: self.lives,
                 reader,
                 writer,
             },
@@ -1105,6 +1116,12 @@ impl Core {
     }
 
     fn on_event(&mut self, ev: Event) -> Happening {
+        if let Some(l) = ev.link() {
+            // A late event of a connection replaced since (the peer restarted).
+            if self.links.get(&l.peer).map(|link| link.life) != Some(l.life) {
+                return Happening::Nothing;
+            }
+        }
         match ev {
             Event::Conn(c) => Happening::Conn(c),
             Event::DialFailed(p, e) => Happening::DialFailed(p, e),
@@ -1116,12 +1133,14 @@ impl Core {
                 self.rejections.push(reason);
                 Happening::Nothing
             }
-            Event::Frame(peer, WireFrame::Proto(m)) => {
+            Event::Frame(conn::LinkRef { peer, .. }, WireFrame::Proto(m)) => {
                 self.on_message(peer, m);
                 Happening::Nothing
             }
-            Event::Frame(peer, WireFrame::Control(c)) => Happening::Control(peer, c),
-            Event::ReadEnd(peer, err) => {
+            Event::Frame(conn::LinkRef { peer, .. }, WireFrame::Control(c)) => {
+                Happening::Control(peer, c)
+            }
+            Event::ReadEnd(conn::LinkRef { peer, .. }, err) => {
                 if let Some(link) = self.links.get_mut(&peer) {
                     link.reading = false;
                 }
@@ -1135,7 +1154,7 @@ impl Core {
                 self.fault(peer, reason.clone());
                 Happening::Lost(peer, reason)
             }
-            Event::WriteEnd(peer, err) => {
+            Event::WriteEnd(conn::LinkRef { peer, .. }, err) => {
                 if let Some(link) = self.links.get_mut(&peer) {
                     link.writing = false;
                 }
@@ -1148,12 +1167,12 @@ impl Core {
                     _ => Happening::Nothing,
                 }
             }
-            Event::SendDone(peer, i, id) => {
+            Event::SendDone(conn::LinkRef { peer, .. }, i, id) => {
                 self.pending
                     .push_back((i, Input::SendComplete { to: peer, id }));
                 Happening::Nothing
             }
-            Event::Flushed(peer) => {
+            Event::Flushed(conn::LinkRef { peer, .. }) => {
                 if let Some(link) = self.links.get_mut(&peer) {
                     link.flushed = true;
                 }

@@ -279,7 +279,8 @@ pub struct MulticastOutcome {
     pub pieces: u32,
     /// When each node (by id) first held every byte, seconds (0 at the root).
     pub node_completion_s: Vec<Option<f64>>,
-    /// The last receiver's completion, seconds (None if a receiver never completed).
+    /// The last surviving receiver's completion, seconds (None if a receiver that was alive
+    /// at the end never completed; receivers that failed for good do not count).
     pub completion_s: Option<f64>,
     /// `data_bytes / completion_s`, MB/s (10^6 bytes/s).
     pub throughput_mb_s: Option<f64>,
@@ -378,9 +379,20 @@ impl Probe {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut node_completion_s = s.completed_at_s.clone();
         node_completion_s[self.root.index()] = Some(0.0);
+        // The last receiver among those still alive at the end (a node killed for good never
+        // completes, and the run is done when every survivor is).
+        let failed: Vec<bool> = (0..node_completion_s.len())
+            .map(|i| {
+                metrics
+                    .node(NodeId::from(i))
+                    .is_some_and(|m| m.outcome == crate::metrics::NodeOutcome::Failed)
+            })
+            .collect();
         let completion_s = node_completion_s
             .iter()
-            .try_fold(0.0f64, |m, c| c.map(|c| m.max(c)));
+            .zip(&failed)
+            .filter(|(_, &f)| !f)
+            .try_fold(0.0f64, |m, (c, _)| c.map(|c| m.max(c)));
         let throughput_mb_s = completion_s
             .filter(|&c| c > 0.0)
             .map(|c| self.data_bytes as f64 / c / 1e6);

@@ -563,6 +563,57 @@ fn failed_nodes_stay_failed_and_stuck_runs_end() {
     assert!(!r.all_finished());
 }
 
+/// A `[[fail]]` then a `[[join]]` of the same node is a restart: the node is there from the
+/// start, fails halfway, comes back keeping the pieces it had delivered in order (what a real
+/// node finds verified on disk; the log's `rejoin` line says how many), and finishes with every
+/// byte after it came back; so does everyone else.
+#[test]
+fn a_node_failed_and_restarted_keeps_its_delivered_pieces_and_completes() {
+    for protocol in ["mob", "bittorrent", "balanced", "magpie"] {
+        let multicast = |extra: &str| {
+            small(extra)
+                .replace(
+                    "protocol = \"broadcast\"\ntree = \"binomial\"\n",
+                    &format!(
+                        "kind = \"multicast\"\nprotocol = \"{protocol}\"\npiece_bytes = \"10kB\"\n"
+                    ),
+                )
+                .replace("segment_bytes = \"10kB\"\n", "")
+        };
+        let plain = parse_scenario(&multicast(""), Path::new("s.toml")).unwrap();
+        let plain = run_scenario(&plain, 1, None).unwrap();
+        let done = plain.nodes[4].completion_s[0].unwrap();
+        let (fail_at, back_at) = (done * 0.6, done * 0.7);
+        let text = multicast(&format!(
+            "[[fail]]\nnode = 4\nat_s = {fail_at}\n[[join]]\nnode = 4\nat_s = {back_at}\n"
+        ));
+        let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+        assert!(s.restarts(NodeId(4)));
+        let mut log = Vec::new();
+        let r = run_scenario(&s, 1, Some(&mut log)).unwrap();
+        for (i, n) in r.nodes.iter().enumerate() {
+            assert_eq!(n.outcomes, [NodeOutcome::Finished], "{protocol}: node {i}");
+        }
+        let n4 = &r.nodes[4];
+        assert!(n4.completion_s[0].unwrap() > back_at, "{protocol}: {n4:?}");
+        // Its second life delivers all the bytes (the kept ones again, in order).
+        assert_eq!(n4.app_bytes_delivered, 100_000, "{protocol}: {n4:?}");
+        let rejoin: serde_json::Value = String::from_utf8(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["ev"] == "rejoin")
+            .unwrap_or_else(|| panic!("{protocol}: no rejoin line in the log"));
+        assert_eq!(rejoin["node"], 4);
+        let kept = rejoin["kept_pieces"].as_u64().unwrap();
+        assert!(kept < 10, "{protocol}: {rejoin}");
+        if protocol != "bittorrent" {
+            // In-order deliveries: 60 % of the way through it holds a prefix.
+            assert!(kept > 0, "{protocol}: kept nothing");
+        }
+    }
+}
+
 /// A node that joins a MOB multicast late fetches everything and finishes after it joined;
 /// every protocol takes it the same way, and before its join it holds nothing.
 #[test]

@@ -7,6 +7,7 @@ use crate::output::vtable;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -586,6 +587,12 @@ struct RunNode {
     real_completion_s: Option<f64>,
     real_mb_s: Option<f64>,
     sim_completion_s: Option<f64>,
+    /// "killed" (for good) or "restarted", from the scenario's `[[fail]]` and `[[join]]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fate: Option<&'static str>,
+    /// A restarted node: the bytes it resumed from its partial file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumed_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -632,6 +639,39 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     let root = s.workload.root;
     let seed = s.default_seed;
     let n = s.platform.node_count();
+    // Node failures and restarts: the node's process is killed (SIGKILL) at its `[[fail]]` and
+    // started again at its `[[join]]`, resuming from its partial output file.
+    let mut node_events: Vec<(f64, NodeId, bool)> = Vec::new();
+    for f in &s.failures {
+        if f.node == root {
+            return Err(bad_input(format!(
+                "{}: the root (node {}) cannot fail on the testbed: the run would just end",
+                a.scenario.display(),
+                root
+            )));
+        }
+        node_events.push((f.at_s, f.node, false));
+    }
+    for j in &s.joins {
+        if !s.restarts(j.node) {
+            return Err(bad_input(format!(
+                "{}: node {} joins late ([[join]] without an earlier [[fail]]): the runtime's root \
+                 starts a run only when every node is there; only restarts (a [[fail]], then a \
+                 [[join]]) can be played on the testbed",
+                a.scenario.display(),
+                j.node
+            )));
+        }
+        node_events.push((j.at_s, j.node, true));
+    }
+    node_events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let restarting: BTreeSet<NodeId> = s.joins.iter().map(|j| j.node).collect();
+    let failed_for_good: BTreeSet<u32> = s
+        .failures
+        .iter()
+        .filter(|f| !restarting.contains(&f.node))
+        .map(|f| f.node.0)
+        .collect();
 
     // The simulator's prediction first (cheap, and it gives the horizon for mayhem's draws).
     eprintln!("simulating {} for the prediction ...", s.name);
@@ -698,23 +738,34 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         f.flush()?;
     }
     let group_s = group.to_string_lossy().into_owned();
-    let mut children = Vec::new();
-    for i in (0..n).filter(|&i| i != root.index()) {
-        let log = dir.path().join(format!("node-{i}.log"));
-        let c = spawn_in(
-            &state.node_ns(i as u32),
-            &[
-                "node",
-                "--group",
-                &group_s,
-                "--id",
-                &i.to_string(),
-                "--quiet",
-            ],
-            Some(&log),
-        )?;
+    // A node that will restart writes its data to a file, to resume from it.
+    let start_node = |i: usize, life: usize| -> Result<Child> {
+        let log = dir.path().join(format!(
+            "node-{i}.log{}",
+            if life > 0 {
+                format!(".{life}")
+            } else {
+                String::new()
+            }
+        ));
+        let out = dir
+            .path()
+            .join(format!("node-{i}.bin"))
+            .to_string_lossy()
+            .into_owned();
+        let id = i.to_string();
+        let mut args = vec!["node", "--group", &group_s, "--id", &id, "--quiet"];
+        if restarting.contains(&NodeId::from(i)) {
+            args.extend(["--out", &out]);
+        }
+        let c = spawn_in(&state.node_ns(i as u32), &args, Some(&log))?;
         testbed::record_pid(&a.name, c.id())?;
-        children.push(c);
+        Ok(c)
+    };
+    let mut children: BTreeMap<usize, Child> = BTreeMap::new();
+    let mut gone: Vec<Child> = Vec::new();
+    for i in (0..n).filter(|&i| i != root.index()) {
+        children.insert(i, start_node(i, 0)?);
     }
     let file_s = file.to_string_lossy().into_owned();
     let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
@@ -782,6 +833,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         kept.into_bytes()
     });
     let mut started: Option<Instant> = None;
+    let mut node_applied = 0;
     let status = loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
             let _ = root_child.kill();
@@ -794,6 +846,22 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             started = go_rx.try_recv().ok();
         }
         let t = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        while started.is_some()
+            && node_applied < node_events.len()
+            && node_events[node_applied].0 <= t
+        {
+            let (_, node, restart) = node_events[node_applied];
+            let i = node.index();
+            if restart {
+                eprintln!("testbed {}: t = {t:.2} s: restarting node {node}", a.name);
+                children.insert(i, start_node(i, node_applied + 1)?);
+            } else if let Some(mut c) = children.remove(&i) {
+                eprintln!("testbed {}: t = {t:.2} s: killing node {node}", a.name);
+                let _ = c.kill();
+                gone.push(c);
+            }
+            node_applied += 1;
+        }
         while applied < changes.len() && changes[applied].0 <= t {
             match changes[applied].1 {
                 Change::Capacity { link, bytes_s } => {
@@ -818,7 +886,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     };
     let out = reader.join().unwrap_or_default();
     let err = err_reader.join().unwrap_or_default();
-    for mut c in children {
+    for mut c in children.into_values().chain(gone) {
         let _ = c.wait();
     }
     let cpu_s = children_cpu_s();
@@ -835,12 +903,16 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     for x in v["nodes"].as_array().cloned().unwrap_or_default() {
         let node = x["node"].as_u64().unwrap_or(0) as u32;
         let verified = x["verified"].as_bool().unwrap_or(false);
-        all_verified &= verified;
         let c = x["completion_s"].as_f64();
-        last = match (last, c) {
-            (Some(l), Some(c)) => Some(l.max(c)),
-            _ => None,
-        };
+        // Nodes killed for good are expected to fail; every other one must finish verified.
+        let gone_for_good = failed_for_good.contains(&node);
+        if !gone_for_good {
+            all_verified &= verified;
+            last = match (last, c) {
+                (Some(l), Some(c)) => Some(l.max(c)),
+                _ => None,
+            };
+        }
         nodes.push(RunNode {
             node,
             cluster: state.node_clusters[node as usize],
@@ -848,6 +920,14 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             real_completion_s: c,
             real_mb_s: x["throughput_mb_s"].as_f64(),
             sim_completion_s: sim.node_completion_s.get(node as usize).copied().flatten(),
+            fate: if gone_for_good {
+                Some("killed")
+            } else if restarting.contains(&NodeId(node)) {
+                Some("restarted")
+            } else {
+                None
+            },
+            resumed_bytes: x["resumed_bytes"].as_u64(),
         });
     }
     let wan_total: u64 = wan.iter().flatten().sum();
@@ -882,9 +962,10 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     }
     if !all_verified || rep.nodes.len() + 1 != n {
         bail!(
-            "not every node received verified data ({} of {} verified)",
+            "not every surviving node received verified data ({} of {} verified, {} killed for good)",
             rep.nodes.iter().filter(|x| x.verified).count(),
-            n - 1
+            n - 1,
+            failed_for_good.len()
         );
     }
     Ok(())
@@ -912,6 +993,11 @@ fn print_run(r: &RunReport) {
                 f(n.real_completion_s, 2),
                 f(n.sim_completion_s, 2),
                 f(n.real_mb_s, 2),
+                match (n.fate, n.resumed_bytes) {
+                    (Some("restarted"), Some(b)) => format!("restarted, resumed {b} bytes"),
+                    (Some(f), _) => f.to_string(),
+                    _ => String::new(),
+                },
             ]
         })
         .collect();
@@ -924,7 +1010,8 @@ fn print_run(r: &RunReport) {
                 "verified",
                 "real done s",
                 "sim done s",
-                "real MB/s"
+                "real MB/s",
+                "fate"
             ],
             &rows
         )

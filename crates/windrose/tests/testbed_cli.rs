@@ -176,3 +176,23 @@ fn a_run_killed_with_sigkill_leaves_nothing_after_down() {
         assert!(!alive(pid), "process {pid} of the killed run still runs");
     }
 }
+
+/// Only restarts (a `[[fail]]`, then a `[[join]]`) can be played on the testbed: the runtime's
+/// root starts only when every node is there, so a node absent at the start is refused with the
+/// file and the node named, before anything is set up (no namespaces needed).
+#[test]
+fn a_late_join_is_refused_before_the_testbed_is_set_up() {
+    let file = scenario("../mob/late-join.toml");
+    let out = windrose()
+        .args(["testbed", "run", "--name", "ci4"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("late-join.toml") && stderr.contains("node 4 joins late"),
+        "{stderr}"
+    );
+    assert!(namespaces_of("ci4").is_empty());
+}

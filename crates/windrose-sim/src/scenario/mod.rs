@@ -76,7 +76,10 @@
 //! its children re-attached to the root when it was found missing), in a multicast it asks to
 //! rejoin and fetches every piece ([`windrose_proto::multicast::build_rejoining`]). A scatter
 //! cannot take a node mid-run; a node joins once, and the root cannot join. A join after a
-//! repetition's end counts from the next repetition on.
+//! repetition's end counts from the next repetition on. A node with a `[[fail]]` before its
+//! `[[join]]` is there from the start, fails, and *restarts* at the join: a multicast node
+//! then keeps the pieces it had delivered (in order) before it failed, what a real node finds
+//! verified in its partial output file; a broadcast node starts over.
 //!
 //! A multicast workload (seed 002) names its kind and protocol, and takes no tree:
 //!
@@ -580,6 +583,17 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// True when `node`'s `[[join]]` is a restart: it has a `[[fail]]` before the join.
+    pub fn restarts(&self, node: NodeId) -> bool {
+        self.joins.iter().any(|j| {
+            j.node == node
+                && self
+                    .failures
+                    .iter()
+                    .any(|f| f.node == node && f.at_s < j.at_s)
+        })
+    }
+
     /// The tree the workload runs on (see the [module docs](self) for the costs it uses).
     pub fn tree(&self) -> Result<Tree, ScenarioError> {
         let w = &self.workload;

@@ -278,9 +278,12 @@ pub fn run_scenario_shared(
     let mut timeline = Timeline::new(scenario, seed);
     let mut platform = nominal.clone();
     let mut dead = vec![false; nominal.node_count()];
-    // A node that joins late is absent until then.
+    // A node that joins late is absent until then (unless it failed before: then its join
+    // is a restart).
     for j in &scenario.joins {
-        dead[j.node.index()] = true;
+        if !scenario.restarts(j.node) {
+            dead[j.node.index()] = true;
+        }
     }
     let mut stats = RunStats::default();
     let pipe = LogPipe::default();
@@ -323,11 +326,26 @@ pub fn run_scenario_shared(
         }
         let participants = sim.node_ids().len();
         // How a node that joins during this repetition gets its machine.
-        let joiner = |sim: &mut Simulation, n: NodeId, at: f64| -> Result<(), ScenarioError> {
+        // Returns the pieces the node keeps.
+        let joiner = |sim: &mut Simulation, n: NodeId, at: f64| -> Result<u32, ScenarioError> {
             let fail = |e: String| ScenarioError::Setup(format!("node {n} cannot join: {e}"));
             if let Some(probe) = &probe {
+                // A restarted node keeps what a real one finds on disk: the pieces it had
+                // delivered (in order) before it failed.
+                let held = match (scenario.restarts(n), data) {
+                    (true, Some(d)) => {
+                        let delivered = sim.metrics().node(n).map_or(0, |m| m.app_bytes_delivered);
+                        let pieces = (delivered / u64::from(d.manifest.piece_len().max(1))) as u32;
+                        (0..pieces.min(d.manifest.piece_count()))
+                            .map(|i| (i, d.manifest.slice(&d.data, i)))
+                            .collect()
+                    }
+                    _ => Vec::new(),
+                };
+                let kept = held.len() as u32;
                 return probe
-                    .restart_at(sim, n, at, Vec::new())
+                    .restart_at(sim, n, at, held)
+                    .map(|()| kept)
                     .map_err(|e| fail(e.to_string()));
             }
             let tree = tree.as_ref().ok_or_else(|| fail("no tree".into()))?;
@@ -335,6 +353,7 @@ pub fn run_scenario_shared(
             let cfg = BroadcastConfig::new(transfer, w.segment_bytes);
             let m = TreeBroadcast::rejoin(n, tree, cfg).map_err(|e| fail(e.to_string()))?;
             sim.restart_node_at(Box::new(m), at)
+                .map(|()| 0)
                 .map_err(|e| fail(e.to_string()))
         };
         let mut step_s = 1e-3;
@@ -365,7 +384,7 @@ pub fn run_scenario_shared(
                 let t = timeline.next_time().expect("an item is due");
                 for item in timeline.pop(t) {
                     pipe.write_own(&mut log, &own_line(t, &item))?;
-                    schedule_item(
+                    let kept = schedule_item(
                         &mut sim,
                         &joiner,
                         &mut platform,
@@ -374,6 +393,12 @@ pub fn run_scenario_shared(
                         &item,
                         &mut stats,
                     )?;
+                    if let (Item::Join(n), Some(kept)) = (&item, kept) {
+                        pipe.write_own(
+                            &mut log,
+                            &serde_json::json!({"t": t, "ev": "rejoin", "node": n.0, "kept_pieces": kept}),
+                        )?;
+                    }
                 }
             } else {
                 let done = (sim.events() - events_before) as f64;
@@ -705,16 +730,17 @@ fn apply_now(
 }
 
 /// Hands an item to a running repetition at relative time `rel` (and keeps `platform`, the
-/// platform the next repetition starts from, in step).
+/// platform the next repetition starts from, in step). For a node that comes back, returns the
+/// pieces it keeps.
 fn schedule_item(
     sim: &mut Simulation,
-    join: &dyn Fn(&mut Simulation, NodeId, f64) -> Result<(), ScenarioError>,
+    join: &dyn Fn(&mut Simulation, NodeId, f64) -> Result<u32, ScenarioError>,
     platform: &mut Platform,
     dead: &mut [bool],
     rel: f64,
     item: &Item,
     stats: &mut RunStats,
-) -> Result<(), ScenarioError> {
+) -> Result<Option<u32>, ScenarioError> {
     let rel = rel.max(sim.now());
     match item {
         Item::Draw { changes, .. } => {
@@ -734,14 +760,15 @@ fn schedule_item(
             sim.fail_node_at(*n, rel).map_err(engine_err)?;
         }
         Item::Join(n) => {
-            // It was absent (failed at the repetition's start) and comes with nothing.
+            // It was absent (failed at the repetition's start, or at its `[[fail]]`) and
+            // comes back.
             if dead[n.index()] {
                 dead[n.index()] = false;
-                join(sim, *n, rel)?;
+                return join(sim, *n, rel).map(Some);
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Our own log line for a timeline item.
