@@ -18,6 +18,8 @@
 //!   also as the root's whole run (connect, handshake, job, go, data, report, bye).
 //! - windrose+blake3: the same with the receiver hashing everything (what `windrose bcast`
 //!   does for its check).
+//! - windrose+encrypt: the same without hashing, the data path encrypted (`--encrypt`: a group
+//!   key, AES-GCM records of the session's keys).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use windrose_model::{ClusterId, NodeId};
+use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
 use windrose_net::{random_payload, run_node, run_root, NodeConfig, RootJob};
@@ -134,12 +137,30 @@ fn group(receiver: String) -> Arc<Group> {
     Arc::new(Group::new("bench", members).unwrap())
 }
 
-fn config(group: &Arc<Group>, i: u32, verify: bool) -> NodeConfig {
+/// Neither hashing nor encryption: the transport alone.
+const PLAIN: Mode = Mode {
+    verify: false,
+    encrypt: false,
+};
+
+/// How the windrose run is set up: the receiver hashing what it gets, the data path encrypted
+/// (with a group key, as `--encrypt` does).
+#[derive(Clone, Copy)]
+struct Mode {
+    verify: bool,
+    encrypt: bool,
+}
+
+fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
     let mut c = NodeConfig::new(Membership {
         group: group.clone(),
         me: NodeId(i),
     });
-    c.verify = verify;
+    c.verify = mode.verify;
+    if mode.encrypt {
+        let key = GroupKey::from_bytes([1; 32]);
+        c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(true));
+    }
     c
 }
 
@@ -148,7 +169,7 @@ fn windrose(
     rt: &tokio::runtime::Runtime,
     data: bytes::Bytes,
     segment: u64,
-    verify: bool,
+    mode: Mode,
     place: Place,
 ) -> (Duration, Duration) {
     let wall = Instant::now();
@@ -156,11 +177,15 @@ fn windrose(
         Place::InProcess => {
             let l1 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
             let group = group(l1.local_addr().unwrap().to_string());
-            let node = rt.spawn(run_node(l1, config(&group, 1, verify)));
+            let node = rt.spawn(run_node(l1, config(&group, 1, mode)));
             (group, Some(node), None)
         }
         Place::Child => {
-            let (child, _out, addr) = spawn_child(&["--child-windrose".into(), verify.to_string()]);
+            let (child, _out, addr) = spawn_child(&[
+                "--child-windrose".into(),
+                mode.verify.to_string(),
+                mode.encrypt.to_string(),
+            ]);
             (group(addr), None, Some(child))
         }
     };
@@ -168,7 +193,17 @@ fn windrose(
     job.probe_period = None;
     job.max_frame_payload = (arg("--frame-kib", 1024) << 10) as u32;
     let outcome = rt
-        .block_on(run_root(config(&group, 0, false), job))
+        .block_on(run_root(
+            config(
+                &group,
+                0,
+                Mode {
+                    verify: false,
+                    ..mode
+                },
+            ),
+            job,
+        ))
         .unwrap();
     if let Some(node) = node {
         rt.block_on(node).unwrap().unwrap();
@@ -182,26 +217,30 @@ fn windrose(
     let wall = wall.elapsed();
     let n = &outcome.nodes[0];
     assert_eq!(n.bytes_received, outcome.total_len);
-    assert!(n.verified || !verify, "{:?}", outcome.failures());
+    assert!(n.verified || !mode.verify, "{:?}", outcome.failures());
     let completion = n.completion_s.unwrap();
     (Duration::from_secs_f64(completion), wall)
 }
 
 /// The receiving end of a `Place::Child` run: prints its address, then (plain) its time.
-fn child_main(mode: &str, arg: &str) {
+fn child_main(which: &str, args: &[String]) {
     let rt = runtime();
     let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     println!("{addr}");
     std::io::stdout().flush().unwrap();
-    match mode {
+    match which {
         "--child-plain" => {
-            let t = rt.block_on(plain_receive(listener, arg.parse().unwrap()));
+            let t = rt.block_on(plain_receive(listener, args[0].parse().unwrap()));
             println!("{}", t.as_secs_f64());
         }
         _ => {
             let group = group(addr);
-            rt.block_on(run_node(listener, config(&group, 1, arg == "true")))
+            let mode = Mode {
+                verify: args[0] == "true",
+                encrypt: args[1] == "true",
+            };
+            rt.block_on(run_node(listener, config(&group, 1, mode)))
                 .unwrap();
         }
     }
@@ -256,7 +295,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(mode) = args.get(1).filter(|a| a.starts_with("--child-")) {
-        return child_main(mode, &args[2]);
+        return child_main(mode, &args[2..]);
     }
     let mib = arg("--mib", 1024) as usize;
     let reps = arg("--reps", 5).max(1) as usize;
@@ -288,7 +327,7 @@ fn main() {
     if args.iter().any(|a| a == "--profile-windrose") {
         // Only windrose without hashing, for profilers.
         for _ in 0..reps {
-            let (w, _) = windrose(&rt, data.clone(), segment, false, place);
+            let (w, _) = windrose(&rt, data.clone(), segment, PLAIN, place);
             println!("windrose {:.1} MB/s", mb / w.as_secs_f64());
         }
         return;
@@ -298,32 +337,49 @@ fn main() {
         println!("(iperf3 not found on PATH: its column is left out)");
     }
     println!(
-        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>22}",
+        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>17}  {:>22}",
         "rep",
         "plain_MB/s",
         "iperf3_MB/s",
         "windrose_MB/s",
         "wr+blake3_MB/s",
+        "wr+encrypt_MB/s",
         "windrose_whole_run_MB/s"
     );
-    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wall) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wr_enc, mut wall) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for rep in 0..reps {
         let p = plain_copy(&rt, data.clone(), place);
         let i = with_iperf
             .then(|| iperf3(data.len(), 5201))
             .flatten()
             .unwrap_or(f64::NAN);
-        let (w, w_wall) = windrose(&rt, data.clone(), segment, false, place);
-        let (h, _) = windrose(&rt, data.clone(), segment, true, place);
+        let (w, w_wall) = windrose(&rt, data.clone(), segment, PLAIN, place);
+        let hashed = Mode {
+            verify: true,
+            encrypt: false,
+        };
+        let (h, _) = windrose(&rt, data.clone(), segment, hashed, place);
+        let encrypted = Mode {
+            verify: false,
+            encrypt: true,
+        };
+        let (e, _) = windrose(&rt, data.clone(), segment, encrypted, place);
+        wr_enc.push(mb / e.as_secs_f64());
         plain.push(mb / p.as_secs_f64());
         wr.push(mb / w.as_secs_f64());
         wr_hash.push(mb / h.as_secs_f64());
         wall.push(mb / w_wall.as_secs_f64());
         iperf.push(i);
         println!(
-            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>22.1}",
-            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wall[rep]
+            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>22.1}",
+            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wr_enc[rep], wall[rep]
         );
     }
     let (p, w, h, ww) = (median(plain), median(wr), median(wr_hash), median(wall));
@@ -332,6 +388,12 @@ fn main() {
         100.0 * w / p,
         100.0 * h / p,
         100.0 * ww / p
+    );
+    let e = median(wr_enc);
+    println!(
+        "encrypted data path: {e:.1} MB/s = {:.1} % of windrose in the clear, {:.1} % of plain",
+        100.0 * e / w,
+        100.0 * e / p
     );
     if with_iperf {
         let i = median(iperf);

@@ -90,7 +90,7 @@ pub struct Transport {
 }
 
 /// What a successful handshake established.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Established {
     /// The peer's node id (verified).
     pub peer: NodeId,
@@ -98,6 +98,8 @@ pub struct Established {
     pub role: Role,
     /// The handshake's round-trip time (dialer side only).
     pub rtt: Option<Duration>,
+    /// The session's keys when the data path is encrypted ([`crate::secure`]).
+    pub cipher: Option<std::sync::Arc<crate::secure::Cipher>>,
 }
 
 /// Mutual verification of a new connection. Both methods must check everything they receive
@@ -295,6 +297,7 @@ impl Handshake for PlainHandshake {
                         peer,
                         role,
                         rtt: Some(rtt),
+                        cipher: None,
                     })
                 }
                 Control::Reject(reason) => Err(reject(format!("it rejected us: {reason}"))),
@@ -345,6 +348,7 @@ impl Handshake for PlainHandshake {
                 peer: hello.from,
                 role: hello.role,
                 rtt: None,
+                cipher: None,
             })
         })
     }

@@ -5,6 +5,7 @@
 use crate::bootstrap::{Established, Handshake, Transport};
 use crate::error::NetError;
 use crate::group::Group;
+use crate::secure::Cipher;
 use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -25,6 +26,8 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Bytes a reader asks for when it does not know the length of the next frame yet.
 const SMALL_READ: usize = 16 << 10;
+/// Room an encrypted connection's reader makes for each read (a few records).
+const SEALED_READ: usize = 256 << 10;
 /// Largest number of buffers in one vectored write.
 const MAX_IOV: usize = 64;
 
@@ -34,6 +37,8 @@ pub(crate) struct Conn {
     pub(crate) role: Role,
     pub(crate) rtt: Option<Duration>,
     pub(crate) io: Transport,
+    /// The session's keys when the data path is encrypted.
+    pub(crate) cipher: Option<Arc<Cipher>>,
 }
 
 /// Something for a node's event loop.
@@ -283,6 +288,7 @@ fn conn_of(est: Established, mut io: Transport) -> Conn {
         role: est.role,
         rtt: est.rtt,
         io,
+        cipher: est.cipher,
     }
 }
 
@@ -379,12 +385,26 @@ pub(crate) async fn read_loop(
     link: LinkRef,
     mut rd: OwnedReadHalf,
     mut reader: FrameReader,
+    cipher: Option<Arc<Cipher>>,
     events: mpsc::Sender<Event>,
     flow: Option<Arc<Flow>>,
     stats: Arc<LinkStats>,
 ) {
     let peer = link.peer;
     let mut pool = BufferPool::default();
+    // Encrypted: records arrive in `sealed` (what the handshake read past its end first) and
+    // their plaintext goes to the frame reader.
+    let mut opener = cipher.map(|c| c.opener(peer));
+    let mut sealed = match opener {
+        Some(_) => reader.buffer_mut().split(),
+        None => BytesMut::new(),
+    };
+    if let Some(op) = &mut opener {
+        if let Err(e) = op.open(&mut sealed, reader.buffer_mut()) {
+            let _ = events.send(Event::ReadEnd(link, Some(e))).await;
+            return;
+        }
+    }
     let end = loop {
         // Frames already buffered (e.g. read together with the handshake) first.
         loop {
@@ -410,13 +430,37 @@ pub(crate) async fn read_loop(
         // alone in one allocation: no partial frame is ever copied to a larger buffer, and the
         // allocation is freed (and reused) as soon as the frame's payload is dropped. Without a
         // header, read a little (several small frames, or the start of a large one).
-        let missing = reader.missing_hint();
-        let limit = if missing > 0 { missing } else { SMALL_READ };
-        let buf = reader.buffer_mut();
-        if buf.capacity() - buf.len() < limit {
-            pool.replace(buf, limit);
-        }
-        match rd.read_buf(&mut bytes::BufMut::limit(buf, limit)).await {
+        let read = match &mut opener {
+            Some(op) => {
+                sealed.reserve(SEALED_READ);
+                let r = rd.read_buf(&mut sealed).await;
+                if matches!(r, Ok(n) if n > 0) {
+                    if let Err(e) = op.open(&mut sealed, reader.buffer_mut()) {
+                        break Some(e);
+                    }
+                }
+                r
+            }
+            None => {
+                let missing = reader.missing_hint();
+                let limit = if missing > 0 { missing } else { SMALL_READ };
+                let buf = reader.buffer_mut();
+                if buf.capacity() - buf.len() < limit {
+                    pool.replace(buf, limit);
+                }
+                rd.read_buf(&mut bytes::BufMut::limit(buf, limit)).await
+            }
+        };
+        match read {
+            Ok(0) if !sealed.is_empty() => {
+                break Some(NetError::PeerMisbehaved {
+                    peer,
+                    what: format!(
+                        "closed its encrypted stream in the middle of a record ({} bytes of it received)",
+                        sealed.len()
+                    ),
+                })
+            }
             Ok(0) => {
                 break reader
                     .eof_error()
@@ -442,9 +486,11 @@ pub(crate) async fn read_loop(
 
 /// Writes queued frames to `wr` in order with vectored writes; reports notified sends, flush
 /// markers and its end. A write that makes no progress for `stall` fails the connection.
+#[allow(clippy::too_many_arguments)] // the link's parts, each used apart
 pub(crate) async fn write_loop(
     link: LinkRef,
     mut wr: OwnedWriteHalf,
+    cipher: Option<Arc<Cipher>>,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     events: mpsc::Sender<Event>,
     flow: Option<Arc<Flow>>,
@@ -457,17 +503,47 @@ pub(crate) async fn write_loop(
         stats: stats.clone(),
     };
     let mut queue: VecDeque<Outgoing> = VecDeque::new();
+    // Encrypted: each frame is sealed into records as it is taken from the queue, and the
+    // counters grow by the records' overhead, which the writes then take off again.
+    let mut sealer = cipher.map(|c| c.sealer());
+    let mut take = |o: Outgoing| -> Result<Outgoing, NetError> {
+        let (
+            Some(sealer),
+            Outgoing::Frame {
+                head,
+                payload,
+                notify,
+            },
+        ) = (&mut sealer, &o)
+        else {
+            return Ok(o);
+        };
+        let plain = head.len() + payload.len();
+        let mut out = Vec::with_capacity(plain + plain / crate::secure::RECORD_PLAIN * 18 + 64);
+        sealer.seal(head, &mut out)?;
+        sealer.seal(payload, &mut out)?;
+        let overhead = out.len() - plain;
+        stats.queued.fetch_add(overhead, Ordering::Relaxed);
+        if let Some(flow) = &flow {
+            flow.add(overhead);
+        }
+        Ok(Outgoing::Frame {
+            head: Bytes::from(out),
+            payload: Bytes::new(),
+            notify: *notify,
+        })
+    };
     let result: Result<bool, NetError> = async {
         loop {
             if queue.is_empty() {
                 match rx.recv().await {
-                    Some(o) => queue.push_back(o),
+                    Some(o) => queue.push_back(take(o)?),
                     None => return Ok(false),
                 }
             }
             while queue.len() < 4 * MAX_IOV {
                 match rx.try_recv() {
-                    Ok(o) => queue.push_back(o),
+                    Ok(o) => queue.push_back(take(o)?),
                     Err(_) => break,
                 }
             }

@@ -682,6 +682,7 @@ impl Core {
             link,
             rd,
             c.io.reader,
+            c.cipher.clone(),
             self.tx.clone(),
             self.flow.clone(),
             stats.clone(),
@@ -689,6 +690,7 @@ impl Core {
         let writer = tokio::spawn(conn::write_loop(
             link,
             wr,
+            c.cipher,
             orx,
             self.tx.clone(),
             self.flow.clone(),

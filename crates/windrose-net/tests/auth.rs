@@ -333,56 +333,6 @@ fn keys_from_the_environment() {
     assert_eq!(k, hex_key);
 }
 
-/// What encrypting the data path would cost (not a test: a measurement, run by hand with
-/// `cargo test --release -p windrose-net --test auth -- --ignored --nocapture`): 1 GiB through
-/// snow's transport mode (ChaChaPoly) in records of 65519 bytes (the largest a Noise message
-/// holds, 64 KiB less its 16-byte tag), encrypted and decrypted on this one core.
-#[test]
-#[ignore]
-fn transport_encryption_cost() {
-    use std::time::Instant;
-    let params: snow::params::NoiseParams = windrose_net::auth::NOISE_PARAMS.parse().unwrap();
-    let psk = [3u8; 32];
-    let mut i = snow::Builder::new(params.clone())
-        .psk(0, &psk)
-        .build_initiator()
-        .unwrap();
-    let mut r = snow::Builder::new(params)
-        .psk(0, &psk)
-        .build_responder()
-        .unwrap();
-    let (mut a, mut b) = (vec![0u8; 65535], vec![0u8; 65535]);
-    let n = i.write_message(&[], &mut a).unwrap();
-    r.read_message(&a[..n], &mut b).unwrap();
-    let n = r.write_message(&[], &mut a).unwrap();
-    i.read_message(&a[..n], &mut b).unwrap();
-    let (mut enc, mut dec) = (
-        i.into_transport_mode().unwrap(),
-        r.into_transport_mode().unwrap(),
-    );
-    let record = vec![0x5au8; 65535 - 16];
-    let total: usize = 1 << 30;
-    let records = total.div_ceil(record.len());
-    let (mut enc_s, mut dec_s) = (0.0f64, 0.0f64);
-    for _ in 0..records {
-        let t = Instant::now();
-        let n = enc.write_message(&record, &mut a).unwrap();
-        enc_s += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let m = dec.read_message(&a[..n], &mut b).unwrap();
-        dec_s += t.elapsed().as_secs_f64();
-        assert_eq!(m, record.len());
-    }
-    let bytes = (records * record.len()) as f64;
-    println!(
-        "{} bytes in {} records: encrypt {:.0} MB/s, decrypt {:.0} MB/s (one core)",
-        bytes,
-        records,
-        bytes / enc_s / 1e6,
-        bytes / dec_s / 1e6
-    );
-}
-
 /// A job whose manifest does not carry the MAC of the group's manifest key (here: hashes
 /// changed after the MAC was made) is refused by the node before it builds its machine, even
 /// over an authenticated connection.

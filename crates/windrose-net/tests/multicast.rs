@@ -23,7 +23,7 @@ use windrose_model::NodeId;
 use windrose_net::group::Group;
 use windrose_net::trees::{balanced_spec, equal_platform, magpie_spec};
 use windrose_net::wire::{FrameCount, RunStatus};
-use windrose_net::{random_payload, run_node, run_root, OutputSpec, RootJob};
+use windrose_net::{random_payload, run_node, run_root, RootJob};
 use windrose_net::{NodeOutcome, RunOutcome};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, PieceVerifier, SwarmSetup};
@@ -70,31 +70,8 @@ fn setup(group: &Group, manifest: Arc<Manifest>, verifier: Arc<dyn PieceVerifier
 /// Runs `job` on a fresh loopback group of 16 nodes in 4 clusters; the nodes keep what they
 /// receive in memory. Returns the root's outcome and every node's.
 async fn run_real(job: RootJob) -> (RunOutcome, BTreeMap<NodeId, NodeOutcome>) {
-    let (group, mut listeners) = loopback("multicast", NODES, CLUSTERS).await;
-    let mut nodes = Vec::new();
-    for (i, l) in listeners.drain(..).enumerate().skip(1) {
-        let mut c = config(&group, i as u32, Duration::from_secs(10));
-        c.output = OutputSpec::Memory;
-        nodes.push((NodeId::from(i), tokio::spawn(run_node(l, c))));
-    }
-    let outcome = tokio::time::timeout(
-        RUN_LIMIT,
-        run_root(config(&group, 0, Duration::from_secs(10)), job),
-    )
-    .await
-    .expect("the run ends in bounded time")
-    .unwrap();
-    assert!(outcome.all_verified(), "{:?}", outcome.failures());
-    let mut outs = BTreeMap::new();
-    for (id, n) in nodes {
-        let out = tokio::time::timeout(RUN_LIMIT, n)
-            .await
-            .expect("every node ends in bounded time")
-            .unwrap()
-            .unwrap();
-        outs.insert(id, out);
-    }
-    (outcome, outs)
+    let timeout = Duration::from_secs(10);
+    common::run_in_memory("multicast", NODES, CLUSTERS, job, timeout, RUN_LIMIT).await
 }
 
 /// A group like the real runs' (only its shape matters: plans, layout, the platform).

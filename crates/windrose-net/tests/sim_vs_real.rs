@@ -15,7 +15,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{config, loopback};
+use common::loopback;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +24,7 @@ use windrose_model::NodeId;
 use windrose_net::group::Group;
 use windrose_net::trees::{group_costs, TreeKind};
 use windrose_net::wire::{FrameCount, RunStatus};
-use windrose_net::{random_payload, run_node, run_root, Collective, OutputSpec, RootJob};
+use windrose_net::{random_payload, Collective, RootJob};
 use windrose_net::{NodeOutcome, RunOutcome};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::BroadcastConfig;
@@ -103,31 +103,8 @@ fn real_frames(outcome: &RunOutcome) -> FrameSet {
 /// Runs `job` for real on a fresh loopback group like `group` (same size and clusters); the
 /// nodes keep what they receive in memory. Returns the root's outcome and every node's.
 async fn run_real(job: RootJob) -> (RunOutcome, BTreeMap<NodeId, NodeOutcome>) {
-    let (group, mut listeners) = loopback("sim-vs-real", NODES, CLUSTERS).await;
-    let mut nodes = Vec::new();
-    for (i, l) in listeners.drain(..).enumerate().skip(1) {
-        let mut c = config(&group, i as u32, Duration::from_secs(20));
-        c.output = OutputSpec::Memory;
-        nodes.push((NodeId::from(i), tokio::spawn(run_node(l, c))));
-    }
-    let outcome = tokio::time::timeout(
-        RUN_LIMIT,
-        run_root(config(&group, 0, Duration::from_secs(20)), job),
-    )
-    .await
-    .expect("the run ends in bounded time")
-    .unwrap();
-    assert!(outcome.all_verified(), "{:?}", outcome.failures());
-    let mut outs = BTreeMap::new();
-    for (id, n) in nodes {
-        let out = tokio::time::timeout(RUN_LIMIT, n)
-            .await
-            .expect("every node ends in bounded time")
-            .unwrap()
-            .unwrap();
-        outs.insert(id, out);
-    }
-    (outcome, outs)
+    let timeout = Duration::from_secs(20);
+    common::run_in_memory("sim-vs-real", NODES, CLUSTERS, job, timeout, RUN_LIMIT).await
 }
 
 /// A group like the real runs' (only its shape matters: trees and the platform).

@@ -77,6 +77,11 @@ pub struct KeyOpts {
     /// WINDROSE_GROUP_KEY, else none (the group is then unauthenticated, with a warning).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// Encrypt the data path too (AES-256-GCM with each connection's session keys):
+    /// needs a group key, and every member must use it or none; it costs throughput (see the
+    /// README).
+    #[arg(long)]
+    encrypt: bool,
 }
 
 /// `windrose keygen`: a fresh group key.
@@ -390,7 +395,13 @@ fn net_err(e: NetError) -> anyhow::Error {
 fn handshake_of(opts: &KeyOpts, warn_now: bool) -> anyhow::Result<Arc<dyn Handshake>> {
     Ok(
         match load_group_key(opts.key_file.as_deref()).map_err(net_err)? {
-            Some((key, _)) => Arc::new(NoiseHandshake::new(key)),
+            Some((key, _)) => Arc::new(NoiseHandshake::new(key).with_encryption(opts.encrypt)),
+            None if opts.encrypt => {
+                return Err(bad_input(format!(
+                    "--encrypt needs a group key (--key-file, {KEY_FILE_ENV} or {KEY_ENV}): the \
+                     session keys come from the authenticated handshake"
+                )))
+            }
             None => {
                 let plain = Unauthenticated(std::sync::Once::new());
                 if warn_now {
@@ -572,46 +583,42 @@ struct RootRun<'a> {
     handshake: Arc<dyn Handshake>,
 }
 
+impl RootRun<'_> {
+    /// Runs `job` as the root, with a progress bar unless quiet or JSON (`scatter`: counting
+    /// nodes done rather than bytes), then writes the measurements if asked.
+    fn execute(&self, job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
+        let mut config = NodeConfig::new(Membership {
+            group: self.group.clone(),
+            me: self.root,
+        });
+        config.timeouts = self.timeouts;
+        config.handshake = self.handshake.clone();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        config.events = Some(tx);
+        let bar = self.rt.spawn(progress(
+            rx,
+            job.data.len() as u64,
+            self.group.len() - 1,
+            !(self.watch.quiet || self.watch.json),
+            scatter,
+            self.watch.announce_go,
+        ));
+        let result = self.rt.block_on(run_root(config, job));
+        let _ = self.rt.block_on(bar);
+        let outcome = result.map_err(net_err)?;
+        write_measurements(&outcome, self.watch)?;
+        Ok(outcome)
+    }
+}
+
 /// Runs the root of a broadcast in segments of `segment` bytes and prints the result.
 fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Result<RunOutcome> {
-    let RootRun {
-        rt,
-        group,
-        root,
-        source,
-        data,
-        watch: opts,
-        timeouts,
-        handshake,
-    } = run;
+    let (opts, source) = (run.watch, run.source.clone());
     if segment == 0 {
         return Err(bad_input("--segment must be at least 1 byte"));
     }
-    let tree = build_tree(&group, tree_opts, root)?;
-    let mut config = NodeConfig::new(Membership {
-        group: group.clone(),
-        me: root,
-    });
-    config.timeouts = timeouts;
-    config.handshake = handshake;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    config.events = Some(tx);
-    let total = data.len() as u64;
-    let receivers = group.len() - 1;
-    let show = !(opts.quiet || opts.json);
-    let bar = rt.spawn(progress(
-        rx,
-        total,
-        receivers,
-        show,
-        false,
-        opts.announce_go,
-    ));
-    let job = RootJob::broadcast(tree, segment, data);
-    let result = rt.block_on(run_root(config, job));
-    let _ = rt.block_on(bar);
-    let outcome = result.map_err(net_err)?;
-    write_measurements(&outcome, opts)?;
+    let tree = build_tree(&run.group, tree_opts, run.root)?;
+    let outcome = run.execute(RootJob::broadcast(tree, segment, run.data.clone()), false)?;
     if opts.json {
         print_json(&outcome)?;
     } else {
@@ -964,40 +971,12 @@ fn scatter(
     tree_opts: &TreeOpts,
     sopts: &ScatterOpts,
 ) -> anyhow::Result<RunOutcome> {
-    let RootRun {
-        rt,
-        group,
-        root,
-        source,
-        data,
-        watch: opts,
-        timeouts,
-        handshake,
-    } = run;
-    let tree = build_tree(&group, tree_opts, root)?;
-    let (schedule, prediction) = scatter_schedule(rt, &group, &data, &tree, tree_opts.tree, sopts)?;
-    let mut config = NodeConfig::new(Membership {
-        group: group.clone(),
-        me: root,
-    });
-    config.timeouts = timeouts;
-    config.handshake = handshake;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    config.events = Some(tx);
-    let show = !(opts.quiet || opts.json);
-    let bar = rt.spawn(progress(
-        rx,
-        data.len() as u64,
-        group.len() - 1,
-        show,
-        true,
-        opts.announce_go,
-    ));
-    let job = RootJob::scatter(schedule.clone(), sopts.parallel, data);
-    let result = rt.block_on(run_root(config, job));
-    let _ = rt.block_on(bar);
-    let outcome = result.map_err(net_err)?;
-    write_measurements(&outcome, opts)?;
+    let (opts, source, root) = (run.watch, run.source.clone(), run.root);
+    let tree = build_tree(&run.group, tree_opts, root)?;
+    let (schedule, prediction) =
+        scatter_schedule(run.rt, &run.group, &run.data, &tree, tree_opts.tree, sopts)?;
+    let job = RootJob::scatter(schedule.clone(), sopts.parallel, run.data.clone());
+    let outcome = run.execute(job, true)?;
     let root_predicted = schedule.node(root).map(|s| s.predicted_finish_s);
     let root_measured = outcome
         .root_share
@@ -1335,43 +1314,14 @@ fn multicast(
     mopts: &MulticastOpts,
     seed: u64,
 ) -> anyhow::Result<RunOutcome> {
-    let RootRun {
-        rt,
-        group,
-        root,
-        source,
-        data,
-        watch,
-        timeouts,
-        handshake,
-    } = run;
+    let (watch, source) = (run.watch, run.source.clone());
     mopts.check(protocol)?;
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
-    let (spec, note) = multicast_spec(&group, root, protocol, mopts)?;
-    let mut config = NodeConfig::new(Membership {
-        group: group.clone(),
-        me: root,
-    });
-    config.timeouts = timeouts;
-    config.handshake = handshake;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    config.events = Some(tx);
-    let show = !(watch.quiet || watch.json);
-    let bar = rt.spawn(progress(
-        rx,
-        data.len() as u64,
-        group.len() - 1,
-        show,
-        false,
-        watch.announce_go,
-    ));
+    let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts)?;
     // MAX_PIECE_BYTES < 2^32, checked above.
-    let mut job = RootJob::multicast(protocol, spec, piece as u32, data);
+    let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
     job.seed = seed;
-    let result = rt.block_on(run_root(config, job));
-    let _ = rt.block_on(bar);
-    let outcome = result.map_err(net_err)?;
-    write_measurements(&outcome, watch)?;
+    let outcome = run.execute(job, false)?;
     if watch.json {
         print_json(&MulticastOutput {
             piece_bytes: piece,
@@ -1532,7 +1482,8 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         Some((key, _)) => key,
         None => GroupKey::generate(),
     };
-    let handshake: Arc<dyn Handshake> = Arc::new(NoiseHandshake::new(key.clone()));
+    let handshake: Arc<dyn Handshake> =
+        Arc::new(NoiseHandshake::new(key.clone()).with_encryption(args.key.encrypt));
     let exe = std::env::current_exe().context("locating the windrose binary")?;
     let wait_s = (timeout.as_secs_f64() * 4.0).max(60.0);
     let mut children = Children(Vec::new());
@@ -1555,6 +1506,9 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             .stderr(log_file);
         if args.out_dir.is_some() && !args.scatter {
             cmd.arg("--out").arg(dir.join(format!("node-{i}.bin")));
+        }
+        if args.key.encrypt {
+            cmd.arg("--encrypt");
         }
         let child = cmd
             .spawn()

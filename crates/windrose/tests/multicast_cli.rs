@@ -1,39 +1,23 @@
 //! The piece-based multicasts as a user runs them: `windrose local --protocol P` (processes on
 //! loopback), `windrose node` + `windrose multicast` started separately, and their errors.
 
-use assert_cmd::Command;
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::{check_nodes, free_ports, hash_file, spawn_node, windrose, write_group};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 const PROTOCOLS: [&str; 4] = ["magpie", "balanced", "mob", "bittorrent"];
 
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn hash_file(path: &Path) -> String {
-    blake3::hash(&std::fs::read(path).unwrap())
-        .to_hex()
-        .to_string()
-}
-
-/// `windrose local --nodes N --clusters 2 --json` with these extra arguments: the parsed
-/// outcome.
+/// `windrose local --nodes N --clusters 2 --protocol P --json` with these extra arguments: the
+/// parsed outcome.
 fn local(protocol: &str, nodes: usize, args: &[&str]) -> serde_json::Value {
-    let out = windrose()
-        .args(["local", "--nodes", &nodes.to_string(), "--clusters", "2"])
-        .args(["--protocol", protocol, "--json"])
-        .args(args)
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "windrose local --protocol {protocol} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let n = nodes.to_string();
+    let mut all = vec!["--nodes", &n, "--clusters", "2", "--protocol", protocol];
+    all.extend(args);
+    procs::local_json(&all)
 }
 
 #[test]
@@ -124,29 +108,6 @@ fn local_multicast_keeps_the_received_files_when_asked() {
     }
 }
 
-fn free_port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string()
-}
-
-/// A group file of `n` nodes on loopback, node i in cluster i % 2 (clusters interleaved, not
-/// in blocks).
-fn write_group(path: &Path, name: &str, n: usize) {
-    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
-    for i in 0..n {
-        text.push_str(&format!(
-            "\n[[node]]\nid = {i}\naddr = \"127.0.0.1:{}\"\ncluster = {}\n",
-            free_port(),
-            i % 2
-        ));
-    }
-    std::fs::write(path, text).unwrap();
-}
-
 /// A `[platform]` of two clusters of `a` and `b` nodes, the WAN from cluster 0 to 1 slow.
 fn write_platform(path: &Path, a: usize, b: usize) {
     let cluster = |n: usize| {
@@ -165,27 +126,11 @@ fn write_platform(path: &Path, a: usize, b: usize) {
     std::fs::write(path, text).unwrap();
 }
 
-fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
-        .args([
-            "node",
-            "--group",
-            group.to_str().unwrap(),
-            "--id",
-            &id.to_string(),
-        ])
-        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn node_and_multicast_as_separate_commands_with_a_platform() {
     let dir = tempfile::tempdir().unwrap();
     let group = dir.path().join("group.toml");
-    write_group(&group, "lab-multicast", 5);
+    write_group(&group, "lab-multicast", &free_ports(5));
     let platform = dir.path().join("platform.toml");
     // Clusters 0 (nodes 0, 2, 4) and 1 (nodes 1, 3).
     write_platform(&platform, 3, 2);
@@ -227,25 +172,14 @@ fn node_and_multicast_as_separate_commands_with_a_platform() {
     ] {
         assert!(stdout.contains(&want), "{want:?} not in {stdout}");
     }
-    for n in nodes {
-        let out = n.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("received 4000000 bytes"));
-    }
-    for o in &outs {
-        assert_eq!(hash_file(o), hash_file(&data));
-    }
+    check_nodes(nodes, &outs, &data, 4_000_000);
 }
 
 #[test]
 fn bad_multicast_arguments_exit_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let group = dir.path().join("group.toml");
-    write_group(&group, "lab-bad", 3);
+    write_group(&group, "lab-bad", &free_ports(3));
     let data = dir.path().join("data.bin");
     std::fs::write(&data, b"hello").unwrap();
     let g = group.to_str().unwrap();

@@ -1,46 +1,21 @@
 //! The real-network commands as a user runs them: `windrose local` (8 processes on loopback),
 //! `windrose node` + `windrose bcast` started separately, and their errors.
 
-use assert_cmd::Command;
+#[path = "support/procs.rs"]
+mod procs;
+
 use predicates::prelude::*;
-use std::path::Path;
-use std::process::{Child, Stdio};
+use procs::{check_nodes, free_port, free_ports, hash_file, spawn_node, windrose, write_group};
+use std::process::Child;
 use std::time::{Duration, Instant};
-
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn hash_file(path: &Path) -> String {
-    blake3::hash(&std::fs::read(path).unwrap())
-        .to_hex()
-        .to_string()
-}
 
 /// `windrose local --nodes N --clusters 2 --size 64MiB --json` with these extra arguments;
 /// returns the parsed outcome.
 fn local(nodes: usize, args: &[&str]) -> serde_json::Value {
-    let out = windrose()
-        .args([
-            "local",
-            "--nodes",
-            &nodes.to_string(),
-            "--clusters",
-            "2",
-            "--size",
-            "64MiB",
-        ])
-        .arg("--json")
-        .args(args)
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "windrose local {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let n = nodes.to_string();
+    let mut all = vec!["--nodes", &n, "--clusters", "2", "--size", "64MiB"];
+    all.extend(args);
+    procs::local_json(&all)
 }
 
 #[test]
@@ -108,57 +83,11 @@ fn local_keeps_the_received_files_when_asked() {
     assert_eq!(partial, 0);
 }
 
-fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
-        .args([
-            "node",
-            "--group",
-            group.to_str().unwrap(),
-            "--id",
-            &id.to_string(),
-        ])
-        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn free_port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string()
-}
-
-/// A group file with node i at `addrs[i]` (a bare port means 127.0.0.1:port).
-fn write_group(path: &Path, name: &str, addrs: &[String]) {
-    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
-    for (i, a) in addrs.iter().enumerate() {
-        let addr = if a.contains(':') {
-            a.clone()
-        } else {
-            format!("127.0.0.1:{a}")
-        };
-        text.push_str(&format!(
-            "\n[[node]]\nid = {i}\naddr = \"{addr}\"\ncluster = {}\n",
-            i % 2
-        ));
-    }
-    std::fs::write(path, text).unwrap();
-}
-
 #[test]
 fn node_and_bcast_as_separate_commands() {
     let dir = tempfile::tempdir().unwrap();
     let group = dir.path().join("group.toml");
-    write_group(
-        &group,
-        "lab-bcast",
-        &[free_port(), free_port(), free_port()],
-    );
+    write_group(&group, "lab-bcast", &free_ports(3));
     let data = dir.path().join("data.bin");
     std::fs::write(&data, vec![42u8; 5_000_000]).unwrap();
     let outs: Vec<_> = (1..3)
@@ -183,18 +112,7 @@ fn node_and_bcast_as_separate_commands() {
             "all 2 nodes received the root's bytes",
         ))
         .stdout(predicate::str::contains("ok"));
-    for n in nodes {
-        let out = n.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("received 5000000 bytes"));
-    }
-    for o in &outs {
-        assert_eq!(hash_file(o), hash_file(&data));
-    }
+    check_nodes(nodes, &outs, &data, 5_000_000);
 }
 
 #[test]
@@ -268,6 +186,34 @@ fn bad_group_files_and_arguments_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("not a size"));
+    // Encryption takes its keys from the authenticated handshake: no key, no --encrypt.
+    windrose()
+        .args([
+            "node",
+            "--group",
+            group.to_str().unwrap(),
+            "--id",
+            "1",
+            "--encrypt",
+        ])
+        .env_remove("WINDROSE_GROUP_KEY")
+        .env_remove("WINDROSE_GROUP_KEY_FILE")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--encrypt needs a group key"));
+}
+
+/// `local --encrypt`: every node process runs with the encrypted data path (its own key, made
+/// for the run), and every byte checks out.
+#[test]
+fn local_with_an_encrypted_data_path() {
+    let o = local(4, &["--encrypt", "--tree", "chain", "--seed", "2"]);
+    let root = o["root_blake3"].as_str().unwrap();
+    for n in o["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "finished", "{n}");
+        assert_eq!(n["blake3"].as_str(), Some(root), "{n}");
+        assert_eq!(n["verified"], true);
+    }
 }
 
 /// Checks a scatter's JSON outcome: every node finished with the share the root expected, the

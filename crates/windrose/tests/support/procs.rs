@@ -1,0 +1,104 @@
+//! Helpers of the tests that run `windrose` processes on loopback: the binary, group files on
+//! free ports, node processes, and the checks of what they received.
+
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+pub fn windrose() -> Command {
+    Command::cargo_bin("windrose").unwrap()
+}
+
+pub fn hash_file(path: &Path) -> String {
+    blake3::hash(&std::fs::read(path).unwrap())
+        .to_hex()
+        .to_string()
+}
+
+/// `windrose local ARGS --json`, which must succeed: the parsed outcome.
+pub fn local_json(args: &[&str]) -> serde_json::Value {
+    let out = windrose()
+        .arg("local")
+        .args(args)
+        .arg("--json")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "windrose local {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string()
+}
+
+/// `n` free ports.
+pub fn free_ports(n: usize) -> Vec<String> {
+    (0..n).map(|_| free_port()).collect()
+}
+
+/// A group file with node i at `addrs[i]` (a bare port means 127.0.0.1:port), in cluster
+/// i % 2 (clusters interleaved, not in blocks).
+pub fn write_group(path: &Path, name: &str, addrs: &[String]) {
+    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
+    for (i, a) in addrs.iter().enumerate() {
+        let addr = if a.contains(':') {
+            a.clone()
+        } else {
+            format!("127.0.0.1:{a}")
+        };
+        text.push_str(&format!(
+            "\n[[node]]\nid = {i}\naddr = \"{addr}\"\ncluster = {}\n",
+            i % 2
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// `windrose node` for `id` of `group`, writing to `out`, waiting up to 30 s for a job.
+pub fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args([
+            "node",
+            "--group",
+            group.to_str().unwrap(),
+            "--id",
+            &id.to_string(),
+        ])
+        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for every node process: each must succeed and say it received `bytes` bytes, and each
+/// output file must equal `data`.
+pub fn check_nodes(nodes: Vec<Child>, outs: &[std::path::PathBuf], data: &Path, bytes: u64) {
+    for n in nodes {
+        let out = n.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = format!("received {bytes} bytes");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&said));
+    }
+    for o in outs {
+        assert_eq!(hash_file(o), hash_file(data));
+    }
+}
