@@ -126,6 +126,8 @@ fn controls() -> Vec<Control> {
             idle_timeout_ms: 1000,
             probe_period_ms: 0,
             seed: 5,
+            // A rejoin job: node 2 taken back with node 1 counted down.
+            rejoin: Some(vec![NodeId(1)]),
         })),
         Control::Ready,
         Control::Go,
@@ -144,6 +146,7 @@ fn controls() -> Vec<Control> {
             share: None,
             measurements: LinkMeasurements { series: vec![] },
             frames_sent: vec![],
+            resumed_bytes: Some(256),
         })),
         Control::Bye,
         Control::Abort("the root gave up".into()),

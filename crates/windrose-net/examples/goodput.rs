@@ -18,8 +18,10 @@
 //!   also as the root's whole run (connect, handshake, job, go, data, report, bye).
 //! - windrose+blake3: the same with the receiver hashing everything (what `windrose bcast`
 //!   does for its check).
-//! - windrose+encrypt: the same without hashing, the data path encrypted (`--encrypt`: a group
-//!   key, AES-GCM records of the session's keys).
+//! - windrose+auth: the same without hashing, with a group key (the Noise handshake; data in
+//!   the clear).
+//! - windrose+encrypt: the same, the data path encrypted too (`--encrypt`: AES-GCM records of
+//!   the session's keys).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -137,18 +139,28 @@ fn group(receiver: String) -> Arc<Group> {
     Arc::new(Group::new("bench", members).unwrap())
 }
 
-/// Neither hashing nor encryption: the transport alone.
+/// Neither hashing nor a group key: the transport alone.
 const PLAIN: Mode = Mode {
     verify: false,
-    encrypt: false,
+    key: Key::None,
 };
 
-/// How the windrose run is set up: the receiver hashing what it gets, the data path encrypted
-/// (with a group key, as `--encrypt` does).
+/// How the windrose run is set up: the receiver hashing what it gets; a group key.
 #[derive(Clone, Copy)]
 struct Mode {
     verify: bool,
-    encrypt: bool,
+    key: Key,
+}
+
+/// The group key's part.
+#[derive(Clone, Copy, PartialEq)]
+enum Key {
+    /// The plain handshake.
+    None,
+    /// The Noise handshake, data in the clear (`--key-file`).
+    Auth,
+    /// The Noise handshake and the data path encrypted (`--key-file --encrypt`).
+    Encrypt,
 }
 
 fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
@@ -157,9 +169,10 @@ fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
         me: NodeId(i),
     });
     c.verify = mode.verify;
-    if mode.encrypt {
+    if mode.key != Key::None {
         let key = GroupKey::from_bytes([1; 32]);
-        c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(true));
+        let encrypt = mode.key == Key::Encrypt;
+        c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(encrypt));
     }
     c
 }
@@ -184,7 +197,12 @@ fn windrose(
             let (child, _out, addr) = spawn_child(&[
                 "--child-windrose".into(),
                 mode.verify.to_string(),
-                mode.encrypt.to_string(),
+                match mode.key {
+                    Key::None => "none",
+                    Key::Auth => "auth",
+                    Key::Encrypt => "encrypt",
+                }
+                .into(),
             ]);
             (group(addr), None, Some(child))
         }
@@ -238,7 +256,11 @@ fn child_main(which: &str, args: &[String]) {
             let group = group(addr);
             let mode = Mode {
                 verify: args[0] == "true",
-                encrypt: args[1] == "true",
+                key: match args[1].as_str() {
+                    "auth" => Key::Auth,
+                    "encrypt" => Key::Encrypt,
+                    _ => Key::None,
+                },
             };
             rt.block_on(run_node(listener, config(&group, 1, mode)))
                 .unwrap();
@@ -337,16 +359,18 @@ fn main() {
         println!("(iperf3 not found on PATH: its column is left out)");
     }
     println!(
-        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>17}  {:>22}",
+        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>14}  {:>17}  {:>22}",
         "rep",
         "plain_MB/s",
         "iperf3_MB/s",
         "windrose_MB/s",
         "wr+blake3_MB/s",
+        "wr+auth_MB/s",
         "wr+encrypt_MB/s",
         "windrose_whole_run_MB/s"
     );
-    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wr_enc, mut wall) = (
+    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wr_auth, mut wr_enc, mut wall) = (
+        Vec::new(),
         Vec::new(),
         Vec::new(),
         Vec::new(),
@@ -361,16 +385,11 @@ fn main() {
             .flatten()
             .unwrap_or(f64::NAN);
         let (w, w_wall) = windrose(&rt, data.clone(), segment, PLAIN, place);
-        let hashed = Mode {
-            verify: true,
-            encrypt: false,
-        };
-        let (h, _) = windrose(&rt, data.clone(), segment, hashed, place);
-        let encrypted = Mode {
-            verify: false,
-            encrypt: true,
-        };
-        let (e, _) = windrose(&rt, data.clone(), segment, encrypted, place);
+        let with = |verify, key| Mode { verify, key };
+        let (h, _) = windrose(&rt, data.clone(), segment, with(true, Key::None), place);
+        let (a, _) = windrose(&rt, data.clone(), segment, with(false, Key::Auth), place);
+        let (e, _) = windrose(&rt, data.clone(), segment, with(false, Key::Encrypt), place);
+        wr_auth.push(mb / a.as_secs_f64());
         wr_enc.push(mb / e.as_secs_f64());
         plain.push(mb / p.as_secs_f64());
         wr.push(mb / w.as_secs_f64());
@@ -378,8 +397,8 @@ fn main() {
         wall.push(mb / w_wall.as_secs_f64());
         iperf.push(i);
         println!(
-            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>22.1}",
-            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wr_enc[rep], wall[rep]
+            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>22.1}",
+            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wr_auth[rep], wr_enc[rep], wall[rep]
         );
     }
     let (p, w, h, ww) = (median(plain), median(wr), median(wr_hash), median(wall));
@@ -389,9 +408,10 @@ fn main() {
         100.0 * h / p,
         100.0 * ww / p
     );
-    let e = median(wr_enc);
+    let (a, e) = (median(wr_auth), median(wr_enc));
     println!(
-        "encrypted data path: {e:.1} MB/s = {:.1} % of windrose in the clear, {:.1} % of plain",
+        "with a group key: {a:.1} MB/s = {:.1} % of windrose without; encrypted data path: {e:.1} MB/s = {:.1} % of windrose in the clear, {:.1} % of plain",
+        100.0 * a / w,
         100.0 * e / w,
         100.0 * e / p
     );

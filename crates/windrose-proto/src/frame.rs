@@ -890,12 +890,29 @@ pub fn decode(buf: &mut BytesMut, max_body_len: u32) -> Result<Option<Message>, 
     };
     let frame_len = header.frame_len();
     if buf.len() < frame_len {
-        buf.reserve(frame_len - buf.len());
+        make_room(buf, frame_len - buf.len(), frame_len);
         return Ok(None);
     }
     let mut frame = buf.split_to(frame_len).freeze();
     frame.advance(HEADER_LEN);
     parse_body(header.kind, frame).map(Some)
+}
+
+/// Makes room for `additional` more bytes in `buf`, growing it to at most
+/// `max(needed, cap)` bytes. `BytesMut::reserve` may double, or keep the size of an earlier
+/// shared allocation, so a buffer fed in small pieces could drift past any bound; this keeps the
+/// receive buffer proportional to the frame limit (`cap`), whatever the stream says. A growth
+/// copies what is buffered (less than one frame); doubling up to `cap` keeps a stream fed a
+/// byte at a time linear.
+fn make_room(buf: &mut BytesMut, additional: usize, cap: usize) {
+    let need = buf.len() + additional;
+    if buf.capacity() >= need {
+        return;
+    }
+    let grown = (2 * buf.capacity()).min(cap).max(need);
+    let mut fresh = BytesMut::with_capacity(grown);
+    fresh.extend_from_slice(buf);
+    *buf = fresh;
 }
 
 /// Decodes the frame at the start of `buf` without consuming it: the message (its payload a
@@ -956,8 +973,11 @@ impl Decoder {
         self.max_body_len
     }
 
-    /// Appends received bytes (copied once into the receive buffer).
+    /// Appends received bytes (copied once into the receive buffer, which grows to at most
+    /// one maximal frame beyond what is pushed at once).
     pub fn push(&mut self, bytes: &[u8]) {
+        let max_frame = HEADER_LEN + self.max_body_len as usize;
+        make_room(&mut self.buf, bytes.len(), max_frame);
         self.buf.extend_from_slice(bytes);
     }
 

@@ -317,3 +317,42 @@ fn a_huge_declared_length_reserves_nothing() {
     ));
     assert!(dec.buffer_mut().capacity() < 1024);
 }
+
+/// The fuzzer's find (fuzz/artifacts-found/proto_decoder-capacity-drift), replayed as the
+/// `proto_decoder` target feeds it (`[limit_hi, limit_lo, split_seed, stream...]`: pieces of 1
+/// to 32 bytes from a xorshift generator, or all at once for seed 0) with every decoded message (a zero-copy slice of the
+/// buffer) kept: the receive buffer never grows past one maximal frame and a piece, whatever
+/// `BytesMut`'s own growth (doubling, remembering an earlier shared allocation's size) would do.
+#[test]
+fn receive_buffer_stays_within_one_frame_of_its_limit() {
+    const MAX_CHUNK: usize = 32;
+    let input = include_bytes!("../../../fuzz/artifacts-found/proto_decoder-capacity-drift");
+    let limit = u32::from(u16::from_be_bytes([input[0], input[1]]) % 1024);
+    let mut state = u64::from(input[2]) * 0x9E37_79B9_7F4A_7C15;
+    let stream = &input[3..];
+    let max_frame = HEADER_LEN + limit as usize;
+    let mut dec = Decoder::with_max_body_len(limit);
+    let mut kept = Vec::new();
+    let mut at = 0;
+    while at < stream.len() {
+        let n = if state == 0 {
+            stream.len() - at
+        } else {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (1 + (state % MAX_CHUNK as u64) as usize).min(stream.len() - at)
+        };
+        dec.push(&stream[at..at + n]);
+        at += n;
+        while let Ok(Some(m)) = dec.next_message() {
+            kept.push(m);
+        }
+        let cap = dec.buffer_mut().capacity();
+        assert!(
+            cap <= max_frame + MAX_CHUNK,
+            "at byte {at}: capacity {cap} for frames of at most {max_frame} bytes"
+        );
+    }
+    assert!(!kept.is_empty());
+}
