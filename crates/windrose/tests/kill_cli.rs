@@ -137,17 +137,32 @@ fn restart_node(dir: &Path, key: &Path, node: u32) -> Child {
         .unwrap()
 }
 
+/// Waits (at most `BOUND`) until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + BOUND;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited too long for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Runs `windrose local ARGS` over `mib` MiB of a known file with a group key, kills
 /// `restarted` and `dead` with SIGKILL once both hold `kill_at` bytes, starts `restarted` again
 /// at once, and checks: it finishes with the root's bytes (its file equals the data, the root
 /// verified its hash) having resumed at least `min_resumed` bytes from disk; `dead` is reported
 /// failed; every other node finishes and verifies; no partial file is left.
+///
+/// The run must still be going when the restarted node comes back, however fast the rest of
+/// it is on this machine: a third node, `held`, is stopped with SIGSTOP just before the kills
+/// (the root waits for its report, so the run cannot end) and continued with SIGCONT once the
+/// root has taken the restarted node back (its new process writes the partial file). The hold
+/// lasts about the root's redial pause, far below the silence timeout (10 s) after which `held`
+/// would be given up.
 fn kill_and_restart(
     args: &[&str],
     mib: u32,
     kill_at: u64,
-    restarted: u32,
-    dead: u32,
+    [restarted, dead, held]: [u32; 3],
     min_resumed: u64,
 ) {
     let dir = tempfile::tempdir().unwrap();
@@ -173,8 +188,18 @@ fn kill_and_restart(
         key.to_str().unwrap(),
     ]);
     let child = local(&all, &out);
-    signal_when_holding(&out, &[restarted, dead], kill_at, libc::SIGKILL);
+    let held_pid = signal_when_holding(&out, &[restarted, dead, held], kill_at, libc::SIGSTOP);
+    for &pid in &held_pid[..2] {
+        // SAFETY: kill(2) of node processes this test started (through `windrose local`).
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    }
     let node = restart_node(&out, &key, restarted);
+    let new_pid = node.id() as i32;
+    wait_until("the root to take the restarted node back", || {
+        writer_of(&out, restarted, 0) == Some(new_pid)
+    });
+    // SAFETY: kill(2) of a node process this test started and stopped.
+    assert_eq!(unsafe { libc::kill(held_pid[2], libc::SIGCONT) }, 0);
     let node_out = node.wait_with_output().unwrap();
     let node_err = String::from_utf8_lossy(&node_out.stderr);
     assert!(
@@ -231,7 +256,7 @@ fn kill_and_restart(
 #[test]
 fn a_receiver_killed_mid_mob_and_restarted_resumes_from_disk_and_completes() {
     let args = ["--nodes", "16", "--clusters", "4", "--protocol", "mob"];
-    kill_and_restart(&args, 256, 16 << 20, 5, 9, 16 << 20);
+    kill_and_restart(&args, 256, 16 << 20, [5, 9, 13], 16 << 20);
 }
 
 /// The same for Balanced Multicasting: the restarted node asks the root for every piece it
@@ -239,7 +264,7 @@ fn a_receiver_killed_mid_mob_and_restarted_resumes_from_disk_and_completes() {
 #[test]
 fn a_receiver_restarted_mid_balanced_multicast_resumes_and_completes() {
     let args = ["--nodes", "8", "--clusters", "2", "--protocol", "balanced"];
-    kill_and_restart(&args, 64, 8 << 20, 3, 6, 8 << 20);
+    kill_and_restart(&args, 64, 8 << 20, [3, 6, 7], 8 << 20);
 }
 
 /// The same for BitTorrent: the tracker counts the restarted node live again. Its pieces come
@@ -256,7 +281,7 @@ fn a_receiver_restarted_mid_bittorrent_rejoins_and_completes() {
         "--protocol",
         "bittorrent",
     ];
-    kill_and_restart(&args, 128, 1, 3, 6, 0);
+    kill_and_restart(&args, 128, 1, [3, 6, 7], 0);
 }
 
 /// A relay of a chain broadcast killed and restarted: a broadcast has no piece hashes to check
@@ -264,7 +289,13 @@ fn a_receiver_restarted_mid_bittorrent_rejoins_and_completes() {
 /// old subtree already hangs under the root.
 #[test]
 fn a_relay_killed_mid_broadcast_and_restarted_starts_over_and_completes() {
-    kill_and_restart(&["--nodes", "8", "--tree", "chain"], 128, 8 << 20, 3, 6, 0);
+    kill_and_restart(
+        &["--nodes", "8", "--tree", "chain"],
+        128,
+        8 << 20,
+        [3, 6, 7],
+        0,
+    );
 }
 
 /// A relay of a chain broadcast killed with SIGKILL mid-run: its subtree re-attaches to the

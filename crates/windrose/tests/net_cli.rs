@@ -253,18 +253,17 @@ fn check_scatter(o: &serde_json::Value, nodes: usize, load: u64) {
 
 #[test]
 fn local_scatter_predicts_and_measures_every_node() {
-    let out = windrose()
-        .args(["local", "--scatter", "--nodes", "6", "--clusters", "2"])
-        .args(["--size", "8MiB", "--tree", "binomial", "--json"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let o: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let o = procs::local_json(&[
+        "--scatter",
+        "--nodes",
+        "6",
+        "--clusters",
+        "2",
+        "--size",
+        "8MiB",
+        "--tree",
+        "binomial",
+    ]);
     check_scatter(&o, 6, 8 << 20);
     // On loopback both speeds are measured before the run.
     let p = &o["prediction"];
