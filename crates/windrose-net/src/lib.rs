@@ -66,6 +66,7 @@ pub mod error;
 pub mod group;
 pub mod measure;
 pub mod node;
+pub mod piece_file;
 pub mod secure;
 pub mod sink;
 pub mod trees;

@@ -51,7 +51,8 @@ use crate::conn::{self, Conn, Event, Flow, LinkStats, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
 use crate::measure::{LinkMeasurements, Metric, Recorder};
-use crate::sink::{Delivered, OutputSpec, Sink};
+use crate::piece_file::PieceFile;
+use crate::sink::{Delivered, OutputSpec, Resume, Sink};
 use crate::wire::{
     CollectiveSpec, Control, FrameCount, Job, ManifestSpec, MulticastParams, NodeReport,
     PlanTreeSpec, Progress, Role, RunStatus, ShareResult, TreeSpec, WireFrame,
@@ -68,7 +69,9 @@ use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceVerifier, SwarmSetup};
+use windrose_proto::pieces::{
+    Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, PieceVerifier, SwarmSetup,
+};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
@@ -1303,6 +1306,7 @@ fn build_machine(
     job: &Job,
     data: Option<Bytes>,
     rejoin: Option<Vec<(u32, Bytes)>>,
+    keeper: Option<Arc<dyn PieceKeeper>>,
 ) -> Result<(Box<dyn Protocol + Send>, Vec<NodeId>), String> {
     let idle = (me != job.root && job.idle_timeout_ms > 0)
         .then(|| Duration::from_millis(job.idle_timeout_ms));
@@ -1386,7 +1390,13 @@ fn build_machine(
         } => {
             let manifest = manifest.to_manifest(job.total_len)?;
             let spec = multicast_spec(*protocol, params, group, job.root)?;
-            let m = build_multicast(me, group, job, Arc::new(manifest), &spec, data, rejoin)?;
+            let start = match (data, rejoin) {
+                (Some(d), _) => Start::Root(d),
+                (None, Some(held)) => Start::Rejoin(held),
+                (None, None) => Start::Fresh,
+            };
+            let manifest = Arc::new(manifest);
+            let m = build_multicast(me, group, job, manifest, &spec, start, keeper)?;
             // The swarm protocols talk to any member: a full mesh.
             let neighbours = group
                 .members()
@@ -1417,15 +1427,24 @@ fn check_manifest_mac(key: Option<[u8; 32]>, job: &Job) -> Result<(), String> {
     }
 }
 
-/// A node's multicast machine: the layout from the group's clusters, pieces checked with BLAKE3.
+/// How a multicast machine starts: the root's with the data, a receiver's with nothing, or a
+/// restarted receiver's with the verified pieces it kept.
+enum Start {
+    Root(Bytes),
+    Fresh,
+    Rejoin(Vec<(u32, Bytes)>),
+}
+
+/// A node's multicast machine: the layout from the group's clusters, pieces checked with BLAKE3
+/// and kept by `keeper` (None: in memory).
 fn build_multicast(
     me: NodeId,
     group: &Group,
     job: &Job,
     manifest: Arc<Manifest>,
     spec: &MulticastSpec,
-    data: Option<Bytes>,
-    rejoin: Option<Vec<(u32, Bytes)>>,
+    start: Start,
+    keeper: Option<Arc<dyn PieceKeeper>>,
 ) -> Result<Box<dyn Protocol + Send>, String> {
     let layout = ClusterLayout::new(group.members().iter().map(|m| (m.id, m.cluster)))
         .map_err(|e| e.to_string())?;
@@ -1435,10 +1454,12 @@ fn build_multicast(
         manifest,
         layout: Arc::new(layout),
         verifier: Arc::new(Blake3Verifier),
+        keeper,
     };
-    match rejoin {
-        Some(held) => multicast::build_rejoining(me, &setup, spec, job.seed, held),
-        None => multicast::build(me, &setup, data, spec, job.seed),
+    match start {
+        Start::Rejoin(held) => multicast::build_rejoining(me, &setup, spec, job.seed, held),
+        Start::Root(data) => multicast::build(me, &setup, Some(data), spec, job.seed),
+        Start::Fresh => multicast::build(me, &setup, None, spec, job.seed),
     }
     .map_err(|e| e.to_string())
 }
@@ -1628,13 +1649,13 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
                 &spec,
                 manifest.clone(),
                 m,
-                Some(job.data.clone()),
+                Start::Root(job.data.clone()),
                 None,
             )
             .map_err(NetError::Setup)?
         }
         _ => {
-            build_machine(me, &group, &spec, Some(job.data.clone()), None)
+            build_machine(me, &group, &spec, Some(job.data.clone()), None, None)
                 .map_err(NetError::Setup)?
                 .0
         }
@@ -2111,9 +2132,28 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 ));
             }
             check_manifest_mac(config.handshake.manifest_key(), &job)?;
-            build_machine(me, &group, &job, None, None)
+            Ok(())
         })();
-        let (machine, neighbours) = match setup {
+        if let Err(reason) = setup {
+            let reason = format!("node {me}: bad job: {reason}");
+            core.send_control(root, &Control::Abort(reason.clone()));
+            return fail(&mut core, NetError::Setup(reason)).await;
+        }
+        // A scatter delivers nothing (its nodes compute their shares): no output file is made.
+        let output = match (&job.collective, &config.output) {
+            (CollectiveSpec::Scatter { .. }, OutputSpec::File(_)) => OutputSpec::Discard,
+            (_, o) => o.clone(),
+        };
+        let nonce = job.session ^ u64::from(me.0);
+        let pieces = match piece_file_for(&job, &output, nonce, None) {
+            Ok(p) => p,
+            Err(e) => {
+                core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
+                return fail(&mut core, e).await;
+            }
+        };
+        let keeper = pieces.as_ref().map(|(f, _)| f.keeper());
+        let (machine, neighbours) = match build_machine(me, &group, &job, None, None, keeper) {
             Ok(x) => x,
             Err(reason) => {
                 let reason = format!("node {me}: bad job: {reason}");
@@ -2121,12 +2161,7 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 return fail(&mut core, NetError::Setup(reason)).await;
             }
         };
-        // A scatter delivers nothing (its nodes compute their shares): no output file is made.
-        let output = match (&job.collective, &config.output) {
-            (CollectiveSpec::Scatter { .. }, OutputSpec::File(_)) => OutputSpec::Discard,
-            (_, o) => o.clone(),
-        };
-        match Sink::start(&output, job.session ^ u64::from(me.0), config.verify) {
+        match Sink::resume(&output, nonce, config.verify, pieces.and_then(|(_, r)| r)) {
             Ok(s) => core.sink = Some(s),
             Err(e) => {
                 core.send_control(root, &Control::Abort(format!("node {me}: {e}")));
@@ -2413,40 +2448,43 @@ fn rejoinable(job: &Job) -> bool {
     !matches!(job.collective, CollectiveSpec::Scatter { .. })
 }
 
-/// The verified pieces an earlier life of this node left in its partial output file beside
-/// `path`: the longest run of whole pieces from the start whose hashes match the manifest
-/// (the output is written in order, so that is all it can hold), and where the resumed
-/// output continues. Other partial files of that life are removed.
-fn read_resumable(
-    path: &std::path::Path,
+/// A node's piece file, and the partial output the sink takes over (with a file output).
+type KeptPieces = (Arc<PieceFile>, Option<Resume>);
+
+/// Where a multicast node (not the root) keeps its pieces: a mapped file of the data's length
+/// (`piece_file`). With a file output it is the output's partial file, which the sink then
+/// takes over as written (it only hashes what is delivered, and renames the file into place at
+/// the end); `earlier` (a restarted node's earlier partial file) is renamed to this process's
+/// partial name first, keeping what it holds. Without an output file an unlinked temporary file
+/// holds the pieces; a memory output, an empty transfer and the other collectives keep none.
+fn piece_file_for(
+    job: &Job,
+    output: &OutputSpec,
     nonce: u64,
-    manifest: &Manifest,
-) -> (Vec<(u32, Bytes)>, Option<crate::sink::Resume>) {
-    let mut partials = crate::sink::partials_of(path, nonce).into_iter();
-    let Some(file) = partials.next() else {
-        return (Vec::new(), None);
-    };
-    for other in partials {
-        let _ = std::fs::remove_file(other);
+    earlier: Option<&std::path::PathBuf>,
+) -> Result<Option<KeptPieces>, NetError> {
+    if !matches!(job.collective, CollectiveSpec::Multicast { .. }) || job.total_len == 0 {
+        return Ok(None);
     }
-    let data = Bytes::from(std::fs::read(&file).unwrap_or_default());
-    let mut held = Vec::new();
-    let mut keep = 0;
-    for i in 0..manifest.piece_count() {
-        let Some(range) = manifest.piece_range(i) else {
-            break;
-        };
-        if range.end > data.len() as u64 {
-            break;
+    match output {
+        OutputSpec::Memory => Ok(None),
+        OutputSpec::Discard => Ok(Some((Arc::new(PieceFile::anonymous(job.total_len)?), None))),
+        OutputSpec::File(path) => {
+            let tmp = crate::sink::partial_path(path, nonce);
+            if let Some(e) = earlier {
+                std::fs::rename(e, &tmp).map_err(|source| NetError::Output {
+                    path: tmp.display().to_string(),
+                    source,
+                })?;
+            }
+            let file = PieceFile::open(&tmp, job.total_len)?;
+            let resume = Resume {
+                file: tmp,
+                keep: job.total_len,
+            };
+            Ok(Some((Arc::new(file), Some(resume))))
         }
-        let piece = data.slice(range.start as usize..range.end as usize);
-        if !Blake3Verifier.verify(manifest, i, &piece) {
-            break;
-        }
-        held.push((i, piece));
-        keep = range.end;
     }
-    (held, Some(crate::sink::Resume { file, keep }))
 }
 
 /// Sets up a node the root took back mid-run (`job.rejoin`, after it restarted): the machine
@@ -2472,26 +2510,45 @@ async fn setup_rejoin(
     check_manifest_mac(core.config.handshake.manifest_key(), job).map_err(setup_err)?;
     let nonce = job.session ^ u64::from(me.0);
     let output = core.config.output.clone();
-    let (held, resume) = match (&job.collective, &output) {
+    let mut held = Vec::new();
+    let mut pieces = None;
+    match (&job.collective, &output) {
         (CollectiveSpec::Multicast { manifest, .. }, OutputSpec::File(path)) => {
+            // The earlier life's partial file holds every piece it had at its offset.
             let manifest = manifest.to_manifest(job.total_len).map_err(setup_err)?;
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || read_resumable(&path, nonce, &manifest))
-                .await
-                .map_err(|e| setup_err(format!("reading back the partial output: {e}")))?
+            let earlier = crate::sink::partials_of(path, nonce);
+            let (job, output) = (job.clone(), output.clone());
+            let (file, verified) = tokio::task::spawn_blocking(move || {
+                let file = piece_file_for(&job, &output, nonce, earlier.first())?;
+                let verified = file.as_ref().map_or_else(Vec::new, |(f, _)| {
+                    f.read_back(&manifest)
+                        .into_iter()
+                        .filter(|(i, piece)| Blake3Verifier.verify(&manifest, *i, piece))
+                        .collect()
+                });
+                for other in earlier.iter().skip(1) {
+                    let _ = std::fs::remove_file(other);
+                }
+                Ok::<_, NetError>((file, verified))
+            })
+            .await
+            .map_err(|e| setup_err(format!("reading back the partial output: {e}")))??;
+            held = verified;
+            pieces = file;
         }
         (_, OutputSpec::File(path)) => {
             // A broadcast has no piece hashes to check a kept prefix against: start over.
             for old in crate::sink::partials_of(path, nonce) {
                 let _ = std::fs::remove_file(old);
             }
-            (Vec::new(), None)
         }
-        _ => (Vec::new(), None),
-    };
-    let resumed = resume.as_ref().map_or(0, |r| r.keep);
+        _ => pieces = piece_file_for(job, &output, nonce, None)?,
+    }
+    let resumed = held.iter().map(|(_, p)| p.len() as u64).sum();
+    let keeper = pieces.as_ref().map(|(f, _)| f.keeper());
     let (machine, neighbours) =
-        build_machine(me, &core.group, job, None, Some(held)).map_err(setup_err)?;
+        build_machine(me, &core.group, job, None, Some(held), keeper).map_err(setup_err)?;
+    let resume = pieces.and_then(|(_, r)| r);
     core.sink = Some(Sink::resume(&output, nonce, core.config.verify, resume)?);
     core.total_bytes = job.total_len;
     if matches!(job.collective, CollectiveSpec::Multicast { .. }) {

@@ -108,8 +108,10 @@ pub fn partials_of(path: &Path, nonce: u64) -> Vec<PathBuf> {
     found.into_iter().map(|(_, p)| p).collect()
 }
 
-/// Where a resumed output continues: the partial file of an earlier life and how many of its
-/// first bytes were verified (the rest is cut off and fetched again).
+/// Where a resumed output continues: a partial file and how many of its first bytes it already
+/// holds (they are hashed when delivered, not written again; the rest is cut off). A multicast
+/// node's pieces are written at their offsets by its piece file (`piece_file`), so its whole
+/// length is kept.
 #[derive(Clone, Debug)]
 pub(crate) struct Resume {
     pub(crate) file: PathBuf,
@@ -125,6 +127,7 @@ pub(crate) struct Sink {
 
 impl Sink {
     /// Starts the thread (creating the temporary file now, so a bad path fails early).
+    #[cfg(test)]
     pub(crate) fn start(spec: &OutputSpec, nonce: u64, hash: bool) -> Result<Sink, NetError> {
         Sink::resume(spec, nonce, hash, None)
     }

@@ -64,6 +64,7 @@ fn setup(group: &Group, manifest: Arc<Manifest>, verifier: Arc<dyn PieceVerifier
         manifest,
         layout: layout(group),
         verifier,
+        keeper: None,
     }
 }
 

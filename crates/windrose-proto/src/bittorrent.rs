@@ -484,7 +484,7 @@ impl BitTorrent {
                     u.insert(i);
                 }
                 (
-                    PieceStore::new(manifest),
+                    setup.empty_store(),
                     vec![PieceState::Missing; pieces as usize],
                     u,
                 )

@@ -575,7 +575,7 @@ impl Mob {
         let manifest = &setup.manifest;
         let store = match &data {
             Some(d) => PieceStore::full(manifest, d),
-            None => PieceStore::new(manifest),
+            None => setup.empty_store(),
         };
         let my_cluster = layout.cluster_of(node).expect("checked");
         let root_cluster = layout.cluster_of(setup.root).expect("checked");

@@ -179,24 +179,60 @@ impl PieceVerifier for MemoVerifier {
     }
 }
 
+/// Where a node keeps the verified pieces it received, when not in memory: the runtime puts
+/// each one at its offset in a memory-mapped file (the output's partial file, or an unlinked
+/// temporary one), so a multicast of more data than the node has memory works, the page cache
+/// deciding what stays resident, and a restarted node finds every piece it had, not only a
+/// prefix. The simulator keeps pieces in memory (no keeper).
+pub trait PieceKeeper: Send + Sync {
+    /// Takes a verified piece that starts at byte `offset` of the data and returns the bytes to
+    /// hold from now on (the same bytes, kept elsewhere). Called once per piece.
+    fn keep(&self, piece: u32, offset: u64, data: Bytes) -> Bytes;
+}
+
 /// The pieces a node holds, and the in-order delivery of their bytes to the application.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PieceStore {
     pieces: Vec<Option<Bytes>>,
     held: u32,
     held_bytes: u64,
     /// Pieces `0..delivered` have been handed out by [`PieceStore::take_deliverable`].
     delivered: u32,
+    /// Bytes of every piece but the last (for the offsets given to the keeper).
+    piece_len: u64,
+    keeper: Option<Arc<dyn PieceKeeper>>,
+}
+
+impl std::fmt::Debug for PieceStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PieceStore")
+            .field("pieces", &self.pieces.len())
+            .field("held", &self.held)
+            .field("held_bytes", &self.held_bytes)
+            .field("delivered", &self.delivered)
+            .field("keeper", &self.keeper.is_some())
+            .finish()
+    }
 }
 
 impl PieceStore {
-    /// An empty store for `manifest`.
+    /// An empty store for `manifest`, holding its pieces in memory.
     pub fn new(manifest: &Manifest) -> PieceStore {
         PieceStore {
             pieces: vec![None; manifest.piece_count() as usize],
             held: 0,
             held_bytes: 0,
             delivered: 0,
+            piece_len: u64::from(manifest.piece_len()),
+            keeper: None,
+        }
+    }
+
+    /// An empty store for `manifest` that hands every piece it stores to `keeper`.
+    pub fn with_keeper(manifest: &Manifest, keeper: Option<Arc<dyn PieceKeeper>>) -> PieceStore {
+        PieceStore {
+            keeper,
+            ..PieceStore::new(manifest)
         }
     }
 
@@ -213,6 +249,10 @@ impl PieceStore {
     pub fn insert(&mut self, piece: u32, data: Bytes) -> bool {
         match self.pieces.get_mut(piece as usize) {
             Some(slot @ None) => {
+                let data = match &self.keeper {
+                    Some(k) => k.keep(piece, u64::from(piece) * self.piece_len, data),
+                    None => data,
+                };
                 self.held_bytes += data.len() as u64;
                 *slot = Some(data);
                 self.held += 1;
@@ -366,6 +406,8 @@ pub struct SwarmSetup {
     pub layout: Arc<ClusterLayout>,
     /// How received pieces are checked.
     pub verifier: Arc<dyn PieceVerifier>,
+    /// Where received pieces are kept (None: in memory).
+    pub keeper: Option<Arc<dyn PieceKeeper>>,
 }
 
 impl std::fmt::Debug for SwarmSetup {
@@ -380,6 +422,11 @@ impl std::fmt::Debug for SwarmSetup {
 }
 
 impl SwarmSetup {
+    /// The store of a node that starts without the data: empty, with this setup's keeper.
+    pub fn empty_store(&self) -> PieceStore {
+        PieceStore::with_keeper(&self.manifest, self.keeper.clone())
+    }
+
     /// Checks that `node` and the root are members and that `data` is given exactly to the
     /// root and matches the manifest's length.
     pub fn check(&self, node: NodeId, data: Option<&Bytes>) -> Result<(), SetupError> {

@@ -472,7 +472,7 @@ impl TreeMulticast {
         }
         let store = match &data {
             Some(d) => PieceStore::full(manifest, d),
-            None => PieceStore::new(manifest),
+            None => setup.empty_store(),
         };
         Ok(TreeMulticast {
             node,
@@ -1010,6 +1010,7 @@ mod tests {
                 ClusterLayout::new((0..nodes).map(|i| (n(i), ClusterId(i / 2)))).unwrap(),
             ),
             verifier: Arc::new(Blake3Verifier),
+            keeper: None,
         }
     }
 

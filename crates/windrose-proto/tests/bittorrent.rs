@@ -52,6 +52,7 @@ fn setup(sizes: &[usize], data: &Bytes, piece_len: u32) -> SwarmSetup {
         manifest: Arc::new(Manifest::build(data, piece_len).unwrap()),
         layout: Arc::new(ClusterLayout::new(nodes).unwrap()),
         verifier: Arc::new(Blake3Verifier) as Arc<dyn PieceVerifier>,
+        keeper: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn setup(
         manifest: Arc::new(Manifest::build(data, piece).unwrap()),
         layout: Arc::new(layout_of(sizes)),
         verifier,
+        keeper: None,
     }
 }
 

@@ -204,6 +204,7 @@ fn case(n: usize, trees: usize, len: usize, piece_len: u32, rated: bool, seed: u
             ClusterLayout::new((0..n as u32).map(|i| (NodeId(i), ClusterId(i % c)))).unwrap(),
         ),
         verifier: Arc::new(Blake3Verifier),
+        keeper: None,
     };
     Case {
         data,

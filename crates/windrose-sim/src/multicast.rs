@@ -464,6 +464,7 @@ pub fn prepare(
         manifest: data.manifest.clone(),
         layout,
         verifier: Arc::new(MemoVerifier::new()),
+        keeper: None,
     };
     let n = platform.node_count();
     let clusters: Arc<Vec<ClusterId>> = Arc::new(

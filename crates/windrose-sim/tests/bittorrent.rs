@@ -34,6 +34,7 @@ fn swarm(p: &Platform, data: &Bytes, piece_len: u32, root: NodeId) -> SwarmSetup
         manifest: Arc::new(Manifest::build(data, piece_len).unwrap()),
         layout: Arc::new(layout),
         verifier: Arc::new(MemoVerifier::new()) as Arc<dyn PieceVerifier>,
+        keeper: None,
     }
 }
 

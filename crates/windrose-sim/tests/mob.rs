@@ -132,6 +132,7 @@ fn run_mob_failing(
         manifest,
         layout: layout.clone(),
         verifier: Arc::new(MemoVerifier::new()),
+        keeper: None,
     };
     let mut sim = Simulation::new(
         platform,
@@ -695,6 +696,7 @@ fn single_flow(config: &MobConfig, wan_bytes_s: f64, data: &Bytes, piece: u32) -
         manifest: Arc::new(Manifest::build(data, piece).unwrap()),
         layout: layout.clone(),
         verifier: Arc::new(MemoVerifier::new()),
+        keeper: None,
     };
     let mut sim = Simulation::new(
         platform,

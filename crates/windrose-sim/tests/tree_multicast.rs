@@ -33,6 +33,7 @@ fn setup_for(p: &Platform, root: NodeId, data: &Bytes, piece_len: u32) -> SwarmS
         manifest: Arc::new(Manifest::build(data, piece_len).unwrap()),
         layout: Arc::new(layout_of(p)),
         verifier: Arc::new(MemoVerifier::new()),
+        keeper: None,
     }
 }
 

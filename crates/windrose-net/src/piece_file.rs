@@ -1,0 +1,234 @@
+//! A multicast node's received pieces kept in a memory-mapped file instead of on the heap: each
+//! verified piece is copied once to its offset in the file, and the node holds (and sends to its
+//! peers) views of the mapping from then on. The page cache decides what stays resident, so a
+//! node can take part in a multicast of more data than it has memory; with a file output the
+//! file is the output's partial file, so a node killed mid-run leaves every piece it had at its
+//! place, and its next life reads them all back ([`PieceFile::read_back`]), not only a prefix.
+
+use crate::error::NetError;
+use bytes::Bytes;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use windrose_proto::pieces::{Manifest, PieceKeeper};
+
+/// The mapping of a file of the data's full length.
+pub struct PieceFile {
+    map: Arc<memmap2::MmapRaw>,
+}
+
+/// A view of `range` of the mapping: what a [`Bytes`] of a kept piece owns.
+struct View {
+    map: Arc<memmap2::MmapRaw>,
+    start: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for View {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `start..start + len` lies inside the mapping (checked when the view was
+        // made), the mapping lives as long as `self.map`, and the range is written only once,
+        // before any view of it exists (`PieceFile::keep`).
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.start), self.len) }
+    }
+}
+
+/// Reserves the disk blocks of the whole file: writing to a mapped hole on a full disk is a
+/// SIGBUS, so the space is taken now, where a full disk is a plain error. File systems that
+/// cannot reserve space (EOPNOTSUPP) are left as they are.
+fn reserve(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: posix_fallocate on an open file descriptor this function borrows.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+impl PieceFile {
+    /// Maps `file`, first setting its length to `total_len` (a shorter file grows with zeros,
+    /// a longer one is cut). `what` names it in errors.
+    fn map(file: &File, total_len: u64, what: &str) -> Result<PieceFile, NetError> {
+        let io = |source| NetError::Io {
+            what: format!("mapping {what}"),
+            source,
+        };
+        file.set_len(total_len).map_err(io)?;
+        reserve(file, total_len).map_err(io)?;
+        let map = memmap2::MmapRaw::map_raw(file).map_err(io)?;
+        Ok(PieceFile { map: Arc::new(map) })
+    }
+
+    /// Maps the file at `path` (created if missing, kept if present: a resumed output).
+    pub fn open(path: &Path, total_len: u64) -> Result<PieceFile, NetError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|source| NetError::Output {
+                path: path.display().to_string(),
+                source,
+            })?;
+        PieceFile::map(&file, total_len, &path.display().to_string())
+    }
+
+    /// Maps an unlinked temporary file (in the system's temporary directory): for a node that
+    /// keeps no output but must hold the pieces to serve its peers.
+    pub fn anonymous(total_len: u64) -> Result<PieceFile, NetError> {
+        let file = tempfile::tempfile().map_err(|source| NetError::Io {
+            what: "creating a temporary file for the received pieces".into(),
+            source,
+        })?;
+        PieceFile::map(&file, total_len, "a temporary file for the received pieces")
+    }
+
+    /// Bytes of the mapping.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// True when the mapping is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    fn view(&self, start: u64, len: usize) -> Option<Bytes> {
+        let start = usize::try_from(start).ok()?;
+        (start.checked_add(len)? <= self.map.len()).then(|| {
+            Bytes::from_owner(View {
+                map: self.map.clone(),
+                start,
+                len,
+            })
+        })
+    }
+
+    /// Every piece of `manifest` as it stands in the file (unverified: a killed earlier life
+    /// leaves zeros where it had nothing, and possibly a piece it was writing when it died).
+    pub fn read_back(&self, manifest: &Manifest) -> Vec<(u32, Bytes)> {
+        (0..manifest.piece_count())
+            .filter_map(|i| {
+                let r = manifest.piece_range(i)?;
+                Some((i, self.view(r.start, (r.end - r.start) as usize)?))
+            })
+            .collect()
+    }
+
+    /// This mapping as the keeper of a piece store.
+    pub fn keeper(self: &Arc<Self>) -> Arc<dyn PieceKeeper> {
+        self.clone()
+    }
+}
+
+impl PieceKeeper for PieceFile {
+    fn keep(&self, _piece: u32, offset: u64, data: Bytes) -> Bytes {
+        let inside = usize::try_from(offset).ok().filter(|&s| {
+            s.checked_add(data.len())
+                .is_some_and(|e| e <= self.map.len())
+        });
+        let Some(start) = inside else {
+            // Outside the file: the caller verified the piece against the manifest the file
+            // was sized from, so this does not happen; keep the bytes in memory rather than
+            // lose them.
+            return data;
+        };
+        // SAFETY: `start..start + data.len()` lies inside the mapping (checked above).
+        let dst = unsafe { self.map.as_mut_ptr().add(start) };
+        if dst.cast_const() != data.as_ptr() {
+            // SAFETY: the destination lies inside the mapping and is written only here, once
+            // per piece, before any view of it is handed out; the source is another allocation
+            // (a receive buffer) or another piece's range, so the two do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        }
+        match self.view(offset, data.len()) {
+            Some(v) => v,
+            None => data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use windrose_proto::pieces::PieceStore;
+
+    fn data(n: usize) -> Bytes {
+        Bytes::from((0..n).map(|i| (i * 7 + i / 251) as u8).collect::<Vec<_>>())
+    }
+
+    /// Pieces stored out of order land at their offsets in the file; the store's bytes are the
+    /// file's; the file read back (as a restarted node does) gives every stored piece and only
+    /// zeros elsewhere.
+    #[test]
+    fn kept_pieces_are_the_files_bytes_at_their_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.partial");
+        let d = data(10_000);
+        let m = Manifest::build(&d, 1024).unwrap();
+        let file = Arc::new(PieceFile::open(&path, d.len() as u64).unwrap());
+        let mut store = PieceStore::with_keeper(&m, Some(file.keeper()));
+        for i in [7u32, 2, 9, 0] {
+            // A copy, so the store cannot be holding the caller's allocation.
+            assert!(store.insert(i, Bytes::copy_from_slice(&m.slice(&d, i))));
+            assert_eq!(store.get(i).unwrap(), &m.slice(&d, i));
+        }
+        let on_disk = std::fs::read(&path).unwrap();
+        assert_eq!(on_disk.len(), d.len());
+        for i in 0..m.piece_count() {
+            let r = m.piece_range(i).unwrap();
+            let got = &on_disk[r.start as usize..r.end as usize];
+            if [7, 2, 9, 0].contains(&i) {
+                assert_eq!(got, &d[r.start as usize..r.end as usize], "piece {i}");
+            } else {
+                assert!(got.iter().all(|&b| b == 0), "piece {i} not written");
+            }
+        }
+        drop(store);
+        drop(file);
+        let again = PieceFile::open(&path, d.len() as u64).unwrap();
+        let back = again.read_back(&m);
+        assert_eq!(back.len(), m.piece_count() as usize);
+        for (i, bytes) in back {
+            let held = [7, 2, 9, 0].contains(&i);
+            assert_eq!(bytes == m.slice(&d, i), held, "piece {i}");
+        }
+    }
+
+    /// A piece read back from the file and stored again is not copied onto itself; the store
+    /// then holds the same bytes.
+    #[test]
+    fn a_piece_read_back_is_kept_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.partial");
+        let d = data(3000);
+        std::fs::write(&path, &d).unwrap();
+        let m = Manifest::build(&d, 1000).unwrap();
+        let file = Arc::new(PieceFile::open(&path, d.len() as u64).unwrap());
+        let mut store = PieceStore::with_keeper(&m, Some(file.keeper()));
+        for (i, bytes) in file.read_back(&m) {
+            let ptr = bytes.as_ptr();
+            assert!(store.insert(i, bytes));
+            assert_eq!(store.get(i).unwrap().as_ptr(), ptr);
+            assert_eq!(store.get(i).unwrap(), &m.slice(&d, i));
+        }
+    }
+
+    #[test]
+    fn an_anonymous_file_keeps_pieces_too() {
+        let d = data(5000);
+        let m = Manifest::build(&d, 1000).unwrap();
+        let file = Arc::new(PieceFile::anonymous(d.len() as u64).unwrap());
+        assert_eq!(file.len(), 5000);
+        let mut store = PieceStore::with_keeper(&m, Some(file.keeper()));
+        assert!(store.insert(4, m.slice(&d, 4)));
+        assert_eq!(store.get(4).unwrap(), &m.slice(&d, 4));
+    }
+}
