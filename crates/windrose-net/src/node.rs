@@ -2448,6 +2448,17 @@ fn rejoinable(job: &Job) -> bool {
     !matches!(job.collective, CollectiveSpec::Scatter { .. })
 }
 
+/// True when `bytes` are at most a quarter of this machine's available memory (MemAvailable of
+/// /proc/meminfo; false where that cannot be read).
+fn fits_in_memory(bytes: u64) -> bool {
+    let available_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+    });
+    available_kib.is_some_and(|kib| bytes.saturating_mul(4) <= kib.saturating_mul(1024))
+}
+
 /// A node's piece file, and the partial output the sink takes over (with a file output).
 type KeptPieces = (Arc<PieceFile>, Option<Resume>);
 
@@ -2455,8 +2466,9 @@ type KeptPieces = (Arc<PieceFile>, Option<Resume>);
 /// (`piece_file`). With a file output it is the output's partial file, which the sink then
 /// takes over as written (it only hashes what is delivered, and renames the file into place at
 /// the end); `earlier` (a restarted node's earlier partial file) is renamed to this process's
-/// partial name first, keeping what it holds. Without an output file an unlinked temporary file
-/// holds the pieces; a memory output, an empty transfer and the other collectives keep none.
+/// partial name first, keeping what it holds. Without an output file the pieces stay in memory
+/// if they take at most a quarter of the available memory, else an unlinked temporary file
+/// holds them; a memory output, an empty transfer and the other collectives keep none.
 fn piece_file_for(
     job: &Job,
     output: &OutputSpec,
@@ -2468,6 +2480,9 @@ fn piece_file_for(
     }
     match output {
         OutputSpec::Memory => Ok(None),
+        // Held in memory while that is cheap: a temporary file costs disk writes (1 GiB to 3
+        // receivers on loopback: 6.3 s instead of 4.4 s).
+        OutputSpec::Discard if fits_in_memory(job.total_len) => Ok(None),
         OutputSpec::Discard => Ok(Some((Arc::new(PieceFile::anonymous(job.total_len)?), None))),
         OutputSpec::File(path) => {
             let tmp = crate::sink::partial_path(path, nonce);
