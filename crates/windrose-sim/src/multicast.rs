@@ -37,6 +37,7 @@ use crate::metrics::Metrics;
 use crate::scenario::TimedChange;
 use bytes::Bytes;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use windrose_model::platform::{LinkId, Platform};
@@ -45,7 +46,7 @@ use windrose_proto::bittorrent::BitTorrentConfig;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::{build, build_rejoining};
 pub use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, SwarmSetup};
+use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, PieceKeeper, SwarmSetup};
 use windrose_proto::tree_multicast::{TreeMulticastConfig, TreePlan};
 use windrose_proto::{
     Input, Message, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status, Time,
@@ -178,6 +179,37 @@ struct ProbeState {
     completed_at_s: Vec<Option<f64>>,
     /// Piece payload bytes sent from cluster `i` to cluster `j`, at `i * clusters + j`.
     wan_payload: Vec<u64>,
+    /// The verified pieces each node stored, in any order: what a real node has written to
+    /// its partial file when it dies, and keeps when it restarts.
+    stored: Vec<BTreeSet<u32>>,
+}
+
+/// The piece keeper of one simulated node: keeps the pieces in memory and records which it
+/// stored (the runtime's keeper writes them to the node's file at that moment).
+struct StoredPieces {
+    node: usize,
+    probe: Arc<Mutex<ProbeState>>,
+}
+
+impl PieceKeeper for StoredPieces {
+    fn keep(&self, piece: u32, _offset: u64, data: Bytes) -> Bytes {
+        let mut s = self.probe.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = s.stored.get_mut(self.node) {
+            set.insert(piece);
+        }
+        data
+    }
+}
+
+/// `setup` with `node`'s recording keeper.
+fn setup_for(setup: &SwarmSetup, node: NodeId, probe: &Arc<Mutex<ProbeState>>) -> SwarmSetup {
+    SwarmSetup {
+        keeper: Some(Arc::new(StoredPieces {
+            node: node.index(),
+            probe: probe.clone(),
+        })),
+        ..setup.clone()
+    }
 }
 
 /// What the wrapped machines of one run saw; see the [module docs](self#what-is-measured-and-how).
@@ -354,7 +386,8 @@ impl Probe {
         at_s: f64,
         held: Vec<(u32, Bytes)>,
     ) -> Result<(), MulticastError> {
-        let inner = build_rejoining(node, &self.setup, &self.spec, self.seed, held)?;
+        let setup = setup_for(&self.setup, node, &self.state);
+        let inner = build_rejoining(node, &setup, &self.spec, self.seed, held)?;
         sim.restart_node_at(
             Box::new(Probed {
                 inner,
@@ -366,6 +399,15 @@ impl Probe {
             at_s,
         )?;
         Ok(())
+    }
+
+    /// The verified pieces `node` has stored so far (in its current or an earlier life), in
+    /// ascending order: what a real node would find in its partial file.
+    pub fn stored_pieces(&self, node: NodeId) -> Vec<u32> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.stored
+            .get(node.index())
+            .map_or_else(Vec::new, |set| set.iter().copied().collect())
     }
 
     /// The protocol being run.
@@ -476,12 +518,13 @@ pub fn prepare(
     let state = Arc::new(Mutex::new(ProbeState {
         completed_at_s: vec![None; n],
         wan_payload: vec![0; cluster_count * cluster_count],
+        stored: vec![BTreeSet::new(); n],
     }));
     let mut sim = Simulation::new(platform.clone(), config);
     for i in 0..n {
         let node = NodeId::from(i);
         let d = (node == root).then(|| data.data.clone());
-        let inner = build(node, &setup, d, spec, seed)?;
+        let inner = build(node, &setup_for(&setup, node, &state), d, spec, seed)?;
         sim.add_boxed_node(
             Box::new(Probed {
                 inner,

@@ -568,7 +568,7 @@ fn failed_nodes_stay_failed_and_stuck_runs_end() {
 /// node finds verified on disk; the log's `rejoin` line says how many), and finishes with every
 /// byte after it came back; so does everyone else.
 #[test]
-fn a_node_failed_and_restarted_keeps_its_delivered_pieces_and_completes() {
+fn a_node_failed_and_restarted_keeps_its_stored_pieces_and_completes() {
     for protocol in ["mob", "bittorrent", "balanced", "magpie"] {
         let multicast = |extra: &str| {
             small(extra)
@@ -605,12 +605,10 @@ fn a_node_failed_and_restarted_keeps_its_delivered_pieces_and_completes() {
             .find(|v| v["ev"] == "rejoin")
             .unwrap_or_else(|| panic!("{protocol}: no rejoin line in the log"));
         assert_eq!(rejoin["node"], 4);
+        // 60 % of the way through it holds some pieces, in any order (BitTorrent's are random:
+        // a prefix would often be empty), and not all.
         let kept = rejoin["kept_pieces"].as_u64().unwrap();
-        assert!(kept < 10, "{protocol}: {rejoin}");
-        if protocol != "bittorrent" {
-            // In-order deliveries: 60 % of the way through it holds a prefix.
-            assert!(kept > 0, "{protocol}: kept nothing");
-        }
+        assert!((1..10).contains(&kept), "{protocol}: {rejoin}");
     }
 }
 

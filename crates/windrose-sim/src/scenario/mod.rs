@@ -78,8 +78,8 @@
 //! cannot take a node mid-run; a node joins once, and the root cannot join. A join after a
 //! repetition's end counts from the next repetition on. A node with a `[[fail]]` before its
 //! `[[join]]` is there from the start, fails, and *restarts* at the join: a multicast node
-//! then keeps the pieces it had delivered (in order) before it failed, what a real node finds
-//! verified in its partial output file; a broadcast node starts over.
+//! then keeps every verified piece it had stored before it failed, what a real node finds in
+//! its partial output file (each piece at its offset); a broadcast node starts over.
 //!
 //! A multicast workload (seed 002) names its kind and protocol, and takes no tree:
 //!

@@ -330,16 +330,14 @@ pub fn run_scenario_shared(
         let joiner = |sim: &mut Simulation, n: NodeId, at: f64| -> Result<u32, ScenarioError> {
             let fail = |e: String| ScenarioError::Setup(format!("node {n} cannot join: {e}"));
             if let Some(probe) = &probe {
-                // A restarted node keeps what a real one finds on disk: the pieces it had
-                // delivered (in order) before it failed.
+                // A restarted node keeps what a real one finds on disk: every verified piece it
+                // had stored before it failed, each at its place in the partial file.
                 let held = match (scenario.restarts(n), data) {
-                    (true, Some(d)) => {
-                        let delivered = sim.metrics().node(n).map_or(0, |m| m.app_bytes_delivered);
-                        let pieces = (delivered / u64::from(d.manifest.piece_len().max(1))) as u32;
-                        (0..pieces.min(d.manifest.piece_count()))
-                            .map(|i| (i, d.manifest.slice(&d.data, i)))
-                            .collect()
-                    }
+                    (true, Some(d)) => probe
+                        .stored_pieces(n)
+                        .into_iter()
+                        .map(|i| (i, d.manifest.slice(&d.data, i)))
+                        .collect(),
                     _ => Vec::new(),
                 };
                 let kept = held.len() as u32;
