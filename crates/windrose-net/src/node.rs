@@ -1721,6 +1721,9 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
             }
             Happening::Control(p, Control::Abort(reason))
             | Happening::Control(p, Control::Reject(reason)) => {
+                // Nodes name themselves in their reasons; the error names the node already.
+                let own = format!("node {p}: ");
+                let reason = reason.strip_prefix(&own).unwrap_or(&reason);
                 let e = NetError::PeerMisbehaved {
                     peer: p,
                     what: format!("could not start: {reason}"),

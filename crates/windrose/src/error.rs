@@ -49,12 +49,55 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     }
 }
 
-/// The error and its causes on one line (`outer: inner: root cause`).
+/// The error and its causes on one line (`outer: inner: root cause`). A cause whose text its
+/// outer message already quotes (a library error that prints its source) is not repeated.
 pub fn one_line(err: &anyhow::Error) -> String {
-    format!("{err:#}")
-        .lines()
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Quoting(std::io::Error);
+
+    impl fmt::Display for Quoting {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "output /x/y: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn one_line_names_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(Quoting(io)).context("node 1 could not start");
+        assert_eq!(
+            one_line(&e),
+            "node 1 could not start: output /x/y: no such file"
+        );
+        let e = anyhow::anyhow!("inner\nsecond line").context("outer");
+        assert_eq!(one_line(&e), "outer: inner second line");
+    }
 }
