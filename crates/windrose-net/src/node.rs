@@ -69,9 +69,7 @@ use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{
-    Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, PieceVerifier, SwarmSetup,
-};
+use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, SwarmSetup};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
@@ -2533,26 +2531,16 @@ async fn setup_rejoin(
     match (&job.collective, &output) {
         (CollectiveSpec::Multicast { manifest, .. }, OutputSpec::File(path)) => {
             // The earlier life's partial file holds every piece it had at its offset.
+            // The rejoining machine verifies them (once) and keeps those that pass in place.
             let manifest = manifest.to_manifest(job.total_len).map_err(setup_err)?;
             let earlier = crate::sink::partials_of(path, nonce);
-            let (job, output) = (job.clone(), output.clone());
-            let (file, verified) = tokio::task::spawn_blocking(move || {
-                let file = piece_file_for(&job, &output, nonce, earlier.first())?;
-                let verified = file.as_ref().map_or_else(Vec::new, |(f, _)| {
-                    f.read_back(&manifest)
-                        .into_iter()
-                        .filter(|(i, piece)| Blake3Verifier.verify(&manifest, *i, piece))
-                        .collect()
-                });
-                for other in earlier.iter().skip(1) {
-                    let _ = std::fs::remove_file(other);
-                }
-                Ok::<_, NetError>((file, verified))
-            })
-            .await
-            .map_err(|e| setup_err(format!("reading back the partial output: {e}")))??;
-            held = verified;
-            pieces = file;
+            for other in earlier.iter().skip(1) {
+                let _ = std::fs::remove_file(other);
+            }
+            pieces = piece_file_for(job, &output, nonce, earlier.first())?;
+            if let Some((f, _)) = &pieces {
+                held = f.read_back(&manifest);
+            }
         }
         (_, OutputSpec::File(path)) => {
             // A broadcast has no piece hashes to check a kept prefix against: start over.
@@ -2562,10 +2550,17 @@ async fn setup_rejoin(
         }
         _ => pieces = piece_file_for(job, &output, nonce, None)?,
     }
-    let resumed = held.iter().map(|(_, p)| p.len() as u64).sum();
     let keeper = pieces.as_ref().map(|(f, _)| f.keeper());
-    let (machine, neighbours) =
-        build_machine(me, &core.group, job, None, Some(held), keeper).map_err(setup_err)?;
+    // Off the runtime's threads: the machine hashes every piece read back (up to the whole
+    // data).
+    let (group, owned_job) = (core.group.clone(), job.clone());
+    let (machine, neighbours) = tokio::task::spawn_blocking(move || {
+        build_machine(me, &group, &owned_job, None, Some(held), keeper)
+    })
+    .await
+    .map_err(|e| setup_err(format!("verifying the kept pieces: {e}")))?
+    .map_err(setup_err)?;
+    let resumed = pieces.as_ref().map_or(0, |(f, _)| f.resumed_bytes());
     let resume = pieces.and_then(|(_, r)| r);
     core.sink = Some(Sink::resume(&output, nonce, core.config.verify, resume)?);
     core.total_bytes = job.total_len;

@@ -9,6 +9,7 @@ use crate::error::NetError;
 use bytes::Bytes;
 use std::fs::File;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use windrose_proto::pieces::{Manifest, PieceKeeper};
 
@@ -16,6 +17,9 @@ use windrose_proto::pieces::{Manifest, PieceKeeper};
 pub struct PieceFile {
     file: File,
     map: Arc<memmap2::MmapRaw>,
+    /// Bytes of the pieces the store took in place (read back from an earlier life and
+    /// verified by the machine): what a restarted node resumed.
+    kept_in_place: AtomicU64,
 }
 
 /// A view of `range` of the mapping: what a [`Bytes`] of a kept piece owns.
@@ -66,6 +70,7 @@ impl PieceFile {
         Ok(PieceFile {
             file,
             map: Arc::new(map),
+            kept_in_place: AtomicU64::new(0),
         })
     }
 
@@ -94,16 +99,6 @@ impl PieceFile {
         PieceFile::map(file, total_len, "a temporary file for the received pieces")
     }
 
-    /// Bytes of the mapping.
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
-    }
-
-    /// True when the mapping is empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.len() == 0
-    }
-
     fn view(&self, start: u64, len: usize) -> Option<Bytes> {
         let start = usize::try_from(start).ok()?;
         (start.checked_add(len)? <= self.map.len()).then(|| {
@@ -115,8 +110,10 @@ impl PieceFile {
         })
     }
 
-    /// Every piece of `manifest` as it stands in the file (unverified: a killed earlier life
-    /// leaves zeros where it had nothing, and possibly a piece it was writing when it died).
+    /// Every piece of `manifest` as it stands in the file, unverified (a killed earlier life
+    /// leaves zeros where it had nothing, and possibly a piece it was writing when it died):
+    /// the rejoining machine verifies them, and those it stores are counted by
+    /// [`PieceFile::resumed_bytes`].
     pub fn read_back(&self, manifest: &Manifest) -> Vec<(u32, Bytes)> {
         (0..manifest.piece_count())
             .filter_map(|i| {
@@ -124,6 +121,11 @@ impl PieceFile {
                 Some((i, self.view(r.start, (r.end - r.start) as usize)?))
             })
             .collect()
+    }
+
+    /// Bytes of the read-back pieces a store kept (they passed its verification).
+    pub fn resumed_bytes(&self) -> u64 {
+        self.kept_in_place.load(Ordering::Relaxed)
     }
 
     /// This mapping as the keeper of a piece store.
@@ -143,6 +145,8 @@ impl PieceKeeper for PieceFile {
         };
         if view.as_ptr() == data.as_ptr() {
             // Read back from this very place (a restarted node's kept piece).
+            self.kept_in_place
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
             return view;
         }
         // Written with pwrite, not through the mapping: the kernel copies straight into the
@@ -220,6 +224,7 @@ mod tests {
             assert_eq!(store.get(i).unwrap().as_ptr(), ptr);
             assert_eq!(store.get(i).unwrap(), &m.slice(&d, i));
         }
+        assert_eq!(file.resumed_bytes(), 3000);
     }
 
     #[test]
@@ -227,7 +232,7 @@ mod tests {
         let d = data(5000);
         let m = Manifest::build(&d, 1000).unwrap();
         let file = Arc::new(PieceFile::anonymous(d.len() as u64).unwrap());
-        assert_eq!(file.len(), 5000);
+        assert_eq!(file.map.len(), 5000);
         let mut store = PieceStore::with_keeper(&m, Some(file.keeper()));
         assert!(store.insert(4, m.slice(&d, 4)));
         assert_eq!(store.get(4).unwrap(), &m.slice(&d, 4));

@@ -177,8 +177,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// it is on this machine: a third node, `held`, is stopped with SIGSTOP just before the kills
 /// (the root waits for its report, so the run cannot end) and continued with SIGCONT once the
 /// root has taken the restarted node back (its new process writes the partial file). The hold
-/// lasts about the root's redial pause, far below the silence timeout (10 s) after which `held`
-/// would be given up.
+/// lasts about the new process's start-up, far below the silence timeout (10 s) after which
+/// `held` would be given up.
 fn kill_and_restart(
     args: &[&str],
     mib: u32,

@@ -4,7 +4,7 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{check_nodes, free_ports, hash_file, spawn_node, windrose, write_group};
+use procs::{check_nodes, free_ports, hash_file, spawn_nodes, windrose, write_group};
 use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
@@ -136,12 +136,7 @@ fn node_and_multicast_as_separate_commands_with_a_platform() {
     write_platform(&platform, 3, 2);
     let data = dir.path().join("data.bin");
     std::fs::write(&data, vec![7u8; 4_000_000]).unwrap();
-    let outs: Vec<_> = (1..5)
-        .map(|i| dir.path().join(format!("got-{i}.bin")))
-        .collect();
-    let nodes: Vec<Child> = (1..5)
-        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
-        .collect();
+    let (outs, nodes) = spawn_nodes(&group, dir.path(), 4);
     let out = windrose()
         .args([
             "multicast",
@@ -314,12 +309,7 @@ fn receivers_keep_the_pieces_in_their_files_not_on_the_heap() {
         .collect();
     std::fs::write(&data, &payload).unwrap();
     drop(payload);
-    let outs: Vec<_> = (1..5)
-        .map(|i| dir.path().join(format!("got-{i}.bin")))
-        .collect();
-    let nodes: Vec<Child> = (1..5)
-        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
-        .collect();
+    let (outs, nodes) = spawn_nodes(&group, dir.path(), 4);
     let pids: Vec<u32> = nodes.iter().map(Child::id).collect();
     let mut root = std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
         .args(["multicast", "--protocol", "mob", "--group"])

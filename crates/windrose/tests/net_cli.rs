@@ -5,8 +5,9 @@
 mod procs;
 
 use predicates::prelude::*;
-use procs::{check_nodes, free_port, free_ports, hash_file, spawn_node, windrose, write_group};
-use std::process::Child;
+use procs::{
+    check_nodes, free_port, free_ports, hash_file, spawn_node, spawn_nodes, windrose, write_group,
+};
 use std::time::{Duration, Instant};
 
 /// `windrose local --nodes N --clusters 2 --size 64MiB --json` with these extra arguments;
@@ -90,12 +91,7 @@ fn node_and_bcast_as_separate_commands() {
     write_group(&group, "lab-bcast", &free_ports(3));
     let data = dir.path().join("data.bin");
     std::fs::write(&data, vec![42u8; 5_000_000]).unwrap();
-    let outs: Vec<_> = (1..3)
-        .map(|i| dir.path().join(format!("got-{i}.bin")))
-        .collect();
-    let nodes: Vec<Child> = (1..3)
-        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
-        .collect();
+    let (outs, nodes) = spawn_nodes(&group, dir.path(), 2);
     windrose()
         .args([
             "bcast",
@@ -298,12 +294,7 @@ fn scatter_and_nodes_as_separate_commands_with_a_speeds_file() {
             .collect::<Vec<u8>>(),
     )
     .unwrap();
-    let outs: Vec<_> = (1..4)
-        .map(|i| dir.path().join(format!("got-{i}.bin")))
-        .collect();
-    let nodes: Vec<Child> = (1..4)
-        .map(|i| spawn_node(&group, i, &outs[i as usize - 1]))
-        .collect();
+    let (outs, nodes) = spawn_nodes(&group, dir.path(), 3);
     let out = windrose()
         .args(["scatter", "--group", group.to_str().unwrap()])
         .args(["--file", data.to_str().unwrap()])

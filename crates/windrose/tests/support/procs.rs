@@ -85,6 +85,16 @@ pub fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
         .unwrap()
 }
 
+/// `windrose node` for members `1..=n` of `group`, node i writing `dir/got-i.bin`: their output
+/// paths and processes.
+pub fn spawn_nodes(group: &Path, dir: &Path, n: u32) -> (Vec<std::path::PathBuf>, Vec<Child>) {
+    let outs: Vec<_> = (1..=n).map(|i| dir.join(format!("got-{i}.bin"))).collect();
+    let nodes = (1..=n)
+        .map(|i| spawn_node(group, i, &outs[i as usize - 1]))
+        .collect();
+    (outs, nodes)
+}
+
 /// Waits for every node process: each must succeed and say it received `bytes` bytes, and each
 /// output file must equal `data`.
 pub fn check_nodes(nodes: Vec<Child>, outs: &[std::path::PathBuf], data: &Path, bytes: u64) {
