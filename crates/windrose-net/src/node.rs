@@ -54,8 +54,8 @@ use crate::measure::{LinkMeasurements, Metric, Recorder};
 use crate::piece_file::PieceFile;
 use crate::sink::{Delivered, OutputSpec, Resume, Sink};
 use crate::wire::{
-    CollectiveSpec, Control, FrameCount, Job, ManifestSpec, MulticastParams, NodeReport,
-    PlanTreeSpec, Progress, Role, RunStatus, ShareResult, TreeSpec, WireFrame,
+    CollectiveSpec, Control, FrameCount, Job, ManifestSpec, MulticastParams, NodeReport, Progress,
+    Role, RunStatus, ShareResult, TreeSpec, WireFrame,
 };
 use bytes::Bytes;
 use serde::Serialize;
@@ -67,13 +67,13 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::collective::{self, BuildContext, Start};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
-use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, SwarmSetup};
+use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceKeeper};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
-use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
-use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
-use windrose_proto::tree_multicast::{PlanTree, TreePlan};
+use windrose_proto::scatter::ScatterConfig;
+use windrose_proto::tree_broadcast::BroadcastConfig;
 use windrose_proto::{
     node_rng, Command, Input, Output, Outputs, Protocol, Report, Status, TaskId, Time, TimerId,
     Transmit,
@@ -895,7 +895,7 @@ impl Core {
             Output::CancelTimer(timer) => {
                 self.timers.remove(&(i, timer));
             }
-            Output::Deliver { offset, data } => {
+            Output::Deliver { offset, data, .. } => {
                 if let Some(sink) = &mut self.sink {
                     if let Err(e) = sink.deliver(offset, data).await {
                         self.fatal.get_or_insert(e);
@@ -918,6 +918,7 @@ impl Core {
                 Report::Progress {
                     done_bytes,
                     total_bytes,
+                    ..
                 } => {
                     if i == COLLECTIVE {
                         self.done_bytes = done_bytes;
@@ -936,6 +937,12 @@ impl Core {
                         .record(peer, Metric::RttMs, at, rtt.as_secs_f64() * 1e3);
                     self.emit(NetEvent::RoundTrip { peer, rtt });
                 }
+                // The session's reports come from a Host; this driver runs bare machines.
+                Report::CollectiveStarted { .. }
+                | Report::CollectiveEnded { .. }
+                | Report::CollectiveRefused { .. }
+                | Report::CollectiveComplete { .. }
+                | Report::PeerDown { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {
@@ -1294,10 +1301,10 @@ fn refuse(c: Conn, reason: String) {
     });
 }
 
-/// Builds a node's collective machine from a job, and lists its tree neighbours.
-/// The machine of `me` for `job` and the neighbours it needs connections to; `rejoin` (the
-/// pieces kept from an earlier life, for a multicast) builds the machine of a node that
-/// restarted and rejoins the running collective.
+/// The machine of `me` for `job` and the neighbours it needs connections to, built through
+/// the proto crate's registry of collectives; `rejoin` (the pieces kept from an earlier life,
+/// for a multicast) builds the machine of a node that restarted and rejoins the running
+/// collective.
 fn build_machine(
     me: NodeId,
     group: &Group,
@@ -1306,105 +1313,24 @@ fn build_machine(
     rejoin: Option<Vec<(u32, Bytes)>>,
     keeper: Option<Arc<dyn PieceKeeper>>,
 ) -> Result<(Box<dyn Protocol + Send>, Vec<NodeId>), String> {
-    let idle = (me != job.root && job.idle_timeout_ms > 0)
-        .then(|| Duration::from_millis(job.idle_timeout_ms));
-    match &job.collective {
-        CollectiveSpec::Broadcast {
-            tree,
-            segment_bytes,
-            max_frame_payload,
-        } => {
-            let tree = tree.to_tree()?;
-            if tree.node_count() != group.len() || tree.len() != group.len() {
-                return Err(format!(
-                    "the tree spans {} of {} nodes, the group has {}",
-                    tree.len(),
-                    tree.node_count(),
-                    group.len()
-                ));
-            }
-            if tree.root() != job.root {
-                return Err(format!(
-                    "the tree's root is node {}, the job's root node {}",
-                    tree.root(),
-                    job.root
-                ));
-            }
-            let config = BroadcastConfig {
-                transfer: job.transfer,
-                segment_bytes: *segment_bytes,
-                max_frame_payload: *max_frame_payload,
-                idle_timeout: idle,
-            };
-            if rejoin.is_some() {
-                // Its children were re-attached to the root when it failed: it asks the root
-                // for everything and forwards nothing.
-                let m = TreeBroadcast::rejoin(me, &tree, config).map_err(|e| e.to_string())?;
-                return Ok((Box::new(m), vec![job.root]));
-            }
-            let m = TreeBroadcast::new(me, &tree, data, config).map_err(|e| e.to_string())?;
-            let mut neighbours: Vec<NodeId> = m.children().to_vec();
-            neighbours.extend(m.parent());
-            Ok((Box::new(m), neighbours))
-        }
-        CollectiveSpec::Scatter {
-            schedule,
-            max_frame_payload,
-            parallel,
-        } => {
-            if rejoin.is_some() {
-                return Err(
-                    "a scatter cannot take a node back mid-run: its schedule fixed every share at the start"
-                        .into(),
-                );
-            }
-            if schedule.root != job.root {
-                return Err(format!(
-                    "the schedule's root is node {}, the job's root node {}",
-                    schedule.root, job.root
-                ));
-            }
-            if schedule.nodes.iter().any(|s| !group.contains(s.node)) {
-                return Err("the schedule names a node outside the group".into());
-            }
-            let config = ScatterConfig {
-                transfer: job.transfer,
-                max_frame_payload: *max_frame_payload,
-                send_mode: if *parallel {
-                    SendMode::Parallel
-                } else {
-                    SendMode::Sequential
-                },
-            };
-            let m = Scatter::new(me, schedule, data, config).map_err(|e| e.to_string())?;
-            let mut neighbours = m.children();
-            neighbours.extend(m.parent());
-            Ok((Box::new(m), neighbours))
-        }
-        CollectiveSpec::Multicast {
-            protocol,
-            params,
-            manifest,
-        } => {
-            let manifest = manifest.to_manifest(job.total_len)?;
-            let spec = multicast_spec(*protocol, params, group, job.root)?;
-            let start = match (data, rejoin) {
-                (Some(d), _) => Start::Root(d),
-                (None, Some(held)) => Start::Rejoin(held),
-                (None, None) => Start::Fresh,
-            };
-            let manifest = Arc::new(manifest);
-            let m = build_multicast(me, group, job, manifest, &spec, start, keeper)?;
-            // The swarm protocols talk to any member: a full mesh.
-            let neighbours = group
-                .members()
-                .iter()
-                .map(|m| m.id)
-                .filter(|&id| id != me)
-                .collect();
-            Ok((m, neighbours))
-        }
-    }
+    let ctx = BuildContext {
+        me,
+        root: job.root,
+        transfer: job.transfer,
+        total_len: job.total_len,
+        members: group.members().iter().map(|m| (m.id, m.cluster)).collect(),
+        idle_timeout: (job.idle_timeout_ms > 0).then(|| Duration::from_millis(job.idle_timeout_ms)),
+        seed: job.seed,
+        verifier: Arc::new(Blake3Verifier),
+        keeper,
+    };
+    let start = match (data, rejoin) {
+        (Some(d), _) => Start::Root(d),
+        (None, Some(held)) => Start::Rejoin(held),
+        (None, None) => Start::Fresh,
+    };
+    let built = collective::build(&job.collective, &ctx, start)?;
+    Ok((built.machine, built.neighbours))
 }
 
 /// With a group key, a multicast job's manifest must carry the MAC made with the key derived
@@ -1422,128 +1348,6 @@ fn check_manifest_mac(key: Option<[u8; 32]>, job: &Job) -> Result<(), String> {
         }
         Some(_) => Err("the manifest's MAC does not match this group's key (a tampered manifest, or a root with another key)".into()),
         None => Err("the manifest carries no MAC, but this node has a group key (the root runs without one?)".into()),
-    }
-}
-
-/// How a multicast machine starts: the root's with the data, a receiver's with nothing, or a
-/// restarted receiver's with the verified pieces it kept.
-enum Start {
-    Root(Bytes),
-    Fresh,
-    Rejoin(Vec<(u32, Bytes)>),
-}
-
-/// A node's multicast machine: the layout from the group's clusters, pieces checked with BLAKE3
-/// and kept by `keeper` (None: in memory).
-fn build_multicast(
-    me: NodeId,
-    group: &Group,
-    job: &Job,
-    manifest: Arc<Manifest>,
-    spec: &MulticastSpec,
-    start: Start,
-    keeper: Option<Arc<dyn PieceKeeper>>,
-) -> Result<Box<dyn Protocol + Send>, String> {
-    let layout = ClusterLayout::new(group.members().iter().map(|m| (m.id, m.cluster)))
-        .map_err(|e| e.to_string())?;
-    let setup = SwarmSetup {
-        transfer: job.transfer,
-        root: job.root,
-        manifest,
-        layout: Arc::new(layout),
-        verifier: Arc::new(Blake3Verifier),
-        keeper,
-    };
-    match start {
-        Start::Rejoin(held) => multicast::build_rejoining(me, &setup, spec, job.seed, held),
-        Start::Root(data) => multicast::build(me, &setup, Some(data), spec, job.seed),
-        Start::Fresh => multicast::build(me, &setup, None, spec, job.seed),
-    }
-    .map_err(|e| e.to_string())
-}
-
-/// The protocol's parameters from a job, its trees checked against the group and the root.
-fn multicast_spec(
-    protocol: MulticastProtocol,
-    params: &MulticastParams,
-    group: &Group,
-    root: NodeId,
-) -> Result<MulticastSpec, String> {
-    let spec = match params {
-        MulticastParams::Mob(c) => MulticastSpec::Mob(c.clone()),
-        MulticastParams::BitTorrent(c) => MulticastSpec::BitTorrent(c.clone()),
-        MulticastParams::Trees { trees, config } => {
-            if trees.is_empty() {
-                return Err("the multicast plan has no tree".into());
-            }
-            let mut plan = Vec::with_capacity(trees.len());
-            for (i, t) in trees.iter().enumerate() {
-                let tree = t.tree.to_tree()?;
-                if tree.node_count() != group.len() || tree.len() != group.len() {
-                    return Err(format!(
-                        "tree {i} of the plan spans {} of {} nodes, the group has {}",
-                        tree.len(),
-                        tree.node_count(),
-                        group.len()
-                    ));
-                }
-                if tree.root() != root {
-                    return Err(format!(
-                        "tree {i} of the plan is rooted at node {}, the job's root is node {root}",
-                        tree.root()
-                    ));
-                }
-                if let Some(r) = t.rate_bytes_s {
-                    if !(r.is_finite() && r > 0.0) {
-                        return Err(format!(
-                            "tree {i} of the plan has rate {r} bytes/s: must be positive"
-                        ));
-                    }
-                }
-                plan.push(PlanTree {
-                    tree,
-                    rate_bytes_s: t.rate_bytes_s,
-                });
-            }
-            MulticastSpec::Trees {
-                plan: Arc::new(TreePlan { trees: plan }),
-                config: *config,
-            }
-        }
-    };
-    let matches = matches!(
-        (protocol, &spec),
-        (MulticastProtocol::Mob, MulticastSpec::Mob(_))
-            | (MulticastProtocol::BitTorrent, MulticastSpec::BitTorrent(_))
-            | (
-                MulticastProtocol::Balanced | MulticastProtocol::Magpie,
-                MulticastSpec::Trees { .. }
-            )
-    );
-    if !matches {
-        return Err(format!(
-            "the job's parameters are not those of the {protocol} protocol"
-        ));
-    }
-    Ok(spec)
-}
-
-/// The serialisable form of a multicast's parameters.
-fn multicast_params(spec: &MulticastSpec) -> MulticastParams {
-    match spec {
-        MulticastSpec::Mob(c) => MulticastParams::Mob(c.clone()),
-        MulticastSpec::BitTorrent(c) => MulticastParams::BitTorrent(c.clone()),
-        MulticastSpec::Trees { plan, config } => MulticastParams::Trees {
-            trees: plan
-                .trees
-                .iter()
-                .map(|t| PlanTreeSpec {
-                    tree: TreeSpec::of(&t.tree),
-                    rate_bytes_s: t.rate_bytes_s,
-                })
-                .collect(),
-            config: *config,
-        },
     }
 }
 
@@ -1609,7 +1413,7 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
             },
             Collective::Multicast { protocol, spec, .. } => CollectiveSpec::Multicast {
                 protocol: *protocol,
-                params: multicast_params(spec),
+                params: MulticastParams::of(spec),
                 manifest: ManifestSpec::of(manifest.as_deref().expect("built above")),
             },
         },
@@ -1629,35 +1433,9 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         ));
     }
     // Check the job here first, so a bad tree is the user's error, not every node's.
-    let machine = match (&job.collective, &manifest) {
-        // The root's machine shares the manifest it hashed instead of decoding the job's.
-        (
-            Collective::Multicast {
-                protocol, spec: m, ..
-            },
-            Some(manifest),
-        ) => {
-            let CollectiveSpec::Multicast { params, .. } = &spec.collective else {
-                unreachable!("a multicast job")
-            };
-            multicast_spec(*protocol, params, &group, me).map_err(NetError::Setup)?;
-            build_multicast(
-                me,
-                &group,
-                &spec,
-                manifest.clone(),
-                m,
-                Start::Root(job.data.clone()),
-                None,
-            )
-            .map_err(NetError::Setup)?
-        }
-        _ => {
-            build_machine(me, &group, &spec, Some(job.data.clone()), None, None)
-                .map_err(NetError::Setup)?
-                .0
-        }
-    };
+    let machine = build_machine(me, &group, &spec, Some(job.data.clone()), None, None)
+        .map_err(NetError::Setup)?
+        .0;
     if let CollectiveSpec::Multicast { manifest: m, .. } = &spec.collective {
         // The job must fit in one control frame (about 64 bytes per piece).
         let len = m.hashes.len() + 4096;

@@ -52,14 +52,7 @@ use crate::measure::LinkMeasurements;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use windrose_model::NodeId;
-use windrose_proto::bittorrent::BitTorrentConfig;
 use windrose_proto::frame::{self, FrameError, Message, MessageKind, TransferId, HEADER_LEN};
-use windrose_proto::mob::MobConfig;
-use windrose_proto::multicast::MulticastProtocol;
-use windrose_proto::pieces::{Manifest, HASH_LEN};
-use windrose_proto::tree_multicast::TreeMulticastConfig;
-use windrose_trees::dlt::Schedule;
-use windrose_trees::Tree;
 
 /// The high nibble of a control frame's first byte.
 pub const CONTROL_MAGIC: u8 = 0xC0;
@@ -111,179 +104,9 @@ pub struct Welcome {
     pub node: NodeId,
 }
 
-/// A tree as it travels in a job: the root and every other member's `(child, parent)` edge,
-/// each parent's children in send order. Rebuilt (and so validated) with `Tree::from_edges`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TreeSpec {
-    /// Size of the per-node tables (the group size).
-    pub node_count: u32,
-    /// The root.
-    pub root: NodeId,
-    /// `(child, parent)`, breadth-first, children in send order.
-    pub edges: Vec<(NodeId, NodeId)>,
-}
-
-impl TreeSpec {
-    /// The spec of `tree`.
-    pub fn of(tree: &Tree) -> TreeSpec {
-        let mut edges = Vec::with_capacity(tree.len().saturating_sub(1));
-        for &n in tree.nodes() {
-            for &c in tree.children(n) {
-                edges.push((c, n));
-            }
-        }
-        TreeSpec {
-            node_count: tree.node_count() as u32,
-            root: tree.root(),
-            edges,
-        }
-    }
-
-    /// The tree, checked.
-    pub fn to_tree(&self) -> Result<Tree, String> {
-        Tree::from_edges(self.node_count as usize, self.root, &self.edges)
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// The collective a job runs, with its parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CollectiveSpec {
-    /// `windrose_proto::tree_broadcast` over a tree.
-    Broadcast {
-        /// The tree.
-        tree: TreeSpec,
-        /// Bytes per segment.
-        segment_bytes: u64,
-        /// Largest payload per frame.
-        max_frame_payload: u32,
-    },
-    /// `windrose_proto::scatter` following a divisible-load schedule.
-    Scatter {
-        /// The schedule.
-        schedule: Schedule,
-        /// Largest payload per frame.
-        max_frame_payload: u32,
-        /// Children served at once rather than one after the other.
-        parallel: bool,
-    },
-    /// One of `windrose_proto::multicast`'s piece-based multicasts among all members.
-    Multicast {
-        /// Which one (balanced and magpie share their parameters' form).
-        protocol: MulticastProtocol,
-        /// Its parameters.
-        params: MulticastParams,
-        /// The root's manifest.
-        manifest: ManifestSpec,
-    },
-}
-
-impl CollectiveSpec {
-    /// `broadcast`, `scatter` or `multicast`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            CollectiveSpec::Broadcast { .. } => "broadcast",
-            CollectiveSpec::Scatter { .. } => "scatter",
-            CollectiveSpec::Multicast { .. } => "multicast",
-        }
-    }
-}
-
-/// One tree of a multicast plan as it travels in a job.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PlanTreeSpec {
-    /// The tree.
-    pub tree: TreeSpec,
-    /// The rate its senders keep to, bytes/s (None: as fast as TCP goes).
-    pub rate_bytes_s: Option<f64>,
-}
-
-/// A multicast protocol's parameters as they travel in a job (the serialisable form of
-/// `windrose_proto::multicast::MulticastSpec`: trees instead of an `Arc<TreePlan>`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MulticastParams {
-    /// MOB.
-    Mob(MobConfig),
-    /// BitTorrent.
-    #[serde(rename = "bittorrent")]
-    BitTorrent(BitTorrentConfig),
-    /// Pieces pushed down planned trees (Balanced Multicasting, MagPIe).
-    Trees {
-        /// The trees and their rates.
-        trees: Vec<PlanTreeSpec>,
-        /// Frame and shaping knobs.
-        config: TreeMulticastConfig,
-    },
-}
-
-/// The root's manifest as it travels in a job: publishing it to every node is what the job
-/// does for a multicast (like a .torrent file).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManifestSpec {
-    /// Bytes of every piece but the last.
-    pub piece_len: u32,
-    /// The BLAKE3 hash of every piece, in order, as one hex string (64 digits per piece): half
-    /// the size of a JSON array of hashes.
-    pub hashes: String,
-    /// When the group has a key: the manifest's MAC with the key derived from it
-    /// (`crate::auth::manifest_mac`), checked by every node before it builds its machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
-}
-
-impl ManifestSpec {
-    /// The spec of `manifest`.
-    pub fn of(manifest: &Manifest) -> ManifestSpec {
-        let mut hashes = String::with_capacity(manifest.hashes().len() * HASH_LEN * 2);
-        for h in manifest.hashes() {
-            for b in h {
-                hashes.push(char::from(HEX[usize::from(b >> 4)]));
-                hashes.push(char::from(HEX[usize::from(b & 0xF)]));
-            }
-        }
-        ManifestSpec {
-            piece_len: manifest.piece_len(),
-            hashes,
-            mac: None,
-        }
-    }
-
-    /// The manifest of `total_len` bytes, checked (hex digits, one hash per piece).
-    pub fn to_manifest(&self, total_len: u64) -> Result<Manifest, String> {
-        let digits = self.hashes.as_bytes();
-        if !digits.len().is_multiple_of(HASH_LEN * 2) {
-            return Err(format!(
-                "the manifest's hashes are {} hex digits, not a multiple of {}",
-                digits.len(),
-                HASH_LEN * 2
-            ));
-        }
-        let nibble = |c: u8| -> Result<u8, String> {
-            match c {
-                b'0'..=b'9' => Ok(c - b'0'),
-                b'a'..=b'f' => Ok(c - b'a' + 10),
-                b'A'..=b'F' => Ok(c - b'A' + 10),
-                _ => Err(format!(
-                    "the manifest's hashes contain {:?}, not a hex digit",
-                    char::from(c)
-                )),
-            }
-        };
-        let mut hashes = Vec::with_capacity(digits.len() / (HASH_LEN * 2));
-        for chunk in digits.chunks_exact(HASH_LEN * 2) {
-            let mut h = [0u8; HASH_LEN];
-            for (i, pair) in chunk.chunks_exact(2).enumerate() {
-                h[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
-            }
-            hashes.push(h);
-        }
-        Manifest::from_parts(total_len, self.piece_len, hashes).map_err(|e| e.to_string())
-    }
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
+pub use windrose_proto::collective::{
+    CollectiveSpec, ManifestSpec, MulticastParams, PlanTreeSpec, TreeSpec,
+};
 
 /// What the root asks every node to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -719,7 +542,9 @@ pub fn proto_frame_len(message: &Message) -> usize {
 mod tests {
     use super::*;
     use windrose_proto::frame::{DataSegment, Probe};
+    use windrose_proto::pieces::Manifest;
     use windrose_proto::Time;
+    use windrose_trees::Tree;
 
     fn data() -> Message {
         Message::Data(DataSegment {

@@ -605,11 +605,16 @@ impl BitTorrent {
         let total = self.setup.manifest.total_len();
         if self.rejoined {
             for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-                out.push(Output::Deliver { offset, data });
+                out.push(Output::Deliver {
+                    transfer: self.setup.transfer,
+                    offset,
+                    data,
+                });
             }
         }
         if self.store.is_complete() || self.rejoined {
             out.push(Output::Report(Report::Progress {
+                transfer: self.setup.transfer,
                 done_bytes: self.store.held_bytes(),
                 total_bytes: total,
             }));
@@ -935,9 +940,14 @@ impl BitTorrent {
         self.state[piece as usize] = PieceState::Have;
         self.store.insert(piece, payload);
         for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-            out.push(Output::Deliver { offset, data });
+            out.push(Output::Deliver {
+                transfer: self.setup.transfer,
+                offset,
+                data,
+            });
         }
         out.push(Output::Report(Report::Progress {
+            transfer: self.setup.transfer,
             done_bytes: self.store.held_bytes(),
             total_bytes: self.setup.manifest.total_len(),
         }));
@@ -1366,6 +1376,8 @@ impl Protocol for BitTorrent {
                 }
             }
             Input::SendComplete { to, id } => self.on_send_complete(now, to, id)?,
+            // Requests of the application are the host's business.
+            Input::App(_) => {}
             Input::PeerFailed(p) => {
                 if self.status == Status::Running {
                     self.on_peer_failed(now, p, out);

@@ -27,8 +27,11 @@
 //! | 9    | [`Piece`]           | transfer u32, piece u32 (8), then the piece's bytes        |
 //! | 10   | [`SignalMsg`]       | transfer u32, signal u8, arg u32 (9, exact)                |
 //! | 11   | [`PeerList`]        | transfer u32 (4), then one u32 node id per peer            |
+//! | 12   | [`SessionFrame`]    | none (0): the body is the [`crate::host`] session message  |
 //!
-//! For `Data`, `Share`, `Bitfield`, `Piece` and `PeerList` the payload is the rest of the body.
+//! For `Data`, `Share`, `Bitfield`, `Piece`, `PeerList` and `Session` the payload is the rest
+//! of the body. A session frame's body belongs to the host's session, which owns its codec
+//! (`crate::host::SessionMsg`); this module only bounds and carries it.
 //! Kinds 6-11 carry the piece-based multicasts (MOB, BitTorrent, tree multicast): pieces are
 //! numbered from 0 and described by a [`crate::pieces::Manifest`] every node is given.
 //!
@@ -69,6 +72,7 @@ const PIECE_REF_FIXED: usize = 8;
 const PIECE_FIXED: usize = 8;
 const SIGNAL_FIXED: usize = 9;
 const PEER_LIST_FIXED: usize = 4;
+const SESSION_FIXED: usize = 0;
 
 /// Which collective a message belongs to, so one connection can carry several.
 #[derive(
@@ -110,11 +114,13 @@ pub enum MessageKind {
     Signal = 10,
     /// A list of peers ([`PeerList`]).
     PeerList = 11,
+    /// A message of the host's session ([`SessionFrame`]).
+    Session = 12,
 }
 
 impl MessageKind {
     /// Every kind, in kind-byte order.
-    pub const ALL: [MessageKind; 11] = [
+    pub const ALL: [MessageKind; 12] = [
         MessageKind::Data,
         MessageKind::Share,
         MessageKind::ShareFinished,
@@ -126,6 +132,7 @@ impl MessageKind {
         MessageKind::Piece,
         MessageKind::Signal,
         MessageKind::PeerList,
+        MessageKind::Session,
     ];
 
     /// The kind of a kind byte, None if unknown.
@@ -134,7 +141,7 @@ impl MessageKind {
     }
 
     /// The name used in logs and JSON: `data`, `share`, `share_finished`, `ping`, `pong`,
-    /// `bitfield`, `have`, `request`, `piece`, `signal`, `peer_list`.
+    /// `bitfield`, `have`, `request`, `piece`, `signal`, `peer_list`, `session`.
     pub fn name(self) -> &'static str {
         match self {
             MessageKind::Data => "data",
@@ -148,6 +155,7 @@ impl MessageKind {
             MessageKind::Piece => "piece",
             MessageKind::Signal => "signal",
             MessageKind::PeerList => "peer_list",
+            MessageKind::Session => "session",
         }
     }
 
@@ -169,6 +177,7 @@ impl MessageKind {
             MessageKind::Piece => PIECE_FIXED,
             MessageKind::Signal => SIGNAL_FIXED,
             MessageKind::PeerList => PEER_LIST_FIXED,
+            MessageKind::Session => SESSION_FIXED,
         }
     }
 
@@ -181,6 +190,7 @@ impl MessageKind {
                 | MessageKind::Bitfield
                 | MessageKind::Piece
                 | MessageKind::PeerList
+                | MessageKind::Session
         )
     }
 }
@@ -413,6 +423,14 @@ impl PeerList {
     }
 }
 
+/// A message of the host's session (joining, starting a collective, readiness, reports,
+/// heartbeats, leaving), opaque here: see `crate::host::SessionMsg`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionFrame {
+    /// The encoded session message.
+    pub body: Bytes,
+}
+
 /// Every message two windrose nodes exchange.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -438,6 +456,8 @@ pub enum Message {
     Signal(SignalMsg),
     /// A list of peers.
     PeerList(PeerList),
+    /// A message of the host's session.
+    Session(SessionFrame),
 }
 
 impl Message {
@@ -455,6 +475,7 @@ impl Message {
             Message::Piece(_) => MessageKind::Piece,
             Message::Signal(_) => MessageKind::Signal,
             Message::PeerList(_) => MessageKind::PeerList,
+            Message::Session(_) => MessageKind::Session,
         }
     }
 
@@ -467,6 +488,7 @@ impl Message {
             Message::Bitfield(b) => Some(&b.bits),
             Message::Piece(p) => Some(&p.payload),
             Message::PeerList(p) => Some(&p.peers),
+            Message::Session(s) => Some(&s.body),
             _ => None,
         }
     }
@@ -477,7 +499,7 @@ impl Message {
             Message::Data(d) => Some(d.transfer),
             Message::Share(s) => Some(s.transfer),
             Message::ShareFinished(f) => Some(f.transfer),
-            Message::Ping(_) | Message::Pong(_) => None,
+            Message::Ping(_) | Message::Pong(_) | Message::Session(_) => None,
             Message::Bitfield(b) => Some(b.transfer),
             Message::Have(r) | Message::Request(r) => Some(r.transfer),
             Message::Piece(p) => Some(p.transfer),
@@ -697,6 +719,7 @@ fn put_head(message: &Message, dst: &mut BytesMut) -> Result<(), FrameError> {
             dst.put_u32(s.arg);
         }
         Message::PeerList(p) => dst.put_u32(p.transfer.0),
+        Message::Session(_) => {}
     }
     Ok(())
 }
@@ -791,6 +814,7 @@ fn expected_len_text(kind: MessageKind) -> &'static str {
         MessageKind::Have | MessageKind::Request => "8",
         MessageKind::Signal => "9",
         MessageKind::PeerList => "at least 4",
+        MessageKind::Session => "at least 0",
     }
 }
 
@@ -876,6 +900,7 @@ fn parse_body(kind: MessageKind, mut body: Bytes) -> Result<Message, FrameError>
             transfer: TransferId(body.get_u32()),
             peers: body,
         }),
+        MessageKind::Session => Message::Session(SessionFrame { body }),
     };
     message.validate()?;
     Ok(message)

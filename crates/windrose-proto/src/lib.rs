@@ -9,6 +9,14 @@
 //! very same code is driven by the discrete-event simulator (`windrose-sim`) and by the tokio
 //! runtime (`windrose-net`); the [`frame`] module defines the bytes both exchange.
 //!
+//! - [`host`]: the [`Host`](host::Host), one per node: many collectives at once keyed by
+//!   transfer, the link prober as a service, and the session of a long-lived group (a
+//!   collective started by any member: announce, ready, go, reports; heartbeats and failure
+//!   detection; leaving). Drivers drive a `Host` like any machine.
+//! - [`collective`]: the registry of collectives: one serde
+//!   [`CollectiveSpec`](collective::CollectiveSpec) every front end parses into, one
+//!   descriptor per protocol, [`build`](collective::build) for every driver, and the checklist
+//!   for adding a protocol.
 //! - [`frame`]: versioned, length-prefixed frames; an incremental, bounds-checked [`Decoder`]
 //!   with zero-copy payloads; [`encoded_len`](frame::encoded_len) for the simulator's accounting.
 //! - [`tree_broadcast`]: pipelined broadcast of a message over any `windrose_trees::Tree`.
@@ -96,7 +104,9 @@
 #![warn(missing_docs)]
 
 pub mod bittorrent;
+pub mod collective;
 pub mod frame;
+pub mod host;
 pub mod mob;
 pub mod multicast;
 pub mod node;

@@ -964,12 +964,14 @@ impl Mob {
         let total = self.setup.manifest.total_len();
         if self.is_root {
             out.push(Output::Report(Report::Progress {
+                transfer: self.setup.transfer,
                 done_bytes: total,
                 total_bytes: total,
             }));
         } else if self.store.is_complete() {
             // Empty data: nothing to fetch.
             out.push(Output::Report(Report::Progress {
+                transfer: self.setup.transfer,
                 done_bytes: 0,
                 total_bytes: total,
             }));
@@ -1001,9 +1003,14 @@ impl Mob {
             self.add_peer(id, out);
         }
         for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-            out.push(Output::Deliver { offset, data });
+            out.push(Output::Deliver {
+                transfer: self.setup.transfer,
+                offset,
+                data,
+            });
         }
         out.push(Output::Report(Report::Progress {
+            transfer: self.setup.transfer,
             done_bytes: self.store.held_bytes(),
             total_bytes: self.setup.manifest.total_len(),
         }));
@@ -1579,9 +1586,14 @@ impl Mob {
         self.last_progress = now;
         self.stalls = 0;
         for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-            out.push(Output::Deliver { offset, data });
+            out.push(Output::Deliver {
+                transfer: self.setup.transfer,
+                offset,
+                data,
+            });
         }
         out.push(Output::Report(Report::Progress {
+            transfer: self.setup.transfer,
             done_bytes: self.store.held_bytes(),
             total_bytes: self.setup.manifest.total_len(),
         }));
@@ -1799,6 +1811,8 @@ impl Mob {
                 return Err(ProtocolError::UnknownTask { task });
             }
             Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            // Requests of the application are the host's business.
+            Input::App(_) => {}
             Input::PeerFailed(p) => self.on_peer_failed(p, out),
         }
         Ok(())

@@ -106,6 +106,9 @@ pub enum Input {
     },
     /// The driver declared a peer failed (connection lost, failure injected).
     PeerFailed(NodeId),
+    /// The application asks the node's [`Host`](crate::host::Host) for something (start a
+    /// collective, leave); collective machines never get it.
+    App(crate::host::App),
 }
 
 /// What the application tells its protocol node.
@@ -149,6 +152,8 @@ pub struct ComputeTask {
 pub enum Report {
     /// Bytes this node now holds of a transfer.
     Progress {
+        /// The transfer.
+        transfer: TransferId,
         /// Bytes held (received and forwarded).
         done_bytes: u64,
         /// Bytes of the whole transfer.
@@ -160,6 +165,39 @@ pub enum Report {
         node: NodeId,
         /// When, on that node's driver clock.
         at: Time,
+    },
+    /// A collective started here (at its initiator: announced; elsewhere: built).
+    CollectiveStarted {
+        /// The collective.
+        transfer: TransferId,
+        /// The member that started it (its root).
+        initiator: NodeId,
+    },
+    /// This node's part of a collective ended.
+    CollectiveEnded {
+        /// The collective.
+        transfer: TransferId,
+        /// Finished (false: aborted).
+        finished: bool,
+    },
+    /// A collective could not start here (a member refused it, or its spec does not fit).
+    CollectiveRefused {
+        /// The collective.
+        transfer: TransferId,
+    },
+    /// At the initiator: every member's part of a collective ended (or the member failed).
+    CollectiveComplete {
+        /// The collective.
+        transfer: TransferId,
+        /// Members that finished (the initiator included).
+        finished: u32,
+        /// Members that aborted, failed or refused.
+        failed: u32,
+    },
+    /// The host declared a member failed: nothing arrived from it for too long.
+    PeerDown {
+        /// The member.
+        peer: NodeId,
     },
     /// A measured round trip to a peer.
     RoundTrip {
@@ -207,6 +245,8 @@ pub enum Output {
     CancelTimer(TimerId),
     /// Bytes `offset..offset + data.len()` of the transfer, for the application; in order.
     Deliver {
+        /// The collective the bytes belong to.
+        transfer: TransferId,
         /// Position of the first byte.
         offset: u64,
         /// The bytes (zero-copy).

@@ -175,6 +175,8 @@ impl Protocol for LinkProber {
                 return Err(ProtocolError::UnknownTask { task })
             }
             Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            // Requests of the application are the host's business.
+            Input::App(_) => {}
             Input::PeerFailed(node) => {
                 if let Some(peer) = self.peers.iter_mut().find(|p| p.node == node) {
                     peer.alive = false;

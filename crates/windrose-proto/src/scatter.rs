@@ -581,6 +581,7 @@ impl Scatter {
         }
         self.share = Some(declared.clone());
         out.push(Output::Report(Report::Progress {
+            transfer: self.config.transfer,
             done_bytes: self.received,
             total_bytes: declared.end - declared.start,
         }));
@@ -764,6 +765,8 @@ impl Protocol for Scatter {
             Input::Command(Command::ComputeDone { task }) => self.on_compute_done(now, task, out),
             Input::SendComplete { to, id } => self.on_send_complete(to, id, out),
             Input::Timer(_) => Ok(()), // the scatter sets no timers
+            // Requests of the application are the host's business.
+            Input::App(_) => Ok(()),
             Input::PeerFailed(peer) => {
                 let depends = Some(peer) == self.parent
                     || self

@@ -470,6 +470,7 @@ impl TreeBroadcast {
         self.received += seg.payload.len() as u64;
         if !seg.payload.is_empty() {
             out.push(Output::Deliver {
+                transfer: self.config.transfer,
                 offset: seg.offset,
                 data: seg.payload.clone(),
             });
@@ -521,6 +522,7 @@ impl TreeBroadcast {
             self.forward(&chunks, total, out);
             self.forwarded = end;
             out.push(Output::Report(Report::Progress {
+                transfer: self.config.transfer,
                 done_bytes: end,
                 total_bytes: total,
             }));
@@ -611,6 +613,8 @@ impl Protocol for TreeBroadcast {
                 return Err(ProtocolError::UnknownTask { task })
             }
             Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            // Requests of the application are the host's business.
+            Input::App(_) => {}
             Input::PeerFailed(peer) => {
                 if Some(peer) == self.parent {
                     if self.status != Status::Running {

@@ -560,6 +560,7 @@ impl TreeMulticast {
 
     fn progress(&self, out: &mut Outputs) {
         out.push(Output::Report(Report::Progress {
+            transfer: self.setup.transfer,
             done_bytes: self.store.held_bytes(),
             total_bytes: self.total_bytes(),
         }));
@@ -586,7 +587,11 @@ impl TreeMulticast {
             }
         } else if self.rejoined {
             for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-                out.push(Output::Deliver { offset, data });
+                out.push(Output::Deliver {
+                    transfer: self.setup.transfer,
+                    offset,
+                    data,
+                });
             }
             self.progress(out);
             for p in (0..self.store.piece_count()).filter(|&p| !self.store.has(p)) {
@@ -792,7 +797,11 @@ impl TreeMulticast {
         self.store.insert(p, piece.payload);
         self.trees[k].missing -= 1;
         for (offset, data) in self.store.take_deliverable(&self.setup.manifest) {
-            out.push(Output::Deliver { offset, data });
+            out.push(Output::Deliver {
+                transfer: self.setup.transfer,
+                offset,
+                data,
+            });
         }
         self.progress(out);
         self.forward(now, p, out);
@@ -981,6 +990,8 @@ impl Protocol for TreeMulticast {
                 return Err(ProtocolError::UnknownTask { task })
             }
             Input::SendComplete { to, id } => return Err(ProtocolError::UnknownSend { to, id }),
+            // Requests of the application are the host's business.
+            Input::App(_) => {}
             Input::PeerFailed(peer) => self.on_peer_failed(now, peer, out),
         }
         Ok(())

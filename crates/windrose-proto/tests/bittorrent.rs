@@ -189,7 +189,7 @@ fn run(
                 Output::CancelTimer(timer) => {
                     *timers.entry((me, timer)).or_default() += 1;
                 }
-                Output::Deliver { offset, data } => {
+                Output::Deliver { offset, data, .. } => {
                     let d = log.delivered.entry(me).or_default();
                     assert_eq!(offset, d.len() as u64, "node {me} delivers out of order");
                     d.extend_from_slice(&data);

@@ -86,6 +86,7 @@ fn check_broadcast(tree: &Tree, cfg: BroadcastConfig, payload_len: usize, seed: 
                 Report::Progress {
                     done_bytes,
                     total_bytes,
+                    ..
                 } => Some((*done_bytes, *total_bytes)),
                 _ => None,
             });

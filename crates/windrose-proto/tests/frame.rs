@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use windrose_model::NodeId;
 use windrose_proto::frame::{
     self, Bitfield, DataSegment, Decoder, FrameError, Message, PeerList, Piece, PieceRef, Probe,
-    ShareChunk, ShareFinished, Signal, SignalMsg, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
+    SessionFrame, ShareChunk, ShareFinished, Signal, SignalMsg, TransferId, DEFAULT_MAX_BODY_LEN,
+    HEADER_LEN,
 };
 use windrose_proto::Time;
 
@@ -96,6 +97,7 @@ fn message() -> impl Strategy<Value = Message> {
             let nodes: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
             Message::PeerList(PeerList::new(TransferId(t), &nodes))
         }),
+        payload().prop_map(|body| Message::Session(SessionFrame { body })),
     ]
 }
 
@@ -227,7 +229,7 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown kind.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=11).contains(&byte) { byte + 11 } else { byte };
+        bad[1] = if (1..=12).contains(&byte) { byte + 12 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Reserved flags.
         let mut bad = good.to_vec();

@@ -106,7 +106,7 @@ fn run(nodes: &mut [Mob], mut tamper: impl FnMut(NodeId, NodeId, Message) -> Mes
                     let message = tamper(me, t.to, message);
                     queue.push_back((t.to, Input::Message { from: me, message }));
                 }
-                Output::Deliver { offset, data } => {
+                Output::Deliver { offset, data, .. } => {
                     log.delivered.entry(me).or_default().push((offset, data))
                 }
                 Output::Finished => *log.finished.entry(me).or_default() += 1,

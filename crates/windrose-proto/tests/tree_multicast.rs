@@ -131,12 +131,13 @@ fn run(nodes: &mut [TreeMulticast], tamper: &mut Tamper<'_>) -> RunLog {
                 Output::CancelTimer(timer) => {
                     timers.remove(&(i, timer.0));
                 }
-                Output::Deliver { offset, data } => {
+                Output::Deliver { offset, data, .. } => {
                     log.delivered.entry(me).or_default().push((offset, data))
                 }
                 Output::Report(Report::Progress {
                     done_bytes,
                     total_bytes,
+                    ..
                 }) => log
                     .progress
                     .entry(me)

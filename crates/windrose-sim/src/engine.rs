@@ -112,7 +112,7 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use windrose_model::platform::Platform;
 use windrose_model::NodeId;
-use windrose_proto::frame::encoded_len;
+use windrose_proto::frame::{encoded_len, TransferId};
 use windrose_proto::scatter::{Scatter, ScatterConfig};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::{
@@ -443,6 +443,8 @@ const K_TIMER: u8 = 5;
 const K_PEER_FAILED: u8 = 6;
 /// After the failure notices, so a node failed and restarted at one instant is back.
 const K_RESTART: u8 = 7;
+/// Last: an application's request sees everything else that happened at its instant.
+const K_APP: u8 = 8;
 
 #[derive(Copy, Clone, Debug)]
 enum Ev {
@@ -469,6 +471,10 @@ enum Ev {
     },
     /// The machine waiting in `Simulation::restarts[index]`.
     Restart {
+        index: usize,
+    },
+    /// The input waiting in `Simulation::app_inputs[index]`.
+    App {
         index: usize,
     },
 }
@@ -528,6 +534,8 @@ struct Slot {
     busy_until: f64,
     metrics: Option<NodeMetrics>,
     delivered: Vec<(u64, Bytes)>,
+    /// The collective of each entry of `delivered`.
+    delivered_transfers: Vec<TransferId>,
 }
 
 impl Slot {
@@ -621,6 +629,9 @@ pub struct Simulation {
     stopped_by: Option<Limit>,
     /// Machines of scheduled restarts, taken when their event comes.
     restarts: Vec<Option<Box<dyn Protocol + Send>>>,
+    /// Application inputs scheduled with [`Simulation::input_at`], taken when their event
+    /// comes.
+    app_inputs: Vec<Option<Input>>,
 }
 
 impl fmt::Debug for Simulation {
@@ -660,6 +671,7 @@ impl Simulation {
             errors: Vec::new(),
             stopped_by: None,
             restarts: Vec::new(),
+            app_inputs: Vec::new(),
         }
     }
 
@@ -735,6 +747,24 @@ impl Simulation {
         self.restarts.push(Some(machine));
         let index = self.restarts.len() - 1;
         self.push(at_s, K_RESTART, node, Ev::Restart { index });
+        Ok(())
+    }
+
+    /// Feeds `input` to `node`'s machine at `at_s`, as its application would (e.g. a
+    /// [`Host`](windrose_proto::host::Host) asked to start a collective with
+    /// `Input::App`); after everything else that happens at that instant. An input for a node
+    /// that has failed by then is dropped.
+    ///
+    /// Errors: the node is outside the platform or has no machine; a bad time.
+    pub fn input_at(&mut self, node: NodeId, at_s: f64, input: Input) -> Result<(), SimError> {
+        let slot = self.slot_index(node)?;
+        if self.slots[slot].machine.is_none() {
+            return Err(SimError::NoMachine { node });
+        }
+        self.check_time("input time", at_s)?;
+        self.app_inputs.push(Some(input));
+        let index = self.app_inputs.len() - 1;
+        self.push(at_s, K_APP, node, Ev::App { index });
         Ok(())
     }
 
@@ -829,6 +859,20 @@ impl Simulation {
         self.slots
             .get(node.index())
             .map_or(&[], |s| s.delivered.as_slice())
+    }
+
+    /// What `node`'s application received of collective `transfer`, as `(offset, bytes)` in
+    /// order; empty unless [`SimConfig::record_deliveries`] is set.
+    pub fn delivered_of(&self, node: NodeId, transfer: TransferId) -> Vec<(u64, Bytes)> {
+        let Some(s) = self.slots.get(node.index()) else {
+            return Vec::new();
+        };
+        s.delivered
+            .iter()
+            .zip(&s.delivered_transfers)
+            .filter(|(_, t)| **t == transfer)
+            .map(|(d, _)| d.clone())
+            .collect()
     }
 
     /// Runs until nothing is pending and returns the metrics.
@@ -1172,6 +1216,18 @@ impl Simulation {
                     .expect("a restart is taken once");
                 self.on_restart(node, machine)
             }
+            Ev::App { index } => {
+                let input = self.app_inputs[index]
+                    .take()
+                    .expect("an application input is taken once");
+                if self.slots[i].failed {
+                    return Ok(());
+                }
+                if self.logging() {
+                    self.log_line(LogLine::new(self.now, node, "app"))?;
+                }
+                self.input(node, input, None)
+            }
         }
     }
 
@@ -1203,6 +1259,7 @@ impl Simulation {
         slot.waiting.clear();
         slot.busy_until = now;
         slot.delivered.clear();
+        slot.delivered_transfers.clear();
         let m = slot.metrics();
         let failed_at_s = m.failed_at_s.take().unwrap_or(now);
         m.restarts.push(Restart {
@@ -1440,12 +1497,17 @@ impl Simulation {
                 }
                 Ok(())
             }
-            Output::Deliver { offset, data } => {
+            Output::Deliver {
+                transfer,
+                offset,
+                data,
+            } => {
                 let len = data.len() as u64;
                 self.totals.app_bytes_delivered += len;
                 self.slots[i].metrics().app_bytes_delivered += len;
                 if self.config.record_deliveries {
                     self.slots[i].delivered.push((offset, data));
+                    self.slots[i].delivered_transfers.push(transfer);
                 }
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "deliver");
@@ -1485,6 +1547,7 @@ impl Simulation {
                     Report::Progress {
                         done_bytes,
                         total_bytes,
+                        ..
                     } => {
                         self.slots[i].metrics().progress = Some(ProgressRecord {
                             at_s,
@@ -1501,6 +1564,29 @@ impl Simulation {
                         peer,
                         rtt_s: rtt.as_secs_f64(),
                     }),
+                    Report::CollectiveStarted {
+                        transfer,
+                        initiator,
+                    } => Some(ReportData::CollectiveStarted {
+                        transfer,
+                        initiator,
+                    }),
+                    Report::CollectiveEnded { transfer, finished } => {
+                        Some(ReportData::CollectiveEnded { transfer, finished })
+                    }
+                    Report::CollectiveRefused { transfer } => {
+                        Some(ReportData::CollectiveRefused { transfer })
+                    }
+                    Report::CollectiveComplete {
+                        transfer,
+                        finished,
+                        failed,
+                    } => Some(ReportData::CollectiveComplete {
+                        transfer,
+                        finished,
+                        failed,
+                    }),
+                    Report::PeerDown { peer } => Some(ReportData::PeerDown { peer }),
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod engine;
+pub mod group;
 pub mod metrics;
 pub mod multicast;
 pub mod network;

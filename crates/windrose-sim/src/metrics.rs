@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use windrose_model::platform::LinkId;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::TransferId;
 
 /// Where a node ended up when the run stopped.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -108,6 +109,39 @@ pub enum ReportData {
         peer: NodeId,
         /// The round-trip time, seconds.
         rtt_s: f64,
+    },
+    /// A host's session: a collective started here.
+    CollectiveStarted {
+        /// The collective.
+        transfer: TransferId,
+        /// The member that started it.
+        initiator: NodeId,
+    },
+    /// A host's session: this node's part of a collective ended.
+    CollectiveEnded {
+        /// The collective.
+        transfer: TransferId,
+        /// Finished (false: aborted).
+        finished: bool,
+    },
+    /// A host's session: a collective could not start here.
+    CollectiveRefused {
+        /// The collective.
+        transfer: TransferId,
+    },
+    /// A host's session, at the initiator: every member's part ended.
+    CollectiveComplete {
+        /// The collective.
+        transfer: TransferId,
+        /// Members that finished.
+        finished: u32,
+        /// Members that aborted, failed or refused.
+        failed: u32,
+    },
+    /// A host declared a silent member failed.
+    PeerDown {
+        /// The member.
+        peer: NodeId,
     },
 }
 

@@ -265,6 +265,7 @@ impl Protocol for Probed {
                 Output::Report(Report::Progress {
                     done_bytes,
                     total_bytes,
+                    ..
                 }) if !self.complete && done_bytes >= total_bytes => {
                     self.complete = true;
                     let mut s = self.probe.lock().unwrap_or_else(|e| e.into_inner());

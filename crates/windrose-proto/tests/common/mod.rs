@@ -85,7 +85,7 @@ pub fn run<P: Protocol>(nodes: &mut [P]) -> RunLog {
                     }
                 }
                 Output::SetTimer { .. } | Output::CancelTimer(_) => {}
-                Output::Deliver { offset, data } => {
+                Output::Deliver { offset, data, .. } => {
                     log.delivered.entry(me).or_default().push((offset, data))
                 }
                 Output::Compute(task) => {

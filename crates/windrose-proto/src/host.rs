@@ -1,0 +1,1118 @@
+//! The node: one sans-IO [`Host`] per node that runs many collectives at once, the node's
+//! services (the link prober today) and the session of a long-lived group.
+//!
+//! A driver owns one `Host` per node and drives it like any machine ([`Protocol`]: the same
+//! `handle(now, input, &mut outputs)` contract), so the simulator and the runtime run the
+//! session too. Like quinn-proto's `Endpoint`, the host hands every input to the right
+//! machine and creates new machines when a collective is announced:
+//!
+//! - frames with a transfer id go to that collective's machine (held back until its Go);
+//! - ping and pong frames go to the prober; session frames ([`SessionMsg`]) to the session;
+//! - timers, send completions and compute tasks of machines are renamed to host-wide ids and
+//!   back, so machines keep their own small id spaces;
+//! - a peer failure (from the driver, or declared by the host when a peer stays silent) reaches
+//!   every running machine and the prober.
+//!
+//! # The session of one collective
+//!
+//! ```text
+//! initiator (the root, has the data)            every other member
+//!   Input::App(StartCollective) ──Announce──▶  builds its machine ([`crate::collective`])
+//!                               ◀──Ready────   (or Refuse with the reason)
+//!   all ready: starts its machine ──Go──────▶  starts its machine, then the frames it held
+//!   protocol frames flow (any member to any member, tagged with the transfer)
+//!   ◀──Done(report)──  when its machine ends (finished or aborted)
+//!   all reported (or failed): Report::CollectiveComplete
+//! ```
+//!
+//! Any member may start a collective, and several run at once: transfer ids are drawn from
+//! disjoint sequences per member (`seq * members + rank`), so two initiators never collide.
+//! Messages of a collective that ended are dropped (late frames are normal at the end).
+//!
+//! # Liveness
+//!
+//! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every live member it has
+//! sent nothing to for that long, and declares failed a member it has heard nothing from for
+//! [`HostConfig::silent_after`] ([`Report::PeerDown`]); the driver's own failure reports (a
+//! lost connection) count the same. A member the host hears from again after that is taken
+//! back (it restarted): running collectives keep it failed, later ones include it.
+
+use crate::collective::{self, BuildContext, CollectiveSpec, Start};
+use crate::frame::{Message, SessionFrame, TransferId};
+use crate::node::{
+    node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
+    SendId, SetupError, Status, TaskId, TimerId, Transmit,
+};
+use crate::pieces::{Blake3Verifier, PieceVerifier};
+use crate::probe::{LinkProber, ProbeConfig};
+use crate::time::Time;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use windrose_model::{ClusterId, NodeId};
+
+/// The host's own timer: heartbeats and the silence check.
+const TICK: TimerId = TimerId(0);
+/// The prober's timer, renamed.
+const PROBE: TimerId = TimerId(1);
+/// First id handed to machines' timers.
+const FIRST_MACHINE_TIMER: u32 = 2;
+
+/// How a host runs: who it is, the group, and its services.
+#[derive(Clone)]
+pub struct HostConfig {
+    /// This node.
+    pub me: NodeId,
+    /// Every member of the group (this node included) and its cluster.
+    pub members: Arc<[(NodeId, ClusterId)]>,
+    /// Seed of every RNG the host and its machines draw from ([`node_rng`]).
+    pub seed: u64,
+    /// Send a heartbeat to a member nothing was sent to for this long (None: no heartbeats
+    /// and no silence detection; the driver reports failures).
+    pub heartbeat: Option<Duration>,
+    /// Declare a member failed after this long without a frame from it.
+    pub silent_after: Duration,
+    /// Probe every member's round trip with this configuration (None: no prober).
+    pub probe: Option<ProbeConfig>,
+    /// How multicast pieces are checked (BLAKE3 by default).
+    pub verifier: Arc<dyn PieceVerifier>,
+    /// A receiver of a collective gives up when nothing arrives for this long (None: never).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl HostConfig {
+    /// A host for `me` in a group of `members`: heartbeats every second, silence after 10 s,
+    /// no prober, BLAKE3 checks, receivers idle-abort after 30 s.
+    pub fn new(me: NodeId, members: Arc<[(NodeId, ClusterId)]>, seed: u64) -> HostConfig {
+        HostConfig {
+            me,
+            members,
+            seed,
+            heartbeat: Some(Duration::from_secs(1)),
+            silent_after: Duration::from_secs(10),
+            probe: None,
+            verifier: Arc::new(Blake3Verifier),
+            idle_timeout: Some(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// What the application asks of its host ([`Input::App`]).
+#[derive(Clone, Debug)]
+pub enum AppRequest {
+    /// Start a collective rooted at this node, with its data.
+    StartCollective {
+        /// The collective (its root must be this node where the spec names one).
+        spec: CollectiveSpec,
+        /// The root's data (a scatter's load).
+        data: Bytes,
+        /// The transfer id to use (None: the host draws one no other member can draw).
+        transfer: Option<TransferId>,
+    },
+    /// Leave the group once every collective this node takes part in has ended.
+    Leave,
+}
+
+/// An [`AppRequest`] as an input. Inputs compare by value; requests, which carry data and
+/// plans, compare by identity (two requests are equal when they are the same allocation).
+#[derive(Clone, Debug)]
+pub struct App(pub Arc<AppRequest>);
+
+impl App {
+    /// Wraps a request.
+    pub fn new(request: AppRequest) -> App {
+        App(Arc::new(request))
+    }
+}
+
+impl PartialEq for App {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for App {}
+
+/// How a member's part in a collective ended, as it reports it to the initiator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberReport {
+    /// Its machine finished (false: aborted or could not be built).
+    pub finished: bool,
+    /// Why not, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bytes its machine delivered to its application.
+    pub bytes_delivered: u64,
+}
+
+/// A session message: the body of a [`Message::Session`] frame, JSON-encoded (small and rare
+/// next to the data; a job's manifest is a hex string).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "t")]
+pub enum SessionMsg {
+    /// A collective starts: build its machine and answer [`SessionMsg::Ready`].
+    Announce {
+        /// Its transfer id.
+        transfer: TransferId,
+        /// The node with the data.
+        root: NodeId,
+        /// Bytes of the data.
+        total_len: u64,
+        /// The collective.
+        spec: CollectiveSpec,
+    },
+    /// The member built its machine.
+    Ready {
+        /// The transfer.
+        transfer: TransferId,
+    },
+    /// The member cannot take part.
+    Refuse {
+        /// The transfer.
+        transfer: TransferId,
+        /// Why.
+        reason: String,
+    },
+    /// Every member is ready: start.
+    Go {
+        /// The transfer.
+        transfer: TransferId,
+    },
+    /// The collective is called off before it started.
+    Cancel {
+        /// The transfer.
+        transfer: TransferId,
+        /// Why.
+        reason: String,
+    },
+    /// The member's machine ended.
+    Done {
+        /// The transfer.
+        transfer: TransferId,
+        /// How.
+        report: MemberReport,
+    },
+    /// Nothing else to say: the sender is alive.
+    Heartbeat,
+    /// The sender leaves the group.
+    Leave,
+}
+
+impl SessionMsg {
+    /// The frame carrying this message.
+    pub fn to_message(&self) -> Message {
+        // Plain data with string keys: serialising cannot fail.
+        let body = serde_json::to_vec(self).expect("session messages serialise");
+        Message::Session(SessionFrame {
+            body: Bytes::from(body),
+        })
+    }
+
+    /// The message a session frame carries.
+    pub fn from_frame(frame: &SessionFrame) -> Result<SessionMsg, String> {
+        serde_json::from_slice(&frame.body).map_err(|e| format!("bad session message: {e}"))
+    }
+
+    /// The collective it is about (None: heartbeats and leaving).
+    pub fn transfer(&self) -> Option<TransferId> {
+        match self {
+            SessionMsg::Announce { transfer, .. }
+            | SessionMsg::Ready { transfer }
+            | SessionMsg::Refuse { transfer, .. }
+            | SessionMsg::Go { transfer }
+            | SessionMsg::Cancel { transfer, .. }
+            | SessionMsg::Done { transfer, .. } => Some(*transfer),
+            SessionMsg::Heartbeat | SessionMsg::Leave => None,
+        }
+    }
+}
+
+/// One collective this node takes part in.
+struct Slot {
+    machine: Box<dyn Protocol + Send>,
+    initiator: NodeId,
+    /// Go seen (or sent): the machine has had its Start.
+    started: bool,
+    /// Inputs that arrived before Go, in order.
+    held: Vec<Input>,
+    bytes_delivered: u64,
+    /// At the initiator: members whose Ready is awaited.
+    awaiting_ready: BTreeSet<NodeId>,
+    /// At the initiator: members whose Done is awaited.
+    awaiting_done: BTreeSet<NodeId>,
+    /// At the initiator: (finished, failed) members so far.
+    tally: (u32, u32),
+    /// This node's machine ended (its Done went out).
+    ended: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerState {
+    last_heard: Time,
+    last_sent: Time,
+    failed: bool,
+    left: bool,
+}
+
+/// Host-wide names for machines' ids, and back.
+struct Renames<K: Ord + Copy, V: Ord + Copy> {
+    to_host: BTreeMap<(TransferId, K), V>,
+    to_machine: BTreeMap<V, (TransferId, K)>,
+}
+
+impl<K: Ord + Copy + KMin, V: Ord + Copy> Renames<K, V> {
+    fn new() -> Self {
+        Renames {
+            to_host: BTreeMap::new(),
+            to_machine: BTreeMap::new(),
+        }
+    }
+
+    fn host_id(&mut self, t: TransferId, k: K, next: impl FnOnce() -> V) -> V {
+        if let Some(&v) = self.to_host.get(&(t, k)) {
+            return v;
+        }
+        let v = next();
+        self.to_host.insert((t, k), v);
+        self.to_machine.insert(v, (t, k));
+        v
+    }
+
+    fn forget_transfer(&mut self, t: TransferId) {
+        let keys: Vec<(TransferId, K)> = self
+            .to_host
+            .range((t, <K as KMin>::min())..)
+            .take_while(|((tt, _), _)| *tt == t)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            if let Some(v) = self.to_host.remove(&k) {
+                self.to_machine.remove(&v);
+            }
+        }
+    }
+}
+
+/// The smallest value of a machine id type, for range scans.
+trait KMin {
+    fn min() -> Self;
+}
+impl KMin for TimerId {
+    fn min() -> Self {
+        TimerId(0)
+    }
+}
+impl KMin for SendId {
+    fn min() -> Self {
+        SendId(0)
+    }
+}
+impl KMin for TaskId {
+    fn min() -> Self {
+        TaskId(0)
+    }
+}
+
+/// One node of a long-lived group. See the [module docs](self).
+pub struct Host {
+    config: HostConfig,
+    rank: u32,
+    slots: BTreeMap<TransferId, Slot>,
+    /// Transfers that ended here, so their late frames are dropped quietly.
+    ended: BTreeSet<TransferId>,
+    peers: BTreeMap<NodeId, PeerState>,
+    prober: Option<LinkProber>,
+    next_seq: u32,
+    timers: Renames<TimerId, TimerId>,
+    next_timer: u32,
+    sends: Renames<SendId, SendId>,
+    next_send: u64,
+    tasks: Renames<TaskId, TaskId>,
+    next_task: u32,
+    started: bool,
+    leaving: bool,
+    status: Status,
+    scratch: Outputs,
+}
+
+/// Why a request or a frame cannot be taken.
+fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
+    ProtocolError::Inconsistent {
+        from,
+        kind: crate::frame::MessageKind::Session,
+        what,
+    }
+}
+
+impl Host {
+    /// A host for `config.me`. Errors when `me` is not a member.
+    pub fn new(config: HostConfig) -> Result<Host, SetupError> {
+        let me = config.me;
+        let rank = config
+            .members
+            .iter()
+            .position(|(n, _)| *n == me)
+            .ok_or(SetupError::NotInTree { node: me })? as u32;
+        if config.silent_after.is_zero() || config.heartbeat.is_some_and(|h| h.is_zero()) {
+            return Err(SetupError::Config {
+                what: "heartbeat and silent_after",
+                requirement: "positive",
+                value: format!("{:?} and {:?}", config.heartbeat, config.silent_after),
+            });
+        }
+        let peers: Vec<NodeId> = config
+            .members
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|&n| n != me)
+            .collect();
+        let prober = match config.probe {
+            Some(p) => Some(LinkProber::new(
+                me,
+                &peers,
+                p,
+                node_rng(config.seed ^ 0x0070_726f_6265, me),
+            )?),
+            None => None,
+        };
+        Ok(Host {
+            rank,
+            slots: BTreeMap::new(),
+            ended: BTreeSet::new(),
+            peers: peers.iter().map(|&p| (p, PeerState::default())).collect(),
+            prober,
+            next_seq: 0,
+            timers: Renames::new(),
+            next_timer: FIRST_MACHINE_TIMER,
+            sends: Renames::new(),
+            next_send: 0,
+            tasks: Renames::new(),
+            next_task: 0,
+            started: false,
+            leaving: false,
+            status: Status::Running,
+            scratch: Outputs::new(),
+            config,
+        })
+    }
+
+    /// The collectives running here, by transfer.
+    pub fn running(&self) -> impl Iterator<Item = TransferId> + '_ {
+        self.slots.keys().copied()
+    }
+
+    /// Members this host counts as failed.
+    pub fn failed_peers(&self) -> Vec<NodeId> {
+        self.peers
+            .iter()
+            .filter(|(_, s)| s.failed)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    fn live_peers(&self) -> Vec<NodeId> {
+        self.peers
+            .iter()
+            .filter(|(_, s)| !s.failed && !s.left)
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    fn send_session(&mut self, now: Time, to: NodeId, msg: &SessionMsg, out: &mut Outputs) {
+        if let Some(p) = self.peers.get_mut(&to) {
+            p.last_sent = now;
+        }
+        out.send(to, msg.to_message());
+    }
+
+    /// Performs a machine's outputs as the host's: ids renamed, ends reported.
+    fn forward(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
+        let mut ended = None;
+        let outputs: Vec<Output> = self.scratch.drain().collect();
+        for o in outputs {
+            match o {
+                Output::Send(tx) => {
+                    if let Some(p) = self.peers.get_mut(&tx.to) {
+                        p.last_sent = now;
+                    }
+                    let notify = tx.notify.map(|id| {
+                        let next = &mut self.next_send;
+                        self.sends.host_id(t, id, || {
+                            *next += 1;
+                            SendId(*next)
+                        })
+                    });
+                    out.push(Output::Send(Transmit {
+                        to: tx.to,
+                        message: tx.message,
+                        notify,
+                    }));
+                }
+                Output::SetTimer { timer, at } => {
+                    let next = &mut self.next_timer;
+                    let id = self.timers.host_id(t, timer, || {
+                        *next += 1;
+                        TimerId(*next - 1)
+                    });
+                    out.push(Output::SetTimer { timer: id, at });
+                }
+                Output::CancelTimer(timer) => {
+                    if let Some(&id) = self.timers.to_host.get(&(t, timer)) {
+                        out.push(Output::CancelTimer(id));
+                    }
+                }
+                Output::Compute(task) => {
+                    let next = &mut self.next_task;
+                    let id = self.tasks.host_id(t, task.task, || {
+                        *next += 1;
+                        TaskId(*next - 1)
+                    });
+                    out.push(Output::Compute(ComputeTask { task: id, ..task }));
+                }
+                Output::Deliver {
+                    transfer,
+                    offset,
+                    data,
+                } => {
+                    if let Some(s) = self.slots.get_mut(&t) {
+                        s.bytes_delivered += data.len() as u64;
+                    }
+                    out.push(Output::Deliver {
+                        transfer,
+                        offset,
+                        data,
+                    });
+                }
+                Output::Report(r) => out.push(Output::Report(r)),
+                Output::Finished => ended = Some(None),
+                Output::Aborted(reason) => ended = Some(Some(reason.to_string())),
+            }
+        }
+        if let Some(error) = ended {
+            self.machine_ended(now, t, error, out);
+        }
+    }
+
+    /// This node's part of `t` ended: tell the application and the initiator.
+    fn machine_ended(
+        &mut self,
+        now: Time,
+        t: TransferId,
+        error: Option<String>,
+        out: &mut Outputs,
+    ) {
+        let me = self.config.me;
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return;
+        };
+        if slot.ended {
+            return;
+        }
+        slot.ended = true;
+        let finished = error.is_none();
+        out.push(Output::Report(Report::CollectiveEnded {
+            transfer: t,
+            finished,
+        }));
+        let report = MemberReport {
+            finished,
+            error,
+            bytes_delivered: slot.bytes_delivered,
+        };
+        let initiator = slot.initiator;
+        if initiator == me {
+            self.tally(now, t, me, report.finished, out);
+        } else {
+            self.send_session(
+                now,
+                initiator,
+                &SessionMsg::Done {
+                    transfer: t,
+                    report,
+                },
+                out,
+            );
+            self.retire(t);
+        }
+        self.maybe_leave(now, out);
+    }
+
+    /// At the initiator: one member's end counted; the collective completes with the last.
+    fn tally(
+        &mut self,
+        now: Time,
+        t: TransferId,
+        member: NodeId,
+        finished: bool,
+        out: &mut Outputs,
+    ) {
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return;
+        };
+        if member != self.config.me && !slot.awaiting_done.remove(&member) {
+            return;
+        }
+        if finished {
+            slot.tally.0 += 1;
+        } else {
+            slot.tally.1 += 1;
+        }
+        if slot.ended && slot.awaiting_done.is_empty() {
+            let (finished, failed) = slot.tally;
+            out.push(Output::Report(Report::CollectiveComplete {
+                transfer: t,
+                finished,
+                failed,
+            }));
+            self.retire(t);
+            self.maybe_leave(now, out);
+        }
+    }
+
+    /// Forgets a collective (its machine and ids); its late frames are dropped.
+    fn retire(&mut self, t: TransferId) {
+        self.slots.remove(&t);
+        self.ended.insert(t);
+        self.timers.forget_transfer(t);
+        self.sends.forget_transfer(t);
+        self.tasks.forget_transfer(t);
+    }
+
+    fn maybe_leave(&mut self, now: Time, out: &mut Outputs) {
+        if !self.leaving || !self.slots.is_empty() || self.status != Status::Running {
+            return;
+        }
+        for p in self.live_peers() {
+            self.send_session(now, p, &SessionMsg::Leave, out);
+        }
+        out.push(Output::CancelTimer(TICK));
+        if self.prober.is_some() {
+            out.push(Output::CancelTimer(PROBE));
+        }
+        self.status = Status::Finished;
+        out.push(Output::Finished);
+    }
+
+    /// Feeds one input to the machine of `t` (held back before its Go).
+    fn feed_machine(
+        &mut self,
+        now: Time,
+        t: TransferId,
+        input: Input,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return Ok(());
+        };
+        if !slot.started {
+            slot.held.push(input);
+            return Ok(());
+        }
+        self.scratch.clear();
+        let r = slot.machine.handle(now, input, &mut self.scratch);
+        if r.is_err() {
+            self.scratch.clear();
+            return r;
+        }
+        self.forward(now, t, out);
+        Ok(())
+    }
+
+    /// Starts the machine of `t` and replays what it held.
+    fn go(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
+        let failed = self.failed_peers();
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return;
+        };
+        if slot.started {
+            return;
+        }
+        slot.started = true;
+        let held = std::mem::take(&mut slot.held);
+        let mut inputs = vec![Input::Start];
+        inputs.extend(failed.into_iter().map(Input::PeerFailed));
+        inputs.extend(held);
+        for input in inputs {
+            // A peer's bad frame was already its own fault when it arrived; here it only
+            // costs that input.
+            let _ = self.feed_machine(now, t, input, out);
+        }
+    }
+
+    fn context(&self, t: TransferId, root: NodeId, total_len: u64) -> BuildContext {
+        BuildContext {
+            me: self.config.me,
+            root,
+            transfer: t,
+            total_len,
+            members: self.config.members.clone(),
+            idle_timeout: self.config.idle_timeout,
+            seed: self.config.seed ^ u64::from(t.0).rotate_left(32),
+            verifier: self.config.verifier.clone(),
+            keeper: None,
+        }
+    }
+
+    fn start_collective(
+        &mut self,
+        now: Time,
+        spec: &CollectiveSpec,
+        data: Bytes,
+        transfer: Option<TransferId>,
+        out: &mut Outputs,
+    ) {
+        let me = self.config.me;
+        let n = self.config.members.len() as u32;
+        let t = transfer.unwrap_or_else(|| loop {
+            let t = TransferId(self.next_seq.wrapping_mul(n).wrapping_add(self.rank));
+            self.next_seq = self.next_seq.wrapping_add(1);
+            if !self.slots.contains_key(&t) && !self.ended.contains(&t) {
+                break t;
+            }
+        });
+        let total_len = data.len() as u64;
+        let built = if self.leaving {
+            Err("this node is leaving the group".to_string())
+        } else if self.slots.contains_key(&t) || self.ended.contains(&t) {
+            Err(format!("transfer {t} is already in use on this node"))
+        } else {
+            collective::build(spec, &self.context(t, me, total_len), Start::Root(data))
+        };
+        let machine = match built {
+            Ok(b) => b.machine,
+            Err(why) => {
+                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                out.push(Output::Report(Report::CollectiveComplete {
+                    transfer: t,
+                    finished: 0,
+                    failed: 1,
+                }));
+                let _ = why;
+                return;
+            }
+        };
+        let others = self.live_peers();
+        self.slots.insert(
+            t,
+            Slot {
+                machine,
+                initiator: me,
+                started: false,
+                held: Vec::new(),
+                bytes_delivered: 0,
+                awaiting_ready: others.iter().copied().collect(),
+                awaiting_done: others.iter().copied().collect(),
+                tally: (0, 0),
+                ended: false,
+            },
+        );
+        out.push(Output::Report(Report::CollectiveStarted {
+            transfer: t,
+            initiator: me,
+        }));
+        let announce = SessionMsg::Announce {
+            transfer: t,
+            root: me,
+            total_len,
+            spec: spec.clone(),
+        };
+        for p in &others {
+            self.send_session(now, *p, &announce, out);
+        }
+        self.maybe_go(now, t, out);
+    }
+
+    /// At the initiator: Go once nobody's Ready is awaited.
+    fn maybe_go(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
+        let Some(slot) = self.slots.get(&t) else {
+            return;
+        };
+        if slot.started || !slot.awaiting_ready.is_empty() {
+            return;
+        }
+        let members: Vec<NodeId> = slot.awaiting_done.iter().copied().collect();
+        for p in members {
+            self.send_session(now, p, &SessionMsg::Go { transfer: t }, out);
+        }
+        self.go(now, t, out);
+    }
+
+    fn on_session(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        msg: SessionMsg,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let me = self.config.me;
+        match msg {
+            SessionMsg::Announce {
+                transfer: t,
+                root,
+                total_len,
+                spec,
+            } => {
+                if root != from {
+                    return Err(inconsistent(
+                        from,
+                        "announces a collective rooted at another node",
+                    ));
+                }
+                if self.slots.contains_key(&t) || self.ended.contains(&t) {
+                    return Err(inconsistent(from, "announces a transfer id already in use"));
+                }
+                let built = if self.leaving {
+                    Err("this node is leaving the group".to_string())
+                } else {
+                    collective::build(&spec, &self.context(t, root, total_len), Start::Fresh)
+                };
+                match built {
+                    Ok(b) => {
+                        self.slots.insert(
+                            t,
+                            Slot {
+                                machine: b.machine,
+                                initiator: from,
+                                started: false,
+                                held: Vec::new(),
+                                bytes_delivered: 0,
+                                awaiting_ready: BTreeSet::new(),
+                                awaiting_done: BTreeSet::new(),
+                                tally: (0, 0),
+                                ended: false,
+                            },
+                        );
+                        out.push(Output::Report(Report::CollectiveStarted {
+                            transfer: t,
+                            initiator: from,
+                        }));
+                        self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
+                    }
+                    Err(reason) => {
+                        self.ended.insert(t);
+                        out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                        self.send_session(
+                            now,
+                            from,
+                            &SessionMsg::Refuse {
+                                transfer: t,
+                                reason,
+                            },
+                            out,
+                        );
+                    }
+                }
+                Ok(())
+            }
+            SessionMsg::Ready { transfer: t } => {
+                if let Some(slot) = self.slots.get_mut(&t) {
+                    if slot.initiator != me {
+                        return Err(inconsistent(
+                            from,
+                            "ready for a collective this node did not start",
+                        ));
+                    }
+                    slot.awaiting_ready.remove(&from);
+                }
+                self.maybe_go(now, t, out);
+                Ok(())
+            }
+            SessionMsg::Refuse {
+                transfer: t,
+                reason,
+            } => {
+                let Some(slot) = self.slots.get(&t) else {
+                    return Ok(());
+                };
+                if slot.initiator != me {
+                    return Err(inconsistent(
+                        from,
+                        "refuses a collective this node did not start",
+                    ));
+                }
+                if slot.started {
+                    return Ok(());
+                }
+                let others: Vec<NodeId> = slot
+                    .awaiting_done
+                    .iter()
+                    .copied()
+                    .filter(|&p| p != from)
+                    .collect();
+                let cancel = SessionMsg::Cancel {
+                    transfer: t,
+                    reason: format!("node {from} refused: {reason}"),
+                };
+                for p in others {
+                    self.send_session(now, p, &cancel, out);
+                }
+                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                out.push(Output::Report(Report::CollectiveComplete {
+                    transfer: t,
+                    finished: 0,
+                    failed: 1,
+                }));
+                self.retire(t);
+                self.maybe_leave(now, out);
+                Ok(())
+            }
+            SessionMsg::Go { transfer: t } => {
+                match self.slots.get(&t) {
+                    Some(s) if s.initiator == from => self.go(now, t, out),
+                    Some(_) => {
+                        return Err(inconsistent(from, "go for a collective it did not start"))
+                    }
+                    None => {}
+                }
+                Ok(())
+            }
+            SessionMsg::Cancel { transfer: t, .. } => {
+                if let Some(s) = self.slots.get(&t) {
+                    if s.initiator == from && !s.started {
+                        out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                        self.retire(t);
+                        self.maybe_leave(now, out);
+                    }
+                }
+                Ok(())
+            }
+            SessionMsg::Done {
+                transfer: t,
+                report,
+            } => {
+                if let Some(s) = self.slots.get(&t) {
+                    if s.initiator != me {
+                        return Err(inconsistent(
+                            from,
+                            "reports on a collective this node did not start",
+                        ));
+                    }
+                }
+                self.tally(now, t, from, report.finished, out);
+                Ok(())
+            }
+            SessionMsg::Heartbeat => Ok(()),
+            SessionMsg::Leave => {
+                if let Some(p) = self.peers.get_mut(&from) {
+                    p.left = true;
+                }
+                self.peer_lost(now, from, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// A member is gone (failed, silent or left): every collective hears it.
+    fn peer_lost(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.failed = true;
+        }
+        if let Some(prober) = self.prober.as_mut() {
+            self.scratch.clear();
+            let _ = prober.handle(now, Input::PeerFailed(peer), &mut self.scratch);
+            self.forward_prober(out);
+        }
+        let transfers: Vec<TransferId> = self.slots.keys().copied().collect();
+        for t in transfers {
+            let _ = self.feed_machine(now, t, Input::PeerFailed(peer), out);
+            // At an initiator, a lost member neither readies nor reports.
+            let me = self.config.me;
+            let Some(slot) = self.slots.get_mut(&t) else {
+                continue;
+            };
+            if slot.initiator == me {
+                slot.awaiting_ready.remove(&peer);
+                let was_awaited = slot.awaiting_done.contains(&peer);
+                if was_awaited {
+                    self.tally(now, t, peer, false, out);
+                }
+                self.maybe_go(now, t, out);
+            }
+        }
+    }
+
+    fn forward_prober(&mut self, out: &mut Outputs) {
+        for o in self.scratch.drain() {
+            match o {
+                Output::SetTimer { at, .. } => out.push(Output::SetTimer { timer: PROBE, at }),
+                Output::CancelTimer(_) => out.push(Output::CancelTimer(PROBE)),
+                // The prober's own end is not the host's.
+                Output::Finished | Output::Aborted(_) => {}
+                other => out.push(other),
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Time, out: &mut Outputs) {
+        let Some(period) = self.config.heartbeat else {
+            return;
+        };
+        let silent = self.config.silent_after;
+        let peers: Vec<(NodeId, PeerState)> = self.peers.iter().map(|(n, s)| (*n, *s)).collect();
+        for (p, s) in peers {
+            if s.failed || s.left {
+                continue;
+            }
+            if now.saturating_since(s.last_heard) >= silent {
+                out.push(Output::Report(Report::PeerDown { peer: p }));
+                self.peer_lost(now, p, out);
+            } else if now.saturating_since(s.last_sent) >= period {
+                self.send_session(now, p, &SessionMsg::Heartbeat, out);
+            }
+        }
+        out.push(Output::SetTimer {
+            timer: TICK,
+            at: now + period,
+        });
+    }
+}
+
+impl Protocol for Host {
+    fn node(&self) -> NodeId {
+        self.config.me
+    }
+
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        if self.status != Status::Running {
+            return Ok(());
+        }
+        match input {
+            Input::Start => {
+                if self.started {
+                    return Ok(());
+                }
+                self.started = true;
+                for p in self.peers.values_mut() {
+                    p.last_heard = now;
+                    p.last_sent = now;
+                }
+                if let Some(h) = self.config.heartbeat {
+                    out.push(Output::SetTimer {
+                        timer: TICK,
+                        at: now + h,
+                    });
+                }
+                if let Some(prober) = self.prober.as_mut() {
+                    self.scratch.clear();
+                    prober.handle(now, Input::Start, &mut self.scratch)?;
+                    self.forward_prober(out);
+                }
+                Ok(())
+            }
+            Input::Message { from, message } => {
+                let Some(peer) = self.peers.get_mut(&from) else {
+                    return Err(inconsistent(from, "is not a member of this group"));
+                };
+                peer.last_heard = now;
+                if peer.failed && !peer.left && message.transfer().is_none() {
+                    // It restarted: later collectives include it again.
+                    peer.failed = false;
+                }
+                match message {
+                    Message::Session(frame) => {
+                        let msg = SessionMsg::from_frame(&frame)
+                            .map_err(|_| inconsistent(from, "is not a session message"))?;
+                        self.on_session(now, from, msg, out)
+                    }
+                    Message::Ping(_) | Message::Pong(_) => {
+                        if let Some(prober) = self.prober.as_mut() {
+                            self.scratch.clear();
+                            prober.handle(
+                                now,
+                                Input::Message { from, message },
+                                &mut self.scratch,
+                            )?;
+                            self.forward_prober(out);
+                        } else if let Message::Ping(p) = message {
+                            out.send(from, Message::Pong(p));
+                        }
+                        Ok(())
+                    }
+                    message => {
+                        let t = message.transfer().expect("every other kind has a transfer");
+                        if !self.slots.contains_key(&t) {
+                            // A collective that ended here (late frames), or one this node
+                            // refused or never heard of.
+                            return Ok(());
+                        }
+                        self.feed_machine(now, t, Input::Message { from, message }, out)
+                    }
+                }
+            }
+            Input::Timer(TICK) => {
+                self.tick(now, out);
+                Ok(())
+            }
+            Input::Timer(PROBE) => {
+                if let Some(prober) = self.prober.as_mut() {
+                    self.scratch.clear();
+                    prober.handle(
+                        now,
+                        Input::Timer(crate::probe::PROBE_TIMER),
+                        &mut self.scratch,
+                    )?;
+                    self.forward_prober(out);
+                }
+                Ok(())
+            }
+            Input::Timer(id) => {
+                let Some(&(t, timer)) = self.timers.to_machine.get(&id) else {
+                    return Ok(()); // a stale timer of a retired collective
+                };
+                self.feed_machine(now, t, Input::Timer(timer), out)
+            }
+            Input::SendComplete { to, id } => {
+                let Some(&(t, inner)) = self.sends.to_machine.get(&id) else {
+                    return Ok(());
+                };
+                self.feed_machine(now, t, Input::SendComplete { to, id: inner }, out)
+            }
+            Input::Command(Command::ComputeDone { task }) => {
+                let Some(&(t, inner)) = self.tasks.to_machine.get(&task) else {
+                    return Err(ProtocolError::UnknownTask { task });
+                };
+                self.feed_machine(
+                    now,
+                    t,
+                    Input::Command(Command::ComputeDone { task: inner }),
+                    out,
+                )
+            }
+            Input::PeerFailed(peer) => {
+                if self.peers.get(&peer).is_some_and(|p| !p.failed) {
+                    self.peer_lost(now, peer, out);
+                }
+                Ok(())
+            }
+            Input::App(app) => {
+                match &*app.0 {
+                    AppRequest::StartCollective {
+                        spec,
+                        data,
+                        transfer,
+                    } => self.start_collective(now, spec, data.clone(), *transfer, out),
+                    AppRequest::Leave => {
+                        self.leaving = true;
+                        self.maybe_leave(now, out);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("me", &self.config.me)
+            .field("running", &self.slots.keys().collect::<Vec<_>>())
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}

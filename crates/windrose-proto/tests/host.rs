@@ -1,0 +1,288 @@
+//! The Host by hand: the session's refusal and cancel path, machines' ids renamed apart,
+//! bad session frames and strangers refused, late frames of an ended collective dropped.
+
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use windrose_model::{ClusterId, NodeId};
+use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::frame::{self, DataSegment, Decoder, Message, SessionFrame, TransferId};
+use windrose_proto::host::{App, AppRequest, Host, HostConfig, SessionMsg};
+use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time, TimerId};
+use windrose_trees::static_trees::binomial_all;
+
+fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {
+    (0..n).map(|i| (NodeId(i), ClusterId(0))).collect()
+}
+
+fn host(me: u32, group: u32) -> Host {
+    let mut c = HostConfig::new(NodeId(me), members(group), 1);
+    c.heartbeat = None;
+    Host::new(c).unwrap()
+}
+
+fn broadcast(n: u32) -> CollectiveSpec {
+    CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&binomial_all(n as usize, NodeId(0)).unwrap()),
+        segment_bytes: 4,
+        max_frame_payload: 4,
+    }
+}
+
+fn start(spec: CollectiveSpec, data: &'static [u8]) -> Input {
+    Input::App(App::new(AppRequest::StartCollective {
+        spec,
+        data: Bytes::from_static(data),
+        transfer: None,
+    }))
+}
+
+/// Delivers every send at once through the real wire format until nothing moves; returns
+/// each node's non-send outputs in order. Timers are not fired.
+fn pump(hosts: &mut [Host], mut queue: VecDeque<(NodeId, Input)>) -> Vec<Vec<Output>> {
+    let mut seen = vec![Vec::new(); hosts.len()];
+    let mut out = Outputs::new();
+    let mut step = 0u64;
+    while let Some((node, input)) = queue.pop_front() {
+        step += 1;
+        assert!(step < 100_000, "the run does not end");
+        hosts[node.index()]
+            .handle(Time::from_nanos(step), input, &mut out)
+            .unwrap_or_else(|e| panic!("node {node}: {e}"));
+        for o in out.drain() {
+            match o {
+                Output::Send(t) => {
+                    let mut d = Decoder::new();
+                    d.push(&frame::encode(&t.message).unwrap());
+                    let message = d.next_message().unwrap().unwrap();
+                    queue.push_back((
+                        t.to,
+                        Input::Message {
+                            from: node,
+                            message,
+                        },
+                    ));
+                }
+                other => seen[node.index()].push(other),
+            }
+        }
+    }
+    seen
+}
+
+fn started_all(hosts: &[Host]) -> VecDeque<(NodeId, Input)> {
+    hosts.iter().map(|h| (h.node(), Input::Start)).collect()
+}
+
+#[test]
+fn a_member_that_refuses_cancels_the_collective_everywhere() {
+    // Node 1 believes the group has four members, so the three-node tree does not span it.
+    let mut hosts = vec![host(0, 3), host(1, 4), host(2, 3)];
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(3), b"abcdefgh")));
+    let seen = pump(&mut hosts, q);
+    let refused = |v: &Vec<Output>| {
+        v.iter()
+            .any(|o| matches!(o, Output::Report(Report::CollectiveRefused { .. })))
+    };
+    assert!(refused(&seen[0]) && refused(&seen[1]) && refused(&seen[2]));
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::CollectiveComplete {
+            finished: 0,
+            failed: 1,
+            ..
+        })
+    )));
+    assert!(seen
+        .iter()
+        .flatten()
+        .all(|o| !matches!(o, Output::Deliver { .. })));
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}
+
+#[test]
+fn two_collectives_on_one_host_get_distinct_timer_ids_and_their_own_timeouts() {
+    let mut hosts = vec![host(0, 2), host(1, 2)];
+    // Two broadcasts from node 0; node 1 gets only their announcements and Go, no data, so
+    // each of its machines arms its idle timer.
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(2), b"first")));
+    q.push_back((NodeId(0), start(broadcast(2), b"second")));
+    let mut out = Outputs::new();
+    let mut timers = Vec::new();
+    let mut step = 0u64;
+    let mut transfers = Vec::new();
+    while let Some((node, input)) = q.pop_front() {
+        step += 1;
+        hosts[node.index()]
+            .handle(Time::from_nanos(step), input, &mut out)
+            .unwrap();
+        for o in out.drain() {
+            match o {
+                Output::Send(t) => {
+                    // Drop the data: only session frames reach node 1.
+                    if matches!(t.message, Message::Session(_)) {
+                        q.push_back((
+                            t.to,
+                            Input::Message {
+                                from: node,
+                                message: t.message,
+                            },
+                        ));
+                    }
+                }
+                Output::SetTimer { timer, .. } if node == NodeId(1) => timers.push(timer),
+                Output::Report(Report::CollectiveStarted { transfer, .. }) if node == NodeId(1) => {
+                    transfers.push(transfer)
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(transfers.len(), 2);
+    timers.sort();
+    timers.dedup();
+    assert_eq!(
+        timers.len(),
+        2,
+        "the two machines' idle timers share a host id"
+    );
+    // The first timer aborts exactly one collective.
+    let fire = Time::from_secs_f64(1000.0);
+    hosts[1]
+        .handle(fire, Input::Timer(timers[0]), &mut out)
+        .unwrap();
+    let ended: Vec<(TransferId, bool)> = out
+        .drain()
+        .filter_map(|o| match o {
+            Output::Report(Report::CollectiveEnded { transfer, finished }) => {
+                Some((transfer, finished))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(!ended[0].1);
+    assert_eq!(hosts[1].running().count(), 1);
+}
+
+#[test]
+fn bad_session_frames_and_strangers_are_refused_and_change_nothing() {
+    let mut h = host(1, 2);
+    let mut out = Outputs::new();
+    h.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    out.clear();
+    let garbage = Message::Session(SessionFrame {
+        body: Bytes::from_static(b"{not json"),
+    });
+    assert!(h
+        .handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(0),
+                message: garbage
+            },
+            &mut out
+        )
+        .is_err());
+    let hb = SessionMsg::Heartbeat.to_message();
+    assert!(h
+        .handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(7),
+                message: hb
+            },
+            &mut out
+        )
+        .is_err());
+    // An announcement that claims another node's root.
+    let spoof = SessionMsg::Announce {
+        transfer: TransferId(3),
+        root: NodeId(1),
+        total_len: 8,
+        spec: broadcast(2),
+    }
+    .to_message();
+    assert!(h
+        .handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(0),
+                message: spoof
+            },
+            &mut out
+        )
+        .is_err());
+    assert!(out.is_empty());
+    assert_eq!(h.running().count(), 0);
+}
+
+#[test]
+fn frames_of_an_ended_collective_are_dropped_quietly() {
+    let mut hosts = vec![host(0, 2), host(1, 2)];
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(2), b"late frames")));
+    let seen = pump(&mut hosts, q);
+    let t = seen[1]
+        .iter()
+        .find_map(|o| match o {
+            Output::Deliver { transfer, .. } => Some(*transfer),
+            _ => None,
+        })
+        .unwrap();
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::CollectiveComplete {
+            finished: 2,
+            failed: 0,
+            ..
+        })
+    )));
+    let late = Message::Data(DataSegment {
+        transfer: t,
+        offset: 0,
+        total_len: 11,
+        payload: Bytes::from_static(b"late"),
+    });
+    let mut out = Outputs::new();
+    hosts[1]
+        .handle(
+            Time::from_secs_f64(1.0),
+            Input::Message {
+                from: NodeId(0),
+                message: late,
+            },
+            &mut out,
+        )
+        .unwrap();
+    assert!(out.is_empty());
+    // And stale timers of it are ignored.
+    hosts[1]
+        .handle(
+            Time::from_secs_f64(2.0),
+            Input::Timer(TimerId(40)),
+            &mut out,
+        )
+        .unwrap();
+    assert!(out.is_empty());
+}
+
+#[test]
+fn leaving_waits_for_running_collectives_then_tells_every_member() {
+    let mut hosts = vec![host(0, 3), host(1, 3), host(2, 3)];
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(3), b"before leaving")));
+    q.push_back((NodeId(0), Input::App(App::new(AppRequest::Leave))));
+    let seen = pump(&mut hosts, q);
+    // Node 0 finished only after its collective completed.
+    let complete = seen[0]
+        .iter()
+        .position(|o| matches!(o, Output::Report(Report::CollectiveComplete { .. })))
+        .unwrap();
+    let finished = seen[0].iter().position(|o| *o == Output::Finished).unwrap();
+    assert!(complete < finished);
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,301 @@
+//! Long-lived groups in the simulator: one `Host` per node runs the session, several
+//! collectives at once started by different members, failure detection by silence, leaving.
+
+use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+use windrose_model::platform::{ClusterSpec, Platform};
+use windrose_model::NodeId;
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::Manifest;
+use windrose_proto::TransferId;
+use windrose_sim::engine::{FailureNotice, MemoryLog, NotifyPeers, SimConfig, Simulation};
+use windrose_sim::group::{group, leave_input, start_input};
+use windrose_sim::metrics::{Metrics, ReportData};
+use windrose_trees::static_trees::binomial_all;
+
+const N: u32 = 8;
+
+/// Two clusters of four nodes, 50 MB/s nodes, 5 MB/s and 10 ms between the clusters.
+fn platform() -> Platform {
+    Platform::builder()
+        .cluster(ClusterSpec::uniform(4, 50e6, 1e9, 1e-4))
+        .cluster(ClusterSpec::uniform(4, 50e6, 1e9, 1e-4))
+        .wan_all(5e6, 0.01)
+        .build()
+        .unwrap()
+}
+
+fn data(len: usize, seed: u64) -> Bytes {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    Bytes::from((0..len).map(|_| rng.gen::<u8>()).collect::<Vec<u8>>())
+}
+
+fn broadcast_spec(root: NodeId) -> CollectiveSpec {
+    CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&binomial_all(N as usize, root).unwrap()),
+        segment_bytes: 64 << 10,
+        max_frame_payload: 64 << 10,
+    }
+}
+
+fn mob_spec(data: &Bytes) -> CollectiveSpec {
+    CollectiveSpec::Multicast {
+        protocol: MulticastProtocol::Mob,
+        params: MulticastParams::Mob(MobConfig::default()),
+        manifest: ManifestSpec::of(&Manifest::build(data, 32 << 10).unwrap()),
+    }
+}
+
+fn reports(m: &Metrics, node: u32) -> Vec<ReportData> {
+    m.nodes[node as usize]
+        .reports
+        .iter()
+        .map(|r| r.report)
+        .collect()
+}
+
+/// The `CollectiveComplete` the initiator `node` reported, as (transfer, finished, failed).
+fn completions(m: &Metrics, node: u32) -> Vec<(TransferId, u32, u32)> {
+    reports(m, node)
+        .into_iter()
+        .filter_map(|r| match r {
+            ReportData::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } => Some((transfer, finished, failed)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(m: &Metrics, node: u32) -> Vec<(TransferId, NodeId)> {
+    reports(m, node)
+        .into_iter()
+        .filter_map(|r| match r {
+            ReportData::CollectiveStarted {
+                transfer,
+                initiator,
+            } => Some((transfer, initiator)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reassembled(sim: &Simulation, node: u32, t: TransferId) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (offset, d) in sim.delivered_of(NodeId(node), t) {
+        assert_eq!(
+            offset as usize,
+            out.len(),
+            "node {node} got data out of order"
+        );
+        out.extend_from_slice(&d);
+    }
+    out
+}
+
+/// Node 0 broadcasts 1 MB and node 5 multicasts 2 MB with MOB, both at t = 0, in one group;
+/// everyone leaves at t = 30 s. Returns the run and its metrics.
+fn two_collectives(log: Option<MemoryLog>) -> (Simulation, Metrics, Bytes, Bytes) {
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 7, |_| {}).unwrap();
+    if let Some(log) = log {
+        sim.set_event_log(Box::new(log));
+    }
+    let a = data(1_000_000, 1);
+    let b = data(2_000_000, 2);
+    sim.input_at(
+        NodeId(0),
+        0.0,
+        start_input(broadcast_spec(NodeId(0)), a.clone(), None),
+    )
+    .unwrap();
+    sim.input_at(NodeId(5), 0.0, start_input(mob_spec(&b), b.clone(), None))
+        .unwrap();
+    for i in 0..N {
+        sim.input_at(NodeId(i), 30.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    (sim, m, a, b)
+}
+
+#[test]
+fn two_members_start_two_collectives_at_once_and_both_complete() {
+    let (sim, m, a, b) = two_collectives(None);
+    assert!(m.errors.is_empty(), "{:?}", m.errors);
+    let from0 = completions(&m, 0);
+    let from5 = completions(&m, 5);
+    assert_eq!(from0.len(), 1, "{:?}", reports(&m, 0));
+    assert_eq!(from5.len(), 1, "{:?}", reports(&m, 5));
+    let (t_bcast, t_mob) = (from0[0].0, from5[0].0);
+    assert_ne!(t_bcast, t_mob, "two initiators drew the same transfer id");
+    assert_eq!((from0[0].1, from0[0].2), (N, 0));
+    assert_eq!((from5[0].1, from5[0].2), (N, 0));
+    for i in 0..N {
+        // Every member took part in both, each knowing who started it.
+        let mut s = started(&m, i);
+        s.sort();
+        let mut want = vec![(t_bcast, NodeId(0)), (t_mob, NodeId(5))];
+        want.sort();
+        assert_eq!(s, want, "node {i}");
+        if i != 0 {
+            assert_eq!(
+                reassembled(&sim, i, t_bcast),
+                a.to_vec(),
+                "broadcast at node {i}"
+            );
+        }
+        if i != 5 {
+            assert_eq!(
+                reassembled(&sim, i, t_mob),
+                b.to_vec(),
+                "multicast at node {i}"
+            );
+        }
+        // Everyone left (the hosts finished) once both had ended.
+        assert!(
+            m.nodes[i as usize].finished_at_s.is_some(),
+            "node {i} did not leave"
+        );
+    }
+    assert_eq!(m.finished, N as usize);
+}
+
+#[test]
+fn a_group_run_replays_bit_for_bit() {
+    let (l1, l2) = (MemoryLog::new(), MemoryLog::new());
+    let (_, m1, _, _) = two_collectives(Some(l1.clone()));
+    let (_, m2, _, _) = two_collectives(Some(l2.clone()));
+    assert_eq!(m1.events, m2.events);
+    assert_eq!(m1.end_time_s, m2.end_time_s);
+    assert!(!l1.contents().is_empty());
+    assert_eq!(l1.contents(), l2.contents());
+}
+
+#[test]
+fn back_to_back_collectives_from_every_member_all_complete() {
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 3, |_| {}).unwrap();
+    let payload = data(10_000, 9);
+    // Each member broadcasts three times, the next as soon as the application asks (every
+    // 10 ms), so up to 24 collectives overlap.
+    for k in 0..3 {
+        for i in 0..N {
+            let at = 0.01 * f64::from(k * N + i);
+            sim.input_at(
+                NodeId(i),
+                at,
+                start_input(broadcast_spec(NodeId(i)), payload.clone(), None),
+            )
+            .unwrap();
+        }
+    }
+    for i in 0..N {
+        sim.input_at(NodeId(i), 20.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    assert!(m.errors.is_empty(), "{:?}", m.errors);
+    let mut all = Vec::new();
+    for i in 0..N {
+        let c = completions(&m, i);
+        assert_eq!(c.len(), 3, "node {i}: {c:?}");
+        for (t, finished, failed) in c {
+            assert_eq!((finished, failed), (N, 0));
+            for j in 0..N {
+                if j != i {
+                    assert_eq!(reassembled(&sim, j, t), payload.to_vec(), "{t} at {j}");
+                }
+            }
+            all.push(t);
+        }
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 24, "transfer ids collided");
+}
+
+#[test]
+fn a_silent_member_is_declared_failed_and_the_multicast_completes_without_it() {
+    // No notices from the engine: the hosts' heartbeats must find the failure.
+    let config = SimConfig {
+        record_deliveries: true,
+        failure_notice: FailureNotice {
+            peers: NotifyPeers::Connected,
+            delay_s: 1e9,
+        },
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 11, |c| {
+        c.heartbeat = Some(Duration::from_millis(200));
+        c.silent_after = Duration::from_secs(1);
+    })
+    .unwrap();
+    let b = data(4_000_000, 4);
+    sim.input_at(NodeId(0), 0.0, start_input(mob_spec(&b), b.clone(), None))
+        .unwrap();
+    sim.fail_node_at(NodeId(6), 0.3).unwrap();
+    for i in 0..N {
+        sim.input_at(NodeId(i), 60.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    let c = completions(&m, 0);
+    assert_eq!(c.len(), 1, "{:?}", reports(&m, 0));
+    assert_eq!((c[0].1, c[0].2), (N - 1, 1));
+    for i in 1..N {
+        if i == 6 {
+            continue;
+        }
+        // Declared by silence (1 s after its last frame), long before the engine's notice.
+        let down = m.nodes[i as usize]
+            .reports
+            .iter()
+            .find(|r| r.report == ReportData::PeerDown { peer: NodeId(6) })
+            .unwrap_or_else(|| panic!("node {i} never declared node 6 failed"));
+        assert!(
+            down.at_s > 1.3 && down.at_s < 1.6,
+            "node {i} at {}",
+            down.at_s
+        );
+        assert_eq!(reassembled(&sim, i, c[0].0), b.to_vec(), "node {i}");
+    }
+}
+
+#[test]
+fn a_spec_a_member_cannot_build_is_refused_and_nobody_starts() {
+    let config = SimConfig {
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 5, |_| {}).unwrap();
+    // A tree over 6 of the 8 members: every member refuses it (it does not span the group).
+    let tree = binomial_all(6, NodeId(0)).unwrap();
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&tree),
+        segment_bytes: 1000,
+        max_frame_payload: 1000,
+    };
+    sim.input_at(NodeId(0), 0.0, start_input(spec, data(5000, 1), None))
+        .unwrap();
+    for i in 0..N {
+        sim.input_at(NodeId(i), 5.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    assert!(reports(&m, 0)
+        .iter()
+        .any(|r| matches!(r, ReportData::CollectiveRefused { .. })));
+    assert_eq!(m.totals.app_bytes_delivered, 0);
+    assert_eq!(m.finished, N as usize);
+}
