@@ -8,6 +8,9 @@
 //!   handshake that proves it (Noise, through `snow`).
 //! - [`wire`]: what a connection carries: proto frames, plus this crate's control frames for the
 //!   handshake and the session around a collective (job, ready, go, progress, report, bye).
+//! - [`host_driver`]: the thin driver of a long-lived group member: one `windrose_proto`
+//!   `Host` per process over TCP (transport, timers, application I/O; the session is the
+//!   host's). [`serve_group`](host_driver::serve_group) runs a member until it leaves.
 //! - [`node`]: the event loop that feeds the machines and performs their outputs, and the
 //!   session: [`run_root`] drives a run, [`run_node`] serves one.
 //! - [`measure`]: round-trip and throughput series per link; [`trees`]: the trees a run can use
@@ -64,6 +67,7 @@ pub mod bootstrap;
 mod conn;
 pub mod error;
 pub mod group;
+pub mod host_driver;
 pub mod measure;
 pub mod node;
 pub mod piece_file;

@@ -1288,7 +1288,7 @@ fn machine_for(m: &Message) -> usize {
 }
 
 /// Tells a connection's peer why it is refused, then drops it (in the background).
-fn refuse(c: Conn, reason: String) {
+pub(crate) fn refuse(c: Conn, reason: String) {
     tokio::spawn(async move {
         use tokio::io::AsyncWriteExt;
         let mut stream = c.io.stream;

@@ -1,0 +1,606 @@
+//! The thin driver of a long-lived group member: one [`Host`] per process over TCP.
+//!
+//! Everything about collectives and the session (announcing, readiness, reports, heartbeats,
+//! silence, leaving) is the proto crate's [`Host`]; this driver only moves bytes, time and
+//! application I/O, in the shape of quinn's `ConnectionDriver`:
+//!
+//! - **transport**: a connection to every other member (the lower id dials, as in
+//!   [`crate::node`]; a lost connection is redialed by its dialer every second while the
+//!   group lives), frames decoded and fed to the host as `Input::Message`, the host's sends
+//!   encoded and queued to the peer's writer (zero-copy payloads);
+//! - **timers**: the host's `SetTimer`/`CancelTimer` kept in a map, fired as `Input::Timer`;
+//! - **application I/O**: [`AppRequest`]s from a channel become `Input::App`; deliveries,
+//!   reports and computed shares go out as [`GroupEvent`]s; a compute task is hashed with
+//!   BLAKE3 on a blocking thread (the "compute" of the scatter's load).
+//!
+//! A lost connection, a frame the host refuses and a send to a member with no connection are
+//! all `Input::PeerFailed` for the host; a member that comes back is taken back by the host
+//! when its frames arrive again.
+
+use crate::bootstrap::{Handshake, Membership, PlainHandshake};
+use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
+use crate::error::NetError;
+use crate::group::Group;
+use crate::node::Timeouts;
+use crate::wire::{Role, WireFrame};
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use windrose_model::NodeId;
+use windrose_proto::frame::encode_parts;
+use windrose_proto::host::{App, AppRequest, Host, HostConfig};
+use windrose_proto::probe::ProbeConfig;
+use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
+
+/// How long a dialer waits before dialing a lost member again.
+const REDIAL_PAUSE: Duration = Duration::from_secs(1);
+/// Events waiting for the loop.
+const EVENT_QUEUE: usize = 4096;
+
+/// Everything a member of a long-lived group needs.
+#[derive(Clone)]
+pub struct GroupConfig {
+    /// The group and this node.
+    pub membership: Membership,
+    /// How connections are verified.
+    pub handshake: Arc<dyn Handshake>,
+    /// The deadlines (connect, handshake, stall, silent, close are used).
+    pub timeouts: Timeouts,
+    /// Body limit of received protocol frames.
+    pub max_body_len: u32,
+    /// Seed of the host's RNGs.
+    pub seed: u64,
+    /// Heartbeat period (None: no heartbeats; lost connections still count as failures).
+    pub heartbeat: Option<Duration>,
+    /// Probe every member's round trip this often (None: no prober).
+    pub probe_period: Option<Duration>,
+}
+
+impl GroupConfig {
+    /// Defaults for `membership`: plain handshake, default timeouts, heartbeats every second,
+    /// probes every 500 ms.
+    pub fn new(membership: Membership) -> GroupConfig {
+        GroupConfig {
+            membership,
+            handshake: Arc::new(PlainHandshake),
+            timeouts: Timeouts::default(),
+            max_body_len: windrose_proto::frame::DEFAULT_MAX_BODY_LEN,
+            seed: 0,
+            heartbeat: Some(Duration::from_secs(1)),
+            probe_period: Some(Duration::from_millis(500)),
+        }
+    }
+
+    fn host_config(&self) -> HostConfig {
+        let group = &self.membership.group;
+        let members = group.members().iter().map(|m| (m.id, m.cluster)).collect();
+        let mut c = HostConfig::new(self.membership.me, members, self.seed);
+        c.heartbeat = self.heartbeat;
+        c.silent_after = self.timeouts.silent;
+        c.idle_timeout = Some(self.timeouts.idle);
+        c.probe = self.probe_period.map(|period| ProbeConfig {
+            period,
+            rounds: u32::MAX,
+        });
+        c
+    }
+}
+
+/// What the host did, for the application.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroupEvent {
+    /// Bytes of a collective, in order per transfer.
+    Delivered {
+        /// The collective.
+        transfer: windrose_proto::TransferId,
+        /// Position of the first byte.
+        offset: u64,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// A report of the host or of a machine (collective started, ended, complete; round trips;
+    /// members declared failed; progress).
+    Report(Report),
+    /// A compute task ran: the BLAKE3 of its bytes (hex), at its offset in the load.
+    Computed {
+        /// Position of the share in the load.
+        offset: u64,
+        /// Bytes computed.
+        len: u64,
+        /// Their BLAKE3, hex.
+        blake3: String,
+    },
+    /// A connection to a member is up.
+    Connected(NodeId),
+    /// The connection to a member is lost.
+    Lost(NodeId, String),
+}
+
+/// The application's side of a running member: requests in, events out.
+pub struct GroupHandle {
+    requests: mpsc::UnboundedSender<AppRequest>,
+    /// Events of the host, in order.
+    pub events: mpsc::UnboundedReceiver<GroupEvent>,
+}
+
+impl GroupHandle {
+    /// Asks the host for something; false when the member has stopped.
+    pub fn request(&self, r: AppRequest) -> bool {
+        self.requests.send(r).is_ok()
+    }
+}
+
+/// The driver's half of a [`GroupHandle`].
+pub struct GroupPorts {
+    requests: mpsc::UnboundedReceiver<AppRequest>,
+    events: mpsc::UnboundedSender<GroupEvent>,
+}
+
+/// A connected pair of handle and ports.
+pub fn group_channel() -> (GroupHandle, GroupPorts) {
+    let (rtx, rrx) = mpsc::unbounded_channel();
+    let (etx, erx) = mpsc::unbounded_channel();
+    (
+        GroupHandle {
+            requests: rtx,
+            events: erx,
+        },
+        GroupPorts {
+            requests: rrx,
+            events: etx,
+        },
+    )
+}
+
+struct Link {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    life: u64,
+    tasks: [JoinHandle<()>; 2],
+}
+
+/// Runs this member until its host has left the group (after [`AppRequest::Leave`] and the
+/// end of its collectives) or the application dropped its handle (then it leaves the same
+/// way).
+pub async fn serve_group(
+    listener: TcpListener,
+    config: GroupConfig,
+    ports: GroupPorts,
+) -> Result<(), NetError> {
+    let host = Host::new(config.host_config()).map_err(|e| NetError::Setup(e.to_string()))?;
+    let mut d = Driver::new(config, host, ports);
+    d.run(listener).await
+}
+
+struct Driver {
+    me: NodeId,
+    group: Arc<Group>,
+    config: GroupConfig,
+    host: Host,
+    tx: mpsc::Sender<Event>,
+    rx: mpsc::Receiver<Event>,
+    requests: Option<mpsc::UnboundedReceiver<AppRequest>>,
+    events: mpsc::UnboundedSender<GroupEvent>,
+    links: BTreeMap<NodeId, Link>,
+    lives: u64,
+    timers: BTreeMap<TimerId, Instant>,
+    pending: VecDeque<Input>,
+    out: Outputs,
+    epoch: Instant,
+    tasks: Vec<JoinHandle<()>>,
+    compute: BTreeMap<TaskId, (u64, u64)>,
+    redials: BTreeMap<NodeId, Instant>,
+    /// Frames for members not connected yet (at start, or while the dialer redials), sent
+    /// when the connection comes up; dropped when the member is given up.
+    backlog: BTreeMap<NodeId, Vec<Outgoing>>,
+    /// Members given up for good until they connect again.
+    down: std::collections::BTreeSet<NodeId>,
+    left: bool,
+}
+
+impl Driver {
+    fn new(config: GroupConfig, host: Host, ports: GroupPorts) -> Driver {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        Driver {
+            me: config.membership.me,
+            group: config.membership.group.clone(),
+            host,
+            tx,
+            rx,
+            requests: Some(ports.requests),
+            events: ports.events,
+            links: BTreeMap::new(),
+            lives: 0,
+            timers: BTreeMap::new(),
+            pending: VecDeque::new(),
+            out: Outputs::new(),
+            epoch: Instant::now(),
+            tasks: Vec::new(),
+            compute: BTreeMap::new(),
+            redials: BTreeMap::new(),
+            backlog: BTreeMap::new(),
+            down: std::collections::BTreeSet::new(),
+            left: false,
+            config,
+        }
+    }
+
+    fn now(&self) -> Time {
+        Time::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn endpoint(&self) -> conn::Endpoint {
+        conn::Endpoint {
+            group: self.group.clone(),
+            handshake: self.config.handshake.clone(),
+            me: self.me,
+            max_body_len: self.config.max_body_len,
+            handshake_timeout: self.config.timeouts.handshake,
+            events: self.tx.clone(),
+        }
+    }
+
+    fn dial(&mut self, peer: NodeId) {
+        let deadline = Instant::now() + self.config.timeouts.connect;
+        let task = tokio::spawn(conn::dial(self.endpoint(), peer, Role::Peer, deadline));
+        self.tasks.push(task);
+    }
+
+    async fn run(&mut self, listener: TcpListener) -> Result<(), NetError> {
+        let accept = tokio::spawn(conn::accept_loop(listener, self.endpoint()));
+        self.tasks.push(accept);
+        let higher: Vec<NodeId> = self
+            .group
+            .members()
+            .iter()
+            .map(|m| m.id)
+            .filter(|&id| id > self.me)
+            .collect();
+        for p in higher {
+            self.dial(p);
+        }
+        self.step(Input::Start);
+        while !self.left {
+            self.drain_pending();
+            if self.left {
+                break;
+            }
+            let next_timer = self.timers.values().min().copied();
+            let next_redial = self.redials.values().min().copied();
+            tokio::select! {
+                ev = self.rx.recv() => {
+                    if let Some(ev) = ev {
+                        self.on_event(ev);
+                    }
+                }
+                r = recv_request(&mut self.requests) => match r {
+                    Some(r) => self.pending.push_back(Input::App(App::new(r))),
+                    None => {
+                        // The application is gone: leave once the collectives end.
+                        self.requests = None;
+                        self.pending.push_back(Input::App(App::new(AppRequest::Leave)));
+                    }
+                },
+                _ = sleep_until(next_timer), if next_timer.is_some() => self.fire_timers(),
+                _ = sleep_until(next_redial), if next_redial.is_some() => self.redial_due(),
+            }
+        }
+        self.close_all().await;
+        Ok(())
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        let due: Vec<TimerId> = self
+            .timers
+            .iter()
+            .filter(|(_, &at)| at <= now)
+            .map(|(&t, _)| t)
+            .collect();
+        for t in due {
+            self.timers.remove(&t);
+            self.pending.push_back(Input::Timer(t));
+        }
+    }
+
+    fn redial_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<NodeId> = self
+            .redials
+            .iter()
+            .filter(|(_, &at)| at <= now)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in due {
+            self.redials.remove(&p);
+            if !self.links.contains_key(&p) {
+                self.dial(p);
+            }
+        }
+    }
+
+    fn drain_pending(&mut self) {
+        while let Some(input) = self.pending.pop_front() {
+            self.step(input);
+        }
+    }
+
+    /// Feeds the host one input and performs its outputs.
+    fn step(&mut self, input: Input) {
+        let from = match &input {
+            Input::Message { from, .. } => Some(*from),
+            _ => None,
+        };
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.out);
+        match self.host.handle(now, input, &mut out) {
+            Ok(()) => {
+                for o in out.drain() {
+                    self.perform(o);
+                }
+            }
+            Err(e) => {
+                out.clear();
+                if let Some(peer) = from {
+                    self.drop_link(peer, format!("node {peer} broke the protocol: {e}"));
+                }
+            }
+        }
+        self.out = out;
+    }
+
+    fn perform(&mut self, o: Output) {
+        match o {
+            Output::Send(t) => {
+                let parts = match encode_parts(&t.message) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = self.events.send(GroupEvent::Lost(
+                            t.to,
+                            format!("cannot encode a frame to node {}: {e}", t.to),
+                        ));
+                        return;
+                    }
+                };
+                let frame = Outgoing::Frame {
+                    head: parts.head,
+                    payload: parts.payload,
+                    notify: t.notify.map(|id| (0, id)),
+                };
+                match self.links.get(&t.to) {
+                    Some(l) => {
+                        if l.tx.send(frame).is_err() {
+                            self.pending.push_back(Input::PeerFailed(t.to));
+                        }
+                    }
+                    // Not connected yet: it goes out when the connection is up.
+                    None if !self.down.contains(&t.to) => {
+                        self.backlog.entry(t.to).or_default().push(frame);
+                    }
+                    None => self.pending.push_back(Input::PeerFailed(t.to)),
+                }
+            }
+            Output::SetTimer { timer, at } => {
+                let when = self.epoch + Duration::from_nanos(at.as_nanos());
+                self.timers.insert(timer, when);
+            }
+            Output::CancelTimer(timer) => {
+                self.timers.remove(&timer);
+            }
+            Output::Deliver {
+                transfer,
+                offset,
+                data,
+            } => {
+                let _ = self.events.send(GroupEvent::Delivered {
+                    transfer,
+                    offset,
+                    data,
+                });
+            }
+            Output::Compute(task) => {
+                self.compute.insert(task.task, (task.offset, task.len));
+                let tx = self.tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut h = blake3::Hasher::new();
+                    for piece in &task.data {
+                        h.update(piece);
+                    }
+                    let hex = h.finalize().to_hex().to_string();
+                    let _ = tx.blocking_send(Event::ComputeDone(task.task, hex));
+                });
+            }
+            Output::Report(r) => {
+                if let Report::PeerDown { peer } = r {
+                    // The host gave the member up (silent): so does the transport.
+                    self.give_up(peer);
+                    self.drop_link(peer, format!("node {peer} went silent"));
+                }
+                let _ = self.events.send(GroupEvent::Report(r));
+            }
+            Output::Finished | Output::Aborted(_) => self.left = true,
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        if let Some(l) = ev.link() {
+            if self.links.get(&l.peer).map(|link| link.life) != Some(l.life) {
+                return; // a connection replaced since
+            }
+        }
+        match ev {
+            Event::Conn(c) => self.add_conn(c),
+            Event::DialFailed(peer, e) => {
+                let _ = self.events.send(GroupEvent::Lost(peer, e.to_string()));
+                self.give_up(peer);
+                self.pending.push_back(Input::PeerFailed(peer));
+                self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
+            }
+            Event::AcceptFailed(_) => {}
+            Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message)) => {
+                self.pending.push_back(Input::Message {
+                    from: peer,
+                    message,
+                });
+            }
+            Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
+                self.drop_link(
+                    peer,
+                    format!(
+                        "node {peer} sent a {} control frame to a group member",
+                        c.name()
+                    ),
+                );
+            }
+            Event::ReadEnd(LinkRef { peer, .. }, err)
+            | Event::WriteEnd(LinkRef { peer, .. }, err) => {
+                let reason = err.map_or_else(
+                    || format!("node {peer} closed the connection"),
+                    |e| e.to_string(),
+                );
+                self.drop_link(peer, reason);
+            }
+            Event::SendDone(LinkRef { peer, .. }, _, id) => {
+                self.pending.push_back(Input::SendComplete { to: peer, id });
+            }
+            Event::Flushed(_) => {}
+            Event::ComputeDone(task, hex) => {
+                if let Some((offset, len)) = self.compute.remove(&task) {
+                    let _ = self.events.send(GroupEvent::Computed {
+                        offset,
+                        len,
+                        blake3: hex,
+                    });
+                }
+                self.pending
+                    .push_back(Input::Command(Command::ComputeDone { task }));
+            }
+            Event::SinkDone(_) => {}
+        }
+    }
+
+    fn add_conn(&mut self, c: Conn) {
+        let peer = c.peer;
+        if self.links.contains_key(&peer) {
+            crate::node::refuse(
+                c,
+                format!("node {} already has a connection with node {peer}", self.me),
+            );
+            return;
+        }
+        self.lives += 1;
+        let link = LinkRef {
+            peer,
+            life: self.lives,
+        };
+        let (rd, wr) = c.io.stream.into_split();
+        let stats = Arc::new(LinkStats::default());
+        let (otx, orx) = mpsc::unbounded_channel();
+        // No reader is throttled: every member both sends and receives (see crate::node's
+        // Memory section).
+        let reader = tokio::spawn(conn::read_loop(
+            link,
+            rd,
+            c.io.reader,
+            c.cipher.clone(),
+            self.tx.clone(),
+            None,
+            stats.clone(),
+        ));
+        let writer = tokio::spawn(conn::write_loop(
+            link,
+            wr,
+            c.cipher,
+            orx,
+            self.tx.clone(),
+            None,
+            stats,
+            self.config.timeouts.stall,
+        ));
+        self.links.insert(
+            peer,
+            Link {
+                tx: otx,
+                life: self.lives,
+                tasks: [reader, writer],
+            },
+        );
+        self.redials.remove(&peer);
+        self.down.remove(&peer);
+        if let (Some(frames), Some(l)) = (self.backlog.remove(&peer), self.links.get(&peer)) {
+            for f in frames {
+                let _ = l.tx.send(f);
+            }
+        }
+        let _ = self.events.send(GroupEvent::Connected(peer));
+    }
+
+    /// Stops holding frames for `peer` until it connects again.
+    fn give_up(&mut self, peer: NodeId) {
+        self.down.insert(peer);
+        self.backlog.remove(&peer);
+    }
+
+    /// Closes the connection with `peer` and tells the host; the dialer side dials again later.
+    fn drop_link(&mut self, peer: NodeId, reason: String) {
+        let Some(link) = self.links.remove(&peer) else {
+            return;
+        };
+        for t in link.tasks {
+            t.abort();
+        }
+        let _ = self.events.send(GroupEvent::Lost(peer, reason));
+        self.give_up(peer);
+        self.pending.push_back(Input::PeerFailed(peer));
+        if self.me < peer && !self.left {
+            self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
+        }
+    }
+
+    /// Orderly close: every writer sends what it has, shuts down, and the peers' readers see
+    /// the end; bounded by the close timeout.
+    async fn close_all(&mut self) {
+        for link in self.links.values() {
+            let _ = link.tx.send(Outgoing::Shutdown);
+        }
+        let deadline = tokio::time::Instant::now() + self.config.timeouts.close;
+        for (_, link) in std::mem::take(&mut self.links) {
+            let [reader, writer] = link.tasks;
+            let _ = tokio::time::timeout_at(deadline, writer).await;
+            reader.abort();
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+async fn recv_request(rx: &mut Option<mpsc::UnboundedReceiver<AppRequest>>) -> Option<AppRequest> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        for (_, l) in std::mem::take(&mut self.links) {
+            for t in l.tasks {
+                t.abort();
+            }
+        }
+    }
+}

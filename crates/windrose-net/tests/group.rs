@@ -1,0 +1,210 @@
+//! Long-lived groups over TCP: one `Host` per member driven by `host_driver`, collectives
+//! started by different members at once, the same delivered bytes as the simulator's hosts.
+
+mod common;
+
+use bytes::Bytes;
+use common::loopback;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use windrose_model::NodeId;
+use windrose_net::bootstrap::Membership;
+use windrose_net::group::Group;
+use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
+use windrose_net::random_payload;
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::host::AppRequest;
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::Manifest;
+use windrose_proto::{Report, TransferId};
+use windrose_trees::static_trees::binomial_all;
+
+const N: usize = 4;
+/// Bound on each wait of these tests (loopback runs take well under a second).
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn broadcast(root: u32) -> CollectiveSpec {
+    CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&binomial_all(N, NodeId(root)).unwrap()),
+        segment_bytes: 64 << 10,
+        max_frame_payload: 64 << 10,
+    }
+}
+
+fn mob(data: &Bytes) -> CollectiveSpec {
+    CollectiveSpec::Multicast {
+        protocol: MulticastProtocol::Mob,
+        params: MulticastParams::Mob(MobConfig::default()),
+        manifest: ManifestSpec::of(&Manifest::build(data, 64 << 10).unwrap()),
+    }
+}
+
+struct Member {
+    handle: GroupHandle,
+    task: tokio::task::JoinHandle<Result<(), windrose_net::NetError>>,
+    /// Bytes delivered per transfer, reassembled in order.
+    got: BTreeMap<TransferId, Vec<u8>>,
+    reports: Vec<Report>,
+    connected: usize,
+}
+
+async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
+    let (group, listeners) = loopback(name, N, 2).await;
+    let mut members = Vec::new();
+    for (i, l) in listeners.into_iter().enumerate() {
+        let mut c = GroupConfig::new(Membership {
+            group: group.clone(),
+            me: NodeId::from(i),
+        });
+        c.seed = 5;
+        let (handle, ports) = group_channel();
+        let task = tokio::spawn(serve_group(l, c, ports));
+        members.push(Member {
+            handle,
+            task,
+            got: BTreeMap::new(),
+            reports: Vec::new(),
+            connected: 0,
+        });
+    }
+    (group, members)
+}
+
+/// Takes every member's events until `done` holds, bounded by [`LIMIT`].
+async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    // Once `done` holds, one more pass takes what the others had already emitted (a member's
+    // deliveries precede its report, which precedes the initiator's completion).
+    let mut last_pass = false;
+    while !last_pass {
+        last_pass = done(members);
+        let mut progressed = false;
+        for m in members.iter_mut() {
+            while let Ok(ev) = m.handle.events.try_recv() {
+                progressed = true;
+                match ev {
+                    GroupEvent::Delivered {
+                        transfer,
+                        offset,
+                        data,
+                    } => {
+                        let buf = m.got.entry(transfer).or_default();
+                        assert_eq!(offset as usize, buf.len(), "out of order");
+                        buf.extend_from_slice(&data);
+                    }
+                    GroupEvent::Report(r) => m.reports.push(r),
+                    GroupEvent::Connected(_) => m.connected += 1,
+                    _ => {}
+                }
+            }
+        }
+        if !progressed && !last_pass {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the group did not get there in time"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+fn completions(m: &Member) -> Vec<(TransferId, u32, u32)> {
+    m.reports
+        .iter()
+        .filter_map(|r| match *r {
+            Report::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } => Some((transfer, finished, failed)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn leave_all(members: Vec<Member>) {
+    for m in &members {
+        assert!(m.handle.request(AppRequest::Leave));
+    }
+    for (i, m) in members.into_iter().enumerate() {
+        let r = tokio::time::timeout(LIMIT, m.task)
+            .await
+            .unwrap_or_else(|_| panic!("member {i} did not leave"));
+        r.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_and_a_mob_multicast_from_two_members_at_once() {
+    let (_, mut members) = start_group("two-at-once").await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let a = random_payload(3_000_000, 1);
+    let b = random_payload(5_000_000, 2);
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: broadcast(0),
+        data: a.clone(),
+        transfer: None,
+    }));
+    assert!(members[3].handle.request(AppRequest::StartCollective {
+        spec: mob(&b),
+        data: b.clone(),
+        transfer: None,
+    }));
+    pump(&mut members, |ms| {
+        completions(&ms[0]).len() == 1 && completions(&ms[3]).len() == 1
+    })
+    .await;
+    let (ta, fa, xa) = completions(&members[0])[0];
+    let (tb, fb, xb) = completions(&members[3])[0];
+    assert_ne!(ta, tb);
+    assert_eq!((fa, xa), (N as u32, 0));
+    assert_eq!((fb, xb), (N as u32, 0));
+    for (i, m) in members.iter().enumerate() {
+        if i != 0 {
+            assert!(
+                m.got.get(&ta).map(|v| v[..] == a[..]).unwrap_or(false),
+                "broadcast at {i}"
+            );
+        }
+        if i != 3 {
+            assert!(
+                m.got.get(&tb).map(|v| v[..] == b[..]).unwrap_or(false),
+                "multicast at {i}"
+            );
+        }
+    }
+    leave_all(members).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_small_broadcasts_back_to_back_over_one_group() {
+    let (_, mut members) = start_group("back-to-back").await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let payload = random_payload(1024, 3);
+    const K: usize = 48; // 12 from each member
+    for k in 0..K {
+        let root = k % N;
+        assert!(members[root].handle.request(AppRequest::StartCollective {
+            spec: broadcast(root as u32),
+            data: payload.clone(),
+            transfer: None,
+        }));
+    }
+    pump(&mut members, |ms| {
+        ms.iter().map(|m| completions(m).len()).sum::<usize>() == K
+    })
+    .await;
+    for m in &members {
+        for (t, finished, failed) in completions(m) {
+            assert_eq!((finished, failed), (N as u32, 0), "{t}");
+        }
+    }
+    // Every member received every broadcast it did not start.
+    for m in &members {
+        assert_eq!(m.got.len(), K - K / N);
+        assert!(m.got.values().all(|v| v[..] == payload[..]));
+    }
+    leave_all(members).await;
+}
