@@ -22,16 +22,16 @@ use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
 use crate::node::Timeouts;
-use crate::wire::{Role, WireFrame};
+use crate::wire::{FrameCount, Role, WireFrame};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::NodeId;
-use windrose_proto::frame::encode_parts;
+use windrose_proto::frame::{encode_parts, MessageKind};
 use windrose_proto::host::{App, AppRequest, Host, HostConfig};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
@@ -125,6 +125,7 @@ pub struct GroupHandle {
     requests: mpsc::UnboundedSender<AppRequest>,
     /// Events of the host, in order.
     pub events: mpsc::UnboundedReceiver<GroupEvent>,
+    frames: Arc<Mutex<FrameCounts>>,
 }
 
 impl GroupHandle {
@@ -132,26 +133,48 @@ impl GroupHandle {
     pub fn request(&self, r: AppRequest) -> bool {
         self.requests.send(r).is_ok()
     }
+
+    /// Protocol frames this member has sent so far, by peer and kind (for sim-vs-real
+    /// comparisons and reports).
+    pub fn frames_sent(&self) -> Vec<FrameCount> {
+        let counts = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+        counts
+            .iter()
+            .map(|(&(to, kind), &(frames, bytes))| FrameCount {
+                to,
+                kind,
+                frames,
+                bytes,
+            })
+            .collect()
+    }
 }
+
+/// Frames and encoded bytes sent, by peer and kind.
+type FrameCounts = BTreeMap<(NodeId, MessageKind), (u64, u64)>;
 
 /// The driver's half of a [`GroupHandle`].
 pub struct GroupPorts {
     requests: mpsc::UnboundedReceiver<AppRequest>,
     events: mpsc::UnboundedSender<GroupEvent>,
+    frames: Arc<Mutex<FrameCounts>>,
 }
 
 /// A connected pair of handle and ports.
 pub fn group_channel() -> (GroupHandle, GroupPorts) {
     let (rtx, rrx) = mpsc::unbounded_channel();
     let (etx, erx) = mpsc::unbounded_channel();
+    let frames = Arc::new(Mutex::new(FrameCounts::new()));
     (
         GroupHandle {
             requests: rtx,
             events: erx,
+            frames: frames.clone(),
         },
         GroupPorts {
             requests: rrx,
             events: etx,
+            frames,
         },
     )
 }
@@ -184,6 +207,7 @@ struct Driver {
     rx: mpsc::Receiver<Event>,
     requests: Option<mpsc::UnboundedReceiver<AppRequest>>,
     events: mpsc::UnboundedSender<GroupEvent>,
+    frames: Arc<Mutex<FrameCounts>>,
     links: BTreeMap<NodeId, Link>,
     lives: u64,
     timers: BTreeMap<TimerId, Instant>,
@@ -212,6 +236,7 @@ impl Driver {
             rx,
             requests: Some(ports.requests),
             events: ports.events,
+            frames: ports.frames,
             links: BTreeMap::new(),
             lives: 0,
             timers: BTreeMap::new(),
@@ -365,6 +390,12 @@ impl Driver {
                         return;
                     }
                 };
+                {
+                    let mut counts = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+                    let e = counts.entry((t.to, t.message.kind())).or_default();
+                    e.0 += 1;
+                    e.1 += parts.len() as u64;
+                }
                 let frame = Outgoing::Frame {
                     head: parts.head,
                     payload: parts.payload,

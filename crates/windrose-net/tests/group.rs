@@ -8,17 +8,21 @@ use common::loopback;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::Group;
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
 use windrose_net::random_payload;
+use windrose_net::trees::magpie_spec;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Report, TransferId};
+use windrose_sim::engine::{MemoryLog, SimConfig};
+use windrose_sim::group::{group as sim_group, start_input};
 use windrose_trees::static_trees::binomial_all;
 
 const N: usize = 4;
@@ -51,6 +55,13 @@ struct Member {
 }
 
 async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
+    start_group_with(name, |_| {}).await
+}
+
+async fn start_group_with(
+    name: &str,
+    tune: impl Fn(&mut GroupConfig),
+) -> (Arc<Group>, Vec<Member>) {
     let (group, listeners) = loopback(name, N, 2).await;
     let mut members = Vec::new();
     for (i, l) in listeners.into_iter().enumerate() {
@@ -59,6 +70,7 @@ async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
             me: NodeId::from(i),
         });
         c.seed = 5;
+        tune(&mut c);
         let (handle, ports) = group_channel();
         let task = tokio::spawn(serve_group(l, c, ports));
         members.push(Member {
@@ -207,4 +219,105 @@ async fn many_small_broadcasts_back_to_back_over_one_group() {
         assert!(m.got.values().all(|v| v[..] == payload[..]));
     }
     leave_all(members).await;
+}
+
+/// `(from, to, kind)` -> `(frames, wire bytes)`.
+type FrameSet = BTreeMap<(u32, u32, String), (u64, u64)>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_runs_the_same_group_with_the_same_bytes_and_frames() {
+    // No heartbeats and no probes: what remains is the session and the protocols, which move
+    // the same frames whatever the timing (a tree broadcast and a MagPIe multicast).
+    let quiet = |c: &mut GroupConfig| {
+        c.heartbeat = None;
+        c.probe_period = None;
+    };
+    let (group, mut members) = start_group_with("sim-vs-real", quiet).await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let a = random_payload(2_000_000, 11);
+    let b = random_payload(3_000_000, 12);
+    let spec_a = broadcast(0);
+    let spec_b = CollectiveSpec::Multicast {
+        protocol: MulticastProtocol::Magpie,
+        params: MulticastParams::of(&magpie_spec(&group, NodeId(3)).unwrap()),
+        manifest: ManifestSpec::of(&Manifest::build(&b, 64 << 10).unwrap()),
+    };
+    let starts = [(0u32, spec_a, a.clone()), (3u32, spec_b, b.clone())];
+    for (who, spec, data) in &starts {
+        assert!(members[*who as usize]
+            .handle
+            .request(AppRequest::StartCollective {
+                spec: spec.clone(),
+                data: data.clone(),
+                transfer: None,
+            }));
+    }
+    pump(&mut members, |ms| {
+        completions(&ms[0]).len() == 1 && completions(&ms[3]).len() == 1
+    })
+    .await;
+    let mut real = FrameSet::new();
+    for (i, m) in members.iter().enumerate() {
+        for c in m.handle.frames_sent() {
+            let e = real
+                .entry((i as u32, c.to.0, c.kind.name().to_string()))
+                .or_default();
+            e.0 += c.frames;
+            e.1 += c.bytes;
+        }
+    }
+    let real_got: Vec<BTreeMap<TransferId, Vec<u8>>> =
+        members.iter().map(|m| m.got.clone()).collect();
+    leave_all(members).await;
+
+    let platform = Platform::builder()
+        .cluster(ClusterSpec::uniform(N / 2, 1e8, 1e9, 1e-4))
+        .cluster(ClusterSpec::uniform(N / 2, 1e8, 1e9, 1e-4))
+        .wan_all(1e7, 5e-3)
+        .build()
+        .unwrap();
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = sim_group(platform, config, 5, |c| c.heartbeat = None).unwrap();
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    for (who, spec, data) in starts {
+        sim.input_at(NodeId(who), 0.0, start_input(spec, data, None))
+            .unwrap();
+    }
+    let metrics = sim.run().unwrap();
+    assert!(metrics.errors.is_empty(), "{:?}", metrics.errors);
+    let mut simulated = FrameSet::new();
+    for line in String::from_utf8(log.contents()).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
+        if v["ev"] != "send" {
+            continue;
+        }
+        let e = simulated
+            .entry((
+                v["node"].as_u64().unwrap() as u32,
+                v["peer"].as_u64().unwrap() as u32,
+                v["msg"].as_str().unwrap().to_string(),
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 += v["bytes"].as_u64().unwrap();
+    }
+    assert!(simulated.keys().any(|k| k.2 == "session"));
+    assert_eq!(simulated, real);
+    for (i, got) in real_got.iter().enumerate() {
+        for (&t, bytes) in got {
+            let sim_bytes: Vec<u8> = sim
+                .delivered_of(NodeId(i as u32), t)
+                .into_iter()
+                .flat_map(|(_, d)| d.to_vec())
+                .collect();
+            assert_eq!(&sim_bytes, bytes, "node {i}, transfer {t}");
+        }
+        assert_eq!(got.len(), if i == 0 || i == 3 { 1 } else { 2 }, "node {i}");
+    }
 }
