@@ -16,6 +16,16 @@
 //! A lost connection, a frame the host refuses and a send to a member with no connection are
 //! all `Input::PeerFailed` for the host; a member that comes back is taken back by the host
 //! when its frames arrive again.
+//!
+//! # The probe lane
+//!
+//! Link probes measure the link, not the queue in front of it: a ping written behind megabytes
+//! of pieces waits for all of them in the sender's socket buffer and the receiver's, and a
+//! 20 MB broadcast on loopback once measured 76-94 ms "round trips". So each pair of members
+//! keeps a second connection ([`Role::Lane`], dialed like the first) that carries only pings
+//! and pongs; a priority queue in one connection would still leave them behind the bytes
+//! already in the kernel's buffers. The lane is best effort: while it is down, probes use the
+//! data connection, and losing it fails nobody.
 
 use crate::bootstrap::{Handshake, Membership, PlainHandshake};
 use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
@@ -31,7 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::NodeId;
-use windrose_proto::frame::{encode_parts, MessageKind};
+use windrose_proto::frame::{encode_parts, Message, MessageKind};
 use windrose_proto::host::{App, AppRequest, Host, HostConfig};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
@@ -58,6 +68,9 @@ pub struct GroupConfig {
     pub heartbeat: Option<Duration>,
     /// Probe every member's round trip this often (None: no prober).
     pub probe_period: Option<Duration>,
+    /// Probes travel on a connection of their own (see [the probe lane](self#the-probe-lane));
+    /// false sends them behind the data, for comparison.
+    pub probe_lane: bool,
 }
 
 impl GroupConfig {
@@ -72,6 +85,7 @@ impl GroupConfig {
             seed: 0,
             heartbeat: Some(Duration::from_secs(1)),
             probe_period: Some(Duration::from_millis(500)),
+            probe_lane: true,
         }
     }
 
@@ -118,6 +132,8 @@ pub enum GroupEvent {
     Connected(NodeId),
     /// The connection to a member is lost.
     Lost(NodeId, String),
+    /// The probe lane to a member is up.
+    LaneUp(NodeId),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -134,12 +150,19 @@ impl GroupHandle {
         self.requests.send(r).is_ok()
     }
 
+    /// Frames this member has sent on its probe lanes so far.
+    pub fn lane_frames_sent(&self) -> u64 {
+        let counts = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+        counts.get(&LANE_KEY).map_or(0, |c| c.0)
+    }
+
     /// Protocol frames this member has sent so far, by peer and kind (for sim-vs-real
     /// comparisons and reports).
     pub fn frames_sent(&self) -> Vec<FrameCount> {
         let counts = self.frames.lock().unwrap_or_else(|e| e.into_inner());
         counts
             .iter()
+            .filter(|(k, _)| **k != LANE_KEY)
             .map(|(&(to, kind), &(frames, bytes))| FrameCount {
                 to,
                 kind,
@@ -149,6 +172,9 @@ impl GroupHandle {
             .collect()
     }
 }
+
+/// Where the frames sent on probe lanes are counted (besides under their peer and kind).
+const LANE_KEY: (NodeId, MessageKind) = (NodeId(u32::MAX), MessageKind::Ping);
 
 /// Frames and encoded bytes sent, by peer and kind.
 type FrameCounts = BTreeMap<(NodeId, MessageKind), (u64, u64)>;
@@ -209,6 +235,8 @@ struct Driver {
     events: mpsc::UnboundedSender<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
     links: BTreeMap<NodeId, Link>,
+    /// The probe lanes (see the module docs).
+    lanes: BTreeMap<NodeId, Link>,
     lives: u64,
     timers: BTreeMap<TimerId, Instant>,
     pending: VecDeque<Input>,
@@ -238,6 +266,7 @@ impl Driver {
             events: ports.events,
             frames: ports.frames,
             links: BTreeMap::new(),
+            lanes: BTreeMap::new(),
             lives: 0,
             timers: BTreeMap::new(),
             pending: VecDeque::new(),
@@ -272,6 +301,22 @@ impl Driver {
         let deadline = Instant::now() + self.config.timeouts.connect;
         let task = tokio::spawn(conn::dial(self.endpoint(), peer, Role::Peer, deadline));
         self.tasks.push(task);
+    }
+
+    /// Dials a probe lane; a lane that cannot be had fails nobody (probes then share the data
+    /// connection), so only its success reaches the loop.
+    fn dial_lane(&mut self, peer: NodeId) {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut ep = self.endpoint();
+        ep.events = tx;
+        let main = self.tx.clone();
+        let deadline = Instant::now() + self.config.timeouts.connect;
+        self.tasks.push(tokio::spawn(async move {
+            conn::dial(ep, peer, Role::Lane, deadline).await;
+            if let Some(Event::Conn(c)) = rx.recv().await {
+                let _ = main.send(Event::Conn(c)).await;
+            }
+        }));
     }
 
     async fn run(&mut self, listener: TcpListener) -> Result<(), NetError> {
@@ -401,6 +446,19 @@ impl Driver {
                     payload: parts.payload,
                     notify: t.notify.map(|id| (0, id)),
                 };
+                let frame = match (&t.message, self.lanes.get(&t.to)) {
+                    (Message::Ping(_) | Message::Pong(_), Some(lane)) => {
+                        match lane.tx.send(frame) {
+                            Ok(()) => {
+                                let mut c = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+                                c.entry(LANE_KEY).or_default().0 += 1;
+                                return;
+                            }
+                            Err(mpsc::error::SendError(f)) => f,
+                        }
+                    }
+                    _ => frame,
+                };
                 match self.links.get(&t.to) {
                     Some(l) => {
                         if l.tx.send(frame).is_err() {
@@ -458,6 +516,10 @@ impl Driver {
 
     fn on_event(&mut self, ev: Event) {
         if let Some(l) = ev.link() {
+            if self.lanes.get(&l.peer).map(|lane| lane.life) == Some(l.life) {
+                self.on_lane_event(ev);
+                return;
+            }
             if self.links.get(&l.peer).map(|link| link.life) != Some(l.life) {
                 return; // a connection replaced since
             }
@@ -513,7 +575,44 @@ impl Driver {
         }
     }
 
+    /// What comes from a probe lane: pings and pongs for the host; its end only closes it.
+    fn on_lane_event(&mut self, ev: Event) {
+        match ev {
+            Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message))
+                if matches!(message, Message::Ping(_) | Message::Pong(_)) =>
+            {
+                self.pending.push_back(Input::Message {
+                    from: peer,
+                    message,
+                });
+            }
+            Event::Frame(LinkRef { peer, .. }, _) => {
+                self.drop_lane(peer);
+                self.drop_link(
+                    peer,
+                    format!("node {peer} sent a non-probe frame on its probe lane"),
+                );
+            }
+            Event::ReadEnd(LinkRef { peer, .. }, _) | Event::WriteEnd(LinkRef { peer, .. }, _) => {
+                self.drop_lane(peer);
+            }
+            _ => {}
+        }
+    }
+
+    fn drop_lane(&mut self, peer: NodeId) {
+        if let Some(lane) = self.lanes.remove(&peer) {
+            for t in lane.tasks {
+                t.abort();
+            }
+        }
+    }
+
     fn add_conn(&mut self, c: Conn) {
+        if c.role == Role::Lane {
+            self.add_lane(c);
+            return;
+        }
         let peer = c.peer;
         if self.links.contains_key(&peer) {
             crate::node::refuse(
@@ -523,6 +622,36 @@ impl Driver {
             return;
         }
         self.lives += 1;
+        // No reader is throttled: every member both sends and receives (see crate::node's
+        // Memory section).
+        let link = self.serve_conn(c);
+        self.links.insert(peer, link);
+        self.redials.remove(&peer);
+        self.down.remove(&peer);
+        if let (Some(frames), Some(l)) = (self.backlog.remove(&peer), self.links.get(&peer)) {
+            for f in frames {
+                let _ = l.tx.send(f);
+            }
+        }
+        let _ = self.events.send(GroupEvent::Connected(peer));
+        if self.me < peer && self.config.probe_period.is_some() && self.config.probe_lane {
+            self.drop_lane(peer);
+            self.dial_lane(peer);
+        }
+    }
+
+    fn add_lane(&mut self, c: Conn) {
+        let peer = c.peer;
+        self.drop_lane(peer);
+        self.lives += 1;
+        let lane = self.serve_conn(c);
+        self.lanes.insert(peer, lane);
+        let _ = self.events.send(GroupEvent::LaneUp(peer));
+    }
+
+    /// Starts the reader and writer of a connection.
+    fn serve_conn(&mut self, c: Conn) -> Link {
+        let peer = c.peer;
         let link = LinkRef {
             peer,
             life: self.lives,
@@ -530,8 +659,6 @@ impl Driver {
         let (rd, wr) = c.io.stream.into_split();
         let stats = Arc::new(LinkStats::default());
         let (otx, orx) = mpsc::unbounded_channel();
-        // No reader is throttled: every member both sends and receives (see crate::node's
-        // Memory section).
         let reader = tokio::spawn(conn::read_loop(
             link,
             rd,
@@ -551,22 +678,11 @@ impl Driver {
             stats,
             self.config.timeouts.stall,
         ));
-        self.links.insert(
-            peer,
-            Link {
-                tx: otx,
-                life: self.lives,
-                tasks: [reader, writer],
-            },
-        );
-        self.redials.remove(&peer);
-        self.down.remove(&peer);
-        if let (Some(frames), Some(l)) = (self.backlog.remove(&peer), self.links.get(&peer)) {
-            for f in frames {
-                let _ = l.tx.send(f);
-            }
+        Link {
+            tx: otx,
+            life: self.lives,
+            tasks: [reader, writer],
         }
-        let _ = self.events.send(GroupEvent::Connected(peer));
     }
 
     /// Stops holding frames for `peer` until it connects again.
@@ -580,6 +696,7 @@ impl Driver {
         let Some(link) = self.links.remove(&peer) else {
             return;
         };
+        self.drop_lane(peer);
         for t in link.tasks {
             t.abort();
         }
@@ -594,6 +711,11 @@ impl Driver {
     /// Orderly close: every writer sends what it has, shuts down, and the peers' readers see
     /// the end; bounded by the close timeout.
     async fn close_all(&mut self) {
+        for lane in std::mem::take(&mut self.lanes).into_values() {
+            for t in lane.tasks {
+                t.abort();
+            }
+        }
         for link in self.links.values() {
             let _ = link.tx.send(Outgoing::Shutdown);
         }
@@ -628,7 +750,10 @@ impl Drop for Driver {
         for t in self.tasks.drain(..) {
             t.abort();
         }
-        for (_, l) in std::mem::take(&mut self.links) {
+        for (_, l) in std::mem::take(&mut self.links)
+            .into_iter()
+            .chain(std::mem::take(&mut self.lanes))
+        {
             for t in l.tasks {
                 t.abort();
             }

@@ -72,6 +72,10 @@ pub enum Role {
     Root,
     /// A node connecting to a tree neighbour.
     Peer,
+    /// A group member's second connection to a peer, for the link probes: small frames that
+    /// must not queue behind bulk data in the first connection's buffers (see
+    /// [`crate::host_driver`]).
+    Lane,
 }
 
 /// The dialer's first frame.

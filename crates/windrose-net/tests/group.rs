@@ -20,7 +20,7 @@ use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
-use windrose_proto::{Report, TransferId};
+use windrose_proto::{MessageKind, Report, TransferId};
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group as sim_group, start_input};
 use windrose_trees::static_trees::binomial_all;
@@ -52,6 +52,7 @@ struct Member {
     got: BTreeMap<TransferId, Vec<u8>>,
     reports: Vec<Report>,
     connected: usize,
+    lanes: usize,
 }
 
 async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
@@ -79,6 +80,7 @@ async fn start_group_with(
             got: BTreeMap::new(),
             reports: Vec::new(),
             connected: 0,
+            lanes: 0,
         });
     }
     (group, members)
@@ -108,6 +110,7 @@ async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
                     }
                     GroupEvent::Report(r) => m.reports.push(r),
                     GroupEvent::Connected(_) => m.connected += 1,
+                    GroupEvent::LaneUp(_) => m.lanes += 1,
                     _ => {}
                 }
             }
@@ -320,4 +323,39 @@ async fn the_simulator_runs_the_same_group_with_the_same_bytes_and_frames() {
         }
         assert_eq!(got.len(), if i == 0 || i == 3 { 1 } else { 2 }, "node {i}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pair_gets_a_probe_lane_and_the_prober_measures_over_it() {
+    let fast = |c: &mut GroupConfig| c.probe_period = Some(Duration::from_millis(20));
+    let (_, mut members) = start_group_with("lanes", fast).await;
+    // Five rounds of probes after every lane is up.
+    pump(&mut members, |ms| ms.iter().all(|m| m.lanes == N - 1)).await;
+    let before: Vec<usize> = members.iter().map(|m| m.reports.len()).collect();
+    pump(&mut members, |ms| {
+        ms.iter().zip(&before).all(|(m, &b)| {
+            let rtts = m.reports[b..]
+                .iter()
+                .filter(|r| matches!(r, Report::RoundTrip { .. }))
+                .count();
+            rtts >= 5 * (N - 1)
+        })
+    })
+    .await;
+    // The pings went over the lanes, not the data connections.
+    for (i, m) in members.iter().enumerate() {
+        let probes: u64 = m
+            .handle
+            .frames_sent()
+            .iter()
+            .filter(|c| matches!(c.kind, MessageKind::Ping | MessageKind::Pong))
+            .map(|c| c.frames)
+            .sum();
+        let on_lanes = m.handle.lane_frames_sent();
+        assert!(
+            on_lanes > 0 && on_lanes <= probes,
+            "member {i}: {on_lanes} of {probes}"
+        );
+    }
+    leave_all(members).await;
 }
