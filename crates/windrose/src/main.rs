@@ -9,6 +9,7 @@
 mod bound_cmd;
 mod dlt;
 mod error;
+mod group_cmd;
 mod input;
 mod net_cmds;
 mod output;
@@ -53,6 +54,10 @@ enum Command {
     Bound(bound_cmd::BoundArgs),
     /// Serve one run as a member of a group (until the collective ends).
     Node(net_cmds::NodeArgs),
+    /// Long-lived groups: serve as a member until told to leave, start a collective from any
+    /// running member.
+    #[command(subcommand)]
+    Group(group_cmd::GroupCommand),
     /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
     Bcast(net_cmds::BcastArgs),
     /// Divisible-load scatter from the root of a group over TCP: every node hashes its share,
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Bound(args) => bound_cmd::run(args),
         Command::Node(args) => net_cmds::run_node_cmd(args),
+        Command::Group(cmd) => group_cmd::run(cmd),
         Command::Bcast(args) => net_cmds::run_bcast(args),
         Command::Scatter(args) => net_cmds::run_scatter(args),
         Command::Multicast(args) => net_cmds::run_multicast(args),

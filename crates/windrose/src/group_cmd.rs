@@ -1,0 +1,592 @@
+//! `windrose group serve | start | leave`: long-lived group members, and collectives started
+//! from any of them.
+//!
+//! `serve` joins the group as one member (a `Host` driven by `windrose_net::host_driver`) and
+//! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM). It listens on a
+//! Unix control socket for the applications on its machine: `start` asks it to broadcast or
+//! multicast a file it can read, and waits for every member's report. Control requests and
+//! replies are JSON lines:
+//!
+//! ```text
+//! -> {"broadcast":{"file":"/data/x","tree":"binomial","segment_bytes":1048576}}
+//! -> {"multicast":{"file":"/data/x","protocol":"mob","piece_bytes":262144}}
+//! -> "leave"
+//! <- {"started":{"transfer":12,"bytes":1048576}}
+//! <- {"complete":{"transfer":12,"finished":8,"failed":0,"seconds":0.41}}
+//! <- {"error":"..."}
+//! ```
+//!
+//! What a member receives goes to `--out-dir` as `transfer-<id>` (written under
+//! `.transfer-<id>.part` and renamed when its part of the collective finished), or is hashed
+//! and logged.
+
+use crate::error::bad_input;
+use anyhow::Context;
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use windrose_model::NodeId;
+use windrose_net::bootstrap::Membership;
+use windrose_net::group::{load_group, Group};
+use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
+use windrose_net::trees::{group_costs, magpie_spec, TreeKind};
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::host::AppRequest;
+use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::Manifest;
+use windrose_proto::{Report, TransferId};
+
+/// `windrose group ...`.
+#[derive(Debug, Subcommand)]
+pub enum GroupCommand {
+    /// Join a group as one member and serve collectives until told to leave.
+    Serve(ServeArgs),
+    /// Start a broadcast or multicast of a file from a running member, and wait for it.
+    Start(StartArgs),
+    /// Ask a running member to leave the group (once its collectives have ended).
+    Leave(LeaveArgs),
+}
+
+/// Which member's control socket.
+#[derive(Debug, Args)]
+pub struct Via {
+    /// The member's control socket (default: derived from --group and --id).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// The group file.
+    #[arg(long, value_name = "FILE")]
+    group: Option<PathBuf>,
+    /// The member's id in the group.
+    #[arg(long)]
+    id: Option<u32>,
+}
+
+impl Via {
+    fn socket(&self) -> anyhow::Result<PathBuf> {
+        if let Some(p) = &self.control {
+            return Ok(p.clone());
+        }
+        match (&self.group, self.id) {
+            (Some(g), Some(id)) => {
+                let group = load_group(g).map_err(|e| bad_input(e.to_string()))?;
+                Ok(default_socket(&group, id))
+            }
+            _ => Err(bad_input(
+                "say which member: --control PATH, or --group FILE and --id N",
+            )),
+        }
+    }
+}
+
+/// `windrose group serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The group file.
+    #[arg(long, value_name = "FILE")]
+    group: PathBuf,
+    /// This member's id.
+    #[arg(long)]
+    id: u32,
+    /// Listen on this address instead of the one the group file gives (which stays the
+    /// address the others dial: behind NAT or a cloud's public address).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The control socket (default: windrose-GROUP-ID.sock in the temporary directory).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// Write what this member receives to DIR/transfer-ID (default: hash it and log).
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `windrose group start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// `bcast` (a tree broadcast) or `multicast` (verified pieces).
+    #[arg(value_parser = ["bcast", "multicast"])]
+    kind: String,
+    #[command(flatten)]
+    via: Via,
+    /// The file to send (the member must be able to read it).
+    #[arg(long, value_name = "FILE")]
+    file: PathBuf,
+    /// Broadcast tree: mst, magpie, binomial, balanced-path, chain, flat.
+    #[arg(long, default_value = "binomial")]
+    tree: String,
+    /// Multicast protocol: mob, bittorrent, magpie.
+    #[arg(long, default_value = "mob")]
+    protocol: String,
+    /// Broadcast segment size.
+    #[arg(long, default_value = "1MiB", value_parser = crate::net_cmds::parse_size)]
+    segment: u64,
+    /// Multicast piece size.
+    #[arg(long, default_value = "256KiB", value_parser = crate::net_cmds::parse_size)]
+    piece: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `windrose group leave`.
+#[derive(Debug, Args)]
+pub struct LeaveArgs {
+    #[command(flatten)]
+    via: Via,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ControlRequest {
+    Broadcast {
+        file: PathBuf,
+        tree: String,
+        segment_bytes: u64,
+    },
+    Multicast {
+        file: PathBuf,
+        protocol: String,
+        piece_bytes: u32,
+    },
+    Leave,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ControlReply {
+    Started {
+        transfer: u32,
+        bytes: u64,
+    },
+    Complete {
+        transfer: u32,
+        finished: u32,
+        failed: u32,
+        seconds: f64,
+    },
+    Leaving,
+    Error(String),
+}
+
+/// The control socket of member `id` when none is given.
+fn default_socket(group: &Group, id: u32) -> PathBuf {
+    let safe: String = group
+        .name()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    std::env::temp_dir().join(format!("windrose-{safe}-{id}.sock"))
+}
+
+pub fn run(cmd: GroupCommand) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    match cmd {
+        GroupCommand::Serve(a) => rt.block_on(serve(a)),
+        GroupCommand::Start(a) => rt.block_on(start(a)),
+        GroupCommand::Leave(a) => rt.block_on(leave(a)),
+    }
+}
+
+/// One request read from a control connection, with where its replies go.
+struct Call {
+    request: ControlRequest,
+    replies: mpsc::UnboundedSender<ControlReply>,
+}
+
+/// A collective this member started for a control client.
+struct Started {
+    replies: mpsc::UnboundedSender<ControlReply>,
+    at: Instant,
+}
+
+/// Where a member's received bytes of one collective go.
+enum Received {
+    File { part: PathBuf, file: std::fs::File },
+    Hash(Box<blake3::Hasher>, u64),
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let group = Arc::new(load_group(&a.group).map_err(|e| bad_input(e.to_string()))?);
+    let me = NodeId(a.id);
+    if !group.contains(me) {
+        return Err(bad_input(format!(
+            "{}: no node {} in the group",
+            a.group.display(),
+            a.id
+        )));
+    }
+    if let Some(d) = &a.out_dir {
+        if !d.is_dir() {
+            return Err(bad_input(format!(
+                "--out-dir {}: not a directory",
+                d.display()
+            )));
+        }
+    }
+    let listener = match &a.listen {
+        Some(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?,
+        None => windrose_net::bind(&group, me)
+            .await
+            .map_err(anyhow::Error::new)?,
+    };
+    let socket = a
+        .control
+        .clone()
+        .unwrap_or_else(|| default_socket(&group, a.id));
+    if UnixStream::connect(&socket).await.is_ok() {
+        return Err(bad_input(format!(
+            "control socket {} is in use: is member {} already running?",
+            socket.display(),
+            a.id
+        )));
+    }
+    let _ = std::fs::remove_file(&socket);
+    let control = UnixListener::bind(&socket)
+        .with_context(|| format!("control socket {}", socket.display()))?;
+    let _cleanup = RemoveOnDrop(socket.clone());
+    let (mut handle, ports) = group_channel();
+    let config = GroupConfig::new(Membership {
+        group: group.clone(),
+        me,
+    });
+    let mut serving = tokio::spawn(serve_group(listener, config, ports));
+    let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
+    let acceptor = tokio::spawn(accept_calls(control, calls_tx));
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
+    let say = |s: String| {
+        if !a.quiet {
+            println!("{s}");
+        }
+    };
+    say(format!(
+        "member {} of group {} serving; control socket {}",
+        a.id,
+        group.name(),
+        socket.display()
+    ));
+    let n = group.len() as u32;
+    let rank = group.members().iter().position(|m| m.id == me).unwrap_or(0) as u32;
+    let mut seq: u32 = 0;
+    let mut started: BTreeMap<TransferId, Started> = BTreeMap::new();
+    let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
+    loop {
+        tokio::select! {
+            r = &mut serving => {
+                acceptor.abort();
+                return match r {
+                    Ok(r) => r.map_err(anyhow::Error::new),
+                    Err(e) => Err(anyhow::anyhow!("the member's driver stopped: {e}")),
+                };
+            }
+            _ = tokio::signal::ctrl_c() => { handle.request(AppRequest::Leave); }
+            _ = sigterm.recv() => { handle.request(AppRequest::Leave); }
+            Some(call) = calls.recv() => {
+                let request = match call.request {
+                    ControlRequest::Leave => {
+                        let _ = call.replies.send(ControlReply::Leaving);
+                        handle.request(AppRequest::Leave);
+                        continue;
+                    }
+                    r => r,
+                };
+                match spec_for(&group, me, &request) {
+                    Ok((spec, data)) => {
+                        let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
+                        seq = seq.wrapping_add(1);
+                        let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64 });
+                        started.insert(t, Started { replies: call.replies, at: Instant::now() });
+                        handle.request(AppRequest::StartCollective { spec, data, transfer: Some(t) });
+                    }
+                    Err(e) => { let _ = call.replies.send(ControlReply::Error(e)); }
+                }
+            }
+            Some(ev) = handle.events.recv() => match ev {
+                GroupEvent::Delivered { transfer, offset, data } => {
+                    let r = received.entry(transfer).or_insert_with(|| open_received(a.out_dir.as_deref(), transfer));
+                    if let Err(e) = write_received(r, offset, &data) {
+                        eprintln!("member {}: transfer {transfer}: {e}", a.id);
+                    }
+                }
+                GroupEvent::Report(Report::CollectiveEnded { transfer, finished }) => {
+                    if let Some(r) = received.remove(&transfer) {
+                        say(finish_received(r, a.out_dir.as_deref(), transfer, finished));
+                    }
+                }
+                GroupEvent::Report(Report::CollectiveComplete { transfer, finished, failed }) => {
+                    if let Some(s) = started.remove(&transfer) {
+                        let seconds = s.at.elapsed().as_secs_f64();
+                        say(format!("transfer {transfer}: {finished} members finished, {failed} failed, {seconds:.3} s"));
+                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds });
+                    }
+                }
+                GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
+                GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
+                _ => {}
+            },
+        }
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+async fn accept_calls(control: UnixListener, calls: mpsc::UnboundedSender<Call>) {
+    while let Ok((stream, _)) = control.accept().await {
+        let calls = calls.clone();
+        tokio::spawn(async move {
+            let (rd, mut wr) = stream.into_split();
+            let mut line = String::new();
+            let mut rd = BufReader::new(rd);
+            if rd.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            match serde_json::from_str::<ControlRequest>(&line) {
+                Ok(request) => {
+                    let _ = calls.send(Call {
+                        request,
+                        replies: tx,
+                    });
+                }
+                Err(e) => {
+                    let _ = tx.send(ControlReply::Error(format!("bad control request: {e}")));
+                }
+            }
+            while let Some(reply) = rx.recv().await {
+                let end = !matches!(reply, ControlReply::Started { .. });
+                let mut text = serde_json::to_string(&reply).unwrap_or_default();
+                text.push('\n');
+                if wr.write_all(text.as_bytes()).await.is_err() || end {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// The collective of a control request, with its data.
+fn spec_for(
+    group: &Group,
+    me: NodeId,
+    r: &ControlRequest,
+) -> Result<(CollectiveSpec, Bytes), String> {
+    let file = match r {
+        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
+        ControlRequest::Leave => return Err("not a collective".into()),
+    };
+    if !std::fs::metadata(file)
+        .map(|m| m.is_file())
+        .unwrap_or(false)
+    {
+        return Err(format!(
+            "{}: not a regular file this member can read",
+            file.display()
+        ));
+    }
+    let data = windrose_net::map_file(file).map_err(|e| e.to_string())?;
+    let spec = match r {
+        ControlRequest::Broadcast {
+            tree,
+            segment_bytes,
+            ..
+        } => {
+            let kind: TreeKind = tree.parse()?;
+            let tree = kind
+                .build(&group_costs(group), &group.clusters(), me)
+                .map_err(|e| e.to_string())?;
+            CollectiveSpec::Broadcast {
+                tree: TreeSpec::of(&tree),
+                segment_bytes: (*segment_bytes).max(1),
+                max_frame_payload: (*segment_bytes).clamp(1, 1 << 20) as u32,
+            }
+        }
+        ControlRequest::Multicast {
+            protocol,
+            piece_bytes,
+            ..
+        } => {
+            let protocol: MulticastProtocol = protocol.parse()?;
+            let mspec = match protocol {
+                MulticastProtocol::Mob => MulticastSpec::Mob(Default::default()),
+                MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(Default::default()),
+                MulticastProtocol::Magpie => magpie_spec(group, me)?,
+                MulticastProtocol::Balanced => {
+                    return Err(
+                        "balanced needs a platform to plan on: use `windrose multicast`".into(),
+                    )
+                }
+            };
+            let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
+            CollectiveSpec::Multicast {
+                protocol,
+                params: MulticastParams::of(&mspec),
+                manifest: ManifestSpec::of(&manifest),
+            }
+        }
+        ControlRequest::Leave => unreachable!("handled above"),
+    };
+    Ok((spec, data))
+}
+
+fn open_received(dir: Option<&Path>, t: TransferId) -> Received {
+    match dir {
+        Some(d) => {
+            let part = d.join(format!(".transfer-{t}.part"));
+            match std::fs::File::create(&part) {
+                Ok(file) => Received::File { part, file },
+                Err(_) => Received::Hash(Box::new(blake3::Hasher::new()), 0),
+            }
+        }
+        None => Received::Hash(Box::new(blake3::Hasher::new()), 0),
+    }
+}
+
+fn write_received(r: &mut Received, _offset: u64, data: &[u8]) -> std::io::Result<()> {
+    // Deliveries of one collective come in order.
+    match r {
+        Received::File { file, .. } => file.write_all(data),
+        Received::Hash(h, n) => {
+            h.update(data);
+            *n += data.len() as u64;
+            Ok(())
+        }
+    }
+}
+
+fn finish_received(r: Received, dir: Option<&Path>, t: TransferId, finished: bool) -> String {
+    match r {
+        Received::File { part, file } => {
+            drop(file);
+            if !finished {
+                let _ = std::fs::remove_file(&part);
+                return format!("transfer {t}: aborted, nothing kept");
+            }
+            let dest = dir
+                .map(|d| d.join(format!("transfer-{t}")))
+                .unwrap_or_default();
+            match std::fs::rename(&part, &dest) {
+                Ok(()) => format!("transfer {t}: received into {}", dest.display()),
+                Err(e) => format!("transfer {t}: could not rename {}: {e}", part.display()),
+            }
+        }
+        Received::Hash(h, n) => format!(
+            "transfer {t}: {} {n} bytes, blake3 {}",
+            if finished {
+                "received"
+            } else {
+                "aborted after"
+            },
+            h.finalize().to_hex()
+        ),
+    }
+}
+
+async fn call(socket: &Path, request: &ControlRequest) -> anyhow::Result<Vec<ControlReply>> {
+    let stream = UnixStream::connect(socket).await.map_err(|e| {
+        bad_input(format!(
+            "control socket {}: {e} (is the member running `windrose group serve`?)",
+            socket.display()
+        ))
+    })?;
+    let (rd, mut wr) = stream.into_split();
+    let mut text = serde_json::to_string(request)?;
+    text.push('\n');
+    wr.write_all(text.as_bytes()).await?;
+    let mut lines = BufReader::new(rd).lines();
+    let mut replies = Vec::new();
+    while let Some(line) = lines.next_line().await? {
+        let reply: ControlReply = serde_json::from_str(&line)
+            .with_context(|| format!("a reply the member sent: {line}"))?;
+        let end = !matches!(reply, ControlReply::Started { .. });
+        replies.push(reply);
+        if end {
+            break;
+        }
+    }
+    Ok(replies)
+}
+
+async fn start(a: StartArgs) -> anyhow::Result<()> {
+    let socket = a.via.socket()?;
+    let file = std::fs::canonicalize(&a.file)
+        .map_err(|e| bad_input(format!("{}: {e}", a.file.display())))?;
+    let request = if a.kind == "bcast" {
+        ControlRequest::Broadcast {
+            file,
+            tree: a.tree.clone(),
+            segment_bytes: a.segment,
+        }
+    } else {
+        ControlRequest::Multicast {
+            file,
+            protocol: a.protocol.clone(),
+            piece_bytes: u32::try_from(a.piece)
+                .map_err(|_| bad_input(format!("--piece {}: at most 4 GiB", a.piece)))?,
+        }
+    };
+    let replies = call(&socket, &request).await?;
+    let mut result = Err(anyhow::anyhow!("the member closed the control connection"));
+    for r in replies {
+        match r {
+            ControlReply::Error(e) => result = Err(bad_input(e)),
+            ControlReply::Complete {
+                transfer,
+                finished,
+                failed,
+                seconds,
+            } => {
+                if a.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds})
+                    );
+                } else {
+                    println!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
+                }
+                result = if failed == 0 {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!(
+                        "{failed} members did not finish transfer {transfer}"
+                    ))
+                };
+            }
+            _ => {}
+        }
+    }
+    result
+}
+
+async fn leave(a: LeaveArgs) -> anyhow::Result<()> {
+    let socket = a.via.socket()?;
+    call(&socket, &ControlRequest::Leave).await?;
+    // Wait (bounded) until the member is gone: its socket stops answering.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while UnixStream::connect(&socket).await.is_ok() {
+        if Instant::now() > deadline {
+            anyhow::bail!("member at {} did not leave within 30 s", socket.display());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! `windrose group`: four long-lived member processes on loopback; a broadcast and a MOB
+//! multicast started at once from two of them; every member keeps both files; then they leave.
+
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::{free_ports, hash_file, windrose, write_group};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const N: usize = 4;
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("windrose")
+}
+
+/// Kills the member processes a failing test leaves behind.
+struct Members(Vec<Child>);
+impl Drop for Members {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn received(dir: &Path) -> Vec<String> {
+    let mut hashes: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("transfer-")
+        })
+        .map(|p| hash_file(&p))
+        .collect();
+    hashes.sort();
+    hashes
+}
+
+#[test]
+fn two_members_start_a_broadcast_and_a_multicast_in_one_running_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "cli-group", &free_ports(N));
+    let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("out{i}"));
+    let mut members = Members(Vec::new());
+    for i in 0..N {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
+                .arg("--group")
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .arg("--out-dir")
+                .arg(out(i))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..N).all(|i| socket(i).exists())
+    });
+    let a = dir.path().join("a.bin");
+    let b = dir.path().join("b.bin");
+    std::fs::write(&a, windrose_net::random_payload(3_000_000, 1)).unwrap();
+    std::fs::write(&b, windrose_net::random_payload(5_000_000, 2)).unwrap();
+    let start = |kind: &str, via: usize, file: &Path| {
+        Command::new(bin())
+            .args(["group", "start", kind, "--json"])
+            .arg("--control")
+            .arg(socket(via))
+            .arg("--file")
+            .arg(file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let bcast = start("bcast", 0, &a);
+    let mcast = start("multicast", 2, &b);
+    for (name, child) in [("bcast", bcast), ("multicast", mcast)] {
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["finished"], N as u64, "{name}: {v}");
+        assert_eq!(v["failed"], 0, "{name}: {v}");
+    }
+    let (ha, hb) = (hash_file(&a), hash_file(&b));
+    for i in 0..N {
+        let mut want = Vec::new();
+        if i != 0 {
+            want.push(ha.clone());
+        }
+        if i != 2 {
+            want.push(hb.clone());
+        }
+        want.sort();
+        assert_eq!(received(&out(i)), want, "member {i}");
+    }
+    for i in 0..N {
+        windrose()
+            .args(["group", "leave"])
+            .arg("--control")
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
+}
+
+#[test]
+fn a_start_without_a_running_member_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let out = windrose()
+        .args(["group", "start", "bcast", "--control"])
+        .arg(dir.path().join("nobody.sock"))
+        .arg("--file")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("windrose group serve"), "{err}");
+}
