@@ -8,6 +8,9 @@
 //!   the network (messages charged their encoded size, timers, send completions, compute time,
 //!   failure injection, timed network changes, run limits, a JSONL event log), and the
 //!   ready-made [`broadcast`](engine::broadcast) and [`scatter`](engine::scatter) runs.
+//! - [`group`]: a long-lived group in the simulator: one `windrose_proto` `Host` per node (the
+//!   session and many collectives at once, exactly as the runtime runs them), collectives
+//!   started by applications at given times ([`Simulation::input_at`](engine::Simulation::input_at)).
 //! - [`scenario`]: scenario files (platform, timed changes, mayhem, failures, workload) and
 //!   [`run_scenario`](scenario::run_scenario), behind `windrose sim run`.
 //! - [`multicast`]: piece-based multicasts (MOB, BitTorrent, Balanced Multicasting, MagPIe)
