@@ -942,6 +942,7 @@ impl Core {
                 | Report::CollectiveEnded { .. }
                 | Report::CollectiveRefused { .. }
                 | Report::CollectiveComplete { .. }
+                | Report::PeerRejoined { .. }
                 | Report::PeerDown { .. } => {}
             },
             Output::Finished => {

@@ -161,6 +161,10 @@ pub enum SessionMsg {
         total_len: u64,
         /// The collective.
         spec: CollectiveSpec,
+        /// Set when the collective is already running and the member restarted: it builds a
+        /// machine that rejoins and starts it at once (no Ready, no Go).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        rejoin: bool,
     },
     /// The member built its machine.
     Ready {
@@ -195,6 +199,8 @@ pub enum SessionMsg {
     },
     /// Nothing else to say: the sender is alive.
     Heartbeat,
+    /// The sender (re)started and joins the group: whatever its earlier life held is gone.
+    Join,
     /// The sender leaves the group.
     Leave,
 }
@@ -223,7 +229,7 @@ impl SessionMsg {
             | SessionMsg::Go { transfer }
             | SessionMsg::Cancel { transfer, .. }
             | SessionMsg::Done { transfer, .. } => Some(*transfer),
-            SessionMsg::Heartbeat | SessionMsg::Leave => None,
+            SessionMsg::Heartbeat | SessionMsg::Join | SessionMsg::Leave => None,
         }
     }
 }
@@ -245,6 +251,10 @@ struct Slot {
     tally: (u32, u32),
     /// This node's machine ended (its Done went out).
     ended: bool,
+    /// At the initiator: what was announced, to announce it again to a member that restarts.
+    announced: Option<(CollectiveSpec, u64)>,
+    /// At the initiator: members counted as failed.
+    counted_failed: BTreeSet<NodeId>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -253,6 +263,9 @@ struct PeerState {
     last_sent: Time,
     failed: bool,
     left: bool,
+    /// Joins heard from it: every life of a member sends one, so a second one means it
+    /// restarted.
+    joins: u32,
 }
 
 /// Host-wide names for machines' ids, and back.
@@ -557,6 +570,7 @@ impl Host {
             slot.tally.0 += 1;
         } else {
             slot.tally.1 += 1;
+            slot.counted_failed.insert(member);
         }
         if slot.ended && slot.awaiting_done.is_empty() {
             let (finished, failed) = slot.tally;
@@ -705,6 +719,8 @@ impl Host {
                 awaiting_done: others.iter().copied().collect(),
                 tally: (0, 0),
                 ended: false,
+                announced: Some((spec.clone(), total_len)),
+                counted_failed: BTreeSet::new(),
             },
         );
         out.push(Output::Report(Report::CollectiveStarted {
@@ -716,6 +732,7 @@ impl Host {
             root: me,
             total_len,
             spec: spec.clone(),
+            rejoin: false,
         };
         for p in &others {
             self.send_session(now, *p, &announce, out);
@@ -752,6 +769,7 @@ impl Host {
                 root,
                 total_len,
                 spec,
+                rejoin,
             } => {
                 if root != from {
                     return Err(inconsistent(
@@ -762,10 +780,15 @@ impl Host {
                 if self.slots.contains_key(&t) || self.ended.contains(&t) {
                     return Err(inconsistent(from, "announces a transfer id already in use"));
                 }
+                let start = if rejoin {
+                    Start::Rejoin(Vec::new())
+                } else {
+                    Start::Fresh
+                };
                 let built = if self.leaving {
                     Err("this node is leaving the group".to_string())
                 } else {
-                    collective::build(&spec, &self.context(t, root, total_len), Start::Fresh)
+                    collective::build(&spec, &self.context(t, root, total_len), start)
                 };
                 match built {
                     Ok(b) => {
@@ -781,13 +804,19 @@ impl Host {
                                 awaiting_done: BTreeSet::new(),
                                 tally: (0, 0),
                                 ended: false,
+                                announced: None,
+                                counted_failed: BTreeSet::new(),
                             },
                         );
                         out.push(Output::Report(Report::CollectiveStarted {
                             transfer: t,
                             initiator: from,
                         }));
-                        self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
+                        if rejoin {
+                            self.go(now, t, out);
+                        } else {
+                            self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
+                        }
                     }
                     Err(reason) => {
                         self.ended.insert(t);
@@ -892,7 +921,23 @@ impl Host {
                 self.tally(now, t, from, report.finished, out);
                 Ok(())
             }
-            SessionMsg::Heartbeat => Ok(()),
+            SessionMsg::Heartbeat => {
+                // A member given up that is heard again (it was stopped, or cut off) takes
+                // part in later collectives; the running ones went on without it.
+                if let Some(p) = self.peers.get_mut(&from) {
+                    if p.failed && !p.left {
+                        p.failed = false;
+                        if let Some(prober) = self.prober.as_mut() {
+                            prober.revive(from);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            SessionMsg::Join => {
+                self.on_join(now, from, out);
+                Ok(())
+            }
             SessionMsg::Leave => {
                 if let Some(p) = self.peers.get_mut(&from) {
                     p.left = true;
@@ -900,6 +945,64 @@ impl Host {
                 self.peer_lost(now, from, out);
                 Ok(())
             }
+        }
+    }
+
+    /// A member joined: at its first start nothing to do; when it restarted, its earlier life
+    /// is gone, and the collectives this node started that can take a member back are
+    /// announced to it again.
+    fn on_join(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
+        let Some(state) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        state.joins += 1;
+        if state.joins == 1 {
+            return; // its first life joining, as every member does at its start
+        }
+        let was_failed = self.peers.get(&peer).is_some_and(|p| p.failed);
+        if !was_failed && !self.slots.is_empty() {
+            // Restarted faster than it was missed: its part in the running collectives went
+            // with its earlier life.
+            self.collectives_lose(now, peer, out);
+        }
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.failed = false;
+            p.left = false;
+            p.last_heard = now;
+        }
+        if let Some(prober) = self.prober.as_mut() {
+            prober.revive(peer);
+        }
+        let me = self.config.me;
+        let rejoinable: Vec<TransferId> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.initiator == me && s.started)
+            .filter(|(_, s)| {
+                s.announced
+                    .as_ref()
+                    .is_some_and(|(spec, _)| spec.descriptor().rejoins)
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        for t in rejoinable {
+            let Some(slot) = self.slots.get_mut(&t) else {
+                continue;
+            };
+            if slot.counted_failed.remove(&peer) {
+                slot.tally.1 -= 1;
+            }
+            slot.awaiting_done.insert(peer);
+            let (spec, total_len) = slot.announced.clone().expect("filtered above");
+            let announce = SessionMsg::Announce {
+                transfer: t,
+                root: me,
+                total_len,
+                spec,
+                rejoin: true,
+            };
+            self.send_session(now, peer, &announce, out);
+            out.push(Output::Report(Report::PeerRejoined { peer, transfer: t }));
         }
     }
 
@@ -913,6 +1016,11 @@ impl Host {
             let _ = prober.handle(now, Input::PeerFailed(peer), &mut self.scratch);
             self.forward_prober(out);
         }
+        self.collectives_lose(now, peer, out);
+    }
+
+    /// Every running collective hears that `peer` is gone.
+    fn collectives_lose(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
         let transfers: Vec<TransferId> = self.slots.keys().copied().collect();
         for t in transfers {
             let _ = self.feed_machine(now, t, Input::PeerFailed(peer), out);
@@ -998,6 +1106,10 @@ impl Protocol for Host {
                     prober.handle(now, Input::Start, &mut self.scratch)?;
                     self.forward_prober(out);
                 }
+                // Tell every member this node is (back) in the group.
+                for p in self.live_peers() {
+                    self.send_session(now, p, &SessionMsg::Join, out);
+                }
                 Ok(())
             }
             Input::Message { from, message } => {
@@ -1005,10 +1117,6 @@ impl Protocol for Host {
                     return Err(inconsistent(from, "is not a member of this group"));
                 };
                 peer.last_heard = now;
-                if peer.failed && !peer.left && message.transfer().is_none() {
-                    // It restarted: later collectives include it again.
-                    peer.failed = false;
-                }
                 match message {
                     Message::Session(frame) => {
                         let msg = SessionMsg::from_frame(&frame)

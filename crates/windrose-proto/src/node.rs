@@ -194,6 +194,13 @@ pub enum Report {
         /// Members that aborted, failed or refused.
         failed: u32,
     },
+    /// At the initiator: a member that restarted was taken back into a running collective.
+    PeerRejoined {
+        /// The member.
+        peer: NodeId,
+        /// The collective.
+        transfer: TransferId,
+    },
     /// The host declared a member failed: nothing arrived from it for too long.
     PeerDown {
         /// The member.

@@ -97,6 +97,14 @@ impl LinkProber {
         })
     }
 
+    /// Probes `node` again after it was reported failed (it came back).
+    pub fn revive(&mut self, node: NodeId) {
+        if let Some(peer) = self.peers.iter_mut().find(|p| p.node == node) {
+            peer.alive = true;
+            peer.outstanding = None;
+        }
+    }
+
     /// Rounds of pings sent so far.
     pub fn rounds_sent(&self) -> u32 {
         self.rounds_sent

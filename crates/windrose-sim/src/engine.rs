@@ -1587,6 +1587,9 @@ impl Simulation {
                         failed,
                     }),
                     Report::PeerDown { peer } => Some(ReportData::PeerDown { peer }),
+                    Report::PeerRejoined { peer, transfer } => {
+                        Some(ReportData::PeerRejoined { peer, transfer })
+                    }
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

@@ -138,6 +138,13 @@ pub enum ReportData {
         /// Members that aborted, failed or refused.
         failed: u32,
     },
+    /// A host's session, at the initiator: a restarted member was taken back.
+    PeerRejoined {
+        /// The member.
+        peer: NodeId,
+        /// The collective.
+        transfer: TransferId,
+    },
     /// A host declared a silent member failed.
     PeerDown {
         /// The member.

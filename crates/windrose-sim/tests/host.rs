@@ -299,3 +299,58 @@ fn a_spec_a_member_cannot_build_is_refused_and_nobody_starts() {
     assert_eq!(m.totals.app_bytes_delivered, 0);
     assert_eq!(m.finished, N as usize);
 }
+
+/// A member killed mid-collective and restarted with a fresh host is taken back into the
+/// running collective by its initiator (announced again, rejoining) and finishes it.
+fn restart_run(spec: impl Fn(&Bytes) -> CollectiveSpec) -> (Simulation, Metrics, Bytes) {
+    let config = SimConfig {
+        record_deliveries: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 13, |c| {
+        c.heartbeat = Some(Duration::from_millis(200));
+        c.silent_after = Duration::from_secs(1);
+    })
+    .unwrap();
+    let b = data(4_000_000, 6);
+    sim.input_at(NodeId(0), 0.0, start_input(spec(&b), b.clone(), None))
+        .unwrap();
+    sim.fail_node_at(NodeId(6), 0.3).unwrap();
+    let members = windrose_sim::group::members_of(&platform());
+    let mut c = windrose_proto::host::HostConfig::new(NodeId(6), members, 13);
+    c.heartbeat = Some(Duration::from_millis(200));
+    c.silent_after = Duration::from_secs(1);
+    sim.restart_node_at(Box::new(windrose_proto::host::Host::new(c).unwrap()), 0.6)
+        .unwrap();
+    for i in 0..N {
+        sim.input_at(NodeId(i), 60.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    (sim, m, b)
+}
+
+#[test]
+fn a_restarted_member_rejoins_a_running_mob_multicast_and_finishes_it() {
+    let (sim, m, b) = restart_run(mob_spec);
+    let c = completions(&m, 0);
+    assert_eq!(c.len(), 1, "{:?}", reports(&m, 0));
+    assert_eq!((c[0].1, c[0].2), (N, 0), "{:?}", reports(&m, 0));
+    assert!(reports(&m, 0).contains(&ReportData::PeerRejoined {
+        peer: NodeId(6),
+        transfer: c[0].0
+    }));
+    for i in 1..N {
+        assert_eq!(reassembled(&sim, i, c[0].0), b.to_vec(), "node {i}");
+    }
+}
+
+#[test]
+fn a_restarted_member_rejoins_a_running_broadcast_and_finishes_it() {
+    let (sim, m, b) = restart_run(|_| broadcast_spec(NodeId(0)));
+    let c = completions(&m, 0);
+    assert_eq!(c.len(), 1, "{:?}", reports(&m, 0));
+    assert_eq!((c[0].1, c[0].2), (N, 0), "{:?}", reports(&m, 0));
+    for i in 1..N {
+        assert_eq!(reassembled(&sim, i, c[0].0), b.to_vec(), "node {i}");
+    }
+}
