@@ -165,6 +165,10 @@ pub enum SessionMsg {
         /// machine that rejoins and starts it at once (no Ready, no Go).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         rejoin: bool,
+        /// Members that do not take part (failed, or restarted and not taken back): the
+        /// initiator decides who is in, and every machine hears these failed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        excluded: Vec<NodeId>,
     },
     /// The member built its machine.
     Ready {
@@ -182,6 +186,9 @@ pub enum SessionMsg {
     Go {
         /// The transfer.
         transfer: TransferId,
+        /// Members lost since the announcement, as in [`SessionMsg::Announce`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        excluded: Vec<NodeId>,
     },
     /// The collective is called off before it started.
     Cancel {
@@ -196,6 +203,11 @@ pub enum SessionMsg {
         transfer: TransferId,
         /// How.
         report: MemberReport,
+    },
+    /// Every member's part ended: forget the collective.
+    Close {
+        /// The transfer.
+        transfer: TransferId,
     },
     /// Nothing else to say: the sender is alive.
     Heartbeat,
@@ -226,9 +238,10 @@ impl SessionMsg {
             SessionMsg::Announce { transfer, .. }
             | SessionMsg::Ready { transfer }
             | SessionMsg::Refuse { transfer, .. }
-            | SessionMsg::Go { transfer }
+            | SessionMsg::Go { transfer, .. }
             | SessionMsg::Cancel { transfer, .. }
-            | SessionMsg::Done { transfer, .. } => Some(*transfer),
+            | SessionMsg::Done { transfer, .. }
+            | SessionMsg::Close { transfer } => Some(*transfer),
             SessionMsg::Heartbeat | SessionMsg::Join | SessionMsg::Leave => None,
         }
     }
@@ -255,6 +268,13 @@ struct Slot {
     announced: Option<(CollectiveSpec, u64)>,
     /// At the initiator: members counted as failed.
     counted_failed: BTreeSet<NodeId>,
+    /// At the initiator: members counted as finished (a restart after that is not taken
+    /// back: its part is done).
+    counted_finished: BTreeSet<NodeId>,
+    /// Members whose life at this collective's start (or since) is gone: the machine hears
+    /// each failed, even if the member has restarted since (its new life takes part only when
+    /// the initiator announces the collective to it again).
+    excluded: BTreeSet<NodeId>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -546,7 +566,8 @@ impl Host {
                 },
                 out,
             );
-            self.retire(t);
+            // The machine stays until the initiator closes the collective: members that
+            // finished still answer the others (a swarm's last signals, a rejoining member).
         }
         self.maybe_leave(now, out);
     }
@@ -568,6 +589,7 @@ impl Host {
         }
         if finished {
             slot.tally.0 += 1;
+            slot.counted_finished.insert(member);
         } else {
             slot.tally.1 += 1;
             slot.counted_failed.insert(member);
@@ -579,6 +601,10 @@ impl Host {
                 finished,
                 failed,
             }));
+            let close = SessionMsg::Close { transfer: t };
+            for p in self.live_peers() {
+                self.send_session(now, p, &close, out);
+            }
             self.retire(t);
             self.maybe_leave(now, out);
         }
@@ -635,7 +661,6 @@ impl Host {
 
     /// Starts the machine of `t` and replays what it held.
     fn go(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
-        let failed = self.failed_peers();
         let Some(slot) = self.slots.get_mut(&t) else {
             return;
         };
@@ -645,8 +670,11 @@ impl Host {
         slot.started = true;
         let held = std::mem::take(&mut slot.held);
         let mut inputs = vec![Input::Start];
-        inputs.extend(failed.into_iter().map(Input::PeerFailed));
-        inputs.extend(held);
+        inputs.extend(slot.excluded.iter().copied().map(Input::PeerFailed));
+        inputs.extend(held.into_iter().filter(|i| {
+            // Failures already given with the start are not given twice.
+            !matches!(i, Input::PeerFailed(p) if slot.excluded.contains(p))
+        }));
         for input in inputs {
             // A peer's bad frame was already its own fault when it arrived; here it only
             // costs that input.
@@ -721,6 +749,8 @@ impl Host {
                 ended: false,
                 announced: Some((spec.clone(), total_len)),
                 counted_failed: BTreeSet::new(),
+                counted_finished: BTreeSet::new(),
+                excluded: self.failed_peers().into_iter().collect(),
             },
         );
         out.push(Output::Report(Report::CollectiveStarted {
@@ -733,6 +763,7 @@ impl Host {
             total_len,
             spec: spec.clone(),
             rejoin: false,
+            excluded: self.failed_peers(),
         };
         for p in &others {
             self.send_session(now, *p, &announce, out);
@@ -749,8 +780,12 @@ impl Host {
             return;
         }
         let members: Vec<NodeId> = slot.awaiting_done.iter().copied().collect();
+        let go = SessionMsg::Go {
+            transfer: t,
+            excluded: slot.excluded.iter().copied().collect(),
+        };
         for p in members {
-            self.send_session(now, p, &SessionMsg::Go { transfer: t }, out);
+            self.send_session(now, p, &go, out);
         }
         self.go(now, t, out);
     }
@@ -770,6 +805,7 @@ impl Host {
                 total_len,
                 spec,
                 rejoin,
+                excluded,
             } => {
                 if root != from {
                     return Err(inconsistent(
@@ -806,6 +842,13 @@ impl Host {
                                 ended: false,
                                 announced: None,
                                 counted_failed: BTreeSet::new(),
+                                counted_finished: BTreeSet::new(),
+                                excluded: self
+                                    .failed_peers()
+                                    .into_iter()
+                                    .chain(excluded.iter().copied())
+                                    .filter(|&p| p != me)
+                                    .collect(),
                             },
                         );
                         out.push(Output::Report(Report::CollectiveStarted {
@@ -886,9 +929,15 @@ impl Host {
                 self.maybe_leave(now, out);
                 Ok(())
             }
-            SessionMsg::Go { transfer: t } => {
-                match self.slots.get(&t) {
-                    Some(s) if s.initiator == from => self.go(now, t, out),
+            SessionMsg::Go {
+                transfer: t,
+                excluded,
+            } => {
+                match self.slots.get_mut(&t) {
+                    Some(s) if s.initiator == from => {
+                        s.excluded.extend(excluded.into_iter().filter(|&p| p != me));
+                        self.go(now, t, out)
+                    }
                     Some(_) => {
                         return Err(inconsistent(from, "go for a collective it did not start"))
                     }
@@ -919,6 +968,27 @@ impl Host {
                     }
                 }
                 self.tally(now, t, from, report.finished, out);
+                Ok(())
+            }
+            SessionMsg::Close { transfer: t } => {
+                match self.slots.get(&t) {
+                    Some(s) if s.initiator == from => {
+                        if !s.ended {
+                            // The initiator counted this node out (it was missed for a
+                            // while): the collective is over for it too.
+                            out.push(Output::Report(Report::CollectiveEnded {
+                                transfer: t,
+                                finished: false,
+                            }));
+                        }
+                        self.retire(t);
+                        self.maybe_leave(now, out);
+                    }
+                    Some(_) => {
+                        return Err(inconsistent(from, "closes a collective it did not start"))
+                    }
+                    None => {}
+                }
                 Ok(())
             }
             SessionMsg::Heartbeat => {
@@ -977,7 +1047,10 @@ impl Host {
         let rejoinable: Vec<TransferId> = self
             .slots
             .iter()
-            .filter(|(_, s)| s.initiator == me && s.started)
+            // A member that already finished its part is not taken back. The root's machine
+            // may have ended: whether it still serves a rejoining member is the protocol's
+            // business (a tree broadcast's root resends; a swarm's says the run ended).
+            .filter(|(_, s)| s.initiator == me && s.started && !s.counted_finished.contains(&peer))
             .filter(|(_, s)| {
                 s.announced
                     .as_ref()
@@ -992,6 +1065,8 @@ impl Host {
             if slot.counted_failed.remove(&peer) {
                 slot.tally.1 -= 1;
             }
+            // Its new life takes part: a later failure is a new one.
+            slot.excluded.remove(&peer);
             slot.awaiting_done.insert(peer);
             let (spec, total_len) = slot.announced.clone().expect("filtered above");
             let announce = SessionMsg::Announce {
@@ -1000,6 +1075,7 @@ impl Host {
                 total_len,
                 spec,
                 rejoin: true,
+                excluded: slot.excluded.iter().copied().collect(),
             };
             self.send_session(now, peer, &announce, out);
             out.push(Output::Report(Report::PeerRejoined { peer, transfer: t }));
@@ -1021,9 +1097,37 @@ impl Host {
 
     /// Every running collective hears that `peer` is gone.
     fn collectives_lose(&mut self, now: Time, peer: NodeId, out: &mut Outputs) {
+        // Collectives whose initiator is gone and whose machine here has ended: nobody will
+        // close them.
+        let orphans: Vec<TransferId> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.initiator == peer && s.ended)
+            .map(|(t, _)| *t)
+            .collect();
+        let any = !orphans.is_empty();
+        for t in orphans {
+            self.retire(t);
+        }
+        if any {
+            self.maybe_leave(now, out);
+        }
         let transfers: Vec<TransferId> = self.slots.keys().copied().collect();
         for t in transfers {
-            let _ = self.feed_machine(now, t, Input::PeerFailed(peer), out);
+            match self.slots.get_mut(&t) {
+                // Not yet started: the start gives the machine every excluded member.
+                Some(s) if !s.started => {
+                    s.excluded.insert(peer);
+                }
+                Some(s) => {
+                    if !s.excluded.insert(peer) {
+                        // It heard this one already.
+                        continue;
+                    }
+                    let _ = self.feed_machine(now, t, Input::PeerFailed(peer), out);
+                }
+                None => continue,
+            }
             // At an initiator, a lost member neither readies nor reports.
             let me = self.config.me;
             let Some(slot) = self.slots.get_mut(&t) else {
@@ -1139,10 +1243,15 @@ impl Protocol for Host {
                     }
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
-                        if !self.slots.contains_key(&t) {
+                        let Some(slot) = self.slots.get_mut(&t) else {
                             // A collective that ended here (late frames), or one this node
                             // refused or never heard of.
                             return Ok(());
+                        };
+                        if slot.started && slot.excluded.contains(&from) {
+                            // A restarted member taken back into this collective: a later
+                            // failure of it is a new one.
+                            slot.excluded.remove(&from);
                         }
                         self.feed_machine(now, t, Input::Message { from, message }, out)
                     }

@@ -116,6 +116,13 @@ fn two_members_start_a_broadcast_and_a_multicast_in_one_running_group() {
             want.push(hb.clone());
         }
         want.sort();
+        // A member renames its file when its own part ended, which may come just after the
+        // initiator heard every report.
+        wait_for(
+            &format!("member {i}'s files"),
+            Duration::from_secs(30),
+            || received(&out(i)).len() == want.len(),
+        );
         assert_eq!(received(&out(i)), want, "member {i}");
     }
     for i in 0..N {
