@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::platform::load_platform;
+use windrose_model::units::parse_size;
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
 use windrose_net::bootstrap::{
@@ -142,8 +143,8 @@ pub struct BcastArgs {
     /// The root's node id (this process); every other member must run `windrose node`.
     #[arg(long, default_value_t = 0)]
     id: u32,
-    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4M; one segment as large as
-    /// the file is store-and-forward).
+    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4MB; MB = 10^6 bytes, MiB =
+    /// 2^20; one segment as large as the file is store-and-forward).
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     segment: u64,
     #[command(flatten)]
@@ -162,7 +163,7 @@ pub struct ScatterArgs {
     /// --load-size bytes from --seed.
     #[arg(long, value_name = "FILE", conflicts_with = "load_size")]
     file: Option<PathBuf>,
-    /// Size of the random load when no --file is given.
+    /// Size of the random load when no --file is given (MB = 10^6 bytes, MiB = 2^20).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     load_size: u64,
     /// Seed of the random load.
@@ -228,7 +229,8 @@ pub struct LocalArgs {
     /// The file to broadcast; default: a random payload of --size bytes from --seed.
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
-    /// Size of the random payload when no --file is given.
+    /// Size of the random payload when no --file is given (e.g. 64MB = 64 000 000 bytes,
+    /// 64MiB = 67 108 864).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     size: u64,
     /// Seed of the random payload (and of a multicast's random choices of peers and pieces).
@@ -241,7 +243,7 @@ pub struct LocalArgs {
     /// The port every node listens on (each on its own 127.0.0.x address); default: a free one.
     #[arg(long)]
     port: Option<u16>,
-    /// Segment size of the broadcast, the unit of pipelining (e.g. 1MiB, 256KiB, 4M).
+    /// Segment size of the broadcast, the unit of pipelining (e.g. 1MiB, 256KiB, 4MB).
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     segment: u64,
     /// Run the divisible-load scatter of the payload instead of a broadcast: every node hashes
@@ -337,36 +339,6 @@ fn parse_order(s: &str) -> Result<OrderPolicy, String> {
         .into_iter()
         .find(|p| p.name() == s.trim())
         .ok_or_else(|| format!("unknown order {s:?}: expected optimal or given"))
-}
-
-/// Parses `1048576`, `512k`, `256KiB`, `4M`, `1MiB`, `1GiB`, `2G` (binary multiples; `B`
-/// optional; case-insensitive).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 1048576, 512KiB, 1MiB, 2GiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "{s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let bytes = value * mult as f64;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) || bytes.fract() != 0.0 {
-        return Err(format!("{s:?} is not a whole number of bytes"));
-    }
-    Ok(bytes as u64)
 }
 
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {

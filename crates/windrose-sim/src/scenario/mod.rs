@@ -209,6 +209,7 @@ use std::str::FromStr;
 use toml::{Spanned, Value};
 use windrose_model::error::line_col;
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
+use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_trees::adaptive::AdaptiveTree;
@@ -726,87 +727,6 @@ impl LinkCosts for PlatformCosts<'_> {
             CostBasis::BandwidthMbS => CostUnit::BandwidthMbS,
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sizes
-
-/// Parses a byte size: a plain integer (`"24"`), or a number with a unit (`"64MiB"`, `"1.5 GB"`,
-/// `"256KiB"`, `"100kB"`, `"24B"`). Decimal units (kB/KB, MB, GB, TB) are powers of 1000, binary
-/// units (KiB, MiB, GiB, TiB) powers of 1024. The result must be a whole number of bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    // Exponents (`1e6`) belong to the number; no unit starts with `e`.
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == 'e' || c == 'E'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let num = num.replace('_', "");
-    let bad = || {
-        format!("{s:?} is not a byte size: expected an integer or a number with a unit, e.g. 24, \"64MiB\", \"1.5 GB\", \"256KiB\"")
-    };
-    if num.is_empty() {
-        return Err(bad());
-    }
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "kB" | "KB" | "k" | "K" => 1_000,
-        "MB" | "M" => 1_000_000,
-        "GB" | "G" => 1_000_000_000,
-        "TB" | "T" => 1_000_000_000_000,
-        "KiB" | "Ki" => 1 << 10,
-        "MiB" | "Mi" => 1 << 20,
-        "GiB" | "Gi" => 1 << 30,
-        "TiB" | "Ti" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?}: expected B, kB, KiB, MB, MiB, GB, GiB, TB or TiB"
-            ))
-        }
-    };
-    if let Ok(v) = num.parse::<u64>() {
-        return v
-            .checked_mul(mult)
-            .ok_or_else(|| format!("{s:?} is too large"));
-    }
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let bytes = v * mult as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
-        return Err(format!("{s:?} is not a byte size in range"));
-    }
-    if bytes.fract() != 0.0 {
-        return Err(format!(
-            "{s:?} is {bytes} bytes, not a whole number of bytes"
-        ));
-    }
-    Ok(bytes as u64)
-}
-
-/// `bytes` for people: `64 MiB`, `24 B`, `1.5 GB` (binary units when exact, else decimal).
-pub fn format_size(bytes: u64) -> String {
-    const BIN: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (u, m) in BIN {
-        // `m` is a power of two.
-        if bytes >= m && bytes & (m - 1) == 0 {
-            return format!("{} {u}", bytes / m);
-        }
-    }
-    const DEC: [(&str, f64); 4] = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
-    for (u, m) in DEC {
-        if bytes as f64 >= m {
-            let v = bytes as f64 / m;
-            let s = format!("{v:.2}");
-            let s = s.trim_end_matches('0').trim_end_matches('.');
-            return format!("{s} {u}");
-        }
-    }
-    format!("{bytes} B")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1750,29 +1670,5 @@ mod tests {
         assert_eq!(s.workload.segment_bytes, 256 << 10);
         assert_eq!(s.mayhem.unwrap().links, MayhemLinks::All);
         s.tree().unwrap();
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("24"), Ok(24));
-        assert_eq!(parse_size("24B"), Ok(24));
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("1.5 GB"), Ok(1_500_000_000));
-        assert_eq!(parse_size("256KiB"), Ok(256 << 10));
-        assert_eq!(parse_size("100kB"), Ok(100_000));
-        assert_eq!(parse_size("1_000"), Ok(1000));
-        assert_eq!(parse_size("1e6"), Ok(1_000_000));
-        assert_eq!(parse_size("3 MiB"), Ok(3 << 20));
-        assert!(parse_size("20000000 TiB")
-            .unwrap_err()
-            .contains("too large"));
-        assert!(parse_size("1.5 B").is_err());
-        assert!(parse_size("MiB").is_err());
-        assert!(parse_size("12 parsecs")
-            .unwrap_err()
-            .contains("unknown unit"));
-        assert_eq!(format_size(64 << 20), "64 MiB");
-        assert_eq!(format_size(24), "24 B");
-        assert_eq!(format_size(1_500_000_000), "1.5 GB");
     }
 }

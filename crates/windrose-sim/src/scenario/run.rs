@@ -1,9 +1,7 @@
 //! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
 //! for repetitions, the timeline and the event log.
 
-use super::{
-    format_size, Mayhem, ScatterSends, Scenario, ScenarioError, TreeAlgo, TreeCosts, WorkloadKind,
-};
+use super::{Mayhem, ScatterSends, Scenario, ScenarioError, TreeAlgo, TreeCosts, WorkloadKind};
 use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
 use crate::multicast::{self, MulticastOutcome, Probe, SharedData};
@@ -12,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::io::{self, Write};
 use windrose_model::platform::{LinkId, Platform};
+use windrose_model::units::format_size;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::scatter::{ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
