@@ -33,7 +33,7 @@ use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
 use windrose_net::trees::{
-    balanced_spec, equal_platform, group_costs, magpie_spec, TreeKind, EQUAL_CAPACITY_BYTES_S,
+    balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
 };
 use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
@@ -41,6 +41,7 @@ use windrose_net::{
     OutputSpec, RootJob, RunOutcome, Timeouts,
 };
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
+use windrose_trees::TreeAlgorithm;
 
 /// `windrose node`: one member of a group, serving one run.
 #[derive(Debug, Args)]
@@ -96,9 +97,9 @@ pub struct KeygenArgs {
 /// Options shared by `bcast`, `scatter` and `local`: the tree and how the run is watched.
 #[derive(Debug, Args)]
 pub struct TreeOpts {
-    /// The tree: mst, magpie, binomial, balanced-path, chain or flat.
-    #[arg(long, default_value = "balanced-path", value_parser = parse_tree)]
-    tree: TreeKind,
+    /// The tree (max-bottleneck on latency costs is the MST: the smallest worst latency).
+    #[arg(long, default_value = "balanced-path", value_parser = crate::tree::algorithm_parser())]
+    tree: TreeAlgorithm,
     /// Link costs to build the tree from (a cost file as `windrose tree build` reads, one node
     /// per group member); default: 0.1 ms inside a cluster, 10 ms between clusters.
     #[arg(long, value_name = "FILE")]
@@ -330,10 +331,6 @@ pub struct MulticastArgs {
     watch: WatchOpts,
 }
 
-fn parse_tree(s: &str) -> Result<TreeKind, String> {
-    s.parse()
-}
-
 fn parse_order(s: &str) -> Result<OrderPolicy, String> {
     OrderPolicy::ALL
         .into_iter()
@@ -522,7 +519,6 @@ fn build_tree(
     opts: &TreeOpts,
     root: NodeId,
 ) -> anyhow::Result<windrose_trees::Tree> {
-    let clusters = group.clusters();
     let tree = match &opts.costs {
         Some(path) => {
             let costs = windrose_model::load_costs(path).or_bad_input()?;
@@ -534,9 +530,9 @@ fn build_tree(
                     group.len()
                 )));
             }
-            opts.tree.build(&costs, &clusters, root)
+            opts.tree.build(&costs, Some(&group.clusters()), root)
         }
-        None => opts.tree.build(&group_costs(group), &clusters, root),
+        None => group_tree(opts.tree, group, root),
     };
     tree.or_bad_input_about(format_args!("--tree {}", opts.tree))
 }
@@ -693,7 +689,7 @@ fn short(hash: &str) -> String {
 }
 
 /// The human-readable result table.
-fn render(o: &RunOutcome, source: &str, tree: TreeKind, segment: u64) -> String {
+fn render(o: &RunOutcome, source: &str, tree: TreeAlgorithm, segment: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -863,7 +859,7 @@ fn scatter_schedule(
     group: &Group,
     data: &Bytes,
     tree: &windrose_trees::Tree,
-    kind: TreeKind,
+    kind: TreeAlgorithm,
     sopts: &ScatterOpts,
 ) -> anyhow::Result<(Schedule, Prediction)> {
     let n = tree.node_count();
@@ -981,7 +977,7 @@ fn render_scatter(
     schedule: &Schedule,
     prediction: &Prediction,
     source: &str,
-    tree: TreeKind,
+    tree: TreeAlgorithm,
     parallel: bool,
 ) -> String {
     let mut s = String::new();

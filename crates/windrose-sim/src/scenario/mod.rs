@@ -202,19 +202,15 @@ use crate::network::{Change, SharingPolicy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use toml::{Spanned, Value};
 use windrose_model::error::line_col;
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_trees::adaptive::AdaptiveTree;
-use windrose_trees::static_trees;
-use windrose_trees::{Tree, TreeError};
+use windrose_trees::{Tree, TreeAlgorithm, TreeError};
 
 /// The ChaCha8 stream mayhem draws from (node machines use streams below 2^32, see
 /// `windrose_proto::node_rng`).
@@ -298,74 +294,6 @@ impl WorkloadKind {
             WorkloadKind::Scatter => "scatter",
             WorkloadKind::Multicast => "multicast",
         }
-    }
-}
-
-/// The tree algorithms a workload may use.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeAlgo {
-    /// Balanced-Path binomial tree (Figueira & Mendes) over latency costs.
-    BalancedPath,
-    /// MPICH-like binomial tree (no costs).
-    Binomial,
-    /// MagPIe-like two-level tree over the platform's clusters.
-    Magpie,
-    /// Minimum spanning tree over latency costs (seed 004's AGM).
-    Mst,
-    /// Maximum-bottleneck (widest-path) tree over bandwidths.
-    MaxBottleneck,
-    /// The root sends to everyone.
-    Flat,
-    /// `root → root+1 → … → N-1 → 0 → … → root-1`.
-    Chain,
-}
-
-impl TreeAlgo {
-    /// Every algorithm, in the order help texts list them.
-    pub const ALL: [TreeAlgo; 7] = [
-        TreeAlgo::BalancedPath,
-        TreeAlgo::Binomial,
-        TreeAlgo::Magpie,
-        TreeAlgo::Mst,
-        TreeAlgo::MaxBottleneck,
-        TreeAlgo::Flat,
-        TreeAlgo::Chain,
-    ];
-
-    /// The name used in files and output.
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeAlgo::BalancedPath => "balanced-path",
-            TreeAlgo::Binomial => "binomial",
-            TreeAlgo::Magpie => "magpie",
-            TreeAlgo::Mst => "mst",
-            TreeAlgo::MaxBottleneck => "max-bottleneck",
-            TreeAlgo::Flat => "flat",
-            TreeAlgo::Chain => "chain",
-        }
-    }
-}
-
-impl fmt::Display for TreeAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TreeAlgo {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TreeAlgo::ALL
-            .into_iter()
-            .find(|a| a.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown tree algorithm {s:?}: expected one of {}",
-                    names(TreeAlgo::ALL.iter().map(|a| a.name()))
-                )
-            })
     }
 }
 
@@ -500,7 +428,7 @@ pub struct Workload {
     /// Broadcast or scatter.
     pub kind: WorkloadKind,
     /// The tree it runs on.
-    pub tree: TreeAlgo,
+    pub tree: TreeAlgorithm,
     /// The root (the broadcaster, or the node holding the load).
     pub root: NodeId,
     /// Bytes of the message (broadcast) or of the load (scatter).
@@ -614,32 +542,26 @@ impl Scenario {
 /// [`TreeCosts::Transfer`].
 pub fn build_tree(
     platform: &Platform,
-    algo: TreeAlgo,
+    algo: TreeAlgorithm,
     root: NodeId,
     tree_costs: TreeCosts,
     message_bytes: u64,
 ) -> Result<Tree, TreeError> {
-    let n = platform.node_count();
-    let latency = match tree_costs {
+    let clusters: Vec<ClusterId> = (0..platform.node_count())
+        .map(|i| platform.cluster_of(NodeId::from(i)))
+        .collect();
+    if algo.prefers_capacities() {
+        return algo.build(
+            &PlatformCosts::bandwidth_mb_s(platform),
+            Some(&clusters),
+            root,
+        );
+    }
+    let costs = match tree_costs {
         TreeCosts::Latency => PlatformCosts::latency_ms(platform),
         TreeCosts::Transfer => PlatformCosts::transfer_ms(platform, message_bytes),
     };
-    match algo {
-        TreeAlgo::BalancedPath => Ok(AdaptiveTree::balanced_path(&latency, root)?.to_tree()),
-        TreeAlgo::Binomial => static_trees::binomial_all(n, root),
-        TreeAlgo::Magpie => {
-            let clusters: Vec<ClusterId> = (0..n)
-                .map(|i| platform.cluster_of(NodeId::from(i)))
-                .collect();
-            static_trees::magpie(&latency, &clusters, root)
-        }
-        TreeAlgo::Mst => static_trees::minimum_spanning_tree(&latency, root),
-        TreeAlgo::MaxBottleneck => {
-            static_trees::max_bottleneck_tree(&PlatformCosts::bandwidth_mb_s(platform), root)
-        }
-        TreeAlgo::Flat => static_trees::flat_all(n, root),
-        TreeAlgo::Chain => static_trees::chain_all(n, root),
-    }
+    algo.build(&costs, Some(&clusters), root)
 }
 
 /// Link costs between the nodes of a [`Platform`], derived from its routes (symmetrised, as
@@ -1417,19 +1339,19 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
             ));
         }
         if multicast_protocol == Some(MulticastProtocol::Magpie) {
-            TreeAlgo::Magpie
+            TreeAlgorithm::Magpie
         } else {
-            TreeAlgo::Flat
+            TreeAlgorithm::Flat
         }
     } else {
         let tv = src.need(
             &d.tree,
             &span,
             "workload.tree",
-            "the tree algorithm (balanced-path, binomial, magpie, mst, max-bottleneck, flat or chain)",
+            &format!("the tree algorithm ({})", TreeAlgorithm::NAMES.join(", ")),
         )?;
         src.str(tv, "workload.tree")?
-            .parse::<TreeAlgo>()
+            .parse::<TreeAlgorithm>()
             .map_err(|m| src.err(&tv.span(), format!("`workload.tree`: {m}")))?
     };
     let root = match &d.root {
