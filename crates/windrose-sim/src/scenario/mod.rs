@@ -210,7 +210,7 @@ use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_trees::{Tree, TreeAlgorithm, TreeError};
+use windrose_trees::{named_enum, Tree, TreeAlgorithm, TreeError};
 
 /// The ChaCha8 stream mayhem draws from (node machines use streams below 2^32, see
 /// `windrose_proto::node_rng`).
@@ -301,39 +301,42 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
     it.collect::<Vec<_>>().join(", ")
 }
 
-/// What the latency trees (`balanced-path`, `mst`) minimise; see the [module docs](self).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeCosts {
-    /// Route latency (ms).
-    #[default]
-    Latency,
-    /// Route latency plus the message's transfer time at the route's bottleneck (ms).
-    Transfer,
+named_enum! {
+    /// What the latency trees (`balanced-path`, `mst`) minimise; see the [module docs](self).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum TreeCosts: "tree costs" {
+        /// Route latency (ms).
+        #[default]
+        Latency = "latency",
+        /// Route latency plus the message's transfer time at the route's bottleneck (ms).
+        Transfer = "transfer",
+    }
 }
 
-/// How a scatter's parents hand their children's shares to the network.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ScatterSends {
-    /// One child after the other (the divisible-load model).
-    #[default]
-    Sequential,
-    /// All children at once, sharing the parent's uplink.
-    Parallel,
+named_enum! {
+    /// How a scatter's parents hand their children's shares to the network.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum ScatterSends: "send mode" {
+        /// One child after the other (the divisible-load model).
+        #[default]
+        Sequential = "sequential",
+        /// All children at once, sharing the parent's uplink.
+        Parallel = "parallel",
+    }
 }
 
-/// Which links mayhem re-draws.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MayhemLinks {
-    /// Every link: node uplinks and downlinks, access links, WAN links.
-    #[default]
-    All,
-    /// WAN links only.
-    Wan,
-    /// Access and WAN links (what traffic between clusters crosses).
-    InterCluster,
+named_enum! {
+    /// Which links mayhem re-draws.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum MayhemLinks: "mayhem link set" {
+        /// Every link: node uplinks and downlinks, access links, WAN links.
+        #[default]
+        All = "all",
+        /// WAN links only.
+        Wan = "wan",
+        /// Access and WAN links (what traffic between clusters crosses).
+        InterCluster = "inter-cluster",
+    }
 }
 
 /// A change of the platform at a given time.
@@ -461,16 +464,17 @@ pub struct MulticastWorkload {
     pub mob_variant: MobVariant,
 }
 
-/// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MobVariant {
-    /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted to
-    /// its measured rate and round trip.
-    #[default]
-    Windrose,
-    /// The paper's: random piece choice, R = 5 requests per peer.
-    Paper,
+named_enum! {
+    /// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub enum MobVariant: "MOB variant" {
+        /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted
+        /// to its measured rate and round trip.
+        #[default]
+        Windrose = "windrose",
+        /// The paper's: random piece choice, R = 5 requests per peer.
+        Paper = "paper",
+    }
 }
 
 impl MobVariant {
@@ -1220,15 +1224,7 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
         None => 1.0_f64.max(min_fraction),
     };
     let links = match &d.links {
-        Some(v) => src.choice(
-            v,
-            "mayhem.links",
-            &[
-                ("all", MayhemLinks::All),
-                ("wan", MayhemLinks::Wan),
-                ("inter-cluster", MayhemLinks::InterCluster),
-            ],
-        )?,
+        Some(v) => src.choice(v, "mayhem.links", &MayhemLinks::ALL.map(|l| (l.name(), l)))?,
         None => MayhemLinks::All,
     };
     let start_s = match &d.start_s {
@@ -1433,10 +1429,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         Some(v) => src.choice(
             v,
             "workload.tree_costs",
-            &[
-                ("latency", TreeCosts::Latency),
-                ("transfer", TreeCosts::Transfer),
-            ],
+            &TreeCosts::ALL.map(|c| (c.name(), c)),
         )?,
         None => TreeCosts::Latency,
     };
@@ -1490,10 +1483,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         Some(v) => src.choice(
             v,
             "workload.send_mode",
-            &[
-                ("sequential", ScatterSends::Sequential),
-                ("parallel", ScatterSends::Parallel),
-            ],
+            &ScatterSends::ALL.map(|m| (m.name(), m)),
         )?,
         None => ScatterSends::Sequential,
     };
@@ -1525,10 +1515,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
                 Some(v) => src.choice(
                     v,
                     "workload.mob_variant",
-                    &[
-                        ("windrose", MobVariant::Windrose),
-                        ("paper", MobVariant::Paper),
-                    ],
+                    &MobVariant::ALL.map(|m| (m.name(), m)),
                 )?,
                 None => MobVariant::Windrose,
             };
