@@ -27,6 +27,7 @@ pub mod measurements;
 pub mod overlay;
 pub mod platform;
 pub mod random;
+pub mod units;
 
 pub use cluster::ClusterCosts;
 pub use costs::{CostUnit, LinkCosts, LinkCostsMut};
@@ -42,3 +43,4 @@ pub use platform::{
     load_platform, parse_platform_toml, ClusterSpec, LinkId, Platform, PlatformBuilder,
     PlatformError, Route,
 };
+pub use units::{format_size, parse_size, SizeError};

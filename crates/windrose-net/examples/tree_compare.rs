@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
 use windrose_net::bootstrap::{Bootstrap, GroupFile, Membership};
 use windrose_net::group::{Group, Member};
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::{bind, random_payload, run_node, run_root, NodeConfig, RootJob};
+use windrose_trees::TreeAlgorithm;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -110,7 +111,7 @@ struct RunResult {
 
 fn run_once(
     dir: &Path,
-    kind: TreeKind,
+    kind: TreeAlgorithm,
     nodes: usize,
     data: &bytes::Bytes,
     segment: u64,
@@ -131,9 +132,7 @@ fn run_once(
             c.stdin(Stdio::null()).spawn().unwrap()
         })
         .collect();
-    let tree = kind
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(kind, &group, NodeId(0)).unwrap();
     let rt = runtime();
     let self0 = cpu_s(libc::RUSAGE_SELF);
     let mut config = NodeConfig::new(Membership {
@@ -196,7 +195,7 @@ fn main() {
     let mib = num_arg("--mib", 1024) as usize;
     let reps = num_arg("--reps", 3).max(1) as usize;
     let segment = num_arg("--segment-kib", 1024).max(1) << 10;
-    let trees: Vec<TreeKind> = arg("--trees")
+    let trees: Vec<TreeAlgorithm> = arg("--trees")
         .unwrap_or_else(|| "chain,binomial,flat".into())
         .split(',')
         .map(|t| t.parse().unwrap())

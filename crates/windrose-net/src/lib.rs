@@ -28,7 +28,8 @@
 //! use windrose_model::{ClusterId, NodeId};
 //! use windrose_net::bootstrap::Membership;
 //! use windrose_net::group::{Group, Member};
-//! use windrose_net::trees::{group_costs, TreeKind};
+//! use windrose_net::trees::group_tree;
+//! use windrose_trees::TreeAlgorithm;
 //! use windrose_net::{run_node, run_root, NodeConfig, OutputSpec, RootJob};
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -50,7 +51,7 @@
 //!     c.output = OutputSpec::Memory;
 //!     nodes.push(tokio::spawn(run_node(l, c)));
 //! }
-//! let tree = TreeKind::Chain.build(&group_costs(&group), &group.clusters(), NodeId(0)).unwrap();
+//! let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
 //! let data = Bytes::from_static(b"the same bytes at every node");
 //! let outcome = run_root(config(0), RootJob::broadcast(tree, 8, data.clone())).await.unwrap();
 //! assert!(outcome.all_verified());

@@ -1,106 +1,26 @@
-//! The broadcast trees a run can use, by the names the command line takes, and the default
-//! link costs they are built from when no measured or given costs exist; and the tree plans of
-//! the two tree multicasts (MagPIe, Balanced Multicasting) over a group.
+//! The default link costs a run builds its broadcast tree from when no measured or given costs
+//! exist (the trees themselves are `windrose_trees::TreeAlgorithm`'s); and the tree plans of the
+//! two tree multicasts (MagPIe, Balanced Multicasting) over a group.
 
 use crate::group::Group;
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use windrose_model::platform::{ClusterSpec, Platform};
-use windrose_model::{ClusterCosts, ClusterId, CostUnit, LinkCosts, NodeId};
+use windrose_model::{ClusterCosts, ClusterId, CostUnit, NodeId};
 use windrose_proto::multicast::MulticastSpec;
 use windrose_proto::pieces::ClusterLayout;
 use windrose_proto::tree_multicast::{PlanTree, TreeMulticastConfig, TreePlan};
-use windrose_trees::adaptive::AdaptiveTree;
 use windrose_trees::multicast::balanced::{plan_balanced, PlanOptions};
-use windrose_trees::{static_trees, StaticAlgo, Tree, TreeError};
+use windrose_trees::{Tree, TreeAlgorithm, TreeError};
 
 /// Latency assumed between two nodes of one cluster when no costs are given, in ms.
 pub const DEFAULT_INTRA_MS: f64 = 0.1;
 /// Latency assumed between two clusters when no costs are given, in ms.
 pub const DEFAULT_INTER_MS: f64 = 10.0;
 
-/// A tree algorithm for a broadcast.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeKind {
-    /// Minimum spanning tree of the costs.
-    Mst,
-    /// MagPIe-like: flat between clusters, binomial inside.
-    Magpie,
-    /// MPICH-like binomial tree.
-    Binomial,
-    /// Balanced-Path binomial tree of Figueira & Mendes.
-    BalancedPath,
-    /// A path through every node in relative-rank order ([`static_trees::chain_all`]; for root
-    /// 0: `0 -> 1 -> ... -> N-1`).
-    Chain,
-    /// The root sends to every node itself.
-    Flat,
-}
-
-impl TreeKind {
-    /// Every kind, in help-text order.
-    pub const ALL: [TreeKind; 6] = [
-        TreeKind::Mst,
-        TreeKind::Magpie,
-        TreeKind::Binomial,
-        TreeKind::BalancedPath,
-        TreeKind::Chain,
-        TreeKind::Flat,
-    ];
-
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeKind::Mst => "mst",
-            TreeKind::Magpie => "magpie",
-            TreeKind::Binomial => "binomial",
-            TreeKind::BalancedPath => "balanced-path",
-            TreeKind::Chain => "chain",
-            TreeKind::Flat => "flat",
-        }
-    }
-
-    /// Builds the tree over all nodes of `costs`, rooted at `root`; `clusters` (one per node) is
-    /// needed by [`TreeKind::Magpie`].
-    pub fn build(
-        self,
-        costs: &impl LinkCosts,
-        clusters: &[ClusterId],
-        root: NodeId,
-    ) -> Result<Tree, TreeError> {
-        match self {
-            TreeKind::Mst => StaticAlgo::Mst.build(costs, Some(clusters), root),
-            TreeKind::Magpie => StaticAlgo::Magpie.build(costs, Some(clusters), root),
-            TreeKind::Binomial => StaticAlgo::Binomial.build(costs, Some(clusters), root),
-            TreeKind::Flat => StaticAlgo::Flat.build(costs, Some(clusters), root),
-            TreeKind::BalancedPath => Ok(AdaptiveTree::balanced_path(costs, root)?.to_tree()),
-            TreeKind::Chain => static_trees::chain_all(costs.node_count(), root),
-        }
-    }
-}
-
-impl fmt::Display for TreeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TreeKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TreeKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown tree {s:?}: expected one of mst, magpie, binomial, balanced-path, chain, flat"
-                )
-            })
-    }
+/// The tree `algo` over every member of `group`, rooted at `root`, from the group's clusters and
+/// the default costs of [`group_costs`] (what a run uses when it is given no costs).
+pub fn group_tree(algo: TreeAlgorithm, group: &Group, root: NodeId) -> Result<Tree, TreeError> {
+    algo.build(&group_costs(group), Some(&group.clusters()), root)
 }
 
 /// Link costs from a group's clusters alone: [`DEFAULT_INTRA_MS`] inside a cluster,
@@ -225,15 +145,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_kind_spans_the_group() {
+    fn every_algorithm_spans_the_group() {
         let g = Group::loopback("t", 8, 2, 7000).unwrap();
-        let costs = group_costs(&g);
-        for kind in TreeKind::ALL {
-            let t = kind.build(&costs, &g.clusters(), NodeId(0)).unwrap();
-            assert_eq!(t.len(), 8, "{kind}");
-            assert_eq!(kind.name().parse::<TreeKind>().unwrap(), kind);
+        for algo in TreeAlgorithm::ALL {
+            for root in [NodeId(0), NodeId(5)] {
+                let t = group_tree(algo, &g, root).unwrap();
+                assert_eq!(t.len(), 8, "{algo}");
+                assert_eq!(t.root(), root, "{algo}");
+            }
         }
-        assert!("tree".parse::<TreeKind>().is_err());
+        // Latency costs: the best worst link on every root path is the MST's.
+        assert_eq!(
+            group_tree(TreeAlgorithm::MaxBottleneck, &g, NodeId(3)),
+            group_tree(TreeAlgorithm::Mst, &g, NodeId(3))
+        );
     }
 
     /// Members in interleaved clusters (node i in cluster i % 2), so platform numbering and

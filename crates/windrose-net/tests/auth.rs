@@ -17,9 +17,10 @@ use windrose_net::auth::{
 };
 use windrose_net::bootstrap::{Handshake, Transport};
 use windrose_net::multicast::{MobConfig, MulticastProtocol, MulticastSpec};
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::wire::{FrameReader, Role};
 use windrose_net::{run_node, run_root, NetError, NetEvent, NodeConfig, OutputSpec, RootJob};
+use windrose_trees::TreeAlgorithm;
 
 const T: Duration = Duration::from_secs(1);
 
@@ -61,9 +62,7 @@ async fn two_node_run(
 ) {
     let group = root.group.clone();
     let n = tokio::spawn(run_node(listener, node));
-    let tree = TreeKind::Chain
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
     let data = Bytes::from_static(b"only members may have this");
     let r = run_root(root, RootJob::broadcast(tree, 8, data)).await;
     let n = tokio::time::timeout(Duration::from_secs(8), n)
@@ -83,9 +82,7 @@ async fn same_key_broadcast_completes() {
         c.output = OutputSpec::Memory;
         nodes.push(tokio::spawn(run_node(l, c)));
     }
-    let tree = TreeKind::Chain
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
     let data = Bytes::from(vec![7u8; 100_000]);
     let root = keyed(config(&group, 0, Duration::from_secs(5)), &k);
     let outcome = run_root(root, RootJob::broadcast(tree, 4096, data.clone()))

@@ -6,12 +6,13 @@ mod common;
 use common::{config, loopback};
 use std::time::Duration;
 use windrose_model::NodeId;
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::wire::RunStatus;
 use windrose_net::{
     random_payload, run_node, run_root, Collective, Delivered, OutputSpec, RootJob,
 };
 use windrose_trees::dlt::{self, OrderPolicy};
+use windrose_trees::TreeAlgorithm;
 
 const MIB: usize = 1 << 20;
 
@@ -20,16 +21,14 @@ async fn every_tree_delivers_64_mib_to_eight_nodes() {
     let data = random_payload(64 * MIB, 7);
     let want = blake3::hash(&data).to_hex().to_string();
     let dir = tempfile::tempdir().unwrap();
-    for kind in TreeKind::ALL {
+    for kind in TreeAlgorithm::ALL {
         let (group, mut listeners) = loopback("trees", 8, 2).await;
-        let tree = kind
-            .build(&group_costs(&group), &group.clusters(), NodeId(0))
-            .unwrap();
+        let tree = group_tree(kind, &group, NodeId(0)).unwrap();
         let mut nodes = Vec::new();
         for (i, l) in listeners.drain(..).enumerate().skip(1) {
             let mut c = config(&group, i as u32, Duration::from_secs(20));
             // The chain writes files (relays and the leaf); the other trees only hash.
-            if kind == TreeKind::Chain {
+            if kind == TreeAlgorithm::Chain {
                 c.output = OutputSpec::File(dir.path().join(format!("node-{i}.bin")));
             }
             nodes.push(tokio::spawn(run_node(l, c)));
@@ -66,7 +65,7 @@ async fn every_tree_delivers_64_mib_to_eight_nodes() {
                     want
                 );
             } else {
-                assert_ne!(kind, TreeKind::Chain, "the chain's nodes write files");
+                assert_ne!(kind, TreeAlgorithm::Chain, "the chain's nodes write files");
             }
         }
     }
@@ -82,9 +81,7 @@ async fn every_tree_delivers_64_mib_to_eight_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_measure_round_trips_and_throughput() {
     let (group, mut listeners) = loopback("probe", 3, 1).await;
-    let tree = TreeKind::Chain
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
     let mut nodes = Vec::new();
     for (i, l) in listeners.drain(..).enumerate().skip(1) {
         nodes.push(tokio::spawn(run_node(
@@ -122,9 +119,7 @@ async fn probes_measure_round_trips_and_throughput() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scatter_computes_every_share() {
     let (group, mut listeners) = loopback("scatter", 6, 1).await;
-    let tree = TreeKind::Binomial
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Binomial, &group, NodeId(0)).unwrap();
     let schedule = dlt::schedule(&tree, &[1.0; 6], &[0.1; 6], OrderPolicy::Optimal).unwrap();
     let mut nodes = Vec::new();
     for (i, l) in listeners.drain(..).enumerate().skip(1) {

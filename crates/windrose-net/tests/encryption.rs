@@ -15,11 +15,12 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::group::{Group, Member};
 use windrose_net::multicast::{MobConfig, MulticastProtocol, MulticastSpec};
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::{
     random_payload, run_node, run_root, NetError, NetEvent, NodeConfig, OutputSpec, RootJob,
     RunOutcome,
 };
+use windrose_trees::TreeAlgorithm;
 
 const T: Duration = Duration::from_secs(5);
 const BOUND: Duration = Duration::from_secs(30);
@@ -31,9 +32,7 @@ fn keyed(mut c: NodeConfig, encrypt: bool) -> NodeConfig {
 }
 
 fn chain_broadcast(group: &Group, data: bytes::Bytes) -> RootJob {
-    let tree = TreeKind::Chain
-        .build(&group_costs(group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap();
     RootJob::broadcast(tree, 64 << 10, data)
 }
 

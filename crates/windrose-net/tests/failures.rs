@@ -10,18 +10,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use windrose_model::NodeId;
 use windrose_net::group::{Group, Member};
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::wire::{Control, FrameReader, Hello, Role, RunStatus, Welcome, WireFrame};
 use windrose_net::{random_payload, run_node, run_root, NetError, OutputSpec, RootJob};
+use windrose_trees::TreeAlgorithm;
 
 const SHORT: Duration = Duration::from_secs(2);
 /// Every failing run must be over well within this.
 const BOUND: Duration = Duration::from_secs(15);
 
 fn chain(group: &Group) -> windrose_trees::Tree {
-    TreeKind::Chain
-        .build(&group_costs(group), &group.clusters(), NodeId(0))
-        .unwrap()
+    group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap()
 }
 
 /// Runs the root over `group` with a chain, and nodes `1..` on `listeners` with `node_group`

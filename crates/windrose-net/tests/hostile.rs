@@ -13,9 +13,10 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use windrose_model::NodeId;
 use windrose_net::auth::{GroupKey, NoiseHandshake};
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::wire::{CONTROL_MAGIC, CONTROL_VERSION};
 use windrose_net::{random_payload, run_node, run_root, NetEvent, RootJob};
+use windrose_trees::TreeAlgorithm;
 
 /// The nodes' deadlines (the handshake's among them).
 const T: Duration = Duration::from_secs(1);
@@ -149,9 +150,7 @@ async fn strangers_are_cut_off_and_the_node_still_serves_its_run() {
     for _ in 0..100 {
         more.push(TcpStream::connect(&addr).await.unwrap());
     }
-    let tree = TreeKind::Chain
-        .build(&group_costs(&group), &group.clusters(), NodeId(0))
-        .unwrap();
+    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
     let job = RootJob::broadcast(tree, 1 << 16, random_payload(4 << 20, 5));
     let outcome = tokio::time::timeout(GUARD, run_root(keyed(0), job))
         .await

@@ -22,7 +22,7 @@ use std::time::Duration;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::NodeId;
 use windrose_net::group::Group;
-use windrose_net::trees::{group_costs, TreeKind};
+use windrose_net::trees::group_tree;
 use windrose_net::wire::{FrameCount, RunStatus};
 use windrose_net::{random_payload, Collective, RootJob};
 use windrose_net::{NodeOutcome, RunOutcome};
@@ -33,6 +33,7 @@ use windrose_proto::{Time, TransferId};
 use windrose_sim::engine::{broadcast_with, ComputeModel, MemoryLog, SimConfig, Simulation};
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::Tree;
+use windrose_trees::TreeAlgorithm;
 
 /// `(from, to, kind)` → `(frames, wire bytes)`.
 type FrameSet = BTreeMap<(u32, u32, String), (u64, u64)>;
@@ -112,9 +113,8 @@ async fn shape() -> Arc<Group> {
     loopback("shape", NODES, CLUSTERS).await.0
 }
 
-fn tree(group: &Group, kind: TreeKind) -> Tree {
-    kind.build(&group_costs(group), &group.clusters(), NodeId(0))
-        .unwrap()
+fn tree(group: &Group, kind: TreeAlgorithm) -> Tree {
+    group_tree(kind, group, NodeId(0)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,7 +129,7 @@ async fn broadcast_matches_the_simulator() {
         (payload.len() as u64, 256 << 10),
     ];
     let mut runs = 0;
-    for kind in TreeKind::ALL {
+    for kind in TreeAlgorithm::ALL {
         let tree = tree(&group, kind);
         for &(segment_bytes, max_frame_payload) in &cases {
             let what =
@@ -175,13 +175,13 @@ async fn broadcast_matches_the_simulator() {
             runs += 1;
         }
     }
-    assert_eq!(runs, TreeKind::ALL.len() * cases.len());
+    assert_eq!(runs, TreeAlgorithm::ALL.len() * cases.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_broadcast_matches_the_simulator() {
     let group = shape().await;
-    let tree = tree(&group, TreeKind::Binomial);
+    let tree = tree(&group, TreeAlgorithm::Binomial);
     let log = MemoryLog::new();
     let mut sim = broadcast_with(
         platform(&group),
@@ -281,22 +281,22 @@ async fn scatter_matches_the_simulator() {
     let link_s: Vec<f64> = (0..NODES).map(|i| 0.05 + 0.1 * (i % 4) as f64).collect();
     let cases = [
         (
-            TreeKind::Binomial,
+            TreeAlgorithm::Binomial,
             false,
             ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
         ),
-        (TreeKind::Binomial, true, 64 << 10),
-        (TreeKind::Chain, false, 100_000),
+        (TreeAlgorithm::Binomial, true, 64 << 10),
+        (TreeAlgorithm::Chain, false, 100_000),
         (
-            TreeKind::Flat,
+            TreeAlgorithm::Flat,
             true,
             ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
         ),
-        (TreeKind::Flat, false, 64 << 10),
-        (TreeKind::Magpie, false, 256 << 10),
-        (TreeKind::BalancedPath, true, 100_000),
+        (TreeAlgorithm::Flat, false, 64 << 10),
+        (TreeAlgorithm::Magpie, false, 256 << 10),
+        (TreeAlgorithm::BalancedPath, true, 100_000),
         (
-            TreeKind::Mst,
+            TreeAlgorithm::Mst,
             false,
             ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
         ),

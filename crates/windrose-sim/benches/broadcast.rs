@@ -20,7 +20,7 @@ use windrose_proto::tree_broadcast::BroadcastConfig;
 use windrose_proto::TransferId;
 use windrose_sim::engine::broadcast;
 use windrose_sim::network::SharingPolicy;
-use windrose_trees::StaticAlgo;
+use windrose_trees::TreeAlgorithm;
 
 /// 4 clusters of 16 nodes: 1 Gb/s node links, 10 Gb/s access links, 0.1 ms inside a cluster;
 /// 1 Gb/s WAN links with 10 ms latency.
@@ -53,7 +53,7 @@ fn main() {
     // MagPIe reads only the cluster map; the costs just size the tree.
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let costs = random::uniform_hops(&mut rng, p.node_count(), 1);
-    let tree = StaticAlgo::Magpie
+    let tree = TreeAlgorithm::Magpie
         .build(&costs, Some(&clusters), NodeId(0))
         .expect("a MagPIe tree");
     let cfg = BroadcastConfig::new(TransferId(1), segment);

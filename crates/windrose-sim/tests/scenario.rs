@@ -9,9 +9,9 @@ use windrose_sim::metrics::NodeOutcome;
 use windrose_sim::network::Change;
 use windrose_sim::scenario::{
     build_tree, load_scenario, parse_scenario, run_scenario, Mayhem, PlatformCosts, Scenario,
-    ScenarioError, TreeAlgo, TreeCosts,
+    ScenarioError, TreeCosts,
 };
-use windrose_trees::Tree;
+use windrose_trees::{Tree, TreeAlgorithm};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios")
@@ -312,7 +312,7 @@ fn example_files_load() {
 #[test]
 fn every_tree_algorithm_spans_the_platform() {
     let s = example("four-clusters.toml");
-    for algo in TreeAlgo::ALL {
+    for algo in TreeAlgorithm::ALL {
         for costs in [TreeCosts::Latency, TreeCosts::Transfer] {
             let t: Tree = build_tree(&s.platform, algo, NodeId(5), costs, 1 << 20).unwrap();
             assert_eq!(t.len(), 64, "{algo}");
@@ -321,7 +321,7 @@ fn every_tree_algorithm_spans_the_platform() {
     }
     let chain = build_tree(
         &s.platform,
-        TreeAlgo::Chain,
+        TreeAlgorithm::Chain,
         NodeId(62),
         TreeCosts::Latency,
         1,
@@ -332,7 +332,7 @@ fn every_tree_algorithm_spans_the_platform() {
     // The widest-path tree avoids the 3 MB/s A-C link: C is reached through D or B.
     let t = build_tree(
         &s.platform,
-        TreeAlgo::MaxBottleneck,
+        TreeAlgorithm::MaxBottleneck,
         NodeId(0),
         TreeCosts::Latency,
         1,
@@ -359,8 +359,8 @@ fn seed004_paths_to_process_0() {
             .unwrap()
             .path_cost(NodeId(0), &lat)
     };
-    assert!((path(TreeAlgo::Binomial) - 96.5).abs() < 1e-9);
-    assert!((path(TreeAlgo::Magpie) - 14.9).abs() < 1e-9);
+    assert!((path(TreeAlgorithm::Binomial) - 96.5).abs() < 1e-9);
+    assert!((path(TreeAlgorithm::Magpie) - 14.9).abs() < 1e-9);
 }
 
 /// The capacities mayhem gives, draw by draw.

@@ -1,7 +1,8 @@
 //! Pure tree algorithms of windrose: binomial positions, Balanced-Path construction, adaptive
 //! binomial trees with incremental costs and the four swapping strategies of Figueira & Mendes,
 //! and the static trees later layers compare against (MPICH-like binomial, MagPIe-like,
-//! minimum spanning tree, maximum-bottleneck tree, flat tree).
+//! minimum spanning tree, maximum-bottleneck tree, flat tree, chain), all named by one
+//! [`TreeAlgorithm`].
 //!
 //! No clocks, no I/O, no global state: every function takes its costs (a
 //! [`windrose_model::LinkCosts`]) and, where it draws random numbers, a seeded RNG.
@@ -23,13 +24,16 @@
 //! ```
 
 pub mod adaptive;
+pub mod algorithm;
 pub mod balanced_path;
 pub mod binomial;
 pub mod dlt;
 pub mod multicast;
+pub mod names;
 pub mod segtree;
 pub mod static_trees;
 pub mod tree;
 
-pub use static_trees::StaticAlgo;
+pub use algorithm::TreeAlgorithm;
+pub use names::UnknownName;
 pub use tree::{Tree, TreeError};

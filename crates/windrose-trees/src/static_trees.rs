@@ -10,14 +10,13 @@
 //!
 //! ```
 //! use windrose_model::{ClusterCosts, CostUnit, NodeId};
-//! use windrose_trees::static_trees::{binomial_all, StaticAlgo};
+//! use windrose_trees::static_trees::{binomial_all, magpie};
 //!
 //! let t = binomial_all(8, NodeId(0)).unwrap();
 //! assert_eq!(t.children(NodeId(0)), &[NodeId(4), NodeId(2), NodeId(1)]);
 //!
 //! let costs = ClusterCosts::uniform(CostUnit::LatencyMs, 2, 3, 0.1, 20.0).unwrap();
-//! let algo: StaticAlgo = "magpie".parse().unwrap();
-//! let t = algo.build(&costs, Some(costs.clusters()), NodeId(4)).unwrap();
+//! let t = magpie(&costs, costs.clusters(), NodeId(4)).unwrap();
 //! assert_eq!(t.parent(NodeId(0)), Some(NodeId(4))); // node 0 coordinates cluster 0
 //! ```
 
@@ -25,8 +24,6 @@ use crate::binomial;
 use crate::{Tree, TreeError};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use windrose_model::{ClusterId, LinkCosts, NodeId};
 
 /// Sorts `nodes` by id and checks it is a non-empty set of ids below `node_count` that contains
@@ -148,7 +145,10 @@ fn flat_edges(node_count: usize, sorted: &[NodeId], root: NodeId) -> Result<Tree
 }
 
 /// Checks a cluster map (one cluster per node, indexed by node id) against the cost model.
-fn check_cluster_map(costs: &impl LinkCosts, clusters: &[ClusterId]) -> Result<(), TreeError> {
+pub(crate) fn check_cluster_map(
+    costs: &impl LinkCosts,
+    clusters: &[ClusterId],
+) -> Result<(), TreeError> {
     if clusters.len() == costs.node_count() {
         Ok(())
     } else {
@@ -207,7 +207,7 @@ pub fn magpie(
     Tree::from_edges(node_count, root, &edges)
 }
 
-fn check_node(node_count: usize, node: NodeId) -> Result<(), TreeError> {
+pub(crate) fn check_node(node_count: usize, node: NodeId) -> Result<(), TreeError> {
     if node.index() < node_count {
         Ok(())
     } else {
@@ -365,93 +365,4 @@ pub fn max_bottleneck_tree(bandwidth: &impl LinkCosts, root: NodeId) -> Result<T
         root,
         Goal::Maximum,
     )
-}
-
-/// The static tree algorithms, by the names the command line uses.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StaticAlgo {
-    /// [`binomial`] over all nodes (MPICH-like).
-    Binomial,
-    /// [`magpie`]: flat between clusters, binomial inside (MagPIe-like).
-    Magpie,
-    /// [`minimum_spanning_tree`].
-    Mst,
-    /// [`max_bottleneck_tree`] (costs read as bandwidth).
-    MaxBottleneck,
-    /// [`flat`] over all nodes.
-    Flat,
-}
-
-impl StaticAlgo {
-    /// Every algorithm, in the order help texts list them.
-    pub const ALL: [StaticAlgo; 5] = [
-        StaticAlgo::Binomial,
-        StaticAlgo::Magpie,
-        StaticAlgo::Mst,
-        StaticAlgo::MaxBottleneck,
-        StaticAlgo::Flat,
-    ];
-
-    /// The name used on the command line and in output: `binomial`, `magpie`, `mst`,
-    /// `max-bottleneck` or `flat`.
-    pub fn name(self) -> &'static str {
-        match self {
-            StaticAlgo::Binomial => "binomial",
-            StaticAlgo::Magpie => "magpie",
-            StaticAlgo::Mst => "mst",
-            StaticAlgo::MaxBottleneck => "max-bottleneck",
-            StaticAlgo::Flat => "flat",
-        }
-    }
-
-    /// Builds this tree over all nodes of `costs`, rooted at `root`.
-    ///
-    /// `clusters` (one entry per node) is required by [`StaticAlgo::Magpie`] and ignored by the
-    /// others, but checked whenever given so a wrong map is reported rather than silently unused.
-    pub fn build(
-        self,
-        costs: &impl LinkCosts,
-        clusters: Option<&[ClusterId]>,
-        root: NodeId,
-    ) -> Result<Tree, TreeError> {
-        check_node(costs.node_count(), root)?;
-        if let Some(map) = clusters {
-            check_cluster_map(costs, map)?;
-        }
-        match self {
-            StaticAlgo::Binomial => binomial_all(costs.node_count(), root),
-            StaticAlgo::Magpie => {
-                let map = clusters.ok_or_else(|| {
-                    TreeError::Invalid("magpie needs a cluster map (--clusters FILE)".into())
-                })?;
-                magpie(costs, map, root)
-            }
-            StaticAlgo::Mst => minimum_spanning_tree(costs, root),
-            StaticAlgo::MaxBottleneck => max_bottleneck_tree(costs, root),
-            StaticAlgo::Flat => flat_all(costs.node_count(), root),
-        }
-    }
-}
-
-impl fmt::Display for StaticAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for StaticAlgo {
-    type Err = TreeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        StaticAlgo::ALL
-            .into_iter()
-            .find(|a| a.name() == s.trim())
-            .ok_or_else(|| {
-                TreeError::Invalid(format!(
-                    "unknown static tree algorithm {s:?}: expected one of binomial, magpie, mst, \
-                     max-bottleneck, flat"
-                ))
-            })
-    }
 }

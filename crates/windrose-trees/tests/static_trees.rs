@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use windrose_model::{ClusterCosts, ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
 use windrose_trees::static_trees::{
     binomial, binomial_all, flat, flat_all, magpie, max_bottleneck_tree, minimum_spanning_tree,
-    minimum_spanning_tree_over, StaticAlgo,
+    minimum_spanning_tree_over,
 };
-use windrose_trees::{static_trees, Tree, TreeError};
+use windrose_trees::{static_trees, Tree, TreeAlgorithm, TreeError};
 
 fn n(i: u32) -> NodeId {
     NodeId(i)
@@ -379,35 +379,25 @@ fn paper004_mpich_vs_magpie_to_process_0() {
 }
 
 #[test]
-fn static_algo_names_round_trip() {
-    for a in StaticAlgo::ALL {
-        assert_eq!(a.name().parse::<StaticAlgo>().unwrap(), a);
-        assert_eq!(a.to_string(), a.name());
-    }
-    assert_eq!(
-        "max-bottleneck".parse::<StaticAlgo>().unwrap(),
-        StaticAlgo::MaxBottleneck
-    );
-    let e = "kruskal".parse::<StaticAlgo>().unwrap_err();
-    assert!(matches!(&e, TreeError::Invalid(m) if m.contains("kruskal") && m.contains("mst")));
-}
-
-#[test]
-fn static_algo_builds_every_tree() {
+fn every_algorithm_builds_a_spanning_tree() {
     let costs = ClusterCosts::uniform(CostUnit::LatencyMs, 3, 5, 0.5, 30.0).unwrap();
     let all = ids(&(0..15).collect::<Vec<_>>());
-    for a in StaticAlgo::ALL {
+    for a in TreeAlgorithm::ALL {
         let t = a.build(&costs, Some(costs.clusters()), n(7)).unwrap();
         assert_eq!(t.root(), n(7), "{a}");
         assert_spanning(&t, &all);
     }
     assert_eq!(
-        StaticAlgo::Mst.build(&costs, None, n(7)).unwrap(),
+        TreeAlgorithm::Mst.build(&costs, None, n(7)).unwrap(),
         minimum_spanning_tree(&costs, n(7)).unwrap()
     );
     assert_eq!(
-        StaticAlgo::Binomial.build(&costs, None, n(7)).unwrap(),
+        TreeAlgorithm::Binomial.build(&costs, None, n(7)).unwrap(),
         binomial_all(15, n(7)).unwrap()
+    );
+    assert_eq!(
+        TreeAlgorithm::Chain.build(&costs, None, n(7)).unwrap(),
+        static_trees::chain_all(15, n(7)).unwrap()
     );
 }
 
@@ -427,11 +417,12 @@ fn unknown_root_is_reported() {
     assert_eq!(minimum_spanning_tree(&costs, n(6)), Err(unknown.clone()));
     assert_eq!(max_bottleneck_tree(&costs, n(6)), Err(unknown.clone()));
     assert_eq!(magpie(&costs, costs.clusters(), n(6)), Err(unknown.clone()));
-    for a in StaticAlgo::ALL {
+    for a in TreeAlgorithm::ALL {
         assert_eq!(
             a.build(&costs, Some(costs.clusters()), n(6)),
             Err(unknown.clone())
         );
+        assert_eq!(a.build(&costs, None, n(6)), Err(unknown.clone()));
     }
     assert_eq!(
         minimum_spanning_tree_over(&costs, &ids(&[0, 1, 9]), n(0)),
@@ -477,10 +468,13 @@ fn cluster_map_problems_are_reported() {
     let short = &costs.clusters()[..4];
     for e in [
         magpie(&costs, short, n(0)).unwrap_err(),
-        StaticAlgo::Magpie
+        TreeAlgorithm::Magpie
             .build(&costs, Some(short), n(0))
             .unwrap_err(),
-        StaticAlgo::Mst
+        TreeAlgorithm::Mst
+            .build(&costs, Some(short), n(0))
+            .unwrap_err(),
+        TreeAlgorithm::Chain
             .build(&costs, Some(short), n(0))
             .unwrap_err(),
     ] {
@@ -490,9 +484,9 @@ fn cluster_map_problems_are_reported() {
         );
     }
     assert_eq!(
-        StaticAlgo::Magpie.build(&costs, None, n(0)),
+        TreeAlgorithm::Magpie.build(&costs, None, n(0)),
         Err(TreeError::Invalid(
-            "magpie needs a cluster map (--clusters FILE)".into()
+            "magpie needs a cluster map (one cluster per node)".into()
         ))
     );
 }

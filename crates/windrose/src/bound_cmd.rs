@@ -17,9 +17,10 @@ use clap::Args;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use windrose_model::platform::Platform;
+use windrose_model::units::format_size;
 use windrose_model::NodeId;
 use windrose_sim::network::Change;
-use windrose_sim::scenario::{format_size, load_scenario, Mayhem, Scenario};
+use windrose_sim::scenario::{load_scenario, Mayhem, Scenario};
 use windrose_trees::multicast::balanced::{plan_balanced, unshaped_rate_bytes_s, PlanOptions};
 use windrose_trees::multicast::bound::{
     completion_time_s, dynamic_completion_time_s, multicast_bound,

@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::platform::load_platform;
+use windrose_model::units::parse_size;
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
 use windrose_net::bootstrap::{
@@ -32,7 +33,7 @@ use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
 use windrose_net::trees::{
-    balanced_spec, equal_platform, group_costs, magpie_spec, TreeKind, EQUAL_CAPACITY_BYTES_S,
+    balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
 };
 use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
@@ -40,6 +41,7 @@ use windrose_net::{
     OutputSpec, RootJob, RunOutcome, Timeouts,
 };
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
+use windrose_trees::TreeAlgorithm;
 
 /// `windrose node`: one member of a group, serving one run.
 #[derive(Debug, Args)]
@@ -95,9 +97,9 @@ pub struct KeygenArgs {
 /// Options shared by `bcast`, `scatter` and `local`: the tree and how the run is watched.
 #[derive(Debug, Args)]
 pub struct TreeOpts {
-    /// The tree: mst, magpie, binomial, balanced-path, chain or flat.
-    #[arg(long, default_value = "balanced-path", value_parser = parse_tree)]
-    tree: TreeKind,
+    /// The tree (max-bottleneck on latency costs is the MST: the smallest worst latency).
+    #[arg(long, default_value = "balanced-path", value_parser = crate::tree::algorithm_parser())]
+    tree: TreeAlgorithm,
     /// Link costs to build the tree from (a cost file as `windrose tree build` reads, one node
     /// per group member); default: 0.1 ms inside a cluster, 10 ms between clusters.
     #[arg(long, value_name = "FILE")]
@@ -142,8 +144,8 @@ pub struct BcastArgs {
     /// The root's node id (this process); every other member must run `windrose node`.
     #[arg(long, default_value_t = 0)]
     id: u32,
-    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4M; one segment as large as
-    /// the file is store-and-forward).
+    /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4MB; MB = 10^6 bytes, MiB =
+    /// 2^20; one segment as large as the file is store-and-forward).
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     segment: u64,
     #[command(flatten)]
@@ -162,7 +164,7 @@ pub struct ScatterArgs {
     /// --load-size bytes from --seed.
     #[arg(long, value_name = "FILE", conflicts_with = "load_size")]
     file: Option<PathBuf>,
-    /// Size of the random load when no --file is given.
+    /// Size of the random load when no --file is given (MB = 10^6 bytes, MiB = 2^20).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     load_size: u64,
     /// Seed of the random load.
@@ -228,7 +230,8 @@ pub struct LocalArgs {
     /// The file to broadcast; default: a random payload of --size bytes from --seed.
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
-    /// Size of the random payload when no --file is given.
+    /// Size of the random payload when no --file is given (e.g. 64MB = 64 000 000 bytes,
+    /// 64MiB = 67 108 864).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     size: u64,
     /// Seed of the random payload (and of a multicast's random choices of peers and pieces).
@@ -241,7 +244,7 @@ pub struct LocalArgs {
     /// The port every node listens on (each on its own 127.0.0.x address); default: a free one.
     #[arg(long)]
     port: Option<u16>,
-    /// Segment size of the broadcast, the unit of pipelining (e.g. 1MiB, 256KiB, 4M).
+    /// Segment size of the broadcast, the unit of pipelining (e.g. 1MiB, 256KiB, 4MB).
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     segment: u64,
     /// Run the divisible-load scatter of the payload instead of a broadcast: every node hashes
@@ -328,45 +331,11 @@ pub struct MulticastArgs {
     watch: WatchOpts,
 }
 
-fn parse_tree(s: &str) -> Result<TreeKind, String> {
-    s.parse()
-}
-
 fn parse_order(s: &str) -> Result<OrderPolicy, String> {
     OrderPolicy::ALL
         .into_iter()
         .find(|p| p.name() == s.trim())
         .ok_or_else(|| format!("unknown order {s:?}: expected optimal or given"))
-}
-
-/// Parses `1048576`, `512k`, `256KiB`, `4M`, `1MiB`, `1GiB`, `2G` (binary multiples; `B`
-/// optional; case-insensitive).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 1048576, 512KiB, 1MiB, 2GiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "{s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let bytes = value * mult as f64;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) || bytes.fract() != 0.0 {
-        return Err(format!("{s:?} is not a whole number of bytes"));
-    }
-    Ok(bytes as u64)
 }
 
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
@@ -550,7 +519,6 @@ fn build_tree(
     opts: &TreeOpts,
     root: NodeId,
 ) -> anyhow::Result<windrose_trees::Tree> {
-    let clusters = group.clusters();
     let tree = match &opts.costs {
         Some(path) => {
             let costs = windrose_model::load_costs(path).or_bad_input()?;
@@ -562,9 +530,9 @@ fn build_tree(
                     group.len()
                 )));
             }
-            opts.tree.build(&costs, &clusters, root)
+            opts.tree.build(&costs, Some(&group.clusters()), root)
         }
-        None => opts.tree.build(&group_costs(group), &clusters, root),
+        None => group_tree(opts.tree, group, root),
     };
     tree.or_bad_input_about(format_args!("--tree {}", opts.tree))
 }
@@ -721,7 +689,7 @@ fn short(hash: &str) -> String {
 }
 
 /// The human-readable result table.
-fn render(o: &RunOutcome, source: &str, tree: TreeKind, segment: u64) -> String {
+fn render(o: &RunOutcome, source: &str, tree: TreeAlgorithm, segment: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -891,7 +859,7 @@ fn scatter_schedule(
     group: &Group,
     data: &Bytes,
     tree: &windrose_trees::Tree,
-    kind: TreeKind,
+    kind: TreeAlgorithm,
     sopts: &ScatterOpts,
 ) -> anyhow::Result<(Schedule, Prediction)> {
     let n = tree.node_count();
@@ -1009,7 +977,7 @@ fn render_scatter(
     schedule: &Schedule,
     prediction: &Prediction,
     source: &str,
-    tree: TreeKind,
+    tree: TreeAlgorithm,
     parallel: bool,
 ) -> String {
     let mut s = String::new();

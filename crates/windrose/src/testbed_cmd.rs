@@ -2,7 +2,6 @@
 //! scenario file, and real multicasts across it beside the simulator's prediction.
 
 use crate::error::bad_input;
-use crate::net_cmds::parse_size;
 use crate::output::vtable;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -15,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use windrose_model::platform::{LinkId, Platform};
+use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::multicast::MulticastProtocol;
 use windrose_sim::network::Change;
@@ -112,7 +112,8 @@ pub struct RunArgs {
     /// The protocol (default: the scenario's).
     #[arg(long)]
     protocol: Option<MulticastProtocol>,
-    /// Bytes to multicast (default: the scenario's message size).
+    /// Bytes to multicast, e.g. 64MB (10^6-byte units) or 64MiB (2^20); default: the
+    /// scenario's message size.
     #[arg(long, value_parser = parse_size)]
     size: Option<u64>,
     /// The testbed's name.
@@ -414,7 +415,7 @@ pub struct DemoArgs {
     /// The protocol: mob, bittorrent, balanced or magpie.
     #[arg(long, default_value = "mob")]
     protocol: MulticastProtocol,
-    /// Bytes to multicast.
+    /// Bytes to multicast, e.g. 64MB (10^6-byte units) or 64MiB (2^20).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     size: u64,
 }
@@ -803,7 +804,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         "testbed {}: {} of {} across {} nodes ...",
         a.name,
         protocol,
-        windrose_sim::scenario::format_size(data_bytes),
+        format_size(data_bytes),
         n
     );
     let mut root_child = spawn_in(&state.node_ns(root.0), &args, None)?;
@@ -1021,8 +1022,8 @@ fn print_run(r: &RunReport) {
         "\n{} {} of {} in {} pieces: bound {:.2} MB/s",
         r.scenario,
         r.protocol,
-        windrose_sim::scenario::format_size(r.data_bytes),
-        windrose_sim::scenario::format_size(u64::from(r.piece_bytes)),
+        format_size(r.data_bytes),
+        format_size(u64::from(r.piece_bytes)),
         r.bound_mb_s
     );
     let rows = vec![

@@ -191,6 +191,7 @@ fn build_every_algorithm() {
         "mst",
         "max-bottleneck",
         "flat",
+        "chain",
     ] {
         let v = ok_json(&[
             "tree", "build", "--costs", &costs, "--algo", algo, "--root", "3", "--json",
@@ -212,6 +213,24 @@ fn build_every_algorithm() {
         ok(&[
             "tree", "build", "--costs", &costs, "--algo", algo, "--root", "3",
         ]);
+    }
+    // On latencies the best worst link on every root path is the MST's.
+    let parents = |algo: &str| {
+        ok_json(&[
+            "tree", "build", "--costs", &costs, "--algo", algo, "--root", "3", "--json",
+        ])["parents"]
+            .clone()
+    };
+    assert_eq!(parents("max-bottleneck"), parents("mst"));
+    // An unknown algorithm lists every name.
+    let out = windrose()
+        .args(["tree", "build", "--algo", "kruskal", "--root", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in windrose_trees::TreeAlgorithm::NAMES {
+        assert!(err.contains(name), "{name}: {err}");
     }
     // A separate cluster map for a dense matrix.
     let clusters = data("examples/clusters.csv").display().to_string();

@@ -36,6 +36,33 @@ fn eight_processes_broadcast_64_mib_over_every_tree() {
 }
 
 #[test]
+fn size_flags_are_decimal_mb_and_binary_mib() {
+    for (size, bytes) in [("64MB", 64_000_000u64), ("64MiB", 67_108_864)] {
+        let o = procs::local_json(&[
+            "--nodes",
+            "2",
+            "--clusters",
+            "1",
+            "--size",
+            size,
+            "--segment",
+            "4MB",
+            "--tree",
+            "chain",
+        ]);
+        let nodes = o["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 1, "{o}");
+        assert_eq!(nodes[0]["status"], "finished", "{o}");
+        assert_eq!(nodes[0]["bytes_received"], bytes, "--size {size}");
+    }
+    windrose()
+        .args(["local", "--size", "64mb"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown unit \"mb\""));
+}
+
+#[test]
 fn local_keeps_the_received_files_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("payload.bin");
@@ -181,7 +208,7 @@ fn bad_group_files_and_arguments_exit_2() {
         .args(["local", "--segment", "lots"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("not a size"));
+        .stderr(predicate::str::contains("\"lots\" is not a byte size"));
     // Encryption takes its keys from the authenticated handshake: no key, no --encrypt.
     windrose()
         .args([

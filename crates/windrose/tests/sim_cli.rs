@@ -218,3 +218,47 @@ fn reproduce_mst_collectives_prints_both_paths_and_passes() {
     assert_eq!(csv.lines().next(), Some("tree,broadcasts,paper_s,ours_s"));
     assert!(csv.contains("binomial,16,15.88,"), "{csv}");
 }
+
+#[test]
+fn scenario_sizes_are_decimal_mb_and_binary_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sizes.toml");
+    let run = |size: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "[platform]\n[[platform.cluster]]\nnodes = 2\nnode_uplink_bytes_s = 1e9\n\
+                 node_downlink_bytes_s = 1e9\naccess_up_bytes_s = 1e10\n\
+                 access_down_bytes_s = 1e10\nintra_latency_s = 1e-4\n\
+                 [workload]\nprotocol = \"broadcast\"\ntree = \"chain\"\nroot = 0\n\
+                 message_bytes = \"{size}\"\nsegment_bytes = \"1MB\"\n"
+            ),
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&ok(&[
+            "sim",
+            "run",
+            path.to_str().unwrap(),
+            "--json",
+            "--quiet",
+        ]))
+        .unwrap();
+        v["message_bytes"].as_u64().unwrap()
+    };
+    assert_eq!(run("64MB"), 64_000_000);
+    assert_eq!(run("64MiB"), 67_108_864);
+    assert_eq!(run("64M"), 64_000_000);
+    // Lower-case units are refused, naming the key and the value.
+    std::fs::write(
+        &path,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("\"64M\"", "\"64mb\""),
+    )
+    .unwrap();
+    let err = fails(&["sim", "run", path.to_str().unwrap()], 2);
+    assert!(
+        err.contains("`workload.message_bytes`") && err.contains("unknown unit \"mb\""),
+        "{err}"
+    );
+}

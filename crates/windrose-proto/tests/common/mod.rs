@@ -13,7 +13,7 @@ use windrose_model::{random, ClusterId, NodeId};
 use windrose_proto::frame::{self, Decoder, MessageKind};
 use windrose_proto::{Command, ComputeTask, Input, Output, Outputs, Protocol, Report, Time};
 use windrose_trees::adaptive::AdaptiveTree;
-use windrose_trees::{StaticAlgo, Tree};
+use windrose_trees::{static_trees, Tree, TreeAlgorithm};
 
 /// One frame on the wire.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -119,8 +119,11 @@ pub fn make_tree(kind: &str, n: usize, root: NodeId, seed: u64) -> Tree {
     match kind {
         "balanced-path" => AdaptiveTree::balanced_path(&costs, root).unwrap().to_tree(),
         "random" => random_tree(n, root, &mut rng),
+        // The hops read as capacities: the widest tree, a shape unlike the MST's (the
+        // algorithm itself builds the MST from hops).
+        "max-bottleneck" => static_trees::max_bottleneck_tree(&costs, root).unwrap(),
         name => {
-            let algo: StaticAlgo = name.parse().unwrap();
+            let algo: TreeAlgorithm = name.parse().unwrap();
             let c = rng.gen_range(1..=3usize);
             let clusters: Vec<ClusterId> = (0..n).map(|i| ClusterId::from(i % c)).collect();
             algo.build(&costs, Some(&clusters), root).unwrap()

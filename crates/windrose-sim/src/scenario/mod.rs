@@ -202,18 +202,15 @@ use crate::network::{Change, SharingPolicy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use toml::{Spanned, Value};
 use windrose_model::error::line_col;
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
+use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_trees::adaptive::AdaptiveTree;
-use windrose_trees::static_trees;
-use windrose_trees::{Tree, TreeError};
+use windrose_trees::{named_enum, Tree, TreeAlgorithm, TreeError};
 
 /// The ChaCha8 stream mayhem draws from (node machines use streams below 2^32, see
 /// `windrose_proto::node_rng`).
@@ -300,111 +297,46 @@ impl WorkloadKind {
     }
 }
 
-/// The tree algorithms a workload may use.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeAlgo {
-    /// Balanced-Path binomial tree (Figueira & Mendes) over latency costs.
-    BalancedPath,
-    /// MPICH-like binomial tree (no costs).
-    Binomial,
-    /// MagPIe-like two-level tree over the platform's clusters.
-    Magpie,
-    /// Minimum spanning tree over latency costs (seed 004's AGM).
-    Mst,
-    /// Maximum-bottleneck (widest-path) tree over bandwidths.
-    MaxBottleneck,
-    /// The root sends to everyone.
-    Flat,
-    /// `root → root+1 → … → N-1 → 0 → … → root-1`.
-    Chain,
-}
-
-impl TreeAlgo {
-    /// Every algorithm, in the order help texts list them.
-    pub const ALL: [TreeAlgo; 7] = [
-        TreeAlgo::BalancedPath,
-        TreeAlgo::Binomial,
-        TreeAlgo::Magpie,
-        TreeAlgo::Mst,
-        TreeAlgo::MaxBottleneck,
-        TreeAlgo::Flat,
-        TreeAlgo::Chain,
-    ];
-
-    /// The name used in files and output.
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeAlgo::BalancedPath => "balanced-path",
-            TreeAlgo::Binomial => "binomial",
-            TreeAlgo::Magpie => "magpie",
-            TreeAlgo::Mst => "mst",
-            TreeAlgo::MaxBottleneck => "max-bottleneck",
-            TreeAlgo::Flat => "flat",
-            TreeAlgo::Chain => "chain",
-        }
-    }
-}
-
-impl fmt::Display for TreeAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TreeAlgo {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TreeAlgo::ALL
-            .into_iter()
-            .find(|a| a.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown tree algorithm {s:?}: expected one of {}",
-                    names(TreeAlgo::ALL.iter().map(|a| a.name()))
-                )
-            })
-    }
-}
-
 fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
     it.collect::<Vec<_>>().join(", ")
 }
 
-/// What the latency trees (`balanced-path`, `mst`) minimise; see the [module docs](self).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TreeCosts {
-    /// Route latency (ms).
-    #[default]
-    Latency,
-    /// Route latency plus the message's transfer time at the route's bottleneck (ms).
-    Transfer,
+named_enum! {
+    /// What the latency trees (`balanced-path`, `mst`) minimise; see the [module docs](self).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum TreeCosts: "tree costs" {
+        /// Route latency (ms).
+        #[default]
+        Latency = "latency",
+        /// Route latency plus the message's transfer time at the route's bottleneck (ms).
+        Transfer = "transfer",
+    }
 }
 
-/// How a scatter's parents hand their children's shares to the network.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ScatterSends {
-    /// One child after the other (the divisible-load model).
-    #[default]
-    Sequential,
-    /// All children at once, sharing the parent's uplink.
-    Parallel,
+named_enum! {
+    /// How a scatter's parents hand their children's shares to the network.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum ScatterSends: "send mode" {
+        /// One child after the other (the divisible-load model).
+        #[default]
+        Sequential = "sequential",
+        /// All children at once, sharing the parent's uplink.
+        Parallel = "parallel",
+    }
 }
 
-/// Which links mayhem re-draws.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MayhemLinks {
-    /// Every link: node uplinks and downlinks, access links, WAN links.
-    #[default]
-    All,
-    /// WAN links only.
-    Wan,
-    /// Access and WAN links (what traffic between clusters crosses).
-    InterCluster,
+named_enum! {
+    /// Which links mayhem re-draws.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum MayhemLinks: "mayhem link set" {
+        /// Every link: node uplinks and downlinks, access links, WAN links.
+        #[default]
+        All = "all",
+        /// WAN links only.
+        Wan = "wan",
+        /// Access and WAN links (what traffic between clusters crosses).
+        InterCluster = "inter-cluster",
+    }
 }
 
 /// A change of the platform at a given time.
@@ -499,7 +431,7 @@ pub struct Workload {
     /// Broadcast or scatter.
     pub kind: WorkloadKind,
     /// The tree it runs on.
-    pub tree: TreeAlgo,
+    pub tree: TreeAlgorithm,
     /// The root (the broadcaster, or the node holding the load).
     pub root: NodeId,
     /// Bytes of the message (broadcast) or of the load (scatter).
@@ -532,16 +464,17 @@ pub struct MulticastWorkload {
     pub mob_variant: MobVariant,
 }
 
-/// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MobVariant {
-    /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted to
-    /// its measured rate and round trip.
-    #[default]
-    Windrose,
-    /// The paper's: random piece choice, R = 5 requests per peer.
-    Paper,
+named_enum! {
+    /// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub enum MobVariant: "MOB variant" {
+        /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted
+        /// to its measured rate and round trip.
+        #[default]
+        Windrose = "windrose",
+        /// The paper's: random piece choice, R = 5 requests per peer.
+        Paper = "paper",
+    }
 }
 
 impl MobVariant {
@@ -613,32 +546,26 @@ impl Scenario {
 /// [`TreeCosts::Transfer`].
 pub fn build_tree(
     platform: &Platform,
-    algo: TreeAlgo,
+    algo: TreeAlgorithm,
     root: NodeId,
     tree_costs: TreeCosts,
     message_bytes: u64,
 ) -> Result<Tree, TreeError> {
-    let n = platform.node_count();
-    let latency = match tree_costs {
+    let clusters: Vec<ClusterId> = (0..platform.node_count())
+        .map(|i| platform.cluster_of(NodeId::from(i)))
+        .collect();
+    if algo.prefers_capacities() {
+        return algo.build(
+            &PlatformCosts::bandwidth_mb_s(platform),
+            Some(&clusters),
+            root,
+        );
+    }
+    let costs = match tree_costs {
         TreeCosts::Latency => PlatformCosts::latency_ms(platform),
         TreeCosts::Transfer => PlatformCosts::transfer_ms(platform, message_bytes),
     };
-    match algo {
-        TreeAlgo::BalancedPath => Ok(AdaptiveTree::balanced_path(&latency, root)?.to_tree()),
-        TreeAlgo::Binomial => static_trees::binomial_all(n, root),
-        TreeAlgo::Magpie => {
-            let clusters: Vec<ClusterId> = (0..n)
-                .map(|i| platform.cluster_of(NodeId::from(i)))
-                .collect();
-            static_trees::magpie(&latency, &clusters, root)
-        }
-        TreeAlgo::Mst => static_trees::minimum_spanning_tree(&latency, root),
-        TreeAlgo::MaxBottleneck => {
-            static_trees::max_bottleneck_tree(&PlatformCosts::bandwidth_mb_s(platform), root)
-        }
-        TreeAlgo::Flat => static_trees::flat_all(n, root),
-        TreeAlgo::Chain => static_trees::chain_all(n, root),
-    }
+    algo.build(&costs, Some(&clusters), root)
 }
 
 /// Link costs between the nodes of a [`Platform`], derived from its routes (symmetrised, as
@@ -726,87 +653,6 @@ impl LinkCosts for PlatformCosts<'_> {
             CostBasis::BandwidthMbS => CostUnit::BandwidthMbS,
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sizes
-
-/// Parses a byte size: a plain integer (`"24"`), or a number with a unit (`"64MiB"`, `"1.5 GB"`,
-/// `"256KiB"`, `"100kB"`, `"24B"`). Decimal units (kB/KB, MB, GB, TB) are powers of 1000, binary
-/// units (KiB, MiB, GiB, TiB) powers of 1024. The result must be a whole number of bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    // Exponents (`1e6`) belong to the number; no unit starts with `e`.
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == 'e' || c == 'E'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let num = num.replace('_', "");
-    let bad = || {
-        format!("{s:?} is not a byte size: expected an integer or a number with a unit, e.g. 24, \"64MiB\", \"1.5 GB\", \"256KiB\"")
-    };
-    if num.is_empty() {
-        return Err(bad());
-    }
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "kB" | "KB" | "k" | "K" => 1_000,
-        "MB" | "M" => 1_000_000,
-        "GB" | "G" => 1_000_000_000,
-        "TB" | "T" => 1_000_000_000_000,
-        "KiB" | "Ki" => 1 << 10,
-        "MiB" | "Mi" => 1 << 20,
-        "GiB" | "Gi" => 1 << 30,
-        "TiB" | "Ti" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?}: expected B, kB, KiB, MB, MiB, GB, GiB, TB or TiB"
-            ))
-        }
-    };
-    if let Ok(v) = num.parse::<u64>() {
-        return v
-            .checked_mul(mult)
-            .ok_or_else(|| format!("{s:?} is too large"));
-    }
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let bytes = v * mult as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
-        return Err(format!("{s:?} is not a byte size in range"));
-    }
-    if bytes.fract() != 0.0 {
-        return Err(format!(
-            "{s:?} is {bytes} bytes, not a whole number of bytes"
-        ));
-    }
-    Ok(bytes as u64)
-}
-
-/// `bytes` for people: `64 MiB`, `24 B`, `1.5 GB` (binary units when exact, else decimal).
-pub fn format_size(bytes: u64) -> String {
-    const BIN: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (u, m) in BIN {
-        // `m` is a power of two.
-        if bytes >= m && bytes & (m - 1) == 0 {
-            return format!("{} {u}", bytes / m);
-        }
-    }
-    const DEC: [(&str, f64); 4] = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)];
-    for (u, m) in DEC {
-        if bytes as f64 >= m {
-            let v = bytes as f64 / m;
-            let s = format!("{v:.2}");
-            let s = s.trim_end_matches('0').trim_end_matches('.');
-            return format!("{s} {u}");
-        }
-    }
-    format!("{bytes} B")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1378,15 +1224,7 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
         None => 1.0_f64.max(min_fraction),
     };
     let links = match &d.links {
-        Some(v) => src.choice(
-            v,
-            "mayhem.links",
-            &[
-                ("all", MayhemLinks::All),
-                ("wan", MayhemLinks::Wan),
-                ("inter-cluster", MayhemLinks::InterCluster),
-            ],
-        )?,
+        Some(v) => src.choice(v, "mayhem.links", &MayhemLinks::ALL.map(|l| (l.name(), l)))?,
         None => MayhemLinks::All,
     };
     let start_s = match &d.start_s {
@@ -1497,19 +1335,19 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
             ));
         }
         if multicast_protocol == Some(MulticastProtocol::Magpie) {
-            TreeAlgo::Magpie
+            TreeAlgorithm::Magpie
         } else {
-            TreeAlgo::Flat
+            TreeAlgorithm::Flat
         }
     } else {
         let tv = src.need(
             &d.tree,
             &span,
             "workload.tree",
-            "the tree algorithm (balanced-path, binomial, magpie, mst, max-bottleneck, flat or chain)",
+            &format!("the tree algorithm ({})", TreeAlgorithm::NAMES.join(", ")),
         )?;
         src.str(tv, "workload.tree")?
-            .parse::<TreeAlgo>()
+            .parse::<TreeAlgorithm>()
             .map_err(|m| src.err(&tv.span(), format!("`workload.tree`: {m}")))?
     };
     let root = match &d.root {
@@ -1591,10 +1429,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         Some(v) => src.choice(
             v,
             "workload.tree_costs",
-            &[
-                ("latency", TreeCosts::Latency),
-                ("transfer", TreeCosts::Transfer),
-            ],
+            &TreeCosts::ALL.map(|c| (c.name(), c)),
         )?,
         None => TreeCosts::Latency,
     };
@@ -1648,10 +1483,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         Some(v) => src.choice(
             v,
             "workload.send_mode",
-            &[
-                ("sequential", ScatterSends::Sequential),
-                ("parallel", ScatterSends::Parallel),
-            ],
+            &ScatterSends::ALL.map(|m| (m.name(), m)),
         )?,
         None => ScatterSends::Sequential,
     };
@@ -1683,10 +1515,7 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
                 Some(v) => src.choice(
                     v,
                     "workload.mob_variant",
-                    &[
-                        ("windrose", MobVariant::Windrose),
-                        ("paper", MobVariant::Paper),
-                    ],
+                    &MobVariant::ALL.map(|m| (m.name(), m)),
                 )?,
                 None => MobVariant::Windrose,
             };
@@ -1750,29 +1579,5 @@ mod tests {
         assert_eq!(s.workload.segment_bytes, 256 << 10);
         assert_eq!(s.mayhem.unwrap().links, MayhemLinks::All);
         s.tree().unwrap();
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("24"), Ok(24));
-        assert_eq!(parse_size("24B"), Ok(24));
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("1.5 GB"), Ok(1_500_000_000));
-        assert_eq!(parse_size("256KiB"), Ok(256 << 10));
-        assert_eq!(parse_size("100kB"), Ok(100_000));
-        assert_eq!(parse_size("1_000"), Ok(1000));
-        assert_eq!(parse_size("1e6"), Ok(1_000_000));
-        assert_eq!(parse_size("3 MiB"), Ok(3 << 20));
-        assert!(parse_size("20000000 TiB")
-            .unwrap_err()
-            .contains("too large"));
-        assert!(parse_size("1.5 B").is_err());
-        assert!(parse_size("MiB").is_err());
-        assert!(parse_size("12 parsecs")
-            .unwrap_err()
-            .contains("unknown unit"));
-        assert_eq!(format_size(64 << 20), "64 MiB");
-        assert_eq!(format_size(24), "24 B");
-        assert_eq!(format_size(1_500_000_000), "1.5 GB");
     }
 }

@@ -1,9 +1,7 @@
 //! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
 //! for repetitions, the timeline and the event log.
 
-use super::{
-    format_size, Mayhem, ScatterSends, Scenario, ScenarioError, TreeAlgo, TreeCosts, WorkloadKind,
-};
+use super::{Mayhem, ScatterSends, Scenario, ScenarioError, TreeCosts, WorkloadKind};
 use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
 use crate::multicast::{self, MulticastOutcome, Probe, SharedData};
@@ -12,12 +10,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::io::{self, Write};
 use windrose_model::platform::{LinkId, Platform};
+use windrose_model::units::format_size;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::scatter::{ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::TransferId;
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::Tree;
+use windrose_trees::TreeAlgorithm;
 
 /// Engine events per chunk the runner aims at between two progress callbacks.
 const EVENTS_PER_CHUNK: f64 = 20_000.0;
@@ -51,7 +51,7 @@ pub struct Report {
     /// `broadcast` or `scatter`.
     pub protocol: WorkloadKind,
     /// The tree algorithm.
-    pub tree: TreeAlgo,
+    pub tree: TreeAlgorithm,
     /// What latency trees minimised.
     pub tree_costs: TreeCosts,
     /// The root.

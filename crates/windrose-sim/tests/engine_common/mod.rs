@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{random, ClusterId, NodeId};
 use windrose_trees::adaptive::AdaptiveTree;
-use windrose_trees::{StaticAlgo, Tree};
+use windrose_trees::{static_trees, Tree, TreeAlgorithm};
 
 /// Relative closeness, with an absolute floor of `tol` for values near 0.
 pub fn close(a: f64, b: f64, tol: f64) -> bool {
@@ -79,8 +79,11 @@ pub fn make_tree(kind: &str, clusters: &[ClusterId], root: NodeId, seed: u64) ->
     match kind {
         "balanced-path" => AdaptiveTree::balanced_path(&costs, root).unwrap().to_tree(),
         "random" => random_tree(n, root, &mut rng),
+        // The hops read as capacities: the widest tree, a shape unlike the MST's (the
+        // algorithm itself builds the MST from hops).
+        "max-bottleneck" => static_trees::max_bottleneck_tree(&costs, root).unwrap(),
         name => {
-            let algo: StaticAlgo = name.parse().unwrap();
+            let algo: TreeAlgorithm = name.parse().unwrap();
             algo.build(&costs, Some(clusters), root).unwrap()
         }
     }

@@ -48,11 +48,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use windrose_model::platform::{LinkId, Platform};
+use windrose_model::units::format_size;
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::multicast::{seed002, MulticastProtocol, SharedData};
-use windrose_sim::scenario::{
-    format_size, parse_scenario, run_scenario_shared, MobVariant, Scenario,
-};
+use windrose_sim::scenario::{parse_scenario, run_scenario_shared, MobVariant, Scenario};
 
 /// The shipped scenario files: (name, 20 ms file, 100 ms file).
 const SCENARIOS: [(&str, &str, &str); 5] = [

@@ -24,9 +24,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::scenario::{
-    build_tree, parse_scenario, run_scenario, PlatformCosts, Report, Scenario, TreeAlgo, TreeCosts,
+    build_tree, parse_scenario, run_scenario, PlatformCosts, Report, Scenario, TreeCosts,
 };
-use windrose_trees::Tree;
+use windrose_trees::{Tree, TreeAlgorithm};
 
 /// The scenario file, as shipped in `data/scenarios/`.
 const SCENARIO_TOML: &str = include_str!("../../../../data/scenarios/seed004-six-sites.toml");
@@ -60,7 +60,7 @@ pub(crate) const TABLE2_CSV: &str = "mst-collectives-table2.csv";
 
 /// What one tree gives.
 struct TreeRun {
-    algo: TreeAlgo,
+    algo: TreeAlgorithm,
     tree: Tree,
     /// Path latency from the root to process 0, ms.
     path_to_0_ms: f64,
@@ -92,7 +92,7 @@ fn root_path(tree: &Tree, node: NodeId) -> Vec<NodeId> {
     path
 }
 
-fn run_tree(base: &Scenario, algo: TreeAlgo) -> Result<TreeRun> {
+fn run_tree(base: &Scenario, algo: TreeAlgorithm) -> Result<TreeRun> {
     let mut s = base.clone();
     s.workload.tree = algo;
     s.workload.root = ROOT;
@@ -125,9 +125,9 @@ fn run_tree(base: &Scenario, algo: TreeAlgo) -> Result<TreeRun> {
 /// Runs `windrose reproduce mst-collectives`.
 pub(crate) fn run(args: &MstCollectivesArgs) -> Result<()> {
     let s = scenario()?;
-    let binomial = run_tree(&s, TreeAlgo::Binomial)?;
-    let magpie = run_tree(&s, TreeAlgo::Magpie)?;
-    let mst = run_tree(&s, TreeAlgo::Mst)?;
+    let binomial = run_tree(&s, TreeAlgorithm::Binomial)?;
+    let magpie = run_tree(&s, TreeAlgorithm::Magpie)?;
+    let mst = run_tree(&s, TreeAlgorithm::Mst)?;
     let checks = checks(&s, &binomial, &magpie, Some(&mst));
     print(&render(&binomial, &magpie, &mst, &checks))?;
     if let Some(dir) = &args.out {
@@ -241,11 +241,11 @@ fn checks(s: &Scenario, binomial: &TreeRun, magpie: &TreeRun, mst: Option<&TreeR
     checks
 }
 
-fn label(algo: TreeAlgo) -> &'static str {
+fn label(algo: TreeAlgorithm) -> &'static str {
     match algo {
-        TreeAlgo::Binomial => "MPICH-like",
-        TreeAlgo::Magpie => "MagPIe-like",
-        TreeAlgo::Mst => "MST (AGM)",
+        TreeAlgorithm::Binomial => "MPICH-like",
+        TreeAlgorithm::Magpie => "MagPIe-like",
+        TreeAlgorithm::Mst => "MST (AGM)",
         _ => "tree",
     }
 }
@@ -452,9 +452,9 @@ mod tests {
     #[test]
     fn every_check_passes() {
         let s = scenario().unwrap();
-        let b = run_tree(&s, TreeAlgo::Binomial).unwrap();
-        let m = run_tree(&s, TreeAlgo::Magpie).unwrap();
-        let t = run_tree(&s, TreeAlgo::Mst).unwrap();
+        let b = run_tree(&s, TreeAlgorithm::Binomial).unwrap();
+        let m = run_tree(&s, TreeAlgorithm::Magpie).unwrap();
+        let t = run_tree(&s, TreeAlgorithm::Mst).unwrap();
         let c = checks(&s, &b, &m, Some(&t));
         assert_eq!(c.len(), 7);
         assert!(c.iter().all(|c| c.ok), "{}", render(&b, &m, &t, &c));
@@ -464,8 +464,8 @@ mod tests {
     #[test]
     fn a_wrong_table_or_path_is_caught() {
         let s = scenario().unwrap();
-        let b = run_tree(&s, TreeAlgo::Binomial).unwrap();
-        let m = run_tree(&s, TreeAlgo::Magpie).unwrap();
+        let b = run_tree(&s, TreeAlgorithm::Binomial).unwrap();
+        let m = run_tree(&s, TreeAlgorithm::Magpie).unwrap();
         // The MagPIe-like tree in the place of the binomial: both path checks fail.
         let c = checks(&s, &m, &b, None);
         assert!(c.iter().filter(|c| !c.ok).count() >= 2);

@@ -1,6 +1,6 @@
 //! `windrose tree build`.
 
-use super::{by_name, leaves_table, positions_table, LeafCost};
+use super::{algorithm_parser, leaves_table, positions_table, LeafCost};
 use crate::error::{bad_input, OrBadInput};
 use crate::input;
 use crate::output::{htable, num, print, print_json};
@@ -9,32 +9,8 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use windrose_model::{CostUnit, LinkCosts, NodeId};
-use windrose_trees::adaptive::AdaptiveTree;
 use windrose_trees::binomial;
-use windrose_trees::static_trees::StaticAlgo;
-use windrose_trees::Tree;
-
-/// A tree algorithm of `--algo`: Balanced-Path (an adaptive binomial tree) or a static one.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Algo {
-    BalancedPath,
-    Static(StaticAlgo),
-}
-
-impl Algo {
-    /// Balanced-Path, then [`StaticAlgo::ALL`].
-    fn all() -> impl Iterator<Item = Algo> {
-        std::iter::once(Algo::BalancedPath).chain(StaticAlgo::ALL.map(Algo::Static))
-    }
-
-    /// The name on the command line and in output.
-    fn name(self) -> &'static str {
-        match self {
-            Algo::BalancedPath => "balanced-path",
-            Algo::Static(a) => a.name(),
-        }
-    }
-}
+use windrose_trees::{Tree, TreeAlgorithm};
 
 /// Options of `windrose tree build`.
 #[derive(Debug, Args)]
@@ -44,8 +20,8 @@ pub struct BuildArgs {
     #[arg(long, value_name = "FILE")]
     costs: Option<PathBuf>,
     /// Tree algorithm.
-    #[arg(long, value_parser = by_name(Algo::all(), Algo::name))]
-    algo: Algo,
+    #[arg(long, value_parser = algorithm_parser())]
+    algo: TreeAlgorithm,
     /// Node the broadcast starts from.
     #[arg(long, value_name = "NODE")]
     root: u32,
@@ -105,22 +81,19 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
             args.send_gap
         )));
     }
-    let (tree, positions) = match args.algo {
-        Algo::BalancedPath => {
-            let t = AdaptiveTree::balanced_path(model, root).or_bad_input_about("balanced-path")?;
-            (t.to_tree(), Some(t.nodes().to_vec()))
-        }
-        Algo::Static(algo) => {
-            let clusters = input::clusters(args.clusters.as_deref(), model)?;
-            let tree = algo
-                .build(model, clusters.as_deref(), root)
-                .or_bad_input_about(format_args!("--algo {algo}"))?;
-            let positions = match algo {
-                StaticAlgo::Binomial => binomial_positions(&tree),
-                _ => None,
-            };
-            (tree, positions)
-        }
+    let algo = args.algo;
+    let clusters = input::clusters(args.clusters.as_deref(), model)?;
+    if algo == TreeAlgorithm::Magpie && clusters.is_none() {
+        return Err(bad_input(
+            "--algo magpie needs a cluster map: --clusters FILE, or a cluster cost model",
+        ));
+    }
+    let tree = algo
+        .build(model, clusters.as_deref(), root)
+        .or_bad_input_about(format_args!("--algo {algo}"))?;
+    let positions = match algo {
+        TreeAlgorithm::BalancedPath | TreeAlgorithm::Binomial => binomial_positions(&tree),
+        _ => None,
     };
     let path_costs = tree.path_costs(model);
     let leaves = match &positions {
@@ -142,7 +115,7 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
             .collect(),
     };
     let report = BuildReport {
-        algorithm: args.algo.name(),
+        algorithm: algo.name(),
         root,
         node_count: model.node_count(),
         unit: model.unit(),
@@ -231,12 +204,26 @@ fn render(r: &BuildReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use windrose_trees::adaptive::AdaptiveTree;
 
     #[test]
     fn binomial_positions_round_trip() {
         let m = windrose_model::fixtures::table1();
         let t = AdaptiveTree::balanced_path(&m, NodeId(0)).unwrap();
         assert_eq!(binomial_positions(&t.to_tree()).unwrap(), t.nodes());
+        // `tree build` reads Balanced-Path's positions back from its tree: any size, any root.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for n in 1..40 {
+            let m = windrose_model::random::uniform_hops(&mut rng, n, 10);
+            let root = NodeId::from(n * 7 / 3 % n);
+            let t = AdaptiveTree::balanced_path(&m, root).unwrap();
+            assert_eq!(
+                binomial_positions(&t.to_tree()).unwrap(),
+                t.nodes(),
+                "N = {n}"
+            );
+        }
         // A chain of three is not binomial-shaped.
         let chain = Tree::from_edges(
             3,

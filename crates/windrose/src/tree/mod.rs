@@ -11,6 +11,7 @@ use serde::Serialize;
 use windrose_model::NodeId;
 use windrose_trees::adaptive::Strategy;
 use windrose_trees::binomial::Position;
+use windrose_trees::TreeAlgorithm;
 
 /// The tree subcommands.
 #[derive(Debug, Subcommand)]
@@ -29,6 +30,11 @@ pub fn run(cmd: TreeCommand) -> anyhow::Result<()> {
         TreeCommand::Build(args) => build::run(args),
         TreeCommand::Adapt(args) => adapt::run(args),
     }
+}
+
+/// `--algo`, `--tree`: the names of [`TreeAlgorithm::ALL`].
+pub(crate) fn algorithm_parser() -> impl TypedValueParser<Value = TreeAlgorithm> {
+    by_name(TreeAlgorithm::ALL, TreeAlgorithm::name)
 }
 
 /// A clap parser accepting exactly the names of `all` (listed in `--help` and in errors).
