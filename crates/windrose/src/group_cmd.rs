@@ -37,12 +37,13 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
-use windrose_net::trees::{group_costs, magpie_spec, TreeKind};
+use windrose_net::trees::{group_tree, magpie_spec};
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::host::AppRequest;
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Report, TransferId};
+use windrose_trees::TreeAlgorithm;
 
 /// `windrose group ...`.
 #[derive(Debug, Subcommand)]
@@ -121,17 +122,17 @@ pub struct StartArgs {
     /// The file to send (the member must be able to read it).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// Broadcast tree: mst, magpie, binomial, balanced-path, chain, flat.
+    /// Broadcast tree: balanced-path, binomial, magpie, mst, max-bottleneck, flat, chain.
     #[arg(long, default_value = "binomial")]
     tree: String,
     /// Multicast protocol: mob, bittorrent, magpie.
     #[arg(long, default_value = "mob")]
     protocol: String,
     /// Broadcast segment size.
-    #[arg(long, default_value = "1MiB", value_parser = crate::net_cmds::parse_size)]
+    #[arg(long, default_value = "1MiB", value_parser = windrose_model::units::parse_size)]
     segment: u64,
     /// Multicast piece size.
-    #[arg(long, default_value = "256KiB", value_parser = crate::net_cmds::parse_size)]
+    #[arg(long, default_value = "256KiB", value_parser = windrose_model::units::parse_size)]
     piece: u64,
     /// Print the result as JSON.
     #[arg(long)]
@@ -410,10 +411,8 @@ fn spec_for(
             segment_bytes,
             ..
         } => {
-            let kind: TreeKind = tree.parse()?;
-            let tree = kind
-                .build(&group_costs(group), &group.clusters(), me)
-                .map_err(|e| e.to_string())?;
+            let algo: TreeAlgorithm = tree.parse().map_err(|e| format!("{e}"))?;
+            let tree = group_tree(algo, group, me).map_err(|e| e.to_string())?;
             CollectiveSpec::Broadcast {
                 tree: TreeSpec::of(&tree),
                 segment_bytes: (*segment_bytes).max(1),
