@@ -40,6 +40,21 @@ fn quick(out: &Path, seed: &str, threads: &str) -> String {
     String::from_utf8(assert.get_output().stdout.clone()).unwrap()
 }
 
+/// Decodes a plot (a PNG) and counts the dark pixels in the band above the chart, where only
+/// its title is drawn: text drawn with the embedded font, no system font needed.
+fn title_pixels(path: &Path) -> usize {
+    let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let (width, samples) = (info.width as usize, info.color_type.samples());
+    buf[..info.buffer_size()]
+        .chunks(samples)
+        .take(width * 50)
+        .filter(|p| p[..3].iter().all(|&c| c < 128))
+        .count()
+}
+
 #[test]
 fn quick_reproduction_passes_the_tables_and_writes_every_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,6 +71,13 @@ fn quick_reproduction_passes_the_tables_and_writes_every_file() {
     for f in DETERMINISTIC.iter().chain(PLOTS.iter()) {
         let meta = std::fs::metadata(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(meta.len() > 0, "{f} is empty");
+    }
+    for f in PLOTS {
+        let dark = title_pixels(&out.join(f));
+        assert!(
+            dark > 200,
+            "{f}: {dark} dark pixels where its title should be"
+        );
     }
     let csv = std::fs::read_to_string(out.join("fig7_8.csv")).unwrap();
     assert_eq!(
