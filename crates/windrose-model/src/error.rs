@@ -75,9 +75,48 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, text[line_start..off].chars().count() + 1)
 }
 
+/// A number as an error message should print it: as written when that takes at most 10
+/// characters (`0.02`, `100`, `1250000000`), else the shorter of that and scientific notation
+/// (`1e300` where `{}` gives 301 digits, `1e-12`).
+pub fn compact(x: f64) -> String {
+    let plain = format!("{x}");
+    let sci = format!("{x:e}");
+    if plain.len() > 10 && sci.len() < plain.len() {
+        sci
+    } else {
+        plain
+    }
+}
+
+/// The ids `0..n` in words, for messages: `"ids 0 to 3"`, `"id 0"`, `"no ids"` (a half-open
+/// `0..4` reads as if 4 were an id).
+pub fn ids_in_words(n: usize) -> String {
+    match n {
+        0 => "no ids".to_string(),
+        1 => "id 0".to_string(),
+        n => format!("ids 0 to {}", n - 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::line_col;
+    use super::{compact, ids_in_words, line_col};
+
+    #[test]
+    fn numbers_and_id_ranges_read_well() {
+        assert_eq!(compact(1e300), "1e300");
+        assert_eq!(compact(1e-12), "1e-12");
+        assert_eq!(compact(0.02), "0.02");
+        assert_eq!(compact(1.25e9), "1250000000");
+        assert_eq!(compact(-3.5), "-3.5");
+        assert_eq!(compact(100.0), "100");
+        assert_eq!(compact(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(compact(f64::INFINITY), "inf");
+        assert_eq!(compact(f64::NAN), "NaN");
+        assert_eq!(ids_in_words(0), "no ids");
+        assert_eq!(ids_in_words(1), "id 0");
+        assert_eq!(ids_in_words(16), "ids 0 to 15");
+    }
 
     #[test]
     fn line_col_counts_characters() {
