@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ModelError {
     /// A node id outside `0..node_count`.
-    #[error("unknown node {node}: the model has {node_count} nodes (ids 0..{node_count})")]
+    #[error("unknown node {node}: the model has {node_count} nodes ({})", ids_in_words(*.node_count))]
     UnknownNode { node: NodeId, node_count: usize },
     /// A cost that is NaN or infinite.
-    #[error("cost between nodes {a} and {b} is not a finite number ({value})")]
+    #[error("cost between nodes {a} and {b} is not a finite number ({})", compact(*.value))]
     NotFinite { a: NodeId, b: NodeId, value: f64 },
     /// A negative cost.
-    #[error("cost between nodes {a} and {b} is negative ({value})")]
+    #[error("cost between nodes {a} and {b} is negative ({})", compact(*.value))]
     Negative { a: NodeId, b: NodeId, value: f64 },
     /// A row whose length differs from the number of rows.
     #[error("matrix is not square: row {row} has {len} values, expected {expected}")]
@@ -23,7 +23,7 @@ pub enum ModelError {
         expected: usize,
     },
     /// `m[a][b] != m[b][a]`.
-    #[error("matrix is not symmetric: cost {a}->{b} is {ab} but {b}->{a} is {ba}")]
+    #[error("matrix is not symmetric: cost {a}->{b} is {} but {b}->{a} is {}", compact(*.ab), compact(*.ba))]
     Asymmetric {
         a: NodeId,
         b: NodeId,
@@ -31,7 +31,7 @@ pub enum ModelError {
         ba: f64,
     },
     /// A node with a non-zero cost to itself.
-    #[error("cost of node {node} to itself must be 0, found {value}")]
+    #[error("cost of node {node} to itself must be 0, found {}", compact(*.value))]
     NonZeroDiagonal { node: NodeId, value: f64 },
     /// No nodes at all.
     #[error("the cost model has no nodes")]

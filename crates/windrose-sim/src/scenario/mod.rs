@@ -213,7 +213,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use toml::{Spanned, Value};
-use windrose_model::error::{compact, line_col};
+use windrose_model::error::{compact, ids_in_words, line_col};
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
 use windrose_proto::multicast::MulticastProtocol;
@@ -996,7 +996,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a finite, non-negative number of seconds, found {x}"),
+                format!(
+                    "`{key}` must be a finite, non-negative number of seconds, found {}",
+                    compact(x)
+                ),
             ))
         }
     }
@@ -1008,7 +1011,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a positive, finite number of {unit}, found {x}"),
+                format!(
+                    "`{key}` must be a positive, finite number of {unit}, found {}",
+                    compact(x)
+                ),
             ))
         }
     }
@@ -1059,7 +1065,8 @@ impl Src<'_> {
             return Err(self.err(
                 &v.span(),
                 format!(
-                    "`{key}`: node {i} does not exist: the platform has {n} nodes (ids 0..{n})"
+                    "`{key}`: node {i} does not exist: the platform has {n} nodes ({})",
+                    ids_in_words(n)
                 ),
             ));
         }
@@ -1115,7 +1122,8 @@ fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
             Ok(NodeId(v))
         } else {
             Err(format!(
-                "link {s:?}: node {v} does not exist: the platform has {n} nodes (ids 0..{n})"
+                "link {s:?}: node {v} does not exist: the platform has {n} nodes ({})",
+                ids_in_words(n)
             ))
         }
     };
@@ -1124,7 +1132,10 @@ fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
         if (v as usize) < c {
             Ok(ClusterId(v))
         } else {
-            Err(format!("link {s:?}: cluster {v} does not exist: the platform has {c} clusters (ids 0..{c})"))
+            Err(format!(
+                "link {s:?}: cluster {v} does not exist: the platform has {c} clusters ({})",
+                ids_in_words(c)
+            ))
         }
     };
     match parts[0].trim() {
@@ -1404,7 +1415,14 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>, platform: &Platform) -> R
         Some(v) => {
             let x = src.positive(v, "mayhem.max_fraction", "the nominal capacity")?;
             if x < min_fraction {
-                return Err(src.err(&v.span(), format!("`mayhem.max_fraction` ({x}) is below `mayhem.min_fraction` ({min_fraction})")));
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`mayhem.max_fraction` ({}) is below `mayhem.min_fraction` ({})",
+                        compact(x),
+                        compact(min_fraction)
+                    ),
+                ));
             }
             x
         }
@@ -1432,7 +1450,11 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>, platform: &Platform) -> R
             if u < start_s {
                 return Err(src.err(
                     &v.span(),
-                    format!("`mayhem.until_s` ({u}) is before `mayhem.start_s` ({start_s})"),
+                    format!(
+                        "`mayhem.until_s` ({}) is before `mayhem.start_s` ({})",
+                        compact(u),
+                        compact(start_s)
+                    ),
                 ));
             }
             Some(u)
