@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ModelError {
     /// A node id outside `0..node_count`.
-    #[error("unknown node {node}: the model has {node_count} nodes (ids 0..{node_count})")]
+    #[error("unknown node {node}: the model has {node_count} nodes ({})", ids_in_words(*.node_count))]
     UnknownNode { node: NodeId, node_count: usize },
     /// A cost that is NaN or infinite.
-    #[error("cost between nodes {a} and {b} is not a finite number ({value})")]
+    #[error("cost between nodes {a} and {b} is not a finite number ({})", compact(*.value))]
     NotFinite { a: NodeId, b: NodeId, value: f64 },
     /// A negative cost.
-    #[error("cost between nodes {a} and {b} is negative ({value})")]
+    #[error("cost between nodes {a} and {b} is negative ({})", compact(*.value))]
     Negative { a: NodeId, b: NodeId, value: f64 },
     /// A row whose length differs from the number of rows.
     #[error("matrix is not square: row {row} has {len} values, expected {expected}")]
@@ -23,7 +23,7 @@ pub enum ModelError {
         expected: usize,
     },
     /// `m[a][b] != m[b][a]`.
-    #[error("matrix is not symmetric: cost {a}->{b} is {ab} but {b}->{a} is {ba}")]
+    #[error("matrix is not symmetric: cost {a}->{b} is {} but {b}->{a} is {}", compact(*.ab), compact(*.ba))]
     Asymmetric {
         a: NodeId,
         b: NodeId,
@@ -31,7 +31,7 @@ pub enum ModelError {
         ba: f64,
     },
     /// A node with a non-zero cost to itself.
-    #[error("cost of node {node} to itself must be 0, found {value}")]
+    #[error("cost of node {node} to itself must be 0, found {}", compact(*.value))]
     NonZeroDiagonal { node: NodeId, value: f64 },
     /// No nodes at all.
     #[error("the cost model has no nodes")]
@@ -75,9 +75,48 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, text[line_start..off].chars().count() + 1)
 }
 
+/// A number as an error message should print it: as written when that takes at most 10
+/// characters (`0.02`, `100`, `1250000000`), else the shorter of that and scientific notation
+/// (`1e300` where `{}` gives 301 digits, `1e-12`).
+pub fn compact(x: f64) -> String {
+    let plain = format!("{x}");
+    let sci = format!("{x:e}");
+    if plain.len() > 10 && sci.len() < plain.len() {
+        sci
+    } else {
+        plain
+    }
+}
+
+/// The ids `0..n` in words, for messages: `"ids 0 to 3"`, `"id 0"`, `"no ids"` (a half-open
+/// `0..4` reads as if 4 were an id).
+pub fn ids_in_words(n: usize) -> String {
+    match n {
+        0 => "no ids".to_string(),
+        1 => "id 0".to_string(),
+        n => format!("ids 0 to {}", n - 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::line_col;
+    use super::{compact, ids_in_words, line_col};
+
+    #[test]
+    fn numbers_and_id_ranges_read_well() {
+        assert_eq!(compact(1e300), "1e300");
+        assert_eq!(compact(1e-12), "1e-12");
+        assert_eq!(compact(0.02), "0.02");
+        assert_eq!(compact(1.25e9), "1250000000");
+        assert_eq!(compact(-3.5), "-3.5");
+        assert_eq!(compact(100.0), "100");
+        assert_eq!(compact(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(compact(f64::INFINITY), "inf");
+        assert_eq!(compact(f64::NAN), "NaN");
+        assert_eq!(ids_in_words(0), "no ids");
+        assert_eq!(ids_in_words(1), "id 0");
+        assert_eq!(ids_in_words(16), "ids 0 to 15");
+    }
 
     #[test]
     fn line_col_counts_characters() {

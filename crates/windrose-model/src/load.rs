@@ -566,7 +566,8 @@ pub fn parse_clusters_csv(
                 line_no,
                 nf.column,
                 format!(
-                    "node {node} is out of range: the model has {node_count} nodes (ids 0..{node_count})"
+                    "node {node} is out of range: the model has {node_count} nodes ({})",
+                    crate::error::ids_in_words(node_count)
                 ),
             ));
         }
@@ -595,7 +596,8 @@ pub fn parse_clusters_csv(
             last_line,
             1,
             format!(
-                "node {missing} is missing: every node 0..{node_count} must be listed exactly once"
+                "node {missing} is missing: each of the {node_count} nodes ({}) must be listed exactly once",
+                crate::error::ids_in_words(node_count)
             ),
         ));
     }
@@ -872,7 +874,8 @@ fn toml_assignment(
                     let msg = match cluster_count {
                         Some((c, _)) => format!(
                             "node {node} is in cluster {id}, but `intra` gives costs for {c} \
-                             clusters (ids 0..{c})"
+                             clusters ({})",
+                            crate::error::ids_in_words(c)
                         ),
                         None => format!(
                             "node {node} is in cluster {id}, but there can be at most {limit} \
@@ -1000,7 +1003,10 @@ fn apply_links(
             if id < 0 || id as u64 >= n as u64 {
                 return Err(src.err(
                     &end.span(),
-                    format!("node {id} does not exist: the model has {n} nodes (ids 0..{n})"),
+                    format!(
+                        "node {id} does not exist: the model has {n} nodes ({})",
+                        crate::error::ids_in_words(n)
+                    ),
                 ));
             }
             ends[k] = id as u32;

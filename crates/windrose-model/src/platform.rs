@@ -187,7 +187,7 @@ pub enum PlatformError {
         what: String,
     },
     /// A capacity that is not a positive finite number.
-    #[error("capacity of the {link} must be a positive, finite number of bytes/s, found {value}")]
+    #[error("capacity of the {link} must be a positive, finite number of bytes/s, found {}", crate::error::compact(*.value))]
     BadCapacity {
         /// The link at fault.
         link: LinkId,
@@ -195,7 +195,7 @@ pub enum PlatformError {
         value: f64,
     },
     /// A latency that is negative or not finite.
-    #[error("{what} must be a finite, non-negative number of seconds, found {value}")]
+    #[error("{what} must be a finite, non-negative number of seconds, found {}", crate::error::compact(*.value))]
     BadLatency {
         /// Which latency.
         what: String,
@@ -225,7 +225,7 @@ pub enum PlatformError {
         cluster_count: usize,
     },
     /// A node id outside the platform.
-    #[error("unknown node {node}: the platform has {node_count} nodes (ids 0..{node_count})")]
+    #[error("unknown node {node}: the platform has {node_count} nodes ({})", crate::error::ids_in_words(*.node_count))]
     UnknownNode {
         /// The id given.
         node: NodeId,
@@ -836,7 +836,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a positive, finite number of bytes/s, found {x}"),
+                format!(
+                    "`{key}` must be a positive, finite number of bytes/s, found {}",
+                    crate::error::compact(x)
+                ),
             ))
         }
     }
@@ -848,7 +851,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a finite, non-negative number of seconds, found {x}"),
+                format!(
+                    "`{key}` must be a finite, non-negative number of seconds, found {}",
+                    crate::error::compact(x)
+                ),
             ))
         }
     }
@@ -1015,7 +1021,11 @@ pub fn parse_platform_toml(text: &str, path: &Path) -> Result<Platform, ModelErr
         if id < 0 || id as u64 >= total {
             return Err(src.err(
                 &d.id.span(),
-                format!("`{}`: node {id} does not exist: the clusters have {total} nodes (ids 0..{total})", key("id")),
+                format!(
+                    "`{}`: node {id} does not exist: the clusters have {total} nodes ({})",
+                    key("id"),
+                    crate::error::ids_in_words(total as usize)
+                ),
             ));
         }
         let (line, _) = line_col(text, d.id.span().start);
@@ -1321,7 +1331,7 @@ anything = 1
         let bad = GOOD.replace("id = 1", "id = 5");
         assert_eq!(
             err_of(&bad),
-            "p.toml:22:6: `platform.node[0].id`: node 5 does not exist: the clusters have 5 nodes (ids 0..5)"
+            "p.toml:22:6: `platform.node[0].id`: node 5 does not exist: the clusters have 5 nodes (ids 0 to 4)"
         );
         let bad = format!("{GOOD}[[platform.node]]\nid = 1\nuplink_bytes_s = 3\n");
         assert!(

@@ -480,7 +480,7 @@ fn toml_cluster_model_errors() {
     let base = |clusters: &str| format!("unit = \"latency_ms\"\n[clusters]\n{clusters}");
     toml_err(
         &base("of_node = [0, 1,\n  2, 0]\nintra = [1, 1]\ninter = [[0, 5], [5, 0]]\n"),
-        "x.toml:4:3: node 2 is in cluster 2, but `intra` gives costs for 2 clusters (ids 0..2)",
+        "x.toml:4:3: node 2 is in cluster 2, but `intra` gives costs for 2 clusters (ids 0 to 1)",
     );
     toml_err(
         &base("of_node = [0, -1]\nintra = [1, 1]\ninter = [[0, 5], [5, 0]]\n"),
@@ -539,7 +539,7 @@ fn toml_link_errors() {
     let with = |links: &str| format!("{model}{links}");
     toml_err(
         &with("[[link]]\na = 1\nb = 4\ncost = 3\n"),
-        "x.toml:7:5: node 4 does not exist: the model has 4 nodes (ids 0..4)",
+        "x.toml:7:5: node 4 does not exist: the model has 4 nodes (ids 0 to 3)",
     );
     toml_err(
         &with("[[link]]\na = 2\nb = 2\ncost = 3\n"),
@@ -602,7 +602,7 @@ fn cluster_csv_errors() {
     clusters_csv_err(
         "node,cluster\n0,0\n2,1\n",
         3,
-        "c.csv:3:1: node 1 is missing: every node 0..3 must be listed exactly once",
+        "c.csv:3:1: node 1 is missing: each of the 3 nodes (ids 0 to 2) must be listed exactly once",
     );
     clusters_csv_err(
         "node,cluster\n0,0\n1,0\n0,1\n",
@@ -612,7 +612,7 @@ fn cluster_csv_errors() {
     clusters_csv_err(
         "0,0\n1, 0\n5, 1\n",
         3,
-        "c.csv:3:1: node 5 is out of range: the model has 3 nodes (ids 0..3)",
+        "c.csv:3:1: node 5 is out of range: the model has 3 nodes (ids 0 to 2)",
     );
     clusters_csv_err(
         "0,0\n1,2\n2,2\n",

@@ -216,6 +216,18 @@ pub enum ComputeModel {
     SecondsPerByte(f64),
 }
 
+/// As an error message names it (`1e300 bytes/s`), not its Debug form.
+impl std::fmt::Display for ComputeModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use windrose_model::error::compact;
+        match *self {
+            ComputeModel::Instant => f.write_str("instant"),
+            ComputeModel::BytesPerSecond(v) => write!(f, "{} bytes/s", compact(v)),
+            ComputeModel::SecondsPerByte(v) => write!(f, "{} s per byte", compact(v)),
+        }
+    }
+}
+
 impl ComputeModel {
     /// Seconds to process `len` bytes.
     pub fn duration_s(&self, len: u64) -> f64 {
@@ -284,7 +296,7 @@ impl From<usize> for Payload {
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// A node outside the platform.
-    #[error("node {node} is not in the platform ({node_count} nodes, ids 0..{node_count})")]
+    #[error("node {node} is not in the platform ({node_count} nodes, {})", windrose_model::error::ids_in_words(*.node_count))]
     UnknownNode {
         /// The node.
         node: NodeId,
@@ -314,7 +326,7 @@ pub enum SimError {
         now: f64,
     },
     /// An invalid compute model.
-    #[error("compute model of node {node}: {model:?} is invalid (speeds must be positive, costs finite and non-negative)")]
+    #[error("compute model of node {node}: {model} is invalid (speeds must be positive, costs finite and non-negative)")]
     BadCompute {
         /// The node.
         node: NodeId,

@@ -187,7 +187,7 @@ pub enum Change {
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum NetworkError {
     /// A node outside the platform.
-    #[error("unknown node {node}: the platform has {node_count} nodes (ids 0..{node_count})")]
+    #[error("unknown node {node}: the platform has {node_count} nodes ({})", windrose_model::error::ids_in_words(*.node_count))]
     UnknownNode {
         /// The id given.
         node: NodeId,

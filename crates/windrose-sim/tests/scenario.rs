@@ -99,6 +99,23 @@ fn parse_errors_name_file_line_and_key() {
             "mayhem.period_s",
         ),
         (
+            small("[mayhem]\nperiod_s = 1e-9\n"),
+            "period_s = 1e-9",
+            "mayhem.period_s",
+        ),
+        (
+            small("[mayhem]\nperiod_s = 0.001\nuntil_s = 1e6\n"),
+            "period_s = 0.001",
+            "mayhem.period_s",
+        ),
+        (
+            small("")
+                .replace("message_bytes = \"100kB\"", "message_bytes = \"8MiB\"")
+                .replace("segment_bytes = \"10kB\"", "segment_bytes = 1"),
+            "segment_bytes = 1",
+            "workload.segment_bytes",
+        ),
+        (
             small("[mayhem]\nperiod_s = 5\nmin_fraction = 0.5\nmax_fraction = 0.2\n"),
             "max_fraction = 0.2",
             "mayhem.max_fraction",
@@ -650,4 +667,29 @@ fn a_late_node_joins_a_multicast_and_completes() {
             assert_eq!(n.outcomes, [NodeOutcome::Finished], "{protocol}: node {i}");
         }
     }
+}
+
+/// Issue 21, defect 7: `[mayhem] period_s = 1e-9` filled gigabytes in `sim run` (the engine
+/// keeps every change it applies). A period below a millisecond is refused at its line, and a
+/// run whose mayhem would pass `MAX_MAYHEM_CHANGES` link changes stops with an error naming
+/// the key instead of growing without end.
+#[test]
+fn mayhem_far_faster_than_the_run_is_bounded() {
+    let e = err(&small("[mayhem]\nperiod_s = 1e-9\n"));
+    assert!(
+        e.contains("`mayhem.period_s` is 1e-9, below the shortest period"),
+        "{e}"
+    );
+    // 16 links redrawn every millisecond: 2e6 link changes by t = 125 s, in a broadcast of
+    // 100 MB over a 0.5 MB/s WAN that lasts longer.
+    let text = small("[mayhem]\nperiod_s = 0.001\nlinks = \"all\"\n")
+        .replace("message_bytes = \"100kB\"", "message_bytes = \"100MB\"")
+        .replace("segment_bytes = \"10kB\"", "segment_bytes = \"1MB\"");
+    let s = parse_scenario(&text, Path::new("fast.toml")).unwrap();
+    let e = run_scenario(&s, 1, None).unwrap_err().to_string();
+    assert!(
+        e.starts_with("fast.toml: `mayhem.period_s` = 0.001 redraws 16 links every period: 125000 draws by t = 125 s"),
+        "{e}"
+    );
+    assert!(e.contains("at most 2000000 link changes"), "{e}");
 }

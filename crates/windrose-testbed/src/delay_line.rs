@@ -10,6 +10,11 @@
 //! changes, so `windrose testbed set` and a scenario's timed changes can move latencies while a
 //! run goes on. Overhead: a read, a heap push and a write per packet; measured on loopback
 //! veths at about 0.1-0.3 ms per crossing (see the testbed tests).
+//!
+//! The line holds at most [`MAX_HELD_BYTES`] of packets: past that it drops what arrives, as a
+//! router with a full buffer would, and counts the drops ([`DelayStats`], written every second
+//! to [`stats_path`] for `windrose testbed status` and `testbed run`). Latencies are at most
+//! [`crate::limits::MAX_LATENCY_S`], also when the config file says more.
 
 use crate::plan::cluster_of_addr;
 use crate::sys::run;
@@ -51,7 +56,14 @@ impl DelayConfig {
             .and_then(|row| row.get(b.index()))
             .copied()
             .unwrap_or(0.0);
-        Duration::from_secs_f64(s.max(0.0))
+        // A hand-edited 1e300 (or inf, or NaN) must neither panic in `from_secs_f64` nor hold
+        // packets for ever.
+        let s = if s.is_nan() {
+            0.0
+        } else {
+            s.clamp(0.0, crate::limits::MAX_LATENCY_S)
+        };
+        Duration::from_secs_f64(s)
     }
 
     /// Reads a config file.
@@ -81,7 +93,7 @@ impl DelayConfig {
 }
 
 /// What a delay line did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DelayStats {
     /// Packets passed.
     pub packets: u64,
@@ -89,6 +101,92 @@ pub struct DelayStats {
     pub bytes: u64,
     /// Most packets held at once.
     pub max_held: usize,
+    /// Packets dropped because the line already held [`MAX_HELD_BYTES`].
+    #[serde(default)]
+    pub dropped_packets: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub dropped_bytes: u64,
+}
+
+/// Most bytes of packets the delay line holds at once (a router's buffer): 64 MiB, thirteen
+/// times the bandwidth-delay product of a 5 MB/s WAN pair at the longest latency
+/// ([`crate::limits::MAX_LATENCY_S`]), far more than any testbed scenario needs.
+pub const MAX_HELD_BYTES: usize = 64 << 20;
+
+/// Where the delay line of config file `config` writes its [`DelayStats`] (JSON, every second
+/// and when it stops).
+pub fn stats_path(config: &Path) -> PathBuf {
+    config.with_extension("stats")
+}
+
+/// The statistics the delay line of config file `config` last wrote, if any.
+pub fn load_stats(config: &Path) -> Option<DelayStats> {
+    let text = std::fs::read_to_string(stats_path(config)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The packets the line holds, in release order, with a bound on their bytes.
+#[derive(Debug)]
+pub struct HeldPackets {
+    queue: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    bytes: usize,
+    limit: usize,
+    seq: u64,
+}
+
+impl HeldPackets {
+    /// An empty queue that holds at most `limit` bytes.
+    pub fn new(limit: usize) -> HeldPackets {
+        HeldPackets {
+            queue: BinaryHeap::new(),
+            bytes: 0,
+            limit,
+            seq: 0,
+        }
+    }
+
+    /// Holds `packet` until `at`; false (the packet is dropped) when it would take the queue
+    /// past its limit.
+    pub fn push(&mut self, at: Instant, packet: Vec<u8>) -> bool {
+        if self.bytes + packet.len() > self.limit {
+            return false;
+        }
+        self.bytes += packet.len();
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, packet)));
+        true
+    }
+
+    /// The release time of the next packet.
+    pub fn next_at(&self) -> Option<Instant> {
+        self.queue.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// The next packet if it is due at `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if self.next_at()? > now {
+            return None;
+        }
+        let Reverse((_, _, packet)) = self.queue.pop()?;
+        self.bytes -= packet.len();
+        Some(packet)
+    }
+
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// Release times per packet: a packet of a pair is released at its arrival plus the pair's
@@ -177,7 +275,7 @@ fn readable(file: &File, ms: i32) -> bool {
 }
 
 struct Held {
-    queue: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    queue: HeldPackets,
     done: bool,
 }
 
@@ -207,7 +305,8 @@ impl Drop for Rules {
 }
 
 /// Runs the delay line of `config` in this thread's network namespace until `stop` is set,
-/// re-reading the latencies from `reload` when that file changes.
+/// re-reading the latencies from `reload` when that file changes (and writing its statistics to
+/// [`stats_path`] of it).
 pub fn run_line(
     config: &DelayConfig,
     reload: Option<&Path>,
@@ -262,7 +361,7 @@ pub fn run_line(
 
     let held = Arc::new((
         Mutex::new(Held {
-            queue: BinaryHeap::new(),
+            queue: HeldPackets::new(MAX_HELD_BYTES),
             done: false,
         }),
         Condvar::new(),
@@ -279,16 +378,16 @@ pub fn run_line(
             let mut h = lock.lock().expect("delay line lock");
             loop {
                 let now = Instant::now();
-                match h.queue.peek() {
-                    Some(Reverse((at, _, _))) if *at <= now => {
-                        let Reverse((_, _, pkt)) = h.queue.pop().expect("peeked");
-                        drop(h);
-                        // A full TUN queue drops the packet, as a full link would.
-                        let _ = tun.write(&pkt);
-                        h = lock.lock().expect("delay line lock");
-                    }
-                    Some(Reverse((at, _, _))) => {
-                        let wait = *at - now;
+                if let Some(pkt) = h.queue.pop_due(now) {
+                    drop(h);
+                    // A full TUN queue drops the packet, as a full link would.
+                    let _ = tun.write(&pkt);
+                    h = lock.lock().expect("delay line lock");
+                    continue;
+                }
+                match h.queue.next_at() {
+                    Some(at) => {
+                        let wait = at - now;
                         h = cv.wait_timeout(h, wait).expect("delay line lock").0;
                     }
                     None if h.done => return,
@@ -303,10 +402,19 @@ pub fn run_line(
     let mut last_check = Instant::now();
     let mut schedule = Schedule::default();
     let mut stats = DelayStats::default();
-    let mut seq = 0u64;
+    let stats_file = reload.map(stats_path);
+    let mut written = DelayStats::default();
+    let mut last_write = Instant::now();
     let mut reader = tun;
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
+        if let Some(path) = &stats_file {
+            if stats != written && last_write.elapsed() >= Duration::from_secs(1) {
+                last_write = Instant::now();
+                write_stats(path, &stats);
+                written = stats.clone();
+            }
+        }
         if let Some(path) = reload {
             if last_check.elapsed() >= Duration::from_millis(100) {
                 last_check = Instant::now();
@@ -340,15 +448,21 @@ pub fn run_line(
             }
             None => now,
         };
-        stats.packets += 1;
-        stats.bytes += n as u64;
-        seq += 1;
         let (lock, cv) = &*held;
         let mut h = lock.lock().expect("delay line lock");
-        h.queue.push(Reverse((at, seq, buf[..n].to_vec())));
-        stats.max_held = stats.max_held.max(h.queue.len());
+        if h.queue.push(at, buf[..n].to_vec()) {
+            stats.packets += 1;
+            stats.bytes += n as u64;
+            stats.max_held = stats.max_held.max(h.queue.len());
+        } else {
+            stats.dropped_packets += 1;
+            stats.dropped_bytes += n as u64;
+        }
         drop(h);
         cv.notify_one();
+    }
+    if let Some(path) = &stats_file {
+        write_stats(path, &stats);
     }
     {
         let (lock, cv) = &*held;
@@ -357,6 +471,13 @@ pub fn run_line(
     }
     let _ = writer.join();
     Ok(stats)
+}
+
+/// Writes `stats` to `path` atomically (best effort: statistics must not stop the line).
+fn write_stats(path: &Path, stats: &DelayStats) {
+    let tmp = path.with_extension("stats.tmp");
+    let text = serde_json::to_string(stats).expect("delay stats serialize");
+    let _ = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
 }
 
 fn modified(path: &Path) -> Option<SystemTime> {
@@ -432,6 +553,42 @@ mod tests {
             Duration::from_millis(5),
         );
         assert_eq!(r4, t0 + Duration::from_millis(6));
+    }
+
+    #[test]
+    fn the_held_queue_drops_past_its_bound_and_releases_in_order() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut q = HeldPackets::new(3000);
+        assert!(q.push(ms(20), vec![2; 1000]));
+        assert!(q.push(ms(10), vec![1; 1500]));
+        // 2500 held: a 600-byte packet would make 3100, past the bound: dropped, as a full
+        // router buffer drops; a smaller one still fits.
+        assert!(!q.push(ms(5), vec![9; 600]));
+        assert!(q.push(ms(30), vec![3; 500]));
+        assert_eq!((q.len(), q.bytes()), (3, 3000));
+        assert_eq!(q.pop_due(ms(9)), None, "nothing due yet");
+        assert_eq!(q.pop_due(ms(10)).map(|p| p[0]), Some(1));
+        assert_eq!(q.bytes(), 1500);
+        assert!(q.push(ms(40), vec![4; 1500]), "room again once released");
+        let rest: Vec<u8> = std::iter::from_fn(|| q.pop_due(ms(100)).map(|p| p[0])).collect();
+        assert_eq!(rest, [2, 3, 4]);
+        assert!(q.is_empty() && q.bytes() == 0);
+    }
+
+    #[test]
+    fn a_huge_latency_in_the_file_is_held_to_the_bound_not_a_panic() {
+        let c = DelayConfig {
+            tun: "wtun".into(),
+            table: 100,
+            ingress: vec![],
+            latency_s: vec![vec![f64::NAN, 1e300], vec![f64::INFINITY, 0.0]],
+        };
+        let max = Duration::from_secs_f64(crate::limits::MAX_LATENCY_S);
+        let d = |s: [u8; 4], t: [u8; 4]| c.delay(s.into(), t.into());
+        assert_eq!(d([10, 77, 0, 1], [10, 77, 1, 1]), max);
+        assert_eq!(d([10, 77, 1, 1], [10, 77, 0, 1]), max);
+        assert_eq!(d([10, 77, 0, 1], [10, 77, 0, 2]), Duration::ZERO, "NaN");
     }
 
     #[test]

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod delay_line;
+pub mod limits;
 pub mod measure;
 pub mod plan;
 pub mod sys;
@@ -69,11 +70,29 @@ pub enum TestbedError {
         /// The name.
         name: String,
     },
+    /// A value outside the range the testbed emulates (see [`limits`]).
+    #[error("{field} = {value} is out of range: {range}")]
+    OutOfRange {
+        /// The field, e.g. `latency_s of wan:0:1`.
+        field: String,
+        /// The value given, as written compactly.
+        value: String,
+        /// The range and why.
+        range: String,
+    },
     /// A link the testbed cannot change.
     #[error("link: {link}")]
     BadLink {
         /// Which and why.
         link: String,
+    },
+    /// `up` was interrupted (SIGINT or SIGTERM); what it had made is removed again.
+    #[error("interrupted: testbed {name} taken down again ({removed} namespaces removed)")]
+    Interrupted {
+        /// The testbed's name.
+        name: String,
+        /// Namespaces removed.
+        removed: usize,
     },
     /// A command failed.
     #[error("{command}: {error}")]

@@ -310,9 +310,10 @@ pub fn capacity_commands(
 /// The plan of testbed `name` for `platform`.
 ///
 /// Errors: a bad name, more than [`MAX_CLUSTERS`] clusters or [`MAX_CLUSTER_NODES`] nodes in a
-/// cluster.
+/// cluster, a capacity or WAN latency outside [`crate::limits`].
 pub fn plan(name: &str, platform: &Platform) -> Result<Plan, TestbedError> {
     check_name(name)?;
+    crate::limits::check_platform(platform)?;
     let clusters = platform.cluster_count();
     if clusters > MAX_CLUSTERS {
         return Err(TestbedError::TooBig {

@@ -13,6 +13,7 @@ use crate::TestbedError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use windrose_model::platform::{LinkId, Platform};
 
@@ -111,12 +112,15 @@ pub fn record_pid(name: &str, pid: u32) -> Result<(), TestbedError> {
 }
 
 /// Brings testbed `name` up for `platform`: see the [module docs](self). `progress` hears one
-/// line per step. On any error everything made so far is removed again.
+/// line per step. On any error everything made so far is removed again; so it is when
+/// `cancel` becomes true (a signal handler sets it), checked between commands:
+/// [`TestbedError::Interrupted`].
 pub fn up(
     name: &str,
     platform: &Platform,
     delay: &DelayMode,
     progress: &mut dyn FnMut(&str),
+    cancel: &AtomicBool,
 ) -> Result<State, TestbedError> {
     let plan = plan(name, platform)?;
     preflight()?;
@@ -139,11 +143,20 @@ pub fn up(
         scenario: None,
     };
     save_state(&state)?;
-    match build(&plan, delay, &mut state, progress) {
+    match build(&plan, delay, &mut state, progress, cancel) {
         Ok(()) => Ok(state),
         Err(e) => {
-            let _ = down(name);
-            Err(e)
+            let removed = down(name).map_or(0, |r| r.namespaces);
+            // A signal also reaches the command running then, which fails: the signal is the
+            // cause to report.
+            if cancel.load(Ordering::Relaxed) {
+                Err(TestbedError::Interrupted {
+                    name: name.to_string(),
+                    removed,
+                })
+            } else {
+                Err(e)
+            }
         }
     }
 }
@@ -153,9 +166,21 @@ fn build(
     delay: &DelayMode,
     state: &mut State,
     progress: &mut dyn FnMut(&str),
+    cancel: &AtomicBool,
 ) -> Result<(), TestbedError> {
+    let check = || {
+        if cancel.load(Ordering::Relaxed) {
+            Err(TestbedError::Interrupted {
+                name: plan.name.clone(),
+                removed: 0,
+            })
+        } else {
+            Ok(())
+        }
+    };
     progress(&format!("creating {} namespaces", plan.namespaces.len()));
     for ns in &plan.namespaces {
+        check()?;
         run(
             None,
             &["ip".into(), "netns".into(), "add".into(), ns.name.clone()],
@@ -166,6 +191,7 @@ fn build(
         plan.commands.len()
     ));
     for (ns, argv) in &plan.commands {
+        check()?;
         run(ns.as_deref(), argv)?;
     }
     let needs_delay = plan.wan_latency_s.iter().flatten().any(|&l| l > 0.0);
@@ -214,6 +240,7 @@ fn build(
         // Ready when its routing rule is in place.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            check()?;
             if let Ok(Some(status)) = child.try_wait() {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
                 return Err(TestbedError::Command {
@@ -309,6 +336,7 @@ pub fn down(name: &str) -> Result<Removed, TestbedError> {
         if let Some(p) = &s.delay_config {
             let _ = std::fs::remove_file(p);
             let _ = std::fs::remove_file(p.with_extension("log"));
+            let _ = std::fs::remove_file(crate::delay_line::stats_path(p));
         }
     }
     let _ = std::fs::remove_file(state_path(name));
@@ -357,6 +385,13 @@ pub fn set_link(
         .map_err(|e| TestbedError::BadLink {
             link: e.to_string(),
         })?;
+    let name_of = crate::limits::link_name(link);
+    if let Some(b) = bytes_s {
+        crate::limits::check_capacity(&format!("bytes_s of {name_of}"), b)?;
+    }
+    if let Some(l) = latency_s {
+        crate::limits::check_latency(&format!("latency_s of {name_of}"), l)?;
+    }
     if let Some(b) = bytes_s {
         for (ns, argv) in capacity_commands(name, platform, link, b) {
             run(ns.as_deref(), &argv)?;
@@ -365,7 +400,7 @@ pub fn set_link(
     if let Some(l) = latency_s {
         let LinkId::Wan { from, to } = link else {
             return Err(TestbedError::BadLink {
-                link: format!("{link:?}: only WAN links have a latency here"),
+                link: format!("{name_of}: only WAN links have a latency here"),
             });
         };
         let path = state.delay_config.ok_or_else(|| TestbedError::BadLink {

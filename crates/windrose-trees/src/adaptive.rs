@@ -251,8 +251,9 @@ impl AdaptiveTree {
         let n = self.len();
         if x >= n || y >= n {
             return Err(TreeError::Invalid(format!(
-                "position {} is outside the tree (positions 0..{n})",
-                x.max(y)
+                "position {} is outside the tree (positions 0 to {})",
+                x.max(y),
+                n.saturating_sub(1)
             )));
         }
         if x == 0 || y == 0 {

@@ -122,7 +122,8 @@ pub fn tree_positions(path: &Path, node_count: usize) -> anyhow::Result<Vec<Node
         match seen.get_mut(id as usize) {
             None => {
                 return Err(place(format!(
-                    "unknown node {id}: the cost model has {node_count} nodes (ids 0..{node_count})"
+                    "unknown node {id}: the cost model has {node_count} nodes ({})",
+                    windrose_model::error::ids_in_words(node_count)
                 )))
             }
             Some(true) => return Err(place(format!("node {id} appears more than once"))),
@@ -366,7 +367,7 @@ fn check_tree_entries(
                     e.node_at,
                     &format!(
                         "node {} is out of range: the {n} nodes of a tree file must be numbered \
-                         0..{last}, one entry each",
+                         0 to {last}, one entry each",
                         e.node
                     ),
                 ))
@@ -412,7 +413,7 @@ fn check_tree_entries(
                     path,
                     e.parent_at,
                     &format!(
-                        "the parent {p} of node {} is not a node of the tree (nodes 0..{last})",
+                        "the parent {p} of node {} is not a node of the tree (nodes 0 to {last})",
                         e.node
                     ),
                 ))
@@ -502,7 +503,7 @@ fn json_children_edges(
             let here = format!("children[{p}][{j}]");
             let Some(&c_parent) = parent.get(c as usize) else {
                 return Err(err(format!(
-                    "{here}: node {c} is not a node of the tree (nodes 0..{})",
+                    "{here}: node {c} is not a node of the tree (nodes 0 to {})",
                     n - 1
                 )));
             };
@@ -653,7 +654,7 @@ mod tests {
             ("0,1\n1,0\n", ": no root: every node has a parent"),
             (
                 "0,-\n1,7\n",
-                ":2:3: the parent 7 of node 1 is not a node of the tree (nodes 0..1)",
+                ":2:3: the parent 7 of node 1 is not a node of the tree (nodes 0 to 1)",
             ),
             ("0,-\n1,1\n", ":2:3: node 1 is its own parent"),
             (

@@ -146,11 +146,25 @@ pub fn run(cmd: TestbedCommand) -> Result<()> {
         TestbedCommand::DelayLine(a) => {
             let stats = windrose_testbed::delay_line::run_from_file(&a.config)?;
             eprintln!(
-                "delay line: {} packets, {} bytes, at most {} held",
-                stats.packets, stats.bytes, stats.max_held
+                "delay line: {} packets, {} bytes, at most {} held; {} packets ({} bytes) dropped with the line full",
+                stats.packets, stats.bytes, stats.max_held, stats.dropped_packets, stats.dropped_bytes
             );
             Ok(())
         }
+    }
+}
+
+/// A testbed error as the CLI reports it: what the user gave (a bad name, a value out of range,
+/// a platform too big, a testbed that is not up, a link it cannot change) exits with code 2.
+fn testbed_error(e: windrose_testbed::TestbedError) -> anyhow::Error {
+    use windrose_testbed::TestbedError as E;
+    match e {
+        E::BadName { .. }
+        | E::OutOfRange { .. }
+        | E::TooBig { .. }
+        | E::NotUp { .. }
+        | E::BadLink { .. } => bad_input(e.to_string()),
+        e => e.into(),
     }
 }
 
@@ -158,14 +172,23 @@ fn scenario(path: &Path) -> Result<Scenario> {
     load_scenario(path).map_err(crate::sim_cmd::scenario_error)
 }
 
+/// Brings testbed `name` up; a SIGINT or SIGTERM meanwhile stops it and removes what it made.
 fn bring_up(name: &str, platform: &Platform, quiet: bool) -> Result<State> {
     let exe = std::env::current_exe().context("locating the windrose executable")?;
     let started = Instant::now();
-    let state = testbed::up(name, platform, &DelayMode::Process(exe), &mut |line| {
-        if !quiet {
-            eprintln!("testbed {name}: {line}");
-        }
-    })?;
+    catch_interrupts();
+    let state = testbed::up(
+        name,
+        platform,
+        &DelayMode::Process(exe),
+        &mut |line| {
+            if !quiet {
+                eprintln!("testbed {name}: {line}");
+            }
+        },
+        &INTERRUPTED,
+    )
+    .map_err(testbed_error)?;
     if !quiet {
         eprintln!(
             "testbed {name}: up in {:.1} s ({} namespaces)",
@@ -177,6 +200,7 @@ fn bring_up(name: &str, platform: &Platform, quiet: bool) -> Result<State> {
 }
 
 fn up(a: UpArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
     let s = scenario(&a.scenario)?;
     let mut state = bring_up(&a.name, &s.platform, false)?;
     state.scenario = Some(std::fs::canonicalize(&a.scenario)?);
@@ -206,6 +230,26 @@ fn down(a: DownArgs) -> Result<()> {
     let names: Vec<String> = if a.all {
         testbed::list()?.into_iter().map(|s| s.name).collect()
     } else {
+        windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
+        // Up: a state file, or namespaces of its prefix left by a killed `up`.
+        let prefix = windrose_testbed::plan::prefix(&a.name);
+        let up = testbed::load_state(&a.name)?.is_some()
+            || windrose_testbed::sys::list_namespaces()
+                .unwrap_or_default()
+                .iter()
+                .any(|n| n.starts_with(&prefix));
+        if !up {
+            let others: Vec<String> = testbed::list()?.into_iter().map(|s| s.name).collect();
+            return Err(bad_input(format!(
+                "testbed {} is not up ({})",
+                a.name,
+                if others.is_empty() {
+                    "no testbed is up".to_string()
+                } else {
+                    format!("up: {}", others.join(", "))
+                }
+            )));
+        }
         vec![a.name]
     };
     for n in names {
@@ -228,6 +272,9 @@ struct StatusRow {
     processes_alive: usize,
     goodput_mb_s: Option<f64>,
     rtt_ms: Option<f64>,
+    /// Packets the WAN delay line dropped because it held its most (as of its last report, at
+    /// most a second old).
+    delay_line_dropped: Option<u64>,
 }
 
 fn status(a: StatusArgs) -> Result<()> {
@@ -245,6 +292,11 @@ fn status(a: StatusArgs) -> Result<()> {
             processes_alive: s.pids.iter().filter(|&&p| unsafe { libc_kill0(p) }).count(),
             goodput_mb_s: None,
             rtt_ms: None,
+            delay_line_dropped: s
+                .delay_config
+                .as_deref()
+                .and_then(windrose_testbed::delay_line::load_stats)
+                .map(|d| d.dropped_packets),
         };
         if a.measure {
             let a0 = s.node_clusters.iter().position(|&c| c == 0);
@@ -285,6 +337,8 @@ fn status(a: StatusArgs) -> Result<()> {
                 r.processes_alive.to_string(),
                 f(r.goodput_mb_s),
                 f(r.rtt_ms),
+                r.delay_line_dropped
+                    .map_or_else(|| "-".to_string(), |d| d.to_string()),
             ]
         })
         .collect();
@@ -298,7 +352,8 @@ fn status(a: StatusArgs) -> Result<()> {
                 "namespaces",
                 "processes",
                 "0->1 MB/s",
-                "0->1 RTT ms"
+                "0->1 RTT ms",
+                "WAN drops"
             ],
             &table
         )
@@ -313,27 +368,30 @@ unsafe fn libc_kill0(pid: u32) -> bool {
 }
 
 fn exec(a: ExecArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
     let s = testbed::load_state(&a.name)?.ok_or_else(|| {
         bad_input(format!(
-            "testbed {:?} is not up (windrose testbed up SCENARIO --name {})",
+            "testbed {} is not up (windrose testbed up SCENARIO --name {})",
             a.name, a.name
         ))
     })?;
     if a.node as usize >= s.node_addrs.len() {
         return Err(bad_input(format!(
-            "node {} does not exist: testbed {} has nodes 0..{}",
+            "node {} does not exist: testbed {} has {} nodes ({})",
             a.node,
             a.name,
-            s.node_addrs.len()
+            s.node_addrs.len(),
+            windrose_model::error::ids_in_words(s.node_addrs.len())
         )));
     }
+    let shown = a.command.join(" ");
     let status = Command::new("ip")
         .args(["netns", "exec", &s.node_ns(a.node)])
         .args(&a.command)
         .status()
-        .with_context(|| format!("running {:?}", a.command))?;
+        .with_context(|| format!("running `{shown}` in node {}", a.node))?;
     if !status.success() {
-        bail!("{:?} exited with {status}", a.command);
+        bail!("`{shown}` exited with {status}");
     }
     Ok(())
 }
@@ -367,9 +425,43 @@ fn parse_link(s: &str, p: &Platform) -> Result<LinkId> {
     Ok(link)
 }
 
+/// The `bytes_s=VALUE` and `latency_s=VALUE` of `testbed set`, each checked against the range
+/// the testbed emulates (before anything else, so a bad value is named whatever the testbed).
+fn parse_set_values(values: &[String]) -> Result<(Option<f64>, Option<f64>)> {
+    use windrose_testbed::limits::{check_capacity, check_latency};
+    let (mut bytes_s, mut latency_s) = (None, None);
+    for v in values {
+        let (k, x) = v.split_once('=').ok_or_else(|| {
+            bad_input(format!("{v:?}: expected bytes_s=VALUE or latency_s=VALUE"))
+        })?;
+        let x: f64 = x
+            .trim()
+            .parse()
+            .map_err(|_| bad_input(format!("{v:?}: {x:?} is not a number")))?;
+        match k {
+            "bytes_s" => {
+                check_capacity("bytes_s", x).map_err(|e| bad_input(e.to_string()))?;
+                bytes_s = Some(x);
+            }
+            "latency_s" => {
+                check_latency("latency_s", x).map_err(|e| bad_input(e.to_string()))?;
+                latency_s = Some(x);
+            }
+            _ => {
+                return Err(bad_input(format!(
+                    "{v:?}: expected bytes_s=VALUE or latency_s=VALUE"
+                )))
+            }
+        }
+    }
+    Ok((bytes_s, latency_s))
+}
+
 fn set(a: SetArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
+    let (bytes_s, latency_s) = parse_set_values(&a.values)?;
     let s = testbed::load_state(&a.name)?
-        .ok_or_else(|| bad_input(format!("testbed {:?} is not up", a.name)))?;
+        .ok_or_else(|| bad_input(format!("testbed {} is not up", a.name)))?;
     let path = s.scenario.clone().ok_or_else(|| {
         anyhow!(
             "testbed {} has no scenario recorded; bring it up again",
@@ -378,27 +470,7 @@ fn set(a: SetArgs) -> Result<()> {
     })?;
     let sc = scenario(&path)?;
     let link = parse_link(&a.link, &sc.platform)?;
-    let (mut bytes_s, mut latency_s) = (None, None);
-    for v in &a.values {
-        let (k, x) = v.split_once('=').ok_or_else(|| {
-            bad_input(format!("{v:?}: expected bytes_s=VALUE or latency_s=VALUE"))
-        })?;
-        let x: f64 = x
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-            .ok_or_else(|| bad_input(format!("{v:?}: not a non-negative number")))?;
-        match k {
-            "bytes_s" if x > 0.0 => bytes_s = Some(x),
-            "latency_s" => latency_s = Some(x),
-            _ => {
-                return Err(bad_input(format!(
-                    "{v:?}: expected bytes_s=VALUE (positive) or latency_s=VALUE"
-                )))
-            }
-        }
-    }
-    testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s)?;
+    testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s).map_err(testbed_error)?;
     println!("testbed {}: {} set", a.name, a.link);
     Ok(())
 }
@@ -467,6 +539,22 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
+/// From here on SIGINT and SIGTERM set [`INTERRUPTED`] instead of killing the process, so that
+/// what a testbed made is taken down.
+fn catch_interrupts() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+}
+
 /// Takes the testbed down however the run ends (error, panic, Ctrl-C handled by the loop).
 struct Teardown(String);
 
@@ -506,6 +594,62 @@ fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
     }
     c.spawn()
         .with_context(|| format!("starting windrose in {ns}"))
+}
+
+/// Checks that every value the scenario gives the testbed is in the range it emulates (see
+/// `windrose_testbed::limits`): the platform's capacities and WAN latencies, each timed
+/// change, mayhem's period and the capacities its fractions can draw.
+fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError> {
+    use windrose_testbed::limits::{check_capacity, check_latency, check_period, link_name};
+    windrose_testbed::limits::check_platform(&s.platform)?;
+    for c in &s.changes {
+        let at = windrose_model::error::compact(c.at_s);
+        match c.change {
+            Change::Capacity { link, bytes_s } => check_capacity(
+                &format!("[[change]] at {at} s: bytes_s of {}", link_name(link)),
+                bytes_s,
+            )?,
+            Change::WanLatency {
+                from,
+                to,
+                latency_s,
+            } => check_latency(
+                &format!("[[change]] at {at} s: latency_s of wan:{from}:{to}"),
+                latency_s,
+            )?,
+            Change::IntraLatency { .. } => {} // not emulated
+        }
+    }
+    if let Some(m) = &s.mayhem {
+        check_period("mayhem.period_s", m.period_s)?;
+        for link in m.selected_links(&s.platform) {
+            let nominal = s.platform.capacity_bytes_s(link);
+            let name = link_name(link);
+            check_capacity(
+                &format!("mayhem.min_fraction x bytes_s of {name}"),
+                nominal * m.min_fraction,
+            )?;
+            check_capacity(
+                &format!("mayhem.max_fraction x bytes_s of {name}"),
+                nominal * m.max_fraction,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// How many timed changes [`timeline`] would give up to `horizon_s`, counted without making
+/// them (a float: a tiny period must not overflow the count).
+fn timed_changes_until(s: &Scenario, horizon_s: f64) -> f64 {
+    let mut n = s.changes.len() as f64;
+    if let Some(m) = &s.mayhem {
+        let end = m.until_s.map_or(horizon_s, |u| u.min(horizon_s));
+        if end >= m.start_s {
+            let draws = ((end - m.start_s) / m.period_s).floor() + 1.0;
+            n += draws * m.selected_links(&s.platform).len() as f64;
+        }
+    }
+    n
 }
 
 /// The timed capacity and latency changes of a scenario, mayhem's draws included, in time
@@ -617,9 +761,13 @@ struct RunReport {
     cpu_s: f64,
     nodes: Vec<RunNode>,
     changes_applied: usize,
+    /// Packets the WAN delay line dropped with its queue full (its last report, written every
+    /// second).
+    delay_line_dropped: u64,
 }
 
 fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
     let mut s = scenario(&a.scenario)?;
     if s.workload.kind != WorkloadKind::Multicast {
         return Err(bad_input(format!(
@@ -640,6 +788,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     let root = s.workload.root;
     let seed = s.default_seed;
     let n = s.platform.node_count();
+    check_for_testbed(&s).map_err(|e| bad_input(format!("{}: {e}", a.scenario.display())))?;
     // Node failures and restarts: the node's process is killed (SIGKILL) at its `[[fail]]` and
     // started again at its `[[join]]`, resuming from its partial output file.
     let mut node_events: Vec<(f64, NodeId, bool)> = Vec::new();
@@ -689,18 +838,20 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         .completion_s
         .ok_or_else(|| anyhow!("the bound: no completion time for this scenario"))?;
     let bound = data_bytes as f64 / bound_completion_s;
-
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGTERM,
-            on_interrupt as *const () as libc::sighandler_t,
-        );
+    let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
+    let replayed = timed_changes_until(&s, horizon);
+    if replayed > windrose_testbed::limits::MAX_TIMED_CHANGES as f64 {
+        return Err(bad_input(format!(
+            "{}: the run would replay {} timed changes (its [[change]]s and mayhem's draws, one \
+             per link) within {} s; a testbed replays at most {}: make mayhem.period_s longer or \
+             give it an until_s",
+            a.scenario.display(),
+            windrose_model::error::compact(replayed.round()),
+            windrose_model::error::compact(horizon.round()),
+            windrose_testbed::limits::MAX_TIMED_CHANGES
+        )));
     }
+
     let state = bring_up(&a.name, &s.platform, false)?;
     let _teardown = Teardown(a.name.clone());
     let mut st = state.clone();
@@ -769,7 +920,6 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         children.insert(i, start_node(i, 0)?);
     }
     let file_s = file.to_string_lossy().into_owned();
-    let horizon = sim.completion_s.unwrap_or(600.0) * 3.0 + 60.0;
     let changes = timeline(&s, seed, horizon);
     // Balanced Multicasting plans from the capacities at the start, after the changes due at
     // t <= 0 (mayhem's first draw): what the simulator's planner sees, so both plan alike.
@@ -892,6 +1042,11 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     }
     let cpu_s = children_cpu_s();
     let wan = wan_bytes(&a.name, s.platform.cluster_count());
+    let delay_line_dropped = state
+        .delay_config
+        .as_deref()
+        .and_then(windrose_testbed::delay_line::load_stats)
+        .map_or(0, |d| d.dropped_packets);
     let v: serde_json::Value = serde_json::from_slice(&out).map_err(|_| {
         anyhow!(
             "the root gave no result ({status}): {}",
@@ -955,6 +1110,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         cpu_s,
         nodes,
         changes_applied: applied,
+        delay_line_dropped,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
@@ -1060,6 +1216,13 @@ fn print_run(r: &RunReport) {
         println!(
             "real / simulated completion: {x:.2}; {} timed changes applied; {:.1} CPU seconds",
             r.changes_applied, r.cpu_s
+        );
+    }
+    if r.delay_line_dropped > 0 {
+        println!(
+            "the WAN delay line dropped {} packets, holding its most ({} MiB)",
+            r.delay_line_dropped,
+            windrose_testbed::delay_line::MAX_HELD_BYTES >> 20
         );
     }
 }

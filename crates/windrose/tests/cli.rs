@@ -616,3 +616,31 @@ fn reproduce_is_wired() {
         .success()
         .stdout(predicate::str::contains("--quick"));
 }
+
+/// Issue 21, defect 10: error texts give id ranges in words ("ids 0 to 7", not the half-open
+/// "0..8"), numbers compactly ("-1e300", not 301 digits), and no Debug forms.
+#[test]
+fn error_texts_give_ranges_in_words_and_numbers_compactly() {
+    windrose()
+        .args(["tree", "build", "--algo", "balanced-path", "--root", "99"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "unknown node 99: the model has 8 nodes (ids 0 to 7)",
+        ));
+    let scenario = std::fs::read_to_string(data("scenarios/testbed/two-by-two.toml"))
+        .unwrap()
+        .replace(
+            "latency_s = [[0, 0.01], [0.01, 0]]",
+            "latency_s = [[0, -1e300], [0.01, 0]]",
+        );
+    let (_dir, path) = temp_file("neg.toml", &scenario);
+    windrose()
+        .args(["sim", "run", &path])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "must be a finite, non-negative number of seconds, found -1e300",
+        ))
+        .stderr(predicate::str::contains("0000").not());
+}

@@ -364,7 +364,7 @@ fn bad_speeds_exit_2_naming_file_and_line() {
             "a node the tree does not have",
             format!("{good}7 = 1.0\n"),
             format!(
-                ":{}:1: node 7 is not in the tree {} (nodes 0..4)",
+                ":{}:1: node 7 is not in the tree {} (nodes 0 to 4)",
                 good.lines().count() + 1,
                 ex1_tree()
             ),

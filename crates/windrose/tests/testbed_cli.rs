@@ -247,3 +247,165 @@ fn receivers_killed_mid_mob_on_the_testbed_one_restarted_all_others_verify() {
         "run takes its testbed down"
     );
 }
+
+/// `two-by-two.toml` with its text changed by `edit`, written into `dir`.
+fn edited_two_by_two(dir: &std::path::Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(scenario("two-by-two.toml")).unwrap();
+    let path = dir.join("edited.toml");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+/// Runs windrose with `args`; returns its exit code and standard error.
+fn code_and_stderr(args: &[&str]) -> (Option<i32>, String) {
+    let out = windrose().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 21, defect 5: every value a testbed takes is bounded, with the field and its range
+/// named and exit code 2, before anything is made (a WAN latency of 1e300 made the delay line
+/// panic on the first packet; 1e9 grew it without end).
+#[test]
+fn testbed_values_out_of_range_are_refused_with_the_field_and_range() {
+    // `set`: checked before the testbed is even looked up.
+    let (code, err) = code_and_stderr(&[
+        "testbed",
+        "set",
+        "--name",
+        "bnd0",
+        "wan:0:1",
+        "latency_s=1e300",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("latency_s = 1e300 is out of range") && err.contains("0 to 10 s"),
+        "{err}"
+    );
+    let (code, err) = code_and_stderr(&[
+        "testbed",
+        "set",
+        "--name",
+        "bnd0",
+        "wan:0:1",
+        "bytes_s=1e-3",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("bytes_s = 0.001 is out of range"), "{err}");
+
+    // The platform of `up` and `run`.
+    let dir = tempfile::tempdir().unwrap();
+    let far = edited_two_by_two(dir.path(), |t| {
+        t.replace(
+            "latency_s = [[0, 0.01], [0.01, 0]]",
+            "latency_s = [[0, 1e9], [0.01, 0]]",
+        )
+    });
+    for cmd in ["up", "run"] {
+        let (code, err) =
+            code_and_stderr(&["testbed", cmd, "--name", "bnd1", far.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("platform: latency_s of wan:0:1 = 1000000000 is out of range"),
+            "{cmd}: {err}"
+        );
+        assert!(namespaces_of("bnd1").is_empty(), "{cmd} made namespaces");
+    }
+
+    // A timed change and mayhem's period, refused by `run` before simulating.
+    let change = edited_two_by_two(dir.path(), |t| {
+        t.replace(
+            "[workload]",
+            "[[change]]\nat_s = 1.0\nlink = \"wan:1:0\"\nbytes_s = 1e300\n\n[workload]",
+        )
+    });
+    let (code, err) =
+        code_and_stderr(&["testbed", "run", "--name", "bnd2", change.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("[[change]] at 1 s: bytes_s of wan:1:0 = 1e300 is out of range"),
+        "{err}"
+    );
+    let mayhem = edited_two_by_two(dir.path(), |t| {
+        t.replace(
+            "[workload]",
+            "[mayhem]\nperiod_s = 0.001\nlinks = \"wan\"\n\n[workload]",
+        )
+    });
+    let (code, err) =
+        code_and_stderr(&["testbed", "run", "--name", "bnd2", mayhem.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("mayhem.period_s = 0.001 is out of range"),
+        "{err}"
+    );
+    assert!(namespaces_of("bnd2").is_empty());
+}
+
+/// Issue 21, defect 10: `testbed down` of a testbed that is not up, and any command given a
+/// bad name, exit with code 2 and say so (they exited 0 and 1).
+#[test]
+fn down_of_an_unknown_testbed_and_a_bad_name_exit_2() {
+    let (code, err) = code_and_stderr(&["testbed", "down", "bnd9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("testbed bnd9 is not up"), "{err}");
+    for args in [
+        &["testbed", "down", "Bad-Name"][..],
+        &["testbed", "up", "--name", "Bad-Name", "x.toml"],
+        &["testbed", "exec", "--name", "Bad-Name", "0", "--", "true"],
+        &[
+            "testbed",
+            "set",
+            "--name",
+            "Bad-Name",
+            "wan:0:1",
+            "latency_s=0.1",
+        ],
+    ] {
+        let (code, err) = code_and_stderr(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("bad testbed name"), "{args:?}: {err}");
+    }
+}
+
+/// Issue 21, defect 10: a SIGINT while `testbed up` builds stops it and removes what it had
+/// made (it was ignored by `testbed run`, and killed `up` half-way, namespaces left behind).
+#[test]
+fn sigint_during_up_stops_it_and_removes_what_it_made() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = Down("bnd3");
+    let child = windrose()
+        .args(["testbed", "up", "--name", "bnd3"])
+        .arg(scenario("four-clusters.toml"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The state file is written before the first namespace: `up` is under way.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while load_state("bnd3").unwrap().is_none() {
+        assert!(Instant::now() < deadline, "up never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) of the child we started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: testbed bnd3 taken down again"),
+        "{stderr}"
+    );
+    assert!(
+        namespaces_of("bnd3").is_empty(),
+        "{:?}",
+        namespaces_of("bnd3")
+    );
+    assert!(load_state("bnd3").unwrap().is_none());
+}

@@ -126,6 +126,12 @@
 //! the run seed (stream [`MAYHEM_STREAM`], apart from the nodes' streams): the same seed gives
 //! the same weather whatever the workload, another seed another weather. See [`Mayhem::draw`].
 //!
+//! Its rate is bounded against the run's length: `period_s` is at least
+//! [`MIN_MAYHEM_PERIOD_S`], and a run applies at most [`MAX_MAYHEM_CHANGES`] link changes
+//! (draws × selected links): past that it stops with an error naming `mayhem.period_s` (with
+//! `until_s`, the count is checked when the file is read). A message is cut into at most
+//! [`MAX_PIECES`] segments or pieces.
+//!
 //! # Running a scenario
 //!
 //! [`run_scenario`] builds the workload's tree (and, for a scatter, the divisible-load schedule)
@@ -205,7 +211,7 @@ use serde::Deserialize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::{Spanned, Value};
-use windrose_model::error::line_col;
+use windrose_model::error::{compact, ids_in_words, line_col};
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
 use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
@@ -221,6 +227,22 @@ pub const MAX_REPETITIONS: u64 = 1_000_000;
 
 /// The largest message a workload may ask for: 64 GiB (the root holds it in memory).
 pub const MAX_MESSAGE_BYTES: u64 = 64 << 30;
+
+/// The shortest period between mayhem's draws, seconds: a millisecond, shorter than any round
+/// trip between clusters (weather that changes faster has no meaning for the flows), and each
+/// draw is one change per selected link for the engine to apply.
+pub const MIN_MAYHEM_PERIOD_S: f64 = 1e-3;
+
+/// The most link changes mayhem may hand one run (each draw changes every selected link): the
+/// engine keeps each change it applies, so a period far below the run's length (`period_s =
+/// 1e-9` filled gigabytes) must stop with an error, not exhaust memory. Seed 002's mayhem
+/// (5 s, 140 links, minutes of simulated time) draws a few thousand.
+pub const MAX_MAYHEM_CHANGES: u64 = 2_000_000;
+
+/// The most segments (a broadcast) or pieces (a multicast) a message may be cut into: every one
+/// is a message for the engine at every hop, and a multicast keeps a hash and per-node state for
+/// each.
+pub const MAX_PIECES: u64 = 1 << 20;
 
 /// Something wrong with a scenario file, or with running it.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -820,7 +842,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a finite, non-negative number of seconds, found {x}"),
+                format!(
+                    "`{key}` must be a finite, non-negative number of seconds, found {}",
+                    compact(x)
+                ),
             ))
         }
     }
@@ -832,7 +857,10 @@ impl Src<'_> {
         } else {
             Err(self.err(
                 &v.span(),
-                format!("`{key}` must be a positive, finite number of {unit}, found {x}"),
+                format!(
+                    "`{key}` must be a positive, finite number of {unit}, found {}",
+                    compact(x)
+                ),
             ))
         }
     }
@@ -883,7 +911,8 @@ impl Src<'_> {
             return Err(self.err(
                 &v.span(),
                 format!(
-                    "`{key}`: node {i} does not exist: the platform has {n} nodes (ids 0..{n})"
+                    "`{key}`: node {i} does not exist: the platform has {n} nodes ({})",
+                    ids_in_words(n)
                 ),
             ));
         }
@@ -939,7 +968,8 @@ fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
             Ok(NodeId(v))
         } else {
             Err(format!(
-                "link {s:?}: node {v} does not exist: the platform has {n} nodes (ids 0..{n})"
+                "link {s:?}: node {v} does not exist: the platform has {n} nodes ({})",
+                ids_in_words(n)
             ))
         }
     };
@@ -948,7 +978,10 @@ fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
         if (v as usize) < c {
             Ok(ClusterId(v))
         } else {
-            Err(format!("link {s:?}: cluster {v} does not exist: the platform has {c} clusters (ids 0..{c})"))
+            Err(format!(
+                "link {s:?}: cluster {v} does not exist: the platform has {c} clusters ({})",
+                ids_in_words(c)
+            ))
         }
     };
     match parts[0].trim() {
@@ -1031,7 +1064,7 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
     let mayhem = doc
         .mayhem
         .as_ref()
-        .map(|m| parse_mayhem(&src, m))
+        .map(|m| parse_mayhem(&src, m, &platform))
         .transpose()?;
 
     let mut failures = Vec::new();
@@ -1199,7 +1232,7 @@ fn parse_change(
     Ok(())
 }
 
-fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
+fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>, platform: &Platform) -> R<Mayhem> {
     let span = m.span();
     let d = m.get_ref();
     let period = src.need(
@@ -1209,6 +1242,17 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
         "seconds between draws (seed 002: 5)",
     )?;
     let period_s = src.positive(period, "mayhem.period_s", "seconds")?;
+    if period_s < MIN_MAYHEM_PERIOD_S {
+        return Err(src.err(
+            &period.span(),
+            format!(
+                "`mayhem.period_s` is {}, below the shortest period of {} s (weather that \
+                 changes faster than a round trip means nothing to the flows)",
+                compact(period_s),
+                compact(MIN_MAYHEM_PERIOD_S)
+            ),
+        ));
+    }
     let min_fraction = match &d.min_fraction {
         Some(v) => src.positive(v, "mayhem.min_fraction", "the nominal capacity")?,
         None => 0.1,
@@ -1217,7 +1261,14 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
         Some(v) => {
             let x = src.positive(v, "mayhem.max_fraction", "the nominal capacity")?;
             if x < min_fraction {
-                return Err(src.err(&v.span(), format!("`mayhem.max_fraction` ({x}) is below `mayhem.min_fraction` ({min_fraction})")));
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`mayhem.max_fraction` ({}) is below `mayhem.min_fraction` ({})",
+                        compact(x),
+                        compact(min_fraction)
+                    ),
+                ));
             }
             x
         }
@@ -1237,21 +1288,45 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>) -> R<Mayhem> {
             if u < start_s {
                 return Err(src.err(
                     &v.span(),
-                    format!("`mayhem.until_s` ({u}) is before `mayhem.start_s` ({start_s})"),
+                    format!(
+                        "`mayhem.until_s` ({}) is before `mayhem.start_s` ({})",
+                        compact(u),
+                        compact(start_s)
+                    ),
                 ));
             }
             Some(u)
         }
         None => None,
     };
-    Ok(Mayhem {
+    let mayhem = Mayhem {
         period_s,
         min_fraction,
         max_fraction,
         links,
         start_s,
         until_s,
-    })
+    };
+    // With an end, the number of draws is known now; without, the run stops when it reaches
+    // the bound (see `MAX_MAYHEM_CHANGES`).
+    if let Some(u) = until_s {
+        let changes = (((u - start_s) / period_s).floor() + 1.0)
+            * mayhem.selected_links(platform).len() as f64;
+        if changes > MAX_MAYHEM_CHANGES as f64 {
+            return Err(src.err(
+                &period.span(),
+                format!(
+                    "`mayhem.period_s` = {} from {} s to `until_s` {} s makes {} link changes, \
+                     more than the {MAX_MAYHEM_CHANGES} a run may apply: make the period longer",
+                    compact(period_s),
+                    compact(start_s),
+                    compact(u),
+                    compact(changes)
+                ),
+            ));
+        }
+    }
+    Ok(mayhem)
 }
 
 fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) -> R<Workload> {
@@ -1393,6 +1468,20 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
         }
         None => message_bytes.max(1),
     };
+    if let Some(v) = &d.segment_bytes {
+        let segments = message_bytes.div_ceil(segment_bytes);
+        if segments > MAX_PIECES {
+            return Err(src.err(
+                &v.span(),
+                format!(
+                    "`workload.segment_bytes` cuts the {} message into {segments} segments, \
+                     more than {MAX_PIECES}: use segments of at least {}",
+                    format_size(message_bytes),
+                    format_size(message_bytes.div_ceil(MAX_PIECES))
+                ),
+            ));
+        }
+    }
     let repetitions = match &d.repetitions {
         Some(v) => {
             let r = src.int(v, "workload.repetitions")?;
@@ -1498,6 +1587,18 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
                             format!(
                                 "`workload.piece_bytes` must be between 1 byte and {}, found {b}",
                                 format_size(u64::from(u32::MAX))
+                            ),
+                        ));
+                    }
+                    let pieces = message_bytes.div_ceil(b);
+                    if pieces > MAX_PIECES {
+                        return Err(src.err(
+                            &v.span(),
+                            format!(
+                                "`workload.piece_bytes` cuts the {} message into {pieces} \
+                                 pieces, more than {MAX_PIECES}: use pieces of at least {}",
+                                format_size(message_bytes),
+                                format_size(message_bytes.div_ceil(MAX_PIECES))
                             ),
                         ));
                     }

@@ -1,7 +1,9 @@
 //! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
 //! for repetitions, the timeline and the event log.
 
-use super::{Mayhem, ScatterSends, Scenario, ScenarioError, TreeCosts, WorkloadKind};
+use super::{
+    Mayhem, ScatterSends, Scenario, ScenarioError, TreeCosts, WorkloadKind, MAX_MAYHEM_CHANGES,
+};
 use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
 use crate::multicast::{self, MulticastOutcome, Probe, SharedData};
@@ -9,6 +11,7 @@ use crate::network::{Change, SharingPolicy};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::io::{self, Write};
+use windrose_model::error::compact;
 use windrose_model::platform::{LinkId, Platform};
 use windrose_model::units::format_size;
 use windrose_model::{ClusterId, NodeId};
@@ -300,7 +303,7 @@ pub fn run_scenario_shared(
             if t > start {
                 break;
             }
-            for item in timeline.pop(t) {
+            for item in timeline.pop(t)? {
                 apply_now(&mut platform, &mut dead, &item, &mut stats)?;
                 pipe.write_own(&mut log, &own_line(t, &item))?;
             }
@@ -380,7 +383,7 @@ pub fn run_scenario_shared(
             }
             if at_item {
                 let t = timeline.next_time().expect("an item is due");
-                for item in timeline.pop(t) {
+                for item in timeline.pop(t)? {
                     pipe.write_own(&mut log, &own_line(t, &item))?;
                     let kept = schedule_item(
                         &mut sim,
@@ -626,6 +629,10 @@ struct MayhemState {
     links: Vec<LinkId>,
     nominal: Platform,
     next_k: u64,
+    /// Link changes drawn so far, bounded by [`MAX_MAYHEM_CHANGES`].
+    drawn: u64,
+    /// The scenario file, for the error when the bound is reached.
+    source: std::path::PathBuf,
 }
 
 impl Timeline {
@@ -648,6 +655,8 @@ impl Timeline {
                 nominal: s.platform.clone(),
                 mayhem: m,
                 next_k: 0,
+                drawn: 0,
+                source: s.source.clone(),
             }),
         }
     }
@@ -666,10 +675,30 @@ impl Timeline {
     }
 
     /// Every item due at `t` (the next time), mayhem first.
-    fn pop(&mut self, t: f64) -> Vec<Item> {
+    ///
+    /// Errors: mayhem would pass [`MAX_MAYHEM_CHANGES`] (a period far below the run's length).
+    fn pop(&mut self, t: f64) -> Result<Vec<Item>, ScenarioError> {
         let mut out = Vec::new();
         if self.next_mayhem() == Some(t) {
             let m = self.mayhem.as_mut().expect("mayhem is due");
+            m.drawn += m.links.len() as u64;
+            if m.drawn > MAX_MAYHEM_CHANGES {
+                return Err(ScenarioError::File {
+                    path: m.source.clone(),
+                    line: 0,
+                    column: 0,
+                    message: format!(
+                        "`mayhem.period_s` = {} redraws {} links every period: {} draws by \
+                         t = {} s, and the run goes on; a run may apply at most \
+                         {MAX_MAYHEM_CHANGES} link changes: make the period longer or set \
+                         `mayhem.until_s`",
+                        compact(m.mayhem.period_s),
+                        m.links.len(),
+                        m.next_k,
+                        compact(t)
+                    ),
+                });
+            }
             let changes = m.mayhem.draw(&mut m.rng, &m.nominal, &m.links);
             out.push(Item::Draw {
                 k: m.next_k,
@@ -684,7 +713,7 @@ impl Timeline {
             out.push(item.clone());
             self.next_fixed += 1;
         }
-        out
+        Ok(out)
     }
 }
 

@@ -316,7 +316,7 @@ fn parse_csv(text: &str, path: &Path) -> anyhow::Result<Raw> {
 fn resolve(raw: Raw, tree: &Tree, path: &Path, tree_path: &Path) -> anyhow::Result<Speeds> {
     let n = tree.node_count();
     let tree_file = tree_path.display();
-    let nodes = format!("nodes 0..{}", n.saturating_sub(1));
+    let nodes = format!("nodes 0 to {}", n.saturating_sub(1));
     let not_in_tree = |node: u32| format!("node {node} is not in the tree {tree_file} ({nodes})");
     let mut compute = vec![0.0; n];
     let mut have = vec![false; n];
@@ -555,7 +555,7 @@ mod tests {
             ),
             (
                 format!("{C}{L}9 = 1\n"),
-                ":8:1: node 9 is not in the tree tree.csv (nodes 0..2)",
+                ":8:1: node 9 is not in the tree tree.csv (nodes 0 to 2)",
             ),
             (
                 format!("{C}{L}0 = 1\n"),

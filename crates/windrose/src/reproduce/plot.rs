@@ -9,8 +9,27 @@ use std::path::Path;
 
 /// Picture size of every plot, in pixels.
 const SIZE: (u32, u32) = (960, 640);
-/// Font family of every label (DejaVu Sans on our machines).
-const FONT: &str = "sans-serif";
+/// Font family of every label: DejaVu Sans, embedded in the binary and drawn by plotters'
+/// pure-Rust `ab_glyph` backend, so plotting needs no system font, fontconfig or freetype
+/// (`assets/fonts/LICENSE-DejaVu.txt` gives its licence). A name of our own, so that nothing but
+/// the embedded font can stand behind it.
+const FONT: &str = "windrose-dejavu-sans";
+
+/// The embedded font file.
+const FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// Registers [`FONT_BYTES`] as [`FONT`] with plotters, once per process.
+fn register_font() -> Result<(), String> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err("the embedded font (DejaVu Sans) does not parse".into())
+    }
+}
 
 /// Colours of the series, in order (colour-blind-friendly Okabe-Ito palette).
 const COLORS: [RGBColor; 6] = [
@@ -81,6 +100,7 @@ fn draw_lines(
     } else {
         (0.0, 1.0)
     };
+    register_font()?;
     let pad = (x_max - x_min) * 0.03;
     let y_max = lines
         .iter()
@@ -161,6 +181,7 @@ fn draw_bars(
     groups: &[String],
     bars: &[Bars],
 ) -> Result<(), Box<dyn std::error::Error>> {
+    register_font()?;
     let g = groups.len().max(1) as f64;
     let y_max = bars
         .iter()
@@ -224,4 +245,79 @@ fn draw_bars(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decoded RGB pixels of a PNG and its width.
+    fn decode(path: &Path) -> (Vec<[u8; 3]>, usize) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let samples = info.color_type.samples();
+        assert_eq!(info.bit_depth, png::BitDepth::Eight);
+        let px = buf[..info.buffer_size()]
+            .chunks(samples)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect();
+        (px, info.width as usize)
+    }
+
+    /// Dark pixels (text is black) in rows `rows` and columns `cols`.
+    fn dark(
+        px: &[[u8; 3]],
+        width: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> usize {
+        rows.flat_map(|y| cols.clone().map(move |x| px[y * width + x]))
+            .filter(|p| p.iter().all(|&c| c < 128))
+            .count()
+    }
+
+    #[test]
+    fn charts_decode_and_draw_their_text_with_the_embedded_font() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |name: &str| Line {
+            name: name.into(),
+            points: vec![(1.0, 2.0), (2.0, 3.5), (4.0, 1.0)],
+        };
+        let with = Labels {
+            title: "Gain over the static tree",
+            x: "slowdown factor",
+            y: "average gain (ms)",
+        };
+        let without = Labels {
+            title: "",
+            x: "",
+            y: "",
+        };
+        let (a, b) = (dir.path().join("a.png"), dir.path().join("b.png"));
+        line_chart(&a, &with, &[line("position")]).unwrap();
+        line_chart(&b, &without, &[line("position")]).unwrap();
+        let (pa, w) = decode(&a);
+        let (pb, wb) = decode(&b);
+        assert_eq!((w, pa.len()), (SIZE.0 as usize, (SIZE.0 * SIZE.1) as usize));
+        assert_eq!(wb, w);
+        // The caption band above the plot holds only the title; the left edge holds only the
+        // (rotated) y description.
+        let title = |px: &[[u8; 3]]| dark(px, w, 0..50, 0..w);
+        let y_desc = |px: &[[u8; 3]]| dark(px, w, 80..560, 0..40);
+        assert!(title(&pa) > 200, "title: {} dark pixels", title(&pa));
+        assert_eq!(title(&pb), 0);
+        assert!(y_desc(&pa) > 100, "y label: {} dark pixels", y_desc(&pa));
+        assert_eq!(y_desc(&pb), 0);
+
+        let c = dir.path().join("c.png");
+        let bars = [Bars {
+            name: "windrose".into(),
+            values: vec![1.0, 2.0],
+        }];
+        grouped_bars(&c, &with, &["a".into(), "b".into()], &bars).unwrap();
+        let (pc, _) = decode(&c);
+        assert!(title(&pc) > 200, "bar chart title: {}", title(&pc));
+    }
 }
