@@ -2036,6 +2036,12 @@ async fn abort_run<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
 /// final name).
 pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeOutcome, NetError> {
     let me = config.me;
+    // An output that cannot be written is refused now, not after the whole transfer.
+    if let OutputSpec::File(path) = &config.output {
+        if let Some(why) = crate::sink::output_path_problem(path) {
+            return Err(NetError::Setup(format!("node {me}: output {why}")));
+        }
+    }
     let group = config.group.clone();
     let mut core = Core::new(&config, true);
     let t = config.timeouts;

@@ -31,6 +31,7 @@ use windrose_net::bootstrap::{
 use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
+use windrose_net::sink::output_path_problem;
 use windrose_net::trees::{
     balanced_spec, equal_platform, group_costs, magpie_spec, TreeKind, EQUAL_CAPACITY_BYTES_S,
 };
@@ -486,11 +487,15 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
     .membership()
     .map_err(net_err)?;
     let mut config = NodeConfig::new(membership.clone());
-    config.handshake = handshake_of(&args.key, true)?;
-    config.timeouts.join = secs(args.wait, "--wait")?;
     if let Some(out) = &args.out {
+        // Before waiting for a job: a FIFO, device, link or directory is never renamed over.
+        if let Some(why) = output_path_problem(out) {
+            return Err(bad_input(format!("--out {why}")));
+        }
         config.output = OutputSpec::File(out.clone());
     }
+    config.handshake = handshake_of(&args.key, true)?;
+    config.timeouts.join = secs(args.wait, "--wait")?;
     let rt = runtime()?;
     // Refused connections (failed authentication, mismatches) are logged as they happen.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
