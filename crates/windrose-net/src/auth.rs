@@ -533,6 +533,7 @@ impl Handshake for NoiseHandshake {
                     from: me,
                     to: peer,
                     role,
+                    group_digest: group.digest(),
                 },
                 encrypt: self.encrypt,
             });
@@ -667,6 +668,7 @@ impl Handshake for NoiseHandshake {
                         protocol_version: PROTOCOL_VERSION,
                         wire_version: WIRE_VERSION,
                         node: me,
+                        group_digest: group.digest(),
                     },
                     encrypt: self.encrypt,
                 }),
