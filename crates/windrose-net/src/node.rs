@@ -780,6 +780,17 @@ impl Core {
         }
     }
 
+    /// Forgets `peer`'s connection and failure: before a run, a stranger that connected and
+    /// left, or a node that broke off, must not keep its id from connecting again.
+    fn forget(&mut self, peer: NodeId) {
+        if let Some(l) = self.links.remove(&peer) {
+            l.reader.abort();
+            l.writer.abort();
+        }
+        self.failed_peers.remove(&peer);
+        self.fault_reasons.remove(&peer);
+    }
+
     /// Installs the machines and starts them (Go). A machine that rejoins a running collective
     /// hears which peers are down before it starts (it must not greet them), as in the simulator.
     fn start(
@@ -2076,18 +2087,22 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 let reason = format!("node {p} rejected the handshake: {reason}");
                 core.rejections.push(reason.clone());
                 core.fault(p, reason);
+                core.forget(p);
                 if Some(p) == root {
                     root = None;
                 }
             }
-            Happening::Lost(p, reason) if Some(p) == root => {
-                return fail(
-                    &mut core,
-                    NetError::Failed(format!(
-                        "the root (node {p}) left before sending a job: {reason}"
-                    )),
-                )
-                .await
+            // A root that leaves before sending a job may be a stranger (anyone who knows an
+            // unkeyed group's file can say hello) or a root that gave up: keep waiting for a
+            // job until the join deadline, and say so if none comes.
+            Happening::Lost(p, reason) => {
+                if Some(p) == root {
+                    root = None;
+                    core.rejections.push(format!(
+                        "a root (node {p}) left before sending a job: {reason}"
+                    ));
+                }
+                core.forget(p);
             }
             Happening::Deadline => {
                 let mut what = "a job from a root".to_string();
@@ -2282,6 +2297,14 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             core.ended = Some((Status::Aborted, Instant::now()));
             break;
         }
+        // The root given up (silent for too long: e.g. this process was stopped and resumed
+        // long after the root failed it and closed): nobody will collect a report.
+        if let Some(reason) = core.fault_reasons.get(&root) {
+            root_failure = Some(NetError::Failed(format!(
+                "lost the root (node {root}): {reason}"
+            )));
+            break;
+        }
         match core.poll(last_activity + t.idle).await {
             Happening::Tick => {
                 let read: u64 = core
@@ -2423,9 +2446,10 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
     };
     core.send_control(root, &Control::Report(Box::new(report.clone())));
 
-    // 5. Wait for the root's Bye, then close.
+    // 5. Wait for the root's Bye, then close; not at all when the root is gone (its
+    // connection failed or fell silent): no Bye can come, and the port would stay taken.
     let deadline = Instant::now() + t.finish;
-    loop {
+    while !core.failed_peers.contains(&root) {
         match core.poll(deadline).await {
             Happening::Control(p, Control::Bye) | Happening::Control(p, Control::Abort(_))
                 if p == root =>

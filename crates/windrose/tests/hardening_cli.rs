@@ -12,7 +12,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn mkfifo(path: &Path) {
     let c = CString::new(path.as_os_str().as_bytes()).unwrap();
@@ -64,4 +64,100 @@ fn node_refuses_an_output_that_is_not_a_regular_file() {
         .is_symlink());
     assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
     assert!(sub.is_dir());
+}
+
+/// Bytes the partial output `.NAME.windrose-partial-PID-*` of process `pid` in `dir` holds: a
+/// multicast node writes each 1 MiB piece at its offset in a file of the full length, so this
+/// counts the 1 MiB blocks whose first bytes are not all zero (the payloads here have no zero
+/// run that long).
+fn partial_held(dir: &Path, name: &str, pid: u32) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let prefix = format!(".{name}.windrose-partial-{pid}-");
+    let Some(path) = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+    else {
+        return 0;
+    };
+    let Ok(file) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut head = [0u8; 64];
+    (0..len.div_ceil(1 << 20))
+        .filter(|b| {
+            let n = file.read_at(&mut head, b << 20).unwrap_or(0);
+            head[..n].iter().any(|&x| x != 0)
+        })
+        .count() as u64
+        * (1 << 20)
+}
+
+/// A file of `mib` MiB with no run of zeros.
+fn pattern_file(path: &Path, mib: u32) {
+    let payload: Vec<u8> = (0..mib << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8 | 1)
+        .collect();
+    std::fs::write(path, payload).unwrap();
+}
+
+/// Defect 3: a receiver stopped (SIGSTOP) mid-MOB is given up by the root and its peers after
+/// the silence timeout; the others finish and the root ends. Continued (SIGCONT) afterwards,
+/// the receiver must end at once (its root is gone: no Bye can come) instead of holding its
+/// port for the 300 s of the finish timeout, and leave no file.
+#[test]
+fn a_receiver_resumed_after_its_root_gave_up_on_it_ends_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let ports = free_ports(3);
+    write_group(&group, "lab-stopped", &ports);
+    let data = dir.path().join("data.bin");
+    pattern_file(&data, 256);
+    let (outs, mut nodes) = procs::spawn_nodes(&group, dir.path(), 2);
+    let root = std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args(["multicast", "--protocol", "mob", "--quiet"])
+        .args(["--group", group.to_str().unwrap()])
+        .args(["--file", data.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut victim = nodes.pop().unwrap();
+    let pid = victim.id();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while partial_held(dir.path(), "got-2.bin", pid) < 8 << 20 {
+        assert!(Instant::now() < deadline, "node 2 never received 8 MiB");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let out = root.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "node 2 was stopped: {stdout}");
+    assert!(stdout.contains("\nnode 2: "), "{stdout}");
+    procs::check_nodes(nodes, &outs[..1], &data, 256 << 20);
+    // SAFETY: kill(2) of a process this test started and stopped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = victim.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = victim.kill();
+            let _ = victim.wait();
+            panic!("node 2 still runs 60 s after it was continued, its root long gone");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(victim.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("node 2: "), "{err}");
+    assert!(!outs[1].exists());
+    assert_eq!(partial_held(dir.path(), "got-2.bin", pid), 0);
+    // Its port is free again.
+    std::net::TcpListener::bind(format!("127.0.0.1:{}", ports[2])).unwrap();
 }
