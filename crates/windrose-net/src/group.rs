@@ -332,6 +332,13 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
         }
         let addr = node.addr.get_ref().trim().to_string();
         check_addr(&addr).map_err(|e| at(Some(node.addr.span()), e))?;
+        // Port 0 means "any free port" to bind: nobody could dial the node there.
+        if addr.rsplit_once(':').map(|(_, p)| p.parse::<u16>()) == Some(Ok(0)) {
+            return Err(at(
+                Some(node.addr.span()),
+                format!("address {addr:?}: port 0 cannot be dialed; give every node its port"),
+            ));
+        }
         if let Some(other) = addrs.insert(addr.clone(), id) {
             return Err(at(
                 Some(node.addr.span()),
@@ -406,6 +413,10 @@ mod tests {
             (
                 GOOD.replace("127.0.0.3:7000", "127.0.0.3:http"),
                 "g.toml:6:8: address \"127.0.0.3:http\": \"http\" is not a port number (0-65535)",
+            ),
+            (
+                GOOD.replace("127.0.0.3:7000", "127.0.0.3:0"),
+                "g.toml:6:8: address \"127.0.0.3:0\": port 0 cannot be dialed",
             ),
             (
                 GOOD.replace("127.0.0.3:7000", "127.0.0.2:7000"),

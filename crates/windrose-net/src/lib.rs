@@ -98,6 +98,22 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The file must not be modified while it is mapped (the bytes sent would change, and the
 /// receivers' BLAKE3 would no longer match the root's). An empty file gives empty bytes.
 pub fn map_file(path: &std::path::Path) -> Result<bytes::Bytes, NetError> {
+    // Checked before opening: opening a FIFO waits for a writer (for ever), and a device or
+    // directory has no length to map.
+    let not_regular = |t: &std::fs::FileType| NetError::Io {
+        what: format!("reading {}", path.display()),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "it is {}: the data to send must be a regular file",
+                sink::file_kind(t)
+            ),
+        ),
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(not_regular(&m.file_type())),
+        _ => {}
+    }
     let file = std::fs::File::open(path).map_err(|source| NetError::Io {
         what: format!("opening {}", path.display()),
         source,

@@ -120,7 +120,7 @@ pub fn output_path_problem(path: &Path) -> Option<String> {
 }
 
 /// What a file that is not a regular file is, in words.
-fn file_kind(t: &std::fs::FileType) -> &'static str {
+pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "a directory"

@@ -1429,6 +1429,27 @@ fn free_port(n: usize) -> anyhow::Result<u16> {
     anyhow::bail!("found no port free on all of 127.0.0.2..127.0.0.{}", n + 1)
 }
 
+/// Checks that the node processes of `local` can listen on `port` (node i on 127.0.0.(i+2); the
+/// root listens on nothing): a port taken by another program would otherwise show only as the
+/// root's "no answer" from whatever holds it.
+fn check_port(port: u16, n: usize) -> anyhow::Result<()> {
+    if port == 0 {
+        return Err(bad_input(
+            "--port 0: every node needs a port the others can dial (leave --port out for a free one)",
+        ));
+    }
+    for i in 1..n {
+        let addr = format!("127.0.0.{}:{port}", i + 2);
+        if let Err(e) = std::net::TcpListener::bind(&addr) {
+            return Err(bad_input(format!(
+                "--port {port}: node {i} cannot listen on {addr}: {e} (leave --port out for a \
+                 free one)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `windrose local`.
 pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     if !(2..=250).contains(&args.nodes) {
@@ -1473,7 +1494,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         }
     };
     let port = match args.port {
-        Some(p) => p,
+        Some(p) => {
+            check_port(p, args.nodes)?;
+            p
+        }
         None => free_port(args.nodes)?,
     };
     let group = Group::loopback("local", args.nodes, args.clusters, port).or_bad_input()?;

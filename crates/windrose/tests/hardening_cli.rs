@@ -161,3 +161,61 @@ fn a_receiver_resumed_after_its_root_gave_up_on_it_ends_at_once() {
     // Its port is free again.
     std::net::TcpListener::bind(format!("127.0.0.1:{}", ports[2])).unwrap();
 }
+
+/// Defect 10: `bcast`, `multicast` and `scatter --file` of a FIFO hung for ever (opening a FIFO
+/// waits for a writer); a directory failed late. Both are refused at once with exit code 2.
+#[test]
+fn sources_that_are_not_regular_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-fifo", &free_ports(2));
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    for (file, what) in [
+        (&fifo, "a FIFO"),
+        (&dir.path().to_path_buf(), "a directory"),
+    ] {
+        for cmd in [
+            vec!["bcast"],
+            vec!["multicast", "--protocol", "mob"],
+            vec!["scatter"],
+        ] {
+            windrose()
+                .args(&cmd)
+                .args(["--group", group.to_str().unwrap()])
+                .arg("--file")
+                .arg(file)
+                .timeout(Duration::from_secs(30))
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(file.to_str().unwrap()))
+                .stderr(predicate::str::contains(format!(
+                    "it is {what}: the data to send must be a regular file"
+                )));
+        }
+    }
+}
+
+/// Defect 10: `local --port P` with P taken on a node's address read "no answer within 5s"
+/// (the root reached whatever held the port); it is refused up front, naming the node and
+/// the address.
+#[test]
+fn local_refuses_a_port_in_use() {
+    let holder = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
+    let port = holder.local_addr().unwrap().port().to_string();
+    windrose()
+        .args(["local", "--nodes", "3", "--size", "1MiB", "--port", &port])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "--port {port}: node 1 cannot listen on 127.0.0.3:{port}"
+        )))
+        .stderr(predicate::str::contains("in use"));
+    windrose()
+        .args(["local", "--nodes", "3", "--size", "1MiB", "--port", "0"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--port 0"));
+}
