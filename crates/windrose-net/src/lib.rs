@@ -96,45 +96,103 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// broadcast sends it straight from the page cache, and payload slices stay zero-copy.
 ///
 /// The file must not be modified while it is mapped (the bytes sent would change, and the
-/// receivers' BLAKE3 would no longer match the root's). An empty file gives empty bytes.
+/// receivers' BLAKE3 would no longer match the root's): [`SourceFile::map`] keeps what the root
+/// needs to notice. An empty file gives empty bytes. Anything but a regular file is refused.
 pub fn map_file(path: &std::path::Path) -> Result<bytes::Bytes, NetError> {
-    // Checked before opening: opening a FIFO waits for a writer (for ever), and a device or
-    // directory has no length to map.
-    let not_regular = |t: &std::fs::FileType| NetError::Io {
-        what: format!("reading {}", path.display()),
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "it is {}: the data to send must be a regular file",
-                sink::file_kind(t)
+    SourceFile::map(path).map(|(data, _)| data)
+}
+
+/// A file mapped as a root's data, with its length and modification time when it was mapped:
+/// a root given it ([`RootJob::source`]) checks it every tick and before it first sends each
+/// multicast piece, and calls the run off with [`SourceFile::changed`]'s reason when it
+/// changed (a file truncated under a mapping also turns sends into "Bad address" errors and
+/// reads into SIGBUS).
+#[derive(Debug)]
+pub struct SourceFile {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl SourceFile {
+    /// Maps `path` read-only (see [`map_file`]) and remembers what it was.
+    pub fn map(
+        path: &std::path::Path,
+    ) -> Result<(bytes::Bytes, std::sync::Arc<SourceFile>), NetError> {
+        // Checked before opening: opening a FIFO waits for a writer (for ever), and a device or
+        // directory has no length to map.
+        let not_regular = |t: &std::fs::FileType| NetError::Io {
+            what: format!("reading {}", path.display()),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "it is {}: the data to send must be a regular file",
+                    sink::file_kind(t)
+                ),
             ),
-        ),
-    };
-    match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return Err(not_regular(&m.file_type())),
-        _ => {}
-    }
-    let file = std::fs::File::open(path).map_err(|source| NetError::Io {
-        what: format!("opening {}", path.display()),
-        source,
-    })?;
-    let len = file
-        .metadata()
-        .map_err(|source| NetError::Io {
+        };
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => return Err(not_regular(&m.file_type())),
+            _ => {}
+        }
+        let file = std::fs::File::open(path).map_err(|source| NetError::Io {
+            what: format!("opening {}", path.display()),
+            source,
+        })?;
+        let meta = file.metadata().map_err(|source| NetError::Io {
             what: format!("reading the size of {}", path.display()),
             source,
-        })?
-        .len();
-    if len == 0 {
-        return Ok(bytes::Bytes::new());
+        })?;
+        if !meta.is_file() {
+            return Err(not_regular(&meta.file_type()));
+        }
+        let source = std::sync::Arc::new(SourceFile {
+            path: path.to_path_buf(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            file,
+        });
+        if source.len == 0 {
+            return Ok((bytes::Bytes::new(), source));
+        }
+        // SAFETY: the mapping is read-only and private to this process; the documented contract
+        // is that the file is not truncated or modified while it is mapped (as for any reader),
+        // and a root checks that it was not (`SourceFile::changed`).
+        let map = unsafe { memmap2::Mmap::map(&source.file) }.map_err(|e| NetError::Io {
+            what: format!("mapping {}", path.display()),
+            source: e,
+        })?;
+        Ok((bytes::Bytes::from_owner(map), source))
     }
-    // SAFETY: the mapping is read-only and private to this process; the documented contract
-    // is that the file is not truncated or modified while it is mapped (as for any reader).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| NetError::Io {
-        what: format!("mapping {}", path.display()),
-        source,
-    })?;
-    Ok(bytes::Bytes::from_owner(map))
+
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Why the file is no longer what was mapped (shorter, longer, modified, gone), or None.
+    pub fn changed(&self) -> Option<String> {
+        let path = self.path.display();
+        match self.file.metadata() {
+            Err(e) => Some(format!("the source file {path} cannot be checked: {e}")),
+            Ok(m) if m.len() < self.len => Some(format!(
+                "the source file {path} was truncated during the run ({} bytes, was {})",
+                m.len(),
+                self.len
+            )),
+            Ok(m) if m.len() != self.len => Some(format!(
+                "the source file {path} grew during the run ({} bytes, was {})",
+                m.len(),
+                self.len
+            )),
+            Ok(m) if m.modified().ok() != self.modified => Some(format!(
+                "the source file {path} was modified during the run: what the nodes received \
+                 would not be one version of it"
+            )),
+            Ok(_) => None,
+        }
+    }
 }
 
 /// `n` pseudo-random bytes from `seed` (ChaCha8): the payload `windrose local` makes when no

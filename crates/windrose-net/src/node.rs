@@ -69,7 +69,9 @@ use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, SwarmSetup};
+use windrose_proto::pieces::{
+    Blake3Verifier, ClusterLayout, Manifest, PieceKeeper, PieceVerifier, SwarmSetup,
+};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
@@ -305,6 +307,11 @@ pub struct RootJob {
     pub probe_period: Option<Duration>,
     /// Largest payload per frame.
     pub max_frame_payload: u32,
+    /// The file `data` maps, when it does: the root then calls the run off, with a clear
+    /// error, as soon as the file changes (checked every tick, on a failed write, and before
+    /// each multicast piece is first sent, against the manifest), rather than send bytes the
+    /// receivers cannot verify or read a truncated mapping. None for data in memory.
+    pub source: Option<Arc<crate::SourceFile>>,
 }
 
 impl RootJob {
@@ -320,6 +327,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 
@@ -340,6 +348,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 
@@ -354,6 +363,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 }
@@ -571,6 +581,44 @@ struct Core {
     probing: bool,
     /// Connections made so far (each link's `life`).
     lives: u64,
+    /// The root's check of its data against its file ([`RootJob::source`]).
+    source: Option<SourceGuard>,
+}
+
+/// What a root checks its data against while it sends it.
+struct SourceGuard {
+    file: Arc<crate::SourceFile>,
+    /// A multicast's manifest, and which of its pieces were checked before their first send.
+    manifest: Option<Arc<Manifest>>,
+    checked: Vec<bool>,
+}
+
+impl SourceGuard {
+    /// Why piece `piece` must not be sent as `payload`, or None: the file changed (checked
+    /// first, so a truncated mapping is never read), or the bytes no longer match the manifest
+    /// (hashed before the piece's first send only; a change after that shows in the file's
+    /// metadata at the next tick, or in the receivers' bounded retries).
+    fn piece_problem(&mut self, piece: u32, payload: &Bytes) -> Option<String> {
+        let manifest = self.manifest.as_ref()?;
+        if self.checked.get(piece as usize) != Some(&false) {
+            return None;
+        }
+        if let Some(why) = self.file.changed() {
+            return Some(why);
+        }
+        if !Blake3Verifier.verify(manifest, piece, payload) {
+            let r = manifest.piece_range(piece).unwrap_or(0..0);
+            return Some(format!(
+                "piece {piece} (bytes {} to {}) of the source file {} no longer matches the \
+                 manifest hashed at the start: the file changed during the run",
+                r.start,
+                r.end.saturating_sub(1),
+                self.file.path().display()
+            ));
+        }
+        self.checked[piece as usize] = true;
+        None
+    }
 }
 
 impl Core {
@@ -614,6 +662,7 @@ impl Core {
             closing: false,
             probing: false,
             lives: 0,
+            source: None,
         }
     }
 
@@ -968,11 +1017,24 @@ impl Core {
         }
     }
 
+    /// A root whose source file changed calls the run off (see [`RootJob::source`]).
+    fn check_source(&mut self) {
+        if let Some(why) = self.source.as_ref().and_then(|g| g.file.changed()) {
+            self.fatal.get_or_insert(NetError::Failed(why));
+        }
+    }
+
     fn stop_probing(&mut self) {
         self.timers.retain(|(i, _), _| *i != PROBER);
     }
 
     fn transmit(&mut self, i: usize, t: Transmit) {
+        if let (Some(g), Message::Piece(p)) = (&mut self.source, &t.message) {
+            if let Some(why) = g.piece_problem(p.piece, &p.payload) {
+                self.fatal.get_or_insert(NetError::Failed(why));
+                return;
+            }
+        }
         let parts = match encode_parts(&t.message) {
             Ok(p) => p,
             Err(e) => {
@@ -1120,6 +1182,7 @@ impl Core {
             }
             Wake::Tick => {
                 self.next_tick = Instant::now() + TICK;
+                self.check_source();
                 self.sample_links();
                 Happening::Tick
             }
@@ -1174,6 +1237,9 @@ impl Core {
                 }
                 match err {
                     Some(e) if !self.failed_peers.contains(&peer) => {
+                        // A root writing from a file truncated under it reads "Bad address":
+                        // the file's change is the reason the run is called off.
+                        self.check_source();
                         let reason = e.to_string();
                         self.fault(peer, reason.clone());
                         Happening::Lost(peer, reason)
@@ -1599,6 +1665,16 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         }
         _ => None,
     };
+    if let Some(file) = &job.source {
+        if let Some(why) = file.changed() {
+            return Err(NetError::Failed(why));
+        }
+        core.source = Some(SourceGuard {
+            file: file.clone(),
+            checked: vec![false; manifest.as_ref().map_or(0, |m| m.piece_count() as usize)],
+            manifest: manifest.clone(),
+        });
+    }
     let mut spec = Job {
         session,
         root: me,
@@ -1898,6 +1974,12 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         core.send_control(p, &Control::Bye);
     }
     core.close_all().await;
+
+    // A file truncated under its mapping cannot be hashed (SIGBUS), and one modified would give
+    // a hash of neither version.
+    if let Some(why) = core.source.as_ref().and_then(|g| g.file.changed()) {
+        return Err(NetError::Failed(why));
+    }
 
     // 5. The outcome (hashing the root's data only when some node hashed what it got).
     let anyone_hashed = reports
@@ -2678,4 +2760,52 @@ async fn fail<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
     }
     core.close_all().await;
     Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    /// The root's check before a multicast piece's first send: a piece whose bytes no longer
+    /// match the manifest is named even when the file's metadata says nothing (its
+    /// modification time put back); each piece is hashed once; a truncated file is reported
+    /// as such before its mapping is read.
+    #[test]
+    fn the_root_checks_each_piece_against_the_manifest_before_its_first_send() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.bin");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let (data, file) = crate::SourceFile::map(&path).unwrap();
+        let manifest = Arc::new(Manifest::build(&data, 1000).unwrap());
+        let mut g = SourceGuard {
+            file: file.clone(),
+            manifest: Some(manifest.clone()),
+            checked: vec![false; 10],
+        };
+        assert_eq!(g.piece_problem(1, &manifest.slice(&data, 1)), None);
+        // Piece 3 changes under the mapping; the modification time is put back.
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mtime = f.metadata().unwrap().modified().unwrap();
+        f.write_all_at(b"changed", 3000).unwrap();
+        f.set_modified(mtime).unwrap();
+        assert_eq!(file.changed(), None);
+        let why = g.piece_problem(3, &manifest.slice(&data, 3)).unwrap();
+        assert!(
+            why.contains("piece 3 (bytes 3000 to 3999)") && why.contains("changed during the run"),
+            "{why}"
+        );
+        // Piece 1 was checked at its first send: not hashed again.
+        assert_eq!(g.piece_problem(1, &Bytes::from_static(b"x")), None);
+        // Truncated: said so, without touching the mapping.
+        f.set_len(5000).unwrap();
+        let why = g
+            .piece_problem(7, &Bytes::from_static(b"never read"))
+            .unwrap();
+        assert!(
+            why.contains("was truncated during the run (5000 bytes, was 10000)"),
+            "{why}"
+        );
+    }
 }

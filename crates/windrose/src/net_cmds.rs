@@ -37,8 +37,8 @@ use windrose_net::trees::{
 };
 use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
-    bind, map_file, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
-    OutputSpec, RootJob, RunOutcome, Timeouts,
+    bind, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
+    OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
 };
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 
@@ -582,6 +582,8 @@ struct RootRun<'a> {
     /// How the data is named in the output.
     source: String,
     data: Bytes,
+    /// The file `data` maps, if any: the root calls the run off if it changes.
+    file: Option<Arc<SourceFile>>,
     watch: &'a WatchOpts,
     timeouts: Timeouts,
     /// How connections are verified (the group key's handshake, or the plain one).
@@ -591,7 +593,8 @@ struct RootRun<'a> {
 impl RootRun<'_> {
     /// Runs `job` as the root, with a progress bar unless quiet or JSON (`scatter`: counting
     /// nodes done rather than bytes), then writes the measurements if asked.
-    fn execute(&self, job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
+    fn execute(&self, mut job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
+        job.source = self.file.clone();
         let mut config = NodeConfig::new(Membership {
             group: self.group.clone(),
             me: self.root,
@@ -1131,7 +1134,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let (data, source) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
+    let (data, source, file) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
         connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
@@ -1144,6 +1147,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         root: membership.me,
         source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1152,18 +1156,29 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     check(&outcome)
 }
 
-/// The file mapped, or `size` random bytes from `seed`; and how to name it.
-fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<(Bytes, String)> {
+/// The data mapped from a file, and the file.
+type Loaded = (Bytes, String, Option<Arc<SourceFile>>);
+
+/// The file mapped, or `size` random bytes from `seed`; how to name it; the file.
+fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<Loaded> {
     Ok(match file {
-        Some(f) => (map_file(f).or_bad_input()?, f.display().to_string()),
+        Some(f) => load(f)?,
         None => {
             let n = usize::try_from(size).map_err(|_| bad_input("the size is too large"))?;
             (
                 random_payload(n, seed),
                 format!("a random payload (seed {seed})"),
+                None,
             )
         }
     })
+}
+
+/// The file mapped, how to name it, and the file (for the root's checks that it stays as it
+/// was).
+fn load(f: &Path) -> anyhow::Result<Loaded> {
+    let (data, file) = SourceFile::map(f).or_bad_input()?;
+    Ok((data, f.display().to_string(), Some(file)))
 }
 
 /// Runs `windrose bcast`.
@@ -1174,7 +1189,7 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let data = map_file(&args.file).or_bad_input()?;
+    let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
         connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
@@ -1185,8 +1200,9 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         rt: &rt,
         group: membership.group,
         root: membership.me,
-        source: args.file.display().to_string(),
+        source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1380,7 +1396,7 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let data = map_file(&args.file).or_bad_input()?;
+    let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.watch.timeout, "--timeout")?,
         connect: secs(args.watch.connect_timeout, "--connect-timeout")?,
@@ -1391,8 +1407,9 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         rt: &rt,
         group: membership.group,
         root: membership.me,
-        source: args.file.display().to_string(),
+        source,
         data,
+        file,
         watch: &args.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1504,7 +1521,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
     let group_file = dir.join("group.toml");
     std::fs::write(&group_file, group.to_toml())
         .with_context(|| format!("writing {}", group_file.display()))?;
-    let (data, source) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
+    let (data, source, file) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
     // Authenticated with zero setup: the user's key, or a fresh one for this run, handed to
     // the node processes through their environment (never their command line).
     let key = match load_group_key(args.key.key_file.as_deref()).map_err(net_err)? {
@@ -1556,6 +1573,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         root: NodeId(0),
         source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake,

@@ -219,3 +219,147 @@ fn local_refuses_a_port_in_use() {
         .code(2)
         .stderr(predicate::str::contains("--port 0"));
 }
+
+/// Waits (at most `limit`) for `child` to exit; its status and standard error.
+fn wait_bounded(
+    mut child: std::process::Child,
+    what: &str,
+    limit: Duration,
+) -> (std::process::ExitStatus, String) {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still runs after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
+/// Starts the root `windrose ARGS` over `group` and `data`, and nodes 1 and 2 writing
+/// `got-1.bin` and `got-2.bin`; stops node 2 (SIGSTOP) once it holds 8 MiB, so the run cannot
+/// end, and then calls `change` on the source file. Returns the root, node 1, node 2 (stopped).
+fn run_and_change_the_source(
+    dir: &Path,
+    args: &[&str],
+    change: impl FnOnce(&Path),
+) -> [std::process::Child; 3] {
+    let group = dir.join("group.toml");
+    write_group(&group, "lab-source", &free_ports(3));
+    let data = dir.join("data.bin");
+    pattern_file(&data, 256);
+    let (_, mut nodes) = procs::spawn_nodes(&group, dir, 2);
+    let root = std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args(args)
+        .args(["--quiet", "--group", group.to_str().unwrap()])
+        .args(["--file", data.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let node2 = nodes.pop().unwrap();
+    let node1 = nodes.pop().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while partial_held(dir, "got-2.bin", node2.id()) < 8 << 20 {
+        assert!(Instant::now() < deadline, "node 2 never received 8 MiB");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(node2.id() as i32, libc::SIGSTOP) }, 0);
+    change(&data);
+    [root, node1, node2]
+}
+
+/// The files left in `dir` besides the group and the data.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "group.toml" && n != "data.bin")
+        .collect()
+}
+
+/// Defect 2: the source file of a MOB multicast is overwritten in the middle (as `dd
+/// conv=notrunc` would) while the run is held open by a stopped receiver. The root notices,
+/// calls the run off with an error naming the file, every receiver is told why, and nothing
+/// is left under a final name (before: the root resent the failing piece for ever).
+#[test]
+fn a_source_changed_during_a_mob_run_ends_it_with_a_clear_error() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let [root, node1, node2] = run_and_change_the_source(
+        dir.path(),
+        &["multicast", "--protocol", "mob", "--timeout", "10"],
+        |data| {
+            let f = std::fs::OpenOptions::new().write(true).open(data).unwrap();
+            f.write_all_at(&vec![0u8; 1 << 20], 90 << 20).unwrap();
+        },
+    );
+    let (status, err) = wait_bounded(root, "the root", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("data.bin was modified during the run"),
+        "{err}"
+    );
+    let (status, err) = wait_bounded(node1, "node 1", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the root aborted the run") && err.contains("modified during the run"),
+        "{err}"
+    );
+    // SAFETY: kill(2) of a process this test started and stopped.
+    assert_eq!(unsafe { libc::kill(node2.id() as i32, libc::SIGCONT) }, 0);
+    let (status, err) = wait_bounded(node2, "node 2", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
+/// Defect 10: the source of a broadcast truncated during the run read "Bad address" (the
+/// root's writes from the mapping past the file's new end), or worse, a SIGBUS when the root
+/// hashed it at the end. The root now says the file was truncated, and nothing half-received
+/// is left under a final name.
+#[test]
+fn a_source_truncated_during_a_broadcast_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut whole = String::new();
+    let [root, node1, node2] =
+        run_and_change_the_source(dir.path(), &["bcast", "--tree", "flat"], |data| {
+            whole = procs::hash_file(data);
+            let f = std::fs::OpenOptions::new().write(true).open(data).unwrap();
+            f.set_len(0).unwrap();
+        });
+    let (status, err) = wait_bounded(root, "the root", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("data.bin was truncated during the run (0 bytes, was 268435456)"),
+        "{err}"
+    );
+    assert!(!err.contains("Bad address"), "{err}");
+    // Node 1 may have had every byte before the truncation: then its file is whole.
+    let (status, err) = wait_bounded(node1, "node 1", Duration::from_secs(60));
+    match status.code() {
+        Some(0) => assert_eq!(procs::hash_file(&dir.path().join("got-1.bin")), whole),
+        _ => assert!(err.contains("truncated during the run"), "{err}"),
+    }
+    // SAFETY: kill(2) of a process this test started and stopped.
+    assert_eq!(unsafe { libc::kill(node2.id() as i32, libc::SIGCONT) }, 0);
+    let (status, err) = wait_bounded(node2, "node 2", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{err}");
+    let left: Vec<String> = leftovers(dir.path())
+        .into_iter()
+        .filter(|n| n != "got-1.bin")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
