@@ -2563,7 +2563,7 @@ fn rejoinable(job: &Job) -> bool {
 
 /// True when `bytes` are at most a quarter of this machine's available memory (MemAvailable of
 /// /proc/meminfo; false where that cannot be read).
-fn fits_in_memory(bytes: u64) -> bool {
+pub(crate) fn fits_in_memory(bytes: u64) -> bool {
     let available_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find_map(|l| l.strip_prefix("MemAvailable:"))

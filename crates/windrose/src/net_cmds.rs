@@ -37,8 +37,8 @@ use windrose_net::trees::{
 };
 use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
-    bind, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
-    OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
+    bind, random_data, random_payload, run_node, run_root, Delivered, NetError, NetEvent,
+    NodeConfig, OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
 };
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 
@@ -1163,14 +1163,11 @@ type Loaded = (Bytes, String, Option<Arc<SourceFile>>);
 fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<Loaded> {
     Ok(match file {
         Some(f) => load(f)?,
-        None => {
-            let n = usize::try_from(size).map_err(|_| bad_input("the size is too large"))?;
-            (
-                random_payload(n, seed),
-                format!("a random payload (seed {seed})"),
-                None,
-            )
-        }
+        None => (
+            random_data(size, seed).or_bad_input()?,
+            format!("a random payload (seed {seed})"),
+            None,
+        ),
     })
 }
 

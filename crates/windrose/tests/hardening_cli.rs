@@ -363,3 +363,33 @@ fn a_source_truncated_during_a_broadcast_is_named_as_such() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Defect 6: `local --size` and `scatter --load-size` beyond what memory and disk can hold
+/// aborted the process (SIGABRT: the payload was built in memory). They are refused at once
+/// with exit code 2, saying why (4 PiB: more than any disk here).
+#[test]
+fn random_payloads_larger_than_memory_and_disk_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-huge", &free_ports(2));
+    let huge = "4096TiB";
+    for args in [
+        vec!["local", "--nodes", "2", "--size", huge],
+        vec![
+            "scatter",
+            "--group",
+            group.to_str().unwrap(),
+            "--load-size",
+            huge,
+        ],
+    ] {
+        windrose()
+            .args(&args)
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "a random payload of 4503599627370496 bytes fits neither in memory",
+            ));
+    }
+}
