@@ -95,12 +95,25 @@ const COLLECTIVE: usize = 0;
 /// Machine index of the link prober.
 const PROBER: usize = 1;
 
+/// Handshake time allowed per group member (see [`handshake_deadline`]).
+pub const HANDSHAKE_PER_MEMBER: Duration = Duration::from_millis(100);
+
+/// The deadline of one handshake in a group of `members`: `base`, or more in a large group. A
+/// multicast connects every pair of members, so each node runs about `members` handshakes at
+/// once, and a loaded machine runs them all (250 nodes on 2 cores: 62,000 handshakes, a few
+/// hundred microseconds of CPU each): a fixed 5 s expired for 128 nodes.
+pub fn handshake_deadline(base: Duration, members: usize) -> Duration {
+    let members = u32::try_from(members).unwrap_or(u32::MAX);
+    base.max(HANDSHAKE_PER_MEMBER.saturating_mul(members))
+}
+
 /// The deadlines of a node (see the [module docs](self#bounded-waiting)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Dialing a peer, retries included.
     pub connect: Duration,
-    /// One handshake.
+    /// One handshake, at least: a group of N members allows N x [`HANDSHAKE_PER_MEMBER`]
+    /// (see [`handshake_deadline`]).
     pub handshake: Duration,
     /// A node waiting for the root's job.
     pub join: Duration,
@@ -689,7 +702,7 @@ impl Core {
             handshake: self.config.handshake.clone(),
             me: self.me,
             max_body_len: self.config.max_body_len,
-            handshake_timeout: self.timeouts().handshake,
+            handshake_timeout: handshake_deadline(self.timeouts().handshake, self.group.len()),
             events: self.tx.clone(),
         }
     }
@@ -2771,6 +2784,19 @@ mod tests {
     /// match the manifest is named even when the file's metadata says nothing (its
     /// modification time put back); each piece is hashed once; a truncated file is reported
     /// as such before its mapping is read.
+    #[test]
+    fn handshake_deadlines_grow_with_the_group() {
+        let base = Duration::from_secs(5);
+        assert_eq!(handshake_deadline(base, 8), base);
+        assert_eq!(handshake_deadline(base, 50), base);
+        assert_eq!(handshake_deadline(base, 128), Duration::from_millis(12_800));
+        assert_eq!(handshake_deadline(base, 250), Duration::from_secs(25));
+        assert_eq!(
+            handshake_deadline(Duration::from_secs(1), 2),
+            Duration::from_secs(1)
+        );
+    }
+
     #[test]
     fn the_root_checks_each_piece_against_the_manifest_before_its_first_send() {
         let dir = tempfile::tempdir().unwrap();

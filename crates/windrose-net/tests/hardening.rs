@@ -145,3 +145,71 @@ async fn a_member_with_another_copy_of_the_group_is_refused_with_both_digests() 
         }
     }
 }
+
+/// Defect 8: a keyed node whose dialer hangs up after the first handshake message (as a
+/// dialer does when its own deadline passes under load) blamed "a replayed or forged
+/// handshake". The reason now says the dialer gave up waiting, or replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dialer_that_gives_up_mid_handshake_is_not_called_forged() {
+    use std::sync::Arc;
+    use windrose_net::auth::{GroupKey, NoiseHandshake};
+    use windrose_net::bootstrap::{Handshake, Transport};
+    let (group, mut listeners) = loopback("gave-up", 2, 1).await;
+    let key = GroupKey::from_bytes([5; 32]);
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let mut c = config(&group, 1, Duration::from_secs(2));
+    c.handshake = Arc::new(NoiseHandshake::new(key.clone()));
+    c.timeouts.join = BOUND;
+    c.events = Some(tx);
+    let node = tokio::spawn(run_node(listeners.pop().unwrap(), c));
+    // A real dialer's first message, recorded by a listener that then hangs up.
+    let recorder = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = recorder.local_addr().unwrap();
+    let dial = {
+        let group = group.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let stream = TcpStream::connect(at).await.unwrap();
+            let mut io = Transport {
+                stream,
+                reader: FrameReader::new(1 << 20),
+            };
+            let hs = NoiseHandshake::new(key);
+            let _ = hs
+                .dial(&mut io, &group, NodeId(0), NodeId(1), Role::Root)
+                .await;
+        })
+    };
+    let (mut s, _) = recorder.accept().await.unwrap();
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).await.unwrap();
+    let mut msg1 = head.to_vec();
+    msg1.resize(4 + usize::from(u16::from_be_bytes([head[2], head[3]])), 0);
+    s.read_exact(&mut msg1[4..]).await.unwrap();
+    drop(s);
+    let _ = dial.await;
+    // Sent to the node, which answers; then the dialer hangs up without confirming.
+    let addr = group.member(NodeId(1)).unwrap().addr.clone();
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    s.write_all(&msg1).await.unwrap();
+    let mut answer = [0u8; 4];
+    s.read_exact(&mut answer).await.unwrap();
+    drop(s);
+    let reason = tokio::time::timeout(BOUND, async {
+        while let Some(e) = events.recv().await {
+            if let NetEvent::Rejected { reason } = e {
+                return reason;
+            }
+        }
+        panic!("the node stopped")
+    })
+    .await
+    .expect("the node reports the refused connection");
+    assert!(
+        reason.contains("closed the connection without confirming the handshake")
+            && reason.contains("gave up waiting"),
+        "{reason}"
+    );
+    assert!(!reason.contains("forged"), "{reason}");
+    node.abort();
+}
