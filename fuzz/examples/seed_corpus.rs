@@ -96,7 +96,13 @@ fn hello(group: &str, from: u32, to: u32) -> Control {
         from: NodeId(from),
         to: NodeId(to),
         role: Role::Peer,
+        group_digest: fuzz_group().digest(),
     })
+}
+
+/// The handshake target's group: the digest a good hello must carry.
+fn fuzz_group() -> Group {
+    Group::loopback("fuzz", 4, 1, 1).unwrap()
 }
 
 fn controls() -> Vec<Control> {
@@ -107,6 +113,7 @@ fn controls() -> Vec<Control> {
             protocol_version: 1,
             wire_version: 1,
             node: NodeId(1),
+            group_digest: fuzz_group().digest(),
         }),
         Control::Reject("group name mismatch".into()),
         Control::Job(Box::new(Job {
@@ -264,6 +271,15 @@ fn main() {
         "handshake",
         "plain-wrong-group",
         &with(&[0], &hello("other", 0, 1).encode()),
+    );
+    let mut other_copy = hello("fuzz", 0, 1);
+    if let Control::Hello(h) = &mut other_copy {
+        h.group_digest = "0123456789abcdef".into();
+    }
+    write(
+        "handshake",
+        "plain-wrong-digest",
+        &with(&[0], &other_copy.encode()),
     );
     write(
         "handshake",

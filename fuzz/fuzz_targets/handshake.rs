@@ -11,7 +11,7 @@
 //!   bytes end: garbage, oversized length fields or a truncated hello never hang it;
 //! - plain: it accepts only when the stream starts with a control Hello from another member of
 //!   group "fuzz" (node 0, 2 or 3) addressed to node 1 with this build's protocol and wire
-//!   versions, and then answers exactly one Welcome (group "fuzz", node 1); a hello that fails
+//!   versions and the group's digest, and then answers exactly one Welcome (group "fuzz", node 1); a hello that fails
 //!   a check is answered by exactly one Reject; otherwise it answers nothing or a Reject;
 //! - plain, against a dialer that opens with an auth frame (`0xA1`, it holds a group key):
 //!   refused, with nothing or exactly one auth refusal frame;
@@ -82,6 +82,7 @@ fn expect_plain(input: &[u8]) -> Expect {
     match r.next_frame() {
         Ok(Some(WireFrame::Control(Control::Hello(h)))) => {
             let ok = h.group == "fuzz"
+                && h.group_digest == env().group.digest()
                 && h.protocol_version == PROTOCOL_VERSION
                 && h.wire_version == WIRE_VERSION
                 && h.to == ME
@@ -185,6 +186,7 @@ fuzz_target!(|data: &[u8]| {
             match &answers[0] {
                 WireFrame::Control(Control::Welcome(w)) => {
                     assert_eq!(w.group, "fuzz");
+                    assert_eq!(w.group_digest, env.group.digest());
                     assert_eq!(w.node, ME);
                     assert_eq!(w.protocol_version, PROTOCOL_VERSION);
                     assert_eq!(w.wire_version, WIRE_VERSION);

@@ -404,6 +404,9 @@ fn hs_err(who: &str, reason: impl Into<String>) -> NetError {
     }
 }
 
+/// Why a handshake read failed when the peer hung up.
+const CLOSED_DURING_HANDSHAKE: &str = "the connection closed during the handshake";
+
 /// Reads until `need` bytes are buffered.
 async fn fill(io: &mut Transport, need: usize, who: &str) -> Result<(), NetError> {
     while io.reader.buffered_len() < need {
@@ -411,9 +414,15 @@ async fn fill(io: &mut Transport, need: usize, who: &str) -> Result<(), NetError
             .stream
             .read_buf(io.reader.buffer_mut())
             .await
-            .map_err(|e| hs_err(who, format!("read failed: {e}")))?;
+            .map_err(|e| match e.kind() {
+                // A peer that drops the connection with bytes unread resets it.
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted => {
+                    hs_err(who, CLOSED_DURING_HANDSHAKE)
+                }
+                _ => hs_err(who, format!("read failed: {e}")),
+            })?;
         if n == 0 {
-            return Err(hs_err(who, "the connection closed during the handshake"));
+            return Err(hs_err(who, CLOSED_DURING_HANDSHAKE));
         }
     }
     Ok(())
@@ -533,6 +542,7 @@ impl Handshake for NoiseHandshake {
                     from: me,
                     to: peer,
                     role,
+                    group_digest: group.digest(),
                 },
                 encrypt: self.encrypt,
             });
@@ -667,6 +677,7 @@ impl Handshake for NoiseHandshake {
                         protocol_version: PROTOCOL_VERSION,
                         wire_version: WIRE_VERSION,
                         node: me,
+                        group_digest: group.digest(),
                     },
                     encrypt: self.encrypt,
                 }),
@@ -689,6 +700,16 @@ impl Handshake for NoiseHandshake {
             let msg = match read_incoming(io, &who).await {
                 Ok(Incoming::Noise(m)) => m,
                 Ok(_) => return Err(replay("it did not confirm the handshake".into())),
+                // Most often a dialer whose own deadline passed first: hundreds of handshakes
+                // at once on a loaded machine take longer than one. Not only a replay.
+                Err(NetError::Handshake { reason, .. }) if reason == CLOSED_DURING_HANDSHAKE => {
+                    return Err(hs_err(
+                        &who,
+                        "the dialer closed the connection without confirming the handshake: it \
+                         gave up waiting for this node's answer (its handshake deadline passed: \
+                         a loaded machine?), or it replayed a recorded first message; refused",
+                    ))
+                }
                 Err(NetError::Handshake { reason, .. }) => {
                     return Err(replay(format!(
                         "it did not confirm the handshake: {reason}"

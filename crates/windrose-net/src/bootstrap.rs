@@ -4,8 +4,8 @@
 //! Both are traits so later work can swap them without touching the driver: a bootstrap that
 //! reads the rank and peer addresses from mpirun/srun, a handshake that proves knowledge of a
 //! group key (and encrypts the stream). The implementations are [`GroupFile`] /
-//! [`StaticMembership`], [`PlainHandshake`], which checks group name, node ids and versions
-//! in the clear (see [`crate::wire`] for the frames), and [`crate::auth::NoiseHandshake`],
+//! [`StaticMembership`], [`PlainHandshake`], which checks group name, node ids, versions
+//! and the digest of the group description ([`Group::digest`]) in the clear (see [`crate::wire`] for the frames), and [`crate::auth::NoiseHandshake`],
 //! which makes the same checks inside a Noise handshake keyed with the group key.
 
 use crate::error::NetError;
@@ -186,11 +186,13 @@ pub(crate) async fn write_control(
         })
 }
 
-/// Why a dialer must refuse the welcome of the node it dialed as `peer`, or None. The plain
+/// Why a dialer must refuse the welcome of the node it dialed as `peer` (group, versions, node
+/// id, the group's digest), or None. The plain
 /// and the authenticated handshakes check exactly this.
 pub(crate) fn welcome_problem(group: &Group, peer: NodeId, w: &Welcome) -> Option<String> {
     let them = format!("node {}", w.node);
-    mismatch(group, &w.group, w.protocol_version, w.wire_version, &them).or_else(|| {
+    mismatch(group, &w.group, w.protocol_version, w.wire_version, &them)
+        .or_else(|| {
         (w.node != peer).then(|| {
             format!(
                 "node id mismatch: expected node {peer} at {}, but node {} answered (check the group file's addresses)",
@@ -199,9 +201,12 @@ pub(crate) fn welcome_problem(group: &Group, peer: NodeId, w: &Welcome) -> Optio
             )
         })
     })
+    // Last: a more specific reason (wrong node at an address) tells the user more.
+    .or_else(|| digest_problem(group, &w.group_digest, &them))
 }
 
-/// Why an acceptor `me` must refuse a dialer's hello (group, versions, node ids), or None.
+/// Why an acceptor `me` must refuse a dialer's hello (group, versions, node ids, the group's
+/// digest), or None.
 /// The plain and the authenticated handshakes check exactly this.
 pub(crate) fn hello_problem(group: &Group, me: NodeId, hello: &Hello) -> Option<String> {
     let them = format!("the dialer (node {})", hello.from);
@@ -229,6 +234,30 @@ pub(crate) fn hello_problem(group: &Group, me: NodeId, hello: &Hello) -> Option<
                 group.len()
             )
         })
+    })
+    .or_else(|| digest_problem(group, &hello.group_digest, &them))
+}
+
+/// Why a peer whose group file has digest `theirs` must be refused, or None: both digests named,
+/// so the user can tell which copy differs.
+pub(crate) fn digest_problem(group: &Group, theirs: &str, them: &str) -> Option<String> {
+    let mine = group.digest();
+    if theirs == mine {
+        return None;
+    }
+    Some(if theirs.is_empty() {
+        format!(
+            "group description mismatch: {them} sent no digest of its group file (an older \
+             windrose?); this node's group {:?} has digest {mine}",
+            group.name()
+        )
+    } else {
+        format!(
+            "group description mismatch: {them}'s copy of group {:?} has digest {theirs}, this \
+             node's {mine} (members, addresses or clusters differ: give every member the same \
+             group file)",
+            group.name()
+        )
     })
 }
 
@@ -277,6 +306,7 @@ impl Handshake for PlainHandshake {
                 from: me,
                 to: peer,
                 role,
+                group_digest: group.digest(),
             });
             let sent = Instant::now();
             write_control(io, &hello, &who).await?;
@@ -342,6 +372,7 @@ impl Handshake for PlainHandshake {
                 protocol_version: PROTOCOL_VERSION,
                 wire_version: WIRE_VERSION,
                 node: me,
+                group_digest: group.digest(),
             });
             write_control(io, &welcome, &who).await?;
             Ok(Established {

@@ -268,7 +268,11 @@ pub(crate) async fn dial(ep: Endpoint, peer: NodeId, role: Role, connect_deadlin
         .await
         .map_err(|_| NetError::Handshake {
             who: group.describe(peer),
-            reason: format!("no answer within {handshake_timeout:?}"),
+            reason: format!(
+                "no answer within {handshake_timeout:?} (the node is too busy, e.g. hundreds of \
+                 handshakes at once on a loaded machine, or what listens there is not a \
+                 windrose node)"
+            ),
         })??;
         Ok::<_, NetError>(conn_of(est, io))
     }

@@ -30,6 +30,9 @@ use toml::Spanned;
 use windrose_model::error::line_col;
 use windrose_model::{ClusterId, NodeId};
 
+/// Hex digits of [`Group::digest`] (64 bits: enough to tell copies apart, short enough to read).
+const DIGEST_HEX: usize = 16;
+
 /// The largest group a file may describe (a typo such as `id = 4000000000` is an error rather
 /// than a huge allocation).
 pub const MAX_GROUP_NODES: usize = 1 << 20;
@@ -52,6 +55,8 @@ pub struct Group {
     protocol_version: u32,
     /// Indexed by node id.
     members: Vec<Member>,
+    /// [`Group::digest`], computed once.
+    digest: String,
 }
 
 impl Group {
@@ -86,11 +91,14 @@ impl Group {
             }
         }
         check_clusters(members.iter().map(|m| m.cluster)).map_err(NetError::Group)?;
-        Ok(Group {
+        let mut group = Group {
             name,
             protocol_version: PROTOCOL_VERSION,
             members,
-        })
+            digest: String::new(),
+        };
+        group.digest = blake3::hash(group.to_toml().as_bytes()).to_hex()[..DIGEST_HEX].to_string();
+        Ok(group)
     }
 
     /// A group of `n` nodes listening on `127.0.0.2:port`, `127.0.0.3:port`, ... (node `i` on
@@ -121,6 +129,16 @@ impl Group {
             })
             .collect();
         Group::new(name, members)
+    }
+
+    /// What every member's copy of the group must agree on, for the handshake: the first 16
+    /// hex digits of the BLAKE3 of the group as its canonical group file ([`Group::to_toml`]:
+    /// name, version, every member's id, address and cluster, by id). Members whose files
+    /// differ in any of these (a node in another cluster, an address changed) refuse each
+    /// other instead of running on different layouts. Not a secret: the group key
+    /// authenticates; this only catches mismatched copies.
+    pub fn digest(&self) -> String {
+        self.digest.clone()
     }
 
     /// The group's name.
@@ -314,6 +332,13 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
         }
         let addr = node.addr.get_ref().trim().to_string();
         check_addr(&addr).map_err(|e| at(Some(node.addr.span()), e))?;
+        // Port 0 means "any free port" to bind: nobody could dial the node there.
+        if addr.rsplit_once(':').map(|(_, p)| p.parse::<u16>()) == Some(Ok(0)) {
+            return Err(at(
+                Some(node.addr.span()),
+                format!("address {addr:?}: port 0 cannot be dialed; give every node its port"),
+            ));
+        }
         if let Some(other) = addrs.insert(addr.clone(), id) {
             return Err(at(
                 Some(node.addr.span()),
@@ -388,6 +413,10 @@ mod tests {
             (
                 GOOD.replace("127.0.0.3:7000", "127.0.0.3:http"),
                 "g.toml:6:8: address \"127.0.0.3:http\": \"http\" is not a port number (0-65535)",
+            ),
+            (
+                GOOD.replace("127.0.0.3:7000", "127.0.0.3:0"),
+                "g.toml:6:8: address \"127.0.0.3:0\": port 0 cannot be dialed",
             ),
             (
                 GOOD.replace("127.0.0.3:7000", "127.0.0.2:7000"),

@@ -101,29 +101,174 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// broadcast sends it straight from the page cache, and payload slices stay zero-copy.
 ///
 /// The file must not be modified while it is mapped (the bytes sent would change, and the
-/// receivers' BLAKE3 would no longer match the root's). An empty file gives empty bytes.
+/// receivers' BLAKE3 would no longer match the root's): [`SourceFile::map`] keeps what the root
+/// needs to notice. An empty file gives empty bytes. Anything but a regular file is refused.
 pub fn map_file(path: &std::path::Path) -> Result<bytes::Bytes, NetError> {
-    let file = std::fs::File::open(path).map_err(|source| NetError::Io {
-        what: format!("opening {}", path.display()),
-        source,
-    })?;
-    let len = file
-        .metadata()
-        .map_err(|source| NetError::Io {
+    SourceFile::map(path).map(|(data, _)| data)
+}
+
+/// A file mapped as a root's data, with its length and modification time when it was mapped:
+/// a root given it ([`RootJob::source`]) checks it every tick and before it first sends each
+/// multicast piece, and calls the run off with [`SourceFile::changed`]'s reason when it
+/// changed (a file truncated under a mapping also turns sends into "Bad address" errors and
+/// reads into SIGBUS).
+#[derive(Debug)]
+pub struct SourceFile {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl SourceFile {
+    /// Maps `path` read-only (see [`map_file`]) and remembers what it was.
+    pub fn map(
+        path: &std::path::Path,
+    ) -> Result<(bytes::Bytes, std::sync::Arc<SourceFile>), NetError> {
+        // Checked before opening: opening a FIFO waits for a writer (for ever), and a device or
+        // directory has no length to map.
+        let not_regular = |t: &std::fs::FileType| NetError::Io {
+            what: format!("reading {}", path.display()),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "it is {}: the data to send must be a regular file",
+                    sink::file_kind(t)
+                ),
+            ),
+        };
+        match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => return Err(not_regular(&m.file_type())),
+            _ => {}
+        }
+        let file = std::fs::File::open(path).map_err(|source| NetError::Io {
+            what: format!("opening {}", path.display()),
+            source,
+        })?;
+        let meta = file.metadata().map_err(|source| NetError::Io {
             what: format!("reading the size of {}", path.display()),
             source,
-        })?
-        .len();
-    if len == 0 {
+        })?;
+        if !meta.is_file() {
+            return Err(not_regular(&meta.file_type()));
+        }
+        let source = std::sync::Arc::new(SourceFile {
+            path: path.to_path_buf(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            file,
+        });
+        if source.len == 0 {
+            return Ok((bytes::Bytes::new(), source));
+        }
+        // SAFETY: the mapping is read-only and private to this process; the documented contract
+        // is that the file is not truncated or modified while it is mapped (as for any reader),
+        // and a root checks that it was not (`SourceFile::changed`).
+        let map = unsafe { memmap2::Mmap::map(&source.file) }.map_err(|e| NetError::Io {
+            what: format!("mapping {}", path.display()),
+            source: e,
+        })?;
+        Ok((bytes::Bytes::from_owner(map), source))
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Why the file is no longer what was mapped (shorter, longer, modified, gone), or None.
+    pub fn changed(&self) -> Option<String> {
+        let path = self.path.display();
+        match self.file.metadata() {
+            Err(e) => Some(format!("the source file {path} cannot be checked: {e}")),
+            Ok(m) if m.len() < self.len => Some(format!(
+                "the source file {path} was truncated during the run ({} bytes, was {})",
+                m.len(),
+                self.len
+            )),
+            Ok(m) if m.len() != self.len => Some(format!(
+                "the source file {path} grew during the run ({} bytes, was {})",
+                m.len(),
+                self.len
+            )),
+            Ok(m) if m.modified().ok() != self.modified => Some(format!(
+                "the source file {path} was modified during the run: what the nodes received \
+                 would not be one version of it"
+            )),
+            Ok(_) => None,
+        }
+    }
+}
+
+/// `n` pseudo-random bytes from `seed`, the same as [`random_payload`]'s, wherever they fit: in
+/// memory when they take at most a quarter of the available memory, else in an unlinked
+/// temporary file (in the system's temporary directory) written 1 MiB at a time and mapped.
+/// When the file system cannot hold them either, an error says how much each has, before
+/// anything is written (a payload built in memory regardless aborted the process).
+pub fn random_data(n: u64, seed: u64) -> Result<bytes::Bytes, NetError> {
+    if node::fits_in_memory(n) {
+        if let Ok(len) = usize::try_from(n) {
+            return Ok(random_payload(len, seed));
+        }
+    }
+    random_file(n, seed, &std::env::temp_dir())
+}
+
+/// [`random_data`] in an unlinked temporary file in `dir`.
+fn random_file(n: u64, seed: u64, dir: &std::path::Path) -> Result<bytes::Bytes, NetError> {
+    use rand::{RngCore, SeedableRng};
+    use std::io::Write;
+    let free = free_bytes(dir);
+    if free.is_some_and(|f| f < n) {
+        return Err(NetError::Setup(format!(
+            "a random payload of {n} bytes fits neither in memory (a quarter of the available \
+             memory at most) nor in {} ({} bytes free): ask for less, or give a file",
+            dir.display(),
+            free.unwrap_or(0)
+        )));
+    }
+    let io = |what: &str, source| NetError::Io {
+        what: format!(
+            "{what} a temporary file for the random payload in {}",
+            dir.display()
+        ),
+        source,
+    };
+    let file = tempfile::tempfile_in(dir).map_err(|e| io("creating", e))?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        // Whole chunks are multiples of 4 bytes: the stream is the one a single fill gives.
+        let k = left.min(chunk.len() as u64) as usize;
+        rng.fill_bytes(&mut chunk[..k]);
+        w.write_all(&chunk[..k]).map_err(|e| io("writing", e))?;
+        left -= k as u64;
+    }
+    w.flush().map_err(|e| io("writing", e))?;
+    drop(w);
+    if n == 0 {
         return Ok(bytes::Bytes::new());
     }
-    // SAFETY: the mapping is read-only and private to this process; the documented contract
-    // is that the file is not truncated or modified while it is mapped (as for any reader).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| NetError::Io {
-        what: format!("mapping {}", path.display()),
-        source,
-    })?;
+    // SAFETY: an unlinked file only this process knows, never written again.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io("mapping", e))?;
     Ok(bytes::Bytes::from_owner(map))
+}
+
+/// Bytes free for an unprivileged user on the file system of `dir` (None if unknown).
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain old data, for which all zeros is a valid value.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs(3) with a NUL-terminated path and a struct it fills.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    // fsblkcnt_t and c_ulong are u64 on the 64-bit Linux targets this runs on.
+    #[allow(clippy::useless_conversion)]
+    Some(u64::from(s.f_bavail).saturating_mul(u64::from(s.f_frsize)))
 }
 
 /// `n` pseudo-random bytes from `seed` (ChaCha8): the payload `windrose local` makes when no
@@ -133,4 +278,24 @@ pub fn random_payload(n: usize, seed: u64) -> bytes::Bytes {
     let mut v = vec![0u8; n];
     rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut v);
     bytes::Bytes::from(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The payload written to a file is the one built in memory (chunk by chunk, the same
+    /// ChaCha8 stream), and a payload larger than the file system is refused before anything
+    /// is written.
+    #[test]
+    fn a_random_payload_in_a_file_is_the_one_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = (3 << 20) + 5;
+        let f = random_file(n as u64, 42, dir.path()).unwrap();
+        assert_eq!(f, random_payload(n, 42));
+        assert_eq!(random_file(0, 1, dir.path()).unwrap().len(), 0);
+        let e = random_file(u64::MAX / 2, 1, dir.path()).unwrap_err();
+        assert!(e.to_string().contains("fits neither in memory"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

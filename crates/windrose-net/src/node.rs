@@ -70,7 +70,7 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{self, BuildContext, Start};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceKeeper};
+use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceKeeper, PieceVerifier};
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::tree_broadcast::BroadcastConfig;
@@ -93,12 +93,25 @@ const COLLECTIVE: usize = 0;
 /// Machine index of the link prober.
 const PROBER: usize = 1;
 
+/// Handshake time allowed per group member (see [`handshake_deadline`]).
+pub const HANDSHAKE_PER_MEMBER: Duration = Duration::from_millis(100);
+
+/// The deadline of one handshake in a group of `members`: `base`, or more in a large group. A
+/// multicast connects every pair of members, so each node runs about `members` handshakes at
+/// once, and a loaded machine runs them all (250 nodes on 2 cores: 62,000 handshakes, a few
+/// hundred microseconds of CPU each): a fixed 5 s expired for 128 nodes.
+pub fn handshake_deadline(base: Duration, members: usize) -> Duration {
+    let members = u32::try_from(members).unwrap_or(u32::MAX);
+    base.max(HANDSHAKE_PER_MEMBER.saturating_mul(members))
+}
+
 /// The deadlines of a node (see the [module docs](self#bounded-waiting)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Dialing a peer, retries included.
     pub connect: Duration,
-    /// One handshake.
+    /// One handshake, at least: a group of N members allows N x [`HANDSHAKE_PER_MEMBER`]
+    /// (see [`handshake_deadline`]).
     pub handshake: Duration,
     /// A node waiting for the root's job.
     pub join: Duration,
@@ -305,6 +318,11 @@ pub struct RootJob {
     pub probe_period: Option<Duration>,
     /// Largest payload per frame.
     pub max_frame_payload: u32,
+    /// The file `data` maps, when it does: the root then calls the run off, with a clear
+    /// error, as soon as the file changes (checked every tick, on a failed write, and before
+    /// each multicast piece is first sent, against the manifest), rather than send bytes the
+    /// receivers cannot verify or read a truncated mapping. None for data in memory.
+    pub source: Option<Arc<crate::SourceFile>>,
 }
 
 impl RootJob {
@@ -320,6 +338,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 
@@ -340,6 +359,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 
@@ -354,6 +374,7 @@ impl RootJob {
             seed: 1,
             probe_period: Some(Duration::from_millis(500)),
             max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+            source: None,
         }
     }
 }
@@ -571,6 +592,44 @@ struct Core {
     probing: bool,
     /// Connections made so far (each link's `life`).
     lives: u64,
+    /// The root's check of its data against its file ([`RootJob::source`]).
+    source: Option<SourceGuard>,
+}
+
+/// What a root checks its data against while it sends it.
+struct SourceGuard {
+    file: Arc<crate::SourceFile>,
+    /// A multicast's manifest, and which of its pieces were checked before their first send.
+    manifest: Option<Arc<Manifest>>,
+    checked: Vec<bool>,
+}
+
+impl SourceGuard {
+    /// Why piece `piece` must not be sent as `payload`, or None: the file changed (checked
+    /// first, so a truncated mapping is never read), or the bytes no longer match the manifest
+    /// (hashed before the piece's first send only; a change after that shows in the file's
+    /// metadata at the next tick, or in the receivers' bounded retries).
+    fn piece_problem(&mut self, piece: u32, payload: &Bytes) -> Option<String> {
+        let manifest = self.manifest.as_ref()?;
+        if self.checked.get(piece as usize) != Some(&false) {
+            return None;
+        }
+        if let Some(why) = self.file.changed() {
+            return Some(why);
+        }
+        if !Blake3Verifier.verify(manifest, piece, payload) {
+            let r = manifest.piece_range(piece).unwrap_or(0..0);
+            return Some(format!(
+                "piece {piece} (bytes {} to {}) of the source file {} no longer matches the \
+                 manifest hashed at the start: the file changed during the run",
+                r.start,
+                r.end.saturating_sub(1),
+                self.file.path().display()
+            ));
+        }
+        self.checked[piece as usize] = true;
+        None
+    }
 }
 
 impl Core {
@@ -614,6 +673,7 @@ impl Core {
             closing: false,
             probing: false,
             lives: 0,
+            source: None,
         }
     }
 
@@ -640,7 +700,7 @@ impl Core {
             handshake: self.config.handshake.clone(),
             me: self.me,
             max_body_len: self.config.max_body_len,
-            handshake_timeout: self.timeouts().handshake,
+            handshake_timeout: handshake_deadline(self.timeouts().handshake, self.group.len()),
             events: self.tx.clone(),
         }
     }
@@ -778,6 +838,17 @@ impl Core {
                 self.pending.push_back((i, Input::PeerFailed(peer)));
             }
         }
+    }
+
+    /// Forgets `peer`'s connection and failure: before a run, a stranger that connected and
+    /// left, or a node that broke off, must not keep its id from connecting again.
+    fn forget(&mut self, peer: NodeId) {
+        if let Some(l) = self.links.remove(&peer) {
+            l.reader.abort();
+            l.writer.abort();
+        }
+        self.failed_peers.remove(&peer);
+        self.fault_reasons.remove(&peer);
     }
 
     /// Installs the machines and starts them (Go). A machine that rejoins a running collective
@@ -965,11 +1036,24 @@ impl Core {
         }
     }
 
+    /// A root whose source file changed calls the run off (see [`RootJob::source`]).
+    fn check_source(&mut self) {
+        if let Some(why) = self.source.as_ref().and_then(|g| g.file.changed()) {
+            self.fatal.get_or_insert(NetError::Failed(why));
+        }
+    }
+
     fn stop_probing(&mut self) {
         self.timers.retain(|(i, _), _| *i != PROBER);
     }
 
     fn transmit(&mut self, i: usize, t: Transmit) {
+        if let (Some(g), Message::Piece(p)) = (&mut self.source, &t.message) {
+            if let Some(why) = g.piece_problem(p.piece, &p.payload) {
+                self.fatal.get_or_insert(NetError::Failed(why));
+                return;
+            }
+        }
         let parts = match encode_parts(&t.message) {
             Ok(p) => p,
             Err(e) => {
@@ -1117,6 +1201,7 @@ impl Core {
             }
             Wake::Tick => {
                 self.next_tick = Instant::now() + TICK;
+                self.check_source();
                 self.sample_links();
                 Happening::Tick
             }
@@ -1171,6 +1256,9 @@ impl Core {
                 }
                 match err {
                     Some(e) if !self.failed_peers.contains(&peer) => {
+                        // A root writing from a file truncated under it reads "Bad address":
+                        // the file's change is the reason the run is called off.
+                        self.check_source();
                         let reason = e.to_string();
                         self.fault(peer, reason.clone());
                         Happening::Lost(peer, reason)
@@ -1393,6 +1481,16 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         }
         _ => None,
     };
+    if let Some(file) = &job.source {
+        if let Some(why) = file.changed() {
+            return Err(NetError::Failed(why));
+        }
+        core.source = Some(SourceGuard {
+            file: file.clone(),
+            checked: vec![false; manifest.as_ref().map_or(0, |m| m.piece_count() as usize)],
+            manifest: manifest.clone(),
+        });
+    }
     let mut spec = Job {
         session,
         root: me,
@@ -1667,6 +1765,12 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
     }
     core.close_all().await;
 
+    // A file truncated under its mapping cannot be hashed (SIGBUS), and one modified would give
+    // a hash of neither version.
+    if let Some(why) = core.source.as_ref().and_then(|g| g.file.changed()) {
+        return Err(NetError::Failed(why));
+    }
+
     // 5. The outcome (hashing the root's data only when some node hashed what it got).
     let anyone_hashed = reports
         .values()
@@ -1815,6 +1919,12 @@ async fn abort_run<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
 /// final name).
 pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeOutcome, NetError> {
     let me = config.me;
+    // An output that cannot be written is refused now, not after the whole transfer.
+    if let OutputSpec::File(path) = &config.output {
+        if let Some(why) = crate::sink::output_path_problem(path) {
+            return Err(NetError::Setup(format!("node {me}: output {why}")));
+        }
+    }
     let group = config.group.clone();
     let mut core = Core::new(&config, true);
     let t = config.timeouts;
@@ -1849,18 +1959,22 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
                 let reason = format!("node {p} rejected the handshake: {reason}");
                 core.rejections.push(reason.clone());
                 core.fault(p, reason);
+                core.forget(p);
                 if Some(p) == root {
                     root = None;
                 }
             }
-            Happening::Lost(p, reason) if Some(p) == root => {
-                return fail(
-                    &mut core,
-                    NetError::Failed(format!(
-                        "the root (node {p}) left before sending a job: {reason}"
-                    )),
-                )
-                .await
+            // A root that leaves before sending a job may be a stranger (anyone who knows an
+            // unkeyed group's file can say hello) or a root that gave up: keep waiting for a
+            // job until the join deadline, and say so if none comes.
+            Happening::Lost(p, reason) => {
+                if Some(p) == root {
+                    root = None;
+                    core.rejections.push(format!(
+                        "a root (node {p}) left before sending a job: {reason}"
+                    ));
+                }
+                core.forget(p);
             }
             Happening::Deadline => {
                 let mut what = "a job from a root".to_string();
@@ -2055,6 +2169,14 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             core.ended = Some((Status::Aborted, Instant::now()));
             break;
         }
+        // The root given up (silent for too long: e.g. this process was stopped and resumed
+        // long after the root failed it and closed): nobody will collect a report.
+        if let Some(reason) = core.fault_reasons.get(&root) {
+            root_failure = Some(NetError::Failed(format!(
+                "lost the root (node {root}): {reason}"
+            )));
+            break;
+        }
         match core.poll(last_activity + t.idle).await {
             Happening::Tick => {
                 let read: u64 = core
@@ -2196,9 +2318,10 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
     };
     core.send_control(root, &Control::Report(Box::new(report.clone())));
 
-    // 5. Wait for the root's Bye, then close.
+    // 5. Wait for the root's Bye, then close; not at all when the root is gone (its
+    // connection failed or fell silent): no Bye can come, and the port would stay taken.
     let deadline = Instant::now() + t.finish;
-    loop {
+    while !core.failed_peers.contains(&root) {
         match core.poll(deadline).await {
             Happening::Control(p, Control::Bye) | Happening::Control(p, Control::Abort(_))
                 if p == root =>
@@ -2230,7 +2353,7 @@ fn rejoinable(job: &Job) -> bool {
 
 /// True when `bytes` are at most a quarter of this machine's available memory (MemAvailable of
 /// /proc/meminfo; false where that cannot be read).
-fn fits_in_memory(bytes: u64) -> bool {
+pub(crate) fn fits_in_memory(bytes: u64) -> bool {
     let available_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find_map(|l| l.strip_prefix("MemAvailable:"))
@@ -2427,4 +2550,65 @@ async fn fail<T>(core: &mut Core, e: NetError) -> Result<T, NetError> {
     }
     core.close_all().await;
     Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    /// The root's check before a multicast piece's first send: a piece whose bytes no longer
+    /// match the manifest is named even when the file's metadata says nothing (its
+    /// modification time put back); each piece is hashed once; a truncated file is reported
+    /// as such before its mapping is read.
+    #[test]
+    fn handshake_deadlines_grow_with_the_group() {
+        let base = Duration::from_secs(5);
+        assert_eq!(handshake_deadline(base, 8), base);
+        assert_eq!(handshake_deadline(base, 50), base);
+        assert_eq!(handshake_deadline(base, 128), Duration::from_millis(12_800));
+        assert_eq!(handshake_deadline(base, 250), Duration::from_secs(25));
+        assert_eq!(
+            handshake_deadline(Duration::from_secs(1), 2),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn the_root_checks_each_piece_against_the_manifest_before_its_first_send() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.bin");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let (data, file) = crate::SourceFile::map(&path).unwrap();
+        let manifest = Arc::new(Manifest::build(&data, 1000).unwrap());
+        let mut g = SourceGuard {
+            file: file.clone(),
+            manifest: Some(manifest.clone()),
+            checked: vec![false; 10],
+        };
+        assert_eq!(g.piece_problem(1, &manifest.slice(&data, 1)), None);
+        // Piece 3 changes under the mapping; the modification time is put back.
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mtime = f.metadata().unwrap().modified().unwrap();
+        f.write_all_at(b"changed", 3000).unwrap();
+        f.set_modified(mtime).unwrap();
+        assert_eq!(file.changed(), None);
+        let why = g.piece_problem(3, &manifest.slice(&data, 3)).unwrap();
+        assert!(
+            why.contains("piece 3 (bytes 3000 to 3999)") && why.contains("changed during the run"),
+            "{why}"
+        );
+        // Piece 1 was checked at its first send: not hashed again.
+        assert_eq!(g.piece_problem(1, &Bytes::from_static(b"x")), None);
+        // Truncated: said so, without touching the mapping.
+        f.set_len(5000).unwrap();
+        let why = g
+            .piece_problem(7, &Bytes::from_static(b"never read"))
+            .unwrap();
+        assert!(
+            why.contains("was truncated during the run (5000 bytes, was 10000)"),
+            "{why}"
+        );
+    }
 }

@@ -74,8 +74,11 @@ impl PieceFile {
         })
     }
 
-    /// Maps the file at `path` (created if missing, kept if present: a resumed output).
+    /// Maps the file at `path` (created if missing, kept if present: a resumed output). A file
+    /// this call created is removed again when it cannot be sized, reserved or mapped (a full
+    /// disk): nothing is left behind.
     pub fn open(path: &Path, total_len: u64) -> Result<PieceFile, NetError> {
+        let existed = std::fs::symlink_metadata(path).is_ok();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -86,7 +89,11 @@ impl PieceFile {
                 path: path.display().to_string(),
                 source,
             })?;
-        PieceFile::map(file, total_len, &path.display().to_string())
+        PieceFile::map(file, total_len, &path.display().to_string()).inspect_err(|_| {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+        })
     }
 
     /// Maps an unlinked temporary file (in the system's temporary directory): for a node that
@@ -225,6 +232,20 @@ mod tests {
             assert_eq!(store.get(i).unwrap(), &m.slice(&d, i));
         }
         assert_eq!(file.resumed_bytes(), 3000);
+    }
+
+    /// A piece file that cannot get its space (here: larger than any disk) is an error, and
+    /// the file it created is gone (a MOB node on a full disk left its partial file).
+    #[test]
+    fn a_piece_file_without_space_is_an_error_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.partial");
+        let e = PieceFile::open(&path, 1 << 62)
+            .err()
+            .expect("no disk holds 4 EiB");
+        assert!(e.to_string().contains("out.partial"), "{e}");
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -79,6 +79,66 @@ pub fn partial_path(path: &Path, nonce: u64) -> PathBuf {
     ))
 }
 
+/// Why `path` cannot be a node's output, or None: it must be a regular file or a new name in an
+/// existing directory. The output is renamed into place at the end, and a rename replaces
+/// whatever has the name: a FIFO, a device such as /dev/null (when run as root), a symbolic
+/// link (the link, not its target) would be turned into a plain file, and a directory would
+/// only fail after the whole transfer. Symbolic links are refused rather than followed, so
+/// the file written is always the one named.
+pub fn output_path_problem(path: &Path) -> Option<String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => None,
+        Ok(m) => Some(format!(
+            "{} exists and is {}: the output must be a regular file or a new name",
+            path.display(),
+            file_kind(&m.file_type())
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if path.file_name().is_none() {
+                return Some(format!("{} does not name a file", path.display()));
+            }
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => None,
+                Ok(_) => Some(format!(
+                    "{}: {} is not a directory",
+                    path.display(),
+                    dir.display()
+                )),
+                Err(e) => Some(format!(
+                    "{}: its directory {}: {e}",
+                    path.display(),
+                    dir.display()
+                )),
+            }
+        }
+        Err(e) => Some(format!("{}: {e}", path.display())),
+    }
+}
+
+/// What a file that is not a regular file is, in words.
+pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// The partial files an earlier life of this node left for the same run (`nonce`) beside
 /// `path`, largest first: a process killed mid-run leaves its temporary file behind.
 pub fn partials_of(path: &Path, nonce: u64) -> Vec<PathBuf> {
@@ -147,6 +207,9 @@ impl Sink {
             OutputSpec::Discard => Target::Discard,
             OutputSpec::Memory => Target::Memory(Vec::new()),
             OutputSpec::File(path) => {
+                if let Some(why) = output_path_problem(path) {
+                    return Err(NetError::Setup(format!("output {why}")));
+                }
                 let tmp = partial_path(path, nonce);
                 let output_err = |source| NetError::Output {
                     path: tmp.display().to_string(),
@@ -292,7 +355,14 @@ fn run(
             file, tmp, path, ..
         } => {
             let done = commit && failure.is_none();
-            let result = if done {
+            // Checked again at the end: the name may have been taken meanwhile.
+            let taken = output_path_problem(&path);
+            let result = if let (true, Some(why)) = (done, taken) {
+                drop(file);
+                Err(NetError::Setup(format!(
+                    "output {why}; the data received was not kept"
+                )))
+            } else if done {
                 file.sync_all()
                     .and_then(|_| {
                         drop(file);
@@ -352,6 +422,31 @@ mod tests {
         assert_eq!(s.delivered, Delivered::Nothing);
         assert!(!other.exists());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// A name taken by a FIFO while the data arrived is not renamed over at the end: the FIFO
+    /// stays, the partial file goes, and the error says why.
+    #[tokio::test]
+    async fn a_name_taken_by_a_fifo_meanwhile_is_not_renamed_over() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.bin");
+        let mut sink = Sink::start(&OutputSpec::File(path.clone()), 3, true).unwrap();
+        sink.deliver(0, Bytes::from_static(b"abc")).await.unwrap();
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = sink.finish(true).await.unwrap().await.unwrap().unwrap_err();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+        assert!(kind.is_fifo());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Refused up front too.
+        let e = Sink::start(&OutputSpec::File(path.clone()), 4, true)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
     }
 
     /// A resumed output takes over the earlier life's partial file, cuts what was not verified,

@@ -27,8 +27,9 @@
 //!
 //! 1. **Handshake** (every connection; see [`crate::bootstrap`]): the dialer sends
 //!    [`Control::Hello`] (group name, protocol and wire versions, its id, the id it expects to
-//!    reach, its role); the acceptor checks every field and answers [`Control::Welcome`] (its own
-//!    group, versions and id, which the dialer checks in turn) or [`Control::Reject`] with the
+//!    reach, its role, the digest of its group file's members, addresses and clusters); the
+//!    acceptor checks every field and answers [`Control::Welcome`] (its own group, versions, id
+//!    and digest, which the dialer checks in turn) or [`Control::Reject`] with the
 //!    reason. A dialer that finds a mismatch in the welcome sends a reject too, so both sides
 //!    always learn why.
 //!    With a group key the same hello and welcome travel encrypted inside a Noise handshake
@@ -93,6 +94,10 @@ pub struct Hello {
     pub to: NodeId,
     /// Why it dials.
     pub role: Role,
+    /// The dialer's [`crate::group::Group::digest`]: members, addresses and clusters must be
+    /// the same in every member's group file (empty from a build that sent none: refused).
+    #[serde(default)]
+    pub group_digest: String,
 }
 
 /// The acceptor's answer to a good [`Hello`].
@@ -106,6 +111,9 @@ pub struct Welcome {
     pub wire_version: u8,
     /// The acceptor's node id.
     pub node: NodeId,
+    /// The acceptor's [`crate::group::Group::digest`].
+    #[serde(default)]
+    pub group_digest: String,
 }
 
 pub use windrose_proto::collective::{
@@ -568,6 +576,7 @@ mod tests {
             from: NodeId(0),
             to: NodeId(2),
             role: Role::Root,
+            group_digest: "0123456789abcdef".into(),
         });
         let ping = Message::Ping(Probe {
             nonce: 9,

@@ -161,6 +161,7 @@ async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
         protocol_version: h.protocol_version,
         wire_version: h.wire_version,
         node: NodeId(1),
+        group_digest: h.group_digest.clone(),
     });
     root.write_all(&welcome.encode()).await.unwrap();
     let Control::Job(job) = read_control(&mut root, &mut rr).await else {
@@ -176,6 +177,7 @@ async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
         from: NodeId(1),
         to: NodeId(2),
         role: Role::Peer,
+        group_digest: group.digest(),
     });
     child.write_all(&hello.encode()).await.unwrap();
     let mut cr = FrameReader::new(1 << 20);
@@ -238,9 +240,9 @@ async fn bad_parent(bad: Bad) {
         .unwrap();
     assert!(started.elapsed() < BOUND);
     let want = match bad {
-        // Byte 95: the stream began with node 1's 95-byte hello.
-        Bad::Garbage => "node 1 sent an invalid stream: not a windrose frame at byte 95: first byte 0x42",
-        Bad::Truncated => "node 1 sent an invalid stream: the connection closed in the middle of a frame (500 bytes of it received, at byte 95)",
+        // Byte 129: the stream began with node 1's 129-byte hello.
+        Bad::Garbage => "node 1 sent an invalid stream: not a windrose frame at byte 129: first byte 0x42",
+        Bad::Truncated => "node 1 sent an invalid stream: the connection closed in the middle of a frame (500 bytes of it received, at byte 129)",
     };
     let r1 = outcome.nodes.iter().find(|n| n.node == NodeId(1)).unwrap();
     assert_eq!(r1.status, RunStatus::Failed);
@@ -317,6 +319,7 @@ async fn version_mismatch_and_strangers_are_told_why() {
         from: NodeId(0),
         to: NodeId(1),
         role: Role::Root,
+        group_digest: group.digest(),
     };
     let cases = [
         (

@@ -325,6 +325,7 @@ async fn scatter_matches_the_simulator() {
             seed: 1,
             probe_period: None,
             max_frame_payload,
+            source: None,
         };
         let (outcome, outs) = run_real(job).await;
         let mut real_shares = BTreeMap::new();

@@ -46,6 +46,8 @@
 //!   received piece is checked with the setup's verifier before it is stored,
 //!   announced or forwarded; a bad piece is dropped and requested again, and its sender is
 //!   dropped for good (unless it is the root): it is treated as failed and never heard again.
+//!   After [`MAX_BAD_COPIES`](crate::pieces::MAX_BAD_COPIES) bad copies of one piece, from any
+//!   senders, the node aborts ([`AbortReason::BadPiece`](crate::node::AbortReason::BadPiece)).
 //! - **Termination.** A node holding every piece sends `Signal::Complete` (argument: its id) to
 //!   the tracker and keeps serving. When every node that has not failed is complete the tracker
 //!   sends `Signal::AllComplete` to all of them and finishes; a node finishes when it receives
@@ -441,6 +443,8 @@ pub struct BitTorrent {
     failed: BTreeSet<NodeId>,
     /// Peers that sent a piece that failed verification: dropped for good.
     banned: BTreeSet<NodeId>,
+    /// Bad copies received of each piece (see [`crate::pieces::MAX_BAD_COPIES`]).
+    bad_copies: BTreeMap<u32, u32>,
     /// Unchoked by tit-for-tat at the last rechoke (or to fill a free slot).
     regular: Vec<NodeId>,
     /// The optimistic unchoke.
@@ -504,6 +508,7 @@ impl BitTorrent {
             peers: BTreeMap::new(),
             failed: BTreeSet::new(),
             banned: BTreeSet::new(),
+            bad_copies: BTreeMap::new(),
             regular: Vec::new(),
             optimistic: None,
             tracker: is_root.then(|| Tracker {
@@ -898,6 +903,9 @@ impl BitTorrent {
     }
 
     fn on_piece(&mut self, now: Time, from: NodeId, piece: u32, payload: Bytes, out: &mut Outputs) {
+        if self.status == Status::Aborted {
+            return;
+        }
         let mut from_request = false;
         if let Some(p) = self.peers.get_mut(&from) {
             if let Some(k) = p.requests.iter().position(|&r| r == piece) {
@@ -916,6 +924,20 @@ impl BitTorrent {
             .verifier
             .verify(&self.setup.manifest, piece, &payload)
         {
+            // Bounded: a root whose data changed would send the same bad bytes for ever.
+            let copies = self.bad_copies.entry(piece).or_insert(0);
+            *copies += 1;
+            if *copies > crate::pieces::MAX_BAD_COPIES {
+                let copies = *copies;
+                self.status = Status::Aborted;
+                out.push(Output::CancelTimer(RECHOKE_TIMER));
+                out.push(Output::CancelTimer(OPTIMISTIC_TIMER));
+                out.push(Output::Aborted(crate::node::AbortReason::BadPiece {
+                    piece,
+                    copies,
+                }));
+                return;
+            }
             // Dropped and fetched again elsewhere; its sender is dropped too (unless it is the
             // root, the one source sure to hold everything).
             if from_request {

@@ -178,7 +178,8 @@
 //! - **Bad pieces**: a piece that fails verification is dropped and requested again; its
 //!   sender (unless the root) is dropped: never asked again, its announcements and pieces
 //!   ignored (its requests are still served and its acknowledgements heard: it stays in the
-//!   mobs, which every node must compute alike).
+//!   mobs, which every node must compute alike). After [`MAX_BAD_COPIES`] bad copies of one
+//!   piece, from any senders, the node aborts ([`AbortReason::BadPiece`]).
 //! - **Rejoining** ([`Mob::rejoin`]): a restarted node sends [`Signal::Rejoin`] to the live
 //!   members of its cluster and to the root. It comes back as a *guest*: it takes any piece
 //!   from whoever announces it, announces none, stays out of the mobs and of the
@@ -206,7 +207,7 @@ use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
-use crate::pieces::{ClusterLayout, PieceStore, SwarmSetup};
+use crate::pieces::{ClusterLayout, PieceStore, SwarmSetup, MAX_BAD_COPIES};
 use crate::time::Time;
 use bytes::Bytes;
 use rand::seq::SliceRandom;
@@ -552,6 +553,8 @@ pub struct Mob {
     /// Peers that sent a piece that failed verification: never asked or heard again (they
     /// stay in the mobs, which every node must compute alike).
     banned: BTreeSet<NodeId>,
+    /// Bad copies received of each piece (see [`MAX_BAD_COPIES`]).
+    bad_copies: BTreeMap<u32, u32>,
     /// The time of the input being handled (requests are stamped with it).
     now: Time,
 }
@@ -619,6 +622,7 @@ impl Mob {
             guests: BTreeSet::new(),
             guests_done: BTreeSet::new(),
             banned: BTreeSet::new(),
+            bad_copies: BTreeMap::new(),
             now: Time::ZERO,
         };
         m.compute_mobs();
@@ -1572,6 +1576,17 @@ impl Mob {
             .verifier
             .verify(&self.setup.manifest, i, &p.payload)
         {
+            // Bounded: a root whose data changed would send the same bad bytes for ever.
+            let copies = self.bad_copies.entry(i).or_insert(0);
+            *copies += 1;
+            if *copies > MAX_BAD_COPIES {
+                let copies = *copies;
+                self.stall_armed = false;
+                self.status = Status::Aborted;
+                out.push(Output::CancelTimer(STALL_TIMER));
+                out.push(Output::Aborted(AbortReason::BadPiece { piece: i, copies }));
+                return;
+            }
             // Dropped and fetched again; its sender is dropped too (unless it is the root,
             // the one source sure to hold everything).
             if from != self.setup.root && self.banned.insert(from) {

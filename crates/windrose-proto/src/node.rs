@@ -233,6 +233,17 @@ pub enum AbortReason {
     /// A restarted node asked to rejoin a run that had already ended.
     #[error("the run ended before this node rejoined it")]
     RunEnded,
+    /// More than [`crate::pieces::MAX_BAD_COPIES`] copies of one piece failed verification:
+    /// its source's data does not match the manifest (the root's file changed?).
+    #[error(
+        "{copies} copies of piece {piece} failed verification (does the root's data still match its manifest?)"
+    )]
+    BadPiece {
+        /// The piece.
+        piece: u32,
+        /// Bad copies received.
+        copies: u32,
+    },
 }
 
 /// An action the driver performs for a machine: see the driver's contract in the

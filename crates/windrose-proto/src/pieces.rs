@@ -126,6 +126,11 @@ fn piece_count(total_len: u64, piece_len: u32) -> Result<u32, SetupError> {
     })
 }
 
+/// Bad copies of one piece a node accepts, from any senders, dropping each and asking again,
+/// before it gives up: a corrupt link is retried, but a source whose bytes no longer match the
+/// manifest (the root's file changed during the run) is not asked again for ever.
+pub const MAX_BAD_COPIES: u32 = 3;
+
 /// Checks a received piece against the manifest. Machines call it before they store, announce
 /// or forward a piece.
 pub trait PieceVerifier: Send + Sync {

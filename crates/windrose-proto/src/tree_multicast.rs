@@ -97,8 +97,8 @@ pub const PACE_TIMER: TimerId = TimerId(1);
 
 /// Bad copies of one piece a node accepts from its parents (dropping each and asking again)
 /// before it treats the sender as faulty: a corrupt link is retried, a lying parent is not
-/// retried for ever.
-pub const MAX_BAD_COPIES: u32 = 3;
+/// retried for ever. The same bound as MOB's and BitTorrent's.
+pub use crate::pieces::MAX_BAD_COPIES;
 
 /// One tree of a plan.
 #[derive(Clone, Debug, PartialEq)]

@@ -974,3 +974,59 @@ fn setup_errors() {
     );
     assert_eq!((d.rechoke_s, d.optimistic_s), (10.0, 30.0));
 }
+
+/// Bad copies of one piece are counted from any senders (peers, dropped at their first, and
+/// the root, never dropped): after `MAX_BAD_COPIES` of them the next one aborts the node,
+/// naming the piece, instead of asking the root again for ever (a root whose file changed
+/// during the run sends the same bad bytes every time).
+#[test]
+fn a_piece_that_keeps_failing_verification_aborts_the_node() {
+    use windrose_proto::pieces::MAX_BAD_COPIES;
+    let (mut m, s, data, mut out) = node1();
+    let bad = || {
+        let mut v = s.manifest.slice(&data, 7).to_vec();
+        v[0] ^= 0xFF;
+        Message::Piece(Piece {
+            transfer: T,
+            piece: 7,
+            payload: Bytes::from(v),
+        })
+    };
+    let senders: Vec<u32> = [2, 3]
+        .into_iter()
+        .chain(std::iter::repeat(0))
+        .take(MAX_BAD_COPIES as usize + 1)
+        .collect();
+    let t = Time::from_secs_f64(1.0);
+    for (k, &from) in senders.iter().enumerate() {
+        out.clear();
+        m.handle(t, msg(from, bad()), &mut out).unwrap();
+        let aborted: Vec<_> = out
+            .as_slice()
+            .iter()
+            .filter_map(|o| match o {
+                Output::Aborted(r) => Some(*r),
+                _ => None,
+            })
+            .collect();
+        if k < MAX_BAD_COPIES as usize {
+            assert!(aborted.is_empty(), "aborted after {} bad copies", k + 1);
+            assert_eq!(m.status(), windrose_proto::Status::Running);
+        } else {
+            assert_eq!(
+                aborted,
+                vec![windrose_proto::AbortReason::BadPiece {
+                    piece: 7,
+                    copies: MAX_BAD_COPIES + 1
+                }]
+            );
+        }
+    }
+    assert_eq!(m.status(), windrose_proto::Status::Aborted);
+    assert!(!m.store().has(7));
+    // Nothing more is taken in: a good copy now changes nothing.
+    out.clear();
+    m.handle(t, msg(0, piece_msg(&s, &data, 7)), &mut out)
+        .unwrap();
+    assert!(!m.store().has(7));
+}

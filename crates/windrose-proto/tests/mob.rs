@@ -73,6 +73,7 @@ struct Log {
     finished: BTreeMap<NodeId, usize>,
     /// (from, to, message) of every frame.
     frames: Vec<(NodeId, NodeId, Message)>,
+    aborted: BTreeMap<NodeId, windrose_proto::AbortReason>,
 }
 
 /// Instant delivery, one FIFO queue; `tamper` may rewrite a message before it is delivered.
@@ -110,7 +111,12 @@ fn run(nodes: &mut [Mob], mut tamper: impl FnMut(NodeId, NodeId, Message) -> Mes
                     log.delivered.entry(me).or_default().push((offset, data))
                 }
                 Output::Finished => *log.finished.entry(me).or_default() += 1,
-                Output::Aborted(r) => panic!("node {me} aborted: {r}"),
+                Output::Aborted(r) => {
+                    assert!(
+                        log.aborted.insert(me, r).is_none(),
+                        "node {me} aborted twice"
+                    );
+                }
                 _ => {}
             }
         }
@@ -119,6 +125,7 @@ fn run(nodes: &mut [Mob], mut tamper: impl FnMut(NodeId, NodeId, Message) -> Mes
 }
 
 fn assert_all_received(setup: &SwarmSetup, data: &Bytes, log: &Log, nodes: &[Mob]) {
+    assert!(log.aborted.is_empty(), "aborted: {:?}", log.aborted);
     for m in nodes {
         let n = m.node();
         assert!(m.is_finished(), "node {n} did not finish");
@@ -306,6 +313,48 @@ fn tampered_piece_is_rejected_and_fetched_again() {
     dedup.sort();
     dedup.dedup();
     assert_eq!(dedup.len(), haves_to_one_peer.len());
+}
+
+/// A root whose copy of one piece no longer matches the manifest (its file changed during the
+/// run): the node that asks it for that piece gets a bad copy each time. It asks again at most
+/// `MAX_BAD_COPIES` times, then aborts naming the piece: the run ends instead of the root
+/// resending the piece for ever (before the bound, this driver's step limit failed the test).
+#[test]
+fn a_piece_that_keeps_failing_verification_ends_the_run() {
+    use windrose_proto::pieces::MAX_BAD_COPIES;
+    let sizes = [3, 3];
+    let data = random_bytes(10_000, 7);
+    let s = setup(&sizes, NodeId(0), &data, 1000, Arc::new(Blake3Verifier));
+    let mut nodes = machines(&s, &data, 11);
+    let log = run(&mut nodes, |_, _, m| match m {
+        Message::Piece(mut p) if p.piece == 5 => {
+            let mut v = p.payload.to_vec();
+            v[0] ^= 0xFF;
+            p.payload = Bytes::from(v);
+            Message::Piece(p)
+        }
+        m => m,
+    });
+    assert!(!log.aborted.is_empty(), "nobody gave up on piece 5");
+    for (n, r) in &log.aborted {
+        assert_eq!(
+            *r,
+            windrose_proto::AbortReason::BadPiece {
+                piece: 5,
+                copies: MAX_BAD_COPIES + 1
+            },
+            "node {n}"
+        );
+        let copies = log
+            .frames
+            .iter()
+            .filter(|(_, to, m)| to == n && matches!(m, Message::Piece(p) if p.piece == 5))
+            .count();
+        assert_eq!(copies as u32, MAX_BAD_COPIES + 1, "node {n}");
+    }
+    // Only the owner of piece 5's mob share in the root's cluster asks the root for it; nobody
+    // else ever hears of it.
+    assert_eq!(log.aborted.len(), 1);
 }
 
 #[test]

@@ -32,13 +32,14 @@ use windrose_net::bootstrap::{
 use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
+use windrose_net::sink::output_path_problem;
 use windrose_net::trees::{
     balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
 };
 use windrose_net::wire::{Role, RunStatus};
 use windrose_net::{
-    bind, map_file, random_payload, run_node, run_root, Delivered, NetError, NetEvent, NodeConfig,
-    OutputSpec, RootJob, RunOutcome, Timeouts,
+    bind, random_data, random_payload, run_node, run_root, Delivered, NetError, NetEvent,
+    NodeConfig, OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
 };
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::TreeAlgorithm;
@@ -455,11 +456,15 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
     .membership()
     .map_err(net_err)?;
     let mut config = NodeConfig::new(membership.clone());
-    config.handshake = handshake_of(&args.key, true)?;
-    config.timeouts.join = secs(args.wait, "--wait")?;
     if let Some(out) = &args.out {
+        // Before waiting for a job: a FIFO, device, link or directory is never renamed over.
+        if let Some(why) = output_path_problem(out) {
+            return Err(bad_input(format!("--out {why}")));
+        }
         config.output = OutputSpec::File(out.clone());
     }
+    config.handshake = handshake_of(&args.key, true)?;
+    config.timeouts.join = secs(args.wait, "--wait")?;
     let rt = runtime()?;
     // Refused connections (failed authentication, mismatches) are logged as they happen.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -545,6 +550,8 @@ struct RootRun<'a> {
     /// How the data is named in the output.
     source: String,
     data: Bytes,
+    /// The file `data` maps, if any: the root calls the run off if it changes.
+    file: Option<Arc<SourceFile>>,
     watch: &'a WatchOpts,
     timeouts: Timeouts,
     /// How connections are verified (the group key's handshake, or the plain one).
@@ -554,7 +561,8 @@ struct RootRun<'a> {
 impl RootRun<'_> {
     /// Runs `job` as the root, with a progress bar unless quiet or JSON (`scatter`: counting
     /// nodes done rather than bytes), then writes the measurements if asked.
-    fn execute(&self, job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
+    fn execute(&self, mut job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
+        job.source = self.file.clone();
         let mut config = NodeConfig::new(Membership {
             group: self.group.clone(),
             me: self.root,
@@ -1094,7 +1102,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let (data, source) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
+    let (data, source, file) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
         connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
@@ -1107,6 +1115,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         root: membership.me,
         source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1115,18 +1124,26 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     check(&outcome)
 }
 
-/// The file mapped, or `size` random bytes from `seed`; and how to name it.
-fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<(Bytes, String)> {
+/// The data mapped from a file, and the file.
+type Loaded = (Bytes, String, Option<Arc<SourceFile>>);
+
+/// The file mapped, or `size` random bytes from `seed`; how to name it; the file.
+fn load_or_random(file: Option<&Path>, size: u64, seed: u64) -> anyhow::Result<Loaded> {
     Ok(match file {
-        Some(f) => (map_file(f).or_bad_input()?, f.display().to_string()),
-        None => {
-            let n = usize::try_from(size).map_err(|_| bad_input("the size is too large"))?;
-            (
-                random_payload(n, seed),
-                format!("a random payload (seed {seed})"),
-            )
-        }
+        Some(f) => load(f)?,
+        None => (
+            random_data(size, seed).or_bad_input()?,
+            format!("a random payload (seed {seed})"),
+            None,
+        ),
     })
+}
+
+/// The file mapped, how to name it, and the file (for the root's checks that it stays as it
+/// was).
+fn load(f: &Path) -> anyhow::Result<Loaded> {
+    let (data, file) = SourceFile::map(f).or_bad_input()?;
+    Ok((data, f.display().to_string(), Some(file)))
 }
 
 /// Runs `windrose bcast`.
@@ -1137,7 +1154,7 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let data = map_file(&args.file).or_bad_input()?;
+    let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
         connect: secs(args.opts.watch.connect_timeout, "--connect-timeout")?,
@@ -1148,8 +1165,9 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         rt: &rt,
         group: membership.group,
         root: membership.me,
-        source: args.file.display().to_string(),
+        source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1343,7 +1361,7 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let data = map_file(&args.file).or_bad_input()?;
+    let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.watch.timeout, "--timeout")?,
         connect: secs(args.watch.connect_timeout, "--connect-timeout")?,
@@ -1354,8 +1372,9 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         rt: &rt,
         group: membership.group,
         root: membership.me,
-        source: args.file.display().to_string(),
+        source,
         data,
+        file,
         watch: &args.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
@@ -1390,6 +1409,27 @@ fn free_port(n: usize) -> anyhow::Result<u16> {
         }
     }
     anyhow::bail!("found no port free on all of 127.0.0.2..127.0.0.{}", n + 1)
+}
+
+/// Checks that the node processes of `local` can listen on `port` (node i on 127.0.0.(i+2); the
+/// root listens on nothing): a port taken by another program would otherwise show only as the
+/// root's "no answer" from whatever holds it.
+fn check_port(port: u16, n: usize) -> anyhow::Result<()> {
+    if port == 0 {
+        return Err(bad_input(
+            "--port 0: every node needs a port the others can dial (leave --port out for a free one)",
+        ));
+    }
+    for i in 1..n {
+        let addr = format!("127.0.0.{}:{port}", i + 2);
+        if let Err(e) = std::net::TcpListener::bind(&addr) {
+            return Err(bad_input(format!(
+                "--port {port}: node {i} cannot listen on {addr}: {e} (leave --port out for a \
+                 free one)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs `windrose local`.
@@ -1436,14 +1476,17 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         }
     };
     let port = match args.port {
-        Some(p) => p,
+        Some(p) => {
+            check_port(p, args.nodes)?;
+            p
+        }
         None => free_port(args.nodes)?,
     };
     let group = Group::loopback("local", args.nodes, args.clusters, port).or_bad_input()?;
     let group_file = dir.join("group.toml");
     std::fs::write(&group_file, group.to_toml())
         .with_context(|| format!("writing {}", group_file.display()))?;
-    let (data, source) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
+    let (data, source, file) = load_or_random(args.file.as_deref(), args.size, args.seed)?;
     // Authenticated with zero setup: the user's key, or a fresh one for this run, handed to
     // the node processes through their environment (never their command line).
     let key = match load_group_key(args.key.key_file.as_deref()).map_err(net_err)? {
@@ -1495,6 +1538,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         root: NodeId(0),
         source,
         data,
+        file,
         watch: &args.opts.watch,
         timeouts,
         handshake,
