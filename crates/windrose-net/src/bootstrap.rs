@@ -57,10 +57,10 @@ impl Bootstrap for GroupFile {
         let me = NodeId(self.id);
         if !group.contains(me) {
             return Err(NetError::Group(format!(
-                "--id {}: {} has nodes 0..{}",
+                "--id {}: {} has {}",
                 self.id,
                 self.path.display(),
-                group.len()
+                windrose_model::error::ids_in_words(group.len())
             )));
         }
         Ok(Membership {
@@ -228,10 +228,10 @@ pub(crate) fn hello_problem(group: &Group, me: NodeId, hello: &Hello) -> Option<
     .or_else(|| {
         (!group.contains(hello.from) || hello.from == me).then(|| {
             format!(
-                "the dialer claims to be node {}, which is not another member of group {:?} (nodes 0..{})",
+                "the dialer claims to be node {}, which is not another member of group {:?} ({})",
                 hello.from,
                 group.name(),
-                group.len()
+                windrose_model::error::ids_in_words(group.len())
             )
         })
     })

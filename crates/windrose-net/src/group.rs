@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
-use windrose_model::error::line_col;
+use windrose_model::error::{ids_in_words, line_col};
 use windrose_model::{ClusterId, NodeId};
 
 /// Hex digits of [`Group::digest`] (64 bits: enough to tell copies apart, short enough to read).
@@ -76,7 +76,10 @@ impl Group {
                 return Err(NetError::Group(if m.id.index() < i {
                     format!("node {} is listed twice", m.id)
                 } else {
-                    format!("node ids must be 0..{}: node {i} is missing", members.len())
+                    format!(
+                        "node ids must be {}: node {i} is missing",
+                        ids_in_words(members.len())
+                    )
                 }));
             }
         }
@@ -236,7 +239,7 @@ fn check_addr(addr: &str) -> Result<(), String> {
     }
 }
 
-/// Checks that cluster ids are dense: 0..C, each used.
+/// Checks that cluster ids are dense: 0 to C - 1, each used.
 fn check_clusters(clusters: impl Iterator<Item = ClusterId>) -> Result<(), String> {
     let mut used: Vec<bool> = Vec::new();
     for c in clusters {
@@ -250,8 +253,8 @@ fn check_clusters(clusters: impl Iterator<Item = ClusterId>) -> Result<(), Strin
     }
     match used.iter().position(|u| !u) {
         Some(gap) => Err(format!(
-            "cluster ids must be dense (0..{}): no node is in cluster {gap}",
-            used.len()
+            "cluster ids must be dense ({}): no node is in cluster {gap}",
+            ids_in_words(used.len())
         )),
         None => Ok(()),
     }
@@ -320,7 +323,10 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
         if id < 0 || id as usize >= n {
             return Err(at(
                 Some(node.id.span()),
-                format!("node id {id} out of range: the file lists {n} nodes, so ids are 0..{n}"),
+                format!(
+                    "node id {id} out of range: the file lists {n} nodes, so {}",
+                    ids_in_words(n)
+                ),
             ));
         }
         let id = NodeId(id as u32);
@@ -352,7 +358,10 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
                 if v < 0 || v as usize >= n {
                     return Err(at(
                         Some(c.span()),
-                        format!("cluster {v} out of range: cluster ids are 0..{n} at most"),
+                        format!(
+                            "cluster {v} out of range: cluster ids go from 0 to {} at most",
+                            n.saturating_sub(1)
+                        ),
                     ));
                 }
                 cluster_spans.push((ClusterId(v as u32), c.span()));
@@ -424,7 +433,7 @@ mod tests {
             ),
             (
                 GOOD.replace("id = 1", "id = 5"),
-                "g.toml:5:6: node id 5 out of range: the file lists 2 nodes, so ids are 0..2",
+                "g.toml:5:6: node id 5 out of range: the file lists 2 nodes, so ids 0 to 1",
             ),
             (
                 GOOD.replace("cluster = 1", "cluster = 1\nport = 3"),

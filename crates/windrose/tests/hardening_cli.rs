@@ -155,8 +155,12 @@ fn a_receiver_resumed_after_its_root_gave_up_on_it_ends_at_once() {
     let mut err = String::new();
     std::io::Read::read_to_string(victim.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
-    // "lost the root (node 0): ..." or "the collective aborted: peer 0 failed (...)".
-    assert!(err.contains("node 0") && err.contains("error: "), "{err}");
+    // It names its root as the reason: "lost the root (node 0): ..." or "the collective
+    // aborted: peer 0 failed (...)", whichever it noticed first.
+    assert!(
+        (err.contains("node 0") || err.contains("peer 0 failed")) && err.contains("error: "),
+        "{err}"
+    );
     assert!(!outs[1].exists());
     assert_eq!(partial_held(dir.path(), "got-2.bin", pid), 0);
     // Its port is free again.
@@ -352,7 +356,12 @@ fn a_source_truncated_during_a_broadcast_is_named_as_such() {
     let (status, err) = wait_bounded(node1, "node 1", Duration::from_secs(60));
     match status.code() {
         Some(0) => assert_eq!(procs::hash_file(&dir.path().join("got-1.bin")), whole),
-        _ => assert!(err.contains("truncated during the run"), "{err}"),
+        // Told why by the root, or (a busy machine: the root exited before its abort reached
+        // node 1) it lost the root; either way it fails and keeps nothing (checked below).
+        _ => assert!(
+            err.contains("truncated during the run") || err.contains("node 0"),
+            "{err}"
+        ),
     }
     // SAFETY: kill(2) of a process this test started and stopped.
     assert_eq!(unsafe { libc::kill(node2.id() as i32, libc::SIGCONT) }, 0);
