@@ -117,19 +117,6 @@ impl CollectiveSpec {
             CollectiveSpec::Multicast { .. } => &REGISTRY[2],
         }
     }
-
-    /// The node that starts with the data.
-    pub fn root(&self) -> NodeId {
-        match self {
-            CollectiveSpec::Broadcast { tree, .. } => tree.root,
-            CollectiveSpec::Scatter { schedule, .. } => schedule.root,
-            CollectiveSpec::Multicast { params, .. } => match params {
-                MulticastParams::Trees { trees, .. } if !trees.is_empty() => trees[0].tree.root,
-                // MOB and BitTorrent name no root in their parameters: the announcer is.
-                _ => NodeId(u32::MAX),
-            },
-        }
-    }
 }
 
 /// What a protocol's nodes hand to their application.
@@ -595,7 +582,6 @@ mod tests {
             max_frame_payload: 4,
         };
         assert_eq!(b.name(), "broadcast");
-        assert_eq!(b.root(), NodeId(0));
         let json = serde_json::to_string(&b).unwrap();
         let back: CollectiveSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, b);

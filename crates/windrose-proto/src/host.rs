@@ -294,7 +294,7 @@ struct Renames<K: Ord + Copy, V: Ord + Copy> {
     to_machine: BTreeMap<V, (TransferId, K)>,
 }
 
-impl<K: Ord + Copy + KMin, V: Ord + Copy> Renames<K, V> {
+impl<K: Ord + Copy, V: Ord + Copy> Renames<K, V> {
     fn new() -> Self {
         Renames {
             to_host: BTreeMap::new(),
@@ -313,37 +313,9 @@ impl<K: Ord + Copy + KMin, V: Ord + Copy> Renames<K, V> {
     }
 
     fn forget_transfer(&mut self, t: TransferId) {
-        let keys: Vec<(TransferId, K)> = self
-            .to_host
-            .range((t, <K as KMin>::min())..)
-            .take_while(|((tt, _), _)| *tt == t)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in keys {
-            if let Some(v) = self.to_host.remove(&k) {
-                self.to_machine.remove(&v);
-            }
-        }
-    }
-}
-
-/// The smallest value of a machine id type, for range scans.
-trait KMin {
-    fn min() -> Self;
-}
-impl KMin for TimerId {
-    fn min() -> Self {
-        TimerId(0)
-    }
-}
-impl KMin for SendId {
-    fn min() -> Self {
-        SendId(0)
-    }
-}
-impl KMin for TaskId {
-    fn min() -> Self {
-        TaskId(0)
+        // Rare (once per collective) and over the live ids only.
+        self.to_host.retain(|(tt, _), _| *tt != t);
+        self.to_machine.retain(|_, (tt, _)| *tt != t);
     }
 }
 
@@ -462,8 +434,9 @@ impl Host {
     /// Performs a machine's outputs as the host's: ids renamed, ends reported.
     fn forward(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         let mut ended = None;
-        let outputs: Vec<Output> = self.scratch.drain().collect();
-        for o in outputs {
+        // The machine's outputs, taken out of the reused buffer (no allocation per step).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for o in scratch.drain() {
             match o {
                 Output::Send(tx) => {
                     if let Some(p) = self.peers.get_mut(&tx.to) {
@@ -522,6 +495,7 @@ impl Host {
                 Output::Aborted(reason) => ended = Some(Some(reason.to_string())),
             }
         }
+        self.scratch = scratch;
         if let Some(error) = ended {
             self.machine_ended(now, t, error, out);
         }

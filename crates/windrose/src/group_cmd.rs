@@ -37,10 +37,10 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
-use windrose_net::trees::{group_tree, magpie_spec};
+use windrose_net::trees::group_tree;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::host::AppRequest;
-use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Report, TransferId};
 use windrose_trees::TreeAlgorithm;
@@ -125,7 +125,7 @@ pub struct StartArgs {
     /// Broadcast tree: balanced-path, binomial, magpie, mst, max-bottleneck, flat, chain.
     #[arg(long, default_value = "binomial")]
     tree: String,
-    /// Multicast protocol: mob, bittorrent, magpie.
+    /// Multicast protocol: mob, bittorrent, balanced (planned on equal capacities), magpie.
     #[arg(long, default_value = "mob")]
     protocol: String,
     /// Broadcast segment size.
@@ -425,16 +425,9 @@ fn spec_for(
             ..
         } => {
             let protocol: MulticastProtocol = protocol.parse()?;
-            let mspec = match protocol {
-                MulticastProtocol::Mob => MulticastSpec::Mob(Default::default()),
-                MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(Default::default()),
-                MulticastProtocol::Magpie => magpie_spec(group, me)?,
-                MulticastProtocol::Balanced => {
-                    return Err(
-                        "balanced needs a platform to plan on: use `windrose multicast`".into(),
-                    )
-                }
-            };
+            // The same parameters as `windrose multicast` (Balanced: equal capacities).
+            let (mspec, _) = crate::net_cmds::multicast_spec(group, me, protocol, None)
+                .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
             CollectiveSpec::Multicast {
                 protocol,

@@ -1205,7 +1205,7 @@ impl MulticastOpts {
 
 /// How a multicast's trees were planned, for the output.
 #[derive(Clone, Debug, Serialize)]
-struct PlanNote {
+pub(crate) struct PlanNote {
     /// What the trees are and where their rates come from, in words.
     basis: String,
     /// Trees of the plan (balanced, magpie).
@@ -1228,11 +1228,13 @@ struct MulticastOutput<'a> {
 }
 
 /// The machines' parameters for `protocol` over `group`, and how any trees were planned.
-fn multicast_spec(
+/// The parameters of `protocol` rooted at `root` over `group` (Balanced plans from
+/// `platform`, or from equal capacities without one), and a note on the plan.
+pub(crate) fn multicast_spec(
     group: &Group,
     root: NodeId,
     protocol: MulticastProtocol,
-    mopts: &MulticastOpts,
+    platform: Option<&Path>,
 ) -> anyhow::Result<(MulticastSpec, Option<PlanNote>)> {
     Ok(match protocol {
         MulticastProtocol::Mob => (MulticastSpec::Mob(MobConfig::default()), None),
@@ -1252,7 +1254,7 @@ fn multicast_spec(
             (spec, Some(note))
         }
         MulticastProtocol::Balanced => {
-            let (platform, basis, from_platform) = match &mopts.platform {
+            let (platform_model, basis, from_platform) = match platform {
                 Some(path) => (
                     load_platform(path).or_bad_input()?,
                     format!("capacities from {}", path.display()),
@@ -1269,8 +1271,8 @@ fn multicast_spec(
                     false,
                 ),
             };
-            let (spec, rate) = balanced_spec(group, &platform, root).map_err(|e| {
-                bad_input(match &mopts.platform {
+            let (spec, rate) = balanced_spec(group, &platform_model, root).map_err(|e| {
+                bad_input(match platform {
                     Some(p) => format!("--platform {}: {e}", p.display()),
                     None => format!("--protocol balanced: {e}"),
                 })
@@ -1303,7 +1305,7 @@ fn multicast(
     let (watch, source) = (run.watch, run.source.clone());
     mopts.check(protocol)?;
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
-    let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts)?;
+    let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts.platform.as_deref())?;
     // MAX_PIECE_BYTES < 2^32, checked above.
     let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
     job.seed = seed;
