@@ -148,7 +148,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // Sticky after more input, too.
     if let Some(first) = &failed {
-        dec.push(&[0xB1, 4, 0, 0, 0, 0, 0, 16]);
+        dec.push(&[0xB2, 2, 1, 0, 0, 0, 0, 16]); // a ping
         dec.push(&[0; 16]);
         assert_eq!(dec.next_message().as_ref(), Err(first));
     }

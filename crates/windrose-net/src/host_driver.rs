@@ -44,6 +44,7 @@ use windrose_model::NodeId;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
 use windrose_proto::host::{App, AppRequest, Host, HostConfig};
 use windrose_proto::probe::ProbeConfig;
+use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
 
 /// How long a dialer waits before dialing a lost member again.
@@ -174,7 +175,7 @@ impl GroupHandle {
 }
 
 /// Where the frames sent on probe lanes are counted (besides under their peer and kind).
-const LANE_KEY: (NodeId, MessageKind) = (NodeId(u32::MAX), MessageKind::Ping);
+const LANE_KEY: (NodeId, MessageKind) = (NodeId(u32::MAX), ProbeMsg::PING);
 
 /// Frames and encoded bytes sent, by peer and kind.
 type FrameCounts = BTreeMap<(NodeId, MessageKind), (u64, u64)>;
@@ -447,16 +448,17 @@ impl Driver {
                     notify: t.notify.map(|id| (0, id)),
                 };
                 let frame = match (&t.message, self.lanes.get(&t.to)) {
-                    (Message::Ping(_) | Message::Pong(_), Some(lane)) => {
-                        match lane.tx.send(frame) {
-                            Ok(()) => {
-                                let mut c = self.frames.lock().unwrap_or_else(|e| e.into_inner());
-                                c.entry(LANE_KEY).or_default().0 += 1;
-                                return;
-                            }
-                            Err(mpsc::error::SendError(f)) => f,
+                    (
+                        Message::Probe(_),
+                        Some(lane),
+                    ) => match lane.tx.send(frame) {
+                        Ok(()) => {
+                            let mut c = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+                            c.entry(LANE_KEY).or_default().0 += 1;
+                            return;
                         }
-                    }
+                        Err(mpsc::error::SendError(f)) => f,
+                    },
                     _ => frame,
                 };
                 match self.links.get(&t.to) {
@@ -579,7 +581,10 @@ impl Driver {
     fn on_lane_event(&mut self, ev: Event) {
         match ev {
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message))
-                if matches!(message, Message::Ping(_) | Message::Pong(_)) =>
+                if matches!(
+                    message,
+                    Message::Probe(_)
+                ) =>
             {
                 self.pending.push_back(Input::Message {
                     from: peer,

@@ -70,7 +70,9 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{self, BuildContext, Start};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceKeeper, PieceVerifier};
+use windrose_proto::probe::ProbeMsg;
 use windrose_proto::probe::{LinkProber, ProbeConfig};
 use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::tree_broadcast::BroadcastConfig;
@@ -1048,7 +1050,7 @@ impl Core {
     }
 
     fn transmit(&mut self, i: usize, t: Transmit) {
-        if let (Some(g), Message::Piece(p)) = (&mut self.source, &t.message) {
+        if let (Some(g), Message::Pieces(PieceMsg::Piece(p))) = (&mut self.source, &t.message) {
             if let Some(why) = g.piece_problem(p.piece, &p.payload) {
                 self.fatal.get_or_insert(NetError::Failed(why));
                 return;
@@ -1371,7 +1373,7 @@ impl Drop for Core {
 /// Ping and pong go to the prober, everything else to the collective.
 fn machine_for(m: &Message) -> usize {
     match m.kind() {
-        MessageKind::Ping | MessageKind::Pong => PROBER,
+        ProbeMsg::PING | ProbeMsg::PONG => PROBER,
         _ => COLLECTIVE,
     }
 }

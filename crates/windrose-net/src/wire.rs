@@ -16,7 +16,7 @@
 //!      8     *  body: the message as UTF-8 JSON
 //! ```
 //!
-//! A stream is any sequence of proto frames (first byte `0xB1`) and control frames (`0xC1`).
+//! A stream is any sequence of proto frames (first byte `0xB2`) and control frames (`0xC1`).
 //! [`FrameReader`] decodes both incrementally: the first byte of each frame picks the decoder,
 //! proto frames go through `windrose_proto::frame::decode` (the function the proto `Decoder` is
 //! built on, with the same body limit and zero-copy payloads), control frames are bounded by
@@ -381,7 +381,7 @@ pub enum WireError {
         source: FrameError,
     },
     /// A first byte that starts no known frame.
-    #[error("not a windrose frame at byte {at}: first byte {found:#04x}, expected 0xb1 (protocol) or 0xc1 (control)")]
+    #[error("not a windrose frame at byte {at}: first byte {found:#04x}, expected 0xb2 (protocol) or 0xc1 (control)")]
     BadMagic {
         /// Stream offset.
         at: u64,
@@ -553,18 +553,19 @@ pub fn proto_frame_len(message: &Message) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use windrose_proto::frame::{DataSegment, Probe};
     use windrose_proto::pieces::Manifest;
+    use windrose_proto::probe::{Probe, ProbeMsg};
+    use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
     use windrose_proto::Time;
     use windrose_trees::Tree;
 
     fn data() -> Message {
-        Message::Data(DataSegment {
+        Message::Broadcast(BroadcastMsg::Data(DataSegment {
             transfer: TransferId(3),
             offset: 0,
             total_len: 5,
             payload: Bytes::from_static(b"hello"),
-        })
+        }))
     }
 
     #[test]
@@ -578,10 +579,10 @@ mod tests {
             role: Role::Root,
             group_digest: "0123456789abcdef".into(),
         });
-        let ping = Message::Ping(Probe {
+        let ping = Message::Probe(ProbeMsg::Ping(Probe {
             nonce: 9,
             sent_at: Time::from_millis(1),
-        });
+        }));
         let mut stream = Vec::new();
         stream.extend_from_slice(&hello.encode());
         stream.extend_from_slice(&frame::encode(&data()).unwrap());

@@ -11,6 +11,7 @@ use windrose_net::wire::RunStatus;
 use windrose_net::{
     random_payload, run_node, run_root, Collective, Delivered, OutputSpec, RootJob,
 };
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_trees::dlt::{self, OrderPolicy};
 use windrose_trees::TreeAlgorithm;
 
@@ -108,7 +109,7 @@ async fn probes_measure_round_trips_and_throughput() {
     let data_to_leaf = relay
         .frames_sent
         .iter()
-        .find(|f| f.to == NodeId(2) && f.kind == windrose_proto::MessageKind::Data)
+        .find(|f| f.to == NodeId(2) && f.kind == BroadcastMsg::DATA)
         .unwrap();
     assert_eq!(data_to_leaf.frames, 32);
     for n in nodes {

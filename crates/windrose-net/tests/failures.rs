@@ -13,6 +13,7 @@ use windrose_net::group::{Group, Member};
 use windrose_net::trees::group_tree;
 use windrose_net::wire::{Control, FrameReader, Hello, Role, RunStatus, Welcome, WireFrame};
 use windrose_net::{random_payload, run_node, run_root, NetError, OutputSpec, RootJob};
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_trees::TreeAlgorithm;
 
 const SHORT: Duration = Duration::from_secs(2);
@@ -193,13 +194,13 @@ async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
     match bad {
         Bad::Garbage => child.write_all(&[0x42; 64]).await.unwrap(),
         Bad::Truncated => {
-            let frame = windrose_proto::frame::encode(&windrose_proto::Message::Data(
-                windrose_proto::frame::DataSegment {
+            let frame = windrose_proto::frame::encode(&windrose_proto::Message::Broadcast(
+                BroadcastMsg::Data(windrose_proto::tree_broadcast::DataSegment {
                     transfer: job.transfer,
                     offset: 0,
                     total_len: job.total_len,
                     payload: bytes::Bytes::from(vec![7u8; 1000]),
-                },
+                }),
             ))
             .unwrap();
             child.write_all(&frame[..500]).await.unwrap();

@@ -20,7 +20,8 @@ use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
-use windrose_proto::{MessageKind, Report, TransferId};
+use windrose_proto::probe::ProbeMsg;
+use windrose_proto::{Report, TransferId};
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group as sim_group, start_input};
 use windrose_trees::static_trees::binomial_all;
@@ -348,7 +349,7 @@ async fn every_pair_gets_a_probe_lane_and_the_prober_measures_over_it() {
             .handle
             .frames_sent()
             .iter()
-            .filter(|c| matches!(c.kind, MessageKind::Ping | MessageKind::Pong))
+            .filter(|c| matches!(c.kind, ProbeMsg::PING | ProbeMsg::PONG))
             .map(|c| c.frames)
             .sum();
         let on_lanes = m.handle.lane_frames_sent();

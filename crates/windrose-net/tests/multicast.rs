@@ -26,8 +26,10 @@ use windrose_net::wire::{FrameCount, RunStatus};
 use windrose_net::{random_payload, run_node, run_root, RootJob};
 use windrose_net::{NodeOutcome, RunOutcome};
 use windrose_proto::multicast::{self, MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, PieceVerifier, SwarmSetup};
-use windrose_proto::{MessageKind, TransferId};
+use windrose_proto::tree_broadcast::BroadcastMsg;
+use windrose_proto::TransferId;
 use windrose_sim::engine::{MemoryLog, SimConfig, Simulation};
 
 /// `(from, to, kind)` → `(frames, wire bytes)`.
@@ -125,7 +127,7 @@ fn sim_frames(log: &MemoryLog) -> FrameSet {
 fn pieces_received(set: &FrameSet) -> BTreeMap<u32, u64> {
     let mut got = BTreeMap::new();
     for ((_, to, kind), (frames, _)) in set {
-        if kind == MessageKind::Piece.name() {
+        if kind == PieceMsg::PIECE.name() {
             *got.entry(*to).or_default() += frames;
         }
     }
@@ -239,7 +241,7 @@ async fn every_node_gets_the_data(protocol: MulticastProtocol) {
         }
     }
     // The data moved in piece frames only (no broadcast Data frames).
-    assert!(frames.keys().all(|k| k.2 != MessageKind::Data.name()));
+    assert!(frames.keys().all(|k| k.2 != BroadcastMsg::DATA.name()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,7 +289,7 @@ async fn tree_multicast_matches_the_simulator() {
             }
             let real_set = real_frames(&outcome);
             assert_eq!(real_set, sim_set, "{what}: frames (from, to, kind)");
-            assert!(sim_set.keys().all(|k| k.2 == MessageKind::Piece.name()));
+            assert!(sim_set.keys().all(|k| k.2 == PieceMsg::PIECE.name()));
             runs += 1;
         }
     }
@@ -315,7 +317,7 @@ async fn swarm_protocols_deliver_what_the_simulator_delivers() {
         // The data travels in the same kind of frame on both sides.
         let payload_kinds = |set: &FrameSet| -> BTreeSet<String> {
             set.keys()
-                .filter(|k| k.2 == MessageKind::Piece.name() || k.2 == MessageKind::Data.name())
+                .filter(|k| k.2 == PieceMsg::PIECE.name() || k.2 == BroadcastMsg::DATA.name())
                 .map(|k| k.2.clone())
                 .collect()
         };
@@ -327,7 +329,7 @@ async fn swarm_protocols_deliver_what_the_simulator_delivers() {
         );
         assert_eq!(
             payload_kinds(&real_set),
-            BTreeSet::from([MessageKind::Piece.name().to_string()]),
+            BTreeSet::from([PieceMsg::PIECE.name().to_string()]),
             "{protocol}"
         );
         for (n, got) in pieces_received(&real_set) {

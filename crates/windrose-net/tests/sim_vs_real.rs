@@ -26,8 +26,10 @@ use windrose_net::trees::group_tree;
 use windrose_net::wire::{FrameCount, RunStatus};
 use windrose_net::{random_payload, Collective, RootJob};
 use windrose_net::{NodeOutcome, RunOutcome};
+use windrose_proto::scatter::ScatterMsg;
 use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::BroadcastConfig;
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::{Input, MessageKind, Output, Outputs, Protocol, ProtocolError, Status};
 use windrose_proto::{Time, TransferId};
 use windrose_sim::engine::{broadcast_with, ComputeModel, MemoryLog, SimConfig, Simulation};
@@ -171,7 +173,7 @@ async fn broadcast_matches_the_simulator() {
             assert_eq!(real_set, sim_set, "{what}: frames (from, to, kind)");
             // One edge per non-root node, all data.
             assert_eq!(sim_set.len(), NODES - 1, "{what}");
-            assert!(sim_set.keys().all(|k| k.2 == MessageKind::Data.name()));
+            assert!(sim_set.keys().all(|k| k.2 == BroadcastMsg::DATA.name()));
             runs += 1;
         }
     }
@@ -355,8 +357,8 @@ async fn scatter_matches_the_simulator() {
         assert_eq!(real_set, sim_set, "{what}: frames (from, to, kind)");
         // Shares go down every edge, finish reports up every edge.
         let kinds = |k: MessageKind| sim_set.keys().filter(|key| key.2 == k.name()).count();
-        assert_eq!(kinds(MessageKind::Share), NODES - 1, "{what}");
-        assert_eq!(kinds(MessageKind::ShareFinished), NODES - 1, "{what}");
+        assert_eq!(kinds(ScatterMsg::SHARE), NODES - 1, "{what}");
+        assert_eq!(kinds(ScatterMsg::SHARE_FINISHED), NODES - 1, "{what}");
         assert_eq!(sim_set.len(), 2 * (NODES - 1), "{what}");
     }
 }

@@ -81,12 +81,13 @@
 //!
 //! Timers: [`RECHOKE_TIMER`] and [`OPTIMISTIC_TIMER`], periodic until the node finishes.
 //!
-//! [`PeerList`]: crate::frame::PeerList
+//! [`PeerList`]: crate::pieces::PeerList
 
-use crate::frame::{Message, PeerList, Piece, PieceRef, Signal, SignalMsg};
+use crate::frame::Message;
 use crate::node::{
     Input, Output, Outputs, Protocol, ProtocolError, Report, SendId, SetupError, Status, TimerId,
 };
+use crate::pieces::{PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use crate::pieces::{PieceStore, SwarmSetup};
 use crate::time::Time;
 use bytes::Bytes;
@@ -594,11 +595,11 @@ impl BitTorrent {
     fn signal(&self, out: &mut Outputs, to: NodeId, signal: Signal, arg: u32) {
         out.send(
             to,
-            Message::Signal(SignalMsg {
+            Message::Pieces(PieceMsg::Signal(SignalMsg {
                 transfer: self.setup.transfer,
                 signal,
                 arg,
-            }),
+            })),
         );
     }
 
@@ -663,7 +664,7 @@ impl BitTorrent {
         if self.store.held() > 0 {
             out.send(
                 peer,
-                Message::Bitfield(self.store.bitfield(self.setup.transfer)),
+                Message::Pieces(PieceMsg::Bitfield(self.store.bitfield(self.setup.transfer))),
             );
         }
     }
@@ -687,11 +688,11 @@ impl BitTorrent {
                 p.am_interested = true;
                 out.send(
                     peer,
-                    Message::Signal(SignalMsg {
+                    Message::Pieces(PieceMsg::Signal(SignalMsg {
                         transfer,
                         signal: Signal::Interested,
                         arg: 0,
-                    }),
+                    })),
                 );
             }
         }
@@ -728,10 +729,10 @@ impl BitTorrent {
             }
             out.send(
                 peer,
-                Message::Request(PieceRef {
+                Message::Pieces(PieceMsg::Request(PieceRef {
                     transfer: self.setup.transfer,
                     piece,
-                }),
+                })),
             );
         }
     }
@@ -838,11 +839,11 @@ impl BitTorrent {
                 let signal = if want { Signal::Unchoke } else { Signal::Choke };
                 out.send(
                     n,
-                    Message::Signal(SignalMsg {
+                    Message::Pieces(PieceMsg::Signal(SignalMsg {
                         transfer,
                         signal,
                         arg: 0,
-                    }),
+                    })),
                 );
             }
         }
@@ -893,11 +894,11 @@ impl BitTorrent {
             }
             out.send(
                 n,
-                Message::Signal(SignalMsg {
+                Message::Pieces(PieceMsg::Signal(SignalMsg {
                     transfer,
                     signal: Signal::Unchoke,
                     arg: 0,
-                }),
+                })),
             );
         }
     }
@@ -983,16 +984,19 @@ impl BitTorrent {
                     q.am_interested = false;
                     out.send(
                         n,
-                        Message::Signal(SignalMsg {
+                        Message::Pieces(PieceMsg::Signal(SignalMsg {
                             transfer,
                             signal: Signal::NotInterested,
                             arg: 0,
-                        }),
+                        })),
                     );
                 }
             }
             if redundant || !had {
-                out.send(n, Message::Have(PieceRef { transfer, piece }));
+                out.send(
+                    n,
+                    Message::Pieces(PieceMsg::Have(PieceRef { transfer, piece })),
+                );
             }
         }
         if self.store.is_complete() {
@@ -1066,7 +1070,10 @@ impl BitTorrent {
         }
         out.send(
             from,
-            Message::PeerList(PeerList::new(self.setup.transfer, &list)),
+            Message::Pieces(PieceMsg::PeerList(PeerList::new(
+                self.setup.transfer,
+                &list,
+            ))),
         );
     }
 
@@ -1148,16 +1155,18 @@ impl BitTorrent {
         let unexpected = |why| ProtocolError::UnexpectedMessage { from, kind, why };
         // Checks that need no state: a rejected input changes nothing.
         match &message {
-            Message::Have(r) | Message::Request(r) if r.piece >= pieces => {
+            Message::Pieces(PieceMsg::Have(r)) | Message::Pieces(PieceMsg::Request(r))
+                if r.piece >= pieces =>
+            {
                 return Err(inconsistent("piece index out of range"))
             }
-            Message::Piece(p) if p.piece >= pieces => {
+            Message::Pieces(PieceMsg::Piece(p)) if p.piece >= pieces => {
                 return Err(inconsistent("piece index out of range"))
             }
-            Message::Bitfield(b) if b.pieces != pieces => {
+            Message::Pieces(PieceMsg::Bitfield(b)) if b.pieces != pieces => {
                 return Err(inconsistent("bitfield length differs from the manifest"))
             }
-            Message::PeerList(l) => {
+            Message::Pieces(PieceMsg::PeerList(l)) => {
                 if from != self.setup.root {
                     return Err(unexpected("only the tracker (the root) sends peer lists"));
                 }
@@ -1165,7 +1174,7 @@ impl BitTorrent {
                     return Err(inconsistent("peer list names a node outside the swarm"));
                 }
             }
-            Message::Signal(s) => match s.signal {
+            Message::Pieces(PieceMsg::Signal(s)) => match s.signal {
                 Signal::Hello if !self.setup.layout.contains(from) || from == self.node => {
                     return Err(unexpected("hello from a node outside the swarm"))
                 }
@@ -1189,20 +1198,19 @@ impl BitTorrent {
                 }
                 _ => {}
             },
-            Message::Data(_)
-            | Message::Share(_)
-            | Message::ShareFinished(_)
-            | Message::Ping(_)
-            | Message::Pong(_) => return Err(unexpected("not a BitTorrent message")),
+            Message::Broadcast(_)
+            | Message::Scatter(_)
+            | Message::Probe(_)
+            | Message::Session(_) => return Err(unexpected("not a BitTorrent message")),
             _ => {}
         }
         if self.banned.contains(&from) {
             return Ok(()); // it sent a bad piece: nothing it says counts any more
         }
-        if let Message::Signal(SignalMsg {
+        if let Message::Pieces(PieceMsg::Signal(SignalMsg {
             signal: Signal::Rejoin,
             ..
-        }) = message
+        })) = message
         {
             self.on_rejoin(now, from, out);
             return Ok(());
@@ -1212,7 +1220,7 @@ impl BitTorrent {
             return Ok(());
         }
         match message {
-            Message::Signal(s) => match s.signal {
+            Message::Pieces(PieceMsg::Signal(s)) => match s.signal {
                 Signal::Hello => {
                     // A Hello from a node this one saw fail: it restarted (and rejoined).
                     self.failed.remove(&from);
@@ -1263,13 +1271,13 @@ impl BitTorrent {
                 }
                 Signal::AllComplete => self.finish(out),
             },
-            Message::PeerList(l) => {
+            Message::Pieces(PieceMsg::PeerList(l)) => {
                 let nodes: Vec<NodeId> = l.nodes().collect();
                 for n in nodes {
                     self.add_peer(now, n, true, out);
                 }
             }
-            Message::Bitfield(b) => {
+            Message::Pieces(PieceMsg::Bitfield(b)) => {
                 if !self.peers.contains_key(&from) {
                     return Ok(());
                 }
@@ -1278,12 +1286,14 @@ impl BitTorrent {
                 }
                 self.fill_requests(now, from, out);
             }
-            Message::Have(r) => {
+            Message::Pieces(PieceMsg::Have(r)) => {
                 self.peer_has(from, r.piece, out);
                 self.fill_requests(now, from, out);
             }
-            Message::Request(r) => self.on_request(from, r.piece, out),
-            Message::Piece(p) => self.on_piece(now, from, p.piece, p.payload, out),
+            Message::Pieces(PieceMsg::Request(r)) => self.on_request(from, r.piece, out),
+            Message::Pieces(PieceMsg::Piece(p)) => {
+                self.on_piece(now, from, p.piece, p.payload, out)
+            }
             _ => {}
         }
         Ok(())
@@ -1304,11 +1314,11 @@ impl BitTorrent {
         p.uploads.push_back((id, bytes.len() as u64));
         out.send_notify(
             from,
-            Message::Piece(Piece {
+            Message::Pieces(PieceMsg::Piece(Piece {
                 transfer: self.setup.transfer,
                 piece,
                 payload: bytes,
-            }),
+            })),
             SendId(id),
         );
     }

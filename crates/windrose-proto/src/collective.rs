@@ -10,13 +10,19 @@
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
 //!
 //! # Adding a protocol
-//! 1. one module in this crate with its machine, its parameters (serde) and its tests (golden
-//!    tests from its paper, property tests, a chaos run in the simulator);
+//! 1. one module in this crate with its machine, its parameters (serde), its messages (an enum
+//!    implementing [`frame::Family`](crate::frame::Family): kinds, fixed fields, codec, checks)
+//!    and its tests (golden tests from its paper, property tests, a chaos run in the simulator);
 //! 2. one variant of [`CollectiveSpec`] holding those parameters;
-//! 3. one [`Descriptor`] in [`REGISTRY`] and its arm in [`CollectiveSpec::descriptor`].
+//! 3. one [`Descriptor`] in [`REGISTRY`] and its arm in [`CollectiveSpec::descriptor`];
+//! 4. one line in `frame.rs`'s `families!` list (its family byte is then dispatched) and one
+//!    `pub mod` line in `lib.rs`.
 //!
-//! Nothing in the drivers changes: the simulator, the runtime and the Host build machines
-//! through [`build`] and route frames by [`TransferId`].
+//! So a new protocol touches four files: its module, this one, `frame.rs` (one line) and
+//! `lib.rs` (one line). Nothing in the drivers changes: the simulator, the runtime and the
+//! Host build machines through [`build`], carry messages as opaque [`Message`](crate::Message)s
+//! and route them by [`TransferId`]; the frame-count tests name kinds by their registered
+//! names.
 
 use crate::bittorrent::BitTorrentConfig;
 use crate::frame::TransferId;

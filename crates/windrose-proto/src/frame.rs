@@ -7,72 +7,63 @@
 //!
 //! ```text
 //! offset  size  field
-//!      0     1  magic (high nibble, 0xB) | version (low nibble, currently 1): 0xB1
-//!      1     1  kind (see MessageKind)
-//!      2     2  flags: reserved, must be 0 in version 1
+//!      0     1  magic (high nibble, 0xB) | version (low nibble, currently 2): 0xB2
+//!      1     1  family: which protocol module owns the message (see the table)
+//!      2     1  kind, numbered from 1 within the family
+//!      3     1  flags: reserved, must be 0 in version 2
 //!      4     4  body_len: bytes that follow the header
-//!      8     *  body: the kind's fixed fields, then (for Data and Share) the payload
+//!      8     *  body: the kind's fixed fields, then (for kinds with a payload) the payload
 //! ```
 //!
-//! | kind | message             | fixed body fields                                          |
-//! |------|---------------------|------------------------------------------------------------|
-//! | 1    | [`DataSegment`]     | transfer u32, offset u64, total_len u64 (20 bytes)         |
-//! | 2    | [`ShareChunk`]      | transfer u32, share_offset u64, share_len u64, offset u64 (28) |
-//! | 3    | [`ShareFinished`]   | transfer u32, node u32, finished_at_ns u64 (16, exact)     |
-//! | 4    | Ping ([`Probe`])    | nonce u64, sent_at_ns u64 (16, exact)                      |
-//! | 5    | Pong ([`Probe`])    | nonce u64, sent_at_ns u64 (16, exact)                      |
-//! | 6    | [`Bitfield`]        | transfer u32, pieces u32 (8), then ceil(pieces/8) bit bytes |
-//! | 7    | Have ([`PieceRef`]) | transfer u32, piece u32 (8, exact)                         |
-//! | 8    | Request ([`PieceRef`]) | transfer u32, piece u32 (8, exact)                      |
-//! | 9    | [`Piece`]           | transfer u32, piece u32 (8), then the piece's bytes        |
-//! | 10   | [`SignalMsg`]       | transfer u32, signal u8, arg u32 (9, exact)                |
-//! | 11   | [`PeerList`]        | transfer u32 (4), then one u32 node id per peer            |
-//! | 12   | [`SessionFrame`]    | none (0): the body is the [`crate::host`] session message  |
+//! # Families: each protocol owns its messages
 //!
-//! For `Data`, `Share`, `Bitfield`, `Piece`, `PeerList` and `Session` the payload is the rest
-//! of the body. A session frame's body belongs to the host's session, which owns its codec
-//! (`crate::host::SessionMsg`); this module only bounds and carries it.
-//! Kinds 6-11 carry the piece-based multicasts (MOB, BitTorrent, tree multicast): pieces are
-//! numbered from 0 and described by a [`crate::pieces::Manifest`] every node is given.
+//! This module keeps the header, the bounds checks and the dispatch by (family, kind); the
+//! messages themselves, their fixed fields and their codec live with the protocol that sends
+//! them, as one type implementing [`Family`]:
+//!
+//! | family | owner (type)                                   | kinds                                   |
+//! |--------|------------------------------------------------|-----------------------------------------|
+//! | 1      | [`crate::host`] ([`SessionFrame`](crate::host::SessionFrame)) | session                   |
+//! | 2      | [`crate::probe`] ([`ProbeMsg`](crate::probe::ProbeMsg))        | ping, pong               |
+//! | 3      | [`crate::tree_broadcast`] ([`BroadcastMsg`](crate::tree_broadcast::BroadcastMsg)) | data  |
+//! | 4      | [`crate::scatter`] ([`ScatterMsg`](crate::scatter::ScatterMsg)) | share, share_finished   |
+//! | 5      | [`crate::pieces`] ([`PieceMsg`](crate::pieces::PieceMsg)) | bitfield, have, request, piece, signal, peer_list |
+//!
+//! Each family's module documents its kinds' fixed fields. Kind names are unique across
+//! families (they name frames in logs, JSON and the frame-count tests).
+//!
+//! Adding a protocol's messages: define its message enum in its module, implement [`Family`]
+//! with a family byte not in the table, and add one line to the `families!` list below (which
+//! generates [`Message`]'s variant, the `From` conversion and the decoder's dispatch).
 //!
 //! # Decoding
 //!
 //! [`Decoder`] takes a byte stream in arbitrary pieces and returns whole messages. It checks the
-//! header as soon as its 8 bytes are there, so an oversized, unknown-version or unknown-kind
-//! frame is rejected before its body is awaited or any memory is reserved for it; it never
-//! reserves more than [`HEADER_LEN`] + its body limit for a frame, and never panics on any input.
-//! Payloads are zero-copy slices ([`Bytes`]) of the receive buffer (so a payload kept by the
-//! application keeps its part of that buffer alive). A stream that produced an error cannot be
-//! resynchronised: the decoder keeps returning that error.
+//! header as soon as its 8 bytes are there, so an oversized, unknown-version, unknown-family or
+//! unknown-kind frame, or one whose length cannot fit its kind, is rejected before its body is
+//! awaited or any memory is reserved for it; it never reserves more than [`HEADER_LEN`] + its
+//! body limit for a frame, and never panics on any input. Payloads are zero-copy slices
+//! ([`Bytes`]) of the receive buffer (so a payload kept by the application keeps its part of
+//! that buffer alive). A stream that produced an error cannot be resynchronised: the decoder
+//! keeps returning that error.
 
-use crate::time::Time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
-use windrose_model::NodeId;
 
 /// The high nibble of the first header byte; anything else is not a windrose frame.
 pub const MAGIC: u8 = 0xB0;
 /// The wire format version this crate reads and writes (the low nibble of the first byte).
-pub const VERSION: u8 = 1;
+/// Version 2 split version 1's kind byte into (family, kind).
+pub const VERSION: u8 = 2;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 8;
 /// The default limit on a frame's body length: 16 MiB.
 pub const DEFAULT_MAX_BODY_LEN: u32 = 16 << 20;
-/// The largest fixed part of any message body (a [`ShareChunk`]'s 28 bytes). A receiver whose
-/// body limit is `L` accepts payloads of up to `L - MAX_FIXED_BODY_LEN` bytes of every kind.
+/// The largest fixed part of any message body (a share chunk's 28 bytes). A receiver whose
+/// body limit is `L` accepts payloads of up to `L - MAX_FIXED_BODY_LEN` bytes of every kind
+/// (checked by a test over every family).
 pub const MAX_FIXED_BODY_LEN: usize = 28;
-
-const DATA_FIXED: usize = 20;
-const SHARE_FIXED: usize = 28;
-const FINISHED_FIXED: usize = 16;
-const PROBE_FIXED: usize = 16;
-const BITFIELD_FIXED: usize = 8;
-const PIECE_REF_FIXED: usize = 8;
-const PIECE_FIXED: usize = 8;
-const SIGNAL_FIXED: usize = 9;
-const PEER_LIST_FIXED: usize = 4;
-const SESSION_FIXED: usize = 0;
 
 /// Which collective a message belongs to, so one connection can carry several.
 #[derive(
@@ -87,488 +78,236 @@ impl fmt::Display for TransferId {
     }
 }
 
-/// The kind byte of a frame.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum MessageKind {
-    /// A [`DataSegment`] of a broadcast.
-    Data = 1,
-    /// A [`ShareChunk`] of a divisible-load scatter.
-    Share = 2,
-    /// A [`ShareFinished`] report.
-    ShareFinished = 3,
-    /// A link probe request ([`Probe`]).
-    Ping = 4,
-    /// A link probe answer ([`Probe`]).
-    Pong = 5,
-    /// The pieces a node holds ([`Bitfield`]).
-    Bitfield = 6,
-    /// A node now holds a piece ([`PieceRef`]).
-    Have = 7,
-    /// Asks a peer for a piece ([`PieceRef`]).
-    Request = 8,
-    /// A piece's bytes ([`Piece`]).
-    Piece = 9,
-    /// A control signal without data ([`SignalMsg`]).
-    Signal = 10,
-    /// A list of peers ([`PeerList`]).
-    PeerList = 11,
-    /// A message of the host's session ([`SessionFrame`]).
-    Session = 12,
+/// The shape of one kind of message: what the header check needs before the body arrives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct KindLayout {
+    /// The kind byte within its family (from 1).
+    pub kind: u8,
+    /// The name used in logs and JSON, unique across families.
+    pub name: &'static str,
+    /// Bytes of the fixed body fields.
+    pub fixed: usize,
+    /// True when a payload may follow the fixed fields (else the body is exactly `fixed`).
+    pub payload: bool,
+}
+
+/// A protocol's own set of messages and their codec. The frame module carries any family's
+/// messages without knowing their fields.
+pub trait Family: Sized {
+    /// The family byte of the header (unique; see the module's table).
+    const FAMILY: u8;
+    /// Every kind of the family.
+    const KINDS: &'static [KindLayout];
+    /// The kind byte of this message.
+    fn kind(&self) -> u8;
+    /// The collective it belongs to, None for messages outside any collective.
+    fn transfer(&self) -> Option<TransferId>;
+    /// The variable part of the body after the fixed fields, if the kind has one.
+    fn payload(&self) -> Option<&Bytes>;
+    /// Writes the fixed fields (exactly the kind's `fixed` bytes).
+    fn put_fixed(&self, dst: &mut BytesMut);
+    /// Parses a body whose length the header check has validated against the kind's layout
+    /// (so reading the fixed fields cannot run short). Errors for contradicting fields (it
+    /// calls [`validate`](Family::validate)).
+    fn parse(kind: u8, body: Bytes) -> Result<Self, FrameError>;
+    /// Checks that the fields do not contradict each other: what `parse` enforces, for
+    /// messages that never crossed a wire (the simulator's).
+    fn validate(&self) -> Result<(), FrameError> {
+        Ok(())
+    }
+}
+
+/// A message kind: the family that owns it and the kind byte within the family.
+/// Serialized as its name.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MessageKind {
+    /// The family byte.
+    pub family: u8,
+    /// The kind byte within the family.
+    pub kind: u8,
 }
 
 impl MessageKind {
-    /// Every kind, in kind-byte order.
-    pub const ALL: [MessageKind; 12] = [
-        MessageKind::Data,
-        MessageKind::Share,
-        MessageKind::ShareFinished,
-        MessageKind::Ping,
-        MessageKind::Pong,
-        MessageKind::Bitfield,
-        MessageKind::Have,
-        MessageKind::Request,
-        MessageKind::Piece,
-        MessageKind::Signal,
-        MessageKind::PeerList,
-        MessageKind::Session,
-    ];
-
-    /// The kind of a kind byte, None if unknown.
-    pub fn from_byte(byte: u8) -> Option<MessageKind> {
-        MessageKind::ALL.into_iter().find(|k| *k as u8 == byte)
+    /// The kind `kind` of the family `F`.
+    pub const fn of<F: Family>(kind: u8) -> MessageKind {
+        MessageKind {
+            family: F::FAMILY,
+            kind,
+        }
     }
 
-    /// The name used in logs and JSON: `data`, `share`, `share_finished`, `ping`, `pong`,
-    /// `bitfield`, `have`, `request`, `piece`, `signal`, `peer_list`, `session`.
+    /// The layout of this kind, None if no family declares it.
+    pub fn layout(self) -> Option<&'static KindLayout> {
+        let (_, kinds) = FAMILIES.iter().find(|(f, _)| *f == self.family)?;
+        kinds.iter().find(|k| k.kind == self.kind)
+    }
+
+    /// The name used in logs and JSON (`data`, `piece`, `ping`, ...), or `unknown`.
     pub fn name(self) -> &'static str {
-        match self {
-            MessageKind::Data => "data",
-            MessageKind::Share => "share",
-            MessageKind::ShareFinished => "share_finished",
-            MessageKind::Ping => "ping",
-            MessageKind::Pong => "pong",
-            MessageKind::Bitfield => "bitfield",
-            MessageKind::Have => "have",
-            MessageKind::Request => "request",
-            MessageKind::Piece => "piece",
-            MessageKind::Signal => "signal",
-            MessageKind::PeerList => "peer_list",
-            MessageKind::Session => "session",
-        }
+        self.layout().map_or("unknown", |l| l.name)
+    }
+
+    /// Every kind of every family, in (family, kind) order.
+    pub fn all() -> impl Iterator<Item = MessageKind> {
+        FAMILIES.iter().flat_map(|(family, kinds)| {
+            kinds.iter().map(|k| MessageKind {
+                family: *family,
+                kind: k.kind,
+            })
+        })
+    }
+
+    /// The kind named `name`.
+    pub fn from_name(name: &str) -> Option<MessageKind> {
+        MessageKind::all().find(|k| k.name() == name)
     }
 
     /// Bytes a frame of this kind takes besides its payload: the header plus the fixed body
     /// fields (e.g. 28 for data, 36 for share chunks, 16 for pieces).
     pub fn frame_overhead(self) -> usize {
-        HEADER_LEN + self.fixed_len()
-    }
-
-    /// Length of this kind's fixed body fields.
-    fn fixed_len(self) -> usize {
-        match self {
-            MessageKind::Data => DATA_FIXED,
-            MessageKind::Share => SHARE_FIXED,
-            MessageKind::ShareFinished => FINISHED_FIXED,
-            MessageKind::Ping | MessageKind::Pong => PROBE_FIXED,
-            MessageKind::Bitfield => BITFIELD_FIXED,
-            MessageKind::Have | MessageKind::Request => PIECE_REF_FIXED,
-            MessageKind::Piece => PIECE_FIXED,
-            MessageKind::Signal => SIGNAL_FIXED,
-            MessageKind::PeerList => PEER_LIST_FIXED,
-            MessageKind::Session => SESSION_FIXED,
-        }
-    }
-
-    /// True when the body may carry a payload after the fixed fields.
-    fn has_payload(self) -> bool {
-        matches!(
-            self,
-            MessageKind::Data
-                | MessageKind::Share
-                | MessageKind::Bitfield
-                | MessageKind::Piece
-                | MessageKind::PeerList
-                | MessageKind::Session
-        )
+        HEADER_LEN + self.layout().map_or(0, |l| l.fixed)
     }
 }
 
 impl fmt::Display for MessageKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A piece of a broadcast: `payload` holds bytes `offset..offset + payload.len()` of a message
-/// of `total_len` bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DataSegment {
-    /// The broadcast this piece belongs to.
-    pub transfer: TransferId,
-    /// Position of the payload's first byte in the broadcast message.
-    pub offset: u64,
-    /// Length of the whole broadcast message.
-    pub total_len: u64,
-    /// The bytes (a zero-copy slice of the sender's message or of the receive buffer).
-    pub payload: Bytes,
-}
-
-/// A piece of a divisible-load share: the receiver's share is bytes
-/// `share_offset..share_offset + share_len` of the load, and `payload` holds bytes
-/// `offset..offset + payload.len()` of the load (inside the share).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShareChunk {
-    /// The scatter this piece belongs to.
-    pub transfer: TransferId,
-    /// Position of the receiver's whole share in the load.
-    pub share_offset: u64,
-    /// Length of the receiver's whole share (what it keeps plus what it forwards).
-    pub share_len: u64,
-    /// Position of the payload's first byte in the load.
-    pub offset: u64,
-    /// The bytes (zero-copy).
-    pub payload: Bytes,
-}
-
-/// A node's report that it finished computing its share, relayed up the tree to the root.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ShareFinished {
-    /// The scatter reported on.
-    pub transfer: TransferId,
-    /// The node that finished (not the relay that sends the frame).
-    pub node: NodeId,
-    /// When it finished, on its own driver's clock.
-    pub finished_at: Time,
-}
-
-/// The body of a ping and of its pong: the pong echoes the ping's fields.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Probe {
-    /// Random number chosen by the pinger, to match the pong to its ping.
-    pub nonce: u64,
-    /// When the ping was sent, on the pinger's clock.
-    pub sent_at: Time,
-}
-
-/// The pieces a node holds, as a bit per piece (most significant bit of byte 0 = piece 0, as
-/// in BitTorrent); bits past `pieces` are zero.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bitfield {
-    /// The transfer.
-    pub transfer: TransferId,
-    /// Number of pieces the bits describe.
-    pub pieces: u32,
-    /// `ceil(pieces / 8)` bytes.
-    pub bits: Bytes,
-}
-
-impl Bitfield {
-    /// The bitfield of `pieces` pieces where `has(i)` holds.
-    pub fn from_fn(transfer: TransferId, pieces: u32, has: impl Fn(u32) -> bool) -> Bitfield {
-        let mut bits = vec![0u8; pieces.div_ceil(8) as usize];
-        for i in (0..pieces).filter(|&i| has(i)) {
-            bits[(i / 8) as usize] |= 0x80 >> (i % 8);
-        }
-        Bitfield {
-            transfer,
-            pieces,
-            bits: Bytes::from(bits),
+        match self.layout() {
+            Some(l) => f.write_str(l.name),
+            None => write!(f, "kind {} of family {}", self.kind, self.family),
         }
     }
+}
 
-    /// True when piece `i` is set (false outside `0..pieces`).
-    pub fn has(&self, i: u32) -> bool {
-        i < self.pieces
-            && self
-                .bits
-                .get((i / 8) as usize)
-                .is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
+impl Serialize for MessageKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
+}
 
-    /// The pieces set, in increasing order.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.pieces).filter(|&i| self.has(i))
+impl<'de> Deserialize<'de> for MessageKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        MessageKind::from_name(&name).ok_or_else(|| {
+            let known: Vec<&str> = MessageKind::all().map(MessageKind::name).collect();
+            serde::de::Error::custom(format!(
+                "unknown message kind {name:?} (known: {})",
+                known.join(", ")
+            ))
+        })
     }
+}
 
-    /// Checks the length of `bits` and that the bits past `pieces` are zero.
-    pub fn validate(&self) -> Result<(), FrameError> {
-        let inconsistent = |what| {
-            Err(FrameError::Inconsistent {
-                kind: MessageKind::Bitfield,
-                what,
+/// Declares the families [`Message`] carries: one variant per protocol's message type.
+macro_rules! families {
+    ($( $(#[$doc:meta])* $variant:ident($ty:ty), )*) => {
+        /// Every message two windrose nodes exchange: one variant per family, each holding
+        /// the owning protocol's message type.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum Message {
+            $( $(#[$doc])* $variant($ty), )*
+        }
+
+        $(
+            impl From<$ty> for Message {
+                fn from(m: $ty) -> Message {
+                    Message::$variant(m)
+                }
+            }
+        )*
+
+        /// (family byte, kinds) of every family.
+        const FAMILIES: &[(u8, &[KindLayout])] = &[
+            $( (<$ty as Family>::FAMILY, <$ty as Family>::KINDS), )*
+        ];
+
+        impl Message {
+            /// The (family, kind) this message is sent with.
+            pub fn kind(&self) -> MessageKind {
+                match self {
+                    $( Message::$variant(m) => MessageKind {
+                        family: <$ty as Family>::FAMILY,
+                        kind: m.kind(),
+                    }, )*
+                }
+            }
+
+            /// The variable part of the body (a data segment's or piece's bytes, a bitfield's
+            /// bits, a session message's body), None for kinds without one.
+            pub fn payload(&self) -> Option<&Bytes> {
+                match self {
+                    $( Message::$variant(m) => m.payload(), )*
+                }
+            }
+
+            /// The transfer a message belongs to (None for the probes and the session).
+            pub fn transfer(&self) -> Option<TransferId> {
+                match self {
+                    $( Message::$variant(m) => m.transfer(), )*
+                }
+            }
+
+            fn put_fixed(&self, dst: &mut BytesMut) {
+                match self {
+                    $( Message::$variant(m) => m.put_fixed(dst), )*
+                }
+            }
+
+            /// Checks the invariants the decoder enforces (the family's
+            /// [`validate`](Family::validate)), for messages that never crossed a wire.
+            pub fn validate(&self) -> Result<(), FrameError> {
+                match self {
+                    $( Message::$variant(m) => m.validate(), )*
+                }
+            }
+        }
+
+        /// Parses a body whose length the header check validated.
+        fn parse_body(kind: MessageKind, body: Bytes) -> Result<Message, FrameError> {
+            $(
+                if kind.family == <$ty as Family>::FAMILY {
+                    return <$ty as Family>::parse(kind.kind, body).map(Message::$variant);
+                }
+            )*
+            Err(FrameError::UnknownKind {
+                family: kind.family,
+                kind: kind.kind,
             })
-        };
-        if self.bits.len() as u64 != u64::from(self.pieces).div_ceil(8) {
-            return inconsistent("bit bytes do not match the piece count");
         }
-        let spare = (8 - self.pieces % 8) % 8;
-        if spare > 0
-            && self
-                .bits
-                .last()
-                .is_some_and(|b| b & ((1u8 << spare) - 1) != 0)
-        {
-            return inconsistent("bits set past the piece count");
-        }
-        Ok(())
-    }
+    };
 }
 
-/// A piece named by its index: the body of Have and Request.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PieceRef {
-    /// The transfer.
-    pub transfer: TransferId,
-    /// The piece.
-    pub piece: u32,
-}
-
-/// The bytes of one piece.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Piece {
-    /// The transfer.
-    pub transfer: TransferId,
-    /// The piece.
-    pub piece: u32,
-    /// Its bytes (zero-copy); checked against the manifest by the receiver.
-    pub payload: Bytes,
-}
-
-/// A control signal of the piece-based multicasts; `arg` is a node id or 0 (see [`Signal`]).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SignalMsg {
-    /// The transfer.
-    pub transfer: TransferId,
-    /// What is signalled.
-    pub signal: Signal,
-    /// Its argument (a node id for `Complete` and `AllComplete` relays; 0 otherwise).
-    pub arg: u32,
-}
-
-/// The signals of [`SignalMsg`] (byte values on the wire in parentheses).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum Signal {
-    /// Opens a peering: the receiver adds the sender to its peers (1).
-    Hello = 1,
-    /// The sender wants pieces the receiver has (2).
-    Interested = 2,
-    /// The sender no longer wants any of the receiver's pieces (3).
-    NotInterested = 3,
-    /// The sender will not serve the receiver's requests (4).
-    Choke = 4,
-    /// The sender will serve the receiver's requests (5).
-    Unchoke = 5,
-    /// Asks the tracker for peers (6).
-    Announce = 6,
-    /// A node holds every piece (7).
-    Complete = 7,
-    /// Every node holds every piece: serving may stop (8).
-    AllComplete = 8,
-    /// The sender failed and restarted and joins the run again, as a guest that takes pieces
-    /// from anyone and announces none: tell it of every piece, serve it, wait for it (9).
-    Rejoin = 9,
-}
-
-impl Signal {
-    /// Every signal, in byte order.
-    pub const ALL: [Signal; 9] = [
-        Signal::Hello,
-        Signal::Interested,
-        Signal::NotInterested,
-        Signal::Choke,
-        Signal::Unchoke,
-        Signal::Announce,
-        Signal::Complete,
-        Signal::AllComplete,
-        Signal::Rejoin,
-    ];
-
-    /// The signal of a byte, None if unknown.
-    pub fn from_byte(byte: u8) -> Option<Signal> {
-        Signal::ALL.into_iter().find(|s| *s as u8 == byte)
-    }
-}
-
-/// A list of peers (the tracker's answer to an announce), one big-endian u32 node id each.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerList {
-    /// The transfer.
-    pub transfer: TransferId,
-    /// Four bytes per peer.
-    pub peers: Bytes,
-}
-
-impl PeerList {
-    /// The list of `nodes`.
-    pub fn new(transfer: TransferId, nodes: &[NodeId]) -> PeerList {
-        let mut b = BytesMut::with_capacity(4 * nodes.len());
-        for n in nodes {
-            b.put_u32(n.0);
-        }
-        PeerList {
-            transfer,
-            peers: b.freeze(),
-        }
-    }
-
-    /// The peers, in order.
-    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.peers
-            .chunks_exact(4)
-            .map(|c| NodeId(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-    }
-}
-
-/// A message of the host's session (joining, starting a collective, readiness, reports,
-/// heartbeats, leaving), opaque here: see `crate::host::SessionMsg`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionFrame {
-    /// The encoded session message.
-    pub body: Bytes,
-}
-
-/// Every message two windrose nodes exchange.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Message {
-    /// A piece of a broadcast.
-    Data(DataSegment),
-    /// A piece of a divisible-load share.
-    Share(ShareChunk),
-    /// A node finished its share.
-    ShareFinished(ShareFinished),
-    /// A link probe request.
-    Ping(Probe),
-    /// The answer to a [`Message::Ping`], echoing its fields.
-    Pong(Probe),
-    /// The pieces a node holds.
-    Bitfield(Bitfield),
-    /// A node now holds a piece.
-    Have(PieceRef),
-    /// A request for a piece.
-    Request(PieceRef),
-    /// A piece's bytes.
-    Piece(Piece),
-    /// A control signal.
-    Signal(SignalMsg),
-    /// A list of peers.
-    PeerList(PeerList),
+families! {
     /// A message of the host's session.
-    Session(SessionFrame),
+    Session(crate::host::SessionFrame),
+    /// A link probe (ping or pong).
+    Probe(crate::probe::ProbeMsg),
+    /// A segment of a tree broadcast.
+    Broadcast(crate::tree_broadcast::BroadcastMsg),
+    /// A divisible-load scatter's share chunk or finish report.
+    Scatter(crate::scatter::ScatterMsg),
+    /// A message of the piece-based multicasts (MOB, BitTorrent, tree multicast).
+    Pieces(crate::pieces::PieceMsg),
 }
 
 impl Message {
-    /// The kind byte this message is sent with.
-    pub fn kind(&self) -> MessageKind {
-        match self {
-            Message::Data(_) => MessageKind::Data,
-            Message::Share(_) => MessageKind::Share,
-            Message::ShareFinished(_) => MessageKind::ShareFinished,
-            Message::Ping(_) => MessageKind::Ping,
-            Message::Pong(_) => MessageKind::Pong,
-            Message::Bitfield(_) => MessageKind::Bitfield,
-            Message::Have(_) => MessageKind::Have,
-            Message::Request(_) => MessageKind::Request,
-            Message::Piece(_) => MessageKind::Piece,
-            Message::Signal(_) => MessageKind::Signal,
-            Message::PeerList(_) => MessageKind::PeerList,
-            Message::Session(_) => MessageKind::Session,
-        }
-    }
-
-    /// The variable part of the body (the payload of `Data`, `Share` and `Piece`, the bits of
-    /// a `Bitfield`, the ids of a `PeerList`).
-    pub fn payload(&self) -> Option<&Bytes> {
-        match self {
-            Message::Data(d) => Some(&d.payload),
-            Message::Share(s) => Some(&s.payload),
-            Message::Bitfield(b) => Some(&b.bits),
-            Message::Piece(p) => Some(&p.payload),
-            Message::PeerList(p) => Some(&p.peers),
-            Message::Session(s) => Some(&s.body),
-            _ => None,
-        }
-    }
-
-    /// The transfer a message belongs to (None for the transfer-less probes).
-    pub fn transfer(&self) -> Option<TransferId> {
-        match self {
-            Message::Data(d) => Some(d.transfer),
-            Message::Share(s) => Some(s.transfer),
-            Message::ShareFinished(f) => Some(f.transfer),
-            Message::Ping(_) | Message::Pong(_) | Message::Session(_) => None,
-            Message::Bitfield(b) => Some(b.transfer),
-            Message::Have(r) | Message::Request(r) => Some(r.transfer),
-            Message::Piece(p) => Some(p.transfer),
-            Message::Signal(s) => Some(s.transfer),
-            Message::PeerList(p) => Some(p.transfer),
-        }
-    }
-
     /// Bytes of the body: fixed fields plus payload.
     pub fn body_len(&self) -> usize {
-        self.kind().fixed_len() + self.payload().map_or(0, Bytes::len)
-    }
-
-    /// Checks the invariants the decoder enforces: see [`DataSegment::validate`] and
-    /// [`ShareChunk::validate`]; other kinds are always valid.
-    pub fn validate(&self) -> Result<(), FrameError> {
-        match self {
-            Message::Data(d) => d.validate(),
-            Message::Share(s) => s.validate(),
-            Message::Bitfield(b) => b.validate(),
-            Message::PeerList(p) if p.peers.len() % 4 != 0 => Err(FrameError::Inconsistent {
-                kind: MessageKind::PeerList,
-                what: "peer list length is not a multiple of 4",
-            }),
-            _ => Ok(()),
-        }
+        self.kind().layout().map_or(0, |l| l.fixed) + self.payload().map_or(0, Bytes::len)
     }
 }
 
-impl DataSegment {
-    /// Checks that the payload lies inside the message: `offset + payload.len() <= total_len`
-    /// (without overflow).
-    pub fn validate(&self) -> Result<(), FrameError> {
-        match self.offset.checked_add(self.payload.len() as u64) {
-            Some(end) if end <= self.total_len => Ok(()),
-            _ => Err(FrameError::Inconsistent {
-                kind: MessageKind::Data,
-                what: "payload runs past total_len",
-            }),
-        }
-    }
-}
-
-impl ShareChunk {
-    /// Checks that the share fits a `u64` range and the payload lies inside the share.
-    pub fn validate(&self) -> Result<(), FrameError> {
-        let inconsistent = |what| {
-            Err(FrameError::Inconsistent {
-                kind: MessageKind::Share,
-                what,
-            })
-        };
-        let Some(share_end) = self.share_offset.checked_add(self.share_len) else {
-            return inconsistent("share_offset + share_len overflows");
-        };
-        match self.offset.checked_add(self.payload.len() as u64) {
-            Some(end) if self.offset >= self.share_offset && end <= share_end => Ok(()),
-            _ => inconsistent("payload lies outside the share"),
-        }
-    }
+/// The error for a body whose fields contradict each other.
+pub fn inconsistent(kind: MessageKind, what: &'static str) -> FrameError {
+    FrameError::Inconsistent { kind, what }
 }
 
 /// A decoded frame header.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
-    /// The message kind.
+    /// The message kind (family and kind byte).
     pub kind: MessageKind,
-    /// The flags (always 0 in version 1).
-    pub flags: u16,
+    /// The flags (always 0 in version 2).
+    pub flags: u8,
     /// Bytes of body after the header.
     pub body_len: u32,
 }
@@ -599,17 +338,19 @@ pub enum FrameError {
         /// [`VERSION`].
         supported: u8,
     },
-    /// A kind byte this version does not know.
-    #[error("unknown message kind {kind}")]
+    /// A (family, kind) pair this version does not know.
+    #[error("unknown message kind {kind} of family {family}")]
     UnknownKind {
+        /// The family byte read.
+        family: u8,
         /// The kind byte read.
         kind: u8,
     },
-    /// Flags set that version 1 reserves.
-    #[error("reserved flags set: {flags:#06x}")]
+    /// Flags set that version 2 reserves.
+    #[error("reserved flags set: {flags:#04x}")]
     ReservedFlags {
         /// The flags read.
-        flags: u16,
+        flags: u8,
     },
     /// A body longer than the limit (decoding) or than a `u32` can describe (encoding).
     #[error("frame body of {body_len} bytes exceeds the limit of {limit} bytes")]
@@ -620,14 +361,16 @@ pub enum FrameError {
         limit: u64,
     },
     /// A body too short for its kind's fixed fields, or of the wrong length for a fixed-size kind.
-    #[error("{kind} frame: body of {found} bytes, expected {expected}")]
+    #[error("{kind} frame: body of {found} bytes, expected {}{expected}", if *.at_least { "at least " } else { "" })]
     BodyLength {
         /// The kind.
         kind: MessageKind,
         /// The body length read.
         found: u32,
-        /// What the kind needs, e.g. "16" or "at least 20".
-        expected: &'static str,
+        /// The kind's fixed length.
+        expected: usize,
+        /// True when a payload may follow (the body may be longer).
+        at_least: bool,
     },
     /// Fields that contradict each other.
     #[error("{kind} frame: {what}")]
@@ -675,52 +418,13 @@ fn put_head(message: &Message, dst: &mut BytesMut) -> Result<(), FrameError> {
         limit: u32::MAX as u64,
     })?;
     let kind = message.kind();
-    dst.reserve(HEADER_LEN + kind.fixed_len());
+    dst.reserve(HEADER_LEN + MAX_FIXED_BODY_LEN);
     dst.put_u8(MAGIC | VERSION);
-    dst.put_u8(kind as u8);
-    dst.put_u16(0);
+    dst.put_u8(kind.family);
+    dst.put_u8(kind.kind);
+    dst.put_u8(0);
     dst.put_u32(body_len_u32);
-    match message {
-        Message::Data(d) => {
-            dst.put_u32(d.transfer.0);
-            dst.put_u64(d.offset);
-            dst.put_u64(d.total_len);
-        }
-        Message::Share(s) => {
-            dst.put_u32(s.transfer.0);
-            dst.put_u64(s.share_offset);
-            dst.put_u64(s.share_len);
-            dst.put_u64(s.offset);
-        }
-        Message::ShareFinished(f) => {
-            dst.put_u32(f.transfer.0);
-            dst.put_u32(f.node.0);
-            dst.put_u64(f.finished_at.as_nanos());
-        }
-        Message::Ping(p) | Message::Pong(p) => {
-            dst.put_u64(p.nonce);
-            dst.put_u64(p.sent_at.as_nanos());
-        }
-        Message::Bitfield(b) => {
-            dst.put_u32(b.transfer.0);
-            dst.put_u32(b.pieces);
-        }
-        Message::Have(r) | Message::Request(r) => {
-            dst.put_u32(r.transfer.0);
-            dst.put_u32(r.piece);
-        }
-        Message::Piece(p) => {
-            dst.put_u32(p.transfer.0);
-            dst.put_u32(p.piece);
-        }
-        Message::Signal(s) => {
-            dst.put_u32(s.transfer.0);
-            dst.put_u8(s.signal as u8);
-            dst.put_u32(s.arg);
-        }
-        Message::PeerList(p) => dst.put_u32(p.transfer.0),
-        Message::Session(_) => {}
-    }
+    message.put_fixed(dst);
     Ok(())
 }
 
@@ -755,7 +459,8 @@ pub fn encode_parts(message: &Message) -> Result<FrameParts, FrameError> {
 }
 
 /// Reads a frame header from the start of `buf`: `Ok(None)` if fewer than [`HEADER_LEN`] bytes
-/// are there, an error if the header is invalid or declares a body over `max_body_len`.
+/// are there, an error if the header is invalid or declares a body over `max_body_len` or of a
+/// length its kind cannot have.
 pub fn peek_header(buf: &[u8], max_body_len: u32) -> Result<Option<FrameHeader>, FrameError> {
     let Some(head) = buf.get(..HEADER_LEN) else {
         return Ok(None);
@@ -773,8 +478,15 @@ pub fn peek_header(buf: &[u8], max_body_len: u32) -> Result<Option<FrameHeader>,
             supported: VERSION,
         });
     }
-    let kind = MessageKind::from_byte(head[1]).ok_or(FrameError::UnknownKind { kind: head[1] })?;
-    let flags = u16::from_be_bytes([head[2], head[3]]);
+    let kind = MessageKind {
+        family: head[1],
+        kind: head[2],
+    };
+    let layout = kind.layout().ok_or(FrameError::UnknownKind {
+        family: head[1],
+        kind: head[2],
+    })?;
+    let flags = head[3];
     if flags != 0 {
         return Err(FrameError::ReservedFlags { flags });
     }
@@ -785,17 +497,17 @@ pub fn peek_header(buf: &[u8], max_body_len: u32) -> Result<Option<FrameHeader>,
             limit: max_body_len as u64,
         });
     }
-    let fixed = kind.fixed_len();
-    let length_ok = if kind.has_payload() {
-        body_len as usize >= fixed
+    let length_ok = if layout.payload {
+        body_len as usize >= layout.fixed
     } else {
-        body_len as usize == fixed
+        body_len as usize == layout.fixed
     };
     if !length_ok {
         return Err(FrameError::BodyLength {
             kind,
             found: body_len,
-            expected: expected_len_text(kind),
+            expected: layout.fixed,
+            at_least: layout.payload,
         });
     }
     Ok(Some(FrameHeader {
@@ -803,107 +515,6 @@ pub fn peek_header(buf: &[u8], max_body_len: u32) -> Result<Option<FrameHeader>,
         flags,
         body_len,
     }))
-}
-
-fn expected_len_text(kind: MessageKind) -> &'static str {
-    match kind {
-        MessageKind::Data => "at least 20",
-        MessageKind::Share => "at least 28",
-        MessageKind::ShareFinished | MessageKind::Ping | MessageKind::Pong => "16",
-        MessageKind::Bitfield | MessageKind::Piece => "at least 8",
-        MessageKind::Have | MessageKind::Request => "8",
-        MessageKind::Signal => "9",
-        MessageKind::PeerList => "at least 4",
-        MessageKind::Session => "at least 0",
-    }
-}
-
-/// Parses a body whose length the header check has already validated.
-fn parse_body(kind: MessageKind, mut body: Bytes) -> Result<Message, FrameError> {
-    // `peek_header` guarantees `body.len() >= kind.fixed_len()`, so these reads cannot run short.
-    let message = match kind {
-        MessageKind::Data => {
-            let transfer = TransferId(body.get_u32());
-            let offset = body.get_u64();
-            let total_len = body.get_u64();
-            Message::Data(DataSegment {
-                transfer,
-                offset,
-                total_len,
-                payload: body,
-            })
-        }
-        MessageKind::Share => {
-            let transfer = TransferId(body.get_u32());
-            let share_offset = body.get_u64();
-            let share_len = body.get_u64();
-            let offset = body.get_u64();
-            Message::Share(ShareChunk {
-                transfer,
-                share_offset,
-                share_len,
-                offset,
-                payload: body,
-            })
-        }
-        MessageKind::ShareFinished => Message::ShareFinished(ShareFinished {
-            transfer: TransferId(body.get_u32()),
-            node: NodeId(body.get_u32()),
-            finished_at: Time::from_nanos(body.get_u64()),
-        }),
-        MessageKind::Ping | MessageKind::Pong => {
-            let probe = Probe {
-                nonce: body.get_u64(),
-                sent_at: Time::from_nanos(body.get_u64()),
-            };
-            if kind == MessageKind::Ping {
-                Message::Ping(probe)
-            } else {
-                Message::Pong(probe)
-            }
-        }
-        MessageKind::Bitfield => Message::Bitfield(Bitfield {
-            transfer: TransferId(body.get_u32()),
-            pieces: body.get_u32(),
-            bits: body,
-        }),
-        MessageKind::Have | MessageKind::Request => {
-            let r = PieceRef {
-                transfer: TransferId(body.get_u32()),
-                piece: body.get_u32(),
-            };
-            if kind == MessageKind::Have {
-                Message::Have(r)
-            } else {
-                Message::Request(r)
-            }
-        }
-        MessageKind::Piece => Message::Piece(Piece {
-            transfer: TransferId(body.get_u32()),
-            piece: body.get_u32(),
-            payload: body,
-        }),
-        MessageKind::Signal => {
-            let transfer = TransferId(body.get_u32());
-            let byte = body.get_u8();
-            let signal = Signal::from_byte(byte).ok_or(FrameError::Inconsistent {
-                kind,
-                what: "unknown signal",
-            })?;
-            Message::Signal(SignalMsg {
-                transfer,
-                signal,
-                arg: body.get_u32(),
-            })
-        }
-        MessageKind::PeerList => Message::PeerList(PeerList {
-            transfer: TransferId(body.get_u32()),
-            peers: body,
-        }),
-        MessageKind::Session => Message::Session(SessionFrame { body }),
-    };
-    message.validate()?;
-    Ok(message)
 }
 
 /// Decodes the frame at the start of `buf` and removes it: `Ok(None)` when more bytes are needed
@@ -1045,142 +656,4 @@ impl Decoder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn data(payload: &'static [u8]) -> Message {
-        Message::Data(DataSegment {
-            transfer: TransferId(7),
-            offset: 3,
-            total_len: 100,
-            payload: Bytes::from_static(payload),
-        })
-    }
-
-    #[test]
-    fn known_bytes() {
-        let frame = encode(&data(b"hi")).unwrap();
-        assert_eq!(
-            &frame[..],
-            &[
-                0xB1, 1, 0, 0, 0, 0, 0, 22, // header: body 20 + 2
-                0, 0, 0, 7, // transfer
-                0, 0, 0, 0, 0, 0, 0, 3, // offset
-                0, 0, 0, 0, 0, 0, 0, 100, // total_len
-                b'h', b'i'
-            ][..]
-        );
-        assert_eq!(encoded_len(&data(b"hi")), frame.len());
-        let parts = encode_parts(&data(b"hi")).unwrap();
-        assert_eq!(parts.len(), frame.len());
-        assert_eq!(
-            [&parts.head[..], &parts.payload[..]].concat(),
-            frame.to_vec()
-        );
-    }
-
-    #[test]
-    fn payload_is_zero_copy() {
-        let frame = encode(&data(b"hello")).unwrap();
-        let mut buf = BytesMut::from(&frame[..]);
-        let base = buf.as_ptr() as usize;
-        let Some(Message::Data(d)) = decode(&mut buf, DEFAULT_MAX_BODY_LEN).unwrap() else {
-            panic!("expected a data frame");
-        };
-        assert_eq!(d.payload.as_ptr() as usize, base + HEADER_LEN + DATA_FIXED);
-        let (m, n) = decode_bytes(&frame, DEFAULT_MAX_BODY_LEN).unwrap().unwrap();
-        assert_eq!(n, frame.len());
-        assert_eq!(
-            m.payload().unwrap().as_ptr() as usize,
-            frame.as_ptr() as usize + HEADER_LEN + DATA_FIXED
-        );
-    }
-
-    #[test]
-    fn header_errors_come_before_the_body() {
-        let limit = 64;
-        let mut dec = Decoder::with_max_body_len(limit);
-        dec.push(&[0xB1, 1, 0, 0, 0, 0, 1, 0]); // body of 256 bytes > 64
-        assert_eq!(
-            dec.next_message(),
-            Err(FrameError::TooLarge {
-                body_len: 256,
-                limit: 64
-            })
-        );
-        assert!(dec.buffer_mut().capacity() < 256);
-        // Poisoned: the same error again.
-        dec.push(&encode(&data(b"")).unwrap());
-        assert!(matches!(
-            dec.next_message(),
-            Err(FrameError::TooLarge { .. })
-        ));
-
-        for (bytes, want) in [
-            (
-                [0x11, 1, 0, 0, 0, 0, 0, 20],
-                FrameError::BadMagic {
-                    found: 0x11,
-                    expected: 0xB1,
-                },
-            ),
-            (
-                [0xB2, 1, 0, 0, 0, 0, 0, 20],
-                FrameError::UnsupportedVersion {
-                    found: 2,
-                    supported: 1,
-                },
-            ),
-            (
-                [0xB1, 99, 0, 0, 0, 0, 0, 20],
-                FrameError::UnknownKind { kind: 99 },
-            ),
-            (
-                [0xB1, 1, 0, 4, 0, 0, 0, 20],
-                FrameError::ReservedFlags { flags: 4 },
-            ),
-            (
-                [0xB1, 4, 0, 0, 0, 0, 0, 17],
-                FrameError::BodyLength {
-                    kind: MessageKind::Ping,
-                    found: 17,
-                    expected: "16",
-                },
-            ),
-            (
-                [0xB1, 2, 0, 0, 0, 0, 0, 27],
-                FrameError::BodyLength {
-                    kind: MessageKind::Share,
-                    found: 27,
-                    expected: "at least 28",
-                },
-            ),
-        ] {
-            assert_eq!(peek_header(&bytes, limit), Err(want.clone()));
-            assert!(!want.to_string().is_empty());
-        }
-    }
-
-    #[test]
-    fn inconsistent_bodies() {
-        let past_end = Message::Data(DataSegment {
-            transfer: TransferId(0),
-            offset: u64::MAX,
-            total_len: u64::MAX,
-            payload: Bytes::from_static(b"x"),
-        });
-        let frame = encode(&past_end).unwrap();
-        assert!(matches!(
-            decode_bytes(&frame, DEFAULT_MAX_BODY_LEN),
-            Err(FrameError::Inconsistent { .. })
-        ));
-        let outside = Message::Share(ShareChunk {
-            transfer: TransferId(0),
-            share_offset: 10,
-            share_len: 5,
-            offset: 9,
-            payload: Bytes::from_static(b"x"),
-        });
-        assert!(outside.validate().is_err());
-    }
-}
+mod tests;

@@ -38,20 +38,66 @@
 //! back (it restarted): running collectives keep it failed, later ones include it.
 
 use crate::collective::{self, BuildContext, CollectiveSpec, Start};
-use crate::frame::{Message, SessionFrame, TransferId};
+use crate::frame::{Family, FrameError, KindLayout, MessageKind};
+use crate::frame::{Message, TransferId};
 use crate::node::{
     node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
 use crate::pieces::{Blake3Verifier, PieceVerifier};
+use crate::probe::ProbeMsg;
 use crate::probe::{LinkProber, ProbeConfig};
 use crate::time::Time;
 use bytes::Bytes;
+use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
+
+/// A message of the host's session (joining, starting a collective, readiness, reports,
+/// heartbeats, leaving): the frame carries the encoded [`SessionMsg`] as its body.
+///
+/// Frame family 1, one kind: 1 `session`, no fixed fields, the body is the payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionFrame {
+    /// The encoded session message.
+    pub body: Bytes,
+}
+
+impl SessionFrame {
+    /// The kind of a session frame.
+    pub const SESSION: MessageKind = MessageKind::of::<SessionFrame>(1);
+}
+
+impl Family for SessionFrame {
+    const FAMILY: u8 = 1;
+    const KINDS: &'static [KindLayout] = &[KindLayout {
+        kind: 1,
+        name: "session",
+        fixed: 0,
+        payload: true,
+    }];
+
+    fn kind(&self) -> u8 {
+        1
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        None
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        Some(&self.body)
+    }
+
+    fn put_fixed(&self, _dst: &mut BytesMut) {}
+
+    fn parse(_kind: u8, body: Bytes) -> Result<Self, FrameError> {
+        Ok(SessionFrame { body })
+    }
+}
 
 /// The host's own timer: heartbeats and the silence check.
 const TICK: TimerId = TimerId(0);
@@ -345,7 +391,7 @@ pub struct Host {
 fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
     ProtocolError::Inconsistent {
         from,
-        kind: crate::frame::MessageKind::Session,
+        kind: SessionFrame::SESSION,
         what,
     }
 }
@@ -1201,7 +1247,7 @@ impl Protocol for Host {
                             .map_err(|_| inconsistent(from, "is not a session message"))?;
                         self.on_session(now, from, msg, out)
                     }
-                    Message::Ping(_) | Message::Pong(_) => {
+                    Message::Probe(_) => {
                         if let Some(prober) = self.prober.as_mut() {
                             self.scratch.clear();
                             prober.handle(
@@ -1210,8 +1256,8 @@ impl Protocol for Host {
                                 &mut self.scratch,
                             )?;
                             self.forward_prober(out);
-                        } else if let Message::Ping(p) = message {
-                            out.send(from, Message::Pong(p));
+                        } else if let Message::Probe(ProbeMsg::Ping(p)) = message {
+                            out.send(from, Message::Probe(ProbeMsg::Pong(p)));
                         }
                         Ok(())
                     }

@@ -17,8 +17,11 @@
 //!   [`CollectiveSpec`](collective::CollectiveSpec) every front end parses into, one
 //!   descriptor per protocol, [`build`](collective::build) for every driver, and the checklist
 //!   for adding a protocol.
-//! - [`frame`]: versioned, length-prefixed frames; an incremental, bounds-checked [`Decoder`]
-//!   with zero-copy payloads; [`encoded_len`](frame::encoded_len) for the simulator's accounting.
+//! - [`frame`]: versioned, length-prefixed frames carrying any protocol's messages by (family,
+//!   kind): each protocol module owns its message enum and codec ([`frame::Family`]), the
+//!   frame module only the header, the bounds checks and the dispatch; an incremental,
+//!   bounds-checked [`Decoder`] with zero-copy payloads; [`encoded_len`](frame::encoded_len)
+//!   for the simulator's accounting.
 //! - [`tree_broadcast`]: pipelined broadcast of a message over any `windrose_trees::Tree`.
 //! - [`scatter`]: divisible-load scatter following a `windrose_trees::dlt::Schedule`, with the
 //!   exact byte split every node computes.

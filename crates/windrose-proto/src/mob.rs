@@ -18,11 +18,11 @@
 //! 3. **Stealing.** A node requests the pieces of its mob share from its global peers and every
 //!    other piece from its local peers, keeping [`MobConfig::outstanding`] (R = 5) requests
 //!    outstanding per peer, each time choosing at random among the pieces the peer has
-//!    announced. Messages: a [`Bitfield`](crate::frame::Bitfield) sent once by the root to each of its peers (it holds
-//!    everything); [`Message::Have`] for every newly verified piece to all local peers, and to a
+//!    announced. Messages: a [`Bitfield`](crate::pieces::Bitfield) sent once by the root to each of its peers (it holds
+//!    everything); [`PieceMsg::Have`] for every newly verified piece to all local peers, and to a
 //!    global peer only when the piece is in *that peer's* mob share (so each cluster hears of
-//!    each piece from outside once per mob member that needs it); [`Message::Request`], always
-//!    honoured with a [`Message::Piece`].
+//!    each piece from outside once per mob member that needs it); [`PieceMsg::Request`], always
+//!    honoured with a [`PieceMsg::Piece`].
 //! 4. **Final acknowledgement.** A binary tree over all nodes, in heap order over the nodes
 //!    sorted by id with the root moved first (index k has children 2k+1 and 2k+2): a node sends
 //!    [`Signal::Complete`] to its parent once it holds every piece and each child has sent its
@@ -202,12 +202,13 @@
 //! size), once per request of a share piece. Nothing scans all P pieces except setup, a bitfield, a late peering and failures.
 //! Piece bytes are never copied ([`Bytes`] slices of the root's buffer or of receive buffers).
 
-use crate::frame::{Message, MessageKind, Piece, PieceRef, Signal, SignalMsg, TransferId};
+use crate::frame::{Message, MessageKind, TransferId};
 use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
 use crate::pieces::{ClusterLayout, PieceStore, SwarmSetup, MAX_BAD_COPIES};
+use crate::pieces::{Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use crate::time::Time;
 use bytes::Bytes;
 use rand::seq::SliceRandom;
@@ -840,11 +841,11 @@ impl Mob {
     }
 
     fn signal(&self, signal: Signal, arg: u32) -> Message {
-        Message::Signal(SignalMsg {
+        Message::Pieces(PieceMsg::Signal(SignalMsg {
             transfer: self.transfer(),
             signal,
             arg,
-        })
+        }))
     }
 
     /// Adds a peer (or revives nothing: a known peer is returned as is); tells it what it is
@@ -893,7 +894,7 @@ impl Mob {
             if skip.is_none() {
                 out.send(
                     peer.id,
-                    Message::Bitfield(self.store.bitfield(self.transfer())),
+                    Message::Pieces(PieceMsg::Bitfield(self.store.bitfield(self.transfer()))),
                 );
             }
             return;
@@ -902,10 +903,10 @@ impl Mob {
             if self.store.has(i) && self.tells(peer, i) && !skip.is_some_and(|r| r.contains(&i)) {
                 out.send(
                     peer.id,
-                    Message::Have(PieceRef {
+                    Message::Pieces(PieceMsg::Have(PieceRef {
                         transfer: self.transfer(),
                         piece: i,
-                    }),
+                    })),
                 );
             }
         }
@@ -1191,10 +1192,10 @@ impl Mob {
             self.peers[k].outstanding += 1;
             out.send(
                 self.peers[k].id,
-                Message::Request(PieceRef {
+                Message::Pieces(PieceMsg::Request(PieceRef {
                     transfer: self.transfer(),
                     piece: i,
-                }),
+                })),
             );
             if rarest && !self.region_done && !self.region_open() {
                 // The region is exhausted: pieces outside it may now be taken from any
@@ -1388,7 +1389,7 @@ impl Mob {
         }
         // Validate everything before changing anything.
         match &message {
-            Message::Bitfield(b) => {
+            Message::Pieces(PieceMsg::Bitfield(b)) => {
                 b.validate()
                     .map_err(|source| ProtocolError::Frame { from, source })?;
                 if b.pieces != self.pieces {
@@ -1399,8 +1400,8 @@ impl Mob {
                     });
                 }
             }
-            Message::Have(r) => self.check_piece(from, kind, r.piece)?,
-            Message::Request(r) => {
+            Message::Pieces(PieceMsg::Have(r)) => self.check_piece(from, kind, r.piece)?,
+            Message::Pieces(PieceMsg::Request(r)) => {
                 self.check_piece(from, kind, r.piece)?;
                 if !self.store.has(r.piece) {
                     return Err(ProtocolError::UnexpectedMessage {
@@ -1410,8 +1411,8 @@ impl Mob {
                     });
                 }
             }
-            Message::Piece(p) => self.check_piece(from, kind, p.piece)?,
-            Message::Signal(s) => {
+            Message::Pieces(PieceMsg::Piece(p)) => self.check_piece(from, kind, p.piece)?,
+            Message::Pieces(PieceMsg::Signal(s)) => {
                 if s.signal == Signal::AllComplete && !self.store.is_complete() && !self.rejoined {
                     return Err(ProtocolError::Inconsistent {
                         from,
@@ -1434,7 +1435,9 @@ impl Mob {
         if self.banned.contains(&from)
             && matches!(
                 message,
-                Message::Have(_) | Message::Bitfield(_) | Message::Piece(_)
+                Message::Pieces(PieceMsg::Have(_))
+                    | Message::Pieces(PieceMsg::Bitfield(_))
+                    | Message::Pieces(PieceMsg::Piece(_))
             )
         {
             // It sent a bad piece: none of its data or announcements count any more (its
@@ -1442,33 +1445,33 @@ impl Mob {
             return Ok(());
         }
         match message {
-            Message::Request(r) => {
+            Message::Pieces(PieceMsg::Request(r)) => {
                 // Always honoured, even after finishing.
                 let payload = self.store.get(r.piece).cloned().unwrap_or_default();
                 out.send(
                     from,
-                    Message::Piece(Piece {
+                    Message::Pieces(PieceMsg::Piece(Piece {
                         transfer: self.transfer(),
                         piece: r.piece,
                         payload,
-                    }),
+                    })),
                 );
             }
-            Message::Signal(s) => self.on_signal(from, s.signal, out),
+            Message::Pieces(PieceMsg::Signal(s)) => self.on_signal(from, s.signal, out),
             _ if self.status == Status::Finished => {} // late news: everybody has everything
-            Message::Bitfield(b) => {
+            Message::Pieces(PieceMsg::Bitfield(b)) => {
                 let k = self.add_peer(from, out);
                 for i in b.iter() {
                     self.on_announce(k, i);
                 }
                 self.fill(k, out);
             }
-            Message::Have(r) => {
+            Message::Pieces(PieceMsg::Have(r)) => {
                 let k = self.add_peer(from, out);
                 self.on_announce(k, r.piece);
                 self.fill(k, out);
             }
-            Message::Piece(p) => self.on_piece(now, from, p, out),
+            Message::Pieces(PieceMsg::Piece(p)) => self.on_piece(now, from, p, out),
             _ => {}
         }
         Ok(())
@@ -1616,10 +1619,10 @@ impl Mob {
             if self.tells(&self.peers[q], i) {
                 out.send(
                     self.peers[q].id,
-                    Message::Have(PieceRef {
+                    Message::Pieces(PieceMsg::Have(PieceRef {
                         transfer: self.transfer(),
                         piece: i,
-                    }),
+                    })),
                 );
             }
         }

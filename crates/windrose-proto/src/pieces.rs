@@ -13,7 +13,400 @@ use std::sync::{Arc, Mutex};
 use windrose_model::{ClusterId, NodeId};
 
 use crate::frame::TransferId;
+use crate::frame::{self, Family, FrameError, KindLayout, Message, MessageKind};
 use crate::node::SetupError;
+use bytes::{Buf, BufMut, BytesMut};
+use serde::{Deserialize, Serialize};
+
+/// The pieces a node holds, as a bit per piece (most significant bit of byte 0 = piece 0, as
+/// in BitTorrent); bits past `pieces` are zero.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bitfield {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// Number of pieces the bits describe.
+    pub pieces: u32,
+    /// `ceil(pieces / 8)` bytes.
+    pub bits: Bytes,
+}
+
+impl Bitfield {
+    /// The bitfield of `pieces` pieces where `has(i)` holds.
+    pub fn from_fn(transfer: TransferId, pieces: u32, has: impl Fn(u32) -> bool) -> Bitfield {
+        let mut bits = vec![0u8; pieces.div_ceil(8) as usize];
+        for i in (0..pieces).filter(|&i| has(i)) {
+            bits[(i / 8) as usize] |= 0x80 >> (i % 8);
+        }
+        Bitfield {
+            transfer,
+            pieces,
+            bits: Bytes::from(bits),
+        }
+    }
+
+    /// True when piece `i` is set (false outside `0..pieces`).
+    pub fn has(&self, i: u32) -> bool {
+        i < self.pieces
+            && self
+                .bits
+                .get((i / 8) as usize)
+                .is_some_and(|b| b & (0x80 >> (i % 8)) != 0)
+    }
+
+    /// The pieces set, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.pieces).filter(|&i| self.has(i))
+    }
+
+    /// Checks the length of `bits` and that the bits past `pieces` are zero.
+    pub fn validate(&self) -> Result<(), FrameError> {
+        let bad = |what| Err(frame::inconsistent(PieceMsg::BITFIELD, what));
+        if self.bits.len() as u64 != u64::from(self.pieces).div_ceil(8) {
+            return bad("bit bytes do not match the piece count");
+        }
+        let spare = (8 - self.pieces % 8) % 8;
+        if spare > 0
+            && self
+                .bits
+                .last()
+                .is_some_and(|b| b & ((1u8 << spare) - 1) != 0)
+        {
+            return bad("bits set past the piece count");
+        }
+        Ok(())
+    }
+}
+
+/// A piece named by its index: the body of Have and Request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PieceRef {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// The piece.
+    pub piece: u32,
+}
+
+/// The bytes of one piece.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// The piece.
+    pub piece: u32,
+    /// Its bytes (zero-copy); checked against the manifest by the receiver.
+    pub payload: Bytes,
+}
+
+/// A control signal of the piece-based multicasts; `arg` is a node id or 0 (see [`Signal`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SignalMsg {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// What is signalled.
+    pub signal: Signal,
+    /// Its argument (a node id for `Complete` and `AllComplete` relays; 0 otherwise).
+    pub arg: u32,
+}
+
+/// The signals of [`SignalMsg`] (byte values on the wire in parentheses).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Signal {
+    /// Opens a peering: the receiver adds the sender to its peers (1).
+    Hello = 1,
+    /// The sender wants pieces the receiver has (2).
+    Interested = 2,
+    /// The sender no longer wants any of the receiver's pieces (3).
+    NotInterested = 3,
+    /// The sender will not serve the receiver's requests (4).
+    Choke = 4,
+    /// The sender will serve the receiver's requests (5).
+    Unchoke = 5,
+    /// Asks the tracker for peers (6).
+    Announce = 6,
+    /// A node holds every piece (7).
+    Complete = 7,
+    /// Every node holds every piece: serving may stop (8).
+    AllComplete = 8,
+    /// The sender failed and restarted and joins the run again, as a guest that takes pieces
+    /// from anyone and announces none: tell it of every piece, serve it, wait for it (9).
+    Rejoin = 9,
+}
+
+impl Signal {
+    /// Every signal, in byte order.
+    pub const ALL: [Signal; 9] = [
+        Signal::Hello,
+        Signal::Interested,
+        Signal::NotInterested,
+        Signal::Choke,
+        Signal::Unchoke,
+        Signal::Announce,
+        Signal::Complete,
+        Signal::AllComplete,
+        Signal::Rejoin,
+    ];
+
+    /// The signal of a byte, None if unknown.
+    pub fn from_byte(byte: u8) -> Option<Signal> {
+        Signal::ALL.into_iter().find(|s| *s as u8 == byte)
+    }
+}
+
+/// A list of peers (the tracker's answer to an announce), one big-endian u32 node id each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerList {
+    /// The transfer.
+    pub transfer: TransferId,
+    /// Four bytes per peer.
+    pub peers: Bytes,
+}
+
+impl PeerList {
+    /// The list of `nodes`.
+    pub fn new(transfer: TransferId, nodes: &[NodeId]) -> PeerList {
+        let mut b = BytesMut::with_capacity(4 * nodes.len());
+        for n in nodes {
+            b.put_u32(n.0);
+        }
+        PeerList {
+            transfer,
+            peers: b.freeze(),
+        }
+    }
+
+    /// The peers, in order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.peers
+            .chunks_exact(4)
+            .map(|c| NodeId(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+    }
+}
+
+/// The messages of the piece-based multicasts (frame family 5). Pieces are numbered from 0
+/// and described by the [`Manifest`] every node is given.
+///
+/// | kind | message               | fixed body fields                                          |
+/// |------|-----------------------|------------------------------------------------------------|
+/// | 1    | [`Bitfield`]          | transfer u32, pieces u32 (8), then ceil(pieces/8) bit bytes |
+/// | 2    | Have ([`PieceRef`])   | transfer u32, piece u32 (8, exact)                         |
+/// | 3    | Request ([`PieceRef`]) | transfer u32, piece u32 (8, exact)                        |
+/// | 4    | [`Piece`]             | transfer u32, piece u32 (8), then the piece's bytes        |
+/// | 5    | [`SignalMsg`]         | transfer u32, signal u8, arg u32 (9, exact)                |
+/// | 6    | [`PeerList`]          | transfer u32 (4), then one u32 node id per peer            |
+///
+/// The tree broadcast also sends `Request` (a restarted receiver asking for the rest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PieceMsg {
+    /// The pieces a node holds.
+    Bitfield(Bitfield),
+    /// A node now holds a piece.
+    Have(PieceRef),
+    /// A request for a piece.
+    Request(PieceRef),
+    /// A piece's bytes.
+    Piece(Piece),
+    /// A control signal.
+    Signal(SignalMsg),
+    /// A list of peers.
+    PeerList(PeerList),
+}
+
+impl PieceMsg {
+    /// The kind of [`PieceMsg::Bitfield`].
+    pub const BITFIELD: MessageKind = MessageKind::of::<PieceMsg>(1);
+    /// The kind of [`PieceMsg::Have`].
+    pub const HAVE: MessageKind = MessageKind::of::<PieceMsg>(2);
+    /// The kind of [`PieceMsg::Request`].
+    pub const REQUEST: MessageKind = MessageKind::of::<PieceMsg>(3);
+    /// The kind of [`PieceMsg::Piece`].
+    pub const PIECE: MessageKind = MessageKind::of::<PieceMsg>(4);
+    /// The kind of [`PieceMsg::Signal`].
+    pub const SIGNAL: MessageKind = MessageKind::of::<PieceMsg>(5);
+    /// The kind of [`PieceMsg::PeerList`].
+    pub const PEER_LIST: MessageKind = MessageKind::of::<PieceMsg>(6);
+
+    /// The transfer of any piece message.
+    pub fn transfer_id(&self) -> TransferId {
+        match self {
+            PieceMsg::Bitfield(b) => b.transfer,
+            PieceMsg::Have(r) | PieceMsg::Request(r) => r.transfer,
+            PieceMsg::Piece(p) => p.transfer,
+            PieceMsg::Signal(s) => s.transfer,
+            PieceMsg::PeerList(p) => p.transfer,
+        }
+    }
+}
+
+impl From<Bitfield> for Message {
+    fn from(b: Bitfield) -> Message {
+        Message::Pieces(PieceMsg::Bitfield(b))
+    }
+}
+
+impl From<Piece> for Message {
+    fn from(p: Piece) -> Message {
+        Message::Pieces(PieceMsg::Piece(p))
+    }
+}
+
+impl From<SignalMsg> for Message {
+    fn from(s: SignalMsg) -> Message {
+        Message::Pieces(PieceMsg::Signal(s))
+    }
+}
+
+impl From<PeerList> for Message {
+    fn from(p: PeerList) -> Message {
+        Message::Pieces(PieceMsg::PeerList(p))
+    }
+}
+
+impl Family for PieceMsg {
+    const FAMILY: u8 = 5;
+    const KINDS: &'static [KindLayout] = &[
+        KindLayout {
+            kind: 1,
+            name: "bitfield",
+            fixed: 8,
+            payload: true,
+        },
+        KindLayout {
+            kind: 2,
+            name: "have",
+            fixed: 8,
+            payload: false,
+        },
+        KindLayout {
+            kind: 3,
+            name: "request",
+            fixed: 8,
+            payload: false,
+        },
+        KindLayout {
+            kind: 4,
+            name: "piece",
+            fixed: 8,
+            payload: true,
+        },
+        KindLayout {
+            kind: 5,
+            name: "signal",
+            fixed: 9,
+            payload: false,
+        },
+        KindLayout {
+            kind: 6,
+            name: "peer_list",
+            fixed: 4,
+            payload: true,
+        },
+    ];
+
+    fn kind(&self) -> u8 {
+        match self {
+            PieceMsg::Bitfield(_) => 1,
+            PieceMsg::Have(_) => 2,
+            PieceMsg::Request(_) => 3,
+            PieceMsg::Piece(_) => 4,
+            PieceMsg::Signal(_) => 5,
+            PieceMsg::PeerList(_) => 6,
+        }
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        Some(self.transfer_id())
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        match self {
+            PieceMsg::Bitfield(b) => Some(&b.bits),
+            PieceMsg::Piece(p) => Some(&p.payload),
+            PieceMsg::PeerList(p) => Some(&p.peers),
+            PieceMsg::Have(_) | PieceMsg::Request(_) | PieceMsg::Signal(_) => None,
+        }
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        dst.put_u32(self.transfer_id().0);
+        match self {
+            PieceMsg::Bitfield(b) => dst.put_u32(b.pieces),
+            PieceMsg::Have(r) | PieceMsg::Request(r) => dst.put_u32(r.piece),
+            PieceMsg::Piece(p) => dst.put_u32(p.piece),
+            PieceMsg::Signal(s) => {
+                dst.put_u8(s.signal as u8);
+                dst.put_u32(s.arg);
+            }
+            PieceMsg::PeerList(_) => {}
+        }
+    }
+
+    fn validate(&self) -> Result<(), FrameError> {
+        match self {
+            PieceMsg::Bitfield(b) => b.validate(),
+            PieceMsg::PeerList(l) if l.peers.len() % 4 != 0 => Err(frame::inconsistent(
+                PieceMsg::PEER_LIST,
+                "peer list length is not a multiple of 4",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn parse(kind: u8, mut body: Bytes) -> Result<Self, FrameError> {
+        let transfer = TransferId(body.get_u32());
+        Ok(match kind {
+            1 => {
+                let b = Bitfield {
+                    transfer,
+                    pieces: body.get_u32(),
+                    bits: body,
+                };
+                b.validate()?;
+                PieceMsg::Bitfield(b)
+            }
+            2 | 3 => {
+                let r = PieceRef {
+                    transfer,
+                    piece: body.get_u32(),
+                };
+                if kind == 2 {
+                    PieceMsg::Have(r)
+                } else {
+                    PieceMsg::Request(r)
+                }
+            }
+            4 => PieceMsg::Piece(Piece {
+                transfer,
+                piece: body.get_u32(),
+                payload: body,
+            }),
+            5 => {
+                let signal = Signal::from_byte(body.get_u8())
+                    .ok_or_else(|| frame::inconsistent(PieceMsg::SIGNAL, "unknown signal"))?;
+                PieceMsg::Signal(SignalMsg {
+                    transfer,
+                    signal,
+                    arg: body.get_u32(),
+                })
+            }
+            6 => {
+                let l = PieceMsg::PeerList(PeerList {
+                    transfer,
+                    peers: body,
+                });
+                l.validate()?;
+                l
+            }
+            other => {
+                return Err(FrameError::UnknownKind {
+                    family: Self::FAMILY,
+                    kind: other,
+                })
+            }
+        })
+    }
+}
 
 /// Bytes of a BLAKE3 hash.
 pub const HASH_LEN: usize = 32;
@@ -298,8 +691,8 @@ impl PieceStore {
     }
 
     /// The pieces held, as a bitfield message body.
-    pub fn bitfield(&self, transfer: TransferId) -> crate::frame::Bitfield {
-        crate::frame::Bitfield::from_fn(transfer, self.piece_count(), |i| self.has(i))
+    pub fn bitfield(&self, transfer: TransferId) -> Bitfield {
+        Bitfield::from_fn(transfer, self.piece_count(), |i| self.has(i))
     }
 
     /// The held pieces that continue the bytes already delivered, as `(offset, bytes)` in

@@ -1,8 +1,8 @@
 //! Link probing: round-trip times to a set of peers, measured with ping/pong frames.
 //!
-//! A [`LinkProber`] sends a [`Message::Ping`] with a fresh random nonce to each live peer every
+//! A [`LinkProber`] sends a [`ProbeMsg::Ping`] with a fresh random nonce to each live peer every
 //! [`period`](ProbeConfig::period), [`rounds`](ProbeConfig::rounds) times, and turns each
-//! matching [`Message::Pong`] into a [`Report::RoundTrip`] (time from the ping's send to the
+//! matching [`ProbeMsg::Pong`] into a [`Report::RoundTrip`] (time from the ping's send to the
 //! pong's arrival, on this node's clock). It answers every ping it receives with a pong that
 //! echoes the ping's fields. It finishes one period after its last round (late pongs are then
 //! ignored, as are pongs whose nonce does not match the outstanding ping).
@@ -11,15 +11,101 @@
 //! come from the seeded RNG it is built with (see [`node_rng`](crate::node_rng)), so simulated
 //! runs stay reproducible. Timer: [`PROBE_TIMER`].
 
-use crate::frame::{Message, Probe};
+use crate::frame::Message;
+use crate::frame::{Family, FrameError, KindLayout, MessageKind, TransferId};
 use crate::node::{
     Command, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status, TimerId,
 };
 use crate::time::Time;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 use windrose_model::NodeId;
+
+/// The body of a ping and of its pong: the pong echoes the ping's fields.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Probe {
+    /// Random number chosen by the pinger, to match the pong to its ping.
+    pub nonce: u64,
+    /// When the ping was sent, on the pinger's clock.
+    pub sent_at: Time,
+}
+
+/// The prober's messages (frame family 2).
+///
+/// | kind | message      | fixed body fields                        |
+/// |------|--------------|------------------------------------------|
+/// | 1    | Ping         | nonce u64, sent_at_ns u64 (16, exact)    |
+/// | 2    | Pong         | the ping's fields echoed (16, exact)     |
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeMsg {
+    /// A round-trip measurement request.
+    Ping(Probe),
+    /// The answer to a ping, echoing its fields.
+    Pong(Probe),
+}
+
+impl ProbeMsg {
+    /// The kind of [`ProbeMsg::Ping`].
+    pub const PING: MessageKind = MessageKind::of::<ProbeMsg>(1);
+    /// The kind of [`ProbeMsg::Pong`].
+    pub const PONG: MessageKind = MessageKind::of::<ProbeMsg>(2);
+}
+
+impl Family for ProbeMsg {
+    const FAMILY: u8 = 2;
+    const KINDS: &'static [KindLayout] = &[
+        KindLayout {
+            kind: 1,
+            name: "ping",
+            fixed: 16,
+            payload: false,
+        },
+        KindLayout {
+            kind: 2,
+            name: "pong",
+            fixed: 16,
+            payload: false,
+        },
+    ];
+
+    fn kind(&self) -> u8 {
+        match self {
+            ProbeMsg::Ping(_) => 1,
+            ProbeMsg::Pong(_) => 2,
+        }
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        None
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        None
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        let (ProbeMsg::Ping(p) | ProbeMsg::Pong(p)) = self;
+        dst.put_u64(p.nonce);
+        dst.put_u64(p.sent_at.as_nanos());
+    }
+
+    fn parse(kind: u8, mut body: Bytes) -> Result<Self, FrameError> {
+        let p = Probe {
+            nonce: body.get_u64(),
+            sent_at: Time::from_nanos(body.get_u64()),
+        };
+        match kind {
+            1 => Ok(ProbeMsg::Ping(p)),
+            2 => Ok(ProbeMsg::Pong(p)),
+            kind => Err(FrameError::UnknownKind {
+                family: Self::FAMILY,
+                kind,
+            }),
+        }
+    }
+}
 
 /// The timer of the next probing round.
 pub const PROBE_TIMER: TimerId = TimerId(1);
@@ -118,7 +204,7 @@ impl LinkProber {
                 sent_at: now,
             };
             peer.outstanding = Some(probe);
-            out.send(peer.node, Message::Ping(probe));
+            out.send(peer.node, Message::Probe(ProbeMsg::Ping(probe)));
         }
         out.push(Output::SetTimer {
             timer: PROBE_TIMER,
@@ -153,11 +239,11 @@ impl Protocol for LinkProber {
             Input::Timer(_) => {}
             Input::Message {
                 from,
-                message: Message::Ping(probe),
-            } => out.send(from, Message::Pong(probe)),
+                message: Message::Probe(ProbeMsg::Ping(probe)),
+            } => out.send(from, Message::Probe(ProbeMsg::Pong(probe))),
             Input::Message {
                 from,
-                message: Message::Pong(probe),
+                message: Message::Probe(ProbeMsg::Pong(probe)),
             } => {
                 if self.status != Status::Running {
                     return Ok(());

@@ -35,7 +35,8 @@
 //! Failures: if the parent fails, or a child fails before its whole subtree has reported, a
 //! running node aborts ([`AbortReason::PeerFailed`]).
 
-use crate::frame::{Message, MessageKind, ShareChunk, ShareFinished, TransferId};
+use crate::frame::{self, Family, FrameError, KindLayout};
+use crate::frame::{Message, MessageKind, TransferId};
 use crate::node::{
     AbortReason, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId,
@@ -43,10 +44,173 @@ use crate::node::{
 use crate::time::Time;
 use crate::tree_broadcast::check_frame_payload;
 use bytes::Bytes;
+use bytes::{Buf, BufMut, BytesMut};
 use std::collections::HashMap;
 use std::ops::Range;
 use windrose_model::NodeId;
 use windrose_trees::dlt::{NodeShare, Schedule};
+
+/// A piece of a divisible-load share: the receiver's share is bytes
+/// `share_offset..share_offset + share_len` of the load, and `payload` holds bytes
+/// `offset..offset + payload.len()` of the load (inside the share).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareChunk {
+    /// The scatter this piece belongs to.
+    pub transfer: TransferId,
+    /// Position of the receiver's whole share in the load.
+    pub share_offset: u64,
+    /// Length of the receiver's whole share (what it keeps plus what it forwards).
+    pub share_len: u64,
+    /// Position of the payload's first byte in the load.
+    pub offset: u64,
+    /// The bytes (zero-copy).
+    pub payload: Bytes,
+}
+
+impl ShareChunk {
+    /// Checks that the share fits a `u64` range and the payload lies inside the share.
+    pub fn validate(&self) -> Result<(), FrameError> {
+        let bad = |what| Err(frame::inconsistent(ScatterMsg::SHARE, what));
+        let Some(share_end) = self.share_offset.checked_add(self.share_len) else {
+            return bad("share_offset + share_len overflows");
+        };
+        match self.offset.checked_add(self.payload.len() as u64) {
+            Some(end) if self.offset >= self.share_offset && end <= share_end => Ok(()),
+            _ => bad("payload lies outside the share"),
+        }
+    }
+}
+
+/// A node's report that it finished computing its share, relayed up the tree to the root.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShareFinished {
+    /// The scatter reported on.
+    pub transfer: TransferId,
+    /// The node that finished (not the relay that sends the frame).
+    pub node: NodeId,
+    /// When it finished, on its own driver's clock.
+    pub finished_at: Time,
+}
+
+/// The scatter's messages (frame family 4).
+///
+/// | kind | message             | fixed body fields                                              |
+/// |------|---------------------|----------------------------------------------------------------|
+/// | 1    | [`ShareChunk`]      | transfer u32, share_offset u64, share_len u64, offset u64 (28), then the payload |
+/// | 2    | [`ShareFinished`]   | transfer u32, node u32, finished_at_ns u64 (16, exact)         |
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScatterMsg {
+    /// A piece of a share.
+    Share(ShareChunk),
+    /// A node finished its share.
+    Finished(ShareFinished),
+}
+
+impl ScatterMsg {
+    /// The kind of [`ScatterMsg::Share`].
+    pub const SHARE: MessageKind = MessageKind::of::<ScatterMsg>(1);
+    /// The kind of [`ScatterMsg::Finished`].
+    pub const SHARE_FINISHED: MessageKind = MessageKind::of::<ScatterMsg>(2);
+}
+
+impl From<ShareChunk> for Message {
+    fn from(c: ShareChunk) -> Message {
+        Message::Scatter(ScatterMsg::Share(c))
+    }
+}
+
+impl From<ShareFinished> for Message {
+    fn from(f: ShareFinished) -> Message {
+        Message::Scatter(ScatterMsg::Finished(f))
+    }
+}
+
+impl Family for ScatterMsg {
+    const FAMILY: u8 = 4;
+    const KINDS: &'static [KindLayout] = &[
+        KindLayout {
+            kind: 1,
+            name: "share",
+            fixed: 28,
+            payload: true,
+        },
+        KindLayout {
+            kind: 2,
+            name: "share_finished",
+            fixed: 16,
+            payload: false,
+        },
+    ];
+
+    fn kind(&self) -> u8 {
+        match self {
+            ScatterMsg::Share(_) => 1,
+            ScatterMsg::Finished(_) => 2,
+        }
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        Some(match self {
+            ScatterMsg::Share(c) => c.transfer,
+            ScatterMsg::Finished(f) => f.transfer,
+        })
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        match self {
+            ScatterMsg::Share(c) => Some(&c.payload),
+            ScatterMsg::Finished(_) => None,
+        }
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        match self {
+            ScatterMsg::Share(c) => {
+                dst.put_u32(c.transfer.0);
+                dst.put_u64(c.share_offset);
+                dst.put_u64(c.share_len);
+                dst.put_u64(c.offset);
+            }
+            ScatterMsg::Finished(f) => {
+                dst.put_u32(f.transfer.0);
+                dst.put_u32(f.node.0);
+                dst.put_u64(f.finished_at.as_nanos());
+            }
+        }
+    }
+
+    fn parse(kind: u8, mut body: Bytes) -> Result<Self, FrameError> {
+        if kind != 1 && kind != 2 {
+            return Err(FrameError::UnknownKind {
+                family: Self::FAMILY,
+                kind,
+            });
+        }
+        if kind == 2 {
+            return Ok(ScatterMsg::Finished(ShareFinished {
+                transfer: TransferId(body.get_u32()),
+                node: NodeId(body.get_u32()),
+                finished_at: Time::from_nanos(body.get_u64()),
+            }));
+        }
+        let c = ShareChunk {
+            transfer: TransferId(body.get_u32()),
+            share_offset: body.get_u64(),
+            share_len: body.get_u64(),
+            offset: body.get_u64(),
+            payload: body,
+        };
+        c.validate()?;
+        Ok(ScatterMsg::Share(c))
+    }
+
+    fn validate(&self) -> Result<(), FrameError> {
+        match self {
+            ScatterMsg::Share(c) => c.validate(),
+            ScatterMsg::Finished(_) => Ok(()),
+        }
+    }
+}
 
 /// The task id of a node's one computation.
 pub const COMPUTE_TASK: TaskId = TaskId(0);
@@ -109,7 +273,7 @@ impl ScatterConfig {
     /// [`MessageKind::frame_overhead`] per frame. What the simulator's network moves, and what
     /// predictions compared with it must use.
     pub fn wire_bytes_for_share(&self, range: Range<u64>) -> u64 {
-        let overhead = MessageKind::Share.frame_overhead() as u64;
+        let overhead = ScatterMsg::SHARE.frame_overhead() as u64;
         let len = range.end.saturating_sub(range.start);
         len.saturating_add(self.frames_for_share(range).saturating_mul(overhead))
     }
@@ -495,13 +659,13 @@ impl Scatter {
         let chunks = std::mem::take(&mut child.chunks);
         let last = chunks.len().saturating_sub(1);
         for (k, (offset, payload)) in chunks.into_iter().enumerate() {
-            let message = Message::Share(ShareChunk {
+            let message = Message::Scatter(ScatterMsg::Share(ShareChunk {
                 transfer: self.config.transfer,
                 share_offset: child.range.start,
                 share_len: child.range.end - child.range.start,
                 offset,
                 payload,
-            });
+            }));
             if sequential && k == last {
                 out.send_notify(child.node, message, SendId(i as u64));
             } else {
@@ -519,7 +683,7 @@ impl Scatter {
         chunk: ShareChunk,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::Share;
+        let kind = ScatterMsg::SHARE;
         if self.status == Status::Aborted {
             return Ok(());
         }
@@ -597,7 +761,7 @@ impl Scatter {
         report: ShareFinished,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::ShareFinished;
+        let kind = ScatterMsg::SHARE_FINISHED;
         if self.status == Status::Aborted {
             return Ok(());
         }
@@ -633,7 +797,7 @@ impl Scatter {
     /// Passes a finish report on: up to the parent, or at the root to the driver.
     fn emit_report(&self, report: ShareFinished, out: &mut Outputs) {
         match self.parent {
-            Some(p) => out.send(p, Message::ShareFinished(report)),
+            Some(p) => out.send(p, Message::Scatter(ScatterMsg::Finished(report))),
             None => out.push(Output::Report(Report::ShareFinished {
                 node: report.node,
                 at: report.finished_at,
@@ -751,11 +915,11 @@ impl Protocol for Scatter {
             }
             Input::Message {
                 from,
-                message: Message::Share(chunk),
+                message: Message::Scatter(ScatterMsg::Share(chunk)),
             } => self.on_chunk(from, chunk, out),
             Input::Message {
                 from,
-                message: Message::ShareFinished(report),
+                message: Message::Scatter(ScatterMsg::Finished(report)),
             } => self.on_report(from, report, out),
             Input::Message { from, message } => Err(ProtocolError::UnexpectedMessage {
                 from,

@@ -18,7 +18,7 @@
 //!
 //! Failures: a child declared failed is skipped from then on. A node whose parent fails
 //! re-attaches to the root, the one node sure to hold the whole message (it keeps it; a relay
-//! keeps only what it has not forwarded yet): it asks with a [`Message::Request`] whose `piece`
+//! keeps only what it has not forwarded yet): it asks with a [`PieceMsg::Request`] whose `piece`
 //! is the first segment it misses, the root sends every frame from there, and the node drops
 //! the part of the first one it already holds, then forwards to its own children as before,
 //! so the orphaned subtree hangs under the root without a rebuild. The root answers such
@@ -29,19 +29,119 @@
 //! is not complete aborts. Timer: [`IDLE_TIMER`].
 
 use crate::frame::{
-    DataSegment, Message, MessageKind, PieceRef, TransferId, DEFAULT_MAX_BODY_LEN,
+    self, Family, FrameError, KindLayout, Message, MessageKind, TransferId, DEFAULT_MAX_BODY_LEN,
     MAX_FIXED_BODY_LEN,
 };
 use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
+use crate::pieces::{PieceMsg, PieceRef};
 use crate::time::Time;
 use bytes::Bytes;
+use bytes::{Buf, BufMut, BytesMut};
 use std::collections::VecDeque;
 use std::time::Duration;
 use windrose_model::NodeId;
 use windrose_trees::Tree;
+
+/// A piece of a broadcast: `payload` holds bytes `offset..offset + payload.len()` of a message
+/// of `total_len` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataSegment {
+    /// The broadcast this piece belongs to.
+    pub transfer: TransferId,
+    /// Position of the payload's first byte in the broadcast message.
+    pub offset: u64,
+    /// Length of the whole broadcast message.
+    pub total_len: u64,
+    /// The bytes (a zero-copy slice of the sender's message or of the receive buffer).
+    pub payload: Bytes,
+}
+
+impl DataSegment {
+    /// Checks that the payload lies inside the message: `offset + payload.len() <= total_len`
+    /// (without overflow).
+    pub fn validate(&self) -> Result<(), FrameError> {
+        match self.offset.checked_add(self.payload.len() as u64) {
+            Some(end) if end <= self.total_len => Ok(()),
+            _ => Err(frame::inconsistent(
+                BroadcastMsg::DATA,
+                "payload runs past total_len",
+            )),
+        }
+    }
+}
+
+/// The broadcast's messages (frame family 3). A receiver that restarted asks for the rest with
+/// the piece family's `Request` (see the module docs).
+///
+/// | kind | message           | fixed body fields                                  |
+/// |------|-------------------|----------------------------------------------------|
+/// | 1    | [`DataSegment`]   | transfer u32, offset u64, total_len u64 (20 bytes), then the payload |
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BroadcastMsg {
+    /// A segment of the message.
+    Data(DataSegment),
+}
+
+impl BroadcastMsg {
+    /// The kind of [`BroadcastMsg::Data`].
+    pub const DATA: MessageKind = MessageKind::of::<BroadcastMsg>(1);
+}
+
+impl From<DataSegment> for Message {
+    fn from(d: DataSegment) -> Message {
+        Message::Broadcast(BroadcastMsg::Data(d))
+    }
+}
+
+impl Family for BroadcastMsg {
+    const FAMILY: u8 = 3;
+    const KINDS: &'static [KindLayout] = &[KindLayout {
+        kind: 1,
+        name: "data",
+        fixed: 20,
+        payload: true,
+    }];
+
+    fn kind(&self) -> u8 {
+        1
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        let BroadcastMsg::Data(d) = self;
+        Some(d.transfer)
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        let BroadcastMsg::Data(d) = self;
+        Some(&d.payload)
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        let BroadcastMsg::Data(d) = self;
+        dst.put_u32(d.transfer.0);
+        dst.put_u64(d.offset);
+        dst.put_u64(d.total_len);
+    }
+
+    fn parse(_kind: u8, mut body: Bytes) -> Result<Self, FrameError> {
+        let d = DataSegment {
+            transfer: TransferId(body.get_u32()),
+            offset: body.get_u64(),
+            total_len: body.get_u64(),
+            payload: body,
+        };
+        d.validate()?;
+        Ok(BroadcastMsg::Data(d))
+    }
+
+    fn validate(&self) -> Result<(), FrameError> {
+        let BroadcastMsg::Data(d) = self;
+        d.validate()
+    }
+}
 
 /// The timer a non-root node sets when it has an idle timeout: it fires when nothing has arrived
 /// from the parent for [`BroadcastConfig::idle_timeout`].
@@ -113,7 +213,7 @@ impl BroadcastConfig {
     /// plus [`MessageKind::frame_overhead`] per frame. What the simulator's network moves, and
     /// what closed-form predictions must use.
     pub fn wire_bytes_per_edge(&self, total_len: u64) -> u64 {
-        let overhead = MessageKind::Data.frame_overhead() as u64;
+        let overhead = BroadcastMsg::DATA.frame_overhead() as u64;
         total_len.saturating_add(self.frames_per_edge(total_len).saturating_mul(overhead))
     }
 }
@@ -312,10 +412,10 @@ impl TreeBroadcast {
         let first = self.received / self.config.segment_bytes;
         out.send(
             root,
-            Message::Request(PieceRef {
+            Message::Pieces(PieceMsg::Request(PieceRef {
                 transfer: self.config.transfer,
                 piece: u32::try_from(first).unwrap_or(u32::MAX),
-            }),
+            })),
         );
     }
 
@@ -326,7 +426,7 @@ impl TreeBroadcast {
         r: PieceRef,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::Request;
+        let kind = PieceMsg::REQUEST;
         let Some(data) = &self.root_data else {
             return Err(ProtocolError::UnexpectedMessage {
                 from,
@@ -373,12 +473,12 @@ impl TreeBroadcast {
         for (offset, payload) in chunks {
             out.send(
                 from,
-                Message::Data(DataSegment {
+                Message::Broadcast(BroadcastMsg::Data(DataSegment {
                     transfer: self.config.transfer,
                     offset,
                     total_len: total,
                     payload,
-                }),
+                })),
             );
         }
         Ok(())
@@ -402,7 +502,7 @@ impl TreeBroadcast {
         seg: DataSegment,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::Data;
+        let kind = BroadcastMsg::DATA;
         if self.status == Status::Aborted {
             return Ok(()); // late data for a node that gave up: nothing to do
         }
@@ -541,12 +641,12 @@ impl TreeBroadcast {
             for (offset, payload) in chunks {
                 out.send(
                     child,
-                    Message::Data(DataSegment {
+                    Message::Broadcast(BroadcastMsg::Data(DataSegment {
                         transfer: self.config.transfer,
                         offset: *offset,
                         total_len: total,
                         payload: payload.clone(),
-                    }),
+                    })),
                 );
             }
         }
@@ -587,11 +687,11 @@ impl Protocol for TreeBroadcast {
             Input::Start => self.on_start(now, out),
             Input::Message {
                 from,
-                message: Message::Data(seg),
+                message: Message::Broadcast(BroadcastMsg::Data(seg)),
             } => self.on_data(now, from, seg, out)?,
             Input::Message {
                 from,
-                message: Message::Request(r),
+                message: Message::Pieces(PieceMsg::Request(r)),
             } => self.on_request(from, r, out)?,
             Input::Message { from, message } => {
                 return Err(ProtocolError::UnexpectedMessage {
@@ -658,7 +758,9 @@ mod tests {
             .iter()
             .filter_map(|o| match o {
                 Output::Send(t) => match &t.message {
-                    Message::Data(d) => Some((t.to, d.offset, d.payload.len())),
+                    Message::Broadcast(BroadcastMsg::Data(d)) => {
+                        Some((t.to, d.offset, d.payload.len()))
+                    }
                     _ => None,
                 },
                 _ => None,
@@ -704,12 +806,12 @@ mod tests {
         mid.handle(Time::ZERO, Input::Start, &mut out).unwrap();
         let data = |offset: u64, p: &'static [u8]| Input::Message {
             from: n(0),
-            message: Message::Data(DataSegment {
+            message: Message::Broadcast(BroadcastMsg::Data(DataSegment {
                 transfer: TransferId(1),
                 offset,
                 total_len: 6,
                 payload: Bytes::from_static(p),
-            }),
+            })),
         };
         mid.handle(Time::ZERO, data(0, b"abc"), &mut out).unwrap();
         assert!(sends(&out).is_empty());
@@ -730,12 +832,12 @@ mod tests {
         ));
         let from2 = Input::Message {
             from: n(2),
-            message: Message::Data(DataSegment {
+            message: Message::Broadcast(BroadcastMsg::Data(DataSegment {
                 transfer: TransferId(1),
                 offset: 5,
                 total_len: 6,
                 payload: Bytes::from_static(b"f"),
-            }),
+            })),
         };
         assert!(mid.handle(Time::ZERO, from2, &mut out).is_err());
         assert!(out.is_empty());

@@ -23,7 +23,7 @@
 //! The root hands every piece of tree `k` to its children in tree `k`, in piece order; every
 //! other node forwards each piece of tree `k` it receives from its parent in tree `k`, once
 //! verified (`setup.verifier`), to its own children in tree `k`, in the tree's send order.
-//! Frames are [`Message::Piece`]; payloads are zero-copy slices of the root's data.
+//! Frames are [`PieceMsg::Piece`]; payloads are zero-copy slices of the root's data.
 //!
 //! # Traffic shaping (what exactly is shaped)
 //!
@@ -39,7 +39,7 @@
 //! per-edge FIFO; one timer ([`PACE_TIMER`]) fires at the earliest instant some edge may send.
 //! What is *not* shaped: trees without a rate, every tree when `shape` is off (then forwards are
 //! handed to the driver at once, and the driver's transport does the pacing), and repairs
-//! (pieces re-sent in answer to a [`Message::Request`]).
+//! (pieces re-sent in answer to a [`PieceMsg::Request`]).
 //!
 //! # Completion, progress, delivery
 //!
@@ -55,7 +55,7 @@
 //! - A piece that fails verification is dropped (never stored or forwarded). If a relay sent
 //!   it, the relay is dropped too (its pieces are ignored from then on) and every tree it fed
 //!   this node takes its missing pieces from the root, as after a failure; if the root sent
-//!   it, it is asked again with a [`Message::Request`] (a parent re-sends a held piece to a
+//!   it, it is asked again with a [`PieceMsg::Request`] (a parent re-sends a held piece to a
 //!   child of that piece's tree, the root to anyone), and after [`MAX_BAD_COPIES`] bad copies
 //!   of one piece the root is treated as faulty ([`ProtocolError::Inconsistent`]).
 //! - [`Input::PeerFailed`] of a child: that edge is dropped (its queued forwards too). Of the
@@ -72,12 +72,13 @@
 //! deterministic and draws no random numbers. Per received piece the work is O(children ·
 //! log edges), independent of the number of pieces.
 
-use crate::frame::{Message, MessageKind, Piece, PieceRef};
+use crate::frame::Message;
 use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
 use crate::pieces::{ClusterLayout, Manifest, PieceStore, SwarmSetup};
+use crate::pieces::{Piece, PieceMsg, PieceRef};
 use crate::time::Time;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -567,11 +568,11 @@ impl TreeMulticast {
     }
 
     fn piece_message(&self, piece: u32, payload: Bytes) -> Message {
-        Message::Piece(Piece {
+        Message::Pieces(PieceMsg::Piece(Piece {
             transfer: self.setup.transfer,
             piece,
             payload,
-        })
+        }))
     }
 
     fn on_start(&mut self, now: Time, out: &mut Outputs) {
@@ -597,10 +598,10 @@ impl TreeMulticast {
             for p in (0..self.store.piece_count()).filter(|&p| !self.store.has(p)) {
                 out.send(
                     self.root,
-                    Message::Request(PieceRef {
+                    Message::Pieces(PieceMsg::Request(PieceRef {
                         transfer: self.setup.transfer,
                         piece: p,
-                    }),
+                    })),
                 );
             }
             if let Some(t) = self.idle_timeout.filter(|_| !self.store.is_complete()) {
@@ -723,7 +724,7 @@ impl TreeMulticast {
         piece: Piece,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::Piece;
+        let kind = PieceMsg::PIECE;
         if piece.transfer != self.setup.transfer {
             return Err(ProtocolError::WrongTransfer {
                 from,
@@ -766,10 +767,10 @@ impl TreeMulticast {
                     // Its planned parent, already bypassed: ask the root for this piece.
                     out.send(
                         self.root,
-                        Message::Request(PieceRef {
+                        Message::Pieces(PieceMsg::Request(PieceRef {
                             transfer: self.setup.transfer,
                             piece: p,
-                        }),
+                        })),
                     );
                 }
                 self.reparent_to_root(now, from, out);
@@ -786,10 +787,10 @@ impl TreeMulticast {
             self.bad.insert(p, bad + 1);
             out.send(
                 from,
-                Message::Request(PieceRef {
+                Message::Pieces(PieceMsg::Request(PieceRef {
                     transfer: self.setup.transfer,
                     piece: p,
-                }),
+                })),
             );
             return Ok(());
         }
@@ -816,7 +817,7 @@ impl TreeMulticast {
         r: PieceRef,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
-        let kind = MessageKind::Request;
+        let kind = PieceMsg::REQUEST;
         if r.transfer != self.setup.transfer {
             return Err(ProtocolError::WrongTransfer {
                 from,
@@ -899,10 +900,10 @@ impl TreeMulticast {
                 if !self.store.has(p) && orphaned.contains(&self.tree_of(p)) {
                     out.send(
                         self.root,
-                        Message::Request(PieceRef {
+                        Message::Pieces(PieceMsg::Request(PieceRef {
                             transfer: self.setup.transfer,
                             piece: p,
-                        }),
+                        })),
                     );
                 }
             }
@@ -970,11 +971,11 @@ impl Protocol for TreeMulticast {
             Input::Start => self.on_start(now, out),
             Input::Message {
                 from,
-                message: Message::Piece(piece),
+                message: Message::Pieces(PieceMsg::Piece(piece)),
             } => self.on_piece(now, from, piece, out)?,
             Input::Message {
                 from,
-                message: Message::Request(r),
+                message: Message::Pieces(PieceMsg::Request(r)),
             } => self.on_request(from, r, out)?,
             Input::Message { from, message } => {
                 return Err(ProtocolError::UnexpectedMessage {
@@ -1035,7 +1036,7 @@ mod tests {
             .iter()
             .filter_map(|o| match o {
                 Output::Send(t) => match &t.message {
-                    Message::Piece(p) => Some((t.to, p.piece)),
+                    Message::Pieces(PieceMsg::Piece(p)) => Some((t.to, p.piece)),
                     _ => None,
                 },
                 _ => None,
@@ -1154,11 +1155,11 @@ mod tests {
         mid.handle(Time::ZERO, Input::Start, &mut out).unwrap();
         out.clear();
         for p in 0..3u32 {
-            let message = Message::Piece(Piece {
+            let message = Message::Pieces(PieceMsg::Piece(Piece {
                 transfer: s.transfer,
                 piece: p,
                 payload: data.slice(100 * p as usize..100 * (p as usize + 1)),
-            });
+            }));
             mid.handle(
                 Time::from_secs_f64(10.0),
                 Input::Message {

@@ -14,9 +14,8 @@ use windrose_proto::bittorrent::{
     optimistic_unchoke, regular_unchokes, BitTorrent, BitTorrentConfig, ChokeCandidate,
     OPTIMISTIC_TIMER, RECHOKE_TIMER,
 };
-use windrose_proto::frame::{
-    self, Bitfield, Decoder, Piece, PieceRef, Signal, SignalMsg, TransferId,
-};
+use windrose_proto::frame::{self, Decoder, TransferId};
+use windrose_proto::pieces::{Bitfield, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, PieceVerifier, SwarmSetup};
 use windrose_proto::{
     node_rng, Input, Message, Output, Outputs, Protocol, ProtocolError, Report, SendId, Time,
@@ -141,12 +140,13 @@ fn run(
                     dec.push(&bytes);
                     let message = dec.next_message().unwrap().expect("a whole frame");
                     let piece = match &message {
-                        Message::Piece(p) => Some(p.piece),
-                        Message::Request(r) | Message::Have(r) => Some(r.piece),
+                        Message::Pieces(PieceMsg::Piece(p)) => Some(p.piece),
+                        Message::Pieces(PieceMsg::Request(r))
+                        | Message::Pieces(PieceMsg::Have(r)) => Some(r.piece),
                         _ => None,
                     };
                     let name = match &message {
-                        Message::Signal(s) => match s.signal {
+                        Message::Pieces(PieceMsg::Signal(s)) => match s.signal {
                             Signal::Hello => "hello",
                             Signal::Interested => "interested",
                             Signal::NotInterested => "not_interested",
@@ -310,7 +310,7 @@ fn a_tampered_piece_is_rejected_and_fetched_again() {
     let mut done = false;
     let mut sender = None;
     let mut tamper = |me: NodeId, t: &mut Transmit| {
-        if let Message::Piece(p) = &mut t.message {
+        if let Message::Pieces(PieceMsg::Piece(p)) = &mut t.message {
             if t.to == n(2) && p.piece == 3 && !done && me != n(0) {
                 done = true;
                 sender = Some(me);
@@ -387,7 +387,7 @@ fn nodes_finish_when_the_tracker_fails() {
     // The tracker never hears that node 4 is complete (its Complete becomes a harmless Hello),
     // so the run cannot end normally; the root then fails at 100 s.
     let mut tamper = |from: NodeId, t: &mut Transmit| {
-        if let Message::Signal(s) = &mut t.message {
+        if let Message::Pieces(PieceMsg::Signal(s)) = &mut t.message {
             if from == n(4) && s.signal == Signal::Complete {
                 s.signal = Signal::Hello;
             }
@@ -507,11 +507,11 @@ fn optimistic_unchoke_favours_newcomers_three_to_one() {
 // One machine, driven by hand
 
 fn sig(signal: Signal) -> Message {
-    Message::Signal(SignalMsg {
+    Message::Pieces(PieceMsg::Signal(SignalMsg {
         transfer: T,
         signal,
         arg: 0,
-    })
+    }))
 }
 
 fn msg(from: u32, message: Message) -> Input {
@@ -532,7 +532,7 @@ fn sends(out: &mut Outputs) -> Vec<(NodeId, Message)> {
 
 fn signals_to(s: &[(NodeId, Message)], signal: Signal) -> BTreeSet<NodeId> {
     s.iter()
-        .filter(|(_, m)| matches!(m, Message::Signal(x) if x.signal == signal))
+        .filter(|(_, m)| matches!(m, Message::Pieces(PieceMsg::Signal(x)) if x.signal == signal))
         .map(|(to, _)| *to)
         .collect()
 }
@@ -540,7 +540,7 @@ fn signals_to(s: &[(NodeId, Message)], signal: Signal) -> BTreeSet<NodeId> {
 fn requests_to(s: &[(NodeId, Message)], to: NodeId) -> Vec<u32> {
     s.iter()
         .filter_map(|(t, m)| match m {
-            Message::Request(r) if *t == to => Some(r.piece),
+            Message::Pieces(PieceMsg::Request(r)) if *t == to => Some(r.piece),
             _ => None,
         })
         .collect()
@@ -572,11 +572,11 @@ fn node1() -> (BitTorrent, SwarmSetup, Bytes, Outputs) {
 }
 
 fn piece_msg(s: &SwarmSetup, data: &Bytes, i: u32) -> Message {
-    Message::Piece(Piece {
+    Message::Pieces(PieceMsg::Piece(Piece {
         transfer: T,
         piece: i,
         payload: s.manifest.slice(data, i),
-    })
+    }))
 }
 
 #[test]
@@ -642,7 +642,7 @@ fn the_rechoke_unchokes_the_best_uploaders_and_one_optimistic_peer() {
 #[test]
 fn choke_and_failure_release_outstanding_requests() {
     let (mut m, s, data, mut out) = node1();
-    let all = Message::Bitfield(Bitfield::from_fn(T, 400, |_| true));
+    let all = Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(T, 400, |_| true)));
     for p in [2, 3, 4] {
         m.handle(Time::ZERO, msg(p, all.clone()), &mut out).unwrap();
     }
@@ -663,7 +663,7 @@ fn choke_and_failure_release_outstanding_requests() {
     assert_eq!(more.len(), 1);
     let haves: BTreeSet<NodeId> = s2
         .iter()
-        .filter(|(_, m)| matches!(m, Message::Have(_)))
+        .filter(|(_, m)| matches!(m, Message::Pieces(PieceMsg::Have(_))))
         .map(|(to, _)| *to)
         .collect();
     assert_eq!(
@@ -729,10 +729,10 @@ fn choke_and_failure_release_outstanding_requests() {
         Time::ZERO,
         msg(
             5,
-            Message::Request(PieceRef {
+            Message::Pieces(PieceMsg::Request(PieceRef {
                 transfer: T,
                 piece: 7,
-            }),
+            })),
         ),
         &mut out,
     )
@@ -746,7 +746,7 @@ fn choke_and_failure_release_outstanding_requests() {
         .collect();
     assert!(served
         .iter()
-        .any(|t| matches!(&t.message, Message::Piece(p) if p.piece == 7)));
+        .any(|t| matches!(&t.message, Message::Pieces(PieceMsg::Piece(p)) if p.piece == 7)));
     let id = served.iter().find_map(|t| t.notify).unwrap();
     m.handle(Time::ZERO, Input::SendComplete { to: n(5), id }, &mut out)
         .unwrap();
@@ -766,7 +766,7 @@ fn choke_and_failure_release_outstanding_requests() {
 #[test]
 fn requests_to_a_silent_peer_are_released_after_the_timeout() {
     let (mut m, s, data, mut out) = node1();
-    let all = Message::Bitfield(Bitfield::from_fn(T, 400, |_| true));
+    let all = Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(T, 400, |_| true)));
     for p in [2, 3] {
         m.handle(Time::ZERO, msg(p, all.clone()), &mut out).unwrap();
     }
@@ -849,10 +849,14 @@ fn pieces_are_chosen_at_random_among_what_the_peer_has_not_rarest_first() {
         }
         // Peer 2 has the even pieces; peers 3..=9 also have the even pieces below 200, so
         // those are common and the even pieces from 200 on are rare.
-        let even = Message::Bitfield(Bitfield::from_fn(T, 400, |i| i % 2 == 0));
+        let even = Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(T, 400, |i| {
+            i % 2 == 0
+        })));
         m.handle(Time::ZERO, msg(2, even), &mut out).unwrap();
         for p in 3..10 {
-            let low = Message::Bitfield(Bitfield::from_fn(T, 400, |i| i % 2 == 0 && i < 200));
+            let low = Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(T, 400, |i| {
+                i % 2 == 0 && i < 200
+            })));
             m.handle(Time::ZERO, msg(p, low), &mut out).unwrap();
         }
         out.clear();
@@ -885,23 +889,23 @@ fn pieces_are_chosen_at_random_among_what_the_peer_has_not_rarest_first() {
 #[test]
 fn bad_input_is_rejected_without_effect() {
     let (mut m, _s, _data, mut out) = node1();
-    let wrong = Message::Have(PieceRef {
+    let wrong = Message::Pieces(PieceMsg::Have(PieceRef {
         transfer: TransferId(7),
         piece: 0,
-    });
+    }));
     assert!(matches!(
         m.handle(Time::ZERO, msg(2, wrong), &mut out),
         Err(ProtocolError::WrongTransfer { .. })
     ));
-    let far = Message::Have(PieceRef {
+    let far = Message::Pieces(PieceMsg::Have(PieceRef {
         transfer: T,
         piece: 400,
-    });
+    }));
     assert!(matches!(
         m.handle(Time::ZERO, msg(2, far), &mut out),
         Err(ProtocolError::Inconsistent { .. })
     ));
-    let short = Message::Bitfield(Bitfield::from_fn(T, 399, |_| true));
+    let short = Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(T, 399, |_| true)));
     assert!(matches!(
         m.handle(Time::ZERO, msg(2, short), &mut out),
         Err(ProtocolError::Inconsistent { .. })
@@ -986,11 +990,11 @@ fn a_piece_that_keeps_failing_verification_aborts_the_node() {
     let bad = || {
         let mut v = s.manifest.slice(&data, 7).to_vec();
         v[0] ^= 0xFF;
-        Message::Piece(Piece {
+        Message::Pieces(PieceMsg::Piece(Piece {
             transfer: T,
             piece: 7,
             payload: Bytes::from(v),
-        })
+        }))
     };
     let senders: Vec<u32> = [2, 3]
         .into_iter()

@@ -7,7 +7,7 @@ use common::{make_tree, random_bytes, run, FrameLog, TREE_KINDS};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use windrose_model::NodeId;
-use windrose_proto::frame::MessageKind;
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::{Protocol, Report, TransferId};
 use windrose_trees::Tree;
@@ -36,7 +36,7 @@ fn expected_sends(tree: &Tree, node: NodeId, cfg: &BroadcastConfig, total: u64) 
                 frames.push(FrameLog {
                     from: node,
                     to: child,
-                    kind: MessageKind::Data,
+                    kind: BroadcastMsg::DATA,
                     offset: Some(offset),
                 });
             }

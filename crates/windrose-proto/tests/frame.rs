@@ -5,10 +5,13 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use windrose_model::NodeId;
 use windrose_proto::frame::{
-    self, Bitfield, DataSegment, Decoder, FrameError, Message, PeerList, Piece, PieceRef, Probe,
-    SessionFrame, ShareChunk, ShareFinished, Signal, SignalMsg, TransferId, DEFAULT_MAX_BODY_LEN,
-    HEADER_LEN,
+    self, Decoder, FrameError, Message, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
+use windrose_proto::host::SessionFrame;
+use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
+use windrose_proto::probe::{Probe, ProbeMsg};
+use windrose_proto::scatter::{ScatterMsg, ShareChunk, ShareFinished};
+use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::Time;
 
 fn payload() -> impl Strategy<Value = Bytes> {
@@ -27,43 +30,49 @@ fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
         (any::<u32>(), big(), big(), payload()).prop_map(|(t, offset, extra, payload)| {
             let total_len = offset + payload.len() as u64 + extra;
-            Message::Data(DataSegment {
+            Message::Broadcast(BroadcastMsg::Data(DataSegment {
                 transfer: TransferId(t),
                 offset,
                 total_len,
                 payload,
-            })
+            }))
         }),
         (any::<u32>(), big(), big(), big(), payload()).prop_map(
             |(t, start, pre, post, payload)| {
-                Message::Share(ShareChunk {
+                Message::Scatter(ScatterMsg::Share(ShareChunk {
                     transfer: TransferId(t),
                     share_offset: start,
                     share_len: pre + payload.len() as u64 + post,
                     offset: start + pre,
                     payload,
-                })
+                }))
             }
         ),
         (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(t, n, at)| {
-            Message::ShareFinished(ShareFinished {
+            Message::Scatter(ScatterMsg::Finished(ShareFinished {
                 transfer: TransferId(t),
                 node: NodeId(n),
                 finished_at: Time::from_nanos(at),
-            })
-        }),
-        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Ping(Probe {
-            nonce,
-            sent_at: Time::from_nanos(at)
-        })),
-        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Pong(Probe {
-            nonce,
-            sent_at: Time::from_nanos(at)
-        })),
-        (any::<u32>(), prop::collection::vec(any::<bool>(), 0..40)).prop_map(|(t, bits)| {
-            Message::Bitfield(Bitfield::from_fn(TransferId(t), bits.len() as u32, |i| {
-                bits[i as usize]
             }))
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Probe(ProbeMsg::Ping(
+            Probe {
+                nonce,
+                sent_at: Time::from_nanos(at)
+            }
+        ))),
+        (any::<u64>(), any::<u64>()).prop_map(|(nonce, at)| Message::Probe(ProbeMsg::Pong(
+            Probe {
+                nonce,
+                sent_at: Time::from_nanos(at)
+            }
+        ))),
+        (any::<u32>(), prop::collection::vec(any::<bool>(), 0..40)).prop_map(|(t, bits)| {
+            Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(
+                TransferId(t),
+                bits.len() as u32,
+                |i| bits[i as usize],
+            )))
         }),
         (any::<u32>(), any::<u32>(), any::<bool>()).prop_map(|(t, piece, have)| {
             let r = PieceRef {
@@ -71,31 +80,33 @@ fn message() -> impl Strategy<Value = Message> {
                 piece,
             };
             if have {
-                Message::Have(r)
+                Message::Pieces(PieceMsg::Have(r))
             } else {
-                Message::Request(r)
+                Message::Pieces(PieceMsg::Request(r))
             }
         }),
         (any::<u32>(), any::<u32>(), payload()).prop_map(|(t, piece, payload)| {
-            Message::Piece(Piece {
+            Message::Pieces(PieceMsg::Piece(Piece {
                 transfer: TransferId(t),
                 piece,
                 payload,
-            })
+            }))
         }),
         (
             any::<u32>(),
             prop::sample::select(Signal::ALL.to_vec()),
             any::<u32>()
         )
-            .prop_map(|(t, signal, arg)| Message::Signal(SignalMsg {
-                transfer: TransferId(t),
-                signal,
-                arg,
-            })),
+            .prop_map(
+                |(t, signal, arg)| Message::Pieces(PieceMsg::Signal(SignalMsg {
+                    transfer: TransferId(t),
+                    signal,
+                    arg,
+                }))
+            ),
         (any::<u32>(), prop::collection::vec(any::<u32>(), 0..20)).prop_map(|(t, ids)| {
             let nodes: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
-            Message::PeerList(PeerList::new(TransferId(t), &nodes))
+            Message::Pieces(PieceMsg::PeerList(PeerList::new(TransferId(t), &nodes)))
         }),
         payload().prop_map(|body| Message::Session(SessionFrame { body })),
     ]
@@ -116,23 +127,23 @@ fn swarm_bodies_are_checked() {
             bits: Bytes::from_static(&[0xFF, 0x40]),
         },
     ] {
-        let f = frame::encode(&Message::Bitfield(bad)).unwrap();
+        let f = frame::encode(&Message::Pieces(PieceMsg::Bitfield(bad))).unwrap();
         assert!(matches!(
             frame::decode_bytes(&f, DEFAULT_MAX_BODY_LEN),
             Err(FrameError::Inconsistent { .. })
         ));
     }
-    let list = Message::PeerList(PeerList {
+    let list = Message::Pieces(PieceMsg::PeerList(PeerList {
         transfer: TransferId(1),
         peers: Bytes::from_static(&[0, 0, 0]),
-    });
+    }));
     assert!(frame::decode_bytes(&frame::encode(&list).unwrap(), DEFAULT_MAX_BODY_LEN).is_err());
     // An unknown signal byte.
-    let mut f = frame::encode(&Message::Signal(SignalMsg {
+    let mut f = frame::encode(&Message::Pieces(PieceMsg::Signal(SignalMsg {
         transfer: TransferId(1),
         signal: Signal::Hello,
         arg: 0,
-    }))
+    })))
     .unwrap()
     .to_vec();
     f[HEADER_LEN + 4] = 200;
@@ -212,7 +223,7 @@ proptest! {
     }
 
     #[test]
-    fn corrupt_headers_are_errors(m in message(), byte in any::<u8>(), flags in 1u16.., cut in any::<usize>()) {
+    fn corrupt_headers_are_errors(m in message(), byte in any::<u8>(), flags in 1u8.., cut in any::<usize>()) {
         let good = frame::encode(&m).unwrap();
         let check = |bad: Vec<u8>, limit: u32| -> Result<(), TestCaseError> {
             // Whole, and cut anywhere after the header: always the same error, never a message.
@@ -225,15 +236,18 @@ proptest! {
         };
         // Bad magic or version.
         let mut bad = good.to_vec();
-        bad[0] = if byte == 0xB1 { 0xB2 } else { byte };
+        bad[0] = if byte == 0xB2 { 0xB1 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
-        // Unknown kind.
+        // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=12).contains(&byte) { byte + 12 } else { byte };
+        bad[1] = if (1..=5).contains(&byte) { byte + 5 } else { byte };
+        check(bad, DEFAULT_MAX_BODY_LEN)?;
+        let mut bad = good.to_vec();
+        bad[2] = if (1..=6).contains(&byte) { byte + 6 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Reserved flags.
         let mut bad = good.to_vec();
-        bad[2..4].copy_from_slice(&flags.to_be_bytes());
+        bad[3] = flags;
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Body over the limit: the frame itself, with a limit one byte short.
         let body = (good.len() - HEADER_LEN) as u32;
@@ -253,18 +267,18 @@ proptest! {
     fn inconsistent_bodies_are_errors(m in message(), shrink in 1u64..) {
         // Move the declared whole so the payload no longer fits in it.
         let bad = match m {
-            Message::Data(mut d) if !d.payload.is_empty() || d.offset > 0 => {
+            Message::Broadcast(BroadcastMsg::Data(mut d)) if !d.payload.is_empty() || d.offset > 0 => {
                 let end = d.offset + d.payload.len() as u64;
                 d.total_len = end - 1 - (shrink % end);
-                Message::Data(d)
+                Message::Broadcast(BroadcastMsg::Data(d))
             }
-            Message::Share(mut s) if !s.payload.is_empty() => {
+            Message::Scatter(ScatterMsg::Share(mut s)) if !s.payload.is_empty() => {
                 s.share_len = s.offset - s.share_offset + s.payload.len() as u64 - 1;
-                Message::Share(s)
+                Message::Scatter(ScatterMsg::Share(s))
             }
-            Message::Share(mut s) => {
+            Message::Scatter(ScatterMsg::Share(mut s)) => {
                 s.share_offset = s.offset + 1;
-                Message::Share(s)
+                Message::Scatter(ScatterMsg::Share(s))
             }
             _ => return Ok(()),
         };
@@ -295,10 +309,11 @@ proptest! {
 
     #[test]
     fn frames_with_a_valid_header_and_arbitrary_body_never_panic(
-        kind in 1u8..=5,
+        family in 1u8..=5,
+        kind in 1u8..=6,
         body in prop::collection::vec(any::<u8>(), 0..64),
     ) {
-        let mut bytes = vec![0xB1, kind, 0, 0];
+        let mut bytes = vec![0xB2, family, kind, 0];
         bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
         bytes.extend_from_slice(&body);
         match frame::decode_bytes(&Bytes::from(bytes), DEFAULT_MAX_BODY_LEN) {
@@ -312,7 +327,7 @@ proptest! {
 #[test]
 fn a_huge_declared_length_reserves_nothing() {
     let mut dec = Decoder::new();
-    dec.push(&[0xB1, 1, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+    dec.push(&[0xB2, 3, 1, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
     assert!(matches!(
         dec.next_message(),
         Err(FrameError::TooLarge { .. })

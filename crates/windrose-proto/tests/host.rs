@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{CollectiveSpec, TreeSpec};
-use windrose_proto::frame::{self, DataSegment, Decoder, Message, SessionFrame, TransferId};
+use windrose_proto::frame::{self, Decoder, Message, TransferId};
+use windrose_proto::host::SessionFrame;
 use windrose_proto::host::{App, AppRequest, Host, HostConfig, SessionMsg};
+use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time, TimerId};
 use windrose_trees::static_trees::binomial_all;
 
@@ -258,12 +260,12 @@ fn frames_of_an_ended_collective_are_dropped_quietly() {
             ..
         })
     )));
-    let late = Message::Data(DataSegment {
+    let late = Message::Broadcast(BroadcastMsg::Data(DataSegment {
         transfer: t,
         offset: 0,
         total_len: 11,
         payload: Bytes::from_static(b"late"),
-    });
+    }));
     let mut out = Outputs::new();
     hosts[1]
         .handle(

@@ -9,11 +9,12 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::frame::{self, Decoder, Signal};
+use windrose_proto::frame::{self, Decoder};
 use windrose_proto::mob::{global_peer_candidates, mob_share, Mob, MobConfig, PieceChoice};
 use windrose_proto::pieces::{
     Blake3Verifier, ClusterLayout, Manifest, MemoVerifier, PieceVerifier, SwarmSetup,
 };
+use windrose_proto::pieces::{PieceMsg, Signal};
 use windrose_proto::{node_rng, Input, Message, Output, Outputs, Protocol, Time, TransferId};
 
 fn layout_of(sizes: &[usize]) -> ClusterLayout {
@@ -238,7 +239,7 @@ proptest! {
         let l = &s.layout;
         let mut into: BTreeMap<(ClusterId, u32), usize> = BTreeMap::new();
         for (from, to, m) in &log.frames {
-            if let Message::Piece(p) = m {
+            if let Message::Pieces(PieceMsg::Piece(p)) = m {
                 let (cf, ct) = (l.cluster_of(*from).unwrap(), l.cluster_of(*to).unwrap());
                 if cf != ct {
                     *into.entry((ct, p.piece)).or_default() += 1;
@@ -265,12 +266,14 @@ fn tampered_piece_is_rejected_and_fetched_again() {
     // Corrupt the first Piece frame that reaches node 4 from a node other than the root, once.
     let mut victim: Option<(NodeId, u32)> = None;
     let log = run(&mut nodes, |from, to, m| match m {
-        Message::Piece(mut p) if to == NodeId(4) && from != NodeId(0) && victim.is_none() => {
+        Message::Pieces(PieceMsg::Piece(mut p))
+            if to == NodeId(4) && from != NodeId(0) && victim.is_none() =>
+        {
             victim = Some((from, p.piece));
             let mut v = p.payload.to_vec();
             v[0] ^= 0xFF;
             p.payload = Bytes::from(v);
-            Message::Piece(p)
+            Message::Pieces(PieceMsg::Piece(p))
         }
         m => m,
     });
@@ -281,7 +284,8 @@ fn tampered_piece_is_rejected_and_fetched_again() {
         .frames
         .iter()
         .filter(|(from, _, m)| {
-            *from == NodeId(4) && matches!(m, Message::Request(r) if r.piece == victim)
+            *from == NodeId(4)
+                && matches!(m, Message::Pieces(PieceMsg::Request(r)) if r.piece == victim)
         })
         .count();
     assert_eq!(requests, 2, "the tampered piece was fetched again");
@@ -292,20 +296,21 @@ fn tampered_piece_is_rejected_and_fetched_again() {
         .position(|(from, to, m)| {
             *from == sender
                 && *to == NodeId(4)
-                && matches!(m, Message::Piece(p) if p.piece == victim)
+                && matches!(m, Message::Pieces(PieceMsg::Piece(p)) if p.piece == victim)
         })
         .unwrap();
     assert!(log.frames[bad_at..]
         .iter()
         .all(|(from, to, m)| !(*from == NodeId(4)
             && *to == sender
-            && matches!(m, Message::Request(_)))));
+            && matches!(m, Message::Pieces(PieceMsg::Request(_))))));
     // And node 4 announced it only once (after the good copy).
     let haves_to_one_peer = log
         .frames
         .iter()
         .filter(|(from, _, m)| {
-            *from == NodeId(4) && matches!(m, Message::Have(r) if r.piece == victim)
+            *from == NodeId(4)
+                && matches!(m, Message::Pieces(PieceMsg::Have(r)) if r.piece == victim)
         })
         .map(|(_, to, _)| *to)
         .collect::<Vec<_>>();
@@ -327,11 +332,11 @@ fn a_piece_that_keeps_failing_verification_ends_the_run() {
     let s = setup(&sizes, NodeId(0), &data, 1000, Arc::new(Blake3Verifier));
     let mut nodes = machines(&s, &data, 11);
     let log = run(&mut nodes, |_, _, m| match m {
-        Message::Piece(mut p) if p.piece == 5 => {
+        Message::Pieces(PieceMsg::Piece(mut p)) if p.piece == 5 => {
             let mut v = p.payload.to_vec();
             v[0] ^= 0xFF;
             p.payload = Bytes::from(v);
-            Message::Piece(p)
+            Message::Pieces(PieceMsg::Piece(p))
         }
         m => m,
     });
@@ -348,7 +353,9 @@ fn a_piece_that_keeps_failing_verification_ends_the_run() {
         let copies = log
             .frames
             .iter()
-            .filter(|(_, to, m)| to == n && matches!(m, Message::Piece(p) if p.piece == 5))
+            .filter(|(_, to, m)| {
+                to == n && matches!(m, Message::Pieces(PieceMsg::Piece(p)) if p.piece == 5)
+            })
             .count();
         assert_eq!(copies as u32, MAX_BAD_COPIES + 1, "node {n}");
     }
@@ -377,7 +384,9 @@ fn peer_choices_come_from_the_rng() {
             .drain()
             .filter_map(|o| match o {
                 Output::Send(t) => match t.message {
-                    Message::Signal(sig) if sig.signal == Signal::Hello => Some(t.to),
+                    Message::Pieces(PieceMsg::Signal(sig)) if sig.signal == Signal::Hello => {
+                        Some(t.to)
+                    }
                     _ => None,
                 },
                 _ => None,
@@ -421,7 +430,7 @@ fn root_cluster_members_peer_with_the_root_and_shares_skip_it() {
 
 #[test]
 fn rejects_foreign_and_out_of_range_frames() {
-    use windrose_proto::frame::PieceRef;
+    use windrose_proto::pieces::PieceRef;
     use windrose_proto::ProtocolError;
     let data = random_bytes(1000, 3);
     let s = setup(
@@ -444,10 +453,10 @@ fn rejects_foreign_and_out_of_range_frames() {
     out.clear();
     let have = |t, piece| Input::Message {
         from: NodeId(0),
-        message: Message::Have(PieceRef {
+        message: Message::Pieces(PieceMsg::Have(PieceRef {
             transfer: TransferId(t),
             piece,
-        }),
+        })),
     };
     assert!(matches!(
         m.handle(Time::ZERO, have(9, 1), &mut out),
@@ -463,8 +472,8 @@ fn rejects_foreign_and_out_of_range_frames() {
 
 #[test]
 fn stall_fallback_steals_anything_then_gives_up() {
-    use windrose_proto::frame::PieceRef;
     use windrose_proto::mob::STALL_TIMER;
+    use windrose_proto::pieces::PieceRef;
     let data = random_bytes(1000, 3);
     let s = setup(
         &[3, 3],
@@ -494,10 +503,10 @@ fn stall_fallback_steals_anything_then_gives_up() {
     out.clear();
     let have = Input::Message {
         from: NodeId(1),
-        message: Message::Have(PieceRef {
+        message: Message::Pieces(PieceMsg::Have(PieceRef {
             transfer: TransferId(3),
             piece: 0,
-        }),
+        })),
     };
     m.handle(Time::from_millis(10), have, &mut out).unwrap();
     let requests = |out: &Outputs| -> Vec<(NodeId, u32)> {
@@ -505,7 +514,7 @@ fn stall_fallback_steals_anything_then_gives_up() {
             .iter()
             .filter_map(|o| match o {
                 Output::Send(t) => match &t.message {
-                    Message::Request(r) => Some((t.to, r.piece)),
+                    Message::Pieces(PieceMsg::Request(r)) => Some((t.to, r.piece)),
                     _ => None,
                 },
                 _ => None,
@@ -527,7 +536,9 @@ fn stall_fallback_steals_anything_then_gives_up() {
         .iter()
         .filter_map(|o| match o {
             Output::Send(t) => match &t.message {
-                Message::Signal(sig) if sig.signal == Signal::Interested => Some(t.to),
+                Message::Pieces(PieceMsg::Signal(sig)) if sig.signal == Signal::Interested => {
+                    Some(t.to)
+                }
                 _ => None,
             },
             _ => None,

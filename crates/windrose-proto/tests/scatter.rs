@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use windrose_model::NodeId;
 use windrose_proto::frame::MessageKind;
+use windrose_proto::scatter::ScatterMsg;
 use windrose_proto::scatter::{plan, Scatter, ScatterConfig, SendMode, SharePlan};
 use windrose_proto::{Protocol, Report, TransferId};
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
@@ -113,8 +114,8 @@ fn check_scatter(tree: &Tree, schedule: &Schedule, cfg: ScatterConfig, len: usiz
         wire += cfg.wire_bytes_for_share(plans[&c].received.clone()) + 24 * sizes[&c];
         let r = &plans[&c].received;
         let chunks = cfg.frames_for_share(r.clone());
-        want.insert((p, c, MessageKind::Share), chunks);
-        want.insert((c, p, MessageKind::ShareFinished), sizes[&c]);
+        want.insert((p, c, ScatterMsg::SHARE), chunks);
+        want.insert((c, p, ScatterMsg::SHARE_FINISHED), sizes[&c]);
     }
     assert_eq!(counts, want);
     assert_eq!(log.wire_bytes, wire);
@@ -124,7 +125,7 @@ fn check_scatter(tree: &Tree, schedule: &Schedule, cfg: ScatterConfig, len: usiz
         let order: Vec<NodeId> = log
             .frames
             .iter()
-            .filter(|f| f.from == n && f.kind == MessageKind::Share)
+            .filter(|f| f.from == n && f.kind == ScatterMsg::SHARE)
             .map(|f| f.to)
             .collect();
         let mut dedup = order.clone();

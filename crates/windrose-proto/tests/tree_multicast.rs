@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::{self, Decoder};
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::pieces::{Blake3Verifier, ClusterLayout, Manifest, SwarmSetup};
 use windrose_proto::tree_multicast::{PlanTree, TreeMulticast, TreeMulticastConfig, TreePlan};
 use windrose_proto::{Input, Message, Output, Outputs, Protocol, Report, Time, TransferId};
@@ -94,13 +95,15 @@ fn run(nodes: &mut [TreeMulticast], tamper: &mut Tamper<'_>) -> RunLog {
                     dec.push(&bytes);
                     let message = dec.next_message().unwrap().expect("a whole frame");
                     match &message {
-                        Message::Piece(p) => log.pieces.push(PieceFrame {
+                        Message::Pieces(PieceMsg::Piece(p)) => log.pieces.push(PieceFrame {
                             from: me,
                             to: t.to,
                             piece: p.piece,
                             payload: p.payload.clone(),
                         }),
-                        Message::Request(r) => log.requests.push((me, t.to, r.piece)),
+                        Message::Pieces(PieceMsg::Request(r)) => {
+                            log.requests.push((me, t.to, r.piece))
+                        }
                         _ => {}
                     }
                     let free = link_free.entry((i, j)).or_default();
@@ -364,7 +367,9 @@ fn a_tampered_piece_is_dropped_refetched_and_never_forwarded() {
         let plan = c.plan.clone();
         let mut victim = None;
         let mut tamper = |from: NodeId, to: NodeId, m: &Message| -> Option<Message> {
-            let Message::Piece(p) = m else { return None };
+            let Message::Pieces(PieceMsg::Piece(p)) = m else {
+                return None;
+            };
             let tree = &plan.trees[usize::from(tree_of[p.piece as usize])].tree;
             if victim.is_some() || from != root || tree.children(to).is_empty() {
                 return None;
@@ -374,7 +379,7 @@ fn a_tampered_piece_is_dropped_refetched_and_never_forwarded() {
             let mut v = bad.payload.to_vec();
             v[0] ^= 0xff;
             bad.payload = Bytes::from(v);
-            Some(Message::Piece(bad))
+            Some(Message::Pieces(PieceMsg::Piece(bad)))
         };
         let mut nodes = machines(&c, TreeMulticastConfig::default());
         let log = run(&mut nodes, &mut tamper);
@@ -403,7 +408,9 @@ fn a_relay_that_sends_a_bad_piece_is_dropped_and_the_root_serves_its_child() {
         // Corrupt the first piece a relay (not the root) sends to its child.
         let mut victim = None;
         let mut tamper = |from: NodeId, to: NodeId, m: &Message| -> Option<Message> {
-            let Message::Piece(p) = m else { return None };
+            let Message::Pieces(PieceMsg::Piece(p)) = m else {
+                return None;
+            };
             if victim.is_some() || from == root {
                 return None;
             }
@@ -412,7 +419,7 @@ fn a_relay_that_sends_a_bad_piece_is_dropped_and_the_root_serves_its_child() {
             let mut v = bad.payload.to_vec();
             v[0] ^= 0xff;
             bad.payload = Bytes::from(v);
-            Some(Message::Piece(bad))
+            Some(Message::Pieces(PieceMsg::Piece(bad)))
         };
         let mut nodes = machines(&c, TreeMulticastConfig::default());
         let log = run(&mut nodes, &mut tamper);
@@ -460,11 +467,11 @@ fn a_failed_relay_is_bypassed_through_the_root() {
     n2.handle(Time::ZERO, Input::Start, &mut out).unwrap();
     for p in 0..3u32 {
         let r = c.setup.manifest.piece_range(p).unwrap();
-        let message = Message::Piece(windrose_proto::frame::Piece {
+        let message = Message::Pieces(PieceMsg::Piece(windrose_proto::pieces::Piece {
             transfer: c.setup.transfer,
             piece: p,
             payload: c.data.slice(r.start as usize..r.end as usize),
-        });
+        }));
         n2.handle(
             Time::ZERO,
             Input::Message {
@@ -483,7 +490,7 @@ fn a_failed_relay_is_bypassed_through_the_root() {
         .iter()
         .filter_map(|o| match o {
             Output::Send(t) => match &t.message {
-                Message::Request(r) => Some((t.to, r.piece)),
+                Message::Pieces(PieceMsg::Request(r)) => Some((t.to, r.piece)),
                 _ => None,
             },
             _ => None,
@@ -514,11 +521,11 @@ fn foreign_and_out_of_range_frames_are_rejected() {
     out.clear();
     let piece = |transfer: u32, piece: u32| Input::Message {
         from: parent,
-        message: Message::Piece(windrose_proto::frame::Piece {
+        message: Message::Pieces(PieceMsg::Piece(windrose_proto::pieces::Piece {
             transfer: TransferId(transfer),
             piece,
             payload: Bytes::from_static(b"x"),
-        }),
+        })),
     };
     assert!(matches!(
         m.handle(Time::ZERO, piece(99, 0), &mut out),
@@ -536,6 +543,6 @@ fn foreign_and_out_of_range_frames_are_rejected() {
     assert!(out
         .as_slice()
         .iter()
-        .all(|o| matches!(o, Output::Send(t) if matches!(t.message, Message::Request(_)))));
+        .all(|o| matches!(o, Output::Send(t) if matches!(t.message, Message::Pieces(PieceMsg::Request(_))))));
     assert_eq!(m.store().held(), 0);
 }

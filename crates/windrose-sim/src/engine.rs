@@ -113,7 +113,9 @@ use std::sync::{Arc, Mutex};
 use windrose_model::platform::Platform;
 use windrose_model::NodeId;
 use windrose_proto::frame::{encoded_len, TransferId};
+use windrose_proto::scatter::ScatterMsg;
 use windrose_proto::scatter::{Scatter, ScatterConfig};
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use windrose_proto::{
     Command, Input, Message, Output, Outputs, Protocol, ProtocolError, Report, SendId, SetupError,
@@ -602,11 +604,11 @@ impl<'a> LogLine<'a> {
     fn message(mut self, m: &Message) -> Self {
         self.msg = Some(m.kind().name());
         match m {
-            Message::Data(d) => {
+            Message::Broadcast(BroadcastMsg::Data(d)) => {
                 self.offset = Some(d.offset);
                 self.len = Some(d.payload.len() as u64);
             }
-            Message::Share(s) => {
+            Message::Scatter(ScatterMsg::Share(s)) => {
                 self.offset = Some(s.offset);
                 self.len = Some(s.payload.len() as u64);
             }

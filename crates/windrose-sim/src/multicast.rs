@@ -46,6 +46,7 @@ use windrose_proto::bittorrent::BitTorrentConfig;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::{build, build_rejoining};
 pub use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, PieceKeeper, SwarmSetup};
 use windrose_proto::tree_multicast::{TreeMulticastConfig, TreePlan};
 use windrose_proto::{
@@ -253,7 +254,7 @@ impl Protocol for Probed {
         for o in &out.as_slice()[first..] {
             match o {
                 Output::Send(t) => {
-                    if let Message::Piece(p) = &t.message {
+                    if let Message::Pieces(PieceMsg::Piece(p)) = &t.message {
                         let to = self.clusters.get(t.to.index()).copied().unwrap_or(from);
                         if to != from {
                             let k = from.0 as usize * self.cluster_count + to.0 as usize;

@@ -10,11 +10,13 @@ use engine_common::{close, one_cluster};
 use std::sync::{Arc, Mutex};
 use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::NodeId;
-use windrose_proto::frame::{encoded_len, DataSegment, Probe};
+use windrose_proto::frame::encoded_len;
+use windrose_proto::probe::{Probe, ProbeMsg};
 use windrose_proto::tree_broadcast::BroadcastConfig;
+use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::{
-    Command, ComputeTask, Input, Message, MessageKind, Output, Outputs, Protocol, ProtocolError,
-    SendId, Status, TaskId, Time, TimerId, TransferId,
+    Command, ComputeTask, Input, Message, Output, Outputs, Protocol, ProtocolError, SendId, Status,
+    TaskId, Time, TimerId, TransferId,
 };
 use windrose_sim::engine::{broadcast, ComputeModel, SimConfig, SimError, Simulation};
 use windrose_sim::metrics::NodeOutcome;
@@ -92,19 +94,19 @@ fn inputs_of(seen: &Seen, node: NodeId) -> Vec<(Time, Input)> {
 }
 
 fn ping(nonce: u64) -> Message {
-    Message::Ping(Probe {
+    Message::Probe(ProbeMsg::Ping(Probe {
         nonce,
         sent_at: Time::ZERO,
-    })
+    }))
 }
 
 fn data(len: usize) -> Message {
-    Message::Data(DataSegment {
+    Message::Broadcast(BroadcastMsg::Data(DataSegment {
         transfer: TransferId(1),
         offset: 0,
         total_len: len as u64,
         payload: Bytes::from(vec![1u8; len]),
-    })
+    }))
 }
 
 #[test]
@@ -458,7 +460,7 @@ fn machines_see_the_engine_clock_in_nanoseconds() {
     sim.add_node(Scripted::quiet(n(1), &s)).unwrap();
     sim.run().unwrap();
     assert_eq!(inputs_of(&s, n(1))[1].0, Time::from_micros(1600));
-    assert_eq!(encoded_len(&ping(1)), MessageKind::Ping.frame_overhead());
+    assert_eq!(encoded_len(&ping(1)), ProbeMsg::PING.frame_overhead());
 }
 
 // ---------------------------------------------------------------------------------------------

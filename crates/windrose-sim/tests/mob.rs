@@ -18,6 +18,7 @@ use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::encoded_len;
 use windrose_proto::mob::{Mob, MobConfig, PieceChoice};
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::pieces::{ClusterLayout, Manifest, MemoVerifier, SwarmSetup};
 use windrose_proto::{
     node_rng, Input, Message, Outputs, Protocol, ProtocolError, Status, Time, TransferId,
@@ -52,7 +53,7 @@ impl Protocol for Counting {
                 self.count
                     .wire
                     .fetch_add(encoded_len(message) as u64, Ordering::Relaxed);
-                if let Message::Piece(p) = message {
+                if let Message::Pieces(PieceMsg::Piece(p)) = message {
                     self.count
                         .piece_payload
                         .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
@@ -654,7 +655,7 @@ impl Protocol for DepthProbe {
 
     fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
         if let Input::Message {
-            message: Message::Piece(_),
+            message: Message::Pieces(PieceMsg::Piece(_)),
             ..
         } = &input
         {
@@ -664,7 +665,7 @@ impl Protocol for DepthProbe {
         let r = self.inner.handle(now, input, out);
         for o in &out.as_slice()[before..] {
             if let windrose_proto::Output::Send(t) = o {
-                if matches!(t.message, Message::Request(_)) {
+                if matches!(t.message, Message::Pieces(PieceMsg::Request(_))) {
                     self.in_flight += 1;
                 }
             }

@@ -11,6 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use windrose_model::{random, ClusterId, NodeId};
 use windrose_proto::frame::{self, Decoder, MessageKind};
+use windrose_proto::scatter::ScatterMsg;
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::{Command, ComputeTask, Input, Output, Outputs, Protocol, Report, Time};
 use windrose_trees::adaptive::AdaptiveTree;
 use windrose_trees::{static_trees, Tree, TreeAlgorithm};
@@ -69,8 +71,8 @@ pub fn run<P: Protocol>(nodes: &mut [P]) -> RunLog {
                     assert_eq!(dec.next_message(), Ok(None));
                     assert_eq!(message, t.message);
                     let offset = match &message {
-                        windrose_proto::Message::Data(d) => Some(d.offset),
-                        windrose_proto::Message::Share(s) => Some(s.offset),
+                        windrose_proto::Message::Broadcast(BroadcastMsg::Data(d)) => Some(d.offset),
+                        windrose_proto::Message::Scatter(ScatterMsg::Share(s)) => Some(s.offset),
                         _ => None,
                     };
                     log.frames.push(FrameLog {
