@@ -403,6 +403,18 @@ impl Ring {
         self.buf[(newest + n - i) % n]
     }
 
+    /// The newest `n` values (`n <= len`), oldest first, as at most two contiguous slices.
+    fn newest(&self, n: usize) -> (&[f64], &[f64]) {
+        let len = self.buf.len();
+        if len < self.cap {
+            (&self.buf[len - n..], &[])
+        } else if n <= self.head {
+            (&self.buf[self.head - n..self.head], &[])
+        } else {
+            (&self.buf[len - (n - self.head)..], &self.buf[..self.head])
+        }
+    }
+
     fn push(&mut self, x: f64) {
         if self.buf.len() < self.cap {
             self.buf.push(x);
@@ -503,7 +515,9 @@ impl Predictors {
             // The mean as the newest sample plus the mean deviation from it: O(w), no running
             // sum to drift, and exact when the window is constant.
             let n = w.min(self.recent.len());
-            let dev: f64 = (1..n).map(|i| self.recent.back(i) - x).sum();
+            let (a, b) = self.recent.newest(n);
+            let dev: f64 =
+                a.iter().map(|&v| v - x).sum::<f64>() + b.iter().map(|&v| v - x).sum::<f64>();
             self.values[k] = x + dev / n as f64;
             k += 1;
         }
@@ -743,12 +757,16 @@ impl Forecaster {
             }
         }
         self.predictors.push(x);
-        let m = self.config.measure;
-        let mut best = 0;
+        // Compared as MSE (not its root) or MAE: the same order, no square roots.
+        let score = |t: &Tally| match self.config.measure {
+            ErrorMeasure::Mse => t.mse(),
+            ErrorMeasure::Mae => t.mae(),
+        };
+        let (mut best, mut best_score) = (0, f64::INFINITY);
         for (i, t) in self.tallies.iter().enumerate() {
-            let (e, b) = (t.error(m), self.tallies[best].error(m));
-            if e < b {
-                best = i;
+            let e = score(t);
+            if e < best_score {
+                (best, best_score) = (i, e);
             }
         }
         self.chosen = Some(best);
