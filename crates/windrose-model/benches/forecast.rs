@@ -1,5 +1,5 @@
 //! The forecaster's cost per sample: one `observe` (every predictor updated and scored, the
-//! change rule checked) followed by one `forecast`, with the default configuration (14
+//! change rule checked) followed by one `forecast`, with the default configuration (17
 //! predictors, windows up to 51). Ids `forecast/observe/steady` (noise around a level) and
 //! `forecast/observe/steps` (a step every 150 samples and a spike every 37th: excursions and
 //! resets included). One criterion iteration is one sample, cycling through 4,096 pre-drawn

@@ -1,8 +1,8 @@
 //! Forecasters for link measurements, after Wolski's Network Weather Service (NWS).
 //!
 //! A [`Forecaster`] feeds every sample of one series (an RTT or a throughput) to a family of
-//! cheap primary predictors — the last value, the running mean, sliding-window means and medians,
-//! exponential smoothing at several gains — scores each one's one-step-ahead error, and reports
+//! cheap primary predictors — the last value, the running mean, sliding-window means, medians and
+//! trimmed means, exponential smoothing at several gains — scores each one's one-step-ahead error, and reports
 //! the forecast of the predictor whose error has been lowest so far (NWS's adaptive choice), with
 //! that error as the forecast's error estimate.
 //!
@@ -69,6 +69,9 @@ pub enum Method {
     /// The median of the last `window` samples (the mean of the two middle ones for an even
     /// count, until the window fills).
     Median { window: usize },
+    /// The mean of the last `window` samples without the lowest and highest
+    /// [`ForecastConfig::trim`] of them (a quarter each by default: the interquartile mean).
+    TrimmedMean { window: usize },
     /// Exponential smoothing: `f <- f + gain * (x - f)`, starting at the first sample.
     Ewma { gain: f64 },
 }
@@ -80,6 +83,7 @@ impl fmt::Display for Method {
             Method::RunningMean => f.write_str("mean"),
             Method::Mean { window } => write!(f, "mean{window}"),
             Method::Median { window } => write!(f, "median{window}"),
+            Method::TrimmedMean { window } => write!(f, "trimmed{window}"),
             Method::Ewma { gain } => {
                 // Two decimals ("ewma0.10") when that is exact, else every digit needed.
                 let two = format!("{gain:.2}");
@@ -97,12 +101,18 @@ impl FromStr for Method {
     type Err = String;
     fn from_str(s: &str) -> Result<Method, String> {
         let bad = || {
-            format!("unknown forecast method {s:?} (expected last, mean, meanN, medianN or ewmaG)")
+            format!("unknown forecast method {s:?} (expected last, mean, meanN, medianN, trimmedN or ewmaG)")
         };
         match s {
             "last" => return Ok(Method::Last),
             "mean" => return Ok(Method::RunningMean),
             _ => {}
+        }
+        if let Some(w) = s.strip_prefix("trimmed") {
+            return w
+                .parse()
+                .map(|window| Method::TrimmedMean { window })
+                .map_err(|_| bad());
         }
         if let Some(w) = s.strip_prefix("median") {
             return w
@@ -216,6 +226,11 @@ pub struct ForecastConfig {
     pub mean_windows: Vec<usize>,
     /// Windows of the sliding medians. Default 5, 31, 51.
     pub median_windows: Vec<usize>,
+    /// Windows of the sliding trimmed means. Default 5, 31, 51.
+    pub trimmed_windows: Vec<usize>,
+    /// The fraction of a trimmed mean's window dropped at each end, in [0, 0.5) (rounded down
+    /// to whole samples). Default 0.25.
+    pub trim: f64,
     /// Gains of the exponential smoothers, each in (0, 1]. Default 0.05, 0.1, 0.2, 0.3, 0.5,
     /// 0.75.
     pub gains: Vec<f64>,
@@ -232,6 +247,8 @@ impl Default for ForecastConfig {
         ForecastConfig {
             mean_windows: vec![5, 31, 51],
             median_windows: vec![5, 31, 51],
+            trimmed_windows: vec![5, 31, 51],
+            trim: 0.25,
             gains: vec![0.05, 0.1, 0.2, 0.3, 0.5, 0.75],
             measure: ErrorMeasure::Mse,
             error_window: None,
@@ -254,6 +271,11 @@ impl ForecastConfig {
                 .iter()
                 .map(|&window| Method::Median { window }),
         );
+        m.extend(
+            self.trimmed_windows
+                .iter()
+                .map(|&window| Method::TrimmedMean { window }),
+        );
         m.extend(self.gains.iter().map(|&gain| Method::Ewma { gain }));
         m
     }
@@ -263,6 +285,7 @@ impl ForecastConfig {
         for (field, ws) in [
             ("mean_windows", &self.mean_windows),
             ("median_windows", &self.median_windows),
+            ("trimmed_windows", &self.trimmed_windows),
         ] {
             if let Some(&w) = ws.iter().find(|&&w| w == 0 || w > MAX_WINDOW) {
                 return bad(
@@ -270,6 +293,12 @@ impl ForecastConfig {
                     format!("has window {w}; windows are 1 to {MAX_WINDOW}"),
                 );
             }
+        }
+        if !(self.trim >= 0.0 && self.trim < 0.5) {
+            return bad(
+                "trim",
+                format!("is {}; it is in [0, 0.5)", compact(self.trim)),
+            );
         }
         if let Some(&g) = self.gains.iter().find(|g| !(**g > 0.0 && **g <= 1.0)) {
             return bad(
@@ -438,9 +467,14 @@ struct Predictors {
     count: usize,
     running_mean: f64,
     mean_windows: Vec<usize>,
-    median_windows: Vec<usize>,
-    /// The last `median_windows[j]` samples, sorted (capacity reserved).
+    /// The windows kept sorted (those of the medians and trimmed means, each once)...
+    sorted_windows: Vec<usize>,
+    /// ... and their last samples, sorted (capacity reserved).
     sorted: Vec<Vec<f64>>,
+    /// Each median's and trimmed mean's index into `sorted`.
+    median_at: Vec<usize>,
+    trimmed_at: Vec<usize>,
+    trim: f64,
     gains: Vec<f64>,
     ewma: Vec<f64>,
     values: Vec<f64>,
@@ -448,10 +482,21 @@ struct Predictors {
 
 impl Predictors {
     fn new(config: &ForecastConfig) -> Predictors {
+        let mut sorted_windows: Vec<usize> = config
+            .median_windows
+            .iter()
+            .chain(&config.trimmed_windows)
+            .copied()
+            .collect();
+        sorted_windows.sort_unstable();
+        sorted_windows.dedup();
+        let at = |w: &usize| sorted_windows.binary_search(w).expect("a sorted window");
+        let median_at = config.median_windows.iter().map(at).collect();
+        let trimmed_at = config.trimmed_windows.iter().map(at).collect();
         let widest = config
             .mean_windows
             .iter()
-            .chain(&config.median_windows)
+            .chain(&sorted_windows)
             .copied()
             .max()
             .unwrap_or(1);
@@ -463,12 +508,14 @@ impl Predictors {
             count: 0,
             running_mean: 0.0,
             mean_windows: config.mean_windows.clone(),
-            median_windows: config.median_windows.clone(),
-            sorted: config
-                .median_windows
+            sorted: sorted_windows
                 .iter()
                 .map(|&w| Vec::with_capacity(w))
                 .collect(),
+            sorted_windows,
+            median_at,
+            trimmed_at,
+            trim: config.trim,
             gains: config.gains.clone(),
             ewma: vec![0.0; config.gains.len()],
         }
@@ -482,8 +529,8 @@ impl Predictors {
     }
 
     fn push(&mut self, x: f64) {
-        // The medians' sorted windows first: the sample leaving each window is still in `recent`.
-        for (s, &w) in self.sorted.iter_mut().zip(&self.median_windows) {
+        // The sorted windows first: the sample leaving each window is still in `recent`.
+        for (s, &w) in self.sorted.iter_mut().zip(&self.sorted_windows) {
             if self.recent.len() >= w {
                 let old = self.recent.back(w - 1);
                 let i = s
@@ -521,7 +568,8 @@ impl Predictors {
             self.values[k] = x + dev / n as f64;
             k += 1;
         }
-        for s in &self.sorted {
+        for &j in &self.median_at {
+            let s = &self.sorted[j];
             let n = s.len();
             self.values[k] = if n % 2 == 1 {
                 s[n / 2]
@@ -529,6 +577,15 @@ impl Predictors {
                 let (a, b) = (s[n / 2 - 1], s[n / 2]);
                 a + (b - a) / 2.0
             };
+            k += 1;
+        }
+        for &j in &self.trimmed_at {
+            let s = &self.sorted[j];
+            let cut = (s.len() as f64 * self.trim) as usize;
+            let kept = &s[cut..s.len() - cut];
+            // As the means above: the lowest kept sample plus the mean deviation from it.
+            let dev: f64 = kept.iter().map(|&v| v - kept[0]).sum();
+            self.values[k] = kept[0] + dev / kept.len() as f64;
             k += 1;
         }
         for &e in &self.ewma {
