@@ -1,10 +1,10 @@
 //! Forecasters for link measurements, after Wolski's Network Weather Service (NWS).
 //!
 //! A [`Forecaster`] feeds every sample of one series (an RTT or a throughput) to a family of
-//! cheap primary predictors — the last value, the running mean, sliding-window means, medians and
-//! trimmed means, exponential smoothing at several gains — scores each one's one-step-ahead error, and reports
-//! the forecast of the predictor whose error has been lowest so far (NWS's adaptive choice), with
-//! that error as the forecast's error estimate.
+//! cheap primary predictors — the last value, the running mean, sliding-window means, medians
+//! and trimmed means, exponential smoothing at several gains — scores each one's one-step-ahead
+//! error, and reports the forecast of the predictor whose error has been lowest so far (NWS's
+//! adaptive choice), with that error as the forecast's error estimate.
 //!
 //! NWS alone follows a step change slowly: the predictors that won on the old level (long
 //! medians, the running mean) keep winning on their long record. A change-point rule
@@ -101,7 +101,10 @@ impl FromStr for Method {
     type Err = String;
     fn from_str(s: &str) -> Result<Method, String> {
         let bad = || {
-            format!("unknown forecast method {s:?} (expected last, mean, meanN, medianN, trimmedN or ewmaG)")
+            format!(
+                "unknown forecast method {s:?} \
+                 (expected last, mean, meanN, medianN, trimmedN or ewmaG)"
+            )
         };
         match s {
             "last" => return Ok(Method::Last),
@@ -180,15 +183,17 @@ pub enum Excursion {
 
 /// The change-point rule.
 ///
-/// A sample is *out of band* when it differs from the forecast made for it by more than
-/// `sigmas` times the chosen predictor's RMSE, and by more than `min_band_rel` times the
-/// forecast; it starts a run, and the next samples extend the run while they stay beyond that
-/// same band around that same forecast, on the same side. When the run reaches `consecutive`
-/// samples, the level is taken to have changed: every predictor and error history restarts from those samples, so the
-/// forecast is on the new level `consecutive` samples after a step. Detection starts once the
-/// chosen predictor has `min_history` scored errors; right after a reset the band keeps the
-/// RMSE from before the reset until the new history has `min_history` errors, so the first
-/// noisy samples of a new level do not trigger another reset.
+/// The band around a forecast is `max(sigmas * RMSE, min_band_rel * |forecast|)`, the RMSE being
+/// the chosen predictor's. A sample beyond the band around the forecast made for it starts a
+/// run; the next samples extend the run while they stay beyond that same band around that same
+/// forecast, on the same side. When the run reaches `consecutive` samples the level is taken to
+/// have changed: every predictor and error history restarts from the run's samples, so after a
+/// step wider than the band the forecast is on the new level `consecutive` samples later (one
+/// sample when the excursion is followed, see [`Excursion`]).
+///
+/// Detection starts once the chosen predictor has `min_history` scored errors. Right after a
+/// reset the band's RMSE is at least the one from before the reset until the new history has
+/// `min_history` errors, so the first noisy samples of a new level do not reset it again.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChangeRule {
