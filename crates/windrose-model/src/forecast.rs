@@ -187,7 +187,8 @@ pub enum Excursion {
 /// the chosen predictor's. A sample beyond the band around the forecast made for it starts a
 /// run; the next samples extend the run while they stay beyond that same band around that same
 /// forecast, on the same side. When the run reaches `consecutive` samples the level is taken to
-/// have changed: every predictor and error history restarts from the run's samples, so after a
+/// have changed: every predictor and error history restarts from the run's samples (those within
+/// the band of its last sample, so an old-level excursion that began the run is left out); after a
 /// step wider than the band the forecast is on the new level `consecutive` samples later (one
 /// sample when the excursion is followed, see [`Excursion`]).
 ///
@@ -796,14 +797,17 @@ impl Forecaster {
             self.ingest(value);
             return Ok(());
         }
-        // The level changed: restart every history from the out-of-band run.
+        // The level changed: restart every history from the run's samples that agree with its
+        // last one (within the band), so a noise excursion on the old level that happened to
+        // start the run is not carried onto the new level.
         self.prior_rmse = rmse;
         self.resets += 1;
         self.predictors.clear();
         self.tallies.iter_mut().for_each(Tally::clear);
         self.chosen = None;
         let run = std::mem::take(&mut self.pending);
-        for &x in &run {
+        let band = self.reference_band;
+        for &x in run.iter().filter(|&&x| (x - value).abs() <= band) {
             self.ingest(x);
         }
         self.pending = run;
