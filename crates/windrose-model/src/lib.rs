@@ -7,6 +7,10 @@
 //! - [`ClusterCosts`]: per-cluster tables plus sparse per-pair overrides, O(N + C²) memory, for
 //!   large N.
 //!
+//! Measurements of the links as a run goes ([`measurements`]) feed NWS-style forecasters
+//! ([`forecast`]): each series gets a forecast of its next value with an error estimate, chosen
+//! among simple predictors by their errors so far, and restarted when the level changes.
+//!
 //! ```
 //! use windrose_model::{CostUnit, DenseCostMatrix, LinkCosts, NodeId};
 //! let m = DenseCostMatrix::<f64>::from_rows(CostUnit::Hops, &[
@@ -21,6 +25,7 @@ pub mod costs;
 pub mod dense;
 pub mod error;
 pub mod fixtures;
+pub mod forecast;
 pub mod ids;
 pub mod load;
 pub mod measurements;
@@ -33,6 +38,7 @@ pub use cluster::ClusterCosts;
 pub use costs::{CostUnit, LinkCosts, LinkCostsMut};
 pub use dense::{CostValue, DenseCostMatrix};
 pub use error::ModelError;
+pub use forecast::{Forecast, ForecastConfig, ForecastError, Forecaster, Method};
 pub use ids::{ClusterId, NodeId};
 pub use load::{
     load_clusters, load_costs, parse_clusters_csv, parse_clusters_toml, parse_cost_row,
