@@ -6,11 +6,16 @@
 //! - [`torus`]: the snake order on any `R x C` torus, the four partners with wrap-around
 //!   (sequence, transcoil and transedge partners), Table 1's odd- and even-cycle lists.
 //! - [`slices`](mod@slices): how a node cuts its sorted data among its list (equal or weighted).
+//! - [`mesh`]: a physical mesh with failed nodes and failed or slow links, and the
+//!   store-and-forward cost between every two live nodes.
+//! - [`soo`](mod@soo): the genetic algorithm; [`exact`]: Held-Karp search, the check on small
+//!   meshes.
 //!
 //! # Numbering
 //! In code a torus node *is* its 0-based snake rank: node 0 ends with the lowest keys and node
-//! `R*C - 1` with the highest. The paper numbers the same nodes from 1; the `paper_*` helpers
-//! convert, so the golden tests read like Fig. 1 and Table 1.
+//! `R*C - 1` with the highest. The paper numbers the same nodes from 1;
+//! [`Torus::from_paper`] and [`Torus::paper_list`] convert, so the golden tests read like
+//! Fig. 1 and Table 1. Mesh nodes (SOO's input) are physical ids, row-major on a grid.
 //!
 //! ```
 //! use windrose_trees::heterosort::{Cycle, Torus};
@@ -19,12 +24,30 @@
 //! // Fig. 1: node 7's partners are 2, 6, 8 and 10 (paper numbers).
 //! assert_eq!(t.paper_list(7, Cycle::Odd).unwrap(), vec![2, 6, 7, 8, 10]);
 //! assert_eq!(t.paper_list(7, Cycle::Even).unwrap(), vec![6, 2, 7, 10, 8]);
+//!
+//! // SOO on a 3 x 3 mesh whose centre failed: the best sort path walks the ring, 7 steps of 1.
+//! use rand::SeedableRng;
+//! use rand_chacha::ChaCha8Rng;
+//! use windrose_trees::heterosort::{exact_sort_path, soo, Mesh, SooParams, StoreForward};
+//!
+//! let mut mesh = Mesh::grid(3, 3).unwrap();
+//! mesh.fail_node(4).unwrap();
+//! let sf = StoreForward::new(&mesh).unwrap();
+//! let path = soo(&sf, &SooParams::default(), &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+//! assert_eq!(path.cost, 7);
+//! assert_eq!(exact_sort_path(&sf).unwrap().cost, 7);
 //! ```
 
+pub mod exact;
+pub mod mesh;
 pub mod slices;
+pub mod soo;
 pub mod torus;
 
+pub use exact::{exact_sort_path, EXACT_MAX_NODES};
+pub use mesh::{Mesh, SortPath, StoreForward};
 pub use slices::{equal_slices, weighted_slices, Slice};
+pub use soo::{soo, SooParams};
 pub use torus::{Cycle, Direction, Neighbours, Partner, PartnerKind, Position, Torus};
 
 /// Something wrong with a HeteroSort input. Every variant names the node, link or parameter at
