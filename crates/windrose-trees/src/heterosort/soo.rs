@@ -303,25 +303,25 @@ fn polish(sf: &StoreForward, p: &mut Vec<usize>) {
             if i > 0 && i + 1 < k {
                 out_gain -= c(p[i - 1], p[i + 1]);
             }
-            let rest: Vec<usize> = p.iter().copied().filter(|&n| n != x).collect();
-            // Gap g sits before rest[g] (g = rest.len() is the end).
+            // Gap g sits before p[g] (g = k is the end); gaps i and i + 1 touch x itself.
             let add = |g: usize| -> i64 {
-                match (g.checked_sub(1).map(|h| rest[h]), rest.get(g).copied()) {
+                match (g.checked_sub(1).map(|h| p[h]), p.get(g).copied()) {
                     (Some(a), Some(b)) => c(a, x) + c(x, b) - c(a, b),
                     (Some(a), None) => c(a, x),
                     (None, Some(b)) => c(x, b),
                     (None, None) => 0,
                 }
             };
-            let (best_gap, best_add) = (0..=rest.len())
-                .map(|g| (g, add(g)))
-                .min_by_key(|&(g, a)| (a, g))
-                .expect("at least one gap");
-            if best_add < out_gain {
-                let mut rest = rest;
-                rest.insert(best_gap, x);
-                *p = rest;
-                improved = true;
+            let best = (0..=k)
+                .filter(|&g| g != i && g != i + 1)
+                .map(|g| (add(g), g))
+                .min();
+            if let Some((best_add, g)) = best {
+                if best_add < out_gain {
+                    p.remove(i);
+                    p.insert(if g < i { g } else { g - 1 }, x);
+                    improved = true;
+                }
             }
         }
     }
