@@ -5,7 +5,7 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use windrose_trees::heterosort::{
-    soo, Cycle, HeteroSortError, Mesh, PartnerKind, SooParams, StoreForward, Torus,
+    paper, soo, Cycle, HeteroSortError, Mesh, PartnerKind, SooParams, StoreForward, Torus,
 };
 
 /// Table 1 as printed: (paper node, odd-cycle list, even-cycle list).
@@ -152,6 +152,28 @@ fn table1_even_cycle_14_of_16_and_two_typos() {
 }
 
 #[test]
+fn reproduce_tables_match_this_transcription() {
+    // The library's copy of Table 1 (printed by `windrose reproduce heterosort`) is a second
+    // transcription of the paper: it must agree with the one above.
+    assert_eq!(paper::TABLE1, TABLE1);
+    assert_eq!(
+        paper::figure1(),
+        paper::FIGURE1
+            .iter()
+            .map(|r| r.to_vec())
+            .collect::<Vec<_>>()
+    );
+    let rows = paper::table1();
+    assert!(rows.iter().all(|r| r.odd_matches()));
+    let differ: Vec<usize> = rows
+        .iter()
+        .filter(|r| !r.even_matches())
+        .map(|r| r.node)
+        .collect();
+    assert_eq!(differ, vec![1, 16]);
+}
+
+#[test]
 fn table1_caption_node1_keeps_the_lowest_slice() {
     // "node 1 falls below all of its neighbors and thus receives the lowest quarter".
     let t = paper4x4();
@@ -206,6 +228,20 @@ fn figure2_five_by_five_with_two_failed_nodes() {
             let mut rng = ChaCha8Rng::seed_from_u64((a * 25 + b) as u64);
             let p = soo(&sf, &params, &mut rng).unwrap();
             assert_eq!(sf.path_cost(&p.order).unwrap(), p.cost);
+            if p.cost == 22 {
+                // Drawn as in the figure, places 1 to 23 follow grid links.
+                let cells = p.on_grid(&m).unwrap();
+                let at = |place: usize| {
+                    (0..25)
+                        .find(|&n| cells[n / 5][n % 5] == Some(place))
+                        .unwrap()
+                };
+                for place in 1..23 {
+                    let (x, y) = (at(place), at(place + 1));
+                    assert_eq!((x / 5).abs_diff(y / 5) + (x % 5).abs_diff(y % 5), 1);
+                }
+                assert_eq!((cells[a / 5][a % 5], cells[b / 5][b % 5]), (None, None));
+            }
             assert!(p.cost >= bound, "failed {a} and {b}: {p:?}");
             if p.cost == bound {
                 reached_bound += 1;

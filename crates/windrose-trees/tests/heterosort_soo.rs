@@ -385,6 +385,27 @@ fn errors_name_what_and_where() {
         sf.path_cost(&sf.live()[1..]).unwrap_err().to_string(),
         "the sort path leaves out live node 0"
     );
+    let graph = Mesh::with_nodes(2).unwrap();
+    let one = SortPath {
+        order: vec![0],
+        cost: 0,
+    };
+    assert_eq!(
+        one.on_grid(&graph).unwrap_err().to_string(),
+        "the mesh was not built as a grid: it has no rows and columns to lay a path on"
+    );
+    assert_eq!(
+        SortPath {
+            order: vec![30],
+            cost: 0
+        }
+        .on_grid(&m)
+        .unwrap_err(),
+        HeteroSortError::NodeOutsideMesh {
+            node: 30,
+            nodes: 25
+        }
+    );
     let mut all_failed = Mesh::grid(1, 2).unwrap();
     all_failed.fail_node(0).unwrap();
     all_failed.fail_node(1).unwrap();

@@ -337,3 +337,22 @@ pub struct SortPath {
     pub order: Vec<usize>,
     pub cost: u64,
 }
+
+impl SortPath {
+    /// The path laid on a grid mesh as Fig. 2 draws it: each cell holds its node's 1-based
+    /// place in the sort order, `None` for a failed node (or one the path leaves out).
+    pub fn on_grid(&self, mesh: &Mesh) -> Result<Vec<Vec<Option<usize>>>, HeteroSortError> {
+        let (rows, cols) = mesh.shape().ok_or(HeteroSortError::NotAGrid)?;
+        let mut cells = vec![vec![None; cols]; rows];
+        for (place, &n) in self.order.iter().enumerate() {
+            if n >= mesh.len() {
+                return Err(HeteroSortError::NodeOutsideMesh {
+                    node: n,
+                    nodes: mesh.len(),
+                });
+            }
+            cells[n / cols][n % cols] = Some(place + 1);
+        }
+        Ok(cells)
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`slices`](mod@slices): how a node cuts its sorted data among its list (equal or weighted).
 //! - [`mesh`]: a physical mesh with failed nodes and failed or slow links, and the
 //!   store-and-forward cost between every two live nodes.
+//! - [`paper`]: Fig. 1 and Table 1 as printed, and ours beside them.
 //! - [`soo`](mod@soo): the genetic algorithm; [`exact`]: Held-Karp search, the check on small
 //!   meshes.
 //!
@@ -40,6 +41,7 @@
 
 pub mod exact;
 pub mod mesh;
+pub mod paper;
 pub mod slices;
 pub mod soo;
 pub mod torus;
@@ -131,6 +133,9 @@ pub enum HeteroSortError {
         requirement: &'static str,
         value: String,
     },
+    /// A grid-only operation on a mesh that was not built as a grid.
+    #[error("the mesh was not built as a grid: it has no rows and columns to lay a path on")]
+    NotAGrid,
     /// Slice weights that are empty or all zero.
     #[error("slice weights must hold at least one positive weight, got {weights:?}")]
     NoWeight { weights: Vec<u64> },
