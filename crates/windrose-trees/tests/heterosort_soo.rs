@@ -159,7 +159,7 @@ proptest! {
     })]
 
     #[test]
-    fn soo_is_valid_never_below_exact_and_exact_on_six_nodes(seed in any::<u64>(), grid in any::<bool>()) {
+    fn soo_is_valid_never_below_exact_exact_on_six_nodes_and_close_above(seed in any::<u64>(), grid in any::<bool>()) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let m = if grid { random_grid(&mut rng, 4, 0.2) } else { random_graph(&mut rng, 10) };
         let sf = match StoreForward::new(&m) {
@@ -174,6 +174,9 @@ proptest! {
             prop_assert!(p.cost >= best.cost);
             if sf.len() <= 6 {
                 prop_assert_eq!(p.cost, best.cost, "polish_rate {}", polish_rate);
+            } else {
+                // Within 25% of the optimum, polished or not.
+                prop_assert!(p.cost * 4 <= best.cost * 5, "polish_rate {}: {} vs {}", polish_rate, p.cost, best.cost);
             }
         }
     }
@@ -386,13 +389,14 @@ fn errors_name_what_and_where() {
         "the sort path leaves out live node 0"
     );
     let graph = Mesh::with_nodes(2).unwrap();
+    assert_eq!(graph.grid_id(0, 0), Err(HeteroSortError::NotAGrid));
     let one = SortPath {
         order: vec![0],
         cost: 0,
     };
     assert_eq!(
         one.on_grid(&graph).unwrap_err().to_string(),
-        "the mesh was not built as a grid: it has no rows and columns to lay a path on"
+        "the mesh was not built as a grid: it has no rows and columns"
     );
     assert_eq!(
         SortPath {

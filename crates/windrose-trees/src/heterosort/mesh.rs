@@ -75,9 +75,9 @@ impl Mesh {
         self.shape
     }
 
-    /// The id of grid position (`row`, `col`).
+    /// The id of grid position (`row`, `col`) on a mesh built by [`Mesh::grid`].
     pub fn grid_id(&self, row: usize, col: usize) -> Result<usize, HeteroSortError> {
-        let (rows, cols) = self.shape.unwrap_or((1, self.len()));
+        let (rows, cols) = self.shape.ok_or(HeteroSortError::NotAGrid)?;
         if row >= rows || col >= cols {
             return Err(HeteroSortError::PositionOutside {
                 row,

@@ -134,7 +134,7 @@ pub enum HeteroSortError {
         value: String,
     },
     /// A grid-only operation on a mesh that was not built as a grid.
-    #[error("the mesh was not built as a grid: it has no rows and columns to lay a path on")]
+    #[error("the mesh was not built as a grid: it has no rows and columns")]
     NotAGrid,
     /// Slice weights that are empty or all zero.
     #[error("slice weights must hold at least one positive weight, got {weights:?}")]
