@@ -326,3 +326,62 @@ fn polish(sf: &StoreForward, p: &mut Vec<usize>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::heterosort::Mesh;
+    use proptest::prelude::{any, prop_assert, proptest};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn is_permutation(p: &[usize], k: usize) -> bool {
+        let mut v = p.to_vec();
+        v.sort_unstable();
+        v == (0..k).collect::<Vec<_>>()
+    }
+
+    proptest! {
+        #[test]
+        fn operators_keep_permutations(k in 1usize..30, seed in any::<u64>()) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut a: Vec<usize> = (0..k).collect();
+            let mut b = a.clone();
+            a.shuffle(&mut rng);
+            b.shuffle(&mut rng);
+            let child = order_crossover(&a, &b, &mut rng);
+            prop_assert!(is_permutation(&child, k));
+            // OX1 keeps one segment of `a` in place: at least one position agrees with `a`.
+            prop_assert!(child.iter().zip(&a).any(|(x, y)| x == y));
+            let mut m = child.clone();
+            mutate(&mut m, &mut rng);
+            prop_assert!(is_permutation(&m, k));
+        }
+
+        #[test]
+        fn polish_never_raises_the_cost(side in 1usize..5, seed in any::<u64>()) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut mesh = Mesh::grid(side, side + 1).unwrap();
+            for (a, b, _) in mesh.live_links() {
+                mesh.set_link_cost(a, b, rng.gen_range(1..=9)).unwrap();
+            }
+            let sf = StoreForward::new(&mesh).unwrap();
+            let k = sf.len();
+            let mut p: Vec<usize> = (0..k).collect();
+            p.shuffle(&mut rng);
+            let before = sf.path_from_indices(&p).cost;
+            polish(&sf, &mut p);
+            prop_assert!(is_permutation(&p, k));
+            let after = sf.path_from_indices(&p).cost;
+            prop_assert!(after <= before);
+            // A local optimum: no single reversal improves it any more.
+            for i in 0..k {
+                for j in i + 1..k {
+                    let mut q = p.clone();
+                    q[i..=j].reverse();
+                    prop_assert!(sf.path_from_indices(&q).cost >= after);
+                }
+            }
+        }
+    }
+}
