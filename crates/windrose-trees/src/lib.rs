@@ -2,7 +2,9 @@
 //! binomial trees with incremental costs and the four swapping strategies of Figueira & Mendes,
 //! and the static trees later layers compare against (MPICH-like binomial, MagPIe-like,
 //! minimum spanning tree, maximum-bottleneck tree, flat tree, chain), all named by one
-//! [`TreeAlgorithm`].
+//! [`TreeAlgorithm`]. Besides trees: divisible-load scheduling ([`dlt`]), multicast plans and
+//! bounds ([`multicast`]), and HeteroSort's snake order, trading partners and SOO sort-path
+//! optimiser ([`heterosort`]).
 //!
 //! No clocks, no I/O, no global state: every function takes its costs (a
 //! [`windrose_model::LinkCosts`]) and, where it draws random numbers, a seeded RNG.
@@ -28,6 +30,7 @@ pub mod algorithm;
 pub mod balanced_path;
 pub mod binomial;
 pub mod dlt;
+pub mod heterosort;
 pub mod multicast;
 pub mod names;
 pub mod segtree;
