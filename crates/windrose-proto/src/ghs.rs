@@ -32,6 +32,39 @@
 //! receiver is still in `Find` waits (the two core nodes compare their reports once both have
 //! one). Deferred messages are kept in arrival order and retried after every message handled.
 //!
+//! # Example: a triangle, one node woken, FIFO delivery
+//!
+//! ```
+//! use std::collections::VecDeque;
+//! use windrose_model::NodeId;
+//! use windrose_proto::ghs::{Ghs, GhsMsg};
+//!
+//! let n = NodeId;
+//! let edges = [(0, 1, 2.0), (1, 2, 1.0), (0, 2, 3.0)];
+//! let mut nodes: Vec<Ghs> = (0..3)
+//!     .map(|v| {
+//!         let mine = edges.iter().filter_map(|&(a, b, w)| match v {
+//!             _ if v == a => Some((n(b), w)),
+//!             _ if v == b => Some((n(a), w)),
+//!             _ => None,
+//!         });
+//!         Ghs::new(n(v), mine).unwrap()
+//!     })
+//!     .collect();
+//! let mut queue: VecDeque<(NodeId, NodeId, GhsMsg)> = VecDeque::new();
+//! let mut out = Vec::new();
+//! nodes[0].start(&mut out); // the others wake on their first message
+//! queue.extend(out.drain(..).map(|(to, msg)| (n(0), to, msg)));
+//! while let Some((from, to, msg)) = queue.pop_front() {
+//!     nodes[to.index()].handle(from, msg, &mut out).unwrap();
+//!     queue.extend(out.drain(..).map(|(t, msg)| (to, t, msg)));
+//! }
+//! assert!(nodes.iter().all(|g| g.is_done()));
+//! assert_eq!(nodes[1].branch_edges(), vec![(n(2), 1.0), (n(0), 2.0)]);
+//! assert_eq!(nodes[2].branch_edges(), vec![(n(1), 1.0)]);
+//! assert_eq!(nodes[2].completion().unwrap().total_weight, 3.0);
+//! ```
+//!
 //! # Weights and ties
 //!
 //! GHS needs distinct weights: an edge's weight is its [`EdgeKey`] `(w, min id, max id)`,
@@ -63,10 +96,12 @@
 //! # Cost
 //!
 //! GHS sends at most `5 n log2 n + 2 e` messages of the seven classic kinds on a component of
-//! `n` nodes and `e` edges (each edge is rejected at most once from each end, and each node
-//! receives at most one Initiate, one Accept, sends one Report, one ChangeRoot or Connect, and
-//! one Test answered by Accept per level, levels being at most `log2 n`); the announcement adds
-//! `n - 2` `Done` messages. [`Ghs::messages_sent`] counts both.
+//! `n` nodes and `e` edges: over the whole run an edge carries at most two messages of the
+//! Test-Reject kind (a test answered by a rejection, or two crossing tests), and per level each
+//! node receives at most one Initiate and one Accept and sends at most one Test that is
+//! accepted, one Report and one ChangeRoot or Connect, with at most `log2 n` levels. The
+//! announcement adds `n - 2` `Done` messages (for `n >= 2`: every node but the two core nodes
+//! receives one). [`Ghs::messages_sent`] counts both.
 //!
 //! # Wire format
 //!
@@ -104,9 +139,12 @@
 //!   the driver contract gives);
 //! - after each step, once [`Ghs::is_done`] turns true: `Output::Finished` exactly once (a node
 //!   without edges is done right at `Start`), perhaps with a report of [`Ghs::completion`] and
-//!   [`Ghs::branch_edges`]; [`Ghs::state`] gives `Running` before;
+//!   [`Ghs::branch_edges`]; `Status::Running` before, `Status::Finished` after (a done node
+//!   sends nothing more and receives nothing: any message then is refused);
 //! - [`GhsError`] -> a `ProtocolError` naming the sender (GHS refuses an input without changing
-//!   and without pushing anything, as the contract asks); `GhsWireError` -> a frame error;
+//!   and without pushing anything, as the contract asks; `ProtocolError::UnexpectedMessage`
+//!   wants a `MessageKind`, so the GHS frame kind, with the [`GhsMsg::name`] in its text);
+//!   `GhsWireError` -> a frame error (`FrameError` has no variant carrying it yet);
 //! - `Input::PeerFailed` -> `Output::Aborted` (GHS itself has no failure handling: that is the
 //!   maintenance step); no timers, no `SendComplete`, no randomness.
 

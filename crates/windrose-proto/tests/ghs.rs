@@ -672,7 +672,7 @@ fn disconnected_graph_builds_a_forest() {
 #[test]
 fn message_counts_grow_within_the_bound() {
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
-    for n in [16usize, 64, 256, 1024] {
+    for n in [16usize, 64, 256, 1024, 4096] {
         // Average degree about 8; weights with ties.
         let graph = random_connected(&mut rng, n, 7.0 / n as f64, &Weights::Mixed);
         let e = graph.edges.len();
@@ -829,6 +829,81 @@ proptest! {
             let mut again = BytesMut::new();
             msg.encode_body(&mut again);
             prop_assert_eq!(&again[..], &body[..]);
+        }
+    }
+}
+
+/// A message of any kind with fields from a small world (ids 0..6, weights 0..3), so that
+/// fragment names often match the machine's.
+fn small_world_msg() -> impl Strategy<Value = GhsMsg> {
+    let key = (0u32..6, 0u32..6, 0u32..3).prop_filter_map("distinct ends", |(a, b, w)| {
+        EdgeKey::new(NodeId(a), NodeId(b), f64::from(w))
+    });
+    let level = 0u8..4;
+    prop_oneof![
+        level.clone().prop_map(|level| GhsMsg::Connect { level }),
+        (level.clone(), key.clone(), any::<bool>()).prop_map(|(level, fragment, find)| {
+            GhsMsg::Initiate {
+                level,
+                fragment,
+                state: if find {
+                    SearchState::Find
+                } else {
+                    SearchState::Found
+                },
+            }
+        }),
+        (level.clone(), key.clone()).prop_map(|(level, fragment)| GhsMsg::Test { level, fragment }),
+        Just(GhsMsg::Accept),
+        Just(GhsMsg::Reject),
+        (prop::option::of(key.clone()), 1u32..5, 0u32..9).prop_map(|(best, nodes, w)| {
+            GhsMsg::Report {
+                best,
+                nodes,
+                weight: f64::from(w),
+            }
+        }),
+        Just(GhsMsg::ChangeRoot),
+        (key, level, 2u32..9, 0u32..9).prop_map(|(fragment, level, nodes, w)| GhsMsg::Done {
+            fragment,
+            level,
+            nodes,
+            total_weight: f64::from(w),
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Arbitrary message sequences from arbitrary senders (a hostile or broken peer): the
+    /// machine never panics, and a refused message leaves it exactly as it was, with nothing
+    /// pushed (what a Protocol adapter relies on).
+    #[test]
+    fn hostile_inputs_never_panic_and_refusals_change_nothing(
+        degree in 0usize..5,
+        weights in prop::collection::vec(0u32..3, 5),
+        wake in any::<bool>(),
+        inputs in prop::collection::vec((0u32..6, small_world_msg()), 0..60),
+    ) {
+        // Node 0 with edges to 1..=degree.
+        let edges: Vec<(NodeId, f64)> =
+            (1..=degree).map(|v| (NodeId(v as u32), f64::from(weights[v - 1]))).collect();
+        let mut g = Ghs::new(NodeId(0), edges).unwrap();
+        let mut out = Vec::new();
+        if wake {
+            g.start(&mut out);
+        }
+        for (from, msg) in inputs {
+            out.clear();
+            let before = format!("{g:?}");
+            if g.handle(NodeId(from), msg, &mut out).is_err() {
+                prop_assert!(out.is_empty());
+                prop_assert_eq!(format!("{g:?}"), before);
+            }
+            for (to, _) in &out {
+                prop_assert!(to.0 >= 1 && to.index() <= degree, "sent to a non-neighbour {}", to);
+            }
         }
     }
 }
