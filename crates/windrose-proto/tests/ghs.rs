@@ -907,3 +907,93 @@ proptest! {
         }
     }
 }
+
+/// Runs GHS with every message delayed by its link's weight read as a latency in seconds
+/// (FIFO per link since the delay is constant), every node woken at time 0, no processing time.
+/// Returns when the last node learnt the end (s) and the message delays on the causal chain
+/// that led there.
+fn timed_run(graph: &Graph) -> (Vec<Ghs>, f64, u32) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut machines: Vec<Ghs> = (0..graph.n as u32)
+        .map(|v| Ghs::new(NodeId(v), graph.incident(v)).unwrap())
+        .collect();
+    let latency_ns: HashMap<(u32, u32), u64> = graph
+        .edges
+        .iter()
+        .flat_map(|&(a, b, w)| {
+            let ns = (w * 1e9).round() as u64;
+            [((a, b), ns), ((b, a), ns)]
+        })
+        .collect();
+    // (arrival ns, sequence, from, to, hops), message in a side table.
+    let mut heap = BinaryHeap::new();
+    let mut msgs = Vec::new();
+    let mut out = Vec::new();
+    let mut end = (0u64, 0u32);
+    type Queue = BinaryHeap<Reverse<(u64, usize, u32, u32, u32)>>;
+    let send = |from: u32,
+                now: u64,
+                hops: u32,
+                out: &mut Vec<(NodeId, GhsMsg)>,
+                heap: &mut Queue,
+                msgs: &mut Vec<GhsMsg>| {
+        for (to, msg) in out.drain(..) {
+            let at = now + latency_ns[&(from, to.0)];
+            heap.push(Reverse((at, msgs.len(), from, to.0, hops + 1)));
+            msgs.push(msg);
+        }
+    };
+    for v in 0..graph.n as u32 {
+        machines[v as usize].start(&mut out);
+        send(v, 0, 0, &mut out, &mut heap, &mut msgs);
+    }
+    while let Some(Reverse((at, seq, from, to, hops))) = heap.pop() {
+        let m = &mut machines[to as usize];
+        let was_done = m.is_done();
+        m.handle(NodeId(from), msgs[seq], &mut out).unwrap();
+        if !was_done && m.is_done() {
+            end = end.max((at, hops));
+        }
+        send(to, at, hops, &mut out, &mut heap, &mut msgs);
+    }
+    (machines, end.0 as f64 / 1e9, end.1)
+}
+
+/// Build time of the 24 processes' MST with the paper's latencies and nothing else (no
+/// processing, no bandwidth): when the last process learns the end, and how many message
+/// delays led there (printed with `--nocapture`; the issue's goal is under 3 s on the testbed).
+///
+/// On the complete graph the last phase dominates: every non-tree WAN edge must be rejected,
+/// and each node tests its Basic edges one at a time, lightest first, each test a round trip
+/// over a 0.3-0.7 s link (a node of S2 has 20 of them), so the end comes after about 21 s:
+/// close to the paper's 23-25 s, far from 3 s. With one test at a time, as GHS does, that cost stays; a
+/// faster build needs a sparser graph or parallel tests (more messages than GHS's bound).
+#[test]
+fn build_time_on_the_six_site_platform() {
+    let mut edges = Vec::new();
+    for a in 0..24u32 {
+        for b in a + 1..24 {
+            let (sa, sb) = ((a / 4) as usize, (b / 4) as usize);
+            edges.push((a, b, TABLE1_MS[sa][sb] / 1000.0));
+        }
+    }
+    let graph = Graph::new(24, &edges);
+    let (machines, seconds, hops) = timed_run(&graph);
+    let run = Run {
+        classic: machines.iter().map(|m| m.messages_sent().0).sum(),
+        done: machines.iter().map(|m| m.messages_sent().1).sum(),
+        machines,
+        by_kind: BTreeMap::new(),
+    };
+    check(&graph, &run, "timed run");
+    // The end needs at least the S1-S2 edge (364.1 ms) to be found, tested and connected.
+    assert!(seconds >= 3.0 * 0.3641, "{seconds} s");
+    eprintln!(
+        "24 processes, Table 1 latencies, all woken at 0: last node knows the end at {:.1} ms, \
+         after {hops} message delays on the causal chain; {} GHS messages + {} Done",
+        seconds * 1000.0,
+        run.classic,
+        run.done
+    );
+}
