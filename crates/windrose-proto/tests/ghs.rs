@@ -967,8 +967,9 @@ fn timed_run(graph: &Graph) -> (Vec<Ghs>, f64, u32) {
 /// On the complete graph the last phase dominates: every non-tree WAN edge must be rejected,
 /// and each node tests its Basic edges one at a time, lightest first, each test a round trip
 /// over a 0.3-0.7 s link (a node of S2 has 20 of them), so the end comes after about 21 s:
-/// close to the paper's 23-25 s, far from 3 s. With one test at a time, as GHS does, that cost stays; a
-/// faster build needs a sparser graph or parallel tests (more messages than GHS's bound).
+/// close to the paper's 23-25 s, far from 3 s. With one test at a time, as GHS does, that cost
+/// stays; a faster build needs a sparser graph or parallel tests (more messages than GHS's
+/// bound).
 #[test]
 fn build_time_on_the_six_site_platform() {
     let mut edges = Vec::new();
