@@ -25,6 +25,7 @@
 //! - [`tree_broadcast`]: pipelined broadcast of a message over any `windrose_trees::Tree`.
 //! - [`scatter`]: divisible-load scatter following a `windrose_trees::dlt::Schedule`, with the
 //!   exact byte split every node computes.
+//! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira), its messages and codec.
 //! - [`probe`]: round-trip measurement with ping/pong frames, for the runtime's link probes.
 //! - [`node`]: the trait, inputs, outputs and the driver's contract; [`time`]: [`Time`].
 //!
@@ -109,6 +110,7 @@
 pub mod bittorrent;
 pub mod collective;
 pub mod frame;
+pub mod ghs;
 pub mod host;
 pub mod mob;
 pub mod multicast;

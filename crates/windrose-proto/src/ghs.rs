@@ -1,0 +1,1629 @@
+//! The distributed minimum spanning tree of Gallager, Humblet and Spira (GHS, 1983) as a
+//! sans-IO machine, with its own messages ([`GhsMsg`]) and their codec.
+//!
+//! Every node runs one [`Ghs`], knowing only its own id and the weights of its incident edges.
+//! Nodes start in [`NodeState::Sleeping`]; any subset of them wakes up spontaneously
+//! ([`Ghs::start`]) and a sleeping node wakes on its first message. When the algorithm ends,
+//! every node knows which of its edges are in the minimum spanning tree
+//! ([`Ghs::branch_edges`]) and that the tree is complete ([`Ghs::is_done`], [`Ghs::completion`]).
+//!
+//! # The algorithm (the classic one, step for step)
+//!
+//! Fragments (subtrees of the final MST) merge along their minimum-weight outgoing edges. A
+//! fragment has a *level* and a *name* (the key of its core edge); each node is `Sleeping`,
+//! `Find` (its fragment is looking for its minimum outgoing edge) or `Found`; each edge end is
+//! `Basic` (not yet classified), `Branch` (in the tree) or `Rejected` (both ends in one
+//! fragment).
+//!
+//! | message | meaning |
+//! |---------|---------|
+//! | `Connect(L)` | the sender's fragment, of level `L`, wants to join over this edge |
+//! | `Initiate(L, F, S)` | the fragment is now `(L, F)`; `S = Find`: look for the minimum outgoing edge |
+//! | `Test(L, F)` | is this edge outgoing from fragment `F` of level `L`? |
+//! | `Accept` / `Reject` | yes (another fragment) / no (same fragment) |
+//! | `Report(w)` | the lightest outgoing edge in the sender's subtree weighs `w` (infinity: none) |
+//! | `ChangeRoot` | the route to the fragment's chosen edge: connect over it |
+//! | `Done` | (ours) the tree is complete; flooded from the core over the branches |
+//!
+//! The three deferral rules: a `Connect(L)` with `L >=` the receiver's level on a `Basic` edge
+//! waits (the receiver's fragment has not chosen that edge yet; when both sides choose it, the
+//! fragments merge to level `L + 1`); a `Test(L, F)` with `L >` the receiver's level waits (the
+//! receiver cannot tell yet whether it belongs to `F`); a `Report` on the in-branch while the
+//! receiver is still in `Find` waits (the two core nodes compare their reports once both have
+//! one). Deferred messages are kept in arrival order and retried after every message handled.
+//!
+//! # Example: a triangle, one node woken, FIFO delivery
+//!
+//! ```
+//! use std::collections::VecDeque;
+//! use windrose_model::NodeId;
+//! use windrose_proto::ghs::{Ghs, GhsMsg};
+//!
+//! let n = NodeId;
+//! let edges = [(0, 1, 2.0), (1, 2, 1.0), (0, 2, 3.0)];
+//! let mut nodes: Vec<Ghs> = (0..3)
+//!     .map(|v| {
+//!         let mine = edges.iter().filter_map(|&(a, b, w)| match v {
+//!             _ if v == a => Some((n(b), w)),
+//!             _ if v == b => Some((n(a), w)),
+//!             _ => None,
+//!         });
+//!         Ghs::new(n(v), mine).unwrap()
+//!     })
+//!     .collect();
+//! let mut queue: VecDeque<(NodeId, NodeId, GhsMsg)> = VecDeque::new();
+//! let mut out = Vec::new();
+//! nodes[0].start(&mut out); // the others wake on their first message
+//! queue.extend(out.drain(..).map(|(to, msg)| (n(0), to, msg)));
+//! while let Some((from, to, msg)) = queue.pop_front() {
+//!     nodes[to.index()].handle(from, msg, &mut out).unwrap();
+//!     queue.extend(out.drain(..).map(|(t, msg)| (to, t, msg)));
+//! }
+//! assert!(nodes.iter().all(|g| g.is_done()));
+//! assert_eq!(nodes[1].branch_edges(), vec![(n(2), 1.0), (n(0), 2.0)]);
+//! assert_eq!(nodes[2].branch_edges(), vec![(n(1), 1.0)]);
+//! assert_eq!(nodes[2].completion().unwrap().total_weight, 3.0);
+//! ```
+//!
+//! # Weights and ties
+//!
+//! GHS needs distinct weights: an edge's weight is its [`EdgeKey`] `(w, min id, max id)`,
+//! ordered by the weight `w` (finite, non-negative, `f64`), then by the smaller endpoint id, then
+//! by the larger one. Keys are distinct because the graph is simple, so the MST is unique even
+//! when many latencies are equal (the intra-site latencies of the paper's platform are all
+//! zero), and equals Kruskal's on the same order. Both ends of an edge must be given the same
+//! `w` (bit for bit) or the run is not a GHS run.
+//!
+//! # End of the algorithm
+//!
+//! The last phase's two core nodes both receive `Report(infinity)` over the core edge while
+//! their own best is infinity: no fragment edge leaves the connected component, which is
+//! therefore spanned. Each of them then sends [`GhsMsg::Done`] over its branches except the core
+//! edge, and every node forwards it over its branches except the one it came from, so every
+//! node learns the end; nothing arrives at a node after it is done (a message then is an error,
+//! [`GhsError::AfterDone`]). `Done` carries the number of nodes and the total weight of the
+//! tree: every `Report` carries its subtree's node count and weight, and in the last phase every
+//! node of the component reports (nobody can join in `Found` state when no edge leaves), so the
+//! core nodes add the two halves and the core edge. Both core nodes compute the total in the
+//! same order, so every node receives bit-identical numbers; the float sum may differ in its
+//! last bits from a sum of the same weights in another order.
+//!
+//! A node without edges is done when it wakes, alone in its tree. On a disconnected graph every
+//! connected component builds its own MST and ends on its own (the spanning forest), as long as
+//! at least one node of each component wakes spontaneously: a component nobody wakes stays
+//! asleep.
+//!
+//! # Cost
+//!
+//! GHS sends at most `5 n log2 n + 2 e` messages of the seven classic kinds on a component of
+//! `n` nodes and `e` edges: over the whole run an edge carries at most two messages of the
+//! Test-Reject kind (a test answered by a rejection, or two crossing tests), and per level each
+//! node receives at most one Initiate and one Accept and sends at most one Test that is
+//! accepted, one Report and one ChangeRoot or Connect, with at most `log2 n` levels. The
+//! announcement adds `n - 2` `Done` messages (for `n >= 2`: every node but the two core nodes
+//! receives one). [`Ghs::messages_sent`] counts both.
+//!
+//! # Wire format
+//!
+//! Kinds are numbered within the GHS family; all integers big-endian, every kind of one fixed
+//! length. An edge key is 16 bytes: the weight as IEEE-754 `f64` bits (u64; finite, sign bit
+//! clear, so `-0.0` is refused and a weight round-trips exactly), then the smaller id (u32),
+//! then the larger (u32, strictly greater). Levels are a u8 of at most [`MAX_LEVEL`] (a level-`L`
+//! fragment has at least `2^L` nodes and ids are u32).
+//!
+//! | kind | message | body |
+//! |------|---------|------|
+//! | 1 | `Connect` | level u8 (1) |
+//! | 2 | `Initiate` | level u8, fragment key, state u8 (1 find, 2 found) (18) |
+//! | 3 | `Test` | level u8, fragment key (17) |
+//! | 4 | `Accept` | empty (0) |
+//! | 5 | `Reject` | empty (0) |
+//! | 6 | `Report` | has-best u8 (0 infinity, 1 key), key (all zero for infinity), nodes u32 (>= 1), subtree weight f64 (29) |
+//! | 7 | `ChangeRoot` | empty (0) |
+//! | 8 | `Done` | fragment key, level u8, nodes u32 (>= 2), total weight f64 (29) |
+//!
+//! The encoding is canonical: [`GhsMsg::parse`] accepts exactly the bodies
+//! [`GhsMsg::encode_body`] produces, and never panics.
+//!
+//! # What a `Protocol` adapter needs (not built here)
+//!
+//! [`crate::Output::Send`] carries a [`crate::frame::Message`], which has no GHS variant yet, so
+//! the adapter to [`crate::Protocol`] belongs with the frame refactoring. It needs:
+//! - a frame kind (or family) for GHS whose body is the GHS kind byte ([`GhsMsg::kind`]) and
+//!   [`GhsMsg::encode_body`], decoded with [`GhsMsg::parse`] (body at most
+//!   [`MAX_BODY_LEN`] bytes); if several GHS runs may share a connection (the maintenance
+//!   epochs of the next step), a transfer or epoch id in that frame, since `GhsMsg` has none;
+//! - `Input::Start` -> [`Ghs::start`] (every node wakes spontaneously under the driver
+//!   contract, which GHS allows); `Input::Message` -> decode, then [`Ghs::handle`]; each
+//!   `(to, msg)` pushed -> `Output::Send` to `to` (order kept: GHS relies on FIFO links, which
+//!   the driver contract gives);
+//! - after each step, once [`Ghs::is_done`] turns true: `Output::Finished` exactly once (a node
+//!   without edges is done right at `Start`), perhaps with a report of [`Ghs::completion`] and
+//!   [`Ghs::branch_edges`]; `Status::Running` before, `Status::Finished` after (a done node
+//!   sends nothing more and receives nothing: any message then is refused);
+//! - [`GhsError`] -> a `ProtocolError` naming the sender (GHS refuses an input without changing
+//!   and without pushing anything, as the contract asks; `ProtocolError::UnexpectedMessage`
+//!   wants a `MessageKind`, so the GHS frame kind, with the [`GhsMsg::name`] in its text);
+//!   `GhsWireError` -> a frame error (`FrameError` has no variant carrying it yet);
+//! - `Input::PeerFailed` -> `Output::Aborted` (GHS itself has no failure handling: that is the
+//!   maintenance step); no timers, no `SendComplete`, no randomness.
+
+use bytes::{BufMut, BytesMut};
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::fmt;
+use windrose_model::NodeId;
+
+/// The highest level a fragment can reach: a level-`L` fragment has at least `2^L` nodes.
+pub const MAX_LEVEL: u8 = 32;
+
+/// Bytes of an [`EdgeKey`] on the wire.
+pub const KEY_LEN: usize = 16;
+
+/// The longest body of any GHS message (`Report` and `Done`, 29 bytes).
+pub const MAX_BODY_LEN: usize = 29;
+
+/// The weight of an edge in GHS's total order: `(w, min id, max id)`. See the
+/// [module docs](self).
+#[derive(Copy, Clone, Debug)]
+pub struct EdgeKey {
+    weight: f64,
+    lo: NodeId,
+    hi: NodeId,
+}
+
+impl EdgeKey {
+    /// The key of the edge `a`-`b` of weight `weight`; None unless `a != b` and the weight is
+    /// finite and non-negative (`-0.0` counts as `0.0`).
+    pub fn new(a: NodeId, b: NodeId, weight: f64) -> Option<EdgeKey> {
+        if a == b || !weight.is_finite() || weight < 0.0 {
+            return None;
+        }
+        // `-0.0 < 0.0` is false, so a negative zero gets here: store it as `+0.0`.
+        let weight = if weight == 0.0 { 0.0 } else { weight };
+        Some(EdgeKey {
+            weight,
+            lo: a.min(b),
+            hi: a.max(b),
+        })
+    }
+
+    /// The edge's weight.
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    /// The smaller endpoint id.
+    pub fn lo(&self) -> NodeId {
+        self.lo
+    }
+
+    /// The larger endpoint id.
+    pub fn hi(&self) -> NodeId {
+        self.hi
+    }
+
+    fn encode(&self, dst: &mut BytesMut) {
+        dst.put_u64(self.weight.to_bits());
+        dst.put_u32(self.lo.0);
+        dst.put_u32(self.hi.0);
+    }
+
+    /// Parses 16 bytes (the caller checked the length).
+    fn parse(kind: u8, b: &[u8]) -> Result<EdgeKey, GhsWireError> {
+        let bits = be_u64(&b[0..8]);
+        let weight = f64::from_bits(bits);
+        let lo = be_u32(&b[8..12]);
+        let hi = be_u32(&b[12..16]);
+        if !weight.is_finite() || bits >> 63 != 0 {
+            return Err(GhsWireError::invalid(
+                kind,
+                format!("edge weight bits {bits:#018x} are not a finite, non-negative f64 with the sign bit clear"),
+            ));
+        }
+        if lo >= hi {
+            return Err(GhsWireError::invalid(
+                kind,
+                format!("edge ids {lo} and {hi} are not strictly increasing"),
+            ));
+        }
+        Ok(EdgeKey {
+            weight,
+            lo: NodeId(lo),
+            hi: NodeId(hi),
+        })
+    }
+}
+
+impl PartialEq for EdgeKey {
+    fn eq(&self, other: &EdgeKey) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for EdgeKey {}
+
+impl PartialOrd for EdgeKey {
+    fn partial_cmp(&self, other: &EdgeKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for EdgeKey {
+    fn cmp(&self, other: &EdgeKey) -> Ordering {
+        self.weight
+            .total_cmp(&other.weight)
+            .then(self.lo.cmp(&other.lo))
+            .then(self.hi.cmp(&other.hi))
+    }
+}
+
+impl fmt::Display for EdgeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {}, {})", self.weight, self.lo, self.hi)
+    }
+}
+
+/// `a < b` where None is infinity.
+fn lighter(a: Option<EdgeKey>, b: Option<EdgeKey>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a < b,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// The state carried by `Initiate`: look for the fragment's outgoing edge, or not.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SearchState {
+    /// Look for the minimum outgoing edge and report it.
+    Find,
+    /// Just learn the new level and name (a fragment absorbed after its absorber reported).
+    Found,
+}
+
+/// A node's state in GHS.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeState {
+    /// Not woken yet.
+    Sleeping,
+    /// Looking for the fragment's minimum outgoing edge.
+    Find,
+    /// Not looking (reported, or just woke up alone).
+    Found,
+}
+
+/// The state of one end of an edge in GHS.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum EdgeState {
+    /// Not classified yet.
+    Basic,
+    /// In the tree.
+    Branch,
+    /// Both ends in one fragment, not in the tree.
+    Rejected,
+}
+
+/// A GHS message: see the [module docs](self) for their meaning and wire format.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum GhsMsg {
+    /// The sender's fragment, of this level, wants to join over this edge.
+    Connect {
+        /// The sender's fragment level.
+        level: u8,
+    },
+    /// The fragment's new level, name and search state, sent down the tree.
+    Initiate {
+        /// The level.
+        level: u8,
+        /// The name: the core edge's key.
+        fragment: EdgeKey,
+        /// Find: look for the minimum outgoing edge.
+        state: SearchState,
+    },
+    /// Is this edge outgoing from the sender's fragment?
+    Test {
+        /// The sender's fragment level.
+        level: u8,
+        /// The sender's fragment name.
+        fragment: EdgeKey,
+    },
+    /// Yes, this node is in another fragment.
+    Accept,
+    /// No, this node is in the sender's fragment.
+    Reject,
+    /// The lightest outgoing edge of the sender's subtree.
+    Report {
+        /// Its key; None: no outgoing edge (infinity).
+        best: Option<EdgeKey>,
+        /// Nodes in the sender's subtree (itself included) among those that took part in this
+        /// phase's search.
+        nodes: u32,
+        /// Sum of the weights of the tree edges in that subtree.
+        weight: f64,
+    },
+    /// Connect over the fragment's chosen edge (sent along the path to it).
+    ChangeRoot,
+    /// The tree is complete (flooded from the core over the branches).
+    Done {
+        /// The final fragment's name.
+        fragment: EdgeKey,
+        /// Its level.
+        level: u8,
+        /// Nodes in the tree (the connected component).
+        nodes: u32,
+        /// Sum of the tree's edge weights.
+        total_weight: f64,
+    },
+}
+
+const K_CONNECT: u8 = 1;
+const K_INITIATE: u8 = 2;
+const K_TEST: u8 = 3;
+const K_ACCEPT: u8 = 4;
+const K_REJECT: u8 = 5;
+const K_REPORT: u8 = 6;
+const K_CHANGE_ROOT: u8 = 7;
+const K_DONE: u8 = 8;
+
+const NAMES: [&str; 8] = [
+    "connect",
+    "initiate",
+    "test",
+    "accept",
+    "reject",
+    "report",
+    "change_root",
+    "done",
+];
+
+const LENS: [usize; 8] = [1, 18, 17, 0, 0, 29, 0, 29];
+
+impl GhsMsg {
+    /// Every kind byte of the family, in order.
+    pub const KINDS: std::ops::RangeInclusive<u8> = K_CONNECT..=K_DONE;
+
+    /// The kind byte, 1..=8 (see the [module docs](self)).
+    pub fn kind(&self) -> u8 {
+        match self {
+            GhsMsg::Connect { .. } => K_CONNECT,
+            GhsMsg::Initiate { .. } => K_INITIATE,
+            GhsMsg::Test { .. } => K_TEST,
+            GhsMsg::Accept => K_ACCEPT,
+            GhsMsg::Reject => K_REJECT,
+            GhsMsg::Report { .. } => K_REPORT,
+            GhsMsg::ChangeRoot => K_CHANGE_ROOT,
+            GhsMsg::Done { .. } => K_DONE,
+        }
+    }
+
+    /// The name of a kind byte in logs and errors (`connect`, `initiate`, `test`, `accept`,
+    /// `reject`, `report`, `change_root`, `done`), None if unknown.
+    pub fn kind_name(kind: u8) -> Option<&'static str> {
+        NAMES.get(usize::from(kind).wrapping_sub(1)).copied()
+    }
+
+    /// This message's kind name.
+    pub fn name(&self) -> &'static str {
+        NAMES[usize::from(self.kind() - 1)]
+    }
+
+    /// True for the seven messages of the classic algorithm (not `Done`).
+    pub fn is_classic(&self) -> bool {
+        !matches!(self, GhsMsg::Done { .. })
+    }
+
+    /// Bytes of the body, fixed per kind.
+    pub fn body_len(&self) -> usize {
+        LENS[usize::from(self.kind() - 1)]
+    }
+
+    /// Appends the body (big-endian, [`body_len`](Self::body_len) bytes).
+    pub fn encode_body(&self, dst: &mut BytesMut) {
+        dst.reserve(self.body_len());
+        match *self {
+            GhsMsg::Connect { level } => dst.put_u8(level),
+            GhsMsg::Initiate {
+                level,
+                fragment,
+                state,
+            } => {
+                dst.put_u8(level);
+                fragment.encode(dst);
+                dst.put_u8(match state {
+                    SearchState::Find => 1,
+                    SearchState::Found => 2,
+                });
+            }
+            GhsMsg::Test { level, fragment } => {
+                dst.put_u8(level);
+                fragment.encode(dst);
+            }
+            GhsMsg::Accept | GhsMsg::Reject | GhsMsg::ChangeRoot => {}
+            GhsMsg::Report {
+                best,
+                nodes,
+                weight,
+            } => {
+                match best {
+                    Some(key) => {
+                        dst.put_u8(1);
+                        key.encode(dst);
+                    }
+                    None => {
+                        dst.put_u8(0);
+                        dst.put_bytes(0, KEY_LEN);
+                    }
+                }
+                dst.put_u32(nodes);
+                dst.put_u64(weight.to_bits());
+            }
+            GhsMsg::Done {
+                fragment,
+                level,
+                nodes,
+                total_weight,
+            } => {
+                fragment.encode(dst);
+                dst.put_u8(level);
+                dst.put_u32(nodes);
+                dst.put_u64(total_weight.to_bits());
+            }
+        }
+    }
+
+    /// Parses the body of a message of kind `kind`: the exact inverse of
+    /// [`encode_body`](Self::encode_body). Never panics; a wrong length, an unknown kind or an
+    /// invalid field is an error naming the kind and what is wrong.
+    pub fn parse(kind: u8, body: &[u8]) -> Result<GhsMsg, GhsWireError> {
+        let Some(&expected) = LENS.get(usize::from(kind).wrapping_sub(1)) else {
+            return Err(GhsWireError::UnknownKind { kind });
+        };
+        if body.len() != expected {
+            return Err(GhsWireError::BodyLength {
+                kind: NAMES[usize::from(kind - 1)],
+                expected,
+                found: body.len(),
+            });
+        }
+        let level = |b: u8| {
+            if b <= MAX_LEVEL {
+                Ok(b)
+            } else {
+                Err(GhsWireError::invalid(
+                    kind,
+                    format!("level {b} exceeds {MAX_LEVEL}"),
+                ))
+            }
+        };
+        let amount = |b: &[u8], what: &str| {
+            let bits = be_u64(b);
+            let x = f64::from_bits(bits);
+            if x.is_finite() && bits >> 63 == 0 {
+                Ok(x)
+            } else {
+                Err(GhsWireError::invalid(
+                    kind,
+                    format!("{what} bits {bits:#018x} are not a finite, non-negative f64 with the sign bit clear"),
+                ))
+            }
+        };
+        let nodes = |b: &[u8], min: u32| {
+            let n = be_u32(b);
+            if n >= min {
+                Ok(n)
+            } else {
+                Err(GhsWireError::invalid(
+                    kind,
+                    format!("node count {n} is below {min}"),
+                ))
+            }
+        };
+        Ok(match kind {
+            K_CONNECT => GhsMsg::Connect {
+                level: level(body[0])?,
+            },
+            K_INITIATE => GhsMsg::Initiate {
+                level: level(body[0])?,
+                fragment: EdgeKey::parse(kind, &body[1..17])?,
+                state: match body[17] {
+                    1 => SearchState::Find,
+                    2 => SearchState::Found,
+                    other => {
+                        return Err(GhsWireError::invalid(
+                            kind,
+                            format!("state byte {other} is neither 1 (find) nor 2 (found)"),
+                        ))
+                    }
+                },
+            },
+            K_TEST => GhsMsg::Test {
+                level: level(body[0])?,
+                fragment: EdgeKey::parse(kind, &body[1..17])?,
+            },
+            K_ACCEPT => GhsMsg::Accept,
+            K_REJECT => GhsMsg::Reject,
+            K_REPORT => GhsMsg::Report {
+                best: match body[0] {
+                    1 => Some(EdgeKey::parse(kind, &body[1..17])?),
+                    0 if body[1..17].iter().all(|&b| b == 0) => None,
+                    0 => {
+                        return Err(GhsWireError::invalid(
+                            kind,
+                            "infinity (has-best 0) with non-zero key bytes".to_string(),
+                        ))
+                    }
+                    other => {
+                        return Err(GhsWireError::invalid(
+                            kind,
+                            format!("has-best byte {other} is neither 0 nor 1"),
+                        ))
+                    }
+                },
+                nodes: nodes(&body[17..21], 1)?,
+                weight: amount(&body[21..29], "subtree weight")?,
+            },
+            K_CHANGE_ROOT => GhsMsg::ChangeRoot,
+            _ => GhsMsg::Done {
+                fragment: EdgeKey::parse(kind, &body[0..16])?,
+                level: level(body[16])?,
+                nodes: nodes(&body[17..21], 2)?,
+                total_weight: amount(&body[21..29], "total weight")?,
+            },
+        })
+    }
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(b);
+    u32::from_be_bytes(a)
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    u64::from_be_bytes(a)
+}
+
+/// A GHS message body that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GhsWireError {
+    /// A kind byte outside 1..=8.
+    #[error("unknown GHS message kind {kind}")]
+    UnknownKind {
+        /// The kind byte.
+        kind: u8,
+    },
+    /// A body of the wrong length for its kind.
+    #[error("GHS {kind} message: body of {found} bytes, expected {expected}")]
+    BodyLength {
+        /// The kind's name.
+        kind: &'static str,
+        /// Its fixed length.
+        expected: usize,
+        /// The length given.
+        found: usize,
+    },
+    /// A field out of range.
+    #[error("GHS {kind} message: {what}")]
+    Invalid {
+        /// The kind's name.
+        kind: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl GhsWireError {
+    fn invalid(kind: u8, what: String) -> GhsWireError {
+        GhsWireError::Invalid {
+            kind: GhsMsg::kind_name(kind).unwrap_or("unknown"),
+            what,
+        }
+    }
+}
+
+/// Incident edges a [`Ghs`] machine cannot be built with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GhsSetupError {
+    /// An edge from the node to itself.
+    #[error("node {node}: an edge to itself")]
+    SelfLoop {
+        /// The node.
+        node: NodeId,
+    },
+    /// Two edges to one neighbour.
+    #[error("node {node}: two edges to neighbour {neighbour}")]
+    DuplicateNeighbour {
+        /// The node.
+        node: NodeId,
+        /// The neighbour.
+        neighbour: NodeId,
+    },
+    /// A weight that is NaN, infinite or negative.
+    #[error("node {node}: the edge to {neighbour} weighs {weight}, expected a finite number >= 0")]
+    BadWeight {
+        /// The node.
+        node: NodeId,
+        /// The neighbour.
+        neighbour: NodeId,
+        /// The weight given.
+        weight: f64,
+    },
+}
+
+/// A message a [`Ghs`] machine refuses; it is then unchanged and pushed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GhsError {
+    /// From a node that is not a neighbour.
+    #[error("GHS {kind} message from node {from}, which is not a neighbour")]
+    NotANeighbour {
+        /// The sender.
+        from: NodeId,
+        /// The message's kind name.
+        kind: &'static str,
+    },
+    /// A message after this node learnt the end (no correct run sends one).
+    #[error("GHS {kind} message from node {from} after the tree was complete")]
+    AfterDone {
+        /// The sender.
+        from: NodeId,
+        /// The message's kind name.
+        kind: &'static str,
+    },
+    /// A message that the algorithm never sends to a node in this state.
+    #[error("unexpected GHS {kind} message from node {from}: {why}")]
+    Unexpected {
+        /// The sender.
+        from: NodeId,
+        /// The message's kind name.
+        kind: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// What a node knows once the tree is complete.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Completion {
+    /// The final fragment's name (the core edge); None for a node without edges.
+    pub fragment: Option<EdgeKey>,
+    /// The final level.
+    pub level: u8,
+    /// Nodes in the tree (the node's connected component).
+    pub nodes: u32,
+    /// Sum of the tree's edge weights.
+    pub total_weight: f64,
+}
+
+#[derive(Clone, Debug)]
+struct Edge {
+    to: NodeId,
+    key: EdgeKey,
+    state: EdgeState,
+}
+
+/// One node's GHS machine: see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Ghs {
+    me: NodeId,
+    /// Incident edges, lightest first.
+    edges: Vec<Edge>,
+    /// `(neighbour, index in edges)`, by neighbour id.
+    by_id: Vec<(NodeId, usize)>,
+    /// No edge before this index is Basic (edges only leave Basic).
+    basic_from: usize,
+    state: NodeState,
+    level: u8,
+    fragment: Option<EdgeKey>,
+    in_branch: Option<usize>,
+    best_edge: Option<usize>,
+    best: Option<EdgeKey>,
+    test_edge: Option<usize>,
+    find_count: u32,
+    /// This phase's subtree: nodes and tree weight (for `Done`).
+    sub_nodes: u32,
+    sub_weight: f64,
+    deferred: VecDeque<(usize, GhsMsg)>,
+    completion: Option<Completion>,
+    sent_classic: u64,
+    sent_done: u64,
+}
+
+impl Ghs {
+    /// The machine of node `me`, whose incident edges are `(neighbour, weight)` (any order).
+    pub fn new(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<Ghs, GhsSetupError> {
+        let mut list = Vec::new();
+        for (to, weight) in edges {
+            if to == me {
+                return Err(GhsSetupError::SelfLoop { node: me });
+            }
+            let key = EdgeKey::new(me, to, weight).ok_or(GhsSetupError::BadWeight {
+                node: me,
+                neighbour: to,
+                weight,
+            })?;
+            list.push(Edge {
+                to,
+                key,
+                state: EdgeState::Basic,
+            });
+        }
+        list.sort_by_key(|e| e.key);
+        let mut by_id: Vec<(NodeId, usize)> =
+            list.iter().enumerate().map(|(i, e)| (e.to, i)).collect();
+        by_id.sort_unstable();
+        if let Some(w) = by_id.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(GhsSetupError::DuplicateNeighbour {
+                node: me,
+                neighbour: w[0].0,
+            });
+        }
+        Ok(Ghs {
+            me,
+            edges: list,
+            by_id,
+            basic_from: 0,
+            state: NodeState::Sleeping,
+            level: 0,
+            fragment: None,
+            in_branch: None,
+            best_edge: None,
+            best: None,
+            test_edge: None,
+            find_count: 0,
+            sub_nodes: 1,
+            sub_weight: 0.0,
+            deferred: VecDeque::new(),
+            completion: None,
+            sent_classic: 0,
+            sent_done: 0,
+        })
+    }
+
+    /// The node.
+    pub fn node(&self) -> NodeId {
+        self.me
+    }
+
+    /// Sleeping, Find or Found.
+    pub fn state(&self) -> NodeState {
+        self.state
+    }
+
+    /// The fragment's level.
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// The fragment's name (None before the first Initiate).
+    pub fn fragment(&self) -> Option<EdgeKey> {
+        self.fragment
+    }
+
+    /// True once the node knows the tree is complete.
+    pub fn is_done(&self) -> bool {
+        self.completion.is_some()
+    }
+
+    /// What the node learnt at the end (None before).
+    pub fn completion(&self) -> Option<Completion> {
+        self.completion
+    }
+
+    /// The node's tree edges so far, `(neighbour, weight)`, lightest first; once
+    /// [`is_done`](Self::is_done), exactly its edges in the minimum spanning tree.
+    pub fn branch_edges(&self) -> Vec<(NodeId, f64)> {
+        self.edges
+            .iter()
+            .filter(|e| e.state == EdgeState::Branch)
+            .map(|e| (e.to, e.key.weight))
+            .collect()
+    }
+
+    /// The state of this node's end of the edge to `neighbour` (None if not a neighbour).
+    pub fn edge_state(&self, neighbour: NodeId) -> Option<EdgeState> {
+        self.index_of(neighbour).map(|i| self.edges[i].state)
+    }
+
+    /// Messages waiting for a deferral rule to lift.
+    pub fn deferred_len(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Messages this node has sent: `(classic, done)`, the seven GHS kinds and the `Done`
+    /// announcements.
+    pub fn messages_sent(&self) -> (u64, u64) {
+        (self.sent_classic, self.sent_done)
+    }
+
+    /// Spontaneous wakeup; does nothing if the node is already awake.
+    pub fn start(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.state == NodeState::Sleeping {
+            self.wakeup(out);
+        }
+    }
+
+    /// Handles a message from neighbour `from`, pushing the messages to send in order. On error
+    /// the machine is unchanged and nothing was pushed.
+    pub fn handle(
+        &mut self,
+        from: NodeId,
+        msg: GhsMsg,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) -> Result<(), GhsError> {
+        let kind = msg.name();
+        let Some(j) = self.index_of(from) else {
+            return Err(GhsError::NotANeighbour { from, kind });
+        };
+        if self.completion.is_some() {
+            return Err(GhsError::AfterDone { from, kind });
+        }
+        self.check(j, &msg)
+            .map_err(|why| GhsError::Unexpected { from, kind, why })?;
+        if self.state == NodeState::Sleeping {
+            self.wakeup(out);
+        }
+        self.dispatch(j, msg, out);
+        self.retry_deferred(out);
+        Ok(())
+    }
+
+    fn index_of(&self, id: NodeId) -> Option<usize> {
+        self.by_id
+            .binary_search_by_key(&id, |&(n, _)| n)
+            .ok()
+            .map(|k| self.by_id[k].1)
+    }
+
+    /// Refuses messages GHS never sends to a node in this state (checked on arrival, before
+    /// any change; deferred messages were checked when they arrived).
+    fn check(&self, j: usize, msg: &GhsMsg) -> Result<(), &'static str> {
+        let branch = self.edges[j].state == EdgeState::Branch;
+        match *msg {
+            GhsMsg::Connect { level }
+            | GhsMsg::Initiate { level, .. }
+            | GhsMsg::Test { level, .. }
+            | GhsMsg::Done { level, .. }
+                if level > MAX_LEVEL =>
+            {
+                return Err("level above the maximum")
+            }
+            GhsMsg::Connect { level } => {
+                if self.edges[j].state == EdgeState::Rejected {
+                    return Err("connect over an edge this node rejected");
+                }
+                if level > self.level {
+                    return Err("connect from a fragment of a higher level");
+                }
+            }
+            GhsMsg::Initiate { .. } if !branch => return Err("initiate over a non-branch edge"),
+            GhsMsg::Test { .. } => {}
+            GhsMsg::Accept | GhsMsg::Reject if self.test_edge != Some(j) => {
+                return Err("no test is waiting for an answer over this edge")
+            }
+            GhsMsg::Report { .. } if !branch => return Err("report over a non-branch edge"),
+            GhsMsg::Report { .. } if self.in_branch != Some(j) && self.find_count == 0 => {
+                return Err("report from a node this node is not waiting for")
+            }
+            GhsMsg::ChangeRoot
+                if self.in_branch != Some(j)
+                    || self.state != NodeState::Found
+                    || self.best_edge.is_none() =>
+            {
+                return Err("change-root while not on the path to the fragment's best edge")
+            }
+            GhsMsg::Done { .. } if self.in_branch != Some(j) || self.state != NodeState::Found => {
+                return Err("done over an edge that does not lead to the core")
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, j: usize, msg: GhsMsg, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if msg.is_classic() {
+            self.sent_classic += 1;
+        } else {
+            self.sent_done += 1;
+        }
+        out.push((self.edges[j].to, msg));
+    }
+
+    fn wakeup(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        self.level = 0;
+        self.state = NodeState::Found;
+        self.find_count = 0;
+        if self.edges.is_empty() {
+            self.completion = Some(Completion {
+                fragment: None,
+                level: 0,
+                nodes: 1,
+                total_weight: 0.0,
+            });
+            return;
+        }
+        // The lightest edge is edges[0].
+        self.edges[0].state = EdgeState::Branch;
+        self.send(0, GhsMsg::Connect { level: 0 }, out);
+    }
+
+    /// True when a deferral rule holds for this message now.
+    fn must_wait(&self, j: usize, msg: &GhsMsg) -> bool {
+        match *msg {
+            GhsMsg::Connect { level } => {
+                level >= self.level && self.edges[j].state == EdgeState::Basic
+            }
+            GhsMsg::Test { level, .. } => level > self.level,
+            GhsMsg::Report { .. } => self.in_branch == Some(j) && self.state == NodeState::Find,
+            _ => false,
+        }
+    }
+
+    fn dispatch(&mut self, j: usize, msg: GhsMsg, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.must_wait(j, &msg) {
+            self.deferred.push_back((j, msg));
+            return;
+        }
+        match msg {
+            GhsMsg::Connect { level } => self.on_connect(j, level, out),
+            GhsMsg::Initiate {
+                level,
+                fragment,
+                state,
+            } => self.on_initiate(j, level, fragment, state, out),
+            GhsMsg::Test { fragment, .. } => self.on_test(j, fragment, out),
+            GhsMsg::Accept => {
+                self.test_edge = None;
+                let key = self.edges[j].key;
+                if lighter(Some(key), self.best) {
+                    self.best_edge = Some(j);
+                    self.best = Some(key);
+                }
+                self.report(out);
+            }
+            GhsMsg::Reject => {
+                if self.edges[j].state == EdgeState::Basic {
+                    self.edges[j].state = EdgeState::Rejected;
+                }
+                self.test(out);
+            }
+            GhsMsg::Report {
+                best,
+                nodes,
+                weight,
+            } => self.on_report(j, best, nodes, weight, out),
+            GhsMsg::ChangeRoot => self.change_root(out),
+            GhsMsg::Done {
+                fragment,
+                level,
+                nodes,
+                total_weight,
+            } => {
+                self.completion = Some(Completion {
+                    fragment: Some(fragment),
+                    level,
+                    nodes,
+                    total_weight,
+                });
+                self.announce(j, msg, out);
+            }
+        }
+    }
+
+    fn retry_deferred(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        loop {
+            let mut progressed = false;
+            for _ in 0..self.deferred.len() {
+                let Some((j, msg)) = self.deferred.pop_front() else {
+                    break;
+                };
+                if self.must_wait(j, &msg) {
+                    self.deferred.push_back((j, msg));
+                } else {
+                    self.dispatch(j, msg, out);
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn on_connect(&mut self, j: usize, level: u8, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if level < self.level {
+            // Absorb the lower-level fragment.
+            self.edges[j].state = EdgeState::Branch;
+            let fragment = self.fragment_name();
+            let state = match self.state {
+                NodeState::Find => SearchState::Find,
+                _ => SearchState::Found,
+            };
+            self.send(
+                j,
+                GhsMsg::Initiate {
+                    level: self.level,
+                    fragment,
+                    state,
+                },
+                out,
+            );
+            if state == SearchState::Find {
+                self.find_count += 1;
+            }
+        } else {
+            // Both fragments chose this edge (it is Branch here): merge into a new core.
+            let fragment = self.edges[j].key;
+            self.send(
+                j,
+                GhsMsg::Initiate {
+                    level: self.level + 1,
+                    fragment,
+                    state: SearchState::Find,
+                },
+                out,
+            );
+        }
+    }
+
+    /// The fragment's name; only asked for at a level >= 1 (set by an Initiate), or at level 0
+    /// when absorbing, which a level-0 node never does (nothing is below level 0).
+    fn fragment_name(&self) -> EdgeKey {
+        match self.fragment {
+            Some(f) => f,
+            None => self.edges[0].key,
+        }
+    }
+
+    fn on_initiate(
+        &mut self,
+        j: usize,
+        level: u8,
+        fragment: EdgeKey,
+        state: SearchState,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) {
+        self.level = level;
+        self.fragment = Some(fragment);
+        self.state = match state {
+            SearchState::Find => NodeState::Find,
+            SearchState::Found => NodeState::Found,
+        };
+        self.in_branch = Some(j);
+        self.best_edge = None;
+        self.best = None;
+        self.sub_nodes = 1;
+        self.sub_weight = 0.0;
+        for i in 0..self.edges.len() {
+            if i != j && self.edges[i].state == EdgeState::Branch {
+                self.send(
+                    i,
+                    GhsMsg::Initiate {
+                        level,
+                        fragment,
+                        state,
+                    },
+                    out,
+                );
+                if state == SearchState::Find {
+                    self.find_count += 1;
+                }
+            }
+        }
+        if state == SearchState::Find {
+            self.test(out);
+        }
+    }
+
+    fn test(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        while self.basic_from < self.edges.len()
+            && self.edges[self.basic_from].state != EdgeState::Basic
+        {
+            self.basic_from += 1;
+        }
+        if self.basic_from < self.edges.len() {
+            let t = self.basic_from;
+            self.test_edge = Some(t);
+            let msg = GhsMsg::Test {
+                level: self.level,
+                fragment: self.fragment_name(),
+            };
+            self.send(t, msg, out);
+        } else {
+            self.test_edge = None;
+            self.report(out);
+        }
+    }
+
+    fn on_test(&mut self, j: usize, fragment: EdgeKey, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.fragment != Some(fragment) {
+            self.send(j, GhsMsg::Accept, out);
+            return;
+        }
+        if self.edges[j].state == EdgeState::Basic {
+            self.edges[j].state = EdgeState::Rejected;
+        }
+        if self.test_edge != Some(j) {
+            self.send(j, GhsMsg::Reject, out);
+        } else {
+            self.test(out);
+        }
+    }
+
+    fn report(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.find_count != 0 || self.test_edge.is_some() {
+            return;
+        }
+        let Some(parent) = self.in_branch else {
+            // Only a node in Find reports, and Find comes with an in-branch.
+            return;
+        };
+        self.state = NodeState::Found;
+        let msg = GhsMsg::Report {
+            best: self.best,
+            nodes: self.sub_nodes,
+            weight: self.sub_weight,
+        };
+        self.send(parent, msg, out);
+    }
+
+    fn on_report(
+        &mut self,
+        j: usize,
+        best: Option<EdgeKey>,
+        nodes: u32,
+        weight: f64,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) {
+        if self.in_branch != Some(j) {
+            // Checked > 0 on arrival (reports off the in-branch are never deferred).
+            self.find_count = self.find_count.saturating_sub(1);
+            self.sub_nodes = self.sub_nodes.saturating_add(nodes);
+            self.sub_weight += weight + self.edges[j].key.weight;
+            if lighter(best, self.best) {
+                self.best = best;
+                self.best_edge = Some(j);
+            }
+            self.report(out);
+        } else if lighter(self.best, best) {
+            self.change_root(out);
+        } else if best.is_none() && self.best.is_none() {
+            self.halt(j, nodes, weight, out);
+        }
+    }
+
+    fn change_root(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
+        let Some(b) = self.best_edge else {
+            return;
+        };
+        if self.edges[b].state == EdgeState::Branch {
+            self.send(b, GhsMsg::ChangeRoot, out);
+        } else {
+            self.send(b, GhsMsg::Connect { level: self.level }, out);
+            self.edges[b].state = EdgeState::Branch;
+        }
+    }
+
+    /// The core node's end: the other core node reported `nodes` and `weight` over `core`.
+    fn halt(&mut self, core: usize, nodes: u32, weight: f64, out: &mut Vec<(NodeId, GhsMsg)>) {
+        let fragment = self.fragment_name();
+        // Both core nodes add (mine + theirs) + core, and + is commutative: identical results.
+        let total_weight = (self.sub_weight + weight) + self.edges[core].key.weight;
+        let nodes = self.sub_nodes.saturating_add(nodes);
+        self.completion = Some(Completion {
+            fragment: Some(fragment),
+            level: self.level,
+            nodes,
+            total_weight,
+        });
+        let done = GhsMsg::Done {
+            fragment,
+            level: self.level,
+            nodes,
+            total_weight,
+        };
+        self.announce(core, done, out);
+    }
+
+    /// Sends `done` over every branch but `except`.
+    fn announce(&mut self, except: usize, done: GhsMsg, out: &mut Vec<(NodeId, GhsMsg)>) {
+        for i in 0..self.edges.len() {
+            if i != except && self.edges[i].state == EdgeState::Branch {
+                self.send(i, done, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(i: u32) -> NodeId {
+        NodeId(i)
+    }
+
+    fn key(a: u32, b: u32, w: f64) -> EdgeKey {
+        EdgeKey::new(n(a), n(b), w).unwrap()
+    }
+
+    #[test]
+    fn keys_order_by_weight_then_ids() {
+        assert!(key(5, 6, 1.0) < key(0, 1, 2.0));
+        assert!(key(0, 9, 1.0) < key(1, 2, 1.0));
+        assert!(key(1, 2, 1.0) < key(1, 3, 1.0));
+        assert_eq!(key(3, 1, 1.0), key(1, 3, 1.0));
+        assert_eq!(key(1, 3, -0.0).weight().to_bits(), 0);
+        assert!(EdgeKey::new(n(1), n(1), 1.0).is_none());
+        assert!(EdgeKey::new(n(1), n(2), -1.0).is_none());
+        assert!(EdgeKey::new(n(1), n(2), f64::NAN).is_none());
+        assert!(EdgeKey::new(n(1), n(2), f64::INFINITY).is_none());
+        assert!(lighter(Some(key(0, 1, 9.0)), None));
+        assert!(!lighter(None, None));
+        assert!(!lighter(None, Some(key(0, 1, 9.0))));
+    }
+
+    #[test]
+    fn bad_edges_are_refused() {
+        assert_eq!(
+            Ghs::new(n(1), [(n(1), 1.0)]).unwrap_err(),
+            GhsSetupError::SelfLoop { node: n(1) }
+        );
+        assert_eq!(
+            Ghs::new(n(1), [(n(2), 1.0), (n(3), 1.0), (n(2), 5.0)]).unwrap_err(),
+            GhsSetupError::DuplicateNeighbour {
+                node: n(1),
+                neighbour: n(2)
+            }
+        );
+        for w in [-0.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let err = Ghs::new(n(1), [(n(2), w)]).unwrap_err();
+            assert!(matches!(err, GhsSetupError::BadWeight { neighbour, .. } if neighbour == n(2)));
+            assert!(err.to_string().contains("finite number >= 0"), "{err}");
+        }
+    }
+
+    #[test]
+    fn wakeup_connects_over_the_lightest_edge() {
+        let mut g = Ghs::new(n(5), [(n(9), 3.0), (n(2), 1.0), (n(7), 1.0)]).unwrap();
+        assert_eq!(g.state(), NodeState::Sleeping);
+        let mut out = Vec::new();
+        g.start(&mut out);
+        // Ties: (1.0, 2, 5) < (1.0, 5, 7).
+        assert_eq!(out, vec![(n(2), GhsMsg::Connect { level: 0 })]);
+        assert_eq!(g.state(), NodeState::Found);
+        assert_eq!(g.branch_edges(), vec![(n(2), 1.0)]);
+        out.clear();
+        g.start(&mut out);
+        assert!(out.is_empty(), "a second wakeup does nothing");
+    }
+
+    #[test]
+    fn an_isolated_node_is_done_when_it_wakes() {
+        let mut g = Ghs::new(n(3), []).unwrap();
+        assert!(!g.is_done());
+        let mut out = Vec::new();
+        g.start(&mut out);
+        assert!(out.is_empty());
+        let c = g.completion().unwrap();
+        assert_eq!((c.fragment, c.nodes, c.total_weight), (None, 1, 0.0));
+    }
+
+    /// Two nodes, messages handed over by hand: the whole exchange.
+    #[test]
+    fn two_nodes_by_hand() {
+        let mut a = Ghs::new(n(0), [(n(1), 2.5)]).unwrap();
+        let mut b = Ghs::new(n(1), [(n(0), 2.5)]).unwrap();
+        let mut out = Vec::new();
+        a.start(&mut out);
+        assert_eq!(out, vec![(n(1), GhsMsg::Connect { level: 0 })]);
+        out.clear();
+        // b sleeps: it wakes (Connect(0) to a), then sees a's Connect on its branch: merge.
+        b.handle(n(0), GhsMsg::Connect { level: 0 }, &mut out)
+            .unwrap();
+        let core = key(0, 1, 2.5);
+        let init = GhsMsg::Initiate {
+            level: 1,
+            fragment: core,
+            state: SearchState::Find,
+        };
+        assert_eq!(
+            out,
+            vec![(n(0), GhsMsg::Connect { level: 0 }), (n(0), init)]
+        );
+        out.clear();
+        a.handle(n(1), GhsMsg::Connect { level: 0 }, &mut out)
+            .unwrap();
+        assert_eq!(out, vec![(n(1), init)]);
+        out.clear();
+        // a gets b's Initiate: Find, nothing to test, Report(inf).
+        a.handle(n(1), init, &mut out).unwrap();
+        let report = GhsMsg::Report {
+            best: None,
+            nodes: 1,
+            weight: 0.0,
+        };
+        assert_eq!(out, vec![(n(1), report)]);
+        assert_eq!(a.state(), NodeState::Found);
+        out.clear();
+        // Out of FIFO order (a's Report before a's Initiate, which a link never does): b, at
+        // level 0 without an in-branch, waits for no report and refuses it, unchanged.
+        assert!(matches!(
+            b.handle(n(0), report, &mut out),
+            Err(GhsError::Unexpected { .. })
+        ));
+        assert!(out.is_empty());
+        b.handle(n(0), init, &mut out).unwrap();
+        assert_eq!(out, vec![(n(0), report)]);
+        out.clear();
+        b.handle(n(0), report, &mut out).unwrap();
+        assert!(
+            out.is_empty(),
+            "no branch besides the core: no Done to send"
+        );
+        a.handle(n(1), report, &mut out).unwrap();
+        for g in [&a, &b] {
+            let c = g.completion().unwrap();
+            assert_eq!(c.fragment, Some(core));
+            assert_eq!((c.level, c.nodes, c.total_weight), (1, 2, 2.5));
+            assert_eq!(g.deferred_len(), 0);
+            assert_eq!(g.messages_sent(), (3, 0));
+        }
+        // Nothing is accepted after the end.
+        assert_eq!(
+            a.handle(n(1), GhsMsg::Accept, &mut out),
+            Err(GhsError::AfterDone {
+                from: n(1),
+                kind: "accept"
+            })
+        );
+    }
+
+    #[test]
+    fn deferral_rules() {
+        // Node 1 with edges to 0 (w 1) and 2 (w 5), awake at level 0.
+        let mut g = Ghs::new(n(1), [(n(0), 1.0), (n(2), 5.0)]).unwrap();
+        let mut out = Vec::new();
+        g.start(&mut out);
+        out.clear();
+        // Test of level 1 while at level 0: waits.
+        let f = key(2, 3, 0.5);
+        g.handle(
+            n(2),
+            GhsMsg::Test {
+                level: 1,
+                fragment: f,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(g.deferred_len(), 1);
+        // Connect(0) on the Basic edge to 2 at level 0: waits too.
+        g.handle(n(2), GhsMsg::Connect { level: 0 }, &mut out)
+            .unwrap();
+        assert_eq!(g.deferred_len(), 2);
+        assert!(out.is_empty());
+        // Merge with 0 at level 1: the Test (level 1 <= 1, other fragment) is accepted; the
+        // Connect(0) from the lower level is absorbed with the current search state.
+        let core = key(0, 1, 1.0);
+        g.handle(
+            n(0),
+            GhsMsg::Initiate {
+                level: 1,
+                fragment: core,
+                state: SearchState::Find,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(g.deferred_len(), 0);
+        assert_eq!(g.state(), NodeState::Find);
+        assert!(out.contains(&(n(2), GhsMsg::Accept)));
+        assert!(out.contains(&(
+            n(2),
+            GhsMsg::Initiate {
+                level: 1,
+                fragment: core,
+                state: SearchState::Find
+            }
+        )));
+        assert_eq!(g.edge_state(n(2)), Some(EdgeState::Branch));
+        // A Report over the in-branch while in Find waits.
+        out.clear();
+        let from_core = GhsMsg::Report {
+            best: None,
+            nodes: 1,
+            weight: 0.0,
+        };
+        g.handle(n(0), from_core, &mut out).unwrap();
+        assert_eq!(g.deferred_len(), 1);
+        assert!(out.is_empty());
+        // Node 2's subtree reports infinity, but node 1's own Test to 2 is unanswered: no
+        // report yet.
+        g.handle(
+            n(2),
+            GhsMsg::Report {
+                best: None,
+                nodes: 1,
+                weight: 0.0,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert!(out.is_empty());
+        assert_eq!(g.state(), NodeState::Find);
+        // 2 (now in the fragment) rejects the test: the edge stays a branch, nothing is left
+        // to test, node 1 reports, then the deferred core report (infinity) ends the run here.
+        g.handle(n(2), GhsMsg::Reject, &mut out).unwrap();
+        assert_eq!(g.edge_state(n(2)), Some(EdgeState::Branch));
+        assert_eq!(
+            out[0],
+            (
+                n(0),
+                GhsMsg::Report {
+                    best: None,
+                    nodes: 2,
+                    weight: 5.0
+                }
+            )
+        );
+        assert_eq!(g.deferred_len(), 0);
+        assert!(g.is_done());
+        let c = g.completion().unwrap();
+        assert_eq!((c.nodes, c.total_weight), (3, 6.0));
+        assert_eq!(
+            out.last(),
+            Some(&(
+                n(2),
+                GhsMsg::Done {
+                    fragment: core,
+                    level: 1,
+                    nodes: 3,
+                    total_weight: 6.0
+                }
+            ))
+        );
+    }
+
+    #[test]
+    fn refused_messages_change_nothing() {
+        let mut g = Ghs::new(n(1), [(n(0), 1.0), (n(2), 5.0)]).unwrap();
+        let mut out = Vec::new();
+        let f = key(0, 1, 1.0);
+        let cases = [
+            (n(7), GhsMsg::Accept, "not a neighbour"),
+            (n(0), GhsMsg::Accept, "no test is waiting"),
+            (n(0), GhsMsg::Reject, "no test is waiting"),
+            (n(2), GhsMsg::ChangeRoot, "change-root"),
+            (n(2), GhsMsg::Connect { level: 3 }, "higher level"),
+            (
+                n(2),
+                GhsMsg::Initiate {
+                    level: 1,
+                    fragment: f,
+                    state: SearchState::Find,
+                },
+                "non-branch",
+            ),
+            (
+                n(2),
+                GhsMsg::Report {
+                    best: None,
+                    nodes: 1,
+                    weight: 0.0,
+                },
+                "non-branch",
+            ),
+            (
+                n(0),
+                GhsMsg::Done {
+                    fragment: f,
+                    level: 1,
+                    nodes: 2,
+                    total_weight: 1.0,
+                },
+                "core",
+            ),
+        ];
+        for (from, msg, why) in cases {
+            let err = g.handle(from, msg, &mut out).unwrap_err();
+            assert!(err.to_string().contains(why), "{err}");
+            assert!(out.is_empty());
+            assert_eq!(
+                g.state(),
+                NodeState::Sleeping,
+                "a refused message does not wake"
+            );
+        }
+    }
+
+    #[test]
+    fn kind_names() {
+        assert_eq!(GhsMsg::kind_name(0), None);
+        assert_eq!(GhsMsg::kind_name(1), Some("connect"));
+        assert_eq!(GhsMsg::kind_name(7), Some("change_root"));
+        assert_eq!(GhsMsg::kind_name(8), Some("done"));
+        assert_eq!(GhsMsg::kind_name(9), None);
+        assert_eq!(GhsMsg::kind_name(255), None);
+        assert_eq!(GhsMsg::KINDS.count(), NAMES.len());
+    }
+
+    #[test]
+    fn wire_errors_name_the_kind_and_the_fault() {
+        let e = GhsMsg::parse(9, &[]).unwrap_err();
+        assert_eq!(e, GhsWireError::UnknownKind { kind: 9 });
+        let e = GhsMsg::parse(0, &[]).unwrap_err();
+        assert_eq!(e, GhsWireError::UnknownKind { kind: 0 });
+        let e = GhsMsg::parse(4, &[0]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "GHS accept message: body of 1 bytes, expected 0"
+        );
+        let e = GhsMsg::parse(1, &[33]).unwrap_err();
+        assert_eq!(e.to_string(), "GHS connect message: level 33 exceeds 32");
+        let mut b = BytesMut::new();
+        GhsMsg::Initiate {
+            level: 2,
+            fragment: key(3, 4, 0.25),
+            state: SearchState::Found,
+        }
+        .encode_body(&mut b);
+        let mut bad = b.to_vec();
+        bad[17] = 7;
+        let e = GhsMsg::parse(2, &bad).unwrap_err();
+        assert!(e.to_string().contains("state byte 7"), "{e}");
+        let mut bad = b.to_vec();
+        bad[9..13].copy_from_slice(&4u32.to_be_bytes()); // lo = hi = 4
+        let e = GhsMsg::parse(2, &bad).unwrap_err();
+        assert!(e.to_string().contains("ids 4 and 4"), "{e}");
+        let mut bad = b.to_vec();
+        bad[1..9].copy_from_slice(&(-0.0f64).to_bits().to_be_bytes());
+        let e = GhsMsg::parse(2, &bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("GHS initiate message: edge weight bits"),
+            "{e}"
+        );
+        let mut bad = b.to_vec();
+        bad[1..9].copy_from_slice(&f64::NAN.to_bits().to_be_bytes());
+        assert!(GhsMsg::parse(2, &bad).is_err());
+        // Report: infinity must come with a zero key, counts at least 1.
+        let mut r = BytesMut::new();
+        GhsMsg::Report {
+            best: None,
+            nodes: 3,
+            weight: 1.5,
+        }
+        .encode_body(&mut r);
+        assert_eq!(r.len(), 29);
+        let mut bad = r.to_vec();
+        bad[5] = 1;
+        assert!(GhsMsg::parse(6, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("non-zero key"));
+        let mut bad = r.to_vec();
+        bad[0] = 2;
+        assert!(GhsMsg::parse(6, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("has-best byte 2"));
+        let mut bad = r.to_vec();
+        bad[17..21].copy_from_slice(&0u32.to_be_bytes());
+        assert!(GhsMsg::parse(6, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("node count 0"));
+        let mut bad = r.to_vec();
+        bad[21..29].copy_from_slice(&f64::INFINITY.to_bits().to_be_bytes());
+        assert!(GhsMsg::parse(6, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("subtree weight"));
+    }
+}
