@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::NodeId;
+use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
 use windrose_proto::host::{App, AppRequest, Host, HostConfig};
 use windrose_proto::probe::ProbeConfig;
@@ -72,6 +73,9 @@ pub struct GroupConfig {
     /// Probes travel on a connection of their own (see [the probe lane](self#the-probe-lane));
     /// false sends them behind the data, for comparison.
     pub probe_lane: bool,
+    /// The application's effects: pieces are checked with its verifier, computes run its
+    /// `compute` on a blocking thread, deliveries go to its `deliver` (and to the events).
+    pub app: Arc<dyn Application>,
 }
 
 impl GroupConfig {
@@ -87,6 +91,7 @@ impl GroupConfig {
             heartbeat: Some(Duration::from_secs(1)),
             probe_period: Some(Duration::from_millis(500)),
             probe_lane: true,
+            app: windrose_proto::app::default_app(),
         }
     }
 
@@ -101,6 +106,7 @@ impl GroupConfig {
             period,
             rounds: u32::MAX,
         });
+        c.app = self.app.clone();
         c
     }
 }
@@ -448,10 +454,7 @@ impl Driver {
                     notify: t.notify.map(|id| (0, id)),
                 };
                 let frame = match (&t.message, self.lanes.get(&t.to)) {
-                    (
-                        Message::Probe(_),
-                        Some(lane),
-                    ) => match lane.tx.send(frame) {
+                    (Message::Probe(_), Some(lane)) => match lane.tx.send(frame) {
                         Ok(()) => {
                             let mut c = self.frames.lock().unwrap_or_else(|e| e.into_inner());
                             c.entry(LANE_KEY).or_default().0 += 1;
@@ -486,6 +489,7 @@ impl Driver {
                 offset,
                 data,
             } => {
+                self.config.app.deliver(transfer, offset, &data);
                 let _ = self.events.send(GroupEvent::Delivered {
                     transfer,
                     offset,
@@ -495,13 +499,10 @@ impl Driver {
             Output::Compute(task) => {
                 self.compute.insert(task.task, (task.offset, task.len));
                 let tx = self.tx.clone();
+                let app = self.config.app.clone();
                 tokio::task::spawn_blocking(move || {
-                    let mut h = blake3::Hasher::new();
-                    for piece in &task.data {
-                        h.update(piece);
-                    }
-                    let hex = h.finalize().to_hex().to_string();
-                    let _ = tx.blocking_send(Event::ComputeDone(task.task, hex));
+                    let summary = app.compute(&task);
+                    let _ = tx.blocking_send(Event::ComputeDone(task.task, summary));
                 });
             }
             Output::Report(r) => {
@@ -581,10 +582,7 @@ impl Driver {
     fn on_lane_event(&mut self, ev: Event) {
         match ev {
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message))
-                if matches!(
-                    message,
-                    Message::Probe(_)
-                ) =>
+                if matches!(message, Message::Probe(_)) =>
             {
                 self.pending.push_back(Input::Message {
                     from: peer,

@@ -67,6 +67,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::app::Application;
 use windrose_proto::collective::{self, BuildContext, Start};
 use windrose_proto::frame::{encode_parts, Message, MessageKind, TransferId};
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
@@ -258,6 +259,9 @@ pub struct NodeConfig {
     /// Hash delivered data with BLAKE3 for the root's check (on by default; off only for
     /// benchmarks that compare the transport alone with a plain copy).
     pub verify: bool,
+    /// The application's effects: a scatter's compute, how multicast pieces are checked
+    /// ([`Blake3App`](windrose_proto::app::Blake3App) by default).
+    pub app: Arc<dyn Application>,
 }
 
 impl NodeConfig {
@@ -274,6 +278,7 @@ impl NodeConfig {
             handshake: Arc::new(PlainHandshake),
             events: None,
             verify: true,
+            app: windrose_proto::app::default_app(),
         }
     }
 }
@@ -978,13 +983,10 @@ impl Core {
             Output::Compute(task) => {
                 self.compute.insert(task.task, (task.offset, task.len));
                 let tx = self.tx.clone();
+                let app = self.config.app.clone();
                 tokio::task::spawn_blocking(move || {
-                    let mut h = blake3::Hasher::new();
-                    for piece in &task.data {
-                        h.update(piece);
-                    }
-                    let hex = h.finalize().to_hex().to_string();
-                    let _ = tx.blocking_send(Event::ComputeDone(task.task, hex));
+                    let summary = app.compute(&task);
+                    let _ = tx.blocking_send(Event::ComputeDone(task.task, summary));
                 });
             }
             Output::Report(r) => match r {
@@ -1403,6 +1405,7 @@ fn build_machine(
     data: Option<Bytes>,
     rejoin: Option<Vec<(u32, Bytes)>>,
     keeper: Option<Arc<dyn PieceKeeper>>,
+    verifier: Arc<dyn PieceVerifier>,
 ) -> Result<(Box<dyn Protocol + Send>, Vec<NodeId>), String> {
     let ctx = BuildContext {
         me,
@@ -1412,7 +1415,7 @@ fn build_machine(
         members: group.members().iter().map(|m| (m.id, m.cluster)).collect(),
         idle_timeout: (job.idle_timeout_ms > 0).then(|| Duration::from_millis(job.idle_timeout_ms)),
         seed: job.seed,
-        verifier: Arc::new(Blake3Verifier),
+        verifier,
         keeper,
     };
     let start = match (data, rejoin) {
@@ -1534,9 +1537,17 @@ pub async fn run_root(config: NodeConfig, job: RootJob) -> Result<RunOutcome, Ne
         ));
     }
     // Check the job here first, so a bad tree is the user's error, not every node's.
-    let machine = build_machine(me, &group, &spec, Some(job.data.clone()), None, None)
-        .map_err(NetError::Setup)?
-        .0;
+    let machine = build_machine(
+        me,
+        &group,
+        &spec,
+        Some(job.data.clone()),
+        None,
+        None,
+        config.app.verifier(),
+    )
+    .map_err(NetError::Setup)?
+    .0;
     if let CollectiveSpec::Multicast { manifest: m, .. } = &spec.collective {
         // The job must fit in one control frame (about 64 bytes per piece).
         let len = m.hashes.len() + 4096;
@@ -2049,7 +2060,15 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             }
         };
         let keeper = pieces.as_ref().map(|(f, _)| f.keeper());
-        let (machine, neighbours) = match build_machine(me, &group, &job, None, None, keeper) {
+        let (machine, neighbours) = match build_machine(
+            me,
+            &group,
+            &job,
+            None,
+            None,
+            keeper,
+            core.config.app.verifier(),
+        ) {
             Ok(x) => x,
             Err(reason) => {
                 let reason = format!("node {me}: bad job: {reason}");
@@ -2458,8 +2477,9 @@ async fn setup_rejoin(
     // Off the runtime's threads: the machine hashes every piece read back (up to the whole
     // data).
     let (group, owned_job) = (core.group.clone(), job.clone());
+    let verifier = core.config.app.verifier();
     let (machine, neighbours) = tokio::task::spawn_blocking(move || {
-        build_machine(me, &group, &owned_job, None, Some(held), keeper)
+        build_machine(me, &group, &owned_job, None, Some(held), keeper, verifier)
     })
     .await
     .map_err(|e| setup_err(format!("verifying the kept pieces: {e}")))?

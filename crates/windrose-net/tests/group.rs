@@ -6,6 +6,7 @@ mod common;
 use bytes::Bytes;
 use common::loopback;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use windrose_model::platform::{ClusterSpec, Platform};
@@ -15,13 +16,14 @@ use windrose_net::group::Group;
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
 use windrose_net::random_payload;
 use windrose_net::trees::magpie_spec;
+use windrose_proto::app::Application;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_proto::pieces::Manifest;
+use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceVerifier};
 use windrose_proto::probe::ProbeMsg;
-use windrose_proto::{Report, TransferId};
+use windrose_proto::{ComputeTask, Report, TransferId};
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group as sim_group, start_input};
 use windrose_trees::static_trees::binomial_all;
@@ -359,4 +361,74 @@ async fn every_pair_gets_a_probe_lane_and_the_prober_measures_over_it() {
         );
     }
     leave_all(members).await;
+}
+
+/// An application that counts what the driver and the machines hand it, checking pieces with
+/// BLAKE3 underneath.
+#[derive(Debug, Default)]
+struct CountingApp {
+    delivered: AtomicU64,
+    verified: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CountingVerifier(Arc<AtomicU64>);
+
+impl PieceVerifier for CountingVerifier {
+    fn verify(&self, manifest: &Manifest, piece: u32, data: &Bytes) -> bool {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Blake3Verifier.verify(manifest, piece, data)
+    }
+}
+
+impl Application for CountingApp {
+    fn deliver(&self, _: TransferId, _: u64, data: &Bytes) {
+        self.delivered
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+    }
+
+    fn compute(&self, task: &ComputeTask) -> String {
+        format!("{} bytes", task.len)
+    }
+
+    fn verifier(&self) -> Arc<dyn PieceVerifier> {
+        Arc::new(CountingVerifier(self.verified.clone()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_and_piece_checks_go_through_the_members_application() {
+    let apps: Vec<Arc<CountingApp>> = (0..N).map(|_| Arc::default()).collect();
+    let for_config = apps.clone();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (_, mut members) = start_group_with("own-app", move |c| {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        c.app = for_config[i].clone();
+    })
+    .await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let data = random_payload(1_000_000, 9);
+    let pieces = Manifest::build(&data, 64 << 10).unwrap().piece_count();
+    assert!(members[1].handle.request(AppRequest::StartCollective {
+        spec: mob(&data),
+        data: data.clone(),
+        transfer: None,
+    }));
+    pump(&mut members, |ms| completions(&ms[1]).len() == 1).await;
+    leave_all(members).await;
+    for (i, app) in apps.iter().enumerate() {
+        if i == 1 {
+            continue; // the root holds the data: nothing to receive or check
+        }
+        assert_eq!(
+            app.delivered.load(Ordering::Relaxed),
+            data.len() as u64,
+            "node {i}"
+        );
+        assert!(
+            app.verified.load(Ordering::Relaxed) >= u64::from(pieces),
+            "node {i} checked {} pieces of {pieces}",
+            app.verified.load(Ordering::Relaxed)
+        );
+    }
 }

@@ -37,6 +37,7 @@
 //! lost connection) count the same. A member the host hears from again after that is taken
 //! back (it restarted): running collectives keep it failed, later ones include it.
 
+use crate::app::{self, Application};
 use crate::collective::{self, BuildContext, CollectiveSpec, Start};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
 use crate::frame::{Message, TransferId};
@@ -44,7 +45,7 @@ use crate::node::{
     node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
-use crate::pieces::{Blake3Verifier, PieceVerifier};
+use crate::pieces::PieceVerifier;
 use crate::probe::ProbeMsg;
 use crate::probe::{LinkProber, ProbeConfig};
 use crate::time::Time;
@@ -122,8 +123,9 @@ pub struct HostConfig {
     pub silent_after: Duration,
     /// Probe every member's round trip with this configuration (None: no prober).
     pub probe: Option<ProbeConfig>,
-    /// How multicast pieces are checked (BLAKE3 by default).
-    pub verifier: Arc<dyn PieceVerifier>,
+    /// The application's effects: how pieces are checked (its verifier, BLAKE3 by default);
+    /// drivers perform its deliver and compute.
+    pub app: Arc<dyn Application>,
     /// A receiver of a collective gives up when nothing arrives for this long (None: never).
     pub idle_timeout: Option<Duration>,
 }
@@ -139,7 +141,7 @@ impl HostConfig {
             heartbeat: Some(Duration::from_secs(1)),
             silent_after: Duration::from_secs(10),
             probe: None,
-            verifier: Arc::new(Blake3Verifier),
+            app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
         }
     }
@@ -381,6 +383,8 @@ pub struct Host {
     next_send: u64,
     tasks: Renames<TaskId, TaskId>,
     next_task: u32,
+    /// The application's verifier, asked once.
+    verifier: Arc<dyn PieceVerifier>,
     started: bool,
     leaving: bool,
     status: Status,
@@ -428,6 +432,7 @@ impl Host {
             None => None,
         };
         Ok(Host {
+            verifier: config.app.verifier(),
             rank,
             slots: BTreeMap::new(),
             ended: BTreeSet::new(),
@@ -711,7 +716,7 @@ impl Host {
             members: self.config.members.clone(),
             idle_timeout: self.config.idle_timeout,
             seed: self.config.seed ^ u64::from(t.0).rotate_left(32),
-            verifier: self.config.verifier.clone(),
+            verifier: self.verifier.clone(),
             keeper: None,
         }
     }

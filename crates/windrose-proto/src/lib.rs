@@ -27,6 +27,8 @@
 //!   exact byte split every node computes.
 //! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira), its messages and codec.
 //! - [`probe`]: round-trip measurement with ping/pong frames, for the runtime's link probes.
+//! - [`app`]: the application's effects behind one trait ([`Application`](app::Application):
+//!   deliver, compute, verify), BLAKE3 by default ([`Blake3App`](app::Blake3App)).
 //! - [`node`]: the trait, inputs, outputs and the driver's contract; [`time`]: [`Time`].
 //!
 //! # Why `handle(now, input, &mut outputs)` and not quinn-style `poll_*`
@@ -107,6 +109,7 @@
 
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod bittorrent;
 pub mod collective;
 pub mod frame;

@@ -1,0 +1,93 @@
+//! The application's side of a collective: the effects a protocol asks for but never performs
+//! itself, behind one trait so every driver performs them the same way.
+//!
+//! A machine says *that* bytes are delivered ([`Output::Deliver`](crate::Output::Deliver)),
+//! *that* a share is to be processed ([`Output::Compute`](crate::Output::Compute)) and checks
+//! each received piece through a [`PieceVerifier`]; *what* that means belongs to the
+//! application:
+//!
+//! | application            | deliver                      | compute               | verify        |
+//! |------------------------|------------------------------|-----------------------|---------------|
+//! | [`Blake3App`] (default)| the driver's sink (file, memory) | BLAKE3 of the share | BLAKE3 per piece |
+//! | an MPI program         | into the caller's buffer     | none                  | BLAKE3        |
+//! | a distributed sort     | runs into the local run list | sort the share        | BLAKE3        |
+//!
+//! The runtime calls [`compute`](Application::compute) on a worker thread and answers the
+//! machine with `Command::ComputeDone` when it returns; the simulator charges the node's
+//! `ComputeModel` time instead of running it (its results are not needed to time a run), and
+//! both hand [`verifier`](Application::verifier) to the machines they build.
+
+use crate::frame::TransferId;
+use crate::node::ComputeTask;
+use crate::pieces::{Blake3Verifier, PieceVerifier};
+use bytes::Bytes;
+use std::fmt;
+use std::sync::Arc;
+
+/// What a node's application does with the collectives' data.
+pub trait Application: Send + Sync + fmt::Debug {
+    /// Bytes `offset..offset + data.len()` of `transfer` arrived, in order. Drivers call it in
+    /// addition to their own sinks (files, progress); the default keeps nothing.
+    fn deliver(&self, transfer: TransferId, offset: u64, data: &Bytes) {
+        let _ = (transfer, offset, data);
+    }
+
+    /// Processes a share (the bytes of `task`, in order) and describes the result for the
+    /// node's report: e.g. a digest, a record count. May take long: the runtime runs it off
+    /// the event loop.
+    fn compute(&self, task: &ComputeTask) -> String;
+
+    /// How received pieces are checked before they are stored, announced or forwarded.
+    fn verifier(&self) -> Arc<dyn PieceVerifier>;
+}
+
+/// The default application: a share's "compute" is its BLAKE3 hash (hex), and pieces are
+/// checked with BLAKE3 against the manifest. One hash function for both, so a report's digest
+/// can be compared with `b3sum` of the same bytes.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Blake3App;
+
+impl Application for Blake3App {
+    fn compute(&self, task: &ComputeTask) -> String {
+        let mut h = blake3::Hasher::new();
+        for piece in &task.data {
+            h.update(piece);
+        }
+        h.finalize().to_hex().to_string()
+    }
+
+    fn verifier(&self) -> Arc<dyn PieceVerifier> {
+        Arc::new(Blake3Verifier)
+    }
+}
+
+/// The default application, shared.
+pub fn default_app() -> Arc<dyn Application> {
+    Arc::new(Blake3App)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::TaskId;
+    use crate::pieces::Manifest;
+
+    #[test]
+    fn blake3_compute_hashes_the_share_in_order_and_verifies_pieces() {
+        let task = ComputeTask {
+            task: TaskId(1),
+            offset: 0,
+            len: 11,
+            data: vec![Bytes::from_static(b"hello "), Bytes::from_static(b"world")],
+        };
+        assert_eq!(
+            Blake3App.compute(&task),
+            blake3::hash(b"hello world").to_hex().to_string()
+        );
+        let data = Bytes::from_static(b"0123456789");
+        let manifest = Manifest::build(&data, 4).unwrap();
+        let v = Blake3App.verifier();
+        assert!(v.verify(&manifest, 1, &data.slice(4..8)));
+        assert!(!v.verify(&manifest, 1, &data.slice(0..4)));
+    }
+}
