@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
+use windrose_model::measurements::{Metric, Recorder};
 use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
@@ -106,6 +107,16 @@ pub struct ServeArgs {
     /// Write what this member receives to DIR/transfer-ID (default: hash it and log).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    /// Write this member's link measurements (the prober's round-trip series to every other
+    /// member, one probe every 500 ms on the probe lane) as JSON to FILE when it leaves: the
+    /// format `windrose bcast --measurements` writes, with this member's entry only.
+    #[arg(long, value_name = "FILE")]
+    measurements: Option<PathBuf>,
+    /// Send the probes behind the data on the members' one connection instead of on a
+    /// connection of their own (to measure what the probe lane saves; they then measure the
+    /// queue, not the link).
+    #[arg(long)]
+    no_probe_lane: bool,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -237,6 +248,15 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             )));
         }
     }
+    if let Some(m) = &a.measurements {
+        let dir = m.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) || m.is_dir() {
+            return Err(bad_input(format!(
+                "--measurements {}: its folder does not exist or it is a folder",
+                m.display()
+            )));
+        }
+    }
     let listener = match &a.listen {
         Some(addr) => tokio::net::TcpListener::bind(addr)
             .await
@@ -261,10 +281,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("control socket {}", socket.display()))?;
     let _cleanup = RemoveOnDrop(socket.clone());
     let (mut handle, ports) = group_channel();
-    let config = GroupConfig::new(Membership {
+    let mut config = GroupConfig::new(Membership {
         group: group.clone(),
         me,
     });
+    config.probe_lane = !a.no_probe_lane;
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));
@@ -286,10 +307,15 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut seq: u32 = 0;
     let mut started: BTreeMap<TransferId, Started> = BTreeMap::new();
     let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
+    let serving_since = Instant::now();
+    let mut link_series = Recorder::new(me);
     loop {
         tokio::select! {
             r = &mut serving => {
                 acceptor.abort();
+                if let Some(path) = &a.measurements {
+                    write_measurements(path, &link_series)?;
+                }
                 return match r {
                     Ok(r) => r.map_err(anyhow::Error::new),
                     Err(e) => Err(anyhow::anyhow!("the member's driver stopped: {e}")),
@@ -336,12 +362,27 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds });
                     }
                 }
+                GroupEvent::Report(Report::RoundTrip { peer, rtt }) => link_series.record(
+                    peer,
+                    Metric::RttMs,
+                    serving_since.elapsed().as_secs_f64(),
+                    rtt.as_secs_f64() * 1e3,
+                ),
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
             },
         }
     }
+}
+
+/// Writes the series next to `path` and renames it over `path`, so a reader never sees half a
+/// file.
+fn write_measurements(path: &Path, series: &Recorder) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(&[series.snapshot()])? + "\n";
+    let tmp = path.with_extension("tmp-windrose");
+    std::fs::write(&tmp, json).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
 }
 
 struct RemoveOnDrop(PathBuf);
