@@ -117,6 +117,8 @@ pub struct ServeArgs {
     /// queue, not the link).
     #[arg(long)]
     no_probe_lane: bool,
+    #[command(flatten)]
+    key: crate::net_cmds::KeyOpts,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -232,6 +234,7 @@ enum Received {
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let group = Arc::new(load_group(&a.group).map_err(|e| bad_input(e.to_string()))?);
+    let handshake = crate::net_cmds::handshake_of(&a.key, !a.quiet)?;
     let me = NodeId(a.id);
     if !group.contains(me) {
         return Err(bad_input(format!(
@@ -286,6 +289,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         me,
     });
     config.probe_lane = !a.no_probe_lane;
+    config.handshake = handshake;
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));

@@ -362,7 +362,7 @@ fn net_err(e: NetError) -> anyhow::Error {
 /// environment, else the plain one with a warning that the group is unauthenticated (at
 /// once for a node; for a root when it first connects, so bad arguments still fail with one
 /// line).
-fn handshake_of(opts: &KeyOpts, warn_now: bool) -> anyhow::Result<Arc<dyn Handshake>> {
+pub(crate) fn handshake_of(opts: &KeyOpts, warn_now: bool) -> anyhow::Result<Arc<dyn Handshake>> {
     Ok(
         match load_group_key(opts.key_file.as_deref()).map_err(net_err)? {
             Some((key, _)) => Arc::new(NoiseHandshake::new(key).with_encryption(opts.encrypt)),

@@ -164,3 +164,92 @@ fn a_start_without_a_running_member_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("windrose group serve"), "{err}");
 }
+
+#[test]
+fn a_keyed_encrypted_group_carries_a_multicast_and_encrypt_without_a_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 3;
+    write_group(&group, "cli-keyed", &free_ports(n));
+    let key = dir.path().join("group.key");
+    windrose()
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .assert()
+        .success();
+    // --encrypt needs the key the session keys come from: refused before anything is bound.
+    windrose()
+        .args(["group", "serve", "--encrypt", "--id", "0", "--group"])
+        .arg(&group)
+        .env_remove("WINDROSE_GROUP_KEY_FILE")
+        .env_remove("WINDROSE_GROUP_KEY")
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--encrypt needs a group key"));
+    let socket = |i: usize| dir.path().join(format!("k{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("kout{i}"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args([
+                    "group",
+                    "serve",
+                    "--quiet",
+                    "--encrypt",
+                    "--id",
+                    &i.to_string(),
+                ])
+                .arg("--group")
+                .arg(&group)
+                .arg("--key-file")
+                .arg(&key)
+                .arg("--control")
+                .arg(socket(i))
+                .arg("--out-dir")
+                .arg(out(i))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let file = dir.path().join("m.bin");
+    std::fs::write(&file, windrose_net::random_payload(2_000_000, 3)).unwrap();
+    let o = windrose()
+        .args(["group", "start", "multicast", "--json", "--control"])
+        .arg(socket(1))
+        .arg("--file")
+        .arg(&file)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(n as u64), Some(0)),
+        "{v}"
+    );
+    let want = vec![hash_file(&file)];
+    for i in [0, 2] {
+        wait_for(
+            &format!("member {i}'s file"),
+            Duration::from_secs(30),
+            || received(&out(i)).len() == 1,
+        );
+        assert_eq!(received(&out(i)), want, "member {i}");
+    }
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control"])
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+}
