@@ -1018,7 +1018,8 @@ impl Core {
                 | Report::CollectiveRefused { .. }
                 | Report::CollectiveComplete { .. }
                 | Report::PeerRejoined { .. }
-                | Report::PeerDown { .. } => {}
+                | Report::PeerDown { .. }
+                | Report::LinkForecast { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {

@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+use windrose_model::forecast::{Forecast, ForecastConfig, Forecaster};
 use windrose_model::{ClusterId, NodeId};
 
 /// A message of the host's session (joining, starting a collective, readiness, reports,
@@ -128,6 +129,24 @@ pub struct HostConfig {
     pub app: Arc<dyn Application>,
     /// A receiver of a collective gives up when nothing arrives for this long (None: never).
     pub idle_timeout: Option<Duration>,
+    /// How each link's round trips are forecast (NWS-style predictors with a change-point
+    /// reset; the defaults of [`ForecastConfig`]).
+    pub forecast: ForecastConfig,
+}
+
+/// What the host knows of one link's weather: the round-trip forecast from its probes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkWeather {
+    /// The other end.
+    pub peer: NodeId,
+    /// Round trips measured so far.
+    pub samples: usize,
+    /// The last one, in milliseconds.
+    pub last_ms: Option<f64>,
+    /// The forecast of the next one (milliseconds) and its error estimate.
+    pub forecast: Option<Forecast>,
+    /// Change points detected (the forecasters restarted from a new level).
+    pub resets: usize,
 }
 
 impl HostConfig {
@@ -143,6 +162,7 @@ impl HostConfig {
             probe: None,
             app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
+            forecast: ForecastConfig::default(),
         }
     }
 }
@@ -385,6 +405,8 @@ pub struct Host {
     next_task: u32,
     /// The application's verifier, asked once.
     verifier: Arc<dyn PieceVerifier>,
+    /// Each link's round-trip forecaster and its last sample (ms).
+    weather: BTreeMap<NodeId, (Forecaster, f64)>,
     started: bool,
     leaving: bool,
     status: Status,
@@ -431,8 +453,14 @@ impl Host {
             )?),
             None => None,
         };
+        Forecaster::new(config.forecast.clone()).map_err(|e| SetupError::Config {
+            what: "forecast",
+            requirement: "a valid forecaster configuration",
+            value: e.to_string(),
+        })?;
         Ok(Host {
             verifier: config.app.verifier(),
+            weather: BTreeMap::new(),
             rank,
             slots: BTreeMap::new(),
             ended: BTreeSet::new(),
@@ -1172,6 +1200,29 @@ impl Host {
     fn forward_prober(&mut self, out: &mut Outputs) {
         for o in self.scratch.drain() {
             match o {
+                Output::Report(Report::RoundTrip { peer, rtt }) => {
+                    out.push(o);
+                    let ms = rtt.as_secs_f64() * 1e3;
+                    let config = &self.config.forecast;
+                    let (f, last) = self.weather.entry(peer).or_insert_with(|| {
+                        // Checked in Host::new.
+                        (
+                            Forecaster::new(config.clone()).expect("valid forecast config"),
+                            ms,
+                        )
+                    });
+                    *last = ms;
+                    // A round trip is finite and non-negative: observe cannot refuse it.
+                    if f.observe(ms).is_ok() {
+                        if let Some(fc) = f.forecast() {
+                            out.push(Output::Report(Report::LinkForecast {
+                                peer,
+                                rtt: Duration::from_secs_f64(fc.value.max(0.0) / 1e3),
+                                error: Duration::from_secs_f64(fc.error.max(0.0) / 1e3),
+                            }));
+                        }
+                    }
+                }
                 Output::SetTimer { at, .. } => out.push(Output::SetTimer { timer: PROBE, at }),
                 Output::CancelTimer(_) => out.push(Output::CancelTimer(PROBE)),
                 // The prober's own end is not the host's.
@@ -1179,6 +1230,20 @@ impl Host {
                 other => out.push(other),
             }
         }
+    }
+
+    /// Every measured link's weather, by peer.
+    pub fn weather(&self) -> Vec<LinkWeather> {
+        self.weather
+            .iter()
+            .map(|(&peer, (f, last))| LinkWeather {
+                peer,
+                samples: f.observed(),
+                last_ms: Some(*last),
+                forecast: f.forecast(),
+                resets: f.resets(),
+            })
+            .collect()
     }
 
     fn tick(&mut self, now: Time, out: &mut Outputs) {

@@ -213,6 +213,16 @@ pub enum Report {
         /// Time from the ping's send to the pong's arrival, on this node's clock.
         rtt: Duration,
     },
+    /// The host's forecast of a link's next round trip, after each measurement (its weather
+    /// service: see [`Host::weather`](crate::host::Host::weather)).
+    LinkForecast {
+        /// The peer.
+        peer: NodeId,
+        /// The forecast round trip.
+        rtt: Duration,
+        /// Its error estimate (zero until errors have been scored).
+        error: Duration,
+    },
 }
 
 /// Why a machine gave up.

@@ -1578,6 +1578,11 @@ impl Simulation {
                         peer,
                         rtt_s: rtt.as_secs_f64(),
                     }),
+                    Report::LinkForecast { peer, rtt, error } => Some(ReportData::LinkForecast {
+                        peer,
+                        rtt_s: rtt.as_secs_f64(),
+                        error_s: error.as_secs_f64(),
+                    }),
                     Report::CollectiveStarted {
                         transfer,
                         initiator,

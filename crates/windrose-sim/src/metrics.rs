@@ -110,6 +110,15 @@ pub enum ReportData {
         /// The round-trip time, seconds.
         rtt_s: f64,
     },
+    /// A host's forecast of a link's next round trip.
+    LinkForecast {
+        /// The peer.
+        peer: NodeId,
+        /// The forecast, seconds.
+        rtt_s: f64,
+        /// Its error estimate, seconds.
+        error_s: f64,
+    },
     /// A host's session: a collective started here.
     CollectiveStarted {
         /// The collective.

@@ -354,3 +354,93 @@ fn a_restarted_member_rejoins_a_running_broadcast_and_finishes_it() {
         assert_eq!(reassembled(&sim, i, c[0].0), b.to_vec(), "node {i}");
     }
 }
+
+/// The hosts' weather service in the simulator: every member probes every other every 500 ms,
+/// and when the WAN's one-way latency steps from 10 ms to 40 ms at t = 10 s each member's
+/// round-trip forecast for the other cluster follows within a few probes.
+#[test]
+fn each_host_forecasts_its_links_round_trips_and_follows_a_latency_step() {
+    use windrose_proto::probe::ProbeConfig;
+    use windrose_sim::network::Change;
+    let config = SimConfig {
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform(), config, 3, |c| {
+        c.probe = Some(ProbeConfig {
+            period: Duration::from_millis(500),
+            rounds: u32::MAX,
+        })
+    })
+    .unwrap();
+    for (from, to) in [(0, 1), (1, 0)] {
+        sim.schedule_change(
+            10.0,
+            Change::WanLatency {
+                from: windrose_model::ClusterId(from),
+                to: windrose_model::ClusterId(to),
+                latency_s: 0.04,
+            },
+        )
+        .unwrap();
+    }
+    for n in 0..N {
+        sim.input_at(NodeId(n), 20.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    for node in [0u32, 6] {
+        let peer = NodeId(if node < 4 { 5 } else { 1 });
+        let of = |want_forecast: bool, from: f64, to: f64| -> Vec<f64> {
+            m.nodes[node as usize]
+                .reports
+                .iter()
+                .filter(|r| r.at_s >= from && r.at_s < to)
+                .filter_map(|r| match r.report {
+                    ReportData::LinkForecast { peer: p, rtt_s, .. }
+                        if p == peer && want_forecast =>
+                    {
+                        Some(rtt_s)
+                    }
+                    ReportData::RoundTrip { peer: p, rtt_s } if p == peer && !want_forecast => {
+                        Some(rtt_s)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (before, after) = (median(of(false, 5.0, 10.0)), median(of(false, 13.0, 20.0)));
+        assert!(
+            (0.019..0.022).contains(&before),
+            "node {node}: {before} s before the step"
+        );
+        assert!(
+            (0.079..0.082).contains(&after),
+            "node {node}: {after} s after it"
+        );
+        // Steady: the forecast is the link's round trip.
+        for f in of(true, 5.0, 10.0) {
+            assert!(
+                (f - before).abs() <= 0.02 * before,
+                "node {node}: forecast {f} s, link {before} s"
+            );
+        }
+        // After the step, from the third probe on (the change-point rule needs two samples
+        // beyond the band), the forecast is the new round trip.
+        let late = of(true, 11.6, 20.0);
+        assert!(
+            late.len() >= 10,
+            "node {node}: {} forecasts after the step",
+            late.len()
+        );
+        for f in late {
+            assert!(
+                (f - after).abs() <= 0.05 * after,
+                "node {node}: forecast {f} s, link {after} s"
+            );
+        }
+    }
+}

@@ -55,6 +55,9 @@ pub enum GroupCommand {
     Start(StartArgs),
     /// Ask a running member to leave the group (once its collectives have ended).
     Leave(LeaveArgs),
+    /// Show a running member's view of its links: the round trips its prober measured and the
+    /// forecast of the next one, per member.
+    Weather(WeatherArgs),
 }
 
 /// Which member's control socket.
@@ -159,6 +162,32 @@ pub struct LeaveArgs {
     via: Via,
 }
 
+/// `windrose group weather`.
+#[derive(Debug, Args)]
+pub struct WeatherArgs {
+    #[command(flatten)]
+    via: Via,
+    /// Print the view as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Refresh every SECS seconds until interrupted (the member's prober measures every 500 ms).
+    #[arg(long, value_name = "SECS")]
+    watch: Option<f64>,
+}
+
+/// One link as a member sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct LinkView {
+    peer: u32,
+    /// Round trips measured.
+    samples: u64,
+    /// The last round trip, ms.
+    last_ms: f64,
+    /// The forecast of the next round trip, ms, and its error estimate.
+    forecast_ms: Option<f64>,
+    error_ms: Option<f64>,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum ControlRequest {
@@ -173,11 +202,13 @@ enum ControlRequest {
         piece_bytes: u32,
     },
     Leave,
+    Weather,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum ControlReply {
+    Weather(Vec<LinkView>),
     Started {
         transfer: u32,
         bytes: u64,
@@ -211,6 +242,7 @@ pub fn run(cmd: GroupCommand) -> anyhow::Result<()> {
         GroupCommand::Serve(a) => rt.block_on(serve(a)),
         GroupCommand::Start(a) => rt.block_on(start(a)),
         GroupCommand::Leave(a) => rt.block_on(leave(a)),
+        GroupCommand::Weather(a) => rt.block_on(weather(a)),
     }
 }
 
@@ -313,6 +345,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
     let serving_since = Instant::now();
     let mut link_series = Recorder::new(me);
+    // The host's weather service, as its reports tell it.
+    let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
     loop {
         tokio::select! {
             r = &mut serving => {
@@ -332,6 +366,10 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     ControlRequest::Leave => {
                         let _ = call.replies.send(ControlReply::Leaving);
                         handle.request(AppRequest::Leave);
+                        continue;
+                    }
+                    ControlRequest::Weather => {
+                        let _ = call.replies.send(ControlReply::Weather(links.values().cloned().collect()));
                         continue;
                     }
                     r => r,
@@ -366,12 +404,19 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds });
                     }
                 }
-                GroupEvent::Report(Report::RoundTrip { peer, rtt }) => link_series.record(
-                    peer,
-                    Metric::RttMs,
-                    serving_since.elapsed().as_secs_f64(),
-                    rtt.as_secs_f64() * 1e3,
-                ),
+                GroupEvent::Report(Report::RoundTrip { peer, rtt }) => {
+                    let ms = rtt.as_secs_f64() * 1e3;
+                    link_series.record(peer, Metric::RttMs, serving_since.elapsed().as_secs_f64(), ms);
+                    let l = links.entry(peer).or_insert_with(|| LinkView { peer: peer.0, ..LinkView::default() });
+                    l.samples += 1;
+                    l.last_ms = ms;
+                }
+                GroupEvent::Report(Report::LinkForecast { peer, rtt, error }) => {
+                    if let Some(l) = links.get_mut(&peer) {
+                        l.forecast_ms = Some(rtt.as_secs_f64() * 1e3);
+                        l.error_ms = Some(error.as_secs_f64() * 1e3);
+                    }
+                }
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
@@ -438,7 +483,7 @@ fn spec_for(
 ) -> Result<(CollectiveSpec, Bytes), String> {
     let file = match r {
         ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
-        ControlRequest::Leave => return Err("not a collective".into()),
+        ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
     };
     if !std::fs::metadata(file)
         .map(|m| m.is_file())
@@ -480,7 +525,7 @@ fn spec_for(
                 manifest: ManifestSpec::of(&manifest),
             }
         }
-        ControlRequest::Leave => unreachable!("handled above"),
+        ControlRequest::Leave | ControlRequest::Weather => unreachable!("handled above"),
     };
     Ok((spec, data))
 }
@@ -612,6 +657,56 @@ async fn start(a: StartArgs) -> anyhow::Result<()> {
         }
     }
     result
+}
+
+async fn weather(a: WeatherArgs) -> anyhow::Result<()> {
+    let socket = a.via.socket()?;
+    if let Some(s) = a.watch {
+        if !(s.is_finite() && s >= 0.1) {
+            return Err(bad_input(format!("--watch {s}: at least 0.1 seconds")));
+        }
+    }
+    loop {
+        let replies = call(&socket, &ControlRequest::Weather).await?;
+        let links = match replies.into_iter().next() {
+            Some(ControlReply::Weather(links)) => links,
+            Some(ControlReply::Error(e)) => anyhow::bail!("{e}"),
+            other => anyhow::bail!("unexpected reply from the member: {other:?}"),
+        };
+        if a.json {
+            println!("{}", serde_json::to_string(&links)?);
+        } else {
+            if a.watch.is_some() {
+                print!("\x1b[2J\x1b[H"); // clear the terminal between refreshes
+            }
+            println!("{}", render_weather(&links));
+        }
+        let Some(secs) = a.watch else {
+            return Ok(());
+        };
+        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    }
+}
+
+fn render_weather(links: &[LinkView]) -> String {
+    if links.is_empty() {
+        return "no round trips measured yet (the prober measures every 500 ms once connected)"
+            .into();
+    }
+    let mut s = format!(
+        "{:>6} {:>8} {:>10} {:>12} {:>9}\n",
+        "member", "probes", "last ms", "forecast ms", "± ms"
+    );
+    for l in links {
+        let f = l.forecast_ms.map_or("-".into(), |v| format!("{v:.3}"));
+        let e = l.error_ms.map_or("-".into(), |v| format!("{v:.3}"));
+        s += &format!(
+            "{:>6} {:>8} {:>10.3} {:>12} {:>9}\n",
+            l.peer, l.samples, l.last_ms, f, e
+        );
+    }
+    s.pop();
+    s
 }
 
 async fn leave(a: LeaveArgs) -> anyhow::Result<()> {

@@ -244,6 +244,29 @@ fn a_keyed_encrypted_group_carries_a_multicast_and_encrypt_without_a_key_is_refu
         );
         assert_eq!(received(&out(i)), want, "member {i}");
     }
+    // Each member's weather: every other member's round trips measured and forecast.
+    let mut view = serde_json::Value::Null;
+    wait_for("the weather of member 2", Duration::from_secs(30), || {
+        let o = windrose()
+            .args(["group", "weather", "--json", "--control"])
+            .arg(socket(2))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        view = serde_json::from_slice(&o.stdout).unwrap();
+        let links = view.as_array().unwrap();
+        links.len() == n - 1 && links.iter().all(|l| l["samples"].as_u64() >= Some(2))
+    });
+    for l in view.as_array().unwrap() {
+        let (last, forecast) = (l["last_ms"].as_f64().unwrap(), l["forecast_ms"].as_f64());
+        assert!(last >= 0.0 && forecast.is_some_and(|f| f >= 0.0), "{l}");
+    }
+    let table = windrose()
+        .args(["group", "weather", "--control"])
+        .arg(socket(0))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains("forecast ms"));
     for i in 0..n {
         windrose()
             .args(["group", "leave", "--control"])
