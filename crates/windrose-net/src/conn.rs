@@ -631,3 +631,17 @@ pub(crate) async fn write_loop(
     .await;
     let _ = events.send(Event::WriteEnd(link, result.err())).await;
 }
+
+/// Tells a connection's peer why it is refused, then drops it (in the background).
+pub(crate) fn refuse(c: Conn, reason: String) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = c.io.stream;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            stream.write_all(&crate::wire::Control::Abort(reason).encode()),
+        )
+        .await;
+        let _ = stream.shutdown().await;
+    });
+}

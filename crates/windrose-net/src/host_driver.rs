@@ -31,7 +31,7 @@ use crate::bootstrap::{Handshake, Membership, PlainHandshake};
 use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
-use crate::node::Timeouts;
+use crate::timeouts::Timeouts;
 use crate::wire::{FrameCount, Role, WireFrame};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
@@ -618,7 +618,7 @@ impl Driver {
         }
         let peer = c.peer;
         if self.links.contains_key(&peer) {
-            crate::node::refuse(
+            conn::refuse(
                 c,
                 format!("node {} already has a connection with node {peer}", self.me),
             );

@@ -74,6 +74,7 @@ pub mod node;
 pub mod piece_file;
 pub mod secure;
 pub mod sink;
+pub mod timeouts;
 pub mod trees;
 pub mod wire;
 

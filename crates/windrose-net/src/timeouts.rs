@@ -1,0 +1,78 @@
+//! Every deadline a member keeps, shared by both drivers (the one-shot [`crate::node`] and
+//! the long-lived [`crate::host_driver`]).
+
+use std::time::Duration;
+
+/// Handshake time allowed per group member (see [`handshake_deadline`]).
+pub const HANDSHAKE_PER_MEMBER: Duration = Duration::from_millis(100);
+
+/// The deadline of one handshake in a group of `members`: `base`, or more in a large group. A
+/// multicast connects every pair of members, so each node runs about `members` handshakes at
+/// once, and a loaded machine runs them all (250 nodes on 2 cores: 62,000 handshakes, a few
+/// hundred microseconds of CPU each): a fixed 5 s expired for 128 nodes.
+pub fn handshake_deadline(base: Duration, members: usize) -> Duration {
+    let members = u32::try_from(members).unwrap_or(u32::MAX);
+    base.max(HANDSHAKE_PER_MEMBER.saturating_mul(members))
+}
+
+/// The deadlines of a node (see [`crate::node`'s docs](crate::node#bounded-waiting)).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Dialing a peer, retries included.
+    pub connect: Duration,
+    /// One handshake, at least: a group of N members allows N x [`HANDSHAKE_PER_MEMBER`]
+    /// (see [`handshake_deadline`]).
+    pub handshake: Duration,
+    /// A node waiting for the root's job.
+    pub join: Duration,
+    /// Connecting to tree neighbours and waiting for Go.
+    pub setup: Duration,
+    /// Hearing nothing at all while running (and a broadcast receiver hearing nothing from its
+    /// parent).
+    pub idle: Duration,
+    /// A write making no progress.
+    pub stall: Duration,
+    /// A connected peer sending nothing at all, not even an answer to the link probe's pings
+    /// (a process stopped or hung, a silent or slowloris peer): it is declared failed. Checked
+    /// only while the collective runs and probes (every connection then carries pings both
+    /// ways, answered also by nodes that have finished).
+    pub silent: Duration,
+    /// A node waiting for the root's Bye after its report.
+    pub finish: Duration,
+    /// The orderly close of all connections.
+    pub close: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(20),
+            handshake: Duration::from_secs(5),
+            join: Duration::from_secs(300),
+            setup: Duration::from_secs(30),
+            idle: Duration::from_secs(30),
+            stall: Duration::from_secs(30),
+            silent: Duration::from_secs(10),
+            finish: Duration::from_secs(300),
+            close: Duration::from_secs(3),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Every deadline set to `d` (tests that want failures to show quickly); `join` and
+    /// `finish` get twice that.
+    pub fn all(d: Duration) -> Timeouts {
+        Timeouts {
+            connect: d,
+            handshake: d,
+            join: d * 2,
+            setup: d,
+            idle: d,
+            stall: d,
+            silent: d.max(Duration::from_secs(2)),
+            finish: d * 2,
+            close: d.min(Duration::from_secs(3)),
+        }
+    }
+}
