@@ -2,7 +2,7 @@
 //! outputs, and the session around a collective (see [`crate::wire`] for the frames):
 //! [`run_root`] (in `root.rs`) drives a run from its root, [`run_node`] (in `member.rs`) serves
 //! one run as any other member; this file holds the event loop both share (`Core`). The
-//! long-lived groups of [`crate::host_driver`] share only the transport ([`crate::conn`]) and
+//! long-lived groups of [`crate::host_driver`] share only the transport (`conn.rs`) and
 //! the deadlines ([`crate::timeouts`]) with it.
 //!
 //! # What the event loop does (the proto crate's driver contract)
