@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::SendId;
 
@@ -644,4 +645,51 @@ pub(crate) fn refuse(c: Conn, reason: String) {
         .await;
         let _ = stream.shutdown().await;
     });
+}
+
+/// A connection being served: where its frames are queued, its counters, and the reader and
+/// writer tasks (which report to the driver's event channel under its [`LinkRef`]).
+pub(crate) struct Served {
+    pub(crate) tx: mpsc::UnboundedSender<Outgoing>,
+    pub(crate) stats: Arc<LinkStats>,
+    pub(crate) reader: JoinHandle<()>,
+    pub(crate) writer: JoinHandle<()>,
+}
+
+/// Starts the reader and writer of an established connection: one place for both drivers.
+pub(crate) fn serve(
+    c: Conn,
+    link: LinkRef,
+    events: &mpsc::Sender<Event>,
+    flow: Option<Arc<Flow>>,
+    stall: Duration,
+) -> Served {
+    let (rd, wr) = c.io.stream.into_split();
+    let stats = Arc::new(LinkStats::default());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_loop(
+        link,
+        rd,
+        c.io.reader,
+        c.cipher.clone(),
+        events.clone(),
+        flow.clone(),
+        stats.clone(),
+    ));
+    let writer = tokio::spawn(write_loop(
+        link,
+        wr,
+        c.cipher,
+        rx,
+        events.clone(),
+        flow,
+        stats.clone(),
+        stall,
+    ));
+    Served {
+        tx,
+        stats,
+        reader,
+        writer,
+    }
 }

@@ -28,7 +28,7 @@
 //! data connection, and losing it fails nobody.
 
 use crate::bootstrap::{Handshake, Membership, PlainHandshake};
-use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
+use crate::conn::{self, Conn, Event, LinkRef, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
 use crate::timeouts::Timeouts;
@@ -659,32 +659,11 @@ impl Driver {
             peer,
             life: self.lives,
         };
-        let (rd, wr) = c.io.stream.into_split();
-        let stats = Arc::new(LinkStats::default());
-        let (otx, orx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(conn::read_loop(
-            link,
-            rd,
-            c.io.reader,
-            c.cipher.clone(),
-            self.tx.clone(),
-            None,
-            stats.clone(),
-        ));
-        let writer = tokio::spawn(conn::write_loop(
-            link,
-            wr,
-            c.cipher,
-            orx,
-            self.tx.clone(),
-            None,
-            stats,
-            self.config.timeouts.stall,
-        ));
+        let s = conn::serve(c, link, &self.tx, None, self.config.timeouts.stall);
         Link {
-            tx: otx,
+            tx: s.tx,
             life: self.lives,
-            tasks: [reader, writer],
+            tasks: [s.reader, s.writer],
         }
     }
 

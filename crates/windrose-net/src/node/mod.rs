@@ -674,34 +674,19 @@ impl Core {
             peer,
             life: self.lives,
         };
-        let (rd, wr) = c.io.stream.into_split();
-        let stats = Arc::new(LinkStats::default());
-        let (otx, orx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(conn::read_loop(
-            link,
-            rd,
-            c.io.reader,
-            c.cipher.clone(),
-            self.tx.clone(),
-            self.flow.clone(),
-            stats.clone(),
-        ));
-        let writer = tokio::spawn(conn::write_loop(
-            link,
-            wr,
-            c.cipher,
-            orx,
-            self.tx.clone(),
-            self.flow.clone(),
-            stats.clone(),
-            self.timeouts().stall,
-        ));
+        let rtt = c.rtt;
+        let conn::Served {
+            tx: otx,
+            stats,
+            reader,
+            writer,
+        } = conn::serve(c, link, &self.tx, self.flow.clone(), self.timeouts().stall);
         self.links.insert(
             peer,
             Link {
                 tx: Some(otx),
                 stats,
-                rtt: c.rtt,
+                rtt,
                 reading: true,
                 writing: true,
                 flushed: false,
