@@ -173,7 +173,7 @@ impl RecordGenerator {
             let key = self.next_key();
             record[..KEY_LEN].copy_from_slice(&key);
             write_payload(self.next, &mut record[KEY_LEN..]);
-            self.next += 1;
+            self.next = self.next.wrapping_add(1);
         }
     }
 
@@ -250,17 +250,32 @@ fn write_payload(index: u64, payload: &mut [u8]) {
 /// If `record` is not [`RECORD_LEN`] bytes.
 pub fn payload_index(record: &[u8]) -> Option<u64> {
     assert_eq!(record.len(), RECORD_LEN, "a record is {RECORD_LEN} bytes");
-    let digits = std::str::from_utf8(&record[INDEX_AT..INDEX_AT + 32]).ok()?;
-    if !digits
-        .bytes()
-        .all(|b| matches!(b, b'0'..=b'9' | b'A'..=b'F'))
+    let filler_end = FILLER_AT + GROUP_LEN * FILLER_GROUPS;
+    if &record[KEY_LEN..INDEX_AT] != b"  "
+        || &record[INDEX_AT + 32..FILLER_AT] != b"  "
+        || &record[filler_end..98] != b"    "
+        || &record[98..] != b"\r\n"
+        || record[INDEX_AT..INDEX_AT + 16].iter().any(|&b| b != b'0')
     {
         return None;
     }
-    let index = u64::try_from(u128::from_str_radix(digits, 16).ok()?).ok()?;
-    let mut expected = [0u8; RECORD_LEN - KEY_LEN];
-    write_payload(index, &mut expected);
-    (record[KEY_LEN..] == expected).then_some(index)
+    let mut index = 0u64;
+    for (d, &c) in record[INDEX_AT + 16..INDEX_AT + 32].iter().enumerate() {
+        let nibble = match c {
+            b'0'..=b'9' => c - b'0',
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        let at = FILLER_AT + GROUP_LEN * d;
+        if record[at..at + GROUP_LEN]
+            .iter()
+            .any(|&b| b != b'A' + nibble)
+        {
+            return None;
+        }
+        index = index << 4 | u64::from(nibble);
+    }
+    Some(index)
 }
 
 /// The key of a record.
@@ -467,6 +482,12 @@ mod tests {
         let expected = format!("  {:032X}  {}BBBCCCDDDEEE    \r\n", 0x1234, "A".repeat(36));
         assert_eq!(&r[KEY_LEN..], expected.as_bytes());
         assert_eq!(payload_index(&r), Some(0x1234));
+        let last = RecordGenerator::record(5, KeyDistribution::Uniform, u64::MAX).unwrap();
+        assert_eq!(payload_index(&last), Some(u64::MAX));
+        assert_eq!(
+            &last[INDEX_AT..INDEX_AT + 32],
+            b"0000000000000000FFFFFFFFFFFFFFFF"
+        );
         // Different seeds, different keys; same seed, same record.
         let other = RecordGenerator::record(1, KeyDistribution::Uniform, 0x1234).unwrap();
         assert_ne!(r[..KEY_LEN], other[..KEY_LEN]);

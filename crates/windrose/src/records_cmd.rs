@@ -8,6 +8,7 @@ use crate::output::{print, print_json};
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -20,8 +21,21 @@ use windrose_model::records::{
 use windrose_model::units::{format_size, parse_size};
 use windrose_net::sink::{output_path_problem, partial_path};
 
-/// Records generated, checked and written per buffer: 1 MB.
+/// Records generated or checked by one task: 1 MB.
 const CHUNK_RECORDS: usize = 10_000;
+/// Tasks per buffer read or written (run on rayon's threads): buffers of 8 MB.
+const CHUNKS_PER_BUFFER: usize = 8;
+/// Bytes of a buffer.
+const BUFFER_LEN: usize = CHUNK_RECORDS * CHUNKS_PER_BUFFER * RECORD_LEN;
+
+/// The summary of the records of `buf`, its 1 MB chunks summarised in parallel.
+fn summarize(buf: &[u8]) -> RecordSummary {
+    buf.par_chunks(CHUNK_RECORDS * RECORD_LEN)
+        .map(RecordSummary::of)
+        .collect::<Vec<_>>()
+        .iter()
+        .fold(RecordSummary::new(), |all, part| all.then(part))
+}
 
 /// Key distributions of `gensort --keys`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -388,7 +402,9 @@ pub fn gensort(args: GensortArgs) -> Result<()> {
     print(&text)
 }
 
-/// Writes the records to a new file `temp`, flushed to disk; returns their summary.
+/// Writes the records to a new file `temp`, flushed to disk; returns their summary. Buffers of
+/// 8 MB are generated and summarised in parallel 1 MB chunks (each chunk's generator seeks to
+/// its first record) while a writer thread writes the previous ones; three buffers in all.
 fn write_records(
     temp: &Path,
     seed: u64,
@@ -402,27 +418,63 @@ fn write_records(
         .create_new(true)
         .open(temp)
         .with_context(|| format!("cannot create {}", temp.display()))?;
-    let mut gen = RecordGenerator::new(seed, dist).map_err(|e| bad_input(e.to_string()))?;
-    gen.seek(start);
-    let mut summary = RecordSummary::new();
-    let mut buf = vec![0u8; CHUNK_RECORDS * RECORD_LEN];
-    let mut left = records;
-    while left > 0 {
-        let n = left.min(CHUNK_RECORDS as u64) as usize;
-        let chunk = &mut buf[..n * RECORD_LEN];
-        gen.fill(chunk);
-        summary.push_all(chunk);
-        file.write_all(chunk)
-            .with_context(|| format!("writing {}", temp.display()))?;
-        left -= n as u64;
-        bar.inc(chunk.len() as u64);
+    let gen = RecordGenerator::new(seed, dist).map_err(|e| bad_input(e.to_string()))?;
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(3);
+    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(3);
+    for _ in 0..3 {
+        empty_tx
+            .send(vec![0u8; BUFFER_LEN])
+            .expect("the receiver is here");
     }
-    file.sync_all()
-        .with_context(|| format!("writing {}", temp.display()))?;
-    Ok(summary)
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> std::io::Result<()> {
+            for buf in full_rx {
+                file.write_all(&buf)?;
+                bar.inc(buf.len() as u64);
+                // The generator may have stopped early; then nobody takes the buffer back.
+                let _ = empty_tx.send(buf);
+            }
+            file.sync_all()
+        });
+        let mut summary = RecordSummary::new();
+        let mut next = start;
+        let mut left = records;
+        while left > 0 {
+            // Fails only when the writer stopped on an error, which join reports.
+            let Ok(mut buf) = empty_rx.recv() else { break };
+            let n = left.min((BUFFER_LEN / RECORD_LEN) as u64) as usize;
+            buf.truncate(n * RECORD_LEN);
+            let parts: Vec<RecordSummary> = buf
+                .par_chunks_mut(CHUNK_RECORDS * RECORD_LEN)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let mut g = gen.clone();
+                    g.seek(next + (i * CHUNK_RECORDS) as u64);
+                    g.fill(chunk);
+                    RecordSummary::of(chunk)
+                })
+                .collect();
+            summary = parts.iter().fold(summary, |all, part| all.then(part));
+            if full_tx.send(buf).is_err() {
+                break;
+            }
+            next += n as u64;
+            left -= n as u64;
+        }
+        drop(full_tx);
+        let written = writer.join().expect("the writer thread does not panic");
+        written.with_context(|| format!("writing {}", temp.display()))?;
+        if left > 0 {
+            return Err(anyhow!(
+                "writing {}: the writer stopped early",
+                temp.display()
+            ));
+        }
+        Ok(summary)
+    })
 }
 
-/// Reads `file`'s records into `on_chunk`, a buffer of whole records at a time. A length that
+/// Reads `file`'s records into `on_chunk`, a buffer of whole records (8 MB) at a time. A length that
 /// is not a multiple of 100 is bad input naming the file (checked before reading when the file
 /// says its length, and at the end in any case).
 fn read_records(path: &Path, bar: &ProgressBar, mut on_chunk: impl FnMut(&[u8])) -> Result<u64> {
@@ -446,7 +498,7 @@ fn read_records(path: &Path, bar: &ProgressBar, mut on_chunk: impl FnMut(&[u8]))
     if meta.is_file() && meta.len() % RECORD_LEN as u64 != 0 {
         return Err(not_whole(meta.len()));
     }
-    let mut buf = vec![0u8; CHUNK_RECORDS * RECORD_LEN];
+    let mut buf = vec![0u8; BUFFER_LEN];
     let mut total = 0u64;
     loop {
         let mut filled = 0;
@@ -503,7 +555,7 @@ pub fn valsort(args: ValsortArgs) -> Result<()> {
         let bar = bytes_bar(total_len(&args.against), show, "input");
         let mut input = RecordSummary::new();
         for f in &args.against {
-            read_records(f, &bar, |chunk| input.push_all(chunk))
+            read_records(f, &bar, |chunk| input = input.then(&summarize(chunk)))
                 .with_context(|| "--against".to_string())?;
         }
         bar.finish_and_clear();
@@ -518,7 +570,7 @@ pub fn valsort(args: ValsortArgs) -> Result<()> {
     let mut starts: Vec<(u64, String)> = Vec::new();
     for f in &args.files {
         let mut part = RecordSummary::new();
-        let n = read_records(f, &bar, |chunk| part.push_all(chunk))?;
+        let n = read_records(f, &bar, |chunk| part = part.then(&summarize(chunk)))?;
         starts.push((whole.records, f.display().to_string()));
         whole = whole.then(&part);
         files.push(FileReport {

@@ -401,3 +401,55 @@ fn gensort_is_deterministic() {
     let keys: std::collections::HashSet<&[u8]> = da.chunks(LEN).map(|r| &r[..10]).collect();
     assert_eq!(keys.len(), 7);
 }
+
+/// Larger than one 8 MB buffer of gensort and valsort (each split into 1 MB chunks generated
+/// and summarised in parallel): the file is the model's generator's records from --start,
+/// and both commands print the checksum of the whole, unsorted and sorted.
+#[test]
+fn buffers_and_parallel_chunks_add_up_to_the_model() {
+    use windrose_model::records::{KeyDistribution, RecordGenerator, RecordSummary};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big.bin");
+    let n = 85_123usize;
+    let g = json_ok(&[
+        "gensort",
+        "--records",
+        "85123",
+        "--start",
+        "5",
+        "--seed",
+        "77",
+        "--keys",
+        "skewed",
+        s(&out),
+    ]);
+    let mut want = vec![0u8; n * LEN];
+    let mut gen = RecordGenerator::new(77, KeyDistribution::Skewed { exponent: 4.0 }).unwrap();
+    gen.seek(5);
+    gen.fill(&mut want);
+    let data = std::fs::read(&out).unwrap();
+    assert!(
+        data == want,
+        "gensort's file differs from the model's records"
+    );
+    let summary = RecordSummary::of(&want);
+    assert_eq!(g["checksum"], summary.checksum.to_string());
+    let res = windrose()
+        .args(["valsort", s(&out), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(res.status.code(), Some(1), "unsorted");
+    let v: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["checksum"], summary.checksum.to_string());
+    assert_eq!(v["unordered"], summary.unordered);
+    assert_eq!(v["duplicate_keys"], summary.duplicate_keys);
+    assert_eq!(
+        v["first_unordered"]["record"],
+        summary.first_unordered.unwrap()
+    );
+    let sorted = dir.path().join("sorted.bin");
+    sort_file(&out, &sorted);
+    let v = json_ok(&["valsort", s(&sorted), "--against", s(&out)]);
+    assert_eq!(v["sorted"], true);
+    assert_eq!(v["records"], n);
+}
