@@ -14,12 +14,35 @@ use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use windrose_model::records::{
     key_hex, Checksum, KeyDistribution, RecordGenerator, RecordSummary, DEFAULT_SKEW, RECORD_LEN,
 };
 use windrose_model::units::{format_size, parse_size};
 use windrose_net::sink::{output_path_problem, partial_path};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// From here on SIGINT and SIGTERM set [`INTERRUPTED`] instead of killing the process, so that
+/// gensort removes its temporary file.
+fn catch_interrupts() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_interrupt as *const () as libc::sighandler_t,
+        );
+    }
+}
 
 /// Records generated or checked by one task: 1 MB.
 const CHUNK_RECORDS: usize = 10_000;
@@ -333,6 +356,7 @@ pub fn gensort(args: GensortArgs) -> Result<()> {
         )));
     }
     let temp = partial_path(out, rand::random());
+    catch_interrupts();
     let started = Instant::now();
     let bar = bytes_bar(bytes, !(args.quiet || args.json), "gensort");
     let summary = match write_records(&temp, args.seed, dist, args.start, records, &bar) {
@@ -434,12 +458,15 @@ fn write_records(
                 // The generator may have stopped early; then nobody takes the buffer back.
                 let _ = empty_tx.send(buf);
             }
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                return Ok(());
+            }
             file.sync_all()
         });
         let mut summary = RecordSummary::new();
         let mut next = start;
         let mut left = records;
-        while left > 0 {
+        while left > 0 && !INTERRUPTED.load(Ordering::Relaxed) {
             // Fails only when the writer stopped on an error, which join reports.
             let Ok(mut buf) = empty_rx.recv() else { break };
             let n = left.min((BUFFER_LEN / RECORD_LEN) as u64) as usize;
@@ -464,6 +491,9 @@ fn write_records(
         drop(full_tx);
         let written = writer.join().expect("the writer thread does not panic");
         written.with_context(|| format!("writing {}", temp.display()))?;
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(anyhow!("interrupted"));
+        }
         if left > 0 {
             return Err(anyhow!(
                 "writing {}: the writer stopped early",
