@@ -11,6 +11,10 @@
 //! ([`forecast`]): each series gets a forecast of its next value with an error estimate, chosen
 //! among simple predictors by their errors so far, and restarted when the level changes.
 //!
+//! Files of sort-benchmark records (100 bytes, a 10-byte key) are generated, checksummed and
+//! checked by [`records`]: a seeded generator whose record `i` depends on `(seed, i)` alone,
+//! an order-independent checksum, and summaries that combine across consecutive parts.
+//!
 //! ```
 //! use windrose_model::{CostUnit, DenseCostMatrix, LinkCosts, NodeId};
 //! let m = DenseCostMatrix::<f64>::from_rows(CostUnit::Hops, &[
@@ -32,6 +36,7 @@ pub mod measurements;
 pub mod overlay;
 pub mod platform;
 pub mod random;
+pub mod records;
 pub mod units;
 
 pub use cluster::ClusterCosts;

@@ -13,6 +13,7 @@ mod group_cmd;
 mod input;
 mod net_cmds;
 mod output;
+mod records_cmd;
 mod reproduce;
 mod sim_cmd;
 mod testbed_cmd;
@@ -67,6 +68,14 @@ enum Command {
     /// Balanced Multicasting or MagPIe, each node's cluster from the group file), then check
     /// every node's BLAKE3.
     Multicast(net_cmds::MulticastArgs),
+    /// Write a file of the sort benchmark's 100-byte records (10-byte keys; uniform, skewed
+    /// or few distinct keys), seeded, streaming, renamed into place when complete; prints its
+    /// order-independent checksum.
+    Gensort(records_cmd::GensortArgs),
+    /// Check that files of 100-byte records (a data set in key-range order, e.g. one file per
+    /// node) are sorted; count records and duplicate keys, print the checksum, and compare them
+    /// with the input's (--against) or expected values. Exit code 0 only when all holds.
+    Valsort(records_cmd::ValsortArgs),
     /// Start N node processes on loopback (127.0.0.x) and run a broadcast (or with --scatter,
     /// the scatter; with --protocol mob, bittorrent, balanced or magpie, that multicast), in one
     /// command.
@@ -99,6 +108,8 @@ fn main() -> ExitCode {
         Command::Scatter(args) => net_cmds::run_scatter(args),
         Command::Multicast(args) => net_cmds::run_multicast(args),
         Command::Local(args) => net_cmds::run_local(args),
+        Command::Gensort(args) => records_cmd::gensort(args),
+        Command::Valsort(args) => records_cmd::valsort(args),
         Command::Keygen(args) => net_cmds::run_keygen(args),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Demo(args) => testbed_cmd::demo(args),
