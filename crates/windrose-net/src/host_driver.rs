@@ -448,10 +448,7 @@ impl Driver {
                     notify: t.notify.map(|id| (0, id)),
                 };
                 let frame = match (&t.message, self.lanes.get(&t.to)) {
-                    (
-                        Message::Probe(_),
-                        Some(lane),
-                    ) => match lane.tx.send(frame) {
+                    (Message::Probe(_), Some(lane)) => match lane.tx.send(frame) {
                         Ok(()) => {
                             let mut c = self.frames.lock().unwrap_or_else(|e| e.into_inner());
                             c.entry(LANE_KEY).or_default().0 += 1;
@@ -581,10 +578,7 @@ impl Driver {
     fn on_lane_event(&mut self, ev: Event) {
         match ev {
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message))
-                if matches!(
-                    message,
-                    Message::Probe(_)
-                ) =>
+                if matches!(message, Message::Probe(_)) =>
             {
                 self.pending.push_back(Input::Message {
                     from: peer,
