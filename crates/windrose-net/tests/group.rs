@@ -401,12 +401,12 @@ fn six_site_mst_spec() -> MstSpec {
     }
 }
 
-/// Each member's delivered `MstResult` of transfer `t`, as (its tree edges as (lo, hi) ->
-/// weight bits, node count, total weight bits).
-fn mst_results(
-    delivered: impl Fn(u32) -> Vec<u8>,
-    n: u32,
-) -> Vec<(BTreeMap<(u32, u32), u64>, u32, u64)> {
+/// A member's `MstResult`: its tree edges as (lo, hi) -> weight bits, the node count, the
+/// total weight's bits.
+type MstOf = (BTreeMap<(u32, u32), u64>, u32, u64);
+
+/// Each member's delivered `MstResult` (bytes given by `delivered`).
+fn mst_results(delivered: impl Fn(u32) -> Vec<u8>, n: u32) -> Vec<MstOf> {
     (0..n)
         .map(|v| {
             let r = MstResult::parse(&delivered(v)).unwrap_or_else(|e| panic!("node {v}: {e}"));

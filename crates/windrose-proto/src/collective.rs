@@ -635,4 +635,59 @@ mod tests {
         let back: CollectiveSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, b);
     }
+
+    fn ctx(me: u32) -> BuildContext {
+        BuildContext {
+            me: NodeId(me),
+            root: NodeId(0),
+            transfer: TransferId(9),
+            total_len: 0,
+            members: (0..3).map(|i| (NodeId(i), ClusterId(0))).collect(),
+            idle_timeout: None,
+            seed: 0,
+            verifier: Arc::new(crate::pieces::Blake3Verifier),
+            keeper: None,
+        }
+    }
+
+    #[test]
+    fn mst_specs_build_each_node_with_its_edges_and_refuse_what_does_not_fit() {
+        use crate::ghs::{MstSpec, WeightMetric};
+        let w = vec![
+            vec![0.0, 1.0, 2.0],
+            vec![1.0, 0.0, 3.0],
+            vec![2.0, 3.0, 0.0],
+        ];
+        let spec = CollectiveSpec::Mst(MstSpec::complete(WeightMetric::LatencyS, &w).unwrap());
+        assert_eq!(spec.name(), "mst");
+        assert!(!spec.descriptor().rejoins);
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(
+            json.starts_with(r#"{"mst":{"metric":"latency_s","edges":[[0,1,1.0]"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<CollectiveSpec>(&json).unwrap(), spec);
+        let built = build(&spec, &ctx(2), Start::Fresh).unwrap();
+        assert_eq!(built.neighbours, vec![NodeId(0), NodeId(1)]);
+        assert!(build(&spec, &ctx(0), Start::Root(Bytes::new())).is_ok());
+        let err = |spec: &CollectiveSpec, start: Start| build(spec, &ctx(1), start).err().unwrap();
+        assert!(err(&spec, Start::Root(Bytes::from_static(b"x"))).contains("takes no data"));
+        assert!(err(&spec, Start::Rejoin(Vec::new())).contains("cannot take a node back"));
+        let mst = |edges: Vec<(NodeId, NodeId, f64)>| {
+            CollectiveSpec::Mst(MstSpec {
+                metric: WeightMetric::InverseBandwidth,
+                edges,
+            })
+        };
+        let (a, b, c) = (NodeId(0), NodeId(1), NodeId(5));
+        assert!(err(&mst(vec![(a, c, 1.0)]), Start::Fresh).contains("not a member"));
+        assert!(err(&mst(vec![(a, b, 1.0), (b, a, 2.0)]), Start::Fresh).contains("twice"));
+        assert!(err(&mst(vec![(a, b, -1.0)]), Start::Fresh).contains("finite weight >= 0"));
+        assert!(err(&mst(vec![(a, a, 1.0)]), Start::Fresh).contains("two distinct nodes"));
+        assert!(
+            MstSpec::complete(WeightMetric::LatencyS, &[vec![0.0, 1.0], vec![2.0, 0.0]])
+                .unwrap_err()
+                .contains("not symmetric")
+        );
+    }
 }

@@ -1435,12 +1435,12 @@ impl MstResult {
                 bytes.len()
             ));
         }
-        let count = be_u32(&bytes[12..16]) as usize;
-        if (bytes.len() - 16) / 12 != count || (bytes.len() - 16) % 12 != 0 {
+        let count = u64::from(be_u32(&bytes[12..16]));
+        let expected = 16 + 12 * count;
+        if bytes.len() as u64 != expected {
             return Err(format!(
-                "an MST result of {} bytes for {count} edges, expected {}",
-                bytes.len(),
-                16 + 12 * count as u64
+                "an MST result of {} bytes for {count} edges, expected {expected}",
+                bytes.len()
             ));
         }
         Ok(MstResult {

@@ -1169,6 +1169,28 @@ fn a_node_without_edges_is_done_at_start() {
     assert_eq!(m.status(), Status::Finished);
 }
 
+/// The delivered bytes: 16 + 12 per edge, read back exactly; any other length is refused.
+#[test]
+fn mst_result_bytes() {
+    let r = MstResult {
+        nodes: 7,
+        total_weight: 2.5,
+        branches: vec![(NodeId(4), 0.5), (NodeId(1), 2.0)],
+    };
+    let b = r.encode();
+    assert_eq!(b.len(), 16 + 2 * 12);
+    assert_eq!(&b[..4], &[0, 0, 0, 7]);
+    assert_eq!(&b[12..20], &[0, 0, 0, 2, 0, 0, 0, 4]);
+    assert_eq!(MstResult::parse(&b).unwrap(), r);
+    // Every proper prefix: too short for its header, or for the edges it announces.
+    for len in 0..b.len() {
+        assert!(MstResult::parse(&b[..len]).is_err(), "{len}");
+    }
+    let mut longer = b.to_vec();
+    longer.push(0);
+    assert!(MstResult::parse(&longer).is_err());
+}
+
 /// Refusals name the sender and the frame kind and change nothing; a failure aborts once.
 #[test]
 fn refusals_and_failures() {
