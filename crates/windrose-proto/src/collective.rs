@@ -667,6 +667,18 @@ mod tests {
             "{json}"
         );
         assert_eq!(serde_json::from_str::<CollectiveSpec>(&json).unwrap(), spec);
+        // Weights travel bit for bit (this one came back one ulp off before float_roundtrip).
+        let w = 0.022654103117423486f64;
+        let one = CollectiveSpec::Mst(MstSpec {
+            metric: WeightMetric::LatencyS,
+            edges: vec![(NodeId(5), NodeId(6), w)],
+        });
+        let back: CollectiveSpec =
+            serde_json::from_slice(&serde_json::to_vec(&one).unwrap()).unwrap();
+        let CollectiveSpec::Mst(back) = back else {
+            panic!("not an MST spec")
+        };
+        assert_eq!(back.edges[0].2.to_bits(), w.to_bits());
         let built = build(&spec, &ctx(2), Start::Fresh).unwrap();
         assert_eq!(built.neighbours, vec![NodeId(0), NodeId(1)]);
         assert!(build(&spec, &ctx(0), Start::Root(Bytes::new())).is_ok());

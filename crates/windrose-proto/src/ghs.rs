@@ -1469,6 +1469,9 @@ pub enum WeightMetric {
 /// the weighted graph, as undirected edges `(a, b, weight)`, each pair at most once; each node
 /// takes its incident edges. A member in no edge is a tree of its own (done at its start); a
 /// disconnected graph gives each component its own tree (every node wakes at the start).
+/// Both ends of an edge must hold its weight bit for bit: the initiator builds from the spec
+/// itself and the others from its JSON, which the workspace parses exactly (serde_json's
+/// `float_roundtrip`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MstSpec {
     /// What the weights measure (documentation for the application; GHS only compares them).
