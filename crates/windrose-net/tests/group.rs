@@ -18,6 +18,7 @@ use windrose_net::random_payload;
 use windrose_net::trees::magpie_spec;
 use windrose_proto::app::Application;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
@@ -66,7 +67,15 @@ async fn start_group_with(
     name: &str,
     tune: impl Fn(&mut GroupConfig),
 ) -> (Arc<Group>, Vec<Member>) {
-    let (group, listeners) = loopback(name, N, 2).await;
+    start_group_of(name, N, tune).await
+}
+
+async fn start_group_of(
+    name: &str,
+    n: usize,
+    tune: impl Fn(&mut GroupConfig),
+) -> (Arc<Group>, Vec<Member>) {
+    let (group, listeners) = loopback(name, n, 2).await;
     let mut members = Vec::new();
     for (i, l) in listeners.into_iter().enumerate() {
         let mut c = GroupConfig::new(Membership {
@@ -431,4 +440,168 @@ async fn deliveries_and_piece_checks_go_through_the_members_application() {
             app.verified.load(Ordering::Relaxed)
         );
     }
+}
+
+/// Seed 004's Table 1 (one-way latencies between the six sites, ms).
+const TABLE1_MS: [[f64; 6]; 6] = [
+    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
+    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
+    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
+    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
+    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
+    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
+];
+
+/// The six sites' sparse graph of windrose-proto's tests/ghs.rs: Table 1's MST edges and three
+/// heavier edges closing cycles, on which GHS sends the same frames under every schedule
+/// (checked there over 3,000 schedules), so a TCP run and a simulated one can be compared
+/// frame for frame. Its MST: 1-4, 0-3, 3-5, 3-4, 1-2 (758.6 ms).
+fn six_site_mst_spec() -> MstSpec {
+    let t = |a: u32, b: u32| (NodeId(a), NodeId(b), TABLE1_MS[a as usize][b as usize]);
+    MstSpec {
+        metric: WeightMetric::LatencyS,
+        edges: vec![
+            t(1, 4),
+            t(0, 3),
+            t(3, 5),
+            t(3, 4),
+            t(1, 2),
+            t(0, 5),
+            t(2, 4),
+            t(4, 5),
+        ],
+    }
+}
+
+/// A member's `MstResult`: its tree edges as (lo, hi) -> weight bits, the node count, the
+/// total weight's bits.
+type MstOf = (BTreeMap<(u32, u32), u64>, u32, u64);
+
+/// Each member's delivered `MstResult` (bytes given by `delivered`).
+fn mst_results(delivered: impl Fn(u32) -> Vec<u8>, n: u32) -> Vec<MstOf> {
+    (0..n)
+        .map(|v| {
+            let r = MstResult::parse(&delivered(v)).unwrap_or_else(|e| panic!("node {v}: {e}"));
+            let edges = r
+                .branches
+                .iter()
+                .map(|&(to, w)| ((v.min(to.0), v.max(to.0)), w.to_bits()))
+                .collect();
+            (edges, r.nodes, r.total_weight.to_bits())
+        })
+        .collect()
+}
+
+/// The `mst` collective over TCP: six members on loopback, member 3 starts GHS on the six-site
+/// graph through the session; every member delivers its tree edges (together Table 1's MST,
+/// each edge at both ends, 758.6 ms), and the simulator's hosts, run on the same spec, deliver
+/// the same results and send the same multiset of (from, to, kind) frames, session included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mst_collective_over_tcp_matches_the_simulator_frame_for_frame() {
+    const M: usize = 6;
+    let quiet = |c: &mut GroupConfig| {
+        c.heartbeat = None;
+        c.probe_period = None;
+    };
+    let (_, mut members) = start_group_of("mst", M, quiet).await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == M - 1)).await;
+    let spec = CollectiveSpec::Mst(six_site_mst_spec());
+    assert!(members[3].handle.request(AppRequest::StartCollective {
+        spec: spec.clone(),
+        data: Bytes::new(),
+        transfer: None,
+    }));
+    pump(&mut members, |ms| completions(&ms[3]).len() == 1).await;
+    let (t, finished, failed) = completions(&members[3])[0];
+    assert_eq!((finished, failed), (M as u32, 0));
+    let mut real = FrameSet::new();
+    for (i, m) in members.iter().enumerate() {
+        for c in m.handle.frames_sent() {
+            let e = real
+                .entry((i as u32, c.to.0, c.kind.name().to_string()))
+                .or_default();
+            e.0 += c.frames;
+            e.1 += c.bytes;
+        }
+    }
+    let real_results = mst_results(|v| members[v as usize].got[&t].clone(), M as u32);
+    leave_all(members).await;
+
+    // Every member: its part of Table 1's MST, the whole of it across the members.
+    let want: BTreeMap<(u32, u32), u64> = [(1, 4), (0, 3), (3, 5), (3, 4), (1, 2)]
+        .into_iter()
+        .map(|(a, b)| ((a, b), TABLE1_MS[a as usize][b as usize].to_bits()))
+        .collect();
+    let mut ends: BTreeMap<(u32, u32), u32> = BTreeMap::new();
+    for (v, (edges, nodes, total)) in real_results.iter().enumerate() {
+        assert_eq!(*nodes, M as u32, "node {v}");
+        assert!((f64::from_bits(*total) - 758.6).abs() < 1e-9, "node {v}");
+        for (e, w) in edges {
+            assert_eq!(
+                want.get(e),
+                Some(w),
+                "node {v}: edge {e:?} is not in the MST"
+            );
+            *ends.entry(*e).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        ends.keys().copied().collect::<Vec<_>>(),
+        want.keys().copied().collect::<Vec<_>>()
+    );
+    assert!(ends.values().all(|&k| k == 2), "{ends:?}");
+
+    // The simulator's hosts on six nodes (two clusters, as the loopback group).
+    let platform = Platform::builder()
+        .cluster(ClusterSpec::uniform(M / 2, 1e8, 1e9, 1e-4))
+        .cluster(ClusterSpec::uniform(M / 2, 1e8, 1e9, 1e-4))
+        .wan_all(1e7, 5e-3)
+        .build()
+        .unwrap();
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = sim_group(platform, config, 5, |c| c.heartbeat = None).unwrap();
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    sim.input_at(NodeId(3), 0.0, start_input(spec, Bytes::new(), None))
+        .unwrap();
+    let metrics = sim.run().unwrap();
+    assert!(metrics.errors.is_empty(), "{:?}", metrics.errors);
+    let mut simulated = FrameSet::new();
+    for line in String::from_utf8(log.contents()).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
+        if v["ev"] != "send" {
+            continue;
+        }
+        let e = simulated
+            .entry((
+                v["node"].as_u64().unwrap() as u32,
+                v["peer"].as_u64().unwrap() as u32,
+                v["msg"].as_str().unwrap().to_string(),
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 += v["bytes"].as_u64().unwrap();
+    }
+    let sim_results = mst_results(
+        |v| {
+            let d = sim.delivered_of(NodeId(v), t);
+            assert_eq!(d.len(), 1, "node {v}");
+            d[0].1.to_vec()
+        },
+        M as u32,
+    );
+    assert_eq!(sim_results, real_results);
+    let ghs: u64 = real
+        .iter()
+        .filter(|(k, _)| k.2.starts_with("ghs_"))
+        .map(|(_, c)| c.0)
+        .sum();
+    assert_eq!(ghs, 52, "{real:?}");
+    assert!(simulated.keys().any(|k| k.2 == "session"));
+    assert_eq!(simulated, real);
 }

@@ -8,6 +8,13 @@
 //! | `broadcast` | [`CollectiveSpec::Broadcast`]   | [`crate::tree_broadcast`]        | yes    |
 //! | `scatter`   | [`CollectiveSpec::Scatter`]     | [`crate::scatter`]               | no     |
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
+//! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`GhsProtocol`](crate::ghs::GhsProtocol)) | no |
+//!
+//! An MST run takes no data: every node delivers its own tree edges
+//! ([`MstResult`](crate::ghs::MstResult)). It cannot take a node back: GHS has no failure
+//! handling (a lost member aborts the run; the repair of issue 17's next step is where a tree
+//! survives a failure), and a restarted node's fresh machine could not rejoin the fragments
+//! its earlier life belonged to.
 //!
 //! # Adding a protocol
 //! 1. one module in this crate with its machine, its parameters (serde), its messages (an enum
@@ -26,6 +33,7 @@
 
 use crate::bittorrent::BitTorrentConfig;
 use crate::frame::TransferId;
+use crate::ghs::{GhsProtocol, MstSpec};
 use crate::mob::MobConfig;
 use crate::multicast::{self, MulticastProtocol, MulticastSpec};
 use crate::node::Protocol;
@@ -107,10 +115,12 @@ pub enum CollectiveSpec {
         /// The root's manifest.
         manifest: ManifestSpec,
     },
+    /// [`crate::ghs`]: the distributed minimum spanning tree of a weighted graph.
+    Mst(MstSpec),
 }
 
 impl CollectiveSpec {
-    /// `broadcast`, `scatter` or `multicast`.
+    /// `broadcast`, `scatter`, `multicast` or `mst`.
     pub fn name(&self) -> &'static str {
         self.descriptor().name
     }
@@ -121,6 +131,7 @@ impl CollectiveSpec {
             CollectiveSpec::Broadcast { .. } => &REGISTRY[0],
             CollectiveSpec::Scatter { .. } => &REGISTRY[1],
             CollectiveSpec::Multicast { .. } => &REGISTRY[2],
+            CollectiveSpec::Mst(_) => &REGISTRY[3],
         }
     }
 }
@@ -133,6 +144,8 @@ pub enum Delivers {
     AllData,
     /// Every node keeps and computes its own share of the load.
     Share,
+    /// Every node receives its own edges of the tree ([`crate::ghs::MstResult`]).
+    TreeEdges,
 }
 
 /// One protocol's entry in the registry.
@@ -154,7 +167,7 @@ pub struct Descriptor {
 }
 
 /// Every collective windrose runs, one entry per protocol module.
-pub static REGISTRY: [Descriptor; 3] = [
+pub static REGISTRY: [Descriptor; 4] = [
     Descriptor {
         name: "broadcast",
         summary: "pipelined broadcast over a tree (any tree algorithm)",
@@ -178,6 +191,14 @@ pub static REGISTRY: [Descriptor; 3] = [
         verifies_pieces: true,
         rejoins: true,
         build: build_multicast,
+    },
+    Descriptor {
+        name: "mst",
+        summary: "distributed minimum spanning tree of a weighted graph (GHS)",
+        delivers: Delivers::TreeEdges,
+        verifies_pieces: false,
+        rejoins: false,
+        build: build_mst,
     },
 ];
 
@@ -405,6 +426,28 @@ fn build_multicast(
     })
 }
 
+fn build_mst(spec: &CollectiveSpec, ctx: &BuildContext, start: Start) -> Result<Built, String> {
+    let CollectiveSpec::Mst(mst) = spec else {
+        unreachable!("the registry hands an MST spec to build_mst");
+    };
+    if let Start::Root(data) = &start {
+        if !data.is_empty() {
+            return Err(format!(
+                "an MST run takes no data ({} bytes given): its graph is in the spec",
+                data.len()
+            ));
+        }
+    }
+    mst.check(|n| ctx.members.iter().any(|(m, _)| *m == n))?;
+    let edges = mst.incident(ctx.me);
+    let neighbours = edges.iter().map(|&(n, _)| n).collect();
+    let m = GhsProtocol::new(ctx.me, ctx.transfer, edges).map_err(|e| e.to_string())?;
+    Ok(Built {
+        machine: Box::new(m),
+        neighbours,
+    })
+}
+
 /// One tree of a multicast plan as it travels in a spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanTreeSpec {
@@ -580,7 +623,7 @@ mod tests {
     #[test]
     fn every_spec_names_its_registry_entry() {
         let names: Vec<&str> = REGISTRY.iter().map(|d| d.name).collect();
-        assert_eq!(names, ["broadcast", "scatter", "multicast"]);
+        assert_eq!(names, ["broadcast", "scatter", "multicast", "mst"]);
         let tree = Tree::from_edges(2, NodeId(0), &[(NodeId(1), NodeId(0))]).unwrap();
         let b = CollectiveSpec::Broadcast {
             tree: TreeSpec::of(&tree),
@@ -591,5 +634,72 @@ mod tests {
         let json = serde_json::to_string(&b).unwrap();
         let back: CollectiveSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, b);
+    }
+
+    fn ctx(me: u32) -> BuildContext {
+        BuildContext {
+            me: NodeId(me),
+            root: NodeId(0),
+            transfer: TransferId(9),
+            total_len: 0,
+            members: (0..3).map(|i| (NodeId(i), ClusterId(0))).collect(),
+            idle_timeout: None,
+            seed: 0,
+            verifier: Arc::new(crate::pieces::Blake3Verifier),
+            keeper: None,
+        }
+    }
+
+    #[test]
+    fn mst_specs_build_each_node_with_its_edges_and_refuse_what_does_not_fit() {
+        use crate::ghs::{MstSpec, WeightMetric};
+        let w = vec![
+            vec![0.0, 1.0, 2.0],
+            vec![1.0, 0.0, 3.0],
+            vec![2.0, 3.0, 0.0],
+        ];
+        let spec = CollectiveSpec::Mst(MstSpec::complete(WeightMetric::LatencyS, &w).unwrap());
+        assert_eq!(spec.name(), "mst");
+        assert!(!spec.descriptor().rejoins);
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(
+            json.starts_with(r#"{"mst":{"metric":"latency_s","edges":[[0,1,1.0]"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<CollectiveSpec>(&json).unwrap(), spec);
+        // Weights travel bit for bit (this one came back one ulp off before float_roundtrip).
+        let w = 0.022654103117423486f64;
+        let one = CollectiveSpec::Mst(MstSpec {
+            metric: WeightMetric::LatencyS,
+            edges: vec![(NodeId(5), NodeId(6), w)],
+        });
+        let back: CollectiveSpec =
+            serde_json::from_slice(&serde_json::to_vec(&one).unwrap()).unwrap();
+        let CollectiveSpec::Mst(back) = back else {
+            panic!("not an MST spec")
+        };
+        assert_eq!(back.edges[0].2.to_bits(), w.to_bits());
+        let built = build(&spec, &ctx(2), Start::Fresh).unwrap();
+        assert_eq!(built.neighbours, vec![NodeId(0), NodeId(1)]);
+        assert!(build(&spec, &ctx(0), Start::Root(Bytes::new())).is_ok());
+        let err = |spec: &CollectiveSpec, start: Start| build(spec, &ctx(1), start).err().unwrap();
+        assert!(err(&spec, Start::Root(Bytes::from_static(b"x"))).contains("takes no data"));
+        assert!(err(&spec, Start::Rejoin(Vec::new())).contains("cannot take a node back"));
+        let mst = |edges: Vec<(NodeId, NodeId, f64)>| {
+            CollectiveSpec::Mst(MstSpec {
+                metric: WeightMetric::InverseBandwidth,
+                edges,
+            })
+        };
+        let (a, b, c) = (NodeId(0), NodeId(1), NodeId(5));
+        assert!(err(&mst(vec![(a, c, 1.0)]), Start::Fresh).contains("not a member"));
+        assert!(err(&mst(vec![(a, b, 1.0), (b, a, 2.0)]), Start::Fresh).contains("twice"));
+        assert!(err(&mst(vec![(a, b, -1.0)]), Start::Fresh).contains("finite weight >= 0"));
+        assert!(err(&mst(vec![(a, a, 1.0)]), Start::Fresh).contains("two distinct nodes"));
+        assert!(
+            MstSpec::complete(WeightMetric::LatencyS, &[vec![0.0, 1.0], vec![2.0, 0.0]])
+                .unwrap_err()
+                .contains("not symmetric")
+        );
     }
 }

@@ -28,6 +28,7 @@
 //! | 3      | [`crate::tree_broadcast`] ([`BroadcastMsg`](crate::tree_broadcast::BroadcastMsg)) | data  |
 //! | 4      | [`crate::scatter`] ([`ScatterMsg`](crate::scatter::ScatterMsg)) | share, share_finished   |
 //! | 5      | [`crate::pieces`] ([`PieceMsg`](crate::pieces::PieceMsg)) | bitfield, have, request, piece, signal, peer_list |
+//! | 6      | [`crate::ghs`] ([`GhsFrame`](crate::ghs::GhsFrame)) | ghs_connect, ghs_initiate, ghs_test, ghs_accept, ghs_reject, ghs_report, ghs_change_root, ghs_done |
 //!
 //! Each family's module documents its kinds' fixed fields. Kind names are unique across
 //! families (they name frames in logs, JSON and the frame-count tests).
@@ -60,10 +61,12 @@ pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 8;
 /// The default limit on a frame's body length: 16 MiB.
 pub const DEFAULT_MAX_BODY_LEN: u32 = 16 << 20;
-/// The largest fixed part of any message body (a share chunk's 28 bytes). A receiver whose
-/// body limit is `L` accepts payloads of up to `L - MAX_FIXED_BODY_LEN` bytes of every kind
-/// (checked by a test over every family).
-pub const MAX_FIXED_BODY_LEN: usize = 28;
+/// The largest fixed part of any message body (a GHS report's or done's 33 bytes: a transfer
+/// id and GHS's 29-byte body, see [`GhsFrame`](crate::ghs::GhsFrame); before GHS, a share
+/// chunk's 28). A receiver whose body limit is `L` accepts payloads of up to
+/// `L - MAX_FIXED_BODY_LEN` bytes of every kind (checked by a test over every family), and
+/// every payload-less frame as soon as `L >= MAX_FIXED_BODY_LEN`.
+pub const MAX_FIXED_BODY_LEN: usize = 33;
 
 /// Which collective a message belongs to, so one connection can carry several.
 #[derive(
@@ -287,6 +290,8 @@ families! {
     Scatter(crate::scatter::ScatterMsg),
     /// A message of the piece-based multicasts (MOB, BitTorrent, tree multicast).
     Pieces(crate::pieces::PieceMsg),
+    /// A message of the distributed minimum spanning tree (GHS), tagged with its run.
+    Ghs(crate::ghs::GhsFrame),
 }
 
 impl Message {
@@ -379,6 +384,14 @@ pub enum FrameError {
         kind: MessageKind,
         /// What is wrong.
         what: &'static str,
+    },
+    /// A field out of its range, as the owning family's codec words it (with the value read).
+    #[error("{kind} frame: {what}")]
+    Invalid {
+        /// The kind.
+        kind: MessageKind,
+        /// What is wrong.
+        what: String,
     },
 }
 

@@ -125,30 +125,44 @@
 //! The encoding is canonical: [`GhsMsg::parse`] accepts exactly the bodies
 //! [`GhsMsg::encode_body`] produces, and never panics.
 //!
-//! # What a `Protocol` adapter needs (not built here)
+//! # On the wire: frame family 6
 //!
-//! [`crate::Output::Send`] carries a [`crate::frame::Message`], which has no GHS variant yet, so
-//! the adapter to [`crate::Protocol`] belongs with the frame refactoring. It needs:
-//! - a frame kind (or family) for GHS whose body is the GHS kind byte ([`GhsMsg::kind`]) and
-//!   [`GhsMsg::encode_body`], decoded with [`GhsMsg::parse`] (body at most
-//!   [`MAX_BODY_LEN`] bytes); if several GHS runs may share a connection (the maintenance
-//!   epochs of the next step), a transfer or epoch id in that frame, since `GhsMsg` has none;
+//! A GHS message travels in a [`GhsFrame`]: frame family 6, one frame kind per GHS kind
+//! (`ghs_connect` ... `ghs_done`, numbered as above), the fixed body being the run's
+//! [`TransferId`] (u32) followed by the body above, so several MST runs (later: maintenance
+//! epochs) share a connection. Every kind is a payload-less fixed layout of 4 + body bytes
+//! (4 to 33), so the frame header alone settles the length; see [`GhsFrame`] for why this and
+//! not a payload, and what it costs (`MAX_FIXED_BODY_LEN` 28 -> 33). A field out of range is a
+//! [`FrameError::Invalid`] naming the frame kind and the value.
+//!
+//! # The collective: [`GhsProtocol`]
+//!
+//! [`GhsProtocol`] runs a [`Ghs`] as a [`Protocol`], built by the registry from
+//! [`CollectiveSpec::Mst`](crate::collective::CollectiveSpec) ([`MstSpec`]: the weighted graph
+//! and its [`WeightMetric`]; each node takes its incident edges), so an MST run is started by
+//! any member through the [`Host`](crate::host::Host)'s session like any collective, in the
+//! simulator and over TCP alike:
 //! - `Input::Start` -> [`Ghs::start`] (every node wakes spontaneously under the driver
-//!   contract, which GHS allows); `Input::Message` -> decode, then [`Ghs::handle`]; each
-//!   `(to, msg)` pushed -> `Output::Send` to `to` (order kept: GHS relies on FIFO links, which
-//!   the driver contract gives);
-//! - after each step, once [`Ghs::is_done`] turns true: `Output::Finished` exactly once (a node
-//!   without edges is done right at `Start`), perhaps with a report of [`Ghs::completion`] and
-//!   [`Ghs::branch_edges`]; `Status::Running` before, `Status::Finished` after (a done node
-//!   sends nothing more and receives nothing: any message then is refused);
-//! - [`GhsError`] -> a `ProtocolError` naming the sender (GHS refuses an input without changing
-//!   and without pushing anything, as the contract asks; `ProtocolError::UnexpectedMessage`
-//!   wants a `MessageKind`, so the GHS frame kind, with the [`GhsMsg::name`] in its text);
-//!   `GhsWireError` -> a frame error (`FrameError` has no variant carrying it yet);
-//! - `Input::PeerFailed` -> `Output::Aborted` (GHS itself has no failure handling: that is the
-//!   maintenance step); no timers, no `SendComplete`, no randomness.
+//!   contract, which GHS allows); `Input::Message` of its transfer -> [`Ghs::handle`]; each
+//!   `(to, msg)` pushed -> `Output::Send` in order (GHS relies on FIFO links, which the driver
+//!   contract gives);
+//! - once [`Ghs::is_done`]: the node's result, [`MstResult`] (its tree edges, the node count
+//!   and total weight every node learnt), as the bytes of an `Output::Deliver` at offset 0,
+//!   then `Output::Finished`, exactly once (a node without edges does both at `Start`). The
+//!   result is delivered rather than reported so that every driver hands it to its
+//!   application unchanged (the simulator records it, the runtime emits it as a
+//!   `Delivered` event) with no new report type; [`MstResult::parse`] reads it back;
+//! - [`GhsError`] -> `ProtocolError::UnexpectedMessage` naming the sender, the frame kind and
+//!   the reason; the machine is then unchanged and pushed nothing, as the contract asks;
+//! - `Input::PeerFailed` -> `Output::Aborted` (GHS has no failure handling: that is the
+//!   maintenance step); no timers, no `SendComplete`, no randomness. A run cannot take a
+//!   restarted node back (`rejoins: false` in the registry).
 
-use bytes::{BufMut, BytesMut};
+use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
+use crate::node::{AbortReason, Command, Input, Output, Outputs, Protocol, ProtocolError, Status};
+use crate::time::Time;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::fmt;
@@ -621,6 +635,137 @@ impl GhsWireError {
             kind: GhsMsg::kind_name(kind).unwrap_or("unknown"),
             what,
         }
+    }
+}
+
+/// A GHS message on the wire: frame family 6, tagged with the [`TransferId`] of its run, so
+/// several MST runs (and, later, the maintenance epochs) can share one connection.
+///
+/// Every kind is a payload-less fixed layout: the transfer id (u32), then the message's body
+/// ([`GhsMsg::encode_body`]), so the frame header alone says whether the length is right and
+/// a wrong one is refused before any body byte is awaited. Why not a payload: a payload kind
+/// would let a peer declare any body length up to the frame limit and make the receiver wait
+/// for (and buffer) it before [`GhsMsg::parse`] could refuse it; fixed layouts cost raising
+/// [`MAX_FIXED_BODY_LEN`](crate::frame::MAX_FIXED_BODY_LEN) from 28 to 33 bytes, which lowers
+/// the largest data or piece payload a default receiver accepts by 5 bytes (16 MiB - 33).
+///
+/// | kind | name              | fixed body                         |
+/// |------|-------------------|------------------------------------|
+/// | 1    | `ghs_connect`     | transfer u32, `Connect` body (5)   |
+/// | 2    | `ghs_initiate`    | transfer u32, `Initiate` body (22) |
+/// | 3    | `ghs_test`        | transfer u32, `Test` body (21)     |
+/// | 4    | `ghs_accept`      | transfer u32 (4)                   |
+/// | 5    | `ghs_reject`      | transfer u32 (4)                   |
+/// | 6    | `ghs_report`      | transfer u32, `Report` body (33)   |
+/// | 7    | `ghs_change_root` | transfer u32 (4)                   |
+/// | 8    | `ghs_done`        | transfer u32, `Done` body (33)     |
+///
+/// Frames compare by their bytes (kind and encoded fields), so equality is an equivalence even
+/// though the messages carry `f64`s.
+#[derive(Copy, Clone, Debug)]
+pub struct GhsFrame {
+    /// The MST run the message belongs to.
+    pub transfer: TransferId,
+    /// The message.
+    pub msg: GhsMsg,
+}
+
+impl GhsFrame {
+    /// The frame kind of GHS kind byte `kind` (1..=8).
+    pub const fn kind_of(kind: u8) -> MessageKind {
+        MessageKind::of::<GhsFrame>(kind)
+    }
+
+    /// The frame kind of this message.
+    pub fn message_kind(&self) -> MessageKind {
+        GhsFrame::kind_of(self.msg.kind())
+    }
+
+    fn body(&self) -> BytesMut {
+        let mut b = BytesMut::with_capacity(MAX_BODY_LEN);
+        self.msg.encode_body(&mut b);
+        b
+    }
+}
+
+impl PartialEq for GhsFrame {
+    fn eq(&self, other: &GhsFrame) -> bool {
+        self.transfer == other.transfer
+            && self.msg.kind() == other.msg.kind()
+            && self.body() == other.body()
+    }
+}
+
+impl Eq for GhsFrame {}
+
+const fn layout(kind: u8, name: &'static str) -> KindLayout {
+    KindLayout {
+        kind,
+        name,
+        fixed: 4 + LENS[kind as usize - 1],
+        payload: false,
+    }
+}
+
+impl Family for GhsFrame {
+    const FAMILY: u8 = 6;
+    const KINDS: &'static [KindLayout] = &[
+        layout(K_CONNECT, "ghs_connect"),
+        layout(K_INITIATE, "ghs_initiate"),
+        layout(K_TEST, "ghs_test"),
+        layout(K_ACCEPT, "ghs_accept"),
+        layout(K_REJECT, "ghs_reject"),
+        layout(K_REPORT, "ghs_report"),
+        layout(K_CHANGE_ROOT, "ghs_change_root"),
+        layout(K_DONE, "ghs_done"),
+    ];
+
+    fn kind(&self) -> u8 {
+        self.msg.kind()
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        Some(self.transfer)
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        None
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        dst.put_u32(self.transfer.0);
+        self.msg.encode_body(dst);
+    }
+
+    fn parse(kind: u8, body: Bytes) -> Result<Self, FrameError> {
+        let transfer = TransferId(be_u32(&body[..4]));
+        let msg = GhsMsg::parse(kind, &body[4..]).map_err(|e| match e {
+            GhsWireError::UnknownKind { kind } => FrameError::UnknownKind {
+                family: Self::FAMILY,
+                kind,
+            },
+            // The header check fixed the length; kept for a caller that did not.
+            GhsWireError::BodyLength {
+                expected, found, ..
+            } => FrameError::BodyLength {
+                kind: GhsFrame::kind_of(kind),
+                found: (found + 4) as u32,
+                expected: expected + 4,
+                at_least: false,
+            },
+            GhsWireError::Invalid { what, .. } => FrameError::Invalid {
+                kind: GhsFrame::kind_of(kind),
+                what,
+            },
+        })?;
+        Ok(GhsFrame { transfer, msg })
+    }
+
+    /// What `parse` refuses, for frames that never crossed a wire: the body must parse back.
+    fn validate(&self) -> Result<(), FrameError> {
+        let mut body = BytesMut::with_capacity(4 + MAX_BODY_LEN);
+        self.put_fixed(&mut body);
+        GhsFrame::parse(self.msg.kind(), body.freeze()).map(|_| ())
     }
 }
 
@@ -1237,6 +1382,311 @@ impl Ghs {
                 self.send(i, done, out);
             }
         }
+    }
+}
+
+/// What a node of an MST run hands to its application when the tree is complete: its own
+/// tree edges and what every node learnt with the end. Delivered once, as the bytes of
+/// [`MstResult::encode`] in an [`Output::Deliver`] at offset 0 (before `Output::Finished`), so
+/// any driver hands it to the application like a broadcast's data and a test reads it back
+/// with [`MstResult::parse`].
+///
+/// Encoding (big-endian): nodes u32, total weight f64 bits, branch count u32, then per tree
+/// edge of this node, lightest first: neighbour u32, weight f64 bits (16 + 12 per edge bytes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MstResult {
+    /// Nodes in the tree (the node's connected component of the spec's graph).
+    pub nodes: u32,
+    /// Sum of the tree's edge weights, bit-identical at every node.
+    pub total_weight: f64,
+    /// This node's tree edges, `(neighbour, weight)`, lightest first (GHS's key order).
+    pub branches: Vec<(NodeId, f64)>,
+}
+
+impl MstResult {
+    /// The result of a machine that is done (None before).
+    pub fn of(ghs: &Ghs) -> Option<MstResult> {
+        let c = ghs.completion()?;
+        Some(MstResult {
+            nodes: c.nodes,
+            total_weight: c.total_weight,
+            branches: ghs.branch_edges(),
+        })
+    }
+
+    /// The bytes delivered (see the type's docs).
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(16 + 12 * self.branches.len());
+        b.put_u32(self.nodes);
+        b.put_u64(self.total_weight.to_bits());
+        b.put_u32(self.branches.len() as u32);
+        for &(to, w) in &self.branches {
+            b.put_u32(to.0);
+            b.put_u64(w.to_bits());
+        }
+        b.freeze()
+    }
+
+    /// Reads what [`encode`](Self::encode) wrote; an error for any other length.
+    pub fn parse(bytes: &[u8]) -> Result<MstResult, String> {
+        if bytes.len() < 16 {
+            return Err(format!(
+                "an MST result of {} bytes, at least 16 expected",
+                bytes.len()
+            ));
+        }
+        let count = u64::from(be_u32(&bytes[12..16]));
+        let expected = 16 + 12 * count;
+        if bytes.len() as u64 != expected {
+            return Err(format!(
+                "an MST result of {} bytes for {count} edges, expected {expected}",
+                bytes.len()
+            ));
+        }
+        Ok(MstResult {
+            nodes: be_u32(&bytes[0..4]),
+            total_weight: f64::from_bits(be_u64(&bytes[4..12])),
+            branches: bytes[16..]
+                .chunks_exact(12)
+                .map(|e| (NodeId(be_u32(&e[..4])), f64::from_bits(be_u64(&e[4..]))))
+                .collect(),
+        })
+    }
+}
+
+/// What the weights of an MST spec's graph measure (the two metrics).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightMetric {
+    /// One-way latency in seconds: the tree of least total latency, for short messages.
+    LatencyS,
+    /// The inverse of the link's bandwidth, s/byte: for large messages (a minimum spanning
+    /// tree is also a minimum-bottleneck tree, so it keeps the slowest link used fast).
+    InverseBandwidth,
+}
+
+/// The parameters of an MST run ([`CollectiveSpec::Mst`](crate::collective::CollectiveSpec)):
+/// the weighted graph, as undirected edges `(a, b, weight)`, each pair at most once; each node
+/// takes its incident edges. A member in no edge is a tree of its own (done at its start); a
+/// disconnected graph gives each component its own tree (every node wakes at the start).
+/// Both ends of an edge must hold its weight bit for bit: the initiator builds from the spec
+/// itself and the others from its JSON, which the workspace parses exactly (serde_json's
+/// `float_roundtrip`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MstSpec {
+    /// What the weights measure (documentation for the application; GHS only compares them).
+    pub metric: WeightMetric,
+    /// The edges, weights finite and >= 0.
+    pub edges: Vec<(NodeId, NodeId, f64)>,
+}
+
+impl MstSpec {
+    /// The complete graph of a symmetric matrix `weights[a][b]` (the diagonal is ignored).
+    pub fn complete(metric: WeightMetric, weights: &[Vec<f64>]) -> Result<MstSpec, String> {
+        let n = weights.len();
+        let mut edges = Vec::with_capacity(n * n.saturating_sub(1) / 2);
+        for (a, row) in weights.iter().enumerate() {
+            if row.len() != n {
+                return Err(format!(
+                    "row {a} of the weights has {} entries, not {n}",
+                    row.len()
+                ));
+            }
+            for b in a + 1..n {
+                if row[b].to_bits() != weights[b][a].to_bits() {
+                    return Err(format!(
+                        "the weights are not symmetric: {a}-{b} is {}, {b}-{a} is {}",
+                        row[b], weights[b][a]
+                    ));
+                }
+                edges.push((NodeId(a as u32), NodeId(b as u32), row[b]));
+            }
+        }
+        Ok(MstSpec { metric, edges })
+    }
+
+    /// Node `me`'s incident edges, `(neighbour, weight)`.
+    pub fn incident(&self, me: NodeId) -> Vec<(NodeId, f64)> {
+        self.edges
+            .iter()
+            .filter_map(|&(a, b, w)| match me {
+                _ if me == a => Some((b, w)),
+                _ if me == b => Some((a, w)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Checks that every edge joins two distinct members by a weight GHS takes, each pair once.
+    pub fn check(&self, is_member: impl Fn(NodeId) -> bool) -> Result<(), String> {
+        let mut pairs = Vec::with_capacity(self.edges.len());
+        for &(a, b, w) in &self.edges {
+            for end in [a, b] {
+                if !is_member(end) {
+                    return Err(format!(
+                        "the MST graph's edge {a}-{b} names node {end}, not a member"
+                    ));
+                }
+            }
+            if EdgeKey::new(a, b, w).is_none() {
+                return Err(format!(
+                    "the MST graph's edge {a}-{b} of weight {w}: expected two distinct nodes and a finite weight >= 0"
+                ));
+            }
+            pairs.push((a.min(b), a.max(b)));
+        }
+        pairs.sort_unstable();
+        if let Some(w) = pairs.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!(
+                "the MST graph has the edge {}-{} twice",
+                w[0].0, w[0].1
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One node of an MST run as a [`Protocol`]: [`Ghs`] with its messages in [`GhsFrame`]s.
+///
+/// - `Input::Start` wakes the node ([`Ghs::start`]; under the driver contract every node wakes
+///   spontaneously, which GHS allows); `Input::Message` of its transfer goes to
+///   [`Ghs::handle`]; the messages GHS pushes become `Output::Send`s in the same order (GHS
+///   relies on FIFO links, which the contract gives).
+/// - Once [`Ghs::is_done`]: the node's [`MstResult`] as an `Output::Deliver`, then
+///   `Output::Finished`, exactly once (a node without edges does both at `Start`). A done node
+///   sends nothing more; a GHS message after that is refused (no correct run sends one).
+/// - A refused GHS message ([`GhsError`]) is a [`ProtocolError::UnexpectedMessage`] naming the
+///   sender and the frame kind; a frame of another run is [`ProtocolError::WrongTransfer`]; a
+///   frame of another family is unexpected. The machine is then unchanged.
+/// - `Input::PeerFailed` while running: `Output::Aborted` (GHS has no failure handling; any
+///   member lost leaves the spec's graph without a spanning tree). After the end it is ignored.
+/// - No timers, no send completions, no compute tasks, no randomness.
+#[derive(Clone, Debug)]
+pub struct GhsProtocol {
+    ghs: Ghs,
+    transfer: TransferId,
+    started: bool,
+    status: Status,
+    scratch: Vec<(NodeId, GhsMsg)>,
+}
+
+impl GhsProtocol {
+    /// The machine of node `me` in the run `transfer`, with its incident edges (see
+    /// [`Ghs::new`]).
+    pub fn new(
+        me: NodeId,
+        transfer: TransferId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<GhsProtocol, GhsSetupError> {
+        Ok(GhsProtocol {
+            ghs: Ghs::new(me, edges)?,
+            transfer,
+            started: false,
+            status: Status::Running,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The GHS machine (its state, branches, counters).
+    pub fn ghs(&self) -> &Ghs {
+        &self.ghs
+    }
+
+    /// Sends what GHS pushed, then ends if GHS is done.
+    fn emit(&mut self, out: &mut Outputs) {
+        for (to, msg) in self.scratch.drain(..) {
+            out.send(
+                to,
+                Message::Ghs(GhsFrame {
+                    transfer: self.transfer,
+                    msg,
+                }),
+            );
+        }
+        if self.status == Status::Running {
+            if let Some(result) = MstResult::of(&self.ghs) {
+                out.push(Output::Deliver {
+                    transfer: self.transfer,
+                    offset: 0,
+                    data: result.encode(),
+                });
+                self.status = Status::Finished;
+                out.push(Output::Finished);
+            }
+        }
+    }
+}
+
+impl Protocol for GhsProtocol {
+    fn node(&self) -> NodeId {
+        self.ghs.node()
+    }
+
+    fn handle(&mut self, _now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        match input {
+            Input::Start => {
+                if !self.started && self.status == Status::Running {
+                    self.started = true;
+                    self.ghs.start(&mut self.scratch);
+                    self.emit(out);
+                }
+                Ok(())
+            }
+            Input::Message {
+                from,
+                message: Message::Ghs(frame),
+            } => {
+                let kind = frame.message_kind();
+                if frame.transfer != self.transfer {
+                    return Err(ProtocolError::WrongTransfer {
+                        from,
+                        kind,
+                        expected: self.transfer,
+                        found: frame.transfer,
+                    });
+                }
+                if self.status == Status::Aborted {
+                    // Neighbours still running do not know yet; nothing to do here.
+                    return Ok(());
+                }
+                let why = |e: GhsError| match e {
+                    GhsError::NotANeighbour { .. } => "from a node that is not a neighbour",
+                    GhsError::AfterDone { .. } => "after the tree was complete",
+                    GhsError::Unexpected { why, .. } => why,
+                };
+                self.ghs
+                    .handle(from, frame.msg, &mut self.scratch)
+                    .map_err(|e| ProtocolError::UnexpectedMessage {
+                        from,
+                        kind,
+                        why: why(e),
+                    })?;
+                self.emit(out);
+                Ok(())
+            }
+            Input::Message { from, message } => Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind: message.kind(),
+                why: "an MST node takes only GHS messages",
+            }),
+            // No timers are set; a stale one from a driver is harmless.
+            Input::Timer(_) | Input::App(_) => Ok(()),
+            Input::Command(Command::ComputeDone { task }) => {
+                Err(ProtocolError::UnknownTask { task })
+            }
+            Input::SendComplete { to, id } => Err(ProtocolError::UnknownSend { to, id }),
+            Input::PeerFailed(peer) => {
+                if self.status == Status::Running {
+                    self.status = Status::Aborted;
+                    out.push(Output::Aborted(AbortReason::PeerFailed { peer }));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn status(&self) -> Status {
+        self.status
     }
 }
 

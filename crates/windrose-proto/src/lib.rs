@@ -25,7 +25,9 @@
 //! - [`tree_broadcast`]: pipelined broadcast of a message over any `windrose_trees::Tree`.
 //! - [`scatter`]: divisible-load scatter following a `windrose_trees::dlt::Schedule`, with the
 //!   exact byte split every node computes.
-//! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira), its messages and codec.
+//! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira): the machine, its
+//!   messages and codec, their frame family ([`ghs::GhsFrame`]), the collective's
+//!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers.
 //! - [`probe`]: round-trip measurement with ping/pong frames, for the runtime's link probes.
 //! - [`app`]: the application's effects behind one trait ([`Application`](app::Application):
 //!   deliver, compute, verify), BLAKE3 by default ([`Blake3App`](app::Blake3App)).

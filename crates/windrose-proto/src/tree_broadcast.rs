@@ -218,13 +218,16 @@ impl BroadcastConfig {
     }
 }
 
+// The requirement's text below names this bound.
+const _: () = assert!(DEFAULT_MAX_BODY_LEN as usize - MAX_FIXED_BODY_LEN == 16_777_183);
+
 /// Checks a `max_frame_payload` parameter.
 pub(crate) fn check_frame_payload(max_frame_payload: u32) -> Result<(), SetupError> {
     let limit = DEFAULT_MAX_BODY_LEN as usize - MAX_FIXED_BODY_LEN;
     if max_frame_payload == 0 || max_frame_payload as usize > limit {
         return Err(SetupError::Config {
             what: "max_frame_payload",
-            requirement: "between 1 and the default frame limit minus 28 bytes (16777188)",
+            requirement: "between 1 and the default frame limit minus 33 bytes (16777183)",
             value: max_frame_payload.to_string(),
         });
     }

@@ -7,6 +7,7 @@ use windrose_model::NodeId;
 use windrose_proto::frame::{
     self, Decoder, FrameError, Message, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
+use windrose_proto::ghs::{EdgeKey, GhsFrame, GhsMsg, SearchState, MAX_LEVEL};
 use windrose_proto::host::SessionFrame;
 use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use windrose_proto::probe::{Probe, ProbeMsg};
@@ -16,6 +17,64 @@ use windrose_proto::Time;
 
 fn payload() -> impl Strategy<Value = Bytes> {
     prop::collection::vec(any::<u8>(), 0..300).prop_map(Bytes::from)
+}
+
+/// Any valid GHS frame: every kind, levels, keys and amounts over their whole ranges.
+fn ghs_frame() -> impl Strategy<Value = Message> {
+    let key = (
+        prop_oneof![Just(0.0), Just(f64::MAX), 0.0..1e9f64],
+        any::<u32>(),
+        any::<u32>(),
+    )
+        .prop_filter_map("distinct ends", |(w, a, b)| {
+            EdgeKey::new(NodeId(a), NodeId(b), w)
+        });
+    let amount = prop_oneof![Just(0.0), Just(f64::MAX), 0.0..1e12f64];
+    (
+        any::<u32>(),
+        1u8..=8,
+        0..=MAX_LEVEL,
+        key,
+        any::<bool>(),
+        2..=u32::MAX,
+        amount,
+    )
+        .prop_map(|(t, kind, level, key, flag, nodes, amount)| {
+            let msg = match kind {
+                1 => GhsMsg::Connect { level },
+                2 => GhsMsg::Initiate {
+                    level,
+                    fragment: key,
+                    state: if flag {
+                        SearchState::Find
+                    } else {
+                        SearchState::Found
+                    },
+                },
+                3 => GhsMsg::Test {
+                    level,
+                    fragment: key,
+                },
+                4 => GhsMsg::Accept,
+                5 => GhsMsg::Reject,
+                6 => GhsMsg::Report {
+                    best: flag.then_some(key),
+                    nodes,
+                    weight: amount,
+                },
+                7 => GhsMsg::ChangeRoot,
+                _ => GhsMsg::Done {
+                    fragment: key,
+                    level,
+                    nodes,
+                    total_weight: amount,
+                },
+            };
+            Message::Ghs(GhsFrame {
+                transfer: TransferId(t),
+                msg,
+            })
+        })
 }
 
 /// Any valid message, edge values included.
@@ -109,6 +168,7 @@ fn message() -> impl Strategy<Value = Message> {
             Message::Pieces(PieceMsg::PeerList(PeerList::new(TransferId(t), &nodes)))
         }),
         payload().prop_map(|body| Message::Session(SessionFrame { body })),
+        ghs_frame(),
     ]
 }
 
@@ -240,10 +300,10 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=5).contains(&byte) { byte + 5 } else { byte };
+        bad[1] = if (1..=6).contains(&byte) { byte + 6 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         let mut bad = good.to_vec();
-        bad[2] = if (1..=6).contains(&byte) { byte + 6 } else { byte };
+        bad[2] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Reserved flags.
         let mut bad = good.to_vec();
@@ -309,8 +369,8 @@ proptest! {
 
     #[test]
     fn frames_with_a_valid_header_and_arbitrary_body_never_panic(
-        family in 1u8..=5,
-        kind in 1u8..=6,
+        family in 1u8..=6,
+        kind in 1u8..=8,
         body in prop::collection::vec(any::<u8>(), 0..64),
     ) {
         let mut bytes = vec![0xB2, family, kind, 0];

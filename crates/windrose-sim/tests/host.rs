@@ -4,10 +4,12 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::NodeId;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
@@ -443,4 +445,261 @@ fn each_host_forecasts_its_links_round_trips_and_follows_a_latency_step() {
             );
         }
     }
+}
+
+/// The weights of seed 004's 24 processes (data/scenarios/seed004-six-sites.toml): one-way
+/// latency in seconds, 0 inside a site and Table 1's between sites.
+fn six_site_latencies(platform: &Platform) -> Vec<Vec<f64>> {
+    let n = platform.node_count();
+    (0..n as u32)
+        .map(|a| {
+            (0..n as u32)
+                .map(|b| {
+                    let (ca, cb) = (
+                        platform.cluster_of(NodeId(a)),
+                        platform.cluster_of(NodeId(b)),
+                    );
+                    match () {
+                        _ if a == b => 0.0,
+                        _ if ca == cb => platform.intra_latency_s(ca),
+                        _ => platform.wan_latency_s(ca, cb),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Kruskal's minimum spanning tree (petgraph) on GHS's order `(w, min id, max id)`:
+/// `(min id, max id) -> w`.
+fn kruskal(spec: &MstSpec, n: usize) -> BTreeMap<(u32, u32), f64> {
+    use petgraph::data::Element;
+    let mut g = petgraph::graph::UnGraph::<(), (f64, u32, u32)>::new_undirected();
+    let nodes: Vec<_> = (0..n).map(|_| g.add_node(())).collect();
+    for &(a, b, w) in &spec.edges {
+        let (lo, hi) = (a.0.min(b.0), a.0.max(b.0));
+        g.add_edge(nodes[a.index()], nodes[b.index()], (w, lo, hi));
+    }
+    petgraph::algo::min_spanning_tree(&g)
+        .filter_map(|e| match e {
+            Element::Edge {
+                weight: (w, lo, hi),
+                ..
+            } => Some(((lo, hi), w)),
+            Element::Node { .. } => None,
+        })
+        .collect()
+}
+
+/// Seed 004's 24 processes build the MST of their six-site latencies (GHS, `mst` collective),
+/// started by process 12 through the session: every member delivers its tree edges once, all
+/// of them together are Kruskal's tree with each edge known at both ends, every member knows
+/// the 24 nodes and the same total (758.6 ms), and the initiator counts 24 finished members.
+#[test]
+fn twenty_four_members_build_the_six_site_mst_started_by_one_member() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/scenarios/seed004-six-sites.toml");
+    let platform = windrose_model::platform::load_platform(&path).unwrap();
+    let n = platform.node_count();
+    assert_eq!(n, 24);
+    let spec = MstSpec::complete(WeightMetric::LatencyS, &six_site_latencies(&platform)).unwrap();
+    assert_eq!(spec.edges.len(), 276);
+    let want = kruskal(&spec, n);
+    assert_eq!(want.len(), 23);
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = group(platform, config, 4, |_| {}).unwrap();
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    sim.input_at(
+        NodeId(12),
+        0.0,
+        start_input(CollectiveSpec::Mst(spec), Bytes::new(), None),
+    )
+    .unwrap();
+    for i in 0..n as u32 {
+        sim.input_at(NodeId(i), 120.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    assert!(m.errors.is_empty(), "{:?}", m.errors);
+    let c = completions(&m, 12);
+    assert_eq!(c.len(), 1, "{:?}", reports(&m, 12));
+    let (t, finished, failed) = c[0];
+    assert_eq!((finished, failed), (n as u32, 0));
+    let mut got: BTreeMap<(u32, u32), (f64, u32)> = BTreeMap::new();
+    let mut totals = BTreeSet::new();
+    for v in 0..n as u32 {
+        let d = sim.delivered_of(NodeId(v), t);
+        assert_eq!(d.len(), 1, "node {v} delivered {} times", d.len());
+        assert_eq!(d[0].0, 0);
+        let r = MstResult::parse(&d[0].1).unwrap();
+        assert_eq!(r.nodes, n as u32, "node {v}");
+        totals.insert(r.total_weight.to_bits());
+        for (to, w) in r.branches {
+            let e = got.entry((v.min(to.0), v.max(to.0))).or_insert((w, 0));
+            assert_eq!(e.0.to_bits(), w.to_bits());
+            e.1 += 1;
+        }
+        assert!(
+            m.nodes[v as usize].finished_at_s.is_some(),
+            "node {v} did not leave"
+        );
+    }
+    assert_eq!(totals.len(), 1, "the members disagree on the total");
+    let total = f64::from_bits(*totals.first().unwrap());
+    assert!((total - 0.7586).abs() < 1e-12, "{total}");
+    assert!(got.values().all(|&(_, ends)| ends == 2), "{got:?}");
+    let got: BTreeMap<(u32, u32), f64> = got.into_iter().map(|(k, (w, _))| (k, w)).collect();
+    assert_eq!(got, want);
+    // GHS frames by kind, from the event log (printed with --nocapture).
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    for line in String::from_utf8(log.contents()).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
+        let kind = v["msg"].as_str().unwrap_or("");
+        if v["ev"] == "send" && kind.starts_with("ghs_") {
+            *by_kind.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+    let done_at = m.nodes[12]
+        .reports
+        .iter()
+        .find(|r| matches!(r.report, ReportData::CollectiveComplete { .. }))
+        .map(|r| r.at_s)
+        .unwrap();
+    eprintln!(
+        "24 members: {} GHS frames {by_kind:?}; complete at the initiator at {done_at:.3} s",
+        by_kind.values().sum::<u64>()
+    );
+    assert_eq!(by_kind["ghs_done"], n as u64 - 2);
+}
+
+/// A seeded random connected graph on `n` members: a random spanning tree plus each other pair
+/// with probability 0.4, weights from a few values (ties) or spread.
+fn random_mst_spec(rng: &mut ChaCha8Rng, n: u32) -> MstSpec {
+    let weight = |rng: &mut ChaCha8Rng| {
+        if rng.gen_bool(0.5) {
+            f64::from(rng.gen_range(0..3u32)) * 0.5
+        } else {
+            rng.gen::<f64>() * 0.1
+        }
+    };
+    let mut edges = Vec::new();
+    for v in 1..n {
+        let parent = rng.gen_range(0..v);
+        edges.push((NodeId(parent), NodeId(v), weight(rng)));
+    }
+    for a in 0..n {
+        for b in a + 1..n {
+            let known = edges
+                .iter()
+                .any(|&(x, y, _)| (x.0, y.0) == (a, b) || (x.0, y.0) == (b, a));
+            if !known && rng.gen_bool(0.4) {
+                edges.push((NodeId(a), NodeId(b), weight(rng)));
+            }
+        }
+    }
+    MstSpec {
+        metric: WeightMetric::LatencyS,
+        edges,
+    }
+}
+
+/// Chaos for the `mst` collective (which takes no member back): 40 seeded runs on the
+/// 8-member platform, each on its own random graph, member 0 starting it through its host, and
+/// in three runs of four one member failing at a random time, during the build or after it. No
+/// input is ever refused; member 0 reports the run complete exactly once with every member
+/// counted; every member that finished holds exactly its part of Kruskal's tree with the same
+/// total as the others; a member that did not finish either failed or aborted on hearing of
+/// the failure; and a run without a failure finishes everywhere.
+#[test]
+fn mst_runs_with_a_member_failing_at_random_end_consistently() {
+    let mut rng = ChaCha8Rng::seed_from_u64(0x006d_7374);
+    let mut aborted_runs = 0;
+    for run in 0..40u64 {
+        let spec = random_mst_spec(&mut rng, N);
+        let want = kruskal(&spec, N as usize);
+        let victim = (rng.gen_ratio(3, 4))
+            .then(|| (NodeId(rng.gen_range(1..N)), rng.gen_range(0.0..0.4f64)));
+        let config = SimConfig {
+            record_deliveries: true,
+            strict: true,
+            ..SimConfig::default()
+        };
+        let mut sim = group(platform(), config, run, |_| {}).unwrap();
+        sim.input_at(
+            NodeId(0),
+            0.0,
+            start_input(CollectiveSpec::Mst(spec), Bytes::new(), None),
+        )
+        .unwrap();
+        if let Some((v, at)) = victim {
+            sim.fail_node_at(v, at).unwrap();
+        }
+        for i in 0..N {
+            if victim.map(|(v, _)| v) != Some(NodeId(i)) {
+                sim.input_at(NodeId(i), 60.0, leave_input()).unwrap();
+            }
+        }
+        let m = sim.run().unwrap();
+        let ctx = format!("run {run}, victim {victim:?}");
+        assert!(m.errors.is_empty(), "{ctx}: {:?}", m.errors);
+        let c = completions(&m, 0);
+        assert_eq!(c.len(), 1, "{ctx}: {:?}", reports(&m, 0));
+        let (t, finished, failed) = c[0];
+        assert_eq!(finished + failed, N, "{ctx}");
+        let mut totals = BTreeSet::new();
+        let mut done = 0;
+        for v in 0..N {
+            let d = sim.delivered_of(NodeId(v), t);
+            let ended: Vec<bool> = reports(&m, v)
+                .into_iter()
+                .filter_map(|r| match r {
+                    ReportData::CollectiveEnded { transfer, finished } if transfer == t => {
+                        Some(finished)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if d.is_empty() {
+                assert!(
+                    victim.is_some() && ended != [true],
+                    "{ctx}: node {v} neither delivered nor failed: {ended:?}"
+                );
+                continue;
+            }
+            assert_eq!(d.len(), 1, "{ctx}: node {v}");
+            if victim.map(|(x, _)| x) != Some(NodeId(v)) {
+                assert_eq!(ended, [true], "{ctx}: node {v}");
+            }
+            done += 1;
+            let r = MstResult::parse(&d[0].1).unwrap();
+            assert_eq!(r.nodes, N, "{ctx}: node {v}");
+            totals.insert(r.total_weight.to_bits());
+            let mine: BTreeMap<(u32, u32), f64> = r
+                .branches
+                .iter()
+                .map(|&(to, w)| ((v.min(to.0), v.max(to.0)), w))
+                .collect();
+            let expected: BTreeMap<(u32, u32), f64> = want
+                .iter()
+                .filter(|((a, b), _)| *a == v || *b == v)
+                .map(|(&k, &w)| (k, w))
+                .collect();
+            assert_eq!(mine, expected, "{ctx}: node {v}");
+        }
+        assert!(totals.len() <= 1, "{ctx}: totals differ");
+        assert!(done >= finished, "{ctx}");
+        if victim.is_none() {
+            assert_eq!((finished, failed, done), (N, 0, N), "{ctx}");
+        } else if done < N {
+            aborted_runs += 1;
+        }
+    }
+    // The failures hit some builds in flight (the seed makes this fixed).
+    eprintln!("mst chaos: {aborted_runs} of 40 runs lost members to a failure mid-build");
+    assert!(aborted_runs > 0);
 }

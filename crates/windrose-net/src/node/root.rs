@@ -450,6 +450,8 @@ fn expected_hashes(
                 })
                 .collect()
         }
+        // Each node delivers its own tree edges, none of the root's data: nothing to hash.
+        CollectiveSpec::Mst(_) => others.iter().map(|&p| (p, None)).collect(),
     };
     (expected, whole)
 }
