@@ -20,10 +20,11 @@ use windrose_net::wire::{
     CollectiveSpec, Control, FrameReader, Hello, Job, NodeReport, Progress, Role, RunStatus,
     TreeSpec, Welcome,
 };
-use windrose_proto::frame::{
-    encode, Bitfield, DataSegment, Message, PeerList, Piece, PieceRef, Probe, ShareChunk,
-    ShareFinished, Signal, SignalMsg, TransferId,
-};
+use windrose_proto::frame::{encode, Message, TransferId};
+use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
+use windrose_proto::probe::{Probe, ProbeMsg};
+use windrose_proto::scatter::{ScatterMsg, ShareChunk, ShareFinished};
+use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::Time;
 
 fn write(dir: &str, name: &str, bytes: &[u8]) {
@@ -39,52 +40,55 @@ fn with(prefix: &[u8], frame: &[u8]) -> Vec<u8> {
 fn proto_messages() -> Vec<Message> {
     let t = TransferId(7);
     vec![
-        Message::Data(DataSegment {
+        Message::Broadcast(BroadcastMsg::Data(DataSegment {
             transfer: t,
             offset: 3,
             total_len: 100,
             payload: Bytes::from_static(b"hello"),
-        }),
-        Message::Share(ShareChunk {
+        })),
+        Message::Scatter(ScatterMsg::Share(ShareChunk {
             transfer: t,
             share_offset: 10,
             share_len: 20,
             offset: 12,
             payload: Bytes::from_static(b"abc"),
-        }),
-        Message::ShareFinished(ShareFinished {
+        })),
+        Message::Scatter(ScatterMsg::Finished(ShareFinished {
             transfer: t,
             node: NodeId(3),
             finished_at: Time::from_millis(5),
-        }),
-        Message::Ping(Probe {
+        })),
+        Message::Probe(ProbeMsg::Ping(Probe {
             nonce: 42,
             sent_at: Time::from_millis(1),
-        }),
-        Message::Pong(Probe {
+        })),
+        Message::Probe(ProbeMsg::Pong(Probe {
             nonce: 42,
             sent_at: Time::from_millis(1),
-        }),
-        Message::Bitfield(Bitfield::from_fn(t, 13, |i| i % 3 == 0)),
-        Message::Have(PieceRef {
+        })),
+        Message::Pieces(PieceMsg::Bitfield(Bitfield::from_fn(t, 13, |i| i % 3 == 0))),
+        Message::Pieces(PieceMsg::Have(PieceRef {
             transfer: t,
             piece: 4,
-        }),
-        Message::Request(PieceRef {
+        })),
+        Message::Pieces(PieceMsg::Request(PieceRef {
             transfer: t,
             piece: 5,
-        }),
-        Message::Piece(Piece {
+        })),
+        Message::Pieces(PieceMsg::Piece(Piece {
             transfer: t,
             piece: 5,
             payload: Bytes::from_static(b"piece bytes"),
-        }),
-        Message::Signal(SignalMsg {
+        })),
+        Message::Pieces(PieceMsg::Signal(SignalMsg {
             transfer: t,
             signal: Signal::Complete,
             arg: 2,
-        }),
-        Message::PeerList(PeerList::new(t, &[NodeId(1), NodeId(2), NodeId(9)])),
+        })),
+        Message::Pieces(PieceMsg::PeerList(PeerList::new(
+            t,
+            &[NodeId(1), NodeId(2), NodeId(9)],
+        ))),
     ]
 }
 
