@@ -312,13 +312,16 @@ proptest! {
         };
         let total: f64 = rates.iter().sum();
         let dealt = plan.piece_trees(count);
-        // Every prefix is split in proportion, within one piece per tree.
+        // Every prefix is split in proportion, within 1 - 1/(2n - 2) piece per tree (Tijdeman's
+        // bound; the smooth weighted round robin once dealt a tree 1.003 pieces short here).
+        let n = rates.len() as f64;
+        let bound = if rates.len() > 1 { 1.0 - 1.0 / (2.0 * n - 2.0) } else { 0.0 };
         let mut got = vec![0u32; rates.len()];
         for (i, &k) in dealt.iter().enumerate() {
             got[usize::from(k)] += 1;
             for (k, &r) in rates.iter().enumerate() {
                 let ideal = (i + 1) as f64 * r / total;
-                prop_assert!((f64::from(got[k]) - ideal).abs() < 1.0 + 1e-9,
+                prop_assert!((f64::from(got[k]) - ideal).abs() <= bound + 1e-6,
                     "tree {k} after {} pieces: {} vs {ideal}", i + 1, got[k]);
             }
         }
