@@ -405,6 +405,8 @@ pub struct Host {
     next_task: u32,
     /// The application's verifier, asked once.
     verifier: Arc<dyn PieceVerifier>,
+    /// A fresh forecaster of the configured kind, cloned for each new link.
+    fresh_forecaster: Forecaster,
     /// Each link's round-trip forecaster and its last sample (ms).
     weather: BTreeMap<NodeId, (Forecaster, f64)>,
     started: bool,
@@ -453,12 +455,14 @@ impl Host {
             )?),
             None => None,
         };
-        Forecaster::new(config.forecast.clone()).map_err(|e| SetupError::Config {
-            what: "forecast",
-            requirement: "a valid forecaster configuration",
-            value: e.to_string(),
-        })?;
+        let fresh_forecaster =
+            Forecaster::new(config.forecast.clone()).map_err(|e| SetupError::Config {
+                what: "forecast",
+                requirement: "a valid forecaster configuration",
+                value: e.to_string(),
+            })?;
         Ok(Host {
+            fresh_forecaster,
             verifier: config.app.verifier(),
             weather: BTreeMap::new(),
             rank,
@@ -1203,14 +1207,11 @@ impl Host {
                 Output::Report(Report::RoundTrip { peer, rtt }) => {
                     out.push(o);
                     let ms = rtt.as_secs_f64() * 1e3;
-                    let config = &self.config.forecast;
-                    let (f, last) = self.weather.entry(peer).or_insert_with(|| {
-                        // Checked in Host::new.
-                        (
-                            Forecaster::new(config.clone()).expect("valid forecast config"),
-                            ms,
-                        )
-                    });
+                    let fresh = &self.fresh_forecaster;
+                    let (f, last) = self
+                        .weather
+                        .entry(peer)
+                        .or_insert_with(|| (fresh.clone(), ms));
                     *last = ms;
                     // A round trip is finite and non-negative: observe cannot refuse it.
                     if f.observe(ms).is_ok() {
