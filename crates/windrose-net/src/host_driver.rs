@@ -76,11 +76,14 @@ pub struct GroupConfig {
     /// The application's effects: pieces are checked with its verifier, computes run its
     /// `compute` on a blocking thread, deliveries go to its `deliver` (and to the events).
     pub app: Arc<dyn Application>,
+    /// Share this member's links' weather with the group this often (None: keep it here).
+    /// Rides on the heartbeats: no heartbeats, no sharing.
+    pub gossip: Option<Duration>,
 }
 
 impl GroupConfig {
     /// Defaults for `membership`: plain handshake, default timeouts, heartbeats every second,
-    /// probes every 500 ms.
+    /// probes every 500 ms, weather shared every 2 s.
     pub fn new(membership: Membership) -> GroupConfig {
         GroupConfig {
             membership,
@@ -92,6 +95,7 @@ impl GroupConfig {
             probe_period: Some(Duration::from_millis(500)),
             probe_lane: true,
             app: windrose_proto::app::default_app(),
+            gossip: Some(Duration::from_secs(2)),
         }
     }
 
@@ -107,6 +111,7 @@ impl GroupConfig {
             rounds: u32::MAX,
         });
         c.app = self.app.clone();
+        c.weather.gossip = self.gossip;
         c
     }
 }

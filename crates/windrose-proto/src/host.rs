@@ -38,25 +38,28 @@
 //! back (it restarted): running collectives keep it failed, later ones include it.
 
 use crate::app::{self, Application};
+use crate::collective::TreeSpec;
 use crate::collective::{self, BuildContext, CollectiveSpec, Start};
+use crate::frame::{encoded_len, Message, TransferId};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
-use crate::frame::{Message, TransferId};
 use crate::node::{
     node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
 use crate::pieces::PieceVerifier;
+use crate::planner::{Planner, TreePolicy};
 use crate::probe::ProbeMsg;
 use crate::probe::{LinkProber, ProbeConfig};
 use crate::time::Time;
+pub use crate::weather::LinkWeather;
+use crate::weather::{GroupView, LinkEntry, Weather, WeatherConfig};
 use bytes::Bytes;
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
-use windrose_model::forecast::{Forecast, ForecastConfig, Forecaster};
-use windrose_model::{ClusterId, NodeId};
+use windrose_model::{ClusterId, LinkCosts, NodeId};
 
 /// A message of the host's session (joining, starting a collective, readiness, reports,
 /// heartbeats, leaving): the frame carries the encoded [`SessionMsg`] as its body.
@@ -129,24 +132,9 @@ pub struct HostConfig {
     pub app: Arc<dyn Application>,
     /// A receiver of a collective gives up when nothing arrives for this long (None: never).
     pub idle_timeout: Option<Duration>,
-    /// How each link's round trips are forecast (NWS-style predictors with a change-point
-    /// reset; the defaults of [`ForecastConfig`]).
-    pub forecast: ForecastConfig,
-}
-
-/// What the host knows of one link's weather: the round-trip forecast from its probes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LinkWeather {
-    /// The other end.
-    pub peer: NodeId,
-    /// Round trips measured so far.
-    pub samples: usize,
-    /// The last one, in milliseconds.
-    pub last_ms: Option<f64>,
-    /// The forecast of the next one (milliseconds) and its error estimate.
-    pub forecast: Option<Forecast>,
-    /// Change points detected (the forecasters restarted from a new level).
-    pub resets: usize,
+    /// How links are measured, forecast (NWS-style predictors with a change-point reset) and
+    /// shared with the group ([`crate::weather`]).
+    pub weather: WeatherConfig,
 }
 
 impl HostConfig {
@@ -162,7 +150,7 @@ impl HostConfig {
             probe: None,
             app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
-            forecast: ForecastConfig::default(),
+            weather: WeatherConfig::default(),
         }
     }
 }
@@ -179,8 +167,26 @@ pub enum AppRequest {
         /// The transfer id to use (None: the host draws one no other member can draw).
         transfer: Option<TransferId>,
     },
+    /// Start a tree broadcast rooted at this node whose tree the host plans from the group's
+    /// view ([`crate::planner`]).
+    StartBroadcast(BroadcastRequest),
     /// Leave the group once every collective this node takes part in has ended.
     Leave,
+}
+
+/// A broadcast whose tree follows the weather: [`AppRequest::StartBroadcast`].
+#[derive(Clone, Debug)]
+pub struct BroadcastRequest {
+    /// How the tree is planned.
+    pub policy: TreePolicy,
+    /// Bytes per segment.
+    pub segment_bytes: u64,
+    /// Largest payload per frame.
+    pub max_frame_payload: u32,
+    /// The data.
+    pub data: Bytes,
+    /// The transfer id to use (None: the host draws one).
+    pub transfer: Option<TransferId>,
 }
 
 /// An [`AppRequest`] as an input. Inputs compare by value; requests, which carry data and
@@ -283,6 +289,11 @@ pub enum SessionMsg {
     Join,
     /// The sender leaves the group.
     Leave,
+    /// The sender's links' weather (its row of the group's view), sent every gossip period.
+    Weather {
+        /// Its links' forecasts.
+        links: Vec<LinkEntry>,
+    },
 }
 
 impl SessionMsg {
@@ -310,7 +321,10 @@ impl SessionMsg {
             | SessionMsg::Cancel { transfer, .. }
             | SessionMsg::Done { transfer, .. }
             | SessionMsg::Close { transfer } => Some(*transfer),
-            SessionMsg::Heartbeat | SessionMsg::Join | SessionMsg::Leave => None,
+            SessionMsg::Heartbeat
+            | SessionMsg::Join
+            | SessionMsg::Leave
+            | SessionMsg::Weather { .. } => None,
         }
     }
 }
@@ -405,10 +419,14 @@ pub struct Host {
     next_task: u32,
     /// The application's verifier, asked once.
     verifier: Arc<dyn PieceVerifier>,
-    /// A fresh forecaster of the configured kind, cloned for each new link.
-    fresh_forecaster: Forecaster,
-    /// Each link's round-trip forecaster and its last sample (ms).
-    weather: BTreeMap<NodeId, (Forecaster, f64)>,
+    /// The links' measurements, forecasts and the group's shared rows.
+    weather: Weather,
+    /// Metered sends not yet complete: their peer and bytes.
+    metered: BTreeMap<SendId, (NodeId, u64)>,
+    /// The trees of the broadcasts this node roots ([`AppRequest::StartBroadcast`]).
+    planner: Planner,
+    /// The time of the last input.
+    now: Time,
     started: bool,
     leaving: bool,
     status: Status,
@@ -455,16 +473,17 @@ impl Host {
             )?),
             None => None,
         };
-        let fresh_forecaster =
-            Forecaster::new(config.forecast.clone()).map_err(|e| SetupError::Config {
-                what: "forecast",
-                requirement: "a valid forecaster configuration",
-                value: e.to_string(),
-            })?;
+        let weather = Weather::new(me, config.weather.clone()).map_err(|e| SetupError::Config {
+            what: "weather",
+            requirement: "a valid weather configuration",
+            value: e.to_string(),
+        })?;
         Ok(Host {
-            fresh_forecaster,
+            weather,
+            metered: BTreeMap::new(),
+            planner: Planner::new(),
+            now: Time::ZERO,
             verifier: config.app.verifier(),
-            weather: BTreeMap::new(),
             rank,
             slots: BTreeMap::new(),
             ended: BTreeSet::new(),
@@ -525,13 +544,24 @@ impl Host {
                     if let Some(p) = self.peers.get_mut(&tx.to) {
                         p.last_sent = now;
                     }
-                    let notify = tx.notify.map(|id| {
+                    let mut notify = tx.notify.map(|id| {
                         let next = &mut self.next_send;
                         self.sends.host_id(t, id, || {
                             *next += 1;
                             SendId(*next)
                         })
                     });
+                    let len = encoded_len(&tx.message) as u64;
+                    if self.weather.meters(len) {
+                        // The sender meters its links' bandwidth from the data itself
+                        // (crate::weather): every metered send reports its completion.
+                        let id = *notify.get_or_insert_with(|| {
+                            self.next_send += 1;
+                            SendId(self.next_send)
+                        });
+                        self.metered.insert(id, (tx.to, len));
+                        self.weather.sent(tx.to, len);
+                    }
                     out.push(Output::Send(Transmit {
                         to: tx.to,
                         message: tx.message,
@@ -753,6 +783,18 @@ impl Host {
         }
     }
 
+    /// `transfer`, or a transfer id no other member can draw and not used here.
+    fn draw_transfer(&mut self, transfer: Option<TransferId>) -> TransferId {
+        let n = self.config.members.len() as u32;
+        transfer.unwrap_or_else(|| loop {
+            let t = TransferId(self.next_seq.wrapping_mul(n).wrapping_add(self.rank));
+            self.next_seq = self.next_seq.wrapping_add(1);
+            if !self.slots.contains_key(&t) && !self.ended.contains(&t) {
+                break t;
+            }
+        })
+    }
+
     fn start_collective(
         &mut self,
         now: Time,
@@ -762,14 +804,7 @@ impl Host {
         out: &mut Outputs,
     ) {
         let me = self.config.me;
-        let n = self.config.members.len() as u32;
-        let t = transfer.unwrap_or_else(|| loop {
-            let t = TransferId(self.next_seq.wrapping_mul(n).wrapping_add(self.rank));
-            self.next_seq = self.next_seq.wrapping_add(1);
-            if !self.slots.contains_key(&t) && !self.ended.contains(&t) {
-                break t;
-            }
-        });
+        let t = self.draw_transfer(transfer);
         let total_len = data.len() as u64;
         let built = if self.leaving {
             Err("this node is leaving the group".to_string())
@@ -1065,6 +1100,10 @@ impl Host {
                 self.on_join(now, from, out);
                 Ok(())
             }
+            SessionMsg::Weather { links } => {
+                self.weather.take_row(now, from, links);
+                Ok(())
+            }
             SessionMsg::Leave => {
                 if let Some(p) = self.peers.get_mut(&from) {
                     p.left = true;
@@ -1144,6 +1183,8 @@ impl Host {
         if let Some(p) = self.peers.get_mut(&peer) {
             p.failed = true;
         }
+        self.weather.peer_lost(peer);
+        self.metered.retain(|_, (p, _)| *p != peer);
         if let Some(prober) = self.prober.as_mut() {
             self.scratch.clear();
             let _ = prober.handle(now, Input::PeerFailed(peer), &mut self.scratch);
@@ -1206,22 +1247,12 @@ impl Host {
             match o {
                 Output::Report(Report::RoundTrip { peer, rtt }) => {
                     out.push(o);
-                    let ms = rtt.as_secs_f64() * 1e3;
-                    let fresh = &self.fresh_forecaster;
-                    let (f, last) = self
-                        .weather
-                        .entry(peer)
-                        .or_insert_with(|| (fresh.clone(), ms));
-                    *last = ms;
-                    // A round trip is finite and non-negative: observe cannot refuse it.
-                    if f.observe(ms).is_ok() {
-                        if let Some(fc) = f.forecast() {
-                            out.push(Output::Report(Report::LinkForecast {
-                                peer,
-                                rtt: Duration::from_secs_f64(fc.value.max(0.0) / 1e3),
-                                error: Duration::from_secs_f64(fc.error.max(0.0) / 1e3),
-                            }));
-                        }
+                    if let Some(fc) = self.weather.observe_rtt(self.now, peer, rtt) {
+                        out.push(Output::Report(Report::LinkForecast {
+                            peer,
+                            rtt: Duration::from_secs_f64(fc.value.max(0.0) / 1e3),
+                            error: Duration::from_secs_f64(fc.error.max(0.0) / 1e3),
+                        }));
                     }
                 }
                 Output::SetTimer { at, .. } => out.push(Output::SetTimer { timer: PROBE, at }),
@@ -1235,16 +1266,64 @@ impl Host {
 
     /// Every measured link's weather, by peer.
     pub fn weather(&self) -> Vec<LinkWeather> {
-        self.weather
-            .iter()
-            .map(|(&peer, (f, last))| LinkWeather {
-                peer,
-                samples: f.observed(),
-                last_ms: Some(*last),
-                forecast: f.forecast(),
-                resets: f.resets(),
-            })
-            .collect()
+        self.weather.links(self.now)
+    }
+
+    /// The group's links as this node knows them: its own measurements and the rows the
+    /// other members shared.
+    pub fn group_view(&self) -> GroupView {
+        self.weather.view(self.now, &self.config.members)
+    }
+
+    /// The costs the `adapt` tree of this node's broadcasts has taken in (None before the
+    /// first such broadcast, or under another policy).
+    pub fn adapted_costs(&self) -> Option<&windrose_model::DenseCostMatrix> {
+        self.planner.taken_costs(self.config.me)
+    }
+
+    /// Plans the tree of a broadcast rooted here from the group's view, and starts it.
+    fn start_broadcast(&mut self, now: Time, b: &BroadcastRequest, data: Bytes, out: &mut Outputs) {
+        let costs = self.group_view().transfer_costs(
+            data.len() as u64,
+            b.segment_bytes,
+            self.config.weather.guesses,
+        );
+        let mut clusters = vec![ClusterId(0); costs.node_count()];
+        for &(m, c) in self.config.members.iter() {
+            clusters[m.index()] = c;
+        }
+        let failed = self.failed_peers();
+        let planned = self
+            .planner
+            .plan(self.config.me, b.policy, &costs, &clusters, &failed);
+        let plan = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                let t = self.draw_transfer(b.transfer);
+                let _ = e;
+                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                out.push(Output::Report(Report::CollectiveComplete {
+                    transfer: t,
+                    finished: 0,
+                    failed: 1,
+                }));
+                return;
+            }
+        };
+        let spec = CollectiveSpec::Broadcast {
+            tree: TreeSpec::of(&plan.tree),
+            segment_bytes: b.segment_bytes,
+            max_frame_payload: b.max_frame_payload,
+        };
+        let t = self.draw_transfer(b.transfer);
+        out.push(Output::Report(Report::TreePlanned {
+            transfer: t,
+            cost: Duration::from_secs_f64(plan.cost.max(0.0) / 1e3),
+            built: plan.built,
+            changed_links: plan.changed_links as u32,
+            swaps: plan.swaps as u32,
+        }));
+        self.start_collective(now, &spec, data, Some(t), out);
     }
 
     fn tick(&mut self, now: Time, out: &mut Outputs) {
@@ -1252,6 +1331,12 @@ impl Host {
             return;
         };
         let silent = self.config.silent_after;
+        if let Some(links) = self.weather.gossip_due(now) {
+            let msg = SessionMsg::Weather { links };
+            for p in self.live_peers() {
+                self.send_session(now, p, &msg, out);
+            }
+        }
         let peers: Vec<(NodeId, PeerState)> = self.peers.iter().map(|(n, s)| (*n, *s)).collect();
         for (p, s) in peers {
             if s.failed || s.left {
@@ -1280,6 +1365,7 @@ impl Protocol for Host {
         if self.status != Status::Running {
             return Ok(());
         }
+        self.now = self.now.max(now);
         match input {
             Input::Start => {
                 if self.started {
@@ -1371,6 +1457,15 @@ impl Protocol for Host {
                 self.feed_machine(now, t, Input::Timer(timer), out)
             }
             Input::SendComplete { to, id } => {
+                if let Some((peer, len)) = self.metered.remove(&id) {
+                    if let Some(fc) = self.weather.completed(now, peer, len) {
+                        out.push(Output::Report(Report::LinkBandwidth {
+                            peer,
+                            bytes_per_s: (fc.value.max(0.0) * 1e6) as u64,
+                            error_bytes_per_s: (fc.error.max(0.0) * 1e6) as u64,
+                        }));
+                    }
+                }
                 let Some(&(t, inner)) = self.sends.to_machine.get(&id) else {
                     return Ok(());
                 };
@@ -1399,7 +1494,13 @@ impl Protocol for Host {
                         spec,
                         data,
                         transfer,
-                    } => self.start_collective(now, spec, data.clone(), *transfer, out),
+                    } => {
+                        self.start_collective(now, spec, data.clone(), *transfer, out);
+                    }
+                    AppRequest::StartBroadcast(b) => {
+                        let data = b.data.clone();
+                        self.start_broadcast(now, b, data, out);
+                    }
                     AppRequest::Leave => {
                         self.leaving = true;
                         self.maybe_leave(now, out);

@@ -121,11 +121,13 @@ pub mod mob;
 pub mod multicast;
 pub mod node;
 pub mod pieces;
+pub mod planner;
 pub mod probe;
 pub mod scatter;
 pub mod time;
 pub mod tree_broadcast;
 pub mod tree_multicast;
+pub mod weather;
 
 pub use frame::{Decoder, FrameError, Message, MessageKind, TransferId};
 pub use node::{

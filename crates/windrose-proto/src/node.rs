@@ -223,6 +223,29 @@ pub enum Report {
         /// Its error estimate (zero until errors have been scored).
         error: Duration,
     },
+    /// The host's forecast of a link's bandwidth, after each sample its sends made (see
+    /// [`crate::weather`]).
+    LinkBandwidth {
+        /// The peer.
+        peer: NodeId,
+        /// The forecast, bytes per second.
+        bytes_per_s: u64,
+        /// Its error estimate, bytes per second.
+        error_bytes_per_s: u64,
+    },
+    /// At a broadcast's root: the tree it planned from the group's view ([`crate::planner`]).
+    TreePlanned {
+        /// The broadcast.
+        transfer: TransferId,
+        /// The tree's cost (costliest root-to-leaf path) on the costs it was planned with.
+        cost: Duration,
+        /// Built from scratch (rather than kept or repaired).
+        built: bool,
+        /// Links whose change the tree took in.
+        changed_links: u32,
+        /// Swaps made.
+        swaps: u32,
+    },
 }
 
 /// Why a machine gave up.

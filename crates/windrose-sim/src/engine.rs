@@ -1583,6 +1583,28 @@ impl Simulation {
                         rtt_s: rtt.as_secs_f64(),
                         error_s: error.as_secs_f64(),
                     }),
+                    Report::LinkBandwidth {
+                        peer,
+                        bytes_per_s,
+                        error_bytes_per_s,
+                    } => Some(ReportData::LinkBandwidth {
+                        peer,
+                        bytes_per_s,
+                        error_bytes_per_s,
+                    }),
+                    Report::TreePlanned {
+                        transfer,
+                        cost,
+                        built,
+                        changed_links,
+                        swaps,
+                    } => Some(ReportData::TreePlanned {
+                        transfer,
+                        cost_s: cost.as_secs_f64(),
+                        built,
+                        changed_links,
+                        swaps,
+                    }),
                     Report::CollectiveStarted {
                         transfer,
                         initiator,

@@ -119,6 +119,28 @@ pub enum ReportData {
         /// Its error estimate, seconds.
         error_s: f64,
     },
+    /// A host's forecast of a link's bandwidth, from its sends.
+    LinkBandwidth {
+        /// The peer.
+        peer: NodeId,
+        /// The forecast, bytes per second.
+        bytes_per_s: u64,
+        /// Its error estimate, bytes per second.
+        error_bytes_per_s: u64,
+    },
+    /// At a broadcast's root: the tree it planned from the group's view.
+    TreePlanned {
+        /// The broadcast.
+        transfer: TransferId,
+        /// The tree's cost on the costs it was planned with, seconds.
+        cost_s: f64,
+        /// Built from scratch.
+        built: bool,
+        /// Links whose change the tree took in.
+        changed_links: u32,
+        /// Swaps made.
+        swaps: u32,
+    },
     /// A host's session: a collective started here.
     CollectiveStarted {
         /// The collective.

@@ -419,6 +419,56 @@ impl AdaptiveTree {
         Ok(self.repair(costs, cost_before, focus, Some(strategy)))
     }
 
+    /// Carries `strategy` on as a local search: while the tree has a swap among those the
+    /// strategy tries around the costliest link of its costliest root-to-leaf path that lowers
+    /// the tree cost, makes it; stops when none does or after `max_swaps` swaps. The paper
+    /// makes one swap per change, which a large change (a WAN link ten times slower) can leave
+    /// far from a good tree; each round here costs what one such repair costs, and the cost
+    /// never rises. Returns each round's report (the last one made no swap, unless the limit
+    /// stopped it).
+    pub fn improve(
+        &mut self,
+        costs: &impl LinkCosts,
+        strategy: Strategy,
+        max_swaps: usize,
+    ) -> Vec<AdaptReport> {
+        let mut rounds = Vec::new();
+        while rounds.len() < max_swaps && self.len() > 1 {
+            // The leaf of the costliest path, then the costliest edge on its way up.
+            let Some((leaf, _, _)) = self
+                .leaf_costs()
+                .into_iter()
+                .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))
+            else {
+                break;
+            };
+            let mut child = leaf;
+            let mut p = leaf;
+            while p != 0 {
+                if self.edge[p] > self.edge[child] {
+                    child = p;
+                }
+                p = binomial::parent(p);
+            }
+            let parent = binomial::parent(child);
+            let cost = self.cost();
+            // Any swap that lowers the cost is taken: the target sits just below it.
+            let target = cost - 1e-6 * cost.abs().max(1.0);
+            let report = self.repair(
+                costs,
+                target,
+                Some(Focus::Link { parent, child }),
+                Some(strategy),
+            );
+            let made = report.made.is_some();
+            rounds.push(report);
+            if !made {
+                break;
+            }
+        }
+        rounds
+    }
+
     /// Adds `node` (already in `costs`) at the next binomial position, then, if that raised the
     /// tree cost, runs `strategy` on it (the paper uses Position_Swapping). O(log N) plus the
     /// strategy's trials.

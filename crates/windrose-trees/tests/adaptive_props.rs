@@ -204,3 +204,36 @@ fn bad_operations_are_errors_not_panics() {
         .is_err());
     assert_eq!(t.cost(), 3.0, "failed operations change nothing");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `improve` never raises the cost, each round's report is consistent with a from-scratch
+    /// recomputation, it stops at the first round that makes no swap, and the tree keeps its
+    /// members.
+    #[test]
+    fn improving_never_raises_the_cost(
+        n in 1usize..40,
+        seed_costs in prop::collection::vec(0u8..12, 40 * 40),
+        s in strategy(),
+        limit in 0usize..20,
+    ) {
+        let m = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, n, |i, j| cost_of(seed_costs[i * 40 + j]));
+        // A binomial tree in id order, not Balanced-Path's, so there is something to improve.
+        let mut t = AdaptiveTree::from_positions(&m, (0..n).map(NodeId::from).collect()).unwrap();
+        let live: Vec<NodeId> = (0..n).map(NodeId::from).collect();
+        let start = t.cost();
+        let rounds = t.improve(&m, s, limit);
+        prop_assert!(rounds.len() <= limit);
+        let mut last = start;
+        for (i, r) in rounds.iter().enumerate() {
+            prop_assert!(r.final_cost <= last + 1e-9 * last.max(1.0), "round {i}: {} after {last}", r.final_cost);
+            if r.made.is_none() {
+                prop_assert_eq!(i, rounds.len() - 1, "a round without a swap ends the search");
+            }
+            last = r.final_cost;
+        }
+        prop_assert!(close(t.cost(), last));
+        check_tree(&t, &m, &live)?;
+    }
+}

@@ -40,9 +40,10 @@ use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::trees::group_tree;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
-use windrose_proto::host::AppRequest;
+use windrose_proto::host::{AppRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
+use windrose_proto::planner::TreePolicy;
 use windrose_proto::{Report, TransferId};
 use windrose_trees::TreeAlgorithm;
 
@@ -138,7 +139,10 @@ pub struct StartArgs {
     /// The file to send (the member must be able to read it).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// Broadcast tree: balanced-path, binomial, magpie, mst, max-bottleneck, flat, chain.
+    /// Broadcast tree: an algorithm built once on guesses (balanced-path, binomial, magpie,
+    /// mst, max-bottleneck, flat, chain), or a policy that plans it from the group's live
+    /// weather at every broadcast: `static:ALGO`, `rebuild:ALGO`, `adapt[:STRATEGY[:THRESHOLD]]`
+    /// (strategies family, path, leaf, position; `adapt` = adapt:position:0.2).
     #[arg(long, default_value = "binomial")]
     tree: String,
     /// Multicast protocol: mob, bittorrent, balanced (planned on equal capacities), magpie.
@@ -186,6 +190,11 @@ struct LinkView {
     /// The forecast of the next round trip, ms, and its error estimate.
     forecast_ms: Option<f64>,
     error_ms: Option<f64>,
+    /// The bandwidth forecast from this member's sends, MB/s, and its error estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mb_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mb_s_error: Option<f64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -375,12 +384,21 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     r => r,
                 };
                 match spec_for(&group, me, &request) {
-                    Ok((spec, data)) => {
+                    Ok((job, data)) => {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
                         let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64 });
                         started.insert(t, Started { replies: call.replies, at: Instant::now() });
-                        handle.request(AppRequest::StartCollective { spec, data, transfer: Some(t) });
+                        handle.request(match job {
+                            Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
+                            Job::Live { policy, segment_bytes } => AppRequest::StartBroadcast(BroadcastRequest {
+                                policy,
+                                segment_bytes,
+                                max_frame_payload: segment_bytes.clamp(1, 1 << 20) as u32,
+                                data,
+                                transfer: Some(t),
+                            }),
+                        });
                     }
                     Err(e) => { let _ = call.replies.send(ControlReply::Error(e)); }
                 }
@@ -416,6 +434,15 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         l.forecast_ms = Some(rtt.as_secs_f64() * 1e3);
                         l.error_ms = Some(error.as_secs_f64() * 1e3);
                     }
+                }
+                GroupEvent::Report(Report::LinkBandwidth { peer, bytes_per_s, error_bytes_per_s }) => {
+                    let l = links.entry(peer).or_insert_with(|| LinkView { peer: peer.0, ..LinkView::default() });
+                    l.mb_s = Some(bytes_per_s as f64 / 1e6);
+                    l.mb_s_error = Some(error_bytes_per_s as f64 / 1e6);
+                }
+                GroupEvent::Report(Report::TreePlanned { transfer, cost, built, changed_links, swaps }) => {
+                    let how = if built { "built".to_string() } else { format!("kept ({changed_links} link changes taken in, {swaps} swaps)") };
+                    say(format!("transfer {transfer}: tree {how}, cost {:.1} ms on the live view", cost.as_secs_f64() * 1e3));
                 }
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
@@ -475,12 +502,18 @@ async fn accept_calls(control: UnixListener, calls: mpsc::UnboundedSender<Call>)
     }
 }
 
+/// What a control request starts: a collective fixed here, or a broadcast whose tree the host
+/// plans from the group's weather.
+enum Job {
+    Fixed(CollectiveSpec),
+    Live {
+        policy: TreePolicy,
+        segment_bytes: u64,
+    },
+}
+
 /// The collective of a control request, with its data.
-fn spec_for(
-    group: &Group,
-    me: NodeId,
-    r: &ControlRequest,
-) -> Result<(CollectiveSpec, Bytes), String> {
+fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes), String> {
     let file = match r {
         ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
         ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
@@ -500,14 +533,22 @@ fn spec_for(
             tree,
             segment_bytes,
             ..
+        } if tree.contains(':') || tree == "adapt" => Job::Live {
+            policy: tree.parse()?,
+            segment_bytes: (*segment_bytes).max(1),
+        },
+        ControlRequest::Broadcast {
+            tree,
+            segment_bytes,
+            ..
         } => {
             let algo: TreeAlgorithm = tree.parse().map_err(|e| format!("{e}"))?;
             let tree = group_tree(algo, group, me).map_err(|e| e.to_string())?;
-            CollectiveSpec::Broadcast {
+            Job::Fixed(CollectiveSpec::Broadcast {
                 tree: TreeSpec::of(&tree),
                 segment_bytes: (*segment_bytes).max(1),
                 max_frame_payload: (*segment_bytes).clamp(1, 1 << 20) as u32,
-            }
+            })
         }
         ControlRequest::Multicast {
             protocol,
@@ -519,11 +560,11 @@ fn spec_for(
             let (mspec, _) = crate::net_cmds::multicast_spec(group, me, protocol, None)
                 .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
-            CollectiveSpec::Multicast {
+            Job::Fixed(CollectiveSpec::Multicast {
                 protocol,
                 params: MulticastParams::of(&mspec),
                 manifest: ManifestSpec::of(&manifest),
-            }
+            })
         }
         ControlRequest::Leave | ControlRequest::Weather => unreachable!("handled above"),
     };
@@ -694,15 +735,20 @@ fn render_weather(links: &[LinkView]) -> String {
             .into();
     }
     let mut s = format!(
-        "{:>6} {:>8} {:>10} {:>12} {:>9}\n",
-        "member", "probes", "last ms", "forecast ms", "± ms"
+        "{:>6} {:>8} {:>10} {:>12} {:>9} {:>10} {:>9}\n",
+        "member", "probes", "last ms", "forecast ms", "± ms", "MB/s", "± MB/s"
     );
+    let num = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
     for l in links {
-        let f = l.forecast_ms.map_or("-".into(), |v| format!("{v:.3}"));
-        let e = l.error_ms.map_or("-".into(), |v| format!("{v:.3}"));
         s += &format!(
-            "{:>6} {:>8} {:>10.3} {:>12} {:>9}\n",
-            l.peer, l.samples, l.last_ms, f, e
+            "{:>6} {:>8} {:>10.3} {:>12} {:>9} {:>10} {:>9}\n",
+            l.peer,
+            l.samples,
+            l.last_ms,
+            num(l.forecast_ms),
+            num(l.error_ms),
+            num(l.mb_s),
+            num(l.mb_s_error)
         );
     }
     s.pop();

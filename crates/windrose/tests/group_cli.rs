@@ -125,6 +125,34 @@ fn two_members_start_a_broadcast_and_a_multicast_in_one_running_group() {
         );
         assert_eq!(received(&out(i)), want, "member {i}");
     }
+    // A broadcast whose tree member 1's host plans from the group's live weather, and a
+    // policy that does not parse.
+    let o = Command::new(bin())
+        .args(["group", "start", "bcast", "--json", "--tree", "adapt"])
+        .arg("--control")
+        .arg(socket(1))
+        .arg("--file")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(N as u64), Some(0)),
+        "{v}"
+    );
+    let o = Command::new(bin())
+        .args(["group", "start", "bcast", "--tree", "adapt:sideways"])
+        .arg("--control")
+        .arg(socket(1))
+        .arg("--file")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown strategy \"sideways\""), "{err}");
     for i in 0..N {
         windrose()
             .args(["group", "leave"])

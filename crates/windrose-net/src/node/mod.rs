@@ -935,7 +935,9 @@ impl Core {
                 | Report::CollectiveComplete { .. }
                 | Report::PeerRejoined { .. }
                 | Report::PeerDown { .. }
-                | Report::LinkForecast { .. } => {}
+                | Report::LinkForecast { .. }
+                | Report::LinkBandwidth { .. }
+                | Report::TreePlanned { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {

@@ -1,0 +1,296 @@
+//! Live broadcast trees: the tree of a broadcast planned at its root, when it starts, from the
+//! group's current view ([`GroupView`](crate::weather::GroupView)), under one of three
+//! policies compared side by side:
+//!
+//! - [`TreePolicy::Static`]: built on the view of the first broadcast from this root and kept
+//!   whatever the weather does (what MPI libraries and our old runtime do);
+//! - [`TreePolicy::Rebuild`]: built from scratch on the current view at every broadcast;
+//! - [`TreePolicy::Adapt`]: Balanced-Path at the first broadcast, then repaired with the
+//!   seed-000 swap strategies: a link whose cost moved by more than `threshold` (relative)
+//!   since the tree last took it in is taken in ([`AdaptiveTree::on_link_cost_change`]: a rise
+//!   on a tree link makes the strategy look for a swap back to the old cost, anything else
+//!   only updates the path costs). Smaller moves are not taken in, so noise costs nothing and
+//!   drift is taken in once it adds up. A member that failed leaves its position and joins
+//!   again at the last one (a leaf: it receives nothing, and holds nobody up).
+//!
+//! # Which collective sees a new tree
+//!
+//! Only the next one: a running broadcast keeps the tree it was announced with. Every member
+//! forwards by that tree, segments are pipelined along it and already in flight, and a change
+//! mid-run would need every member to agree on the segment at which it applies (a second
+//! agreement round per change) while the tree broadcast's own failure handling already
+//! reroutes around a lost member. Weather changes over seconds to minutes
+//! ([the forecasters](windrose_model::forecast) follow a step within a few probes); a group that
+//! runs many collectives (an MPI program's thousands of broadcasts) meets the new tree at the
+//! next one, and a single long transfer between clusters is MOB's job, whose receivers pull
+//! from whoever is fastest as the run goes.
+//!
+//! The plan is made at the root only and travels in the announcement as a fixed
+//! [`TreeSpec`](crate::collective::TreeSpec), so no two members can use different trees.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use windrose_model::{ClusterId, DenseCostMatrix, LinkCosts, LinkCostsMut, NodeId};
+use windrose_trees::adaptive::{AdaptiveTree, Strategy};
+use windrose_trees::binomial;
+use windrose_trees::{Tree, TreeAlgorithm, TreeError};
+
+/// How a root's broadcast trees follow the weather. Written `static:ALGO`, `rebuild:ALGO`,
+/// `adapt:STRATEGY` or `adapt:STRATEGY:THRESHOLD` (e.g. `adapt:path:0.2`).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum TreePolicy {
+    /// Built once, on the first broadcast's view, and kept.
+    Static {
+        /// The algorithm.
+        algorithm: TreeAlgorithm,
+    },
+    /// Built from scratch on the current view at every broadcast.
+    Rebuild {
+        /// The algorithm.
+        algorithm: TreeAlgorithm,
+    },
+    /// Balanced-Path, then repaired by swaps when links' costs move.
+    Adapt {
+        /// The swap strategy.
+        strategy: Strategy,
+        /// Relative change of a link's cost that the tree takes in.
+        threshold: f64,
+    },
+}
+
+/// Swaps `adapt` may make after taking changes in, beyond the one per changed link
+/// ([`AdaptiveTree::improve`]).
+pub const MAX_IMPROVING_SWAPS: usize = 64;
+
+/// The default threshold of `adapt`: a link whose cost moved by a fifth.
+pub const DEFAULT_THRESHOLD: f64 = 0.2;
+
+impl Default for TreePolicy {
+    /// `adapt:position:0.2` (in the simulator's three-site series, crates/windrose-sim/tests/
+    /// weather.rs, Position_Swapping left a slowed WAN link where Path_Swapping did not).
+    fn default() -> Self {
+        TreePolicy::Adapt {
+            strategy: Strategy::Position,
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+}
+
+impl fmt::Display for TreePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreePolicy::Static { algorithm } => write!(f, "static:{algorithm}"),
+            TreePolicy::Rebuild { algorithm } => write!(f, "rebuild:{algorithm}"),
+            TreePolicy::Adapt {
+                strategy,
+                threshold,
+            } => write!(f, "adapt:{}:{threshold}", strategy.name()),
+        }
+    }
+}
+
+impl FromStr for TreePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = "static:ALGO, rebuild:ALGO, adapt:STRATEGY or adapt:STRATEGY:THRESHOLD";
+        let mut parts = s.split(':');
+        let kind = parts.next().unwrap_or("");
+        let arg = parts.next();
+        let extra = parts.next();
+        let algorithm = |a: Option<&str>| -> Result<TreeAlgorithm, String> {
+            a.ok_or_else(|| format!("tree policy {s:?}: name the algorithm ({usage})"))?
+                .parse::<TreeAlgorithm>()
+                .map_err(|e| format!("tree policy {s:?}: {e}"))
+        };
+        let policy = match kind {
+            "static" => TreePolicy::Static {
+                algorithm: algorithm(arg)?,
+            },
+            "rebuild" => TreePolicy::Rebuild {
+                algorithm: algorithm(arg)?,
+            },
+            "adapt" => {
+                let name = arg.unwrap_or("position");
+                let strategy = Strategy::ALL
+                    .into_iter()
+                    .find(|st| st.name() == name)
+                    .ok_or_else(|| {
+                        format!(
+                            "tree policy {s:?}: unknown strategy {name:?} (family, path, leaf, position)"
+                        )
+                    })?;
+                if parts.next().is_some() {
+                    return Err(format!("tree policy {s:?}: expected {usage}"));
+                }
+                let threshold = match extra {
+                    None => DEFAULT_THRESHOLD,
+                    Some(t) => t
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|t| t.is_finite() && *t >= 0.0)
+                        .ok_or_else(|| {
+                            format!("tree policy {s:?}: threshold {t:?} is not a number >= 0")
+                        })?,
+                };
+                return Ok(TreePolicy::Adapt {
+                    strategy,
+                    threshold,
+                });
+            }
+            _ => return Err(format!("tree policy {s:?}: expected {usage}")),
+        };
+        if extra.is_some() {
+            return Err(format!("tree policy {s:?}: expected {usage}"));
+        }
+        Ok(policy)
+    }
+}
+
+/// What one planning did.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The tree, over every member.
+    pub tree: Tree,
+    /// Its cost (costliest root-to-leaf path, ms) on the costs it was planned with (for
+    /// `adapt`: the costs it has taken in).
+    pub cost: f64,
+    /// Built from scratch this time (the first plan, a rebuild, a policy change).
+    pub built: bool,
+    /// Links whose change the tree took in (`adapt`).
+    pub changed_links: usize,
+    /// Swaps made (`adapt`).
+    pub swaps: usize,
+}
+
+enum Kept {
+    Fixed(Tree),
+    Adaptive {
+        tree: AdaptiveTree,
+        /// The costs the tree has taken in.
+        taken: DenseCostMatrix,
+    },
+}
+
+struct Live {
+    policy: TreePolicy,
+    kept: Kept,
+}
+
+/// The trees a node keeps for the broadcasts it roots, one per root and policy in force.
+#[derive(Default)]
+pub struct Planner {
+    live: BTreeMap<NodeId, Live>,
+}
+
+impl fmt::Debug for Planner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Planner")
+            .field("roots", &self.live.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Planner {
+    /// A planner that keeps nothing yet.
+    pub fn new() -> Planner {
+        Planner::default()
+    }
+
+    /// The tree of the next broadcast from `root` under `policy`, on `costs` (every member:
+    /// ids `0..costs.node_count()`), with `clusters` (one per node) and the members now
+    /// `failed`.
+    pub fn plan(
+        &mut self,
+        root: NodeId,
+        policy: TreePolicy,
+        costs: &DenseCostMatrix,
+        clusters: &[ClusterId],
+        failed: &[NodeId],
+    ) -> Result<Plan, TreeError> {
+        let reuse = self.live.get(&root).is_some_and(|l| l.policy == policy);
+        if !reuse {
+            let kept = match policy {
+                TreePolicy::Static { algorithm } | TreePolicy::Rebuild { algorithm } => {
+                    Kept::Fixed(algorithm.build(costs, Some(clusters), root)?)
+                }
+                TreePolicy::Adapt { .. } => Kept::Adaptive {
+                    tree: AdaptiveTree::balanced_path(costs, root)?,
+                    taken: costs.clone(),
+                },
+            };
+            self.live.insert(root, Live { policy, kept });
+        }
+        let live = self.live.get_mut(&root).expect("inserted above");
+        let (mut built, mut changed_links, mut swaps) = (!reuse, 0, 0);
+        let (tree, cost) = match (&policy, &mut live.kept) {
+            (TreePolicy::Rebuild { algorithm }, Kept::Fixed(tree)) => {
+                if reuse {
+                    *tree = algorithm.build(costs, Some(clusters), root)?;
+                    built = true;
+                }
+                (tree.clone(), tree.cost(costs))
+            }
+            (TreePolicy::Static { .. }, Kept::Fixed(tree)) => (tree.clone(), tree.cost(costs)),
+            (
+                TreePolicy::Adapt {
+                    strategy,
+                    threshold,
+                },
+                Kept::Adaptive { tree, taken },
+            ) => {
+                let n = costs.node_count();
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+                        let (old, new) = (taken.cost(na, nb), costs.cost(na, nb));
+                        if (new - old).abs() <= threshold * old.abs().max(f64::MIN_POSITIVE) {
+                            continue;
+                        }
+                        taken
+                            .set_cost(na, nb, new)
+                            .map_err(|e| TreeError::Invalid(e.to_string()))?;
+                        let r = tree.on_link_cost_change(taken, na, nb, *strategy)?;
+                        changed_links += 1;
+                        swaps += usize::from(r.made.is_some());
+                    }
+                }
+                if changed_links > 0 {
+                    let rounds = tree.improve(taken, *strategy, MAX_IMPROVING_SWAPS);
+                    swaps += rounds.iter().filter(|r| r.made.is_some()).count();
+                }
+                // Failed members leave for the last position (a leaf), after the swaps so
+                // none of them moves one back inside.
+                for &f in failed {
+                    let Some(p) = tree.position_of(f) else {
+                        continue;
+                    };
+                    if f != root && !binomial::is_leaf(p, tree.len()) {
+                        tree.leave(taken, f, None)?;
+                        tree.join(taken, f, None)?;
+                    }
+                }
+                (tree.to_tree(), tree.cost())
+            }
+            _ => unreachable!("a kept tree matches its policy"),
+        };
+        Ok(Plan {
+            tree,
+            cost,
+            built,
+            changed_links,
+            swaps,
+        })
+    }
+
+    /// The costs the `adapt` tree of `root` has taken in (None under other policies).
+    pub fn taken_costs(&self, root: NodeId) -> Option<&DenseCostMatrix> {
+        match &self.live.get(&root)?.kept {
+            Kept::Adaptive { taken, .. } => Some(taken),
+            Kept::Fixed(_) => None,
+        }
+    }
+}

@@ -1,0 +1,579 @@
+//! The network weather of one node and of its group: what the [`Host`](crate::host::Host)
+//! measures on each of its links, forecasts, and shares, and the group's view that a
+//! collective's root plans from ([`GroupView`]).
+//!
+//! # What is measured, and where
+//!
+//! - **Round trips**, actively: the link prober's pings (on their own lane in the TCP driver),
+//!   one NWS [`Forecaster`] per link.
+//! - **Bandwidth**, passively, at the sender, from the data the collectives move anyway: the
+//!   [`SendMeter`] of a link follows the bytes handed to the transport and the sends that
+//!   complete. While bytes are outstanding without a break (a *busy period*), the rate at
+//!   which sends complete is the rate the link drains them: the same idea as TCP BBR's delivery
+//!   rate. The sender measures, not the receiver, because a receiver cannot tell a slow link
+//!   from a sender starved by a slow link upstream (every link below a slow one would read
+//!   slow); a starved sender has nothing outstanding, so it takes no sample. The first
+//!   completion of a busy period only starts the clock, so the link's latency is not counted
+//!   as transfer time. Small messages (below [`WeatherConfig::min_metered_bytes`]) are not
+//!   metered: they say little about bandwidth and would cost an event each.
+//! - A bandwidth forecast not refreshed for [`WeatherConfig::bandwidth_ttl`] is forgotten: a
+//!   link the trees stopped using (because it was slow) must be tried again some day, and an
+//!   old figure is no better than the guess. Trying costs a slow collective, so the default is
+//!   long (5 minutes): measured in the simulator, a 30 s TTL made a series of broadcasts every
+//!   12 s go back to a link ten times slower once every three broadcasts.
+//!
+//! # Shared with the group
+//!
+//! Every [`WeatherConfig::gossip`] period the host sends its row (its links' forecasts,
+//! [`LinkEntry`]) to every live member as a session message; each host keeps the latest row of
+//! every member. [`GroupView`] joins them: a link's round trip is the mean of its two ends'
+//! forecasts (each measured its own pings), its bandwidth the lower of the two ends' (data
+//! flows one way; the sender measured it). Links nobody measured take [`Guesses`]: the median
+//! of the measured links of the same class (inside a cluster, between clusters), else fixed
+//! defaults.
+
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use windrose_model::forecast::{Forecast, ForecastConfig, ForecastError, Forecaster};
+use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, NodeId};
+
+/// How a node measures, forecasts and shares its links' weather.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeatherConfig {
+    /// The forecasters of every series (round trips and bandwidths).
+    pub forecast: ForecastConfig,
+    /// Bytes a busy period must complete (after its first send) before they make one
+    /// bandwidth sample.
+    pub sample_bytes: u64,
+    /// Sends smaller than this are not metered.
+    pub min_metered_bytes: u64,
+    /// A bandwidth forecast older than this is forgotten.
+    pub bandwidth_ttl: Duration,
+    /// Send this node's row to the group this often (None: never). Rides on the host's
+    /// heartbeat tick, so it is rounded up to whole heartbeat periods.
+    pub gossip: Option<Duration>,
+    /// What links nobody measured are taken to be when a tree is planned.
+    pub guesses: Guesses,
+}
+
+impl Default for WeatherConfig {
+    /// 1 MiB samples of messages of 8 KiB and more, forgotten after 5 minutes, no gossip.
+    fn default() -> Self {
+        WeatherConfig {
+            forecast: ForecastConfig::default(),
+            sample_bytes: 1 << 20,
+            min_metered_bytes: 8 << 10,
+            bandwidth_ttl: Duration::from_secs(300),
+            gossip: None,
+            guesses: Guesses::default(),
+        }
+    }
+}
+
+impl WeatherConfig {
+    /// Checks the values, with the field named.
+    pub fn validate(&self) -> Result<(), ForecastError> {
+        Forecaster::new(self.forecast.clone())?;
+        if self.sample_bytes == 0 {
+            return Err(ForecastError::Config {
+                field: "sample_bytes",
+                reason: "must be positive".into(),
+            });
+        }
+        if self.bandwidth_ttl.is_zero() || self.gossip.is_some_and(|g| g.is_zero()) {
+            return Err(ForecastError::Config {
+                field: "bandwidth_ttl and gossip",
+                reason: "must be positive".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The sender's meter of one link: bytes outstanding and the current busy period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SendMeter {
+    outstanding: u64,
+    /// Time of the busy period's first completion (or of the last sample), once seen.
+    window_start: Option<Time>,
+    /// Bytes completed since `window_start`.
+    window_bytes: u64,
+}
+
+impl SendMeter {
+    /// `bytes` were handed to the transport.
+    pub fn sent(&mut self, bytes: u64) {
+        self.outstanding += bytes;
+    }
+
+    /// A send of `bytes` completed at `now`: returns a rate (bytes per second) when the busy
+    /// period has completed `sample_bytes` since its clock started.
+    pub fn completed(&mut self, now: Time, bytes: u64, sample_bytes: u64) -> Option<f64> {
+        self.outstanding = self.outstanding.saturating_sub(bytes);
+        let mut sample = None;
+        match self.window_start {
+            None => {
+                // The first completion of a busy period starts the clock: its bytes also
+                // paid the latency.
+                self.window_start = Some(now);
+                self.window_bytes = 0;
+            }
+            Some(start) => {
+                self.window_bytes += bytes;
+                let secs = now.saturating_since(start).as_secs_f64();
+                if self.window_bytes >= sample_bytes && secs > 0.0 {
+                    sample = Some(self.window_bytes as f64 / secs);
+                    self.window_start = Some(now);
+                    self.window_bytes = 0;
+                }
+            }
+        }
+        if self.outstanding == 0 {
+            // The link went idle: what follows is a new busy period.
+            self.window_start = None;
+            self.window_bytes = 0;
+        }
+        sample
+    }
+
+    /// The peer is gone: nothing outstanding will complete.
+    pub fn reset(&mut self) {
+        *self = SendMeter::default();
+    }
+}
+
+/// One forecast series of a link: the forecaster and its last sample.
+#[derive(Clone, Debug)]
+struct Series {
+    forecaster: Forecaster,
+    last: Option<f64>,
+    /// When the last sample came.
+    at: Time,
+}
+
+impl Series {
+    fn observe(&mut self, now: Time, value: f64) -> Option<Forecast> {
+        self.forecaster.observe(value).ok()?;
+        self.last = Some(value);
+        self.at = now;
+        self.forecaster.forecast()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Link {
+    rtt: Series,
+    bandwidth: Series,
+    meter: SendMeter,
+}
+
+/// One link as a member shares it: its forecasts, in the units users read.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkEntry {
+    /// The other end.
+    pub peer: NodeId,
+    /// Round-trip forecast, milliseconds, and its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<(f64, f64)>,
+    /// Bandwidth forecast from this end's sends, MB/s (10^6 bytes), and its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mb_s: Option<(f64, f64)>,
+}
+
+/// What the host knows of one link's weather.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkWeather {
+    /// The other end.
+    pub peer: NodeId,
+    /// Round trips measured so far.
+    pub samples: usize,
+    /// The last one, in milliseconds.
+    pub last_ms: Option<f64>,
+    /// The forecast of the next one (milliseconds) and its error estimate.
+    pub forecast: Option<Forecast>,
+    /// Change points detected in the round trips (the forecasters restarted from a new level).
+    pub resets: usize,
+    /// Bandwidth samples so far (from this node's sends).
+    #[serde(default)]
+    pub bandwidth_samples: usize,
+    /// The last one, MB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_mb_s: Option<f64>,
+    /// The bandwidth forecast (MB/s) and its error, while not older than the TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Forecast>,
+}
+
+/// A node's weather service: its links' series and meters, and the rows the group shared.
+#[derive(Clone, Debug)]
+pub struct Weather {
+    me: NodeId,
+    config: WeatherConfig,
+    fresh: Forecaster,
+    links: BTreeMap<NodeId, Link>,
+    rows: BTreeMap<NodeId, (Time, Vec<LinkEntry>)>,
+    last_gossip: Option<Time>,
+}
+
+impl Weather {
+    /// The service of `me`. Errors name the bad field of `config`.
+    pub fn new(me: NodeId, config: WeatherConfig) -> Result<Weather, ForecastError> {
+        config.validate()?;
+        let fresh = Forecaster::new(config.forecast.clone())?;
+        Ok(Weather {
+            me,
+            config,
+            fresh,
+            links: BTreeMap::new(),
+            rows: BTreeMap::new(),
+            last_gossip: None,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WeatherConfig {
+        &self.config
+    }
+
+    fn link(&mut self, peer: NodeId) -> &mut Link {
+        let fresh = &self.fresh;
+        self.links.entry(peer).or_insert_with(|| Link {
+            rtt: Series {
+                forecaster: fresh.clone(),
+                last: None,
+                at: Time::ZERO,
+            },
+            bandwidth: Series {
+                forecaster: fresh.clone(),
+                last: None,
+                at: Time::ZERO,
+            },
+            meter: SendMeter::default(),
+        })
+    }
+
+    /// A round trip to `peer` was measured: its new forecast (ms).
+    pub fn observe_rtt(&mut self, now: Time, peer: NodeId, rtt: Duration) -> Option<Forecast> {
+        let ms = rtt.as_secs_f64() * 1e3;
+        self.link(peer).rtt.observe(now, ms)
+    }
+
+    /// True when a send of `bytes` is worth metering.
+    pub fn meters(&self, bytes: u64) -> bool {
+        bytes >= self.config.min_metered_bytes
+    }
+
+    /// A metered send of `bytes` to `peer` was handed to the transport.
+    pub fn sent(&mut self, peer: NodeId, bytes: u64) {
+        self.link(peer).meter.sent(bytes);
+    }
+
+    /// A metered send completed: the new bandwidth forecast (MB/s) when it made a sample.
+    pub fn completed(&mut self, now: Time, peer: NodeId, bytes: u64) -> Option<Forecast> {
+        let sample_bytes = self.config.sample_bytes;
+        let link = self.link(peer);
+        let rate = link.meter.completed(now, bytes, sample_bytes)?;
+        link.bandwidth.observe(now, rate / 1e6)
+    }
+
+    /// `peer` is gone: its sends will not complete.
+    pub fn peer_lost(&mut self, peer: NodeId) {
+        if let Some(l) = self.links.get_mut(&peer) {
+            l.meter.reset();
+        }
+    }
+
+    fn bandwidth_of(&self, now: Time, l: &Link) -> Option<Forecast> {
+        let fresh = l.bandwidth.last.is_some()
+            && now.saturating_since(l.bandwidth.at) < self.config.bandwidth_ttl;
+        if fresh {
+            l.bandwidth.forecaster.forecast()
+        } else {
+            None
+        }
+    }
+
+    /// Every link measured so far, by peer.
+    pub fn links(&self, now: Time) -> Vec<LinkWeather> {
+        self.links
+            .iter()
+            .map(|(&peer, l)| LinkWeather {
+                peer,
+                samples: l.rtt.forecaster.observed(),
+                last_ms: l.rtt.last,
+                forecast: l.rtt.forecaster.forecast(),
+                resets: l.rtt.forecaster.resets(),
+                bandwidth_samples: l.bandwidth.forecaster.observed(),
+                last_mb_s: l.bandwidth.last,
+                bandwidth: self.bandwidth_of(now, l),
+            })
+            .collect()
+    }
+
+    /// This node's row, as it is shared.
+    pub fn row(&self, now: Time) -> Vec<LinkEntry> {
+        self.links
+            .iter()
+            .map(|(&peer, l)| LinkEntry {
+                peer,
+                rtt_ms: l.rtt.forecaster.forecast().map(|f| (f.value, f.error)),
+                mb_s: self.bandwidth_of(now, l).map(|f| (f.value, f.error)),
+            })
+            .filter(|e| e.rtt_ms.is_some() || e.mb_s.is_some())
+            .collect()
+    }
+
+    /// The row to gossip now, if the period has come and there is something to say.
+    pub fn gossip_due(&mut self, now: Time) -> Option<Vec<LinkEntry>> {
+        let period = self.config.gossip?;
+        if self
+            .last_gossip
+            .is_some_and(|t| now.saturating_since(t) < period)
+        {
+            return None;
+        }
+        let row = self.row(now);
+        if row.is_empty() {
+            return None;
+        }
+        self.last_gossip = Some(now);
+        Some(row)
+    }
+
+    /// A member's row arrived. Entries that are not finite and non-negative are dropped (a
+    /// buggy or hostile member cannot poison the view with NaN).
+    pub fn take_row(&mut self, now: Time, from: NodeId, mut row: Vec<LinkEntry>) {
+        let ok = |v: Option<(f64, f64)>| {
+            v.is_none_or(|(x, e)| x.is_finite() && x >= 0.0 && e.is_finite() && e >= 0.0)
+        };
+        row.retain(|e| e.peer != from && ok(e.rtt_ms) && ok(e.mb_s));
+        self.rows.insert(from, (now, row));
+    }
+
+    /// The group's view: this node's own row and every row shared with it, over `members`.
+    pub fn view(&self, now: Time, members: &[(NodeId, ClusterId)]) -> GroupView {
+        let n = members
+            .iter()
+            .map(|(m, _)| m.index() + 1)
+            .max()
+            .unwrap_or(0);
+        let mut view = GroupView {
+            n,
+            clusters: vec![None; n],
+            rtt: vec![Vec::new(); n * n],
+            mb_s: vec![Vec::new(); n * n],
+        };
+        for &(m, c) in members {
+            view.clusters[m.index()] = Some(c);
+        }
+        let own = self.row(now);
+        let rows =
+            std::iter::once((self.me, &own)).chain(self.rows.iter().map(|(f, (_, r))| (*f, r)));
+        for (from, row) in rows {
+            for e in row {
+                if from.index() >= n || e.peer.index() >= n {
+                    continue;
+                }
+                let (a, b) = (from.index(), e.peer.index());
+                let (lo, hi) = (a.min(b), a.max(b));
+                if let Some((v, _)) = e.rtt_ms {
+                    view.rtt[lo * n + hi].push(v);
+                }
+                if let Some((v, _)) = e.mb_s {
+                    view.mb_s[lo * n + hi].push(v);
+                }
+            }
+        }
+        view
+    }
+}
+
+/// What a link nobody measured is taken to be.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guesses {
+    /// Round trip inside a cluster, ms.
+    pub intra_rtt_ms: f64,
+    /// Round trip between clusters, ms.
+    pub inter_rtt_ms: f64,
+    /// Bandwidth inside a cluster, MB/s.
+    pub intra_mb_s: f64,
+    /// Bandwidth between clusters, MB/s.
+    pub inter_mb_s: f64,
+}
+
+impl Default for Guesses {
+    /// 0.2 ms and 117 MB/s (a gigabit LAN) inside a cluster; 20 ms and 10 MB/s between.
+    fn default() -> Self {
+        Guesses {
+            intra_rtt_ms: 0.2,
+            inter_rtt_ms: 20.0,
+            intra_mb_s: 117.0,
+            inter_mb_s: 10.0,
+        }
+    }
+}
+
+/// The group's links as one node knows them: the forecasts of both ends of every link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupView {
+    n: usize,
+    clusters: Vec<Option<ClusterId>>,
+    /// Per unordered pair (lo * n + hi): the round-trip forecasts of its ends.
+    rtt: Vec<Vec<f64>>,
+    /// Per unordered pair: the bandwidth forecasts of its ends.
+    mb_s: Vec<Vec<f64>>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+impl GroupView {
+    fn pair(&self, a: NodeId, b: NodeId) -> Option<usize> {
+        let (a, b) = (a.index(), b.index());
+        (a < self.n && b < self.n && a != b).then(|| a.min(b) * self.n + a.max(b))
+    }
+
+    /// The link's round trip (ms): the mean of its ends' forecasts, if any end measured it.
+    pub fn rtt_ms(&self, a: NodeId, b: NodeId) -> Option<f64> {
+        let v = &self.rtt[self.pair(a, b)?];
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// The link's bandwidth (MB/s): the lower of its ends' forecasts, if any end sent on it.
+    pub fn mb_s(&self, a: NodeId, b: NodeId) -> Option<f64> {
+        self.mb_s[self.pair(a, b)?].iter().copied().reduce(f64::min)
+    }
+
+    fn same_cluster(&self, a: usize, b: usize) -> bool {
+        self.clusters[a].is_some() && self.clusters[a] == self.clusters[b]
+    }
+
+    /// The guesses for unmeasured links: the median of the measured links of each class,
+    /// falling back to `defaults` for a class with none.
+    pub fn guesses(&self, defaults: Guesses) -> Guesses {
+        let (mut ir, mut xr, mut ib, mut xb) = (vec![], vec![], vec![], vec![]);
+        for a in 0..self.n {
+            for b in a + 1..self.n {
+                let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+                let intra = self.same_cluster(a, b);
+                if let Some(r) = self.rtt_ms(na, nb) {
+                    if intra {
+                        ir.push(r)
+                    } else {
+                        xr.push(r)
+                    }
+                }
+                if let Some(w) = self.mb_s(na, nb) {
+                    if intra {
+                        ib.push(w)
+                    } else {
+                        xb.push(w)
+                    }
+                }
+            }
+        }
+        Guesses {
+            intra_rtt_ms: median(ir).unwrap_or(defaults.intra_rtt_ms),
+            inter_rtt_ms: median(xr).unwrap_or(defaults.inter_rtt_ms),
+            intra_mb_s: median(ib).unwrap_or(defaults.intra_mb_s),
+            inter_mb_s: median(xb).unwrap_or(defaults.inter_mb_s),
+        }
+    }
+
+    /// Per pair of clusters (lo, hi): the medians of the measured links between them (round
+    /// trip, bandwidth). Between sites the links of different node pairs share one WAN path,
+    /// so a pair nobody measured is best guessed from its sites' measured pairs.
+    fn site_medians(&self) -> BTreeMap<(ClusterId, ClusterId), (Option<f64>, Option<f64>)> {
+        let mut acc: BTreeMap<(ClusterId, ClusterId), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for a in 0..self.n {
+            for b in a + 1..self.n {
+                let (Some(ca), Some(cb)) = (self.clusters[a], self.clusters[b]) else {
+                    continue;
+                };
+                let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+                let e = acc.entry((ca.min(cb), ca.max(cb))).or_default();
+                if let Some(r) = self.rtt_ms(na, nb) {
+                    e.0.push(r);
+                }
+                if let Some(w) = self.mb_s(na, nb) {
+                    e.1.push(w);
+                }
+            }
+        }
+        acc.into_iter()
+            .map(|(k, (r, w))| (k, (median(r), median(w))))
+            .collect()
+    }
+
+    /// What each link adds to a pipelined broadcast of `bytes` in segments of `segment`
+    /// bytes, in ms, as a symmetric cost matrix: its one-way latency (half the round trip),
+    /// one segment at its bandwidth (filling the pipeline), and the rest of the bytes at its
+    /// bandwidth *beyond what the fastest link would take* (`(bytes - segment) * (1/bw -
+    /// 1/bw_max)`). A pipelined hop on a fast link costs little more than its latency, while a
+    /// narrow link holds up everything below it: summed along a root-to-leaf path (a tree's
+    /// cost), this ranks trees by their slow and narrow links without charging every hop the
+    /// whole message (store and forward), which made deep trees look far worse than they run.
+    /// A link nobody measured takes the median of the measured links between the same two
+    /// clusters (or inside the same one), else [`GroupView::guesses`] of `defaults` (for the
+    /// bandwidth between clusters: `defaults` itself).
+    pub fn transfer_costs(&self, bytes: u64, segment: u64, defaults: Guesses) -> DenseCostMatrix {
+        let g = self.guesses(defaults);
+        let sites = self.site_medians();
+        let link = |a: usize, b: usize| -> (f64, f64) {
+            let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+            let intra = self.same_cluster(a, b);
+            let site = match (self.clusters[a], self.clusters[b]) {
+                (Some(ca), Some(cb)) => sites.get(&(ca.min(cb), ca.max(cb))).copied(),
+                _ => None,
+            };
+            let (site_rtt, site_mb_s) = site.unwrap_or((None, None));
+            let rtt = self.rtt_ms(na, nb).or(site_rtt).unwrap_or(if intra {
+                g.intra_rtt_ms
+            } else {
+                g.inter_rtt_ms
+            });
+            // Bandwidth unknown between two sites: the configured default, not the median
+            // of other sites' links, so a path nobody has tried looks as good as a fresh one
+            // and gets tried (one slow site pair must not make every untried pair look slow).
+            let mb_s = self
+                .mb_s(na, nb)
+                .or(site_mb_s)
+                .unwrap_or(if intra {
+                    g.intra_mb_s
+                } else {
+                    defaults.inter_mb_s
+                })
+                .max(1e-6);
+            (rtt, mb_s)
+        };
+        let n = self.n;
+        let mut links = vec![(0.0, 0.0); n * n];
+        let mut fastest = 1e-6f64;
+        for a in 0..n {
+            for b in a + 1..n {
+                let l = link(a, b);
+                fastest = fastest.max(l.1);
+                links[a * n + b] = l;
+            }
+        }
+        let segment = segment.min(bytes) as f64;
+        let rest = bytes as f64 - segment;
+        DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| {
+            let (rtt, mb_s) = links[a * n + b];
+            let excess = (1.0 / mb_s - 1.0 / fastest).max(0.0);
+            rtt / 2.0 + (segment / mb_s + rest * excess) / 1e3
+        })
+    }
+}

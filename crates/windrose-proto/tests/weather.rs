@@ -1,0 +1,288 @@
+//! The weather service's pieces by hand and against independent computations: the sender's
+//! bandwidth meter, the group's view from shared rows, tree policies and the planner.
+
+use proptest::prelude::*;
+use std::time::Duration;
+use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, LinkCostsMut, NodeId};
+use windrose_proto::planner::{Planner, TreePolicy};
+use windrose_proto::weather::{Guesses, LinkEntry, SendMeter, Weather, WeatherConfig};
+use windrose_proto::Time;
+use windrose_trees::adaptive::Strategy;
+use windrose_trees::TreeAlgorithm;
+
+fn ms(x: u64) -> Time {
+    Time::from_millis(x)
+}
+
+#[test]
+fn a_busy_link_is_measured_at_its_drain_rate_and_its_latency_is_not_counted() {
+    // 10 sends of 100 kB queued at once on a 1 MB/s link with 50 ms latency: they complete at
+    // 150, 250, ..., 1050 ms. The first completion starts the clock.
+    let mut m = SendMeter::default();
+    for _ in 0..10 {
+        m.sent(100_000);
+    }
+    let mut samples = vec![];
+    for k in 0..10u64 {
+        if let Some(r) = m.completed(ms(150 + 100 * k), 100_000, 300_000) {
+            samples.push(r);
+        }
+    }
+    // Samples after 300 kB past the first completion: at 450 ms and at 750 ms, and 1050 ms.
+    assert_eq!(samples.len(), 3, "{samples:?}");
+    for r in samples {
+        assert!((r - 1e6).abs() < 1e-6 * 1e6, "{r} B/s");
+    }
+}
+
+#[test]
+fn an_idle_gap_starts_a_new_busy_period_and_a_starved_sender_takes_no_sample() {
+    let mut m = SendMeter::default();
+    // One send at a time, each completing before the next is handed over (a sender starved by
+    // a slow link upstream): never two completions in one busy period.
+    for k in 0..20u64 {
+        m.sent(1_000_000);
+        assert_eq!(m.completed(ms(1000 * k + 10), 1_000_000, 1), None);
+    }
+}
+
+#[test]
+fn the_views_links_join_both_ends_and_drop_poisoned_entries() {
+    let members = [
+        (NodeId(0), ClusterId(0)),
+        (NodeId(1), ClusterId(0)),
+        (NodeId(2), ClusterId(1)),
+    ];
+    let mut w = Weather::new(NodeId(0), WeatherConfig::default()).unwrap();
+    for _ in 0..5 {
+        w.observe_rtt(ms(1), NodeId(2), Duration::from_millis(20));
+    }
+    w.take_row(
+        ms(2),
+        NodeId(2),
+        vec![
+            LinkEntry {
+                peer: NodeId(0),
+                rtt_ms: Some((30.0, 1.0)),
+                mb_s: Some((4.0, 0.5)),
+            },
+            LinkEntry {
+                peer: NodeId(1),
+                rtt_ms: Some((f64::NAN, 0.0)),
+                mb_s: None,
+            },
+        ],
+    );
+    w.take_row(
+        ms(2),
+        NodeId(1),
+        vec![LinkEntry {
+            peer: NodeId(2),
+            rtt_ms: None,
+            mb_s: Some((-1.0, 0.0)),
+        }],
+    );
+    let v = w.view(ms(3), &members);
+    assert_eq!(v.rtt_ms(NodeId(0), NodeId(2)), Some(25.0)); // mean of 20 and 30
+    assert_eq!(v.rtt_ms(NodeId(2), NodeId(0)), Some(25.0));
+    assert_eq!(v.mb_s(NodeId(2), NodeId(0)), Some(4.0));
+    assert_eq!(v.rtt_ms(NodeId(1), NodeId(2)), None, "NaN dropped");
+    assert_eq!(v.mb_s(NodeId(1), NodeId(2)), None, "negative dropped");
+    // Unmeasured links: the class's median (inter: 25 ms, 4 MB/s), else the defaults.
+    let g = v.guesses(Guesses::default());
+    assert_eq!((g.inter_rtt_ms, g.inter_mb_s), (25.0, 4.0));
+    assert_eq!(g.intra_rtt_ms, Guesses::default().intra_rtt_ms);
+    // Store and forward (one segment): latency plus the bytes at the bandwidth.
+    let c = v.transfer_costs(4_000_000, 4_000_000, Guesses::default());
+    // 0 - 2: 12.5 ms one way + 4 MB at 4 MB/s.
+    assert!((c.cost(NodeId(0), NodeId(2)) - 1012.5).abs() < 1e-9);
+    // 1 - 2 is unmeasured: the inter-cluster guesses.
+    assert!((c.cost(NodeId(1), NodeId(2)) - 1012.5).abs() < 1e-9);
+    let intra = Guesses::default();
+    let want = intra.intra_rtt_ms / 2.0 + 4_000_000.0 / (intra.intra_mb_s * 1e3);
+    assert!((c.cost(NodeId(0), NodeId(1)) - want).abs() < 1e-9);
+    // Pipelined in 1 MB segments: one segment at the link's bandwidth, the rest at what it
+    // takes beyond the fastest link (the default 117 MB/s inside cluster 0).
+    let p = v.transfer_costs(4_000_000, 1_000_000, Guesses::default());
+    let want = 12.5 + (1e6 / 4.0 + 3e6 * (1.0 / 4.0 - 1.0 / 117.0)) / 1e3;
+    assert!(
+        (p.cost(NodeId(0), NodeId(2)) - want).abs() < 1e-9,
+        "{}",
+        p.cost(NodeId(0), NodeId(2))
+    );
+    let fast = 0.1 + 1e6 / 117.0 / 1e3;
+    assert!((p.cost(NodeId(0), NodeId(1)) - fast).abs() < 1e-9);
+}
+
+#[test]
+fn a_bandwidth_forecast_is_forgotten_after_its_ttl() {
+    let config = WeatherConfig {
+        sample_bytes: 1,
+        bandwidth_ttl: Duration::from_secs(5),
+        ..WeatherConfig::default()
+    };
+    let mut w = Weather::new(NodeId(0), config).unwrap();
+    w.sent(NodeId(1), 300);
+    assert!(w.completed(ms(100), NodeId(1), 100).is_none()); // starts the clock
+    assert!(w.completed(ms(200), NodeId(1), 100).is_some());
+    assert!(w.links(ms(1000))[0].bandwidth.is_some());
+    assert!(w.links(ms(5300))[0].bandwidth.is_none());
+    assert!(w.row(ms(5300)).is_empty());
+}
+
+#[test]
+fn tree_policies_parse_and_print_and_bad_ones_are_named() {
+    for s in ["static:magpie", "rebuild:balanced-path", "adapt:family:0.5"] {
+        let p: TreePolicy = s.parse().unwrap();
+        assert_eq!(p.to_string(), s);
+    }
+    assert_eq!(
+        "adapt".parse::<TreePolicy>().unwrap(),
+        TreePolicy::default()
+    );
+    for (bad, says) in [
+        ("static", "name the algorithm"),
+        ("rebuild:kruskal", "balanced-path"),
+        ("adapt:sideways", "unknown strategy"),
+        ("adapt:path:-1", "threshold"),
+        ("adapt:path:0.2:9", "expected"),
+        ("grow", "expected"),
+    ] {
+        let e = bad.parse::<TreePolicy>().unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// Two sites of three nodes, 1 ms inside, 10 ms between (node 0 is the root).
+fn two_sites() -> (DenseCostMatrix, Vec<ClusterId>) {
+    let clusters: Vec<ClusterId> = (0..6).map(|i| ClusterId(i / 3)).collect();
+    let c = DenseCostMatrix::from_fn(CostUnit::LatencyMs, 6, |a, b| {
+        if clusters[a] == clusters[b] {
+            1.0
+        } else {
+            10.0
+        }
+    });
+    (c, clusters)
+}
+
+#[test]
+fn static_keeps_its_tree_and_rebuild_follows_the_costs() {
+    let (mut costs, clusters) = two_sites();
+    let mut p = Planner::new();
+    let st = TreePolicy::Static {
+        algorithm: TreeAlgorithm::BalancedPath,
+    };
+    let first = p.plan(NodeId(0), st, &costs, &clusters, &[]).unwrap();
+    assert!(first.built);
+    // Every link of the tree's first site-crossing edge becomes very slow.
+    let (a, b) = first
+        .tree
+        .edges()
+        .into_iter()
+        .find(|(c, par)| clusters[c.index()] != clusters[par.index()])
+        .unwrap();
+    costs.set_cost(a, b, 1000.0).unwrap();
+    let again = p.plan(NodeId(0), st, &costs, &clusters, &[]).unwrap();
+    assert!(!again.built);
+    assert_eq!(again.tree.edges(), first.tree.edges());
+    assert!((again.cost - again.tree.cost(&costs)).abs() < 1e-9);
+    let rb = TreePolicy::Rebuild {
+        algorithm: TreeAlgorithm::BalancedPath,
+    };
+    let rebuilt = p.plan(NodeId(0), rb, &costs, &clusters, &[]).unwrap();
+    let direct = TreeAlgorithm::BalancedPath
+        .build(&costs, Some(&clusters), NodeId(0))
+        .unwrap();
+    assert_eq!(rebuilt.tree.edges(), direct.edges());
+    assert!(
+        rebuilt.cost <= again.cost,
+        "{} vs {}",
+        rebuilt.cost,
+        again.cost
+    );
+}
+
+#[test]
+fn adapt_ignores_small_moves_and_takes_in_large_ones() {
+    let (mut costs, clusters) = two_sites();
+    let mut p = Planner::new();
+    let pol = TreePolicy::Adapt {
+        strategy: Strategy::Position,
+        threshold: 0.2,
+    };
+    let first = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    // +10 % everywhere: below the threshold, nothing taken in.
+    let noisy = DenseCostMatrix::from_fn(CostUnit::LatencyMs, 6, |a, b| {
+        costs.cost(NodeId(a as u32), NodeId(b as u32)) * 1.1
+    });
+    let same = p.plan(NodeId(0), pol, &noisy, &clusters, &[]).unwrap();
+    assert_eq!((same.changed_links, same.swaps), (0, 0));
+    assert_eq!(same.tree.edges(), first.tree.edges());
+    // A tree link 30x dearer: taken in, and the tree's cost is what the costs give it.
+    let (a, b) = first.tree.edges()[0];
+    costs.set_cost(a, b, costs.cost(a, b) * 30.0).unwrap();
+    let moved = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    assert_eq!(moved.changed_links, 1);
+    let taken = p.taken_costs(NodeId(0)).unwrap();
+    assert!((moved.cost - moved.tree.cost(taken)).abs() < 1e-9);
+}
+
+#[test]
+fn adapt_parks_a_failed_member_at_a_leaf() {
+    let (costs, clusters) = two_sites();
+    let mut p = Planner::new();
+    let pol = TreePolicy::default();
+    let first = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    // The root's first child has children of its own (6 nodes, binomial shape).
+    let inner = *first
+        .tree
+        .children(NodeId(0))
+        .iter()
+        .find(|c| !first.tree.children(**c).is_empty())
+        .unwrap();
+    let plan = p.plan(NodeId(0), pol, &costs, &clusters, &[inner]).unwrap();
+    assert!(plan.tree.children(inner).is_empty(), "{:?}", plan.tree);
+    assert_eq!(plan.tree.len(), 6);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Over any storm of cost changes, the adapted tree's reported cost is its cost computed
+    /// from scratch on the costs it has taken in, it spans every member, and every taken-in
+    /// cost is within the threshold of the latest costs.
+    #[test]
+    fn adapts_cost_is_its_from_scratch_cost(
+        n in 2usize..12,
+        seed_costs in proptest::collection::vec(1.0f64..100.0, 66),
+        storm in proptest::collection::vec((0usize..12, 0usize..12, 0.1f64..10.0), 1..30),
+        strategy in 0usize..4,
+    ) {
+        let clusters = vec![ClusterId(0); n];
+        let idx = |a: usize, b: usize| { let (l, h) = (a.min(b), a.max(b)); h * (h - 1) / 2 + l };
+        let mut costs = DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| seed_costs[idx(a, b)]);
+        let pol = TreePolicy::Adapt { strategy: Strategy::ALL[strategy], threshold: 0.2 };
+        let mut p = Planner::new();
+        p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+        for (a, b, f) in storm {
+            let (a, b) = (a % n, b % n);
+            if a == b { continue; }
+            let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+            let c = costs.cost(na, nb) * f;
+            costs.set_cost(na, nb, c).unwrap();
+            let plan = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+            let taken = p.taken_costs(NodeId(0)).unwrap();
+            prop_assert_eq!(plan.tree.len(), n);
+            let scratch = plan.tree.cost(taken);
+            prop_assert!((plan.cost - scratch).abs() <= 1e-9 * scratch.max(1.0), "{} vs {}", plan.cost, scratch);
+            for x in 0..n {
+                for y in x + 1..n {
+                    let (nx, ny) = (NodeId(x as u32), NodeId(y as u32));
+                    let (t, c) = (taken.cost(nx, ny), costs.cost(nx, ny));
+                    prop_assert!((t - c).abs() <= 0.2 * t + 1e-9, "{x}-{y}: taken {t}, now {c}");
+                }
+            }
+        }
+    }
+}
