@@ -61,11 +61,19 @@ pub enum BcastError {
         /// What was wrong.
         why: String,
     },
-    /// The root's message does not fit this rank's buffer (MPI_ERR_TRUNCATE).
+    /// The root's message is longer than this rank's buffer (MPI_ERR_TRUNCATE); nothing
+    /// past the buffer was written.
     Truncated {
         /// Bytes this rank's buffer holds.
         buffer: u64,
-        /// Bytes the root sent (as far as they arrived).
+        /// The root's message is at least this long.
+        at_least: u64,
+    },
+    /// The root's message is shorter than this rank's buffer (the ranks' counts disagree).
+    Short {
+        /// Bytes this rank's buffer holds.
+        buffer: u64,
+        /// Bytes the root sent.
         message: u64,
     },
     /// The collective was refused or aborted.
@@ -79,9 +87,13 @@ impl fmt::Display for BcastError {
         match self {
             BcastError::Transport(e) => write!(f, "MPI point-to-point call {} failed with code {}", e.call, e.code),
             BcastError::BadFrame { from, why } => write!(f, "bad frame from rank {from}: {why}"),
-            BcastError::Truncated { buffer, message } => write!(
+            BcastError::Truncated { buffer, at_least } => write!(
                 f,
-                "the root's message ({message} bytes) does not match this rank's buffer ({buffer} bytes)"
+                "the root's message (at least {at_least} bytes) is longer than this rank's buffer ({buffer} bytes)"
+            ),
+            BcastError::Short { buffer, message } => write!(
+                f,
+                "the root's message ({message} bytes) is shorter than this rank's buffer ({buffer} bytes)"
             ),
             BcastError::Failed(why) => write!(f, "the broadcast failed: {why}"),
             BcastError::Argument(why) => write!(f, "bad argument: {why}"),
@@ -276,14 +288,14 @@ impl<T: Transport> Driver<T> {
             if end > cap {
                 return Err(BcastError::Truncated {
                     buffer: cap,
-                    message: end,
+                    at_least: end,
                 });
             }
             buf[offset as usize..end as usize].copy_from_slice(&data);
             got += data.len() as u64;
         }
         if got != cap {
-            return Err(BcastError::Truncated {
+            return Err(BcastError::Short {
                 buffer: cap,
                 message: got,
             });

@@ -145,6 +145,31 @@ struct RunResult {
     expected: BTreeMap<u32, u64>,
     checked: BTreeMap<u32, u64>,
     windrose: BTreeMap<u32, u64>,
+    /// Ranks that printed `truncate-ok`.
+    truncate_ok: Vec<u32>,
+    /// Everything printed, for messages.
+    stdout: String,
+    stderr: String,
+}
+
+impl RunResult {
+    /// Asserts every one of `ranks` printed its three lines.
+    fn complete(&self, ranks: u32) {
+        let all: Vec<u32> = (0..ranks).collect();
+        for (name, map) in [
+            ("expect-windrose", &self.expected),
+            ("checked", &self.checked),
+            ("windrose-mpi stats", &self.windrose),
+        ] {
+            assert_eq!(
+                map.keys().copied().collect::<Vec<_>>(),
+                all,
+                "not every rank printed its {name} line:\n{}\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+    }
 }
 
 /// Runs the program on `ranks` ranks with the shim preloaded and `env` set for every rank.
@@ -220,21 +245,12 @@ fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResul
             ["windrose-mpi", "stats:", "rank", ..] => {
                 r.windrose.insert(num(3) as u32, num(5));
             }
+            ["truncate-ok", ..] => r.truncate_ok.push(num(1) as u32),
             _ => {}
         }
     }
-    let all: Vec<u32> = (0..ranks).collect();
-    for (name, map) in [
-        ("expect-windrose", &r.expected),
-        ("checked", &r.checked),
-        ("windrose-mpi stats", &r.windrose),
-    ] {
-        assert_eq!(
-            map.keys().copied().collect::<Vec<_>>(),
-            all,
-            "{what}: not every rank printed its {name} line:\n{stdout}\n{stderr}"
-        );
-    }
+    r.stdout = stdout.into_owned();
+    r.stderr = stderr.into_owned();
     r
 }
 
@@ -257,6 +273,7 @@ fn sweep(abi: Abi, ranks: u32, max_bytes: &str, repeats: &str) {
         &[("WINDROSE_MPI_THRESHOLD", "1000")],
         &["1000", max_bytes, repeats],
     );
+    r.complete(ranks);
     assert_eq!(r.windrose, r.expected, "windrose calls per rank");
     for (rank, n) in &r.checked {
         assert!(*n > 100, "rank {rank} checked only {n} broadcasts");
@@ -277,8 +294,47 @@ fn off(abi: Abi) {
     }
     let _one_at_a_time = serial();
     let r = mpirun(abi, 3, &[("WINDROSE_MPI", "off")], &["-1", "300000", "20"]);
+    r.complete(3);
     assert!(r.windrose.values().all(|&n| n == 0), "{:?}", r.windrose);
     assert!(r.expected.values().all(|&n| n == 0));
+}
+
+/// A root sending more than the others' buffers hold: MPI_ERR_TRUNCATE at the others through
+/// the communicator's error handler (MPI_ERRORS_RETURN), nothing written past their buffers,
+/// the communicator usable afterwards (the program checks all that and prints truncate-ok).
+fn truncate(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let mut r = mpirun(
+        abi,
+        3,
+        &[("WINDROSE_MPI_THRESHOLD", "1000")],
+        &["truncate", "2000000"],
+    );
+    r.truncate_ok.sort();
+    assert_eq!(r.truncate_ok, [0, 1, 2], "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr
+            .matches("is longer than this rank's buffer (1000000 bytes)")
+            .count(),
+        2,
+        "each non-root says why:\n{}",
+        r.stderr
+    );
+    // The failed call is not counted; the root's two calls and the others' second are.
+    assert_eq!(r.windrose.values().copied().collect::<Vec<_>>(), [2, 1, 1]);
+}
+
+#[test]
+fn openmpi_truncation_reaches_the_error_handler() {
+    truncate(OPENMPI);
+}
+
+#[test]
+fn mpich_truncation_reaches_the_error_handler() {
+    truncate(MPICH);
 }
 
 #[test]

@@ -3,6 +3,7 @@
  * PMPI_Bcast of the same data. Exits non-zero (MPI_Abort) at the first difference.
  *
  * Usage: bcast_check THRESHOLD MAX_BYTES REPEATS
+ *        bcast_check truncate BYTES   (see truncate_check)
  * THRESHOLD is the shim's WINDROSE_MPI_THRESHOLD (-1: shim off), used only to print how many
  * calls should have taken windrose's path ("expect-windrose RANK N"). */
 #include <mpi.h>
@@ -53,7 +54,14 @@ static void one(MPI_Comm comm, MPI_Datatype dt, int count, size_t span, int cont
         buf[i] = rank == root ? pattern(root, k, i) : (unsigned char)(0xA5 ^ i);
         ref[i] = buf[i];
     }
-    if (MPI_Bcast(buf, count, dt, root, comm) != MPI_SUCCESS) fail(comm, "MPI_Bcast error", root, k, 0);
+#if MPI_VERSION >= 4
+    /* The large-count entry point, for every other call where the header has it. */
+    int rc = k % 2 ? MPI_Bcast_c(buf, (MPI_Count)count, dt, root, comm)
+                   : MPI_Bcast(buf, count, dt, root, comm);
+#else
+    int rc = MPI_Bcast(buf, count, dt, root, comm);
+#endif
+    if (rc != MPI_SUCCESS) fail(comm, "MPI_Bcast error", root, k, 0);
     if (PMPI_Bcast(ref, count, dt, root, comm) != MPI_SUCCESS) fail(comm, "PMPI_Bcast error", root, k, 0);
     if (memcmp(buf, ref, span) != 0) {
         size_t at = 0;
@@ -100,8 +108,48 @@ static void sweep(MPI_Comm comm, size_t max_bytes) {
     MPI_Type_free(&trip);
 }
 
+/* A root sending more than the others' buffers hold, on a communicator whose errors return:
+ * the others get MPI_ERR_TRUNCATE and no byte past their buffer, the root succeeds, and the
+ * next broadcast on the communicator works. Prints "truncate-ok RANK". */
+static int truncate_check(size_t n) {
+    MPI_Comm comm;
+    int rank;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &rank);
+    size_t mine = rank == 0 ? n : n / 2;
+    unsigned char *buf = malloc(n);
+    memset(buf, rank == 0 ? 0x11 : 0x22, n);
+    int rc = MPI_Bcast(buf, (int)mine, MPI_BYTE, 0, comm), cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    int want = rank == 0 ? MPI_SUCCESS : MPI_ERR_TRUNCATE;
+    if (cls != want) {
+        fprintf(stderr, "rank %d: error class %d, expected %d\n", rank, cls, want);
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    for (size_t i = mine; i < n; i++)
+        if (buf[i] != (rank == 0 ? 0x11 : 0x22)) {
+            fprintf(stderr, "rank %d: byte %zu past the buffer was written\n", rank, i);
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        }
+    /* The communicator still works. */
+    memset(buf, rank == 0 ? 0x33 : 0, n);
+    if (MPI_Bcast(buf, (int)n, MPI_BYTE, 0, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 4);
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != 0x33) MPI_Abort(MPI_COMM_WORLD, 4);
+    free(buf);
+    MPI_Comm_free(&comm);
+    printf("truncate-ok %d\n", rank);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "truncate") == 0) {
+        truncate_check((size_t)atoll(argv[2]));
+        MPI_Finalize();
+        return 0;
+    }
     if (argc != 4) {
         fprintf(stderr, "usage: %s THRESHOLD MAX_BYTES REPEATS\n", argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
