@@ -1,7 +1,8 @@
 //! Compiles the MPI side (csrc/shim.c) against one MPI's headers with that MPI's compiler
 //! wrapper, and links the cdylib to that MPI's library.
 //!
-//! The ABI comes from `WINDROSE_MPI_ABI` (`openmpi` or `mpich`); unset, the first of
+//! The ABI comes from `WINDROSE_MPI_ABI` (`openmpi`, `mpich` or `standard`, the MPI 5 ABI
+//! of `mpicc_abi`); unset, the first of
 //! `mpicc.openmpi`, `mpicc.mpich` found on PATH. Without any MPI compiler the crate still
 //! builds (the driver and its unit tests need no MPI) but the shim is left out, and a warning
 //! says so.
@@ -32,7 +33,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.c");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(windrose_mpi_shim)");
-    println!("cargo::rustc-check-cfg=cfg(windrose_mpi_abi, values(\"openmpi\", \"mpich\"))");
+    println!("cargo::rustc-check-cfg=cfg(windrose_mpi_abi, values(\"openmpi\", \"mpich\", \"standard\"))");
     let abi = match std::env::var("WINDROSE_MPI_ABI") {
         Ok(a) if !a.is_empty() => a,
         _ if on_path("mpicc.openmpi") => "openmpi".to_string(),
@@ -49,7 +50,9 @@ fn main() {
     let (wrapper, show) = match abi.as_str() {
         "openmpi" => ("mpicc.openmpi", "-showme"),
         "mpich" => ("mpicc.mpich", "-show"),
-        other => panic!("WINDROSE_MPI_ABI={other}: expected openmpi or mpich"),
+        // The MPI 5 standard ABI (libmpi_abi), e.g. from MPICH 5's mpicc_abi.
+        "standard" => ("mpicc_abi", "-show"),
+        other => panic!("WINDROSE_MPI_ABI={other}: expected openmpi, mpich or standard"),
     };
     if !on_path(wrapper) {
         panic!("WINDROSE_MPI_ABI={abi} needs {wrapper} on PATH (install the MPI's -dev package)");
@@ -64,13 +67,18 @@ fn main() {
     for flag in link_flags(wrapper, show) {
         if let Some(dir) = flag.strip_prefix("-L") {
             println!("cargo:rustc-link-search=native={dir}");
+            if !dir.starts_with("/usr/") {
+                // An MPI outside the system's library path (a Python environment's MPICH):
+                // found at run time as at link time.
+                println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,{dir}");
+            }
         } else if let Some(lib) = flag.strip_prefix("-l") {
             println!("cargo:rustc-link-lib=dylib={lib}");
         }
     }
     println!("cargo:rustc-cfg=windrose_mpi_shim");
-    // Open MPI's handles are pointers, MPICH's ints; MPICH 4 (MPI 4) has the large-count
-    // MPI_Bcast_c, Open MPI 4.1 (MPI 3.1) does not.
+    // Open MPI's and the standard ABI's handles are pointers, MPICH's ints; MPICH 4 and the
+    // standard ABI (MPI 4 and 5) have the large-count MPI_Bcast_c, Open MPI 4.1 (MPI 3.1) not.
     println!("cargo:rustc-cfg=windrose_mpi_abi=\"{abi}\"");
     println!("cargo:rustc-env=WINDROSE_MPI_BUILT_ABI={abi}");
 }

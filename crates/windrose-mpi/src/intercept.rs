@@ -1,10 +1,11 @@
 //! The exported MPI entry points. A cdylib exports only Rust's own symbols, so these
 //! trampolines carry the MPI names and call the C side (`wr_MPI_*` in csrc/shim.c). Handles
-//! are passed through untouched, typed by ABI: pointers in Open MPI, ints in MPICH.
+//! are passed through untouched, typed by ABI: pointers in Open MPI and the MPI 5 standard ABI,
+//! ints in MPICH.
 
 use std::ffi::{c_char, c_int, c_void};
 
-#[cfg(windrose_mpi_abi = "openmpi")]
+#[cfg(any(windrose_mpi_abi = "openmpi", windrose_mpi_abi = "standard"))]
 type Handle = *mut c_void;
 #[cfg(windrose_mpi_abi = "mpich")]
 type Handle = c_int;
@@ -20,7 +21,7 @@ extern "C" {
     fn wr_MPI_Finalize() -> c_int;
     fn wr_MPI_Bcast(buf: *mut c_void, count: c_int, dt: Handle, root: c_int, comm: Handle)
         -> c_int;
-    #[cfg(windrose_mpi_abi = "mpich")]
+    #[cfg(any(windrose_mpi_abi = "mpich", windrose_mpi_abi = "standard"))]
     fn wr_MPI_Bcast_c(buf: *mut c_void, count: i64, dt: Handle, root: c_int, comm: Handle)
         -> c_int;
 }
@@ -78,7 +79,7 @@ pub unsafe extern "C" fn MPI_Bcast(
 
 /// # Safety
 /// MPI_Bcast_c's contract.
-#[cfg(windrose_mpi_abi = "mpich")]
+#[cfg(any(windrose_mpi_abi = "mpich", windrose_mpi_abi = "standard"))]
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_c(
     buf: *mut c_void,

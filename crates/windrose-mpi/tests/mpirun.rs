@@ -19,43 +19,69 @@ use std::time::{Duration, Instant};
 struct Abi {
     name: &'static str,
     mpicc: &'static str,
+    /// The launcher: a name on PATH, or (with `beside`) the one next to `mpicc`.
     mpirun: &'static str,
+    beside: bool,
+    /// What installs it.
+    install: &'static str,
 }
 
 const OPENMPI: Abi = Abi {
     name: "openmpi",
     mpicc: "mpicc.openmpi",
     mpirun: "mpirun.openmpi",
+    beside: false,
+    install: "apt-get install openmpi-bin libopenmpi-dev",
 };
 const MPICH: Abi = Abi {
     name: "mpich",
     mpicc: "mpicc.mpich",
     mpirun: "mpiexec.mpich",
+    beside: false,
+    install: "apt-get install mpich libmpich-dev",
+};
+/// The MPI 5 standard ABI: MPICH 5's libmpi_abi, its mpicc_abi and its own hydra.
+const STANDARD: Abi = Abi {
+    name: "standard",
+    mpicc: "mpicc_abi",
+    mpirun: "mpiexec.hydra",
+    beside: true,
+    install: "pip install mpich==5.0.2, its bin directory on PATH",
 };
 
 /// A run that takes longer than this is stuck: it is killed and the test fails (a guard
 /// against hangs, not a timing assertion).
 const HANG_GUARD: Duration = Duration::from_secs(600);
 
-fn on_path(exe: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(exe).is_file()))
-        .unwrap_or(false)
+fn find(exe: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(exe))
+            .find(|f| f.is_file())
+    })
+}
+
+/// This ABI's launcher.
+fn launcher(abi: Abi) -> Option<PathBuf> {
+    if abi.beside {
+        let dir = find(abi.mpicc)?.parent()?.to_path_buf();
+        Some(dir.join(abi.mpirun)).filter(|p| p.is_file())
+    } else {
+        find(abi.mpirun)
+    }
 }
 
 /// False (after saying why) when this ABI's MPI is not installed.
 fn available(abi: Abi) -> bool {
-    for exe in [abi.mpirun, abi.mpicc] {
-        if !on_path(exe) {
+    for (exe, found) in [
+        (abi.mpicc, find(abi.mpicc).is_some()),
+        (abi.mpirun, launcher(abi).is_some()),
+    ] {
+        if !found {
             println!(
                 "SKIPPED: {exe} is not installed, so the {} tests of the MPI shim did not run \
-                 (apt-get install {})",
-                abi.name,
-                if abi.name == "openmpi" {
-                    "openmpi-bin libopenmpi-dev"
-                } else {
-                    "mpich libmpich-dev"
-                }
+                 ({})",
+                abi.name, abi.install
             );
             return false;
         }
@@ -181,7 +207,7 @@ fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResul
         ("WINDROSE_MPI_STATS".into(), "path".into()),
     ];
     all_env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let mut cmd = Command::new(abi.mpirun);
+    let mut cmd = Command::new(launcher(abi).expect("checked by available"));
     cmd.args(["-np", &ranks.to_string()]);
     if abi.name == "openmpi" {
         // Root in containers, more ranks than cores, and no busy spinning on a shared machine.
@@ -375,4 +401,29 @@ fn mpich_four_ranks_up_to_16_mib_and_300_calls_in_a_row() {
 #[test]
 fn mpich_off() {
     off(MPICH);
+}
+
+#[test]
+fn standard_abi_two_ranks_fall_back() {
+    sweep(STANDARD, 2, "300000", "20");
+}
+
+#[test]
+fn standard_abi_three_ranks() {
+    sweep(STANDARD, 3, "1048576", "50");
+}
+
+#[test]
+fn standard_abi_four_ranks_up_to_16_mib_and_300_calls_in_a_row() {
+    sweep(STANDARD, 4, "16777216", "300");
+}
+
+#[test]
+fn standard_abi_off() {
+    off(STANDARD);
+}
+
+#[test]
+fn standard_abi_truncation_reaches_the_error_handler() {
+    truncate(STANDARD);
 }
