@@ -8,6 +8,7 @@
  * isend/test/probe/recv on a private duplicate of each communicator. */
 #include <mpi.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +48,14 @@ static int wr_enabled = 0;
 static size_t wr_threshold = 256 * 1024;
 static int wr_keyval = MPI_KEYVAL_INVALID;
 static int wr_stats = 0;
+/* Every live group, for MPI_Finalize. The lock guards only the list: holding it across a
+ * collective could deadlock two threads creating groups on different communicators. */
 static wr_comm *wr_comms = NULL;
+static pthread_mutex_t wr_comms_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Updated atomically: under MPI_THREAD_MULTIPLE broadcasts on different communicators may
+ * run at once. */
 static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls;
+#define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
 
 static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
     wr_comm *c = ctx;
@@ -98,9 +105,11 @@ static void wr_release(wr_comm *c) {
     windrose_group_free(c->group);
     c->group = NULL;
     PMPI_Comm_free(&c->dup);
+    pthread_mutex_lock(&wr_comms_lock);
     wr_comm **p = &wr_comms;
     while (*p && *p != c) p = &(*p)->next;
     if (*p) *p = c->next;
+    pthread_mutex_unlock(&wr_comms_lock);
 }
 
 /* Drives every group until none owes a peer anything: a rank cannot leave while another
@@ -206,8 +215,10 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     c->group = windrose_group_new(rank, size, hosts, &c->transport);
     free(hosts);
     if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
+    pthread_mutex_lock(&wr_comms_lock);
     c->next = wr_comms;
     wr_comms = c;
+    pthread_mutex_unlock(&wr_comms_lock);
     PMPI_Comm_set_attr(comm, wr_keyval, c);
     return c;
 }
@@ -247,15 +258,15 @@ static int wr_bcast(void *buf, size_t bytes, int root, MPI_Comm comm) {
         PMPI_Comm_call_errhandler(comm, cls);
         return cls;
     }
-    wr_windrose_calls++;
-    wr_windrose_bytes += bytes;
+    WR_COUNT(wr_windrose_calls, 1);
+    WR_COUNT(wr_windrose_bytes, bytes);
     return MPI_SUCCESS;
 }
 
 int wr_MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
     size_t bytes = 0;
     if (!wr_takes(count, datatype, comm, &bytes)) {
-        wr_fallback_calls++;
+        WR_COUNT(wr_fallback_calls, 1);
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     }
     return wr_bcast(buffer, bytes, root, comm);
@@ -265,7 +276,7 @@ int wr_MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_C
 int wr_MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm) {
     size_t bytes = 0;
     if (!wr_takes(count, datatype, comm, &bytes)) {
-        wr_fallback_calls++;
+        WR_COUNT(wr_fallback_calls, 1);
         return PMPI_Bcast_c(buffer, count, datatype, root, comm);
     }
     return wr_bcast(buffer, bytes, root, comm);

@@ -594,6 +594,67 @@ mod tests {
         }
     }
 
+    /// A rank still in one broadcast hears of the next ones (announcements, data): each
+    /// transfer's bytes are kept apart and handed to the call for that transfer.
+    #[test]
+    fn overlapping_broadcasts_stay_apart() {
+        let hosts = [0, 1, 2, 3];
+        let (_net, mut drivers) = group(&hosts);
+        let lens = [700_000usize, 5, 1_300_000];
+        let roots = [0u32, 2, 0];
+        let data: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(t, &len)| (0..len).map(|k| (k * 7 + t * 13) as u8).collect())
+            .collect();
+        // Every root starts its broadcasts at once, before any other rank has moved.
+        for (t, (&root, d)) in roots.iter().zip(&data).enumerate() {
+            let dr = &mut drivers[root as usize];
+            let seg = segment_bytes(d.len() as u64);
+            let spec = CollectiveSpec::Broadcast {
+                tree: dr.tree(root).unwrap(),
+                segment_bytes: seg,
+                max_frame_payload: seg as u32,
+            };
+            dr.feed(Input::App(App::new(AppRequest::StartCollective {
+                spec,
+                data: Bytes::copy_from_slice(d),
+                transfer: Some(TransferId(t as u32)),
+            })))
+            .unwrap();
+        }
+        for d in drivers.iter_mut() {
+            d.next_transfer = 3;
+        }
+        for _ in 0..10_000 {
+            for d in drivers.iter_mut() {
+                d.progress().unwrap();
+            }
+            if drivers.iter().all(|d| d.outcomes.len() == 3) {
+                break;
+            }
+        }
+        for (r, d) in drivers.iter_mut().enumerate() {
+            for (t, want) in data.iter().enumerate() {
+                let id = TransferId(t as u32);
+                assert_eq!(
+                    d.outcomes.remove(&id),
+                    Some(Outcome::Ended { finished: true }),
+                    "rank {r}, transfer {t}"
+                );
+                if roots[t] as usize == r {
+                    continue;
+                }
+                let mut got = vec![0u8; want.len()];
+                for (off, bytes) in d.deliveries.remove(&id).unwrap_or_default() {
+                    got[off as usize..off as usize + bytes.len()].copy_from_slice(&bytes);
+                }
+                assert!(&got == want, "rank {r}, transfer {t}");
+            }
+            assert!(d.deliveries.is_empty());
+        }
+    }
+
     #[test]
     fn a_foreign_frame_is_reported_with_its_sender() {
         let (net, mut drivers) = group(&[0, 0, 0]);
