@@ -170,6 +170,8 @@ pub struct Driver<T: Transport> {
     joins_heard: u32,
     out: Outputs,
     stats: Stats,
+    /// A fixed segment size (bytes) instead of [`segment_bytes`]'s choice.
+    segment: Option<u64>,
 }
 
 impl<T: Transport> Driver<T> {
@@ -207,9 +209,21 @@ impl<T: Transport> Driver<T> {
             joins_heard: 0,
             out: Outputs::new(),
             stats: Stats::default(),
+            segment: None,
         };
         d.feed(Input::Start).map_err(|e| e.to_string())?;
         Ok(d)
+    }
+
+    /// Uses `bytes` per segment (and frame) for the broadcasts this rank roots: 1 ..= 1 MiB.
+    pub fn set_segment_bytes(&mut self, bytes: u64) -> Result<(), String> {
+        if !(1..=1 << 20).contains(&bytes) {
+            return Err(format!(
+                "segment size {bytes} bytes: expected 1 to 1048576 (one frame per segment)"
+            ));
+        }
+        self.segment = Some(bytes);
+        Ok(())
     }
 
     /// Counters so far.
@@ -247,7 +261,7 @@ impl<T: Transport> Driver<T> {
         self.next_transfer = self.next_transfer.wrapping_add(1);
         if root == self.rank {
             let len = buf.len() as u64;
-            let seg = segment_bytes(len);
+            let seg = self.segment.unwrap_or_else(|| segment_bytes(len));
             let spec = CollectiveSpec::Broadcast {
                 tree: self.tree(root)?,
                 segment_bytes: seg,
@@ -669,6 +683,53 @@ mod tests {
         match found {
             Some(BcastError::BadFrame { from: 2, .. }) => {}
             other => panic!("expected a bad frame from rank 2, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fixed_segment_size_is_used_and_checked() {
+        let (_net, mut drivers) = group(&[0, 0, 0]);
+        for bad in [0, (1 << 20) + 1] {
+            let e = drivers[0].set_segment_bytes(bad).unwrap_err();
+            assert!(e.contains(&bad.to_string()), "{e}");
+        }
+        // 300 kB in 1000-byte segments: 300 data frames down each tree edge.
+        drivers[0].set_segment_bytes(1000).unwrap();
+        let want: Vec<u8> = (0..300_000).map(|k| (k % 251) as u8).collect();
+        let mut bufs = vec![want.clone(), vec![0; 300_000], vec![0; 300_000]];
+        let before: Vec<u64> = drivers.iter().map(|d| d.stats().frames_received).collect();
+        let t = TransferId(drivers[0].next_transfer);
+        drivers[0].next_transfer += 1;
+        let spec = CollectiveSpec::Broadcast {
+            tree: drivers[0].tree(0).unwrap(),
+            segment_bytes: drivers[0].segment.unwrap(),
+            max_frame_payload: 1000,
+        };
+        drivers[0]
+            .feed(Input::App(App::new(AppRequest::StartCollective {
+                spec,
+                data: Bytes::from(want.clone()),
+                transfer: Some(t),
+            })))
+            .unwrap();
+        for d in drivers.iter_mut().skip(1) {
+            d.next_transfer += 1;
+        }
+        for _ in 0..10_000 {
+            for d in drivers.iter_mut() {
+                d.progress().unwrap();
+            }
+            if drivers.iter().all(|d| d.outcomes.contains_key(&t)) {
+                break;
+            }
+        }
+        for r in 1..3 {
+            for (off, data) in drivers[r].deliveries.remove(&t).unwrap() {
+                bufs[r][off as usize..off as usize + data.len()].copy_from_slice(&data);
+            }
+            assert!(bufs[r] == want, "rank {r}");
+            let frames = drivers[r].stats().frames_received - before[r];
+            assert!(frames >= 300, "rank {r} got {frames} frames");
         }
     }
 

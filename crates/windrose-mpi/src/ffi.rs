@@ -119,7 +119,17 @@ pub unsafe extern "C" fn windrose_group_new(
         // SAFETY: the caller's contract.
         let transport = unsafe { *t };
         let seed = 0x7769_6e64_726f_7365 ^ size as u64;
-        match Driver::new(rank as u32, hosts, transport, seed) {
+        let made = Driver::new(rank as u32, hosts, transport, seed).and_then(|mut d| {
+            if let Ok(v) = std::env::var("WINDROSE_MPI_SEGMENT") {
+                let bytes = v
+                    .parse::<u64>()
+                    .map_err(|_| format!("WINDROSE_MPI_SEGMENT={v}: expected a byte count"))?;
+                d.set_segment_bytes(bytes)
+                    .map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
+            }
+            Ok(d)
+        });
+        match made {
             Ok(d) => Box::into_raw(Box::new(Group {
                 rank: rank as u32,
                 driver: Mutex::new(d),
