@@ -696,7 +696,7 @@ mod tests {
         // 300 kB in 1000-byte segments: 300 data frames down each tree edge.
         drivers[0].set_segment_bytes(1000).unwrap();
         let want: Vec<u8> = (0..300_000).map(|k| (k % 251) as u8).collect();
-        let mut bufs = vec![want.clone(), vec![0; 300_000], vec![0; 300_000]];
+        let mut bufs = [want.clone(), vec![0; 300_000], vec![0; 300_000]];
         let before: Vec<u64> = drivers.iter().map(|d| d.stats().frames_received).collect();
         let t = TransferId(drivers[0].next_transfer);
         drivers[0].next_transfer += 1;
