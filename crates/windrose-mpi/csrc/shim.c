@@ -40,7 +40,8 @@ typedef struct wr_comm {
     wr_transport transport;
     MPI_Message pending;   /* the message the last probe matched */
     int has_pending;
-    int dead;              /* freed at MPI_Finalize; the attribute may outlive it */
+    int dead;              /* released at MPI_Finalize; the attribute may outlive it */
+    int orphan;            /* the user freed the communicator; released once quiescent */
     struct wr_comm *next;
 } wr_comm;
 
@@ -99,17 +100,18 @@ static int wr_recv(void *ctx, void *buf, size_t len) {
     return PMPI_Mrecv(buf, (int)len, MPI_BYTE, &c->pending, MPI_STATUS_IGNORE);
 }
 
-static void wr_release(wr_comm *c) {
+/* Frees the group and its duplicate, and unlinks it; the list lock is held. An orphan's
+ * memory goes too (its attribute is gone), else the attribute's delete callback frees it. */
+static void wr_release_locked(wr_comm *c) {
     if (c->dead) return;
     c->dead = 1;
     windrose_group_free(c->group);
     c->group = NULL;
     PMPI_Comm_free(&c->dup);
-    pthread_mutex_lock(&wr_comms_lock);
     wr_comm **p = &wr_comms;
     while (*p && *p != c) p = &(*p)->next;
     if (*p) *p = c->next;
-    pthread_mutex_unlock(&wr_comms_lock);
+    if (c->orphan) free(c);
 }
 
 /* Drives every group until none owes a peer anything: a rank cannot leave while another
@@ -125,16 +127,32 @@ static void wr_drain_all(void) {
     }
 }
 
-/* The user freed the communicator: finish this group's business, then forget it. */
+/* One round of progress for the groups of freed communicators, releasing those that owe
+ * nothing. Called at every windrose broadcast: never blocks. */
+static void wr_reap(void) {
+    if (pthread_mutex_trylock(&wr_comms_lock) != 0) return; /* another thread is at it */
+    wr_comm *c = wr_comms;
+    while (c) {
+        wr_comm *next = c->next;
+        if (c->orphan && windrose_group_progress(c->group) == 0 &&
+            windrose_group_quiescent(c->group))
+            wr_release_locked(c);
+        c = next;
+    }
+    pthread_mutex_unlock(&wr_comms_lock);
+}
+
+/* The user freed the communicator. Its group may still owe peers session messages, and a
+ * peer may only get to them after this rank's next user-level message to it (MPI_Comm_free
+ * does not synchronise): waiting here could deadlock. The group is kept and released when
+ * quiescent (wr_reap), at the latest at MPI_Finalize. */
 static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     (void)comm; (void)keyval; (void)extra;
     wr_comm *c = attr;
-    if (!c->dead) {
-        while (windrose_group_progress(c->group) == 0 && !windrose_group_quiescent(c->group)) {
-        }
-        wr_release(c);
-    }
-    free(c);
+    pthread_mutex_lock(&wr_comms_lock);
+    if (c->dead) free(c);
+    else c->orphan = 1;
+    pthread_mutex_unlock(&wr_comms_lock);
     return MPI_SUCCESS;
 }
 
@@ -180,7 +198,9 @@ int wr_MPI_Finalize(void) {
                 rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls);
     }
     wr_drain_all();
-    while (wr_comms) wr_release(wr_comms);
+    pthread_mutex_lock(&wr_comms_lock);
+    while (wr_comms) wr_release_locked(wr_comms);
+    pthread_mutex_unlock(&wr_comms_lock);
     if (wr_keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&wr_keyval);
     return PMPI_Finalize();
 }
@@ -249,6 +269,7 @@ static int wr_takes(MPI_Count count, MPI_Datatype dt, MPI_Comm comm, size_t *byt
 }
 
 static int wr_bcast(void *buf, size_t bytes, int root, MPI_Comm comm) {
+    wr_reap();
     wr_comm *c = wr_comm_of(comm);
     if (!c) return MPI_ERR_INTERN;
     int rc = windrose_group_bcast(c->group, buf, bytes, root);

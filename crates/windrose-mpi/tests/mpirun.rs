@@ -173,6 +173,8 @@ struct RunResult {
     windrose: BTreeMap<u32, u64>,
     /// Ranks that printed `truncate-ok`.
     truncate_ok: Vec<u32>,
+    /// Ranks that printed `free-ok`.
+    free_ok: Vec<u32>,
     /// Everything printed, for messages.
     stdout: String,
     stderr: String,
@@ -272,6 +274,7 @@ fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResul
                 r.windrose.insert(num(3) as u32, num(5));
             }
             ["truncate-ok", ..] => r.truncate_ok.push(num(1) as u32),
+            ["free-ok", ..] => r.free_ok.push(num(1) as u32),
             _ => {}
         }
     }
@@ -351,6 +354,40 @@ fn truncate(abi: Abi) {
     );
     // The failed call is not counted; the root's two calls and the others' second are.
     assert_eq!(r.windrose.values().copied().collect::<Vec<_>>(), [2, 1, 1]);
+}
+
+/// MPI_Comm_free does not synchronise, so freeing a communicator must not wait for peers
+/// (the program's rank 0 frees, then sends to rank 1, which frees after receiving).
+fn free_without_waiting(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let mut r = mpirun(
+        abi,
+        3,
+        &[("WINDROSE_MPI_THRESHOLD", "1000")],
+        &["free", "300000"],
+    );
+    r.free_ok.sort();
+    assert_eq!(r.free_ok, [0, 1, 2], "{}\n{}", r.stdout, r.stderr);
+    // One broadcast on the freed communicator and five on MPI_COMM_WORLD, all windrose's.
+    assert_eq!(r.windrose.values().copied().collect::<Vec<_>>(), [6, 6, 6]);
+}
+
+#[test]
+fn openmpi_comm_free_does_not_wait_for_peers() {
+    free_without_waiting(OPENMPI);
+}
+
+#[test]
+fn mpich_comm_free_does_not_wait_for_peers() {
+    free_without_waiting(MPICH);
+}
+
+#[test]
+fn standard_abi_comm_free_does_not_wait_for_peers() {
+    free_without_waiting(STANDARD);
 }
 
 #[test]

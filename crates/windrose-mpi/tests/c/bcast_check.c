@@ -4,6 +4,7 @@
  *
  * Usage: bcast_check THRESHOLD MAX_BYTES REPEATS
  *        bcast_check truncate BYTES   (see truncate_check)
+ *        bcast_check free BYTES       (see free_check)
  * THRESHOLD is the shim's WINDROSE_MPI_THRESHOLD (-1: shim off), used only to print how many
  * calls should have taken windrose's path ("expect-windrose RANK N"). */
 #include <mpi.h>
@@ -143,8 +144,48 @@ static int truncate_check(size_t n) {
     return 0;
 }
 
+/* MPI_Comm_free does not synchronise: rank 0 frees a communicator whose last broadcast rank
+ * 1 rooted, then sends to rank 1, which frees it only after that receive. The shim must not
+ * wait in rank 0's free for rank 1's end of the broadcast. Then broadcasts on
+ * MPI_COMM_WORLD go on (and release the freed group). Prints "free-ok RANK". */
+static int free_check(size_t n) {
+    MPI_Comm comm;
+    int rank, token = 42;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_rank(comm, &rank);
+    unsigned char *buf = malloc(n);
+    memset(buf, rank == 1 ? 0x5A : 0, n);
+    if (MPI_Bcast(buf, (int)n, MPI_BYTE, 1, comm) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 5);
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != 0x5A) MPI_Abort(MPI_COMM_WORLD, 5);
+    if (rank == 0) {
+        MPI_Comm_free(&comm);
+        MPI_Send(&token, 1, MPI_INT, 1, 9, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        MPI_Recv(&token, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Comm_free(&comm);
+    } else {
+        MPI_Comm_free(&comm);
+    }
+    for (int i = 0; i < 5; i++) {
+        memset(buf, rank == 0 ? 0x66 + i : 0, n);
+        if (MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+            MPI_Abort(MPI_COMM_WORLD, 5);
+        for (size_t j = 0; j < n; j++)
+            if (buf[j] != 0x66 + i) MPI_Abort(MPI_COMM_WORLD, 5);
+    }
+    free(buf);
+    printf("free-ok %d\n", rank);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "free") == 0) {
+        free_check((size_t)atoll(argv[2]));
+        MPI_Finalize();
+        return 0;
+    }
     if (argc == 3 && strcmp(argv[1], "truncate") == 0) {
         truncate_check((size_t)atoll(argv[2]));
         MPI_Finalize();
