@@ -534,10 +534,13 @@ mod tests {
             d.next_transfer += 1;
         }
         let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
+        let seg = drivers[root as usize]
+            .segment
+            .unwrap_or_else(|| segment_bytes(root_data.len() as u64));
         let spec = CollectiveSpec::Broadcast {
             tree: drivers[root as usize].tree(root).unwrap(),
-            segment_bytes: segment_bytes(root_data.len() as u64),
-            max_frame_payload: segment_bytes(root_data.len() as u64) as u32,
+            segment_bytes: seg,
+            max_frame_payload: seg as u32,
         };
         drivers[root as usize]
             .feed(Input::App(App::new(AppRequest::StartCollective {
@@ -605,6 +608,42 @@ mod tests {
         }
         for (r, d) in drivers.iter().enumerate() {
             assert!(d.quiescent(), "rank {r} is not quiescent");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Any group (3 to 9 ranks on 1 to 4 hosts), any root, any length, any segment size:
+        /// every rank ends with the root's bytes, and the group settles afterwards.
+        #[test]
+        fn any_group_root_and_length(
+            hosts in proptest::collection::vec(0i32..4, 3..10),
+            root_pick in 0u32..1000,
+            len in 1usize..600_000,
+            seg in proptest::option::of(1000u64..200_000),
+            salt in 0u8..255,
+        ) {
+            let (_net, mut drivers) = group(&hosts);
+            let root = root_pick % hosts.len() as u32;
+            if let Some(seg) = seg {
+                drivers[root as usize].set_segment_bytes(seg).unwrap();
+            }
+            let want: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(salt) ^ salt).collect();
+            let mut bufs: Vec<Vec<u8>> = (0..hosts.len())
+                .map(|r| if r as u32 == root { want.clone() } else { vec![!salt; len] })
+                .collect();
+            run(&mut drivers, &mut bufs, root);
+            for (r, b) in bufs.iter().enumerate() {
+                proptest::prop_assert!(b == &want, "rank {} differs", r);
+            }
+            for _ in 0..50 {
+                for d in drivers.iter_mut() {
+                    d.progress().unwrap();
+                }
+            }
+            for (r, d) in drivers.iter().enumerate() {
+                proptest::prop_assert!(d.quiescent(), "rank {} owes something", r);
+            }
         }
     }
 
