@@ -1,0 +1,305 @@
+/* The MPI side of windrose-mpi: the only code that sees the MPI library's types.
+ *
+ * Compiled once per ABI (Open MPI's handles are pointers, MPICH's are ints) by build.rs with
+ * that MPI's compiler wrapper. The exported MPI_Init, MPI_Init_thread, MPI_Finalize, MPI_Bcast
+ * and MPI_Bcast_c are Rust trampolines (src/intercept.rs: a cdylib exports only Rust's
+ * symbols) that call the wr_MPI_* functions here. These decide which broadcasts windrose takes
+ * and hand the Rust core an ABI-neutral transport: opaque handles and function pointers for
+ * isend/test/probe/recv on a private duplicate of each communicator. */
+#include <mpi.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Must match `Transport` in src/ffi.rs. */
+typedef struct {
+    void *ctx;
+    int (*isend)(void *ctx, const void *buf, size_t len, int dest, void **req);
+    int (*test)(void *req, int *done);
+    int (*probe)(void *ctx, int *flag, int *source, size_t *len);
+    int (*recv)(void *ctx, void *buf, size_t len);
+} wr_transport;
+
+/* The Rust core (src/ffi.rs). */
+void *windrose_group_new(int rank, int size, const int *hosts, const wr_transport *t);
+int windrose_group_bcast(void *group, void *buf, size_t len, int root);
+int windrose_group_progress(void *group);
+int windrose_group_quiescent(void *group);
+void windrose_group_free(void *group);
+
+/* Every frame on the private communicator carries this tag. */
+#define WR_TAG 7717
+
+/* One communicator windrose broadcasts on. */
+typedef struct wr_comm {
+    MPI_Comm dup;          /* private duplicate: our frames never match the user's receives */
+    void *group;           /* the Rust side (a Host and its driver) */
+    wr_transport transport;
+    MPI_Message pending;   /* the message the last probe matched */
+    int has_pending;
+    int dead;              /* released at MPI_Finalize; the attribute may outlive it */
+    int orphan;            /* the user freed the communicator; released once quiescent */
+    struct wr_comm *next;
+} wr_comm;
+
+static int wr_enabled = 0;
+static size_t wr_threshold = 256 * 1024;
+static int wr_keyval = MPI_KEYVAL_INVALID;
+static int wr_stats = 0;
+/* Every live group, for MPI_Finalize. The lock guards only the list: holding it across a
+ * collective could deadlock two threads creating groups on different communicators. */
+static wr_comm *wr_comms = NULL;
+static pthread_mutex_t wr_comms_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Updated atomically: under MPI_THREAD_MULTIPLE broadcasts on different communicators may
+ * run at once. */
+static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls;
+#define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
+
+static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
+    wr_comm *c = ctx;
+    if (len > INT_MAX) return MPI_ERR_COUNT;
+    MPI_Request *r = malloc(sizeof *r);
+    if (!r) return MPI_ERR_NO_MEM;
+    int rc = PMPI_Isend(buf, (int)len, MPI_BYTE, dest, WR_TAG, c->dup, r);
+    if (rc != MPI_SUCCESS) { free(r); return rc; }
+    *req = r;
+    return MPI_SUCCESS;
+}
+
+/* Frees the request once it completed. */
+static int wr_test(void *req, int *done) {
+    MPI_Request *r = req;
+    int rc = PMPI_Test(r, done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && *done) free(r);
+    return rc;
+}
+
+/* Matched probe: the message is taken off the queue, so a later receive cannot get another. */
+static int wr_probe(void *ctx, int *flag, int *source, size_t *len) {
+    wr_comm *c = ctx;
+    MPI_Status st;
+    int count = 0;
+    if (c->has_pending) return MPI_ERR_OTHER; /* the core receives what it probed first */
+    int rc = PMPI_Improbe(MPI_ANY_SOURCE, WR_TAG, c->dup, flag, &c->pending, &st);
+    if (rc != MPI_SUCCESS || !*flag) return rc;
+    rc = PMPI_Get_count(&st, MPI_BYTE, &count);
+    if (rc != MPI_SUCCESS) return rc;
+    c->has_pending = 1;
+    *source = st.MPI_SOURCE;
+    *len = (size_t)count;
+    return MPI_SUCCESS;
+}
+
+static int wr_recv(void *ctx, void *buf, size_t len) {
+    wr_comm *c = ctx;
+    if (!c->has_pending) return MPI_ERR_OTHER;
+    c->has_pending = 0;
+    return PMPI_Mrecv(buf, (int)len, MPI_BYTE, &c->pending, MPI_STATUS_IGNORE);
+}
+
+/* Frees the group and its duplicate, and unlinks it; the list lock is held. An orphan's
+ * memory goes too (its attribute is gone), else the attribute's delete callback frees it. */
+static void wr_release_locked(wr_comm *c) {
+    if (c->dead) return;
+    c->dead = 1;
+    windrose_group_free(c->group);
+    c->group = NULL;
+    PMPI_Comm_free(&c->dup);
+    wr_comm **p = &wr_comms;
+    while (*p && *p != c) p = &(*p)->next;
+    if (*p) *p = c->next;
+    if (c->orphan) free(c);
+}
+
+/* Drives every group until none owes a peer anything: a rank cannot leave while another
+ * waits for its session messages (Done, Close) on any communicator. */
+static void wr_drain_all(void) {
+    for (;;) {
+        int all = 1;
+        for (wr_comm *c = wr_comms; c; c = c->next) {
+            if (windrose_group_progress(c->group) != 0) continue; /* reported by the core */
+            if (!windrose_group_quiescent(c->group)) all = 0;
+        }
+        if (all) return;
+    }
+}
+
+/* One round of progress for the groups of freed communicators, releasing those that owe
+ * nothing. Called at every windrose broadcast: never blocks. */
+static void wr_reap(void) {
+    if (pthread_mutex_trylock(&wr_comms_lock) != 0) return; /* another thread is at it */
+    wr_comm *c = wr_comms;
+    while (c) {
+        wr_comm *next = c->next;
+        if (c->orphan && windrose_group_progress(c->group) == 0 &&
+            windrose_group_quiescent(c->group))
+            wr_release_locked(c);
+        c = next;
+    }
+    pthread_mutex_unlock(&wr_comms_lock);
+}
+
+/* The user freed the communicator. Its group may still owe peers session messages, and a
+ * peer may only get to them after this rank's next user-level message to it (MPI_Comm_free
+ * does not synchronise): waiting here could deadlock. The group is kept and released when
+ * quiescent (wr_reap), at the latest at MPI_Finalize. */
+static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
+    (void)comm; (void)keyval; (void)extra;
+    wr_comm *c = attr;
+    pthread_mutex_lock(&wr_comms_lock);
+    if (c->dead) free(c);
+    else c->orphan = 1;
+    pthread_mutex_unlock(&wr_comms_lock);
+    return MPI_SUCCESS;
+}
+
+static void wr_setup(void) {
+    const char *off = getenv("WINDROSE_MPI");
+    wr_enabled = !(off && strcmp(off, "off") == 0);
+    const char *th = getenv("WINDROSE_MPI_THRESHOLD");
+    if (th && *th) {
+        char *end = NULL;
+        unsigned long long v = strtoull(th, &end, 10);
+        if (end && *end == '\0') {
+            wr_threshold = (size_t)v;
+        } else {
+            fprintf(stderr, "windrose-mpi: WINDROSE_MPI_THRESHOLD=%s is not a byte count; "
+                            "keeping %zu\n", th, wr_threshold);
+        }
+    }
+    const char *st = getenv("WINDROSE_MPI_STATS");
+    wr_stats = st && strcmp(st, "path") == 0;
+    if (wr_enabled &&
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) != MPI_SUCCESS) {
+        wr_enabled = 0;
+    }
+}
+
+int wr_MPI_Init(int *argc, char ***argv) {
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) wr_setup();
+    return rc;
+}
+
+int wr_MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) wr_setup();
+    return rc;
+}
+
+int wr_MPI_Finalize(void) {
+    if (wr_stats) {
+        int rank = -1;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls\n",
+                rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls);
+    }
+    wr_drain_all();
+    pthread_mutex_lock(&wr_comms_lock);
+    while (wr_comms) wr_release_locked(wr_comms);
+    pthread_mutex_unlock(&wr_comms_lock);
+    if (wr_keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&wr_keyval);
+    return PMPI_Finalize();
+}
+
+/* The communicator's windrose state, created at its first windrose broadcast (a collective
+ * step every member reaches at the same call, since the path depends only on shared
+ * arguments). */
+static wr_comm *wr_comm_of(MPI_Comm comm) {
+    void *attr = NULL;
+    int found = 0;
+    if (PMPI_Comm_get_attr(comm, wr_keyval, &attr, &found) == MPI_SUCCESS && found) return attr;
+    wr_comm *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    int rank, size;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if (PMPI_Comm_dup(comm, &c->dup) != MPI_SUCCESS) { free(c); return NULL; }
+    /* Which host each rank is on (named by the lowest rank there): the cost guess. */
+    MPI_Comm shm;
+    int leader = rank;
+    int *hosts = malloc(sizeof(int) * (size_t)size);
+    if (!hosts) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
+    PMPI_Comm_split_type(c->dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
+    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shm);
+    PMPI_Comm_free(&shm);
+    PMPI_Allgather(&leader, 1, MPI_INT, hosts, 1, MPI_INT, c->dup);
+    c->transport.ctx = c;
+    c->transport.isend = wr_isend;
+    c->transport.test = wr_test;
+    c->transport.probe = wr_probe;
+    c->transport.recv = wr_recv;
+    c->group = windrose_group_new(rank, size, hosts, &c->transport);
+    free(hosts);
+    if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
+    pthread_mutex_lock(&wr_comms_lock);
+    c->next = wr_comms;
+    wr_comms = c;
+    pthread_mutex_unlock(&wr_comms_lock);
+    PMPI_Comm_set_attr(comm, wr_keyval, c);
+    return c;
+}
+
+/* Bytes of `count` elements of `dt` when they are one contiguous block, else 0 with *ok = 0. */
+static size_t wr_contiguous_bytes(MPI_Count count, MPI_Datatype dt, int *ok) {
+    int size = 0;
+    MPI_Aint lb, extent, true_lb, true_extent;
+    *ok = 0;
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS) return 0;
+    if (PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS) return 0;
+    if (PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS) return 0;
+    /* No holes inside an element nor between elements. */
+    if (lb != 0 || true_lb != 0 || extent != size || true_extent != size) return 0;
+    *ok = 1;
+    return (size_t)size * (size_t)count;
+}
+
+/* True when this call goes through windrose. Depends only on arguments every rank shares
+ * (count, datatype, the communicator), so every rank takes the same path. */
+static int wr_takes(MPI_Count count, MPI_Datatype dt, MPI_Comm comm, size_t *bytes) {
+    int inter = 0, size = 0, ok = 0;
+    if (!wr_enabled || count <= 0) return 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return 0;
+    if (PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size <= 2) return 0;
+    *bytes = wr_contiguous_bytes(count, dt, &ok);
+    return ok && *bytes > wr_threshold;
+}
+
+static int wr_bcast(void *buf, size_t bytes, int root, MPI_Comm comm) {
+    wr_reap();
+    wr_comm *c = wr_comm_of(comm);
+    if (!c) return MPI_ERR_INTERN;
+    int rc = windrose_group_bcast(c->group, buf, bytes, root);
+    if (rc != 0) {
+        /* The core printed why; the communicator's error handler decides what happens. */
+        int cls = rc == 2 ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+        PMPI_Comm_call_errhandler(comm, cls);
+        return cls;
+    }
+    WR_COUNT(wr_windrose_calls, 1);
+    WR_COUNT(wr_windrose_bytes, bytes);
+    return MPI_SUCCESS;
+}
+
+int wr_MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    size_t bytes = 0;
+    if (!wr_takes(count, datatype, comm, &bytes)) {
+        WR_COUNT(wr_fallback_calls, 1);
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
+    return wr_bcast(buffer, bytes, root, comm);
+}
+
+#if MPI_VERSION >= 4
+int wr_MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    size_t bytes = 0;
+    if (!wr_takes(count, datatype, comm, &bytes)) {
+        WR_COUNT(wr_fallback_calls, 1);
+        return PMPI_Bcast_c(buffer, count, datatype, root, comm);
+    }
+    return wr_bcast(buffer, bytes, root, comm);
+}
+#endif

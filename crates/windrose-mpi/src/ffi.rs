@@ -1,0 +1,239 @@
+//! The Rust core as the C side sees it: a group per communicator behind an opaque pointer,
+//! and the C side's transport (function pointers over PMPI_ calls on the private duplicate).
+//!
+//! Every function catches panics and aborts: nothing unwinds into C.
+
+use crate::driver::{Driver, Transport, TransportError};
+use bytes::Bytes;
+use std::ffi::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+/// The C side's transport (`wr_transport` in csrc/shim.c; same layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CTransport {
+    /// Its context (the communicator's state).
+    pub ctx: *mut c_void,
+    /// PMPI_Isend of `len` bytes to `dest`; the request handle is written to `req`.
+    pub isend:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut *mut c_void) -> c_int,
+    /// PMPI_Test; frees the request once done.
+    pub test: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int,
+    /// PMPI_Improbe: flag, source, length.
+    pub probe: unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int, *mut usize) -> c_int,
+    /// PMPI_Mrecv of the probed message.
+    pub recv: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> c_int,
+}
+
+/// A request handle from the C side (freed by it when the test says done).
+pub struct CRequest(*mut c_void);
+
+fn check(call: &'static str, rc: c_int) -> Result<(), TransportError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(TransportError { call, code: rc })
+    }
+}
+
+impl Transport for CTransport {
+    type Request = CRequest;
+
+    fn isend(&mut self, to: u32, frame: &Bytes) -> Result<CRequest, TransportError> {
+        let mut req = std::ptr::null_mut();
+        // SAFETY: the C side reads `frame.len()` bytes; the driver keeps `frame` alive until
+        // the request completes.
+        let rc = unsafe {
+            (self.isend)(
+                self.ctx,
+                frame.as_ptr().cast(),
+                frame.len(),
+                to as c_int,
+                &mut req,
+            )
+        };
+        check("isend", rc)?;
+        Ok(CRequest(req))
+    }
+
+    fn test(&mut self, request: &mut CRequest) -> Result<bool, TransportError> {
+        let mut done = 0;
+        // SAFETY: the handle came from isend and was not completed yet.
+        check("test", unsafe { (self.test)(request.0, &mut done) })?;
+        Ok(done != 0)
+    }
+
+    fn probe(&mut self) -> Result<Option<(u32, usize)>, TransportError> {
+        let (mut flag, mut source, mut len) = (0, 0, 0usize);
+        // SAFETY: plain out-parameters.
+        check("probe", unsafe {
+            (self.probe)(self.ctx, &mut flag, &mut source, &mut len)
+        })?;
+        Ok((flag != 0).then_some((source as u32, len)))
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<(), TransportError> {
+        // SAFETY: `buf` has the probed message's length.
+        check("recv", unsafe {
+            (self.recv)(self.ctx, buf.as_mut_ptr().cast(), buf.len())
+        })
+    }
+}
+
+/// One communicator's driver; the lock serialises calls from several threads.
+pub struct Group {
+    rank: u32,
+    driver: Mutex<Driver<CTransport>>,
+}
+
+/// Runs `f`, aborting the process on a panic (nothing may unwind into C).
+fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("windrose-mpi: internal error (panic) in {what}; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// A group for `rank` of `size` ranks, `hosts[r]` naming rank r's host; null on error (printed).
+///
+/// # Safety
+/// `hosts` points to `size` ints and `t` to a transport valid for the group's life.
+#[no_mangle]
+pub unsafe extern "C" fn windrose_group_new(
+    rank: c_int,
+    size: c_int,
+    hosts: *const c_int,
+    t: *const CTransport,
+) -> *mut Group {
+    guard("windrose_group_new", || {
+        if hosts.is_null() || t.is_null() || size <= 0 || rank < 0 {
+            eprintln!("windrose-mpi: bad group arguments (rank {rank}, size {size})");
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller's contract.
+        let hosts = unsafe { std::slice::from_raw_parts(hosts, size as usize) };
+        // SAFETY: the caller's contract.
+        let transport = unsafe { *t };
+        let seed = 0x7769_6e64_726f_7365 ^ size as u64;
+        let made = Driver::new(rank as u32, hosts, transport, seed).and_then(|mut d| {
+            if let Ok(v) = std::env::var("WINDROSE_MPI_SEGMENT") {
+                let bytes = v
+                    .parse::<u64>()
+                    .map_err(|_| format!("WINDROSE_MPI_SEGMENT={v}: expected a byte count"))?;
+                d.set_segment_bytes(bytes)
+                    .map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
+            }
+            Ok(d)
+        });
+        match made {
+            Ok(d) => Box::into_raw(Box::new(Group {
+                rank: rank as u32,
+                driver: Mutex::new(d),
+            })),
+            Err(e) => {
+                eprintln!("windrose-mpi: rank {rank}: {e}");
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+fn lock(g: &Group) -> std::sync::MutexGuard<'_, Driver<CTransport>> {
+    g.driver.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Broadcasts `len` bytes at `buf` from `root`: 0 on success, 2 when the message does not
+/// fit the buffer, 1 on any other error (printed with the rank).
+///
+/// # Safety
+/// `group` came from [`windrose_group_new`]; `buf` holds `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn windrose_group_bcast(
+    group: *mut Group,
+    buf: *mut c_void,
+    len: usize,
+    root: c_int,
+) -> c_int {
+    guard("windrose_group_bcast", || {
+        // SAFETY: the caller's contract.
+        let g = unsafe { &*group };
+        let data: &mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }
+        };
+        if root < 0 {
+            eprintln!("windrose-mpi: rank {}: MPI_Bcast with root {root}", g.rank);
+            return 1;
+        }
+        match lock(g).bcast(data, root as u32) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!(
+                    "windrose-mpi: rank {}: MPI_Bcast from root {root}: {e}",
+                    g.rank
+                );
+                if matches!(e, crate::driver::BcastError::Truncated { .. }) {
+                    2
+                } else {
+                    1
+                }
+            }
+        }
+    })
+}
+
+/// One round of progress: 0, or 1 on an error (printed).
+///
+/// # Safety
+/// `group` came from [`windrose_group_new`].
+#[no_mangle]
+pub unsafe extern "C" fn windrose_group_progress(group: *mut Group) -> c_int {
+    guard("windrose_group_progress", || {
+        // SAFETY: the caller's contract.
+        let g = unsafe { &*group };
+        match lock(g).progress() {
+            Ok(busy) => {
+                if !busy {
+                    std::thread::yield_now();
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("windrose-mpi: rank {}: {e}", g.rank);
+                1
+            }
+        }
+    })
+}
+
+/// 1 when the group owes no peer anything (it may be freed), else 0.
+///
+/// # Safety
+/// `group` came from [`windrose_group_new`].
+#[no_mangle]
+pub unsafe extern "C" fn windrose_group_quiescent(group: *mut Group) -> c_int {
+    guard("windrose_group_quiescent", || {
+        // SAFETY: the caller's contract.
+        c_int::from(lock(unsafe { &*group }).quiescent())
+    })
+}
+
+/// Frees a group.
+///
+/// # Safety
+/// `group` came from [`windrose_group_new`] and is not used again.
+#[no_mangle]
+pub unsafe extern "C" fn windrose_group_free(group: *mut Group) {
+    guard("windrose_group_free", || {
+        if !group.is_null() {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(group) });
+        }
+    })
+}
