@@ -13,6 +13,10 @@
 //!   transfer, the link prober as a service, and the session of a long-lived group (a
 //!   collective started by any member: announce, ready, go, reports; heartbeats and failure
 //!   detection; leaving). Drivers drive a `Host` like any machine.
+//! - [`weather`]: what the host measures on its links (round trips from the prober, bandwidth
+//!   metered from its own sends), forecasts (NWS-style) and shares with the group, and the
+//!   group's view a root plans from; [`planner`]: broadcast trees planned from that view at
+//!   every broadcast under a policy (static, rebuild, adapt with seed 000's swaps).
 //! - [`collective`]: the registry of collectives: one serde
 //!   [`CollectiveSpec`](collective::CollectiveSpec) every front end parses into, one
 //!   descriptor per protocol, [`build`](collective::build) for every driver, and the checklist

@@ -15,7 +15,11 @@
 //!   slow); a starved sender has nothing outstanding, so it takes no sample. The first
 //!   completion of a busy period only starts the clock, so the link's latency is not counted
 //!   as transfer time. Small messages (below [`WeatherConfig::min_metered_bytes`]) are not
-//!   metered: they say little about bandwidth and would cost an event each.
+//!   metered: they say little about bandwidth and would cost an event each. What "complete"
+//!   means is the driver's: in the simulator the last byte arrived; over TCP the frame was
+//!   written into the kernel, so the first few megabytes of a busy period (the socket's send
+//!   buffer) complete at memory speed and only a transfer well past the buffer reads the
+//!   link; in the MPI driver the MPI library's send request completed.
 //! - A bandwidth forecast not refreshed for [`WeatherConfig::bandwidth_ttl`] is forgotten: a
 //!   link the trees stopped using (because it was slow) must be tried again some day, and an
 //!   old figure is no better than the guess. Trying costs a slow collective, so the default is
