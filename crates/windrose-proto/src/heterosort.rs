@@ -13,7 +13,9 @@
 //!    `(2k, 2k+1)` in odd cycles, `(2k+1, 2k+2)` in even ones) is taken from the boundary
 //!    (the top records for the partner above, the bottom ones for the partner below, at least
 //!    one record); the others are cut from the rest in list order, as the paper does;
-//! 2. sends each partner its slice (one [`HsortMsg::Slice`] frame: the handoff records first);
+//! 2. sends each partner its slice ([`HsortMsg::Slice`] frames of at most
+//!    [`MAX_SLICE_PAYLOAD`] bytes each, `more` set on all but the last; the handoff records
+//!    first);
 //! 3. once every partner's slice of the cycle is in: for each partner, merges the slice it sent
 //!    with the one it received; the lower-ranked node keeps the lowest records, as many as it
 //!    sent, the higher the rest. Both ends compute the same split, so one frame each way is the
@@ -76,7 +78,7 @@
 //!
 //! | kind | name            | fixed fields                                                | payload |
 //! |------|-----------------|-------------------------------------------------------------|---------|
-//! | 1    | `hsort_slice`   | transfer u32, cycle u32, count u64, record_len u16, handoff u32 | the handoff records, then the slice |
+//! | 1    | `hsort_slice`   | transfer u32, cycle u32, count u64, record_len u16, handoff u32, more u8 | the handoff records, then the slice |
 //! | 2    | `hsort_check`   | transfer u32, cycle u32, ok u8                              | the prefix maximum (one record, or none) |
 //! | 3    | `hsort_verdict` | transfer u32, cycle u32, sorted u8                          | none    |
 //!
@@ -97,6 +99,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use windrose_model::NodeId;
 use windrose_trees::heterosort::{weighted_slices, Cycle, Torus};
+
+/// The largest payload of one slice frame (whole records, at least one): a slice larger than
+/// this travels in several frames, well within any receiver's frame limit.
+pub const MAX_SLICE_PAYLOAD: usize = 1 << 20;
 
 const K_SLICE: u8 = 1;
 const K_CHECK: u8 = 2;
@@ -119,6 +125,8 @@ pub enum HsortMsg {
         handoff: u32,
         /// The handoff records, then the slice to merge, `record_len` bytes each.
         records: Bytes,
+        /// More frames of this slice follow.
+        more: bool,
     },
     /// The termination wave towards the top of the snake.
     Check {
@@ -172,7 +180,7 @@ impl Family for HsortMsg {
         KindLayout {
             kind: K_SLICE,
             name: "hsort_slice",
-            fixed: 22,
+            fixed: 23,
             payload: true,
         },
         KindLayout {
@@ -217,11 +225,13 @@ impl Family for HsortMsg {
                 count,
                 record_len,
                 handoff,
+                more,
                 ..
             } => {
                 dst.put_u64(*count);
                 dst.put_u16(*record_len);
                 dst.put_u32(*handoff);
+                dst.put_u8(u8::from(*more));
             }
             HsortMsg::Check { ok, .. } => dst.put_u8(u8::from(*ok)),
             HsortMsg::Verdict { sorted, .. } => dst.put_u8(u8::from(*sorted)),
@@ -244,6 +254,7 @@ impl Family for HsortMsg {
                 let count = body.get_u64();
                 let record_len = body.get_u16();
                 let handoff = body.get_u32();
+                let more = flag(body.get_u8(), kind)?;
                 HsortMsg::Slice {
                     transfer,
                     cycle,
@@ -251,6 +262,7 @@ impl Family for HsortMsg {
                     record_len,
                     handoff,
                     records: body,
+                    more,
                 }
             }
             K_CHECK => {
@@ -452,6 +464,8 @@ struct Inbound {
     count: u64,
     handoff: Vec<Bytes>,
     slice: Vec<Bytes>,
+    /// The frame without `more` arrived.
+    done: bool,
 }
 
 /// The handoff decided in a cycle, performed in the next: `(partner rank, records to send)`,
@@ -675,21 +689,35 @@ impl HeteroSort {
             } else {
                 &[]
             };
-            let mut payload = BytesMut::with_capacity((ho.len() + slice.len()) * self.record_len);
-            for r in ho.iter().chain(&slice) {
-                payload.extend_from_slice(r);
+            let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1);
+            let all: Vec<&Bytes> = ho.iter().chain(&slice).collect();
+            let mut chunks = all.chunks(per_frame).peekable();
+            let mut first = 0;
+            loop {
+                let chunk: &[&Bytes] = chunks.next().unwrap_or(&[]);
+                let mut payload = BytesMut::with_capacity(chunk.len() * self.record_len);
+                for r in chunk {
+                    payload.extend_from_slice(r);
+                }
+                let handoff = ho.len().saturating_sub(first).min(chunk.len());
+                first += chunk.len();
+                let more = chunks.peek().is_some();
+                out.send(
+                    self.ids[q],
+                    Message::HeteroSort(HsortMsg::Slice {
+                        transfer: self.transfer,
+                        cycle: c,
+                        count: self.count,
+                        record_len: self.record_len as u16,
+                        handoff: handoff as u32,
+                        records: payload.freeze(),
+                        more,
+                    }),
+                );
+                if !more {
+                    break;
+                }
             }
-            out.send(
-                self.ids[q],
-                Message::HeteroSort(HsortMsg::Slice {
-                    transfer: self.transfer,
-                    cycle: c,
-                    count: self.count,
-                    record_len: self.record_len as u16,
-                    handoff: ho.len() as u32,
-                    records: payload.freeze(),
-                }),
-            );
             self.sent.push((q, slice));
         }
         self.phase = Phase::Trading;
@@ -701,11 +729,8 @@ impl HeteroSort {
             return;
         }
         let c = self.cycle;
-        if !self
-            .sent
-            .iter()
-            .all(|(q, _)| self.inbox.contains_key(&(c, *q)))
-        {
+        let done = |q: &usize| self.inbox.get(&(c, *q)).is_some_and(|m| m.done);
+        if !self.sent.iter().all(|(q, _)| done(q)) {
             return;
         }
         // Frames that arrived a cycle early are checked now that the cycle's plan is known.
@@ -892,6 +917,7 @@ impl HeteroSort {
                 record_len,
                 handoff,
                 records,
+                more,
                 ..
             } => {
                 if usize::from(record_len) != self.record_len {
@@ -911,27 +937,35 @@ impl HeteroSort {
                 if !self.partners(cycle).contains(&q) {
                     return Err(unexpected("a slice from a node that is not a partner"));
                 }
-                if self.inbox.contains_key(&(cycle, q)) {
-                    return Err(unexpected("a second slice from the partner in one cycle"));
-                }
                 let n = records.len() / self.record_len;
                 let h = handoff as usize;
-                if count < (n - h) as u64 {
-                    return Err(ProtocolError::Inconsistent {
-                        from,
-                        kind,
-                        what: "a count smaller than the records it trades",
-                    });
+                let (had_slice, had_count) = match self.inbox.get(&(cycle, q)) {
+                    Some(m) if m.done => {
+                        return Err(unexpected("a second slice from the partner in one cycle"))
+                    }
+                    Some(m) => (m.slice.len(), Some(m.count)),
+                    None => (0, None),
+                };
+                let inconsistent = |what| ProtocolError::Inconsistent { from, kind, what };
+                if had_count.is_some_and(|k| k != count) {
+                    return Err(inconsistent("a count that changed within one slice"));
+                }
+                if h > 0 && had_slice > 0 {
+                    return Err(inconsistent("handoff records after the slice's records"));
+                }
+                if count < (had_slice + n - h) as u64 {
+                    return Err(inconsistent("a count smaller than the records it trades"));
                 }
                 let rec = |i: usize| records.slice(i * self.record_len..(i + 1) * self.record_len);
-                self.inbox.insert(
-                    (cycle, q),
-                    Inbound {
-                        count,
-                        handoff: (0..h).map(rec).collect(),
-                        slice: (h..n).map(rec).collect(),
-                    },
-                );
+                let m = self.inbox.entry((cycle, q)).or_insert_with(|| Inbound {
+                    count,
+                    handoff: Vec::new(),
+                    slice: Vec::new(),
+                    done: false,
+                });
+                m.handoff.extend((0..h).map(rec));
+                m.slice.extend((h..n).map(rec));
+                m.done = !more;
                 self.try_merge(out);
             }
             HsortMsg::Check { cycle, ok, max, .. } => {

@@ -198,6 +198,7 @@ fn hsort_frame() -> impl Strategy<Value = Message> {
                     record_len,
                     handoff: (count % (records as u64 + 1)) as u32,
                     records: bytes,
+                    more: flag,
                 },
                 1 => HsortMsg::Check {
                     transfer,

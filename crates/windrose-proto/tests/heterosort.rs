@@ -278,6 +278,7 @@ fn hand_driven_two_by_two_run_sorts_the_reversed_set() {
         record_len: 1,
         handoff: 0,
         records: Bytes::from_static(b"a"),
+        more: false,
     };
     let err = nodes[0]
         .handle(
@@ -393,6 +394,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
             record_len: 2,
             handoff: 1,
             records: Bytes::from_static(b"abcd"),
+            more: true,
         },
         HsortMsg::Check {
             transfer: T,
@@ -424,6 +426,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
         record_len,
         handoff,
         records: Bytes::from_static(records),
+        more: false,
     };
     assert!(bad(slice(0, 2, 0, b"ab")).contains("cycle 0"));
     assert!(bad(slice(1, 0, 0, b"")).contains("record length 0"));
@@ -610,4 +613,41 @@ fn load_balances_before_the_set_is_sorted() {
             assert!(mean(4.0) > 3.0 * mean(1.0));
         }
     }
+}
+
+/// Slices larger than one frame's payload travel in several frames (`more` set on all but the
+/// last) and still end sorted and whole; no frame payload exceeds the limit.
+#[test]
+fn large_slices_travel_in_several_frames() {
+    use windrose_proto::heterosort::MAX_SLICE_PAYLOAD;
+    let per_node = 3 * MAX_SLICE_PAYLOAD / RECORD_LEN;
+    // Uniform keys on both nodes: about half of each must cross.
+    let inputs = vec![
+        benchmark_records(8, 0, per_node, KeyDistribution::Uniform),
+        benchmark_records(8, per_node as u64, per_node, KeyDistribution::Uniform),
+    ];
+    let s = spec(1, 2, RECORD_LEN as u32, Slicing::Equal, Vec::new());
+    let mut nodes = machines(&s, &inputs);
+    let mut out = Outputs::new();
+    nodes[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let sizes: Vec<(usize, bool)> = out
+        .drain()
+        .map(|o| match o {
+            Output::Send(t) => match t.message {
+                Message::HeteroSort(HsortMsg::Slice { records, more, .. }) => (records.len(), more),
+                m => panic!("{m:?}"),
+            },
+            o => panic!("{o:?}"),
+        })
+        .collect();
+    // 1 x 2: one partner, the boundary slice is half the records (1.5 frames' worth).
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    assert!(sizes.iter().all(|&(len, _)| len <= MAX_SLICE_PAYLOAD));
+    assert_eq!(
+        sizes.iter().map(|&(_, more)| more).collect::<Vec<_>>(),
+        [true, false]
+    );
+    let o = drive(machines(&s, &inputs), 4);
+    check(&inputs, &o);
+    assert!(o.frames["hsort_slice"] > 2 * u64::from(o.cycles));
 }
