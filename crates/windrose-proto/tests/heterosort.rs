@@ -41,6 +41,8 @@ struct Outcome {
     cycles: u32,
     /// Frames by kind name.
     frames: BTreeMap<&'static str, u64>,
+    /// Records sent in slice frames (handoffs included).
+    slice_records: u64,
 }
 
 fn wire(m: &Message) -> Message {
@@ -59,6 +61,7 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
     let mut delivered = vec![None; n];
     let mut finished = vec![false; n];
     let mut frames: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut slice_records = 0u64;
     let mut out = Outputs::new();
     let idx = |id: NodeId| id.0 as usize;
     let mut perform = |i: usize,
@@ -71,6 +74,14 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
             match o {
                 Output::Send(t) => {
                     *frames.entry(t.message.kind().name()).or_default() += 1;
+                    if let Message::HeteroSort(HsortMsg::Slice {
+                        records,
+                        record_len,
+                        ..
+                    }) = &t.message
+                    {
+                        slice_records += (records.len() / usize::from(*record_len)) as u64;
+                    }
                     t.message.validate().unwrap();
                     links
                         .entry((i, idx(t.to)))
@@ -160,6 +171,7 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
         sorted_at,
         cycles,
         frames,
+        slice_records,
     }
 }
 
@@ -520,30 +532,42 @@ fn shapes() -> impl Strategy<Value = (u32, u32)> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Random benchmark records (uniform, skewed or few distinct keys), random shares, random
+    /// Random benchmark records (uniform, skewed, few distinct or all-equal keys, already
+    /// sorted or reversed along the snake), random shares, random
     /// speeds and either slicing, random delivery order: sorted, nothing lost or duplicated,
     /// each rank's range contiguous.
     #[test]
     fn any_records_end_sorted_and_whole(
         (rows, cols) in shapes(),
-        dist in 0..3u8,
+        dist in 0..6u8,
         counts in prop::collection::vec(1usize..40, 16),
         speeds in prop::collection::vec(0.25f64..4.0, 16),
         speed in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let n = (rows * cols) as usize;
-        let dist = match dist {
-            0 => KeyDistribution::Uniform,
+        // 0-2: keys uniform, Zipf-like skewed, few distinct; 3: all keys equal; 4 and 5:
+        // uniform keys already sorted along the snake, or in reverse.
+        let keys = match dist {
+            0 | 4 | 5 => KeyDistribution::Uniform,
             1 => KeyDistribution::Skewed { exponent: 8.0 },
-            _ => KeyDistribution::Duplicates { distinct: 3 },
+            2 => KeyDistribution::Duplicates { distinct: 3 },
+            _ => KeyDistribution::Duplicates { distinct: 1 },
         };
+        let total: usize = counts[..n].iter().sum();
+        let all = benchmark_records(seed, 0, total, keys);
+        let mut recs: Vec<&[u8]> = all.chunks(RECORD_LEN).collect();
+        if dist == 4 {
+            recs.sort_unstable();
+        } else if dist == 5 {
+            recs.sort_unstable_by(|a, b| b.cmp(a));
+        }
         let mut first = 0;
         let inputs: Vec<Bytes> = counts[..n]
             .iter()
             .map(|&k| {
-                let b = benchmark_records(seed, first, k, dist);
-                first += k as u64;
+                let b = Bytes::from(recs[first..first + k].concat());
+                first += k;
                 b
             })
             .collect();
@@ -650,4 +674,66 @@ fn large_slices_travel_in_several_frames() {
     let o = drive(machines(&s, &inputs), 4);
     check(&inputs, &o);
     assert!(o.frames["hsort_slice"] > 2 * u64::from(o.cycles));
+}
+
+/// A member that fails aborts its partners' runs: this step has no backups (issue 19 point 3),
+/// so a failure ends the run everywhere it is declared, rather than leaving it waiting.
+#[test]
+fn a_failed_peer_aborts_the_run() {
+    let s = spec(2, 2, 1, Slicing::Equal, Vec::new());
+    let inputs: Vec<Bytes> = (0..4u8).map(|i| Bytes::from(vec![9 - i, i])).collect();
+    let mut nodes = machines(&s, &inputs);
+    let mut out = Outputs::new();
+    nodes[1].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    out.clear();
+    nodes[1]
+        .handle(Time::ZERO, Input::PeerFailed(NodeId(2)), &mut out)
+        .unwrap();
+    assert_eq!(
+        out.as_slice(),
+        [Output::Aborted(windrose_proto::AbortReason::PeerFailed {
+            peer: NodeId(2)
+        })]
+    );
+    assert_eq!(nodes[1].status(), windrose_proto::Status::Aborted);
+    out.clear();
+    // Late frames are taken and ignored.
+    let late = HsortMsg::Verdict {
+        transfer: T,
+        cycle: 1,
+        sorted: false,
+    };
+    nodes[1]
+        .handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(2),
+                message: late.into(),
+            },
+            &mut out,
+        )
+        .unwrap();
+    assert!(out.is_empty());
+}
+
+/// Cycles to sorted and data moved per record against the number of nodes, 100 uniform
+/// records per node, equal slices (printed with `--nocapture`).
+#[test]
+fn cycles_and_data_moved_against_the_number_of_nodes() {
+    println!("nodes | cycles to sorted | slice records sent per record");
+    for side in [2u32, 3, 4, 6, 8] {
+        let n = (side * side) as usize;
+        let inputs: Vec<Bytes> = (0..n)
+            .map(|i| benchmark_records(23, (i * 100) as u64, 100, KeyDistribution::Uniform))
+            .collect();
+        let s = spec(side, side, RECORD_LEN as u32, Slicing::Equal, Vec::new());
+        let nodes = machines(&s, &inputs);
+        let o = drive(nodes, u64::from(side));
+        check(&inputs, &o);
+        println!(
+            "{n:5} | {:16} | {:.1}",
+            o.sorted_at,
+            o.slice_records as f64 / (n * 100) as f64
+        );
+    }
 }
