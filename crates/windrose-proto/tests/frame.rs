@@ -343,7 +343,7 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=6).contains(&byte) { byte + 6 } else { byte };
+        bad[1] = if (1..=7).contains(&byte) { byte + 7 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         let mut bad = good.to_vec();
         bad[2] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
