@@ -9,7 +9,7 @@
 //! | `scatter`   | [`CollectiveSpec::Scatter`]     | [`crate::scatter`]               | no     |
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
 //! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`GhsProtocol`](crate::ghs::GhsProtocol)) | no |
-//! | `heterosort`| [`CollectiveSpec::HeteroSort`]  | [`crate::heterosort`] ([`HeteroSort`](crate::heterosort::HeteroSort)) | no |
+//! | `heterosort`| [`CollectiveSpec::HeteroSort`]  | [`crate::heterosort`] ([`HeteroSort`]) | no |
 //!
 //! An MST run takes no data: every node delivers its own tree edges
 //! ([`MstResult`](crate::ghs::MstResult)). It cannot take a node back: GHS has no failure
