@@ -169,7 +169,7 @@ fn sixteen_hosts_sort_their_own_records_equal_and_by_speed() {
         let fmean = finish.iter().sum::<f64>() / 16.0;
         let fmax = finish.iter().copied().fold(0.0, f64::max);
         println!(
-            "{:7} | {at:15.3} | {:15.3} | {:.0} / {:.0} / {:.0}",
+            "{:7} | {at:15.3} | {:15.3} | {:.0} / {:.0} / {:.0} (finish mean {fmean:.3} s, max {fmax:.3} s)",
             format!("{slicing:?}").to_lowercase(),
             fmax / fmean,
             mean(1.0),
