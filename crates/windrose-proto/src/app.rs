@@ -12,11 +12,15 @@
 //! | an MPI program         | into the caller's buffer     | none                  | BLAKE3        |
 //! | a distributed sort     | runs into the local run list | sort the share        | BLAKE3        |
 //!
+//! A collective whose members all start with data (HeteroSort) takes each member's share from
+//! [`local_input`](Application::local_input) when the Host builds that member's machine.
+//!
 //! The runtime calls [`compute`](Application::compute) on a worker thread and answers the
 //! machine with `Command::ComputeDone` when it returns; the simulator charges the node's
 //! `ComputeModel` time instead of running it (its results are not needed to time a run), and
 //! both hand [`verifier`](Application::verifier) to the machines they build.
 
+use crate::collective::CollectiveSpec;
 use crate::frame::TransferId;
 use crate::node::ComputeTask;
 use crate::pieces::{Blake3Verifier, PieceVerifier};
@@ -39,6 +43,17 @@ pub trait Application: Send + Sync + fmt::Debug {
 
     /// How received pieces are checked before they are stored, announced or forwarded.
     fn verifier(&self) -> Arc<dyn PieceVerifier>;
+
+    /// This node's own input to collective `transfer` of `spec`, for collectives where every
+    /// member starts with data (a sort: its share of the records); the default has none. The
+    /// Host asks once per collective when it builds the node's machine (at the initiator and
+    /// at every member), and passes the bytes in
+    /// [`BuildContext::local_input`](crate::collective::BuildContext::local_input); protocols
+    /// whose data comes from a root ignore it.
+    fn local_input(&self, transfer: TransferId, spec: &CollectiveSpec) -> Bytes {
+        let _ = (transfer, spec);
+        Bytes::new()
+    }
 }
 
 /// The default application: a share's "compute" is its BLAKE3 hash (hex), and pieces are

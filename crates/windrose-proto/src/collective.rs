@@ -9,12 +9,18 @@
 //! | `scatter`   | [`CollectiveSpec::Scatter`]     | [`crate::scatter`]               | no     |
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
 //! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`GhsProtocol`](crate::ghs::GhsProtocol)) | no |
+//! | `heterosort`| [`CollectiveSpec::HeteroSort`]  | [`crate::heterosort`] ([`HeteroSort`]) | no |
 //!
 //! An MST run takes no data: every node delivers its own tree edges
 //! ([`MstResult`](crate::ghs::MstResult)). It cannot take a node back: GHS has no failure
 //! handling (a lost member aborts the run; the repair of issue 17's next step is where a tree
 //! survives a failure), and a restarted node's fresh machine could not rejoin the fragments
 //! its earlier life belonged to.
+//!
+//! A HeteroSort run takes no data from its initiator: every member's machine is built with its
+//! own records, [`BuildContext::local_input`] (the Host asks its application,
+//! [`Application::local_input`](crate::app::Application::local_input)), and delivers its sorted
+//! key range.
 //!
 //! # Adding a protocol
 //! 1. one module in this crate with its machine, its parameters (serde), its messages (an enum
@@ -34,6 +40,7 @@
 use crate::bittorrent::BitTorrentConfig;
 use crate::frame::TransferId;
 use crate::ghs::{GhsProtocol, MstSpec};
+use crate::heterosort::{HeteroSort, HsortSpec};
 use crate::mob::MobConfig;
 use crate::multicast::{self, MulticastProtocol, MulticastSpec};
 use crate::node::Protocol;
@@ -117,6 +124,9 @@ pub enum CollectiveSpec {
     },
     /// [`crate::ghs`]: the distributed minimum spanning tree of a weighted graph.
     Mst(MstSpec),
+    /// [`crate::heterosort`]: a sort of records every member starts with.
+    #[serde(rename = "heterosort")]
+    HeteroSort(HsortSpec),
 }
 
 impl CollectiveSpec {
@@ -132,6 +142,7 @@ impl CollectiveSpec {
             CollectiveSpec::Scatter { .. } => &REGISTRY[1],
             CollectiveSpec::Multicast { .. } => &REGISTRY[2],
             CollectiveSpec::Mst(_) => &REGISTRY[3],
+            CollectiveSpec::HeteroSort(_) => &REGISTRY[4],
         }
     }
 }
@@ -146,6 +157,8 @@ pub enum Delivers {
     Share,
     /// Every node receives its own edges of the tree ([`crate::ghs::MstResult`]).
     TreeEdges,
+    /// Every node starts with its own records and ends with a sorted, contiguous key range.
+    SortedRange,
 }
 
 /// One protocol's entry in the registry.
@@ -167,7 +180,7 @@ pub struct Descriptor {
 }
 
 /// Every collective windrose runs, one entry per protocol module.
-pub static REGISTRY: [Descriptor; 4] = [
+pub static REGISTRY: [Descriptor; 5] = [
     Descriptor {
         name: "broadcast",
         summary: "pipelined broadcast over a tree (any tree algorithm)",
@@ -200,6 +213,14 @@ pub static REGISTRY: [Descriptor; 4] = [
         rejoins: false,
         build: build_mst,
     },
+    Descriptor {
+        name: "heterosort",
+        summary: "distributed sort of every member's records over a torus in snake order",
+        delivers: Delivers::SortedRange,
+        verifies_pieces: false,
+        rejoins: false,
+        build: build_heterosort,
+    },
 ];
 
 /// Everything about the node and the run that a machine is built from besides the spec.
@@ -223,6 +244,10 @@ pub struct BuildContext {
     pub verifier: Arc<dyn PieceVerifier>,
     /// Where a multicast keeps pieces (None: in memory).
     pub keeper: Option<Arc<dyn PieceKeeper>>,
+    /// This node's own input, for collectives where every member starts with data (a sort);
+    /// empty for the others. The Host fills it from its application
+    /// ([`Application::local_input`](crate::app::Application::local_input)).
+    pub local_input: Bytes,
 }
 
 /// How a node's machine starts.
@@ -448,6 +473,41 @@ fn build_mst(spec: &CollectiveSpec, ctx: &BuildContext, start: Start) -> Result<
     })
 }
 
+fn build_heterosort(
+    spec: &CollectiveSpec,
+    ctx: &BuildContext,
+    start: Start,
+) -> Result<Built, String> {
+    let CollectiveSpec::HeteroSort(hs) = spec else {
+        unreachable!("the registry hands a HeteroSort spec to build_heterosort");
+    };
+    if let Start::Root(data) = &start {
+        if !data.is_empty() {
+            return Err(format!(
+                "a HeteroSort run takes no data from its initiator ({} bytes given): every \
+                 member's records are its local input",
+                data.len()
+            ));
+        }
+    }
+    let members: Vec<NodeId> = ctx.members.iter().map(|(n, _)| *n).collect();
+    let m = HeteroSort::new(ctx.me, &members, ctx.transfer, hs, ctx.local_input.clone())?;
+    // Its partners on the torus, every cycle's (the lists differ only in order).
+    let mut neighbours: Vec<NodeId> = hs
+        .check(members.len())?
+        .0
+        .partners(m.rank())
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|p| m.members()[p.node])
+        .collect();
+    neighbours.sort_unstable();
+    Ok(Built {
+        machine: Box::new(m),
+        neighbours,
+    })
+}
+
 /// One tree of a multicast plan as it travels in a spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanTreeSpec {
@@ -623,7 +683,10 @@ mod tests {
     #[test]
     fn every_spec_names_its_registry_entry() {
         let names: Vec<&str> = REGISTRY.iter().map(|d| d.name).collect();
-        assert_eq!(names, ["broadcast", "scatter", "multicast", "mst"]);
+        assert_eq!(
+            names,
+            ["broadcast", "scatter", "multicast", "mst", "heterosort"]
+        );
         let tree = Tree::from_edges(2, NodeId(0), &[(NodeId(1), NodeId(0))]).unwrap();
         let b = CollectiveSpec::Broadcast {
             tree: TreeSpec::of(&tree),
@@ -647,6 +710,7 @@ mod tests {
             seed: 0,
             verifier: Arc::new(crate::pieces::Blake3Verifier),
             keeper: None,
+            local_input: Bytes::new(),
         }
     }
 

@@ -769,7 +769,13 @@ impl Host {
         }
     }
 
-    fn context(&self, t: TransferId, root: NodeId, total_len: u64) -> BuildContext {
+    fn context(
+        &self,
+        t: TransferId,
+        root: NodeId,
+        total_len: u64,
+        spec: &CollectiveSpec,
+    ) -> BuildContext {
         BuildContext {
             me: self.config.me,
             root,
@@ -780,6 +786,7 @@ impl Host {
             seed: self.config.seed ^ u64::from(t.0).rotate_left(32),
             verifier: self.verifier.clone(),
             keeper: None,
+            local_input: self.config.app.local_input(t, spec),
         }
     }
 
@@ -811,7 +818,11 @@ impl Host {
         } else if self.slots.contains_key(&t) || self.ended.contains(&t) {
             Err(format!("transfer {t} is already in use on this node"))
         } else {
-            collective::build(spec, &self.context(t, me, total_len), Start::Root(data))
+            collective::build(
+                spec,
+                &self.context(t, me, total_len, spec),
+                Start::Root(data),
+            )
         };
         let machine = match built {
             Ok(b) => b.machine,
@@ -916,7 +927,7 @@ impl Host {
                 let built = if self.leaving {
                     Err("this node is leaving the group".to_string())
                 } else {
-                    collective::build(&spec, &self.context(t, root, total_len), start)
+                    collective::build(&spec, &self.context(t, root, total_len, &spec), start)
                 };
                 match built {
                     Ok(b) => {

@@ -32,6 +32,8 @@
 //! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira): the machine, its
 //!   messages and codec, their frame family ([`ghs::GhsFrame`]), the collective's
 //!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers.
+//! - [`heterosort`]: HeteroSort, the distributed sort over a conceptual torus in snake order:
+//!   every member starts with its own records and ends with a sorted contiguous range.
 //! - [`probe`]: round-trip measurement with ping/pong frames, for the runtime's link probes.
 //! - [`app`]: the application's effects behind one trait ([`Application`](app::Application):
 //!   deliver, compute, verify), BLAKE3 by default ([`Blake3App`](app::Blake3App)).
@@ -120,6 +122,7 @@ pub mod bittorrent;
 pub mod collective;
 pub mod frame;
 pub mod ghs;
+pub mod heterosort;
 pub mod host;
 pub mod mob;
 pub mod multicast;

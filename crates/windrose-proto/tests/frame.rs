@@ -8,6 +8,7 @@ use windrose_proto::frame::{
     self, Decoder, FrameError, Message, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
 use windrose_proto::ghs::{EdgeKey, GhsFrame, GhsMsg, SearchState, MAX_LEVEL};
+use windrose_proto::heterosort::HsortMsg;
 use windrose_proto::host::SessionFrame;
 use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use windrose_proto::probe::{Probe, ProbeMsg};
@@ -169,7 +170,49 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         payload().prop_map(|body| Message::Session(SessionFrame { body })),
         ghs_frame(),
+        hsort_frame(),
     ]
+}
+
+/// Any valid HeteroSort frame: slices of whole records with any handoff, checks with or
+/// without a maximum, verdicts; cycles and counts over their ranges.
+fn hsort_frame() -> impl Strategy<Value = Message> {
+    (
+        any::<u32>(),
+        1..=u32::MAX,
+        0u8..3,
+        any::<u64>(),
+        1u16..=40,
+        0usize..8,
+        any::<bool>(),
+        any::<u8>(),
+    )
+        .prop_map(|(t, cycle, kind, count, record_len, records, flag, byte)| {
+            let transfer = TransferId(t);
+            let bytes = Bytes::from(vec![byte; usize::from(record_len) * records]);
+            Message::HeteroSort(match kind {
+                0 => HsortMsg::Slice {
+                    transfer,
+                    cycle,
+                    count,
+                    record_len,
+                    handoff: (count % (records as u64 + 1)) as u32,
+                    records: bytes,
+                    more: flag,
+                },
+                1 => HsortMsg::Check {
+                    transfer,
+                    cycle,
+                    ok: flag,
+                    max: if flag { bytes } else { Bytes::new() },
+                },
+                _ => HsortMsg::Verdict {
+                    transfer,
+                    cycle,
+                    sorted: flag,
+                },
+            })
+        })
 }
 
 #[test]
@@ -300,7 +343,7 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=6).contains(&byte) { byte + 6 } else { byte };
+        bad[1] = if (1..=7).contains(&byte) { byte + 7 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         let mut bad = good.to_vec();
         bad[2] = if (1..=8).contains(&byte) { byte + 8 } else { byte };

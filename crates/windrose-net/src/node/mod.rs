@@ -1322,6 +1322,9 @@ fn build_machine(
         seed: job.seed,
         verifier,
         keeper,
+        // A job of this runtime carries only the root's data; per-node input comes through
+        // the Host's application (a sort refuses to build without it).
+        local_input: Bytes::new(),
     };
     let start = match (data, rejoin) {
         (Some(d), _) => Start::Root(d),

@@ -451,7 +451,10 @@ fn expected_hashes(
                 .collect()
         }
         // Each node delivers its own tree edges, none of the root's data: nothing to hash.
-        CollectiveSpec::Mst(_) => others.iter().map(|&p| (p, None)).collect(),
+        // Likewise a sort: each node delivers its own sorted range.
+        CollectiveSpec::Mst(_) | CollectiveSpec::HeteroSort(_) => {
+            others.iter().map(|&p| (p, None)).collect()
+        }
     };
     (expected, whole)
 }

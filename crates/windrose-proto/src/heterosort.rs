@@ -1,0 +1,1038 @@
+//! HeteroSort as a collective (Yang et al., issue 19 point 2): every member starts with its own
+//! fixed-length records and ends with a sorted, contiguous range of the whole set, members
+//! numbered in snake order over an `R x C` conceptual torus ([`windrose_trees::heterosort`]).
+//!
+//! # A cycle
+//! Member `i` (its position in the group's id order) is snake rank `i` of the torus. In cycle
+//! `c` (from 1; odd and even as the paper's Table 1) a node:
+//! 1. hands the records of last cycle's load decision to its sequence partner (a *handoff*, see
+//!    below), then cuts its sorted records into one slice per entry of its trading list
+//!    ([`Torus::trading_list`] for the cycle's parity), slice sizes in proportion to the list
+//!    entries' weights (all 1 for the paper's equal slices, the members' speeds for
+//!    [`Slicing::Speed`]). The slice for this cycle's *matched* sequence partner (ranks
+//!    `(2k, 2k+1)` in odd cycles, `(2k+1, 2k+2)` in even ones) is taken from the boundary
+//!    (the top records for the partner above, the bottom ones for the partner below, at least
+//!    one record); the others are cut from the rest in list order, as the paper does;
+//! 2. sends each partner its slice ([`HsortMsg::Slice`] frames of at most
+//!    [`MAX_SLICE_PAYLOAD`] bytes each, `more` set on all but the last; the handoff records
+//!    first);
+//! 3. once every partner's slice of the cycle is in: for each partner, merges the slice it sent
+//!    with the one it received; the lower-ranked node keeps the lowest records, as many as it
+//!    sent, the higher the rest. Both ends compute the same split, so one frame each way is the
+//!    whole trade. Its kept slice, the kept halves and the handoff records, sorted, are its
+//!    records for the next cycle, and the application is asked to process them
+//!    ([`Output::Compute`], which the simulator charges by the node's speed);
+//! 4. decides with its matched partner how many records cross their boundary next cycle (the
+//!    load decision): both know both counts (each frame carries its sender's count), and the
+//!    lower node's target is the integer `x` in `1..=T-1` minimising `x^2 / w_lo + (T-x)^2 /
+//!    w_hi` (`T` the pair's records, `w` their weights), the current split when it is one of
+//!    the minima. The records cross in the next cycle's frame: the lower node's top ones or
+//!    the upper node's bottom ones.
+//!
+//! Every record takes part in at most one trade per cycle, so counts change only by handoffs,
+//! and a node never becomes empty (a target is at least 1 on both sides, and an empty input
+//! share is refused at build time).
+//!
+//! # Termination: a wave along the snake
+//! After its cycle `c` (merge and compute done) rank 0 sends `Check { c, ok: true, max }` to
+//! rank 1 (its largest record); rank `i` waits for its own cycle `c` and rank `i-1`'s check,
+//! and sends on `ok && max <= its smallest record` with the larger of the two maxima. Rank
+//! `R*C - 1` so decides whether the records after cycle `c` are sorted along the snake, and
+//! sends `Verdict { c, sorted }` back down the snake, each rank forwarding it at once. A node
+//! starts cycle `c + 2` only once it knows verdict `c` is "not sorted", and rank 0 starts the
+//! wave of cycle `c` only then for verdict `c - 1`, so waves never overlap and one cycle of
+//! trading overlaps each wave. On verdict `c` "sorted" every node finishes cycle `c + 1` (which
+//! every node has started or may start: it needed only verdict `c - 1`) and then delivers its
+//! records in order ([`Output::Deliver`] at offset 0) and finishes; no check or verdict of the
+//! last cycle is ever sent, so nothing arrives after a node has finished.
+//!
+//! **It cannot stop early.** The records "after cycle `c`" are a consistent cut: each node's
+//! records after its merge of cycle `c`, and cycle `c + 1`'s frames are cut from exactly those.
+//! A prefix maximum below every later minimum is sortedness of the concatenation (the nodes
+//! are never empty). And sortedness is kept by every later cycle: view the set as one sequence
+//! (ranks in snake order, each node's records sorted). A trade between ranks `a < b` moves the
+//! smaller records to `a` and a node's merge sorts its own range: both are compare-exchanges
+//! that put the smaller value at the lower position, which never adds an inversion; a handoff
+//! only moves the boundary between two neighbours without reordering the sequence. A sorted
+//! sequence has no inversion, so it stays sorted through cycle `c + 1`.
+//!
+//! **It cannot run forever.** Let `I` be the number of inversions of the sequence and
+//! `L = sum_i count_i^2 * W / w_i` (`W` the product of the weights, an integer). `I` never
+//! grows (above), and every nonzero handoff lowers `L` strictly (it moves a pair from a
+//! non-minimum of its convex cost to a minimum, the other counts unchanged). If in two
+//! consecutive cycles no handoff is decided and no trade swaps anything, the state is unchanged
+//! through both parities; were it unsorted, some pair of snake neighbours `(i, i+1)` would have
+//! `max_i > min_{i+1}` (no node is empty), and in the cycle of their parity the boundary slices
+//! they trade hold exactly those two records, which would swap. So every two cycles lower `I`
+//! or `L`, both non-negative integers: a run ends after at most `2 (I_0 + L_0) + 3` cycles (the
+//! `+3`: the verdict lags one cycle). The bound is loose; the measured cycles are in the tests.
+//!
+//! # Why the boundary slice
+//! The paper's lists send the extreme slices over the express (transcoil and transedge)
+//! pathways, which moves badly placed data far in one cycle; but with the lists alone a set
+//! can stall unsorted (every traded pair already in order while a neighbour pair is not). The
+//! matched sequence partner's boundary slice is odd-even transposition along the snake, the
+//! step the proof above needs.
+//!
+//! # Frames (family 7)
+//!
+//! | kind | name            | fixed fields                                                | payload |
+//! |------|-----------------|-------------------------------------------------------------|---------|
+//! | 1    | `hsort_slice`   | transfer u32, cycle u32, count u64, record_len u16, handoff u32, more u8 | the handoff records, then the slice |
+//! | 2    | `hsort_check`   | transfer u32, cycle u32, ok u8                              | the prefix maximum (one record, or none) |
+//! | 3    | `hsort_verdict` | transfer u32, cycle u32, sorted u8                          | none    |
+//!
+//! `count` is the sender's record count after the cycle's handoffs; `validate` refuses a
+//! zero cycle, a zero record length, a payload that is not whole records or shorter than the
+//! handoff, and flags other than 0 or 1.
+
+use crate::frame::{
+    inconsistent, Family, FrameError, KindLayout, Message, MessageKind, TransferId,
+};
+use crate::node::{
+    AbortReason, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Status,
+    TaskId,
+};
+use crate::time::Time;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use windrose_model::NodeId;
+use windrose_trees::heterosort::{weighted_slices, Cycle, Torus};
+
+/// The largest payload of one slice frame (whole records, at least one): a slice larger than
+/// this travels in several frames, well within any receiver's frame limit.
+pub const MAX_SLICE_PAYLOAD: usize = 1 << 20;
+
+const K_SLICE: u8 = 1;
+const K_CHECK: u8 = 2;
+const K_VERDICT: u8 = 3;
+
+/// A HeteroSort message: see the frame table in the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HsortMsg {
+    /// A cycle's trade with one partner.
+    Slice {
+        /// The run.
+        transfer: TransferId,
+        /// The cycle (from 1).
+        cycle: u32,
+        /// The sender's records after the cycle's handoffs.
+        count: u64,
+        /// Bytes per record.
+        record_len: u16,
+        /// Records at the start of `records` that change owner (the load decision).
+        handoff: u32,
+        /// The handoff records, then the slice to merge, `record_len` bytes each.
+        records: Bytes,
+        /// More frames of this slice follow.
+        more: bool,
+    },
+    /// The termination wave towards the top of the snake.
+    Check {
+        /// The run.
+        transfer: TransferId,
+        /// The cycle whose records are checked.
+        cycle: u32,
+        /// Sorted so far (from rank 0 to the sender).
+        ok: bool,
+        /// The largest record so far (empty: none).
+        max: Bytes,
+    },
+    /// The decision, back down the snake.
+    Verdict {
+        /// The run.
+        transfer: TransferId,
+        /// The cycle decided.
+        cycle: u32,
+        /// The records after that cycle are sorted.
+        sorted: bool,
+    },
+}
+
+fn kind_of(kind: u8) -> MessageKind {
+    MessageKind::of::<HsortMsg>(kind)
+}
+
+impl HsortMsg {
+    /// The run the message belongs to.
+    pub fn run(&self) -> TransferId {
+        match self {
+            HsortMsg::Slice { transfer, .. }
+            | HsortMsg::Check { transfer, .. }
+            | HsortMsg::Verdict { transfer, .. } => *transfer,
+        }
+    }
+
+    /// The cycle it belongs to.
+    pub fn cycle(&self) -> u32 {
+        match self {
+            HsortMsg::Slice { cycle, .. }
+            | HsortMsg::Check { cycle, .. }
+            | HsortMsg::Verdict { cycle, .. } => *cycle,
+        }
+    }
+}
+
+impl Family for HsortMsg {
+    const FAMILY: u8 = 7;
+    const KINDS: &'static [KindLayout] = &[
+        KindLayout {
+            kind: K_SLICE,
+            name: "hsort_slice",
+            fixed: 23,
+            payload: true,
+        },
+        KindLayout {
+            kind: K_CHECK,
+            name: "hsort_check",
+            fixed: 9,
+            payload: true,
+        },
+        KindLayout {
+            kind: K_VERDICT,
+            name: "hsort_verdict",
+            fixed: 9,
+            payload: false,
+        },
+    ];
+
+    fn kind(&self) -> u8 {
+        match self {
+            HsortMsg::Slice { .. } => K_SLICE,
+            HsortMsg::Check { .. } => K_CHECK,
+            HsortMsg::Verdict { .. } => K_VERDICT,
+        }
+    }
+
+    fn transfer(&self) -> Option<TransferId> {
+        Some(self.run())
+    }
+
+    fn payload(&self) -> Option<&Bytes> {
+        match self {
+            HsortMsg::Slice { records, .. } => Some(records),
+            HsortMsg::Check { max, .. } => Some(max),
+            HsortMsg::Verdict { .. } => None,
+        }
+    }
+
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        dst.put_u32(self.run().0);
+        dst.put_u32(self.cycle());
+        match self {
+            HsortMsg::Slice {
+                count,
+                record_len,
+                handoff,
+                more,
+                ..
+            } => {
+                dst.put_u64(*count);
+                dst.put_u16(*record_len);
+                dst.put_u32(*handoff);
+                dst.put_u8(u8::from(*more));
+            }
+            HsortMsg::Check { ok, .. } => dst.put_u8(u8::from(*ok)),
+            HsortMsg::Verdict { sorted, .. } => dst.put_u8(u8::from(*sorted)),
+        }
+    }
+
+    fn parse(kind: u8, mut body: Bytes) -> Result<Self, FrameError> {
+        let flag = |b: u8, k: u8| match b {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(FrameError::Invalid {
+                kind: kind_of(k),
+                what: format!("flag byte {b}, expected 0 or 1"),
+            }),
+        };
+        let msg = match kind {
+            K_SLICE => {
+                let transfer = TransferId(body.get_u32());
+                let cycle = body.get_u32();
+                let count = body.get_u64();
+                let record_len = body.get_u16();
+                let handoff = body.get_u32();
+                let more = flag(body.get_u8(), kind)?;
+                HsortMsg::Slice {
+                    transfer,
+                    cycle,
+                    count,
+                    record_len,
+                    handoff,
+                    records: body,
+                    more,
+                }
+            }
+            K_CHECK => {
+                let transfer = TransferId(body.get_u32());
+                let cycle = body.get_u32();
+                let ok = flag(body.get_u8(), kind)?;
+                HsortMsg::Check {
+                    transfer,
+                    cycle,
+                    ok,
+                    max: body,
+                }
+            }
+            K_VERDICT => {
+                let transfer = TransferId(body.get_u32());
+                let cycle = body.get_u32();
+                let sorted = flag(body.get_u8(), kind)?;
+                HsortMsg::Verdict {
+                    transfer,
+                    cycle,
+                    sorted,
+                }
+            }
+            _ => {
+                return Err(FrameError::UnknownKind {
+                    family: Self::FAMILY,
+                    kind,
+                })
+            }
+        };
+        msg.validate()?;
+        Ok(msg)
+    }
+
+    fn validate(&self) -> Result<(), FrameError> {
+        let k = kind_of(self.kind());
+        if self.cycle() == 0 {
+            return Err(inconsistent(k, "cycle 0: cycles count from 1"));
+        }
+        if let HsortMsg::Slice {
+            record_len,
+            handoff,
+            records,
+            ..
+        } = self
+        {
+            if *record_len == 0 {
+                return Err(inconsistent(k, "record length 0"));
+            }
+            let len = usize::from(*record_len);
+            if !records.len().is_multiple_of(len) {
+                return Err(FrameError::Invalid {
+                    kind: k,
+                    what: format!(
+                        "{} payload bytes are not whole records of {len} bytes",
+                        records.len()
+                    ),
+                });
+            }
+            if (*handoff as usize) > records.len() / len {
+                return Err(FrameError::Invalid {
+                    kind: k,
+                    what: format!(
+                        "{handoff} handoff records but only {} records in the payload",
+                        records.len() / len
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How slices are sized.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slicing {
+    /// The paper's HeteroSort: equal slices and equal loads (the baseline).
+    #[default]
+    Equal,
+    /// Slices and loads in proportion to the members' speeds (the paper's future work).
+    Speed,
+}
+
+/// The parameters of a HeteroSort run
+/// ([`CollectiveSpec::HeteroSort`](crate::collective::CollectiveSpec)).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HsortSpec {
+    /// Rows of the conceptual torus.
+    pub rows: u32,
+    /// Columns; `rows * cols` is the group size.
+    pub cols: u32,
+    /// Bytes per record (100 for the sort benchmark's records); records compare as bytes, so
+    /// the key (a prefix) decides and the rest breaks ties.
+    pub record_len: u32,
+    /// Equal or speed-proportional slices.
+    #[serde(default)]
+    pub slicing: Slicing,
+    /// Each member's relative speed, in member id order (empty: all equal). Used by
+    /// [`Slicing::Speed`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speeds: Vec<f64>,
+}
+
+/// Weights are integers so that the load decision is exact: speeds scaled to this maximum.
+const WEIGHT_SCALE: f64 = 1e6;
+
+impl HsortSpec {
+    /// The torus and every member's integer weight, checked against a group of `members`.
+    pub fn check(&self, members: usize) -> Result<(Torus, Vec<u64>), String> {
+        let torus =
+            Torus::new(self.rows as usize, self.cols as usize).map_err(|e| e.to_string())?;
+        if torus.len() != members {
+            return Err(format!(
+                "a {} x {} torus has {} nodes, the group has {members} members",
+                self.rows,
+                self.cols,
+                torus.len()
+            ));
+        }
+        if self.record_len == 0 || self.record_len > u32::from(u16::MAX) {
+            return Err(format!(
+                "record_len {} is out of range 1..={}",
+                self.record_len,
+                u16::MAX
+            ));
+        }
+        if !self.speeds.is_empty() && self.speeds.len() != members {
+            return Err(format!(
+                "{} speeds given for {members} members",
+                self.speeds.len()
+            ));
+        }
+        if let Some((i, s)) = self
+            .speeds
+            .iter()
+            .enumerate()
+            .find(|(_, s)| !(s.is_finite() && **s > 0.0))
+        {
+            return Err(format!("speed {i} is {s}: must be finite and positive"));
+        }
+        let weights = match self.slicing {
+            Slicing::Speed if !self.speeds.is_empty() => {
+                let top = self.speeds.iter().copied().fold(0.0, f64::max);
+                self.speeds
+                    .iter()
+                    .map(|s| ((s / top * WEIGHT_SCALE).round() as u64).max(1))
+                    .collect()
+            }
+            _ => vec![1; members],
+        };
+        Ok((torus, weights))
+    }
+}
+
+/// The load decision of a pair of snake neighbours: the lower node's record count that
+/// minimises `x^2 * w_hi + (T - x)^2 * w_lo` over `1..=T-1` (proportional to the weights as
+/// nearly as integers allow), the current `lo` when it is a minimum. Both ends compute it
+/// from the same numbers. `T >= 2` (no node is ever empty).
+pub fn load_target(lo: u64, hi: u64, w_lo: u64, w_hi: u64) -> u64 {
+    let t = lo + hi;
+    if t < 2 {
+        return lo;
+    }
+    let cost = |x: u64| {
+        let (x, y) = (u128::from(x), u128::from(t - x));
+        x * x * u128::from(w_hi) + y * y * u128::from(w_lo)
+    };
+    let exact = u128::from(t) * u128::from(w_lo) / (u128::from(w_lo) + u128::from(w_hi));
+    let exact = exact as u64;
+    let mut best = lo.clamp(1, t - 1);
+    for x in [exact, exact + 1] {
+        let x = x.clamp(1, t - 1);
+        if cost(x) < cost(best) {
+            best = x;
+        }
+    }
+    best
+}
+
+/// Where a node is within its cycle.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Before `Input::Start`.
+    Idle,
+    /// Slices sent, waiting for the partners'.
+    Trading,
+    /// Merged; waiting for the application's `ComputeDone`.
+    Computing,
+    /// Cycle done; the next one needs a verdict not yet known.
+    Waiting,
+    /// Delivered and finished (or aborted).
+    Over,
+}
+
+/// A partner's frame of a cycle, kept until the cycle is merged.
+#[derive(Clone, Debug)]
+struct Inbound {
+    count: u64,
+    handoff: Vec<Bytes>,
+    slice: Vec<Bytes>,
+    /// The frame without `more` arrived.
+    done: bool,
+}
+
+/// The handoff decided in a cycle, performed in the next: `(partner rank, records to send)`,
+/// negative for records to receive.
+type Handoff = (usize, i64);
+
+/// One member of a HeteroSort run: see the [module docs](self).
+///
+/// Timers, randomness: none. Compute tasks: one per cycle, task id = the cycle.
+/// `Input::PeerFailed` aborts (backup copies and recovery are issue 19's point 3).
+#[derive(Clone, Debug)]
+pub struct HeteroSort {
+    me: NodeId,
+    rank: usize,
+    ids: Vec<NodeId>,
+    transfer: TransferId,
+    torus: Torus,
+    weights: Vec<u64>,
+    record_len: usize,
+    /// Sorted records.
+    data: Vec<Bytes>,
+    cycle: u32,
+    phase: Phase,
+    status: Status,
+    /// This cycle's partners (ascending rank) and the slice sent to each.
+    sent: Vec<(usize, Vec<Bytes>)>,
+    /// The slice this node keeps in this cycle.
+    kept: Vec<Bytes>,
+    /// This cycle's expected handoff in: `(partner rank, records)`.
+    expect_in: Option<(usize, u64)>,
+    /// Count after this cycle's handoffs.
+    count: u64,
+    /// Decided in this cycle, performed in the next.
+    next_handoff: Option<Handoff>,
+    inbox: BTreeMap<(u32, usize), Inbound>,
+    /// Checks from rank - 1, by cycle.
+    checks: BTreeMap<u32, (bool, Bytes)>,
+    /// This node's (smallest, largest) record after each cycle not yet checked.
+    summaries: BTreeMap<u32, (Bytes, Bytes)>,
+    /// Verdicts known, by cycle.
+    verdicts: BTreeMap<u32, bool>,
+    /// Stop after this cycle.
+    stop_after: Option<u32>,
+    /// The record count after each cycle (index 0: the input).
+    history: Vec<u64>,
+}
+
+impl HeteroSort {
+    /// The machine of `me` among `members` (any order; ranked by id), with its own records
+    /// `input` (whole records, at least one).
+    pub fn new(
+        me: NodeId,
+        members: &[NodeId],
+        transfer: TransferId,
+        spec: &HsortSpec,
+        input: Bytes,
+    ) -> Result<HeteroSort, String> {
+        let mut ids = members.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != members.len() {
+            return Err("a member is listed twice".into());
+        }
+        let (torus, weights) = spec.check(ids.len())?;
+        let rank = ids
+            .iter()
+            .position(|&n| n == me)
+            .ok_or_else(|| format!("node {me} is not a member of the sort"))?;
+        let record_len = spec.record_len as usize;
+        if input.is_empty() {
+            return Err(format!(
+                "node {me}: an empty input share (every member starts with at least one record)"
+            ));
+        }
+        if !input.len().is_multiple_of(record_len) {
+            return Err(format!(
+                "node {me}: the input of {} bytes is not whole records of {record_len} bytes",
+                input.len()
+            ));
+        }
+        let mut data: Vec<Bytes> = (0..input.len() / record_len)
+            .map(|i| input.slice(i * record_len..(i + 1) * record_len))
+            .collect();
+        data.sort_unstable();
+        let history = vec![data.len() as u64];
+        Ok(HeteroSort {
+            me,
+            rank,
+            ids,
+            transfer,
+            torus,
+            weights,
+            record_len,
+            count: data.len() as u64,
+            data,
+            cycle: 0,
+            phase: Phase::Idle,
+            status: Status::Running,
+            sent: Vec::new(),
+            kept: Vec::new(),
+            expect_in: None,
+            next_handoff: None,
+            inbox: BTreeMap::new(),
+            checks: BTreeMap::new(),
+            summaries: BTreeMap::new(),
+            verdicts: BTreeMap::new(),
+            stop_after: None,
+            history,
+        })
+    }
+
+    /// This node's snake rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The member at every snake rank.
+    pub fn members(&self) -> &[NodeId] {
+        &self.ids
+    }
+
+    /// The node's records now, sorted.
+    pub fn records(&self) -> &[Bytes] {
+        &self.data
+    }
+
+    /// The cycle in progress (or the last one).
+    pub fn cycle(&self) -> u32 {
+        self.cycle
+    }
+
+    /// Record count after each cycle; entry 0 is the input's.
+    pub fn history(&self) -> &[u64] {
+        &self.history
+    }
+
+    /// The first cycle whose verdict was "sorted", once known here.
+    pub fn sorted_at(&self) -> Option<u32> {
+        self.verdicts.iter().find(|(_, &s)| s).map(|(&c, _)| c)
+    }
+
+    fn n(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The sequence partner matched with `rank` in cycle `c`, if any.
+    fn matched(&self, c: u32) -> Option<usize> {
+        let r = self.rank;
+        let up = r.is_multiple_of(2) != c.is_multiple_of(2);
+        let m = if up { r + 1 } else { r.checked_sub(1)? };
+        (m < self.n()).then_some(m)
+    }
+
+    fn partners(&self, c: u32) -> Vec<usize> {
+        let mut p = self
+            .torus
+            .trading_list(self.rank, Cycle::of(u64::from(c)))
+            .expect("the rank is on the torus");
+        p.retain(|&q| q != self.rank);
+        p.sort_unstable();
+        p
+    }
+
+    fn start_cycle(&mut self, c: u32, out: &mut Outputs) {
+        self.cycle = c;
+        // 1. The handoff decided last cycle.
+        let mut handoff_out: (usize, Vec<Bytes>) = (usize::MAX, Vec::new());
+        self.expect_in = None;
+        if let Some((p, d)) = self.next_handoff.take() {
+            if d > 0 {
+                let d = d as usize;
+                let moved: Vec<Bytes> = if p > self.rank {
+                    self.data.split_off(self.data.len() - d)
+                } else {
+                    let rest = self.data.split_off(d);
+                    std::mem::replace(&mut self.data, rest)
+                };
+                handoff_out = (p, moved);
+            } else if d < 0 {
+                self.expect_in = Some((p, d.unsigned_abs()));
+            }
+        }
+        self.count = self.data.len() as u64 + self.expect_in.map_or(0, |(_, k)| k);
+        // 2. Slices: the matched partner's from the boundary, the others in list order.
+        let list = self
+            .torus
+            .trading_list(self.rank, Cycle::of(u64::from(c)))
+            .expect("the rank is on the torus");
+        let w: Vec<u64> = list.iter().map(|&q| self.weights[q]).collect();
+        let mut data = std::mem::take(&mut self.data);
+        let mut slices: BTreeMap<usize, Vec<Bytes>> = BTreeMap::new();
+        let matched = self.matched(c);
+        let mut rest_list = list.clone();
+        if let Some(m) = matched {
+            let i = list
+                .iter()
+                .position(|&q| q == m)
+                .expect("a sequence partner");
+            let sizes = weighted_slices(data.len(), &w).expect("weights are positive");
+            let b = sizes[i].len().max(1).min(data.len());
+            let boundary = if m > self.rank {
+                data.split_off(data.len() - b)
+            } else {
+                let rest = data.split_off(b);
+                std::mem::replace(&mut data, rest)
+            };
+            slices.insert(m, boundary);
+            rest_list.retain(|&q| q != m);
+        }
+        let rw: Vec<u64> = rest_list.iter().map(|&q| self.weights[q]).collect();
+        let ranges = weighted_slices(data.len(), &rw).expect("weights are positive");
+        for (q, r) in rest_list.iter().zip(ranges) {
+            slices.insert(*q, data[r].to_vec());
+        }
+        self.kept = slices.remove(&self.rank).unwrap_or_default();
+        // 3. One frame per partner, ascending rank.
+        self.sent.clear();
+        for (q, slice) in slices {
+            let ho: &[Bytes] = if handoff_out.0 == q {
+                &handoff_out.1
+            } else {
+                &[]
+            };
+            let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1);
+            let all: Vec<&Bytes> = ho.iter().chain(&slice).collect();
+            let mut chunks = all.chunks(per_frame).peekable();
+            let mut first = 0;
+            loop {
+                let chunk: &[&Bytes] = chunks.next().unwrap_or(&[]);
+                let mut payload = BytesMut::with_capacity(chunk.len() * self.record_len);
+                for r in chunk {
+                    payload.extend_from_slice(r);
+                }
+                let handoff = ho.len().saturating_sub(first).min(chunk.len());
+                first += chunk.len();
+                let more = chunks.peek().is_some();
+                out.send(
+                    self.ids[q],
+                    Message::HeteroSort(HsortMsg::Slice {
+                        transfer: self.transfer,
+                        cycle: c,
+                        count: self.count,
+                        record_len: self.record_len as u16,
+                        handoff: handoff as u32,
+                        records: payload.freeze(),
+                        more,
+                    }),
+                );
+                if !more {
+                    break;
+                }
+            }
+            self.sent.push((q, slice));
+        }
+        self.phase = Phase::Trading;
+        self.try_merge(out);
+    }
+
+    fn try_merge(&mut self, out: &mut Outputs) {
+        if self.phase != Phase::Trading {
+            return;
+        }
+        let c = self.cycle;
+        let done = |q: &usize| self.inbox.get(&(c, *q)).is_some_and(|m| m.done);
+        if !self.sent.iter().all(|(q, _)| done(q)) {
+            return;
+        }
+        // Frames that arrived a cycle early are checked now that the cycle's plan is known.
+        for (q, _) in &self.sent {
+            let m = &self.inbox[&(c, *q)];
+            let want = match self.expect_in {
+                Some((p, k)) if p == *q => k,
+                _ => 0,
+            };
+            if m.handoff.len() as u64 != want {
+                let peer = self.ids[*q];
+                self.abort(AbortReason::PeerFailed { peer }, out);
+                return;
+            }
+        }
+        let mut next = std::mem::take(&mut self.kept);
+        let mut partner_count = None;
+        for (q, mine) in std::mem::take(&mut self.sent) {
+            let m = self.inbox.remove(&(c, q)).expect("checked above");
+            next.extend(m.handoff);
+            if Some(q) == self.matched(c) {
+                partner_count = Some(m.count);
+            }
+            let keep = mine.len();
+            let mut both = mine;
+            both.extend(m.slice);
+            both.sort_unstable();
+            if self.rank < q {
+                both.truncate(keep);
+                next.extend(both);
+            } else {
+                next.extend(both.split_off(both.len() - keep));
+            }
+        }
+        next.sort_unstable();
+        self.data = next;
+        if let (Some(m), Some(theirs)) = (self.matched(c), partner_count) {
+            let mine = self.data.len() as u64;
+            let (lo, hi, wl, wh) = if self.rank < m {
+                (mine, theirs, self.weights[self.rank], self.weights[m])
+            } else {
+                (theirs, mine, self.weights[m], self.weights[self.rank])
+            };
+            let d = lo as i64 - load_target(lo, hi, wl, wh) as i64;
+            let d = if self.rank < m { d } else { -d };
+            if d != 0 {
+                self.next_handoff = Some((m, d));
+            }
+        }
+        self.history.push(self.data.len() as u64);
+        let len = (self.data.len() * self.record_len) as u64;
+        out.push(Output::Compute(ComputeTask {
+            task: TaskId(c),
+            offset: 0,
+            len,
+            data: self.data.clone(),
+        }));
+        self.phase = Phase::Computing;
+    }
+
+    fn computed(&mut self, out: &mut Outputs) {
+        let c = self.cycle;
+        let first = self.data.first().cloned().unwrap_or_default();
+        let last = self.data.last().cloned().unwrap_or_default();
+        self.summaries.insert(c, (first, last));
+        self.phase = Phase::Waiting;
+        self.wave(out);
+        self.advance(out);
+    }
+
+    /// Moves the check wave on as far as this node can.
+    fn wave(&mut self, out: &mut Outputs) {
+        while let Some((&c, _)) = self.summaries.first_key_value() {
+            let incoming = if self.rank == 0 {
+                // Rank 0 starts the wave of c once verdict c - 1 is known "not sorted".
+                if c > 1 && self.verdicts.get(&(c - 1)) != Some(&false) {
+                    return;
+                }
+                (true, Bytes::new())
+            } else {
+                match self.checks.remove(&c) {
+                    Some(x) => x,
+                    None => return,
+                }
+            };
+            let (min, max) = self.summaries.remove(&c).expect("the first key");
+            let ok = incoming.0 && incoming.1 <= min;
+            let max = if incoming.1 > max { incoming.1 } else { max };
+            if self.rank + 1 == self.n() {
+                self.verdict(c, ok, out);
+            } else {
+                out.send(
+                    self.ids[self.rank + 1],
+                    Message::HeteroSort(HsortMsg::Check {
+                        transfer: self.transfer,
+                        cycle: c,
+                        ok,
+                        max,
+                    }),
+                );
+            }
+        }
+    }
+
+    fn verdict(&mut self, c: u32, sorted: bool, out: &mut Outputs) {
+        self.verdicts.insert(c, sorted);
+        if self.rank > 0 {
+            out.send(
+                self.ids[self.rank - 1],
+                Message::HeteroSort(HsortMsg::Verdict {
+                    transfer: self.transfer,
+                    cycle: c,
+                    sorted,
+                }),
+            );
+        }
+        if sorted && self.stop_after.is_none() {
+            self.stop_after = Some(c + 1);
+        }
+        self.wave(out);
+        self.advance(out);
+    }
+
+    /// After a cycle: finish, start the next one, or wait for a verdict.
+    fn advance(&mut self, out: &mut Outputs) {
+        if self.phase != Phase::Waiting {
+            return;
+        }
+        let c = self.cycle;
+        if self.stop_after == Some(c) {
+            self.phase = Phase::Over;
+            self.status = Status::Finished;
+            let mut all = BytesMut::with_capacity(self.data.len() * self.record_len);
+            for r in &self.data {
+                all.extend_from_slice(r);
+            }
+            out.push(Output::Deliver {
+                transfer: self.transfer,
+                offset: 0,
+                data: all.freeze(),
+            });
+            out.push(Output::Finished);
+            return;
+        }
+        if c < 2 || self.verdicts.get(&(c - 1)) == Some(&false) {
+            self.start_cycle(c + 1, out);
+        }
+    }
+
+    fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
+        self.phase = Phase::Over;
+        self.status = Status::Aborted;
+        out.push(Output::Aborted(reason));
+    }
+
+    fn on_message(
+        &mut self,
+        from: NodeId,
+        msg: HsortMsg,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let kind = kind_of(msg.kind());
+        msg.validate()
+            .map_err(|source| ProtocolError::Frame { from, source })?;
+        if msg.run() != self.transfer {
+            return Err(ProtocolError::WrongTransfer {
+                from,
+                kind,
+                expected: self.transfer,
+                found: msg.run(),
+            });
+        }
+        let unexpected = |why| ProtocolError::UnexpectedMessage { from, kind, why };
+        let Some(q) = self.ids.iter().position(|&n| n == from) else {
+            return Err(unexpected("from a node outside the sort"));
+        };
+        if self.phase == Phase::Over {
+            return Ok(());
+        }
+        match msg {
+            HsortMsg::Slice {
+                cycle,
+                count,
+                record_len,
+                handoff,
+                records,
+                more,
+                ..
+            } => {
+                if usize::from(record_len) != self.record_len {
+                    return Err(ProtocolError::Inconsistent {
+                        from,
+                        kind,
+                        what: "record length differs from this run's",
+                    });
+                }
+                // A partner is at most one cycle ahead: it needs this node's frames to end one.
+                let now = self.cycle.max(1);
+                let current_open = self.phase == Phase::Trading || self.phase == Phase::Idle;
+                let ok_cycle = (cycle == now && current_open) || cycle == self.cycle + 1;
+                if !ok_cycle {
+                    return Err(unexpected("a slice of a cycle this node is not trading in"));
+                }
+                if !self.partners(cycle).contains(&q) {
+                    return Err(unexpected("a slice from a node that is not a partner"));
+                }
+                let n = records.len() / self.record_len;
+                let h = handoff as usize;
+                let (had_slice, had_count) = match self.inbox.get(&(cycle, q)) {
+                    Some(m) if m.done => {
+                        return Err(unexpected("a second slice from the partner in one cycle"))
+                    }
+                    Some(m) => (m.slice.len(), Some(m.count)),
+                    None => (0, None),
+                };
+                let inconsistent = |what| ProtocolError::Inconsistent { from, kind, what };
+                if had_count.is_some_and(|k| k != count) {
+                    return Err(inconsistent("a count that changed within one slice"));
+                }
+                if h > 0 && had_slice > 0 {
+                    return Err(inconsistent("handoff records after the slice's records"));
+                }
+                if count < (had_slice + n - h) as u64 {
+                    return Err(inconsistent("a count smaller than the records it trades"));
+                }
+                let rec = |i: usize| records.slice(i * self.record_len..(i + 1) * self.record_len);
+                let m = self.inbox.entry((cycle, q)).or_insert_with(|| Inbound {
+                    count,
+                    handoff: Vec::new(),
+                    slice: Vec::new(),
+                    done: false,
+                });
+                m.handoff.extend((0..h).map(rec));
+                m.slice.extend((h..n).map(rec));
+                m.done = !more;
+                self.try_merge(out);
+            }
+            HsortMsg::Check { cycle, ok, max, .. } => {
+                if self.rank == 0 || q + 1 != self.rank {
+                    return Err(unexpected("a check not from the rank below"));
+                }
+                if self.checks.contains_key(&cycle) || cycle > self.cycle + 1 {
+                    return Err(unexpected("a check of a cycle not awaited"));
+                }
+                self.checks.insert(cycle, (ok, max));
+                self.wave(out);
+            }
+            HsortMsg::Verdict { cycle, sorted, .. } => {
+                if q != self.rank + 1 {
+                    return Err(unexpected("a verdict not from the rank above"));
+                }
+                if self.verdicts.contains_key(&cycle) || cycle > self.cycle {
+                    return Err(unexpected("a verdict of a cycle not awaited"));
+                }
+                self.verdict(cycle, sorted, out);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Protocol for HeteroSort {
+    fn node(&self) -> NodeId {
+        self.me
+    }
+
+    fn handle(&mut self, _now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        match input {
+            Input::Start => {
+                if self.phase == Phase::Idle {
+                    self.start_cycle(1, out);
+                }
+                Ok(())
+            }
+            Input::Message {
+                from,
+                message: Message::HeteroSort(msg),
+            } => self.on_message(from, msg, out),
+            Input::Message { from, message } => Err(ProtocolError::UnexpectedMessage {
+                from,
+                kind: message.kind(),
+                why: "a sort node takes only HeteroSort messages",
+            }),
+            Input::Command(Command::ComputeDone { task }) => {
+                if self.phase != Phase::Computing || task != TaskId(self.cycle) {
+                    return Err(ProtocolError::UnknownTask { task });
+                }
+                self.computed(out);
+                Ok(())
+            }
+            Input::Timer(_) | Input::App(_) => Ok(()),
+            Input::SendComplete { to, id } => Err(ProtocolError::UnknownSend { to, id }),
+            Input::PeerFailed(peer) => {
+                if self.status == Status::Running {
+                    self.abort(AbortReason::PeerFailed { peer }, out);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
