@@ -26,7 +26,7 @@ cleanup() {
   for s in "$DIR"/c*.sock; do
     [ -S "$s" ] && timeout 20 "$W" group leave --control "$s" >/dev/null 2>&1 || true
   done
-  "$W" testbed down --name "$NAME" >/dev/null 2>&1 || true
+  "$W" testbed down "$NAME" >/dev/null 2>&1 || true
   rm -rf "$DIR"
 }
 trap cleanup EXIT
