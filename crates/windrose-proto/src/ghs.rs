@@ -975,6 +975,19 @@ impl Ghs {
         self.index_of(neighbour).map(|i| self.edges[i].state)
     }
 
+    /// The neighbour over this node's in-branch (towards the core), None before the first
+    /// Initiate. Once [`is_done`](Self::is_done) the in-branches form the tree rooted at the
+    /// core edge: each core node's in-branch is the other one.
+    pub fn in_branch(&self) -> Option<NodeId> {
+        self.in_branch.map(|j| self.edges[j].to)
+    }
+
+    /// Every incident edge, `(neighbour, weight)`, lightest first (what the node was built
+    /// with).
+    pub fn incident(&self) -> Vec<(NodeId, f64)> {
+        self.edges.iter().map(|e| (e.to, e.key.weight)).collect()
+    }
+
     /// Messages waiting for a deferral rule to lift.
     pub fn deferred_len(&self) -> usize {
         self.deferred.len()

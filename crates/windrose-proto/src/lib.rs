@@ -116,6 +116,7 @@ pub mod bittorrent;
 pub mod collective;
 pub mod frame;
 pub mod ghs;
+pub mod ghs_repair;
 pub mod host;
 pub mod mob;
 pub mod multicast;
