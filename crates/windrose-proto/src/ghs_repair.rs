@@ -51,13 +51,16 @@
 //! after its `Stable(e)`: a node echoes only once its tests are answered and its children have
 //! echoed, and the root decides only after every echo.
 //!
-//! # Not handled here
+//! # Failures: [`MaintainedMst`]
 //!
-//! Node failures (`Input::PeerFailed`): a failed node splits the tree into pieces that cannot
-//! all reach the root; see the module's tests for what is covered.
+//! A failed node splits the tree into pieces that cannot all reach the root, so failures are
+//! not repaired by these epochs: [`MaintainedMst`] wraps the whole life of a node (the GHS
+//! build, then the maintainer) in *generations*; a failure starts a new generation that
+//! rebuilds the tree among the survivors with GHS, and the weight changes the rebuild did not
+//! see are fed again. See its docs.
 
-use crate::ghs::{EdgeKey, Ghs};
-use std::collections::VecDeque;
+use crate::ghs::{EdgeKey, Ghs, GhsMsg};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use windrose_model::NodeId;
 
 /// A weight change of the edge `from`-`to`, measured at `from`.
@@ -812,6 +815,400 @@ impl MstMaintainer {
         }
         self.pump(out);
         self.try_start(out);
+    }
+}
+
+/// A message of [`MaintainedMst`]: its generation, then a GHS or repair message.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum MstNodeMsg {
+    /// The sender entered `generation`; `weight` is its weight of this edge (the smaller end's
+    /// weight is the edge's weight in the generation's build).
+    Hello {
+        /// The generation.
+        generation: u32,
+        /// The sender's current weight of the edge.
+        weight: f64,
+    },
+    /// A message of the generation's GHS build.
+    Ghs {
+        /// The generation.
+        generation: u32,
+        /// The message.
+        msg: GhsMsg,
+    },
+    /// A message of the generation's repairs.
+    Repair {
+        /// The generation.
+        generation: u32,
+        /// The message.
+        msg: RepairMsg,
+    },
+}
+
+impl MstNodeMsg {
+    /// The generation.
+    pub fn generation(&self) -> u32 {
+        match *self {
+            MstNodeMsg::Hello { generation, .. }
+            | MstNodeMsg::Ghs { generation, .. }
+            | MstNodeMsg::Repair { generation, .. } => generation,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Waiting for every surviving neighbour's Hello; messages of the generation wait too.
+    Gathering {
+        heard: BTreeMap<NodeId, f64>,
+        buffer: Vec<(NodeId, MstNodeMsg)>,
+    },
+    /// GHS runs; repair messages of the generation wait for its end.
+    Building {
+        ghs: Box<Ghs>,
+        buffer: Vec<(NodeId, RepairMsg)>,
+    },
+    /// The tree is built; weight changes are repaired.
+    Maintaining(Box<MstMaintainer>),
+}
+
+/// One node's MST for its whole life: GHS builds it, [`MstMaintainer`] repairs it after
+/// weight changes, and a node failure starts a new *generation* that rebuilds it among the
+/// survivors.
+///
+/// # Failures: a rebuild in a new generation
+///
+/// A failed node splits the tree into pieces that cannot all reach the root, so the
+/// root-serialized repairs cannot handle it. [`peer_failed`](Self::peer_failed) (the driver's
+/// `Input::PeerFailed`) starts generation `g + 1`: the node drops the edge, abandons whatever
+/// runs (a build or a repair) and sends `Hello(g + 1, its weight)` to every surviving
+/// neighbour; a node entering a generation on a neighbour's message does the same. Once a node
+/// has every surviving neighbour's Hello it builds the MST of its component with a fresh GHS,
+/// each edge weighing what its smaller end said (both ends agree without a further exchange),
+/// and wakes. Messages of an older generation are dropped (they were in flight when it ended);
+/// messages of the current one that arrive early wait. A failure during a rebuild starts yet
+/// another generation. A survivor graph that falls apart gives each component its own tree.
+/// Weight changes fed during a rebuild, or lost with an abandoned repair, are fed again to the
+/// new tree's maintainer where the built weight differs from the last one measured, so the
+/// last weight fed at a node always wins.
+///
+/// This costs a GHS rebuild (plus `2 e` Hellos) per failure, not the paper's local recovery:
+/// reconnecting the pieces by GHS merges from the surviving fragments is left to do.
+#[derive(Clone, Debug)]
+pub struct MaintainedMst {
+    me: NodeId,
+    /// Surviving incident edges and their weights as of the generation's start.
+    weights: BTreeMap<NodeId, f64>,
+    dead: BTreeSet<NodeId>,
+    /// The last weight fed per edge measured here.
+    measured: BTreeMap<NodeId, f64>,
+    generation: u32,
+    phase: Phase,
+    started: bool,
+    dropped: u64,
+}
+
+impl MaintainedMst {
+    /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep.
+    pub fn new(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<MaintainedMst, crate::ghs::GhsSetupError> {
+        let edges: Vec<(NodeId, f64)> = edges.into_iter().collect();
+        let ghs = Ghs::new(me, edges.iter().copied())?;
+        Ok(MaintainedMst {
+            me,
+            weights: edges.into_iter().collect(),
+            dead: BTreeSet::new(),
+            measured: BTreeMap::new(),
+            generation: 0,
+            phase: Phase::Building {
+                ghs: Box::new(ghs),
+                buffer: Vec::new(),
+            },
+            started: false,
+            dropped: 0,
+        })
+    }
+
+    /// The node.
+    pub fn node(&self) -> NodeId {
+        self.me
+    }
+
+    /// The current generation (0 until the first failure).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The maintainer once the generation's tree is built.
+    pub fn maintainer(&self) -> Option<&MstMaintainer> {
+        match &self.phase {
+            Phase::Maintaining(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// True when the tree is built and no repair runs at this node.
+    pub fn is_stable(&self) -> bool {
+        self.maintainer().is_some_and(|m| m.is_stable())
+    }
+
+    /// Messages of ended generations dropped here.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The neighbours this node knows have failed.
+    pub fn failed(&self) -> &BTreeSet<NodeId> {
+        &self.dead
+    }
+
+    /// Spontaneous wakeup of the first build.
+    pub fn start(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if let Phase::Building { ghs, .. } = &mut self.phase {
+            let mut o = Vec::new();
+            ghs.start(&mut o);
+            self.wrap_ghs(o, out);
+        }
+        self.after_ghs(out);
+    }
+
+    fn wrap_ghs(&self, o: Vec<(NodeId, GhsMsg)>, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let generation = self.generation;
+        out.extend(
+            o.into_iter()
+                .map(|(to, msg)| (to, MstNodeMsg::Ghs { generation, msg })),
+        );
+    }
+
+    fn wrap_repair(&self, o: Vec<(NodeId, RepairMsg)>, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let generation = self.generation;
+        out.extend(
+            o.into_iter()
+                .map(|(to, msg)| (to, MstNodeMsg::Repair { generation, msg })),
+        );
+    }
+
+    /// The driver measured a new weight of the edge to `neighbour` (one endpoint feeds it).
+    pub fn change_weight(
+        &mut self,
+        neighbour: NodeId,
+        weight: f64,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) -> Result<(), RepairError> {
+        if !self.weights.contains_key(&neighbour) {
+            return Err(RepairError::NoSuchEdge {
+                node: self.me,
+                neighbour,
+            });
+        }
+        if EdgeKey::new(self.me, neighbour, weight).is_none() {
+            return Err(RepairError::BadWeight {
+                node: self.me,
+                neighbour,
+                weight,
+            });
+        }
+        self.measured.insert(neighbour, weight);
+        if let Phase::Maintaining(m) = &mut self.phase {
+            let mut o = Vec::new();
+            m.change_weight(neighbour, weight, &mut o)?;
+            self.wrap_repair(o, out);
+        }
+        Ok(())
+    }
+
+    /// The driver's `Input::PeerFailed`: a neighbour is gone; a new generation rebuilds.
+    pub fn peer_failed(&mut self, peer: NodeId, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        if !self.weights.contains_key(&peer) {
+            return;
+        }
+        self.refresh_weights();
+        self.weights.remove(&peer);
+        self.measured.remove(&peer);
+        self.dead.insert(peer);
+        if let Phase::Gathering { heard, .. } = &mut self.phase {
+            // Nothing is built yet in this generation: no edge to the peer is in use anywhere
+            // but here, so the generation goes on without it.
+            heard.remove(&peer);
+            self.try_build(out);
+            return;
+        }
+        self.enter(self.generation + 1, out);
+    }
+
+    /// Takes the weights the maintainer has applied (they change with repairs).
+    fn refresh_weights(&mut self) {
+        if let Phase::Maintaining(m) = &self.phase {
+            for (n, w) in self.weights.iter_mut() {
+                if let Some(x) = m.weight(*n) {
+                    *w = x;
+                }
+            }
+        }
+    }
+
+    fn enter(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        self.refresh_weights();
+        self.generation = generation;
+        self.started = true;
+        self.phase = Phase::Gathering {
+            heard: BTreeMap::new(),
+            buffer: Vec::new(),
+        };
+        for (&n, &weight) in &self.weights {
+            out.push((n, MstNodeMsg::Hello { generation, weight }));
+        }
+        self.try_build(out);
+    }
+
+    fn try_build(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Gathering { heard, buffer } = &mut self.phase else {
+            return;
+        };
+        if self.weights.keys().any(|n| !heard.contains_key(n)) {
+            return;
+        }
+        for (n, w) in self.weights.iter_mut() {
+            if *n < self.me {
+                *w = heard[n];
+            }
+        }
+        let buffer = std::mem::take(buffer);
+        let mut ghs = Ghs::new(self.me, self.weights.iter().map(|(&n, &w)| (n, w)))
+            .expect("weights were checked when they arrived");
+        let mut o = Vec::new();
+        ghs.start(&mut o);
+        self.phase = Phase::Building {
+            ghs: Box::new(ghs),
+            buffer: Vec::new(),
+        };
+        self.wrap_ghs(o, out);
+        self.after_ghs(out);
+        for (from, msg) in buffer {
+            // They were checked for their generation; a refusal now is a protocol fault
+            // that a correct run never shows.
+            let _ = self.handle(from, msg, out);
+        }
+    }
+
+    /// Once GHS is done: the maintainer takes over, waiting repair messages go to it and the
+    /// changes measured here that the build does not have are fed again.
+    fn after_ghs(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Building { ghs, buffer } = &mut self.phase else {
+            return;
+        };
+        if !ghs.is_done() {
+            return;
+        }
+        let m = MstMaintainer::from_ghs(ghs).expect("GHS is done");
+        let buffer = std::mem::take(buffer);
+        self.phase = Phase::Maintaining(Box::new(m));
+        for (from, msg) in buffer {
+            let _ = self.handle(
+                from,
+                MstNodeMsg::Repair {
+                    generation: self.generation,
+                    msg,
+                },
+                out,
+            );
+        }
+        let again: Vec<(NodeId, f64)> = self
+            .measured
+            .iter()
+            .filter(|&(n, &w)| {
+                self.weights
+                    .get(n)
+                    .is_some_and(|&x| x.to_bits() != w.to_bits())
+            })
+            .map(|(&n, &w)| (n, w))
+            .collect();
+        if let Phase::Maintaining(m) = &mut self.phase {
+            let mut o = Vec::new();
+            for (n, w) in again {
+                m.change_weight(n, w, &mut o).expect("a surviving edge");
+            }
+            self.wrap_repair(o, out);
+        }
+    }
+
+    /// Handles a message from neighbour `from`.
+    pub fn handle(
+        &mut self,
+        from: NodeId,
+        msg: MstNodeMsg,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) -> Result<(), RepairError> {
+        let g = msg.generation();
+        if self.dead.contains(&from) || g < self.generation {
+            self.dropped += 1;
+            return Ok(());
+        }
+        if !self.weights.contains_key(&from) {
+            return Err(RepairError::Unexpected {
+                node: self.me,
+                from,
+                kind: "generation",
+                why: "not a neighbour",
+            });
+        }
+        if g > self.generation {
+            self.enter(g, out);
+        }
+        match (&mut self.phase, msg) {
+            (Phase::Gathering { heard, .. }, MstNodeMsg::Hello { weight, .. }) => {
+                if EdgeKey::new(self.me, from, weight).is_none() || heard.contains_key(&from) {
+                    return Err(RepairError::Unexpected {
+                        node: self.me,
+                        from,
+                        kind: "hello",
+                        why: "a second hello or a bad weight",
+                    });
+                }
+                heard.insert(from, weight);
+                self.try_build(out);
+            }
+            (Phase::Gathering { buffer, .. }, msg) => buffer.push((from, msg)),
+            (Phase::Building { buffer, .. }, MstNodeMsg::Repair { msg, .. }) => {
+                buffer.push((from, msg))
+            }
+            (Phase::Building { ghs, .. }, MstNodeMsg::Ghs { msg, .. }) => {
+                let mut o = Vec::new();
+                ghs.handle(from, msg, &mut o)
+                    .map_err(|_| RepairError::Unexpected {
+                        node: self.me,
+                        from,
+                        kind: msg.name(),
+                        why: "refused by GHS",
+                    })?;
+                self.wrap_ghs(o, out);
+                self.after_ghs(out);
+            }
+            (Phase::Maintaining(m), MstNodeMsg::Repair { msg, .. }) => {
+                let mut o = Vec::new();
+                m.handle(from, msg, &mut o)?;
+                self.wrap_repair(o, out);
+            }
+            (_, msg) => {
+                return Err(RepairError::Unexpected {
+                    node: self.me,
+                    from,
+                    kind: match msg {
+                        MstNodeMsg::Hello { .. } => "hello",
+                        MstNodeMsg::Ghs { .. } => "ghs",
+                        MstNodeMsg::Repair { .. } => "repair",
+                    },
+                    why: "not expected in this phase of the generation",
+                })
+            }
+        }
+        Ok(())
     }
 }
 

@@ -512,3 +512,166 @@ fn refusals() {
         assert_eq!(format!("{m:?}"), before);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Failures: `MaintainedMst` from the first build on, nodes failing at random points.
+
+use windrose_proto::ghs_repair::{MaintainedMst, MstNodeMsg};
+
+/// Connected components of the survivors, as a component index per node (None: dead).
+fn components(n: usize, w: &Weights, alive: &[bool]) -> Vec<Option<usize>> {
+    let mut comp: Vec<Option<usize>> = vec![None; n];
+    let mut next = 0;
+    for s in 0..n {
+        if !alive[s] || comp[s].is_some() {
+            continue;
+        }
+        let mut stack = vec![s as u32];
+        comp[s] = Some(next);
+        while let Some(v) = stack.pop() {
+            for (u, _) in incident(w, v) {
+                if alive[u.index()] && comp[u.index()].is_none() {
+                    comp[u.index()] = Some(next);
+                    stack.push(u.0);
+                }
+            }
+        }
+        next += 1;
+    }
+    comp
+}
+
+/// One storm with failures: a random connected graph, everything from the first GHS build
+/// on, changes and 1-3 failures at random points (the failed node's neighbours learn it in
+/// random order among the deliveries). Returns the messages sent and the generations.
+fn failure_storm(seed: u64) -> (u64, u32) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = rng.gen_range(8..=48);
+    let ties = rng.gen_bool(0.5);
+    let p = [0.1, 0.3][rng.gen_range(0..2)];
+    let mut truth = random_connected(&mut rng, n, p, ties);
+    let ctx = format!("failure storm {seed}: n {n}, {} edges", truth.len());
+    let mut nodes: Vec<MaintainedMst> = (0..n as u32)
+        .map(|v| MaintainedMst::new(NodeId(v), incident(&truth, v)).unwrap())
+        .collect();
+    let mut alive = vec![true; n];
+    let mut chans: BTreeMap<(u32, u32), VecDeque<MstNodeMsg>> = BTreeMap::new();
+    let mut notices: Vec<(u32, u32)> = Vec::new(); // (to, failed)
+    let mut measurer: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut sent = 0u64;
+    let mut out = Vec::new();
+    let mut push = |from: u32,
+                    out: &mut Vec<(NodeId, MstNodeMsg)>,
+                    chans: &mut BTreeMap<(u32, u32), VecDeque<MstNodeMsg>>| {
+        for (to, m) in out.drain(..) {
+            sent += 1;
+            chans.entry((from, to.0)).or_default().push_back(m);
+        }
+    };
+    for v in 0..n as u32 {
+        nodes[v as usize].start(&mut out);
+        push(v, &mut out, &mut chans);
+    }
+    let mut changes = rng.gen_range(0..=10);
+    let mut failures = rng.gen_range(1..=3);
+    loop {
+        let ready: Vec<(u32, u32)> = chans
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(&k, _)| k)
+            .collect();
+        let busy = !ready.is_empty() || !notices.is_empty();
+        if !busy && changes == 0 && failures == 0 {
+            break;
+        }
+        let r = rng.gen_range(0..100);
+        if failures > 0 && (r < 3 || !busy) {
+            // Never the last survivor.
+            let live: Vec<u32> = (0..n as u32).filter(|&v| alive[v as usize]).collect();
+            if live.len() > 2 {
+                let f = *live.choose(&mut rng).unwrap();
+                alive[f as usize] = false;
+                for (u, _) in incident(&truth, f) {
+                    if alive[u.index()] {
+                        notices.push((u.0, f));
+                    }
+                }
+                truth.retain(|&(a, b), _| a != f && b != f);
+                chans.retain(|&(a, b), _| b != f && a != f || a == f && alive[b as usize]);
+            }
+            failures -= 1;
+        } else if changes > 0 && (r < 15 || !busy) {
+            let keys: Vec<(u32, u32)> = truth.keys().copied().collect();
+            if let Some(&(a, b)) = keys.choose(&mut rng) {
+                let w = draw(&mut rng, ties);
+                let from = *measurer
+                    .entry((a, b))
+                    .or_insert(if rng.gen_bool(0.5) { a } else { b });
+                let to = if from == a { b } else { a };
+                truth.insert((a, b), w);
+                nodes[from as usize]
+                    .change_weight(NodeId(to), w, &mut out)
+                    .unwrap();
+                push(from, &mut out, &mut chans);
+            }
+            changes -= 1;
+        } else if !notices.is_empty() && (ready.is_empty() || rng.gen_bool(0.2)) {
+            let (to, f) = notices.swap_remove(rng.gen_range(0..notices.len()));
+            nodes[to as usize].peer_failed(NodeId(f), &mut out);
+            push(to, &mut out, &mut chans);
+        } else if let Some(&(from, to)) = ready.choose(&mut rng) {
+            let m = chans.get_mut(&(from, to)).unwrap().pop_front().unwrap();
+            if !alive[to as usize] {
+                continue;
+            }
+            let node = &mut nodes[to as usize];
+            if let (MstNodeMsg::Repair { generation, msg }, Some(mm)) = (m, node.maintainer()) {
+                if let Some(e) = msg.epoch().filter(|_| generation == node.generation()) {
+                    assert!(e > mm.stable_epoch(), "{ctx}: {msg:?} after its end");
+                }
+            }
+            node.handle(NodeId(from), m, &mut out)
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            push(to, &mut out, &mut chans);
+        }
+    }
+    // The exact minimum spanning forest of the survivors under the final weights.
+    let comps = components(n, &truth, &alive);
+    let mut tree = Weights::new();
+    let mut generations = 0;
+    for v in (0..n).filter(|&v| alive[v]) {
+        let node = &nodes[v];
+        generations = generations.max(node.generation());
+        let m = node
+            .maintainer()
+            .unwrap_or_else(|| panic!("{ctx}: node {v} not built"));
+        assert!(m.is_stable(), "{ctx}: node {v}");
+        assert_eq!(m.pending_len(), 0, "{ctx}: node {v}");
+        for (u, w) in incident(&truth, v as u32) {
+            assert_eq!(m.weight(u), Some(w), "{ctx}: {v}'s weight to {u}");
+        }
+        let size = comps.iter().filter(|&&c| c == comps[v]).count();
+        assert_eq!(m.totals().0 as usize, size, "{ctx}: node {v}'s component");
+        for (u, w) in m.branch_edges() {
+            assert!(alive[u.index()], "{ctx}: {v} keeps a branch to dead {u}");
+            tree.insert(((v as u32).min(u.0), (v as u32).max(u.0)), w);
+        }
+    }
+    let want = kruskal(n, &truth);
+    assert_eq!(
+        tree, want,
+        "{ctx}: not the survivors' minimum spanning forest"
+    );
+    (sent, generations)
+}
+
+/// Hundreds of seeded storms with node failures among the weight changes, during builds and
+/// repairs alike.
+#[test]
+fn failure_storms_end_at_the_survivors_forest() {
+    let mut generations = 0;
+    for seed in 0..600 {
+        generations += failure_storm(seed).1;
+    }
+    eprintln!("600 failure storms: {generations} generations");
+}
