@@ -906,6 +906,8 @@ pub struct MaintainedMst {
     phase: Phase,
     started: bool,
     dropped: u64,
+    /// Messages that waited for the build and were then refused (no correct run has any).
+    faults: u64,
 }
 
 impl MaintainedMst {
@@ -928,6 +930,7 @@ impl MaintainedMst {
             },
             started: false,
             dropped: 0,
+            faults: 0,
         })
     }
 
@@ -957,6 +960,12 @@ impl MaintainedMst {
     /// Messages of ended generations dropped here.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// Messages that waited for this node's build and were refused when it was done (a
+    /// protocol fault: zero in every correct run).
+    pub fn faults(&self) -> u64 {
+        self.faults
     }
 
     /// The neighbours this node knows have failed.
@@ -1091,9 +1100,9 @@ impl MaintainedMst {
         self.wrap_ghs(o, out);
         self.after_ghs(out);
         for (from, msg) in buffer {
-            // They were checked for their generation; a refusal now is a protocol fault
-            // that a correct run never shows.
-            let _ = self.handle(from, msg, out);
+            if self.handle(from, msg, out).is_err() {
+                self.faults += 1;
+            }
         }
     }
 
@@ -1110,14 +1119,13 @@ impl MaintainedMst {
         let buffer = std::mem::take(buffer);
         self.phase = Phase::Maintaining(Box::new(m));
         for (from, msg) in buffer {
-            let _ = self.handle(
-                from,
-                MstNodeMsg::Repair {
-                    generation: self.generation,
-                    msg,
-                },
-                out,
-            );
+            let msg = MstNodeMsg::Repair {
+                generation: self.generation,
+                msg,
+            };
+            if self.handle(from, msg, out).is_err() {
+                self.faults += 1;
+            }
         }
         let again: Vec<(NodeId, f64)> = self
             .measured

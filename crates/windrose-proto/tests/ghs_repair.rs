@@ -646,6 +646,7 @@ fn failure_storm(seed: u64) -> (u64, u32) {
             .maintainer()
             .unwrap_or_else(|| panic!("{ctx}: node {v} not built"));
         assert!(m.is_stable(), "{ctx}: node {v}");
+        assert_eq!(node.faults(), 0, "{ctx}: node {v}");
         assert_eq!(m.pending_len(), 0, "{ctx}: node {v}");
         for (u, w) in incident(&truth, v as u32) {
             assert_eq!(m.weight(u), Some(w), "{ctx}: {v}'s weight to {u}");
