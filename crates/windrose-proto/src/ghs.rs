@@ -157,6 +157,15 @@
 //! - `Input::PeerFailed` -> `Output::Aborted` (GHS has no failure handling: that is the
 //!   maintenance step); no timers, no `SendComplete`, no randomness. A run cannot take a
 //!   restarted node back (`rejoins: false` in the registry).
+//!
+//! # After the build
+//!
+//! Keeping the tree the exact MST while weights change and nodes fail is
+//! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
+//! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
+//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
+//! with GHS after a failure. They are sans-IO machines with their own messages; they do not
+//! travel in frames or through [`GhsProtocol`] yet.
 
 use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
 use crate::node::{AbortReason, Command, Input, Output, Outputs, Protocol, ProtocolError, Status};

@@ -541,6 +541,8 @@ struct InFlight {
     message: Message,
     notify: Option<SendId>,
     wire_bytes: u64,
+    /// Still paying its sender's send cost: not in the network yet.
+    waiting: bool,
 }
 
 /// One node of the platform, as the engine sees it.
@@ -1390,10 +1392,13 @@ impl Simulation {
 
     /// A message whose send cost is paid enters the network, unless an end failed meanwhile.
     fn inject(&mut self, from: NodeId, slot: u64) -> Result<(), SimError> {
-        let i = usize::try_from(slot - self.in_flight_base).expect("a reserved slot");
-        let Some(m) = self.in_flight[i].as_ref() else {
-            return Ok(());
+        let i = slot
+            .checked_sub(self.in_flight_base)
+            .and_then(|i| usize::try_from(i).ok());
+        let Some(m) = i.and_then(|i| self.in_flight.get_mut(i)?.as_mut()) else {
+            return Ok(()); // dropped at a failure of one of its ends
         };
+        m.waiting = false;
         let (to, wire_bytes) = (m.to, m.wire_bytes);
         if self.slots[from.index()].failed || self.slots[to.index()].failed {
             self.take_in_flight(slot);
@@ -1435,6 +1440,16 @@ impl Simulation {
         };
         for d in self.net.drop_node(self.now, node)? {
             if self.take_in_flight(d.tag).is_some() {
+                self.totals.messages_dropped += 1;
+            }
+        }
+        // What is left from or to the node is still paying a send cost: it dies with the node
+        // (even if the node restarts before its injection time).
+        for m in self.in_flight.iter_mut() {
+            if m.as_ref()
+                .is_some_and(|m| m.waiting && (m.from == node || m.to == node))
+            {
+                *m = None;
                 self.totals.messages_dropped += 1;
             }
         }
@@ -1526,7 +1541,8 @@ impl Simulation {
                     self.log_line(l)?;
                 }
                 let slot = self.in_flight_base + self.in_flight.len() as u64;
-                match self.leave_time(i) {
+                let leave = self.leave_time(i);
+                match leave {
                     Some(at) => self.push(at, K_INJECT, node, Ev::Inject { slot }),
                     None => {
                         self.net.send(self.now, node, t.to, wire_bytes, slot)?;
@@ -1538,6 +1554,7 @@ impl Simulation {
                     message: t.message,
                     notify: t.notify,
                     wire_bytes,
+                    waiting: leave.is_some(),
                 }));
                 Ok(())
             }

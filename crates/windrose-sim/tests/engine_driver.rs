@@ -628,8 +628,11 @@ fn the_send_cost_delays_each_message_at_its_sender() {
             }))
             .unwrap();
         }
-        if let Some(t) = fail_3_at {
-            sim.fail_node_at(n(3), t).unwrap();
+        // A negative time fails the sender at its absolute value instead.
+        match fail_3_at {
+            Some(t) if t < 0.0 => sim.fail_node_at(n(0), -t).unwrap(),
+            Some(t) => sim.fail_node_at(n(3), t).unwrap(),
+            None => {}
         }
         let m = sim.run().unwrap();
         let arrival = |k: u32| {
@@ -664,6 +667,11 @@ fn the_send_cost_delays_each_message_at_its_sender() {
     near(a[1], 17.0);
     assert_eq!(a[2], None);
     assert_eq!(dropped, 1);
+    // The sender fails at 3 ms: its first ping is in the network, the two others still pay
+    // their cost; all three are lost.
+    let (a, dropped) = run(0.002, 0.005, Some(-0.003));
+    assert_eq!(a, [None; 4]);
+    assert_eq!(dropped, 3);
     let (a, _) = run(0.0, 0.0, None);
     for (got, ms) in a.iter().zip([10.0, 10.0, 10.0, 20.0]) {
         near(*got, ms);
