@@ -53,12 +53,15 @@
 //! access_up_bytes_s = 1.25e8
 //! access_down_bytes_s = 1.25e8
 //! intra_latency_s = 2e-4
+//! send_overhead_s = 1e-5          # optional, LogP's o and g for every node (see SendCost)
+//! send_gap_s = 2e-5
 //! [platform.wan]                  # row = from, column = to; diagonal 0
 //! bytes_s = [[0, 1.25e7], [2.5e6, 0]]
 //! latency_s = [[0, 0.03], [0.03, 0]]
 //! [[platform.node]]               # optional: one node's own capacities
 //! id = 5
 //! uplink_bytes_s = 1e6
+//! send_overhead_s = 1e-4          # optional: one node's own send cost (a missing key is 0)
 //! ```
 //!
 //! Other top-level tables of the file (a scenario's workload, its timed changes) are ignored
@@ -168,6 +171,37 @@ impl ClusterSpec {
     }
 }
 
+/// The LogP-style cost of sending at a node: a message occupies its sender for `overhead_s`
+/// before it leaves (LogP's `o`), and two messages of one sender start at least `gap_s` apart
+/// (LogP's `g`). So a node that sends to many children pays for each of them, which the
+/// network model alone (links shared fairly, no per-message cost) never charges. Zero by
+/// default: a message leaves when it is sent.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct SendCost {
+    /// Seconds the sender spends on each message before it leaves.
+    pub overhead_s: f64,
+    /// Least seconds between the starts of two messages of the sender.
+    pub gap_s: f64,
+}
+
+impl SendCost {
+    /// No cost: messages leave when sent.
+    pub const ZERO: SendCost = SendCost {
+        overhead_s: 0.0,
+        gap_s: 0.0,
+    };
+
+    /// True when both are zero.
+    pub fn is_zero(&self) -> bool {
+        self.overhead_s == 0.0 && self.gap_s == 0.0
+    }
+
+    fn check(&self, whose: impl Fn() -> String) -> Result<(), PlatformError> {
+        check_latency(|| format!("send overhead of {}", whose()), self.overhead_s)?;
+        check_latency(|| format!("send gap of {}", whose()), self.gap_s)
+    }
+}
+
 /// What is wrong with a platform given to [`PlatformBuilder::build`] or to a setter.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum PlatformError {
@@ -246,6 +280,8 @@ pub struct Platform {
     intra_latency_s: Vec<f64>,
     /// C×C row-major; the diagonal is unused (0).
     wan_latency_s: Vec<f64>,
+    /// Per node.
+    send_cost: Vec<SendCost>,
 }
 
 /// A route: its links in order (2 inside a cluster, 5 between clusters) and its latency.
@@ -318,14 +354,30 @@ impl Platform {
                 cap(LinkId::AccessDown(cl)),
                 self.intra_latency_s(cl),
             );
+            let cost = self.send_cost(first);
+            if !cost.is_zero() {
+                let _ = write!(
+                    s,
+                    "send_overhead_s = {:?}\nsend_gap_s = {:?}\n",
+                    cost.overhead_s, cost.gap_s
+                );
+            }
             for n in nodes.map(NodeId) {
                 let (u, d) = (cap(LinkId::NodeUp(n)), cap(LinkId::NodeDown(n)));
-                if u != up || d != down {
+                let mine = self.send_cost(n);
+                if u != up || d != down || mine != cost {
                     let _ = write!(
                         overrides,
                         "[[platform.node]]\nid = {}\nuplink_bytes_s = {u:?}\ndownlink_bytes_s = {d:?}\n",
                         n.0
                     );
+                    if mine != cost {
+                        let _ = write!(
+                            overrides,
+                            "send_overhead_s = {:?}\nsend_gap_s = {:?}\n",
+                            mine.overhead_s, mine.gap_s
+                        );
+                    }
                 }
             }
         }
@@ -355,6 +407,25 @@ impl Platform {
             );
         }
         s + &overrides
+    }
+
+    /// The send cost of `node` (zero unless the platform sets one). Panics on a node outside
+    /// the platform, like the other per-node accessors.
+    pub fn send_cost(&self, node: NodeId) -> SendCost {
+        self.send_cost[node.index()]
+    }
+
+    /// Sets the send cost of `node`.
+    pub fn set_send_cost(&mut self, node: NodeId, cost: SendCost) -> Result<(), PlatformError> {
+        if !self.has_node(node) {
+            return Err(PlatformError::UnknownNode {
+                node,
+                node_count: self.node_count(),
+            });
+        }
+        cost.check(|| format!("node {node}"))?;
+        self.send_cost[node.index()] = cost;
+        Ok(())
     }
 
     /// Number of nodes; their ids are `0..node_count()`.
@@ -597,6 +668,9 @@ pub struct PlatformBuilder {
     wan_all: Option<(f64, f64)>,
     /// `(node, uplink, downlink)`, `None` keeps the cluster's value; later entries win.
     nodes: Vec<(NodeId, Option<f64>, Option<f64>)>,
+    /// Per cluster, then per node; later entries win.
+    cluster_send_cost: Vec<(ClusterId, SendCost)>,
+    node_send_cost: Vec<(NodeId, SendCost)>,
 }
 
 impl PlatformBuilder {
@@ -633,6 +707,18 @@ impl PlatformBuilder {
     ) -> Self {
         self.nodes
             .push((node, Some(uplink_bytes_s), Some(downlink_bytes_s)));
+        self
+    }
+
+    /// Gives every node of `cluster` this send cost (see [`SendCost`]).
+    pub fn cluster_send_cost(mut self, cluster: ClusterId, cost: SendCost) -> Self {
+        self.cluster_send_cost.push((cluster, cost));
+        self
+    }
+
+    /// Gives one node its own send cost, over its cluster's.
+    pub fn node_send_cost(mut self, node: NodeId, cost: SendCost) -> Self {
+        self.node_send_cost.push((node, cost));
         self
     }
 
@@ -693,7 +779,23 @@ impl PlatformBuilder {
             capacity,
             intra_latency_s: self.clusters.iter().map(|s| s.intra_latency_s).collect(),
             wan_latency_s: vec![0.0; c * c],
+            send_cost: vec![SendCost::ZERO; total],
         };
+        for &(cluster, cost) in &self.cluster_send_cost {
+            if cluster.index() >= c {
+                return Err(PlatformError::UnknownCluster {
+                    cluster,
+                    cluster_count: c,
+                });
+            }
+            cost.check(|| format!("the nodes of cluster {cluster}"))?;
+            for n in p.nodes_of(cluster) {
+                p.send_cost[n as usize] = cost;
+            }
+        }
+        for &(node, cost) in &self.node_send_cost {
+            p.set_send_cost(node, cost)?;
+        }
         for &(node, up, down) in &self.nodes {
             if !p.has_node(node) {
                 return Err(PlatformError::UnknownNode {
@@ -773,6 +875,8 @@ struct ClusterDoc {
     access_up_bytes_s: Option<Spanned<f64>>,
     access_down_bytes_s: Option<Spanned<f64>>,
     intra_latency_s: Option<Spanned<f64>>,
+    send_overhead_s: Option<Spanned<f64>>,
+    send_gap_s: Option<Spanned<f64>>,
 }
 
 type Matrix = Spanned<Vec<Spanned<Vec<Spanned<f64>>>>>;
@@ -790,6 +894,8 @@ struct NodeDoc {
     id: Spanned<i64>,
     uplink_bytes_s: Option<Spanned<f64>>,
     downlink_bytes_s: Option<Spanned<f64>>,
+    send_overhead_s: Option<Spanned<f64>>,
+    send_gap_s: Option<Spanned<f64>>,
 }
 
 struct Src<'a> {
@@ -983,6 +1089,9 @@ pub fn parse_platform_toml(text: &str, path: &Path) -> Result<Platform, ModelErr
             },
         };
         b = b.cluster(spec);
+        if let Some(cost) = send_cost(&src, &d.send_overhead_s, &d.send_gap_s, &key)? {
+            b = b.cluster_send_cost(ClusterId::from(k), cost);
+        }
     }
     let c = clusters.get_ref().len();
     match (&plat.wan, c) {
@@ -1036,11 +1145,15 @@ pub fn parse_platform_toml(text: &str, path: &Path) -> Result<Platform, ModelErr
             ));
         }
         seen.insert(id as u64, line);
-        if d.uplink_bytes_s.is_none() && d.downlink_bytes_s.is_none() {
+        let cost = send_cost(&src, &d.send_overhead_s, &d.send_gap_s, &key)?;
+        if d.uplink_bytes_s.is_none() && d.downlink_bytes_s.is_none() && cost.is_none() {
             return Err(src.err(
                 &nd.span(),
-                format!("`platform.node[{k}]` overrides nothing: give `uplink_bytes_s` and/or `downlink_bytes_s`"),
+                format!("`platform.node[{k}]` overrides nothing: give `uplink_bytes_s`, `downlink_bytes_s`, `send_overhead_s` and/or `send_gap_s`"),
             ));
+        }
+        if let Some(cost) = cost {
+            b = b.node_send_cost(NodeId(id as u32), cost);
         }
         let up = d
             .uplink_bytes_s
@@ -1057,6 +1170,26 @@ pub fn parse_platform_toml(text: &str, path: &Path) -> Result<Platform, ModelErr
     // Every value was checked above with its position; a remaining error is a bug, but report
     // it rather than panic.
     b.build().map_err(|e| src.no_pos(e.to_string()))
+}
+
+/// The send cost of a cluster or node table, None if it gives neither key (a missing one is
+/// zero).
+fn send_cost(
+    src: &Src<'_>,
+    overhead: &Option<Spanned<f64>>,
+    gap: &Option<Spanned<f64>>,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Option<SendCost>, ModelError> {
+    if overhead.is_none() && gap.is_none() {
+        return Ok(None);
+    }
+    let read = |v: &Option<Spanned<f64>>, name: &str| {
+        v.as_ref().map_or(Ok(0.0), |v| src.latency(v, &key(name)))
+    };
+    Ok(Some(SendCost {
+        overhead_s: read(overhead, "send_overhead_s")?,
+        gap_s: read(gap, "send_gap_s")?,
+    }))
 }
 
 /// Reads a C×C matrix of `key`, checking its shape, that the diagonal is 0 and every other
@@ -1288,6 +1421,76 @@ anything = 1
             parse_platform_toml(&one.to_toml(), Path::new("w.toml")).unwrap(),
             one
         );
+    }
+
+    /// Send costs: per cluster, per node over it, read back from TOML, refused when negative
+    /// or not finite with the node or key named.
+    #[test]
+    fn send_costs() {
+        let c = SendCost {
+            overhead_s: 1e-3,
+            gap_s: 2e-3,
+        };
+        let mine = SendCost {
+            overhead_s: 0.1 + 0.2,
+            gap_s: 0.0,
+        };
+        let p = Platform::builder()
+            .cluster(ClusterSpec::uniform(2, 1.0, 1.0, 0.0))
+            .cluster(ClusterSpec::uniform(3, 1.0, 1.0, 0.0))
+            .wan_all(1.0, 0.1)
+            .cluster_send_cost(ClusterId(1), c)
+            .node_send_cost(NodeId(3), mine)
+            .build()
+            .unwrap();
+        let costs: Vec<SendCost> = (0..5).map(|v| p.send_cost(NodeId(v))).collect();
+        assert_eq!(costs, [SendCost::ZERO, SendCost::ZERO, c, mine, c]);
+        let text = p.to_toml();
+        assert_eq!(
+            parse_platform_toml(&text, Path::new("w.toml")).unwrap(),
+            p,
+            "{text}"
+        );
+        // Read from a file: a missing key of the pair is zero.
+        let text = GOOD.replace(
+            "intra_latency_s = 0.004",
+            "intra_latency_s = 0.004\nsend_gap_s = 0.5",
+        );
+        let q = parse_platform_toml(&text, Path::new("p.toml")).unwrap();
+        assert_eq!(q.send_cost(NodeId(2)), SendCost::ZERO);
+        assert_eq!(
+            q.send_cost(NodeId(4)),
+            SendCost {
+                overhead_s: 0.0,
+                gap_s: 0.5
+            }
+        );
+        let bad = GOOD.replace(
+            "intra_latency_s = 0.004",
+            "intra_latency_s = 0.004\nsend_overhead_s = -1",
+        );
+        assert!(
+            err_of(&bad).contains(
+                "`platform.cluster[1].send_overhead_s` must be a finite, non-negative number of seconds, found -1"
+            ),
+            "{}",
+            err_of(&bad)
+        );
+        let mut p = p;
+        let e = p
+            .set_send_cost(
+                NodeId(1),
+                SendCost {
+                    overhead_s: 0.0,
+                    gap_s: f64::NAN,
+                },
+            )
+            .unwrap_err();
+        assert!(e.to_string().starts_with("send gap of node 1"), "{e}");
+        assert!(matches!(
+            p.set_send_cost(NodeId(9), c),
+            Err(PlatformError::UnknownNode { .. })
+        ));
     }
 
     fn err_of(text: &str) -> String {

@@ -157,6 +157,15 @@
 //! - `Input::PeerFailed` -> `Output::Aborted` (GHS has no failure handling: that is the
 //!   maintenance step); no timers, no `SendComplete`, no randomness. A run cannot take a
 //!   restarted node back (`rejoins: false` in the registry).
+//!
+//! # After the build
+//!
+//! Keeping the tree the exact MST while weights change and nodes fail is
+//! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
+//! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
+//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
+//! with GHS after a failure. They are sans-IO machines with their own messages; they do not
+//! travel in frames or through [`GhsProtocol`] yet.
 
 use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
 use crate::node::{AbortReason, Command, Input, Output, Outputs, Protocol, ProtocolError, Status};
@@ -973,6 +982,19 @@ impl Ghs {
     /// The state of this node's end of the edge to `neighbour` (None if not a neighbour).
     pub fn edge_state(&self, neighbour: NodeId) -> Option<EdgeState> {
         self.index_of(neighbour).map(|i| self.edges[i].state)
+    }
+
+    /// The neighbour over this node's in-branch (towards the core), None before the first
+    /// Initiate. Once [`is_done`](Self::is_done) the in-branches form the tree rooted at the
+    /// core edge: each core node's in-branch is the other one.
+    pub fn in_branch(&self) -> Option<NodeId> {
+        self.in_branch.map(|j| self.edges[j].to)
+    }
+
+    /// Every incident edge, `(neighbour, weight)`, lightest first (what the node was built
+    /// with).
+    pub fn incident(&self) -> Vec<(NodeId, f64)> {
+        self.edges.iter().map(|e| (e.to, e.key.weight)).collect()
     }
 
     /// Messages waiting for a deferral rule to lift.

@@ -122,6 +122,7 @@ pub mod bittorrent;
 pub mod collective;
 pub mod frame;
 pub mod ghs;
+pub mod ghs_repair;
 pub mod heterosort;
 pub mod host;
 pub mod mob;

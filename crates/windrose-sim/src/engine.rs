@@ -12,7 +12,10 @@
 //! - **messages**: an `Output::Send` becomes one network message of [`encoded_len`] bytes on
 //!   the `(sender, receiver)` connection (FIFO, as TCP). The engine keeps the [`Message`] object itself and hands it to
 //!   the receiver when the network delivers its last byte: nothing is encoded or decoded, but
-//!   the network carries exactly the bytes the runtime would write;
+//!   the network carries exactly the bytes the runtime would write. With a platform
+//!   [`SendCost`] (LogP's `o` and `g`) a message enters the network only when its sender has
+//!   paid for it: it starts once the sender's previous message has left and at least `g` after
+//!   that one's start, and leaves `o` later (a node sending to many children pays each);
 //! - **send completion**: a send with `notify` gets `Input::SendComplete` when its last byte has
 //!   arrived;
 //! - **timers**: `Output::SetTimer` arms (or moves) a timer, `Output::CancelTimer` forgets it;
@@ -110,7 +113,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
-use windrose_model::platform::Platform;
+use windrose_model::platform::{Platform, SendCost};
 use windrose_model::NodeId;
 use windrose_proto::frame::{encoded_len, TransferId};
 use windrose_proto::scatter::ScatterMsg;
@@ -459,6 +462,8 @@ const K_PEER_FAILED: u8 = 6;
 const K_RESTART: u8 = 7;
 /// Last: an application's request sees everything else that happened at its instant.
 const K_APP: u8 = 8;
+/// A message leaving its sender after the platform's send cost (only with a non-zero one).
+const K_INJECT: u8 = 9;
 
 #[derive(Copy, Clone, Debug)]
 enum Ev {
@@ -490,6 +495,10 @@ enum Ev {
     /// The input waiting in `Simulation::app_inputs[index]`.
     App {
         index: usize,
+    },
+    /// The message in the in-flight table's `slot` leaves its sender now.
+    Inject {
+        slot: u64,
     },
 }
 
@@ -532,6 +541,8 @@ struct InFlight {
     message: Message,
     notify: Option<SendId>,
     wire_bytes: u64,
+    /// Still paying its sender's send cost: not in the network yet.
+    waiting: bool,
 }
 
 /// One node of the platform, as the engine sees it.
@@ -546,6 +557,10 @@ struct Slot {
     timers: Vec<(TimerId, u64)>,
     compute: ComputeModel,
     busy_until: f64,
+    /// The platform's LogP-style send cost, and when the last message started and left.
+    send_cost: SendCost,
+    last_send_start: f64,
+    last_send_leave: f64,
     metrics: Option<NodeMetrics>,
     delivered: Vec<(u64, Bytes)>,
     /// The collective of each entry of `delivered`.
@@ -667,6 +682,10 @@ impl Simulation {
         let n = platform.node_count();
         let mut slots = Vec::with_capacity(n);
         slots.resize_with(n, Slot::default);
+        for (v, slot) in slots.iter_mut().enumerate() {
+            slot.send_cost = platform.send_cost(NodeId::from(v));
+            slot.last_send_start = f64::NEG_INFINITY;
+        }
         Simulation {
             net: Network::new(platform, config.policy),
             config,
@@ -1230,6 +1249,7 @@ impl Simulation {
                     .expect("a restart is taken once");
                 self.on_restart(node, machine)
             }
+            Ev::Inject { slot } => self.inject(node, slot),
             Ev::App { index } => {
                 let input = self.app_inputs[index]
                     .take()
@@ -1352,6 +1372,43 @@ impl Simulation {
         )
     }
 
+    /// With a send cost, when the message sent now leaves (None: now, as without one). LogP:
+    /// a send starts once the previous one has left and at least `gap` after its start, and
+    /// leaves `overhead` later, so a node sending to k children pays k times.
+    fn leave_time(&mut self, i: usize) -> Option<f64> {
+        let slot = &mut self.slots[i];
+        if slot.send_cost.is_zero() {
+            return None;
+        }
+        let start = self
+            .now
+            .max(slot.last_send_start + slot.send_cost.gap_s)
+            .max(slot.last_send_leave);
+        let leave = start + slot.send_cost.overhead_s;
+        slot.last_send_start = start;
+        slot.last_send_leave = leave;
+        Some(leave)
+    }
+
+    /// A message whose send cost is paid enters the network, unless an end failed meanwhile.
+    fn inject(&mut self, from: NodeId, slot: u64) -> Result<(), SimError> {
+        let i = slot
+            .checked_sub(self.in_flight_base)
+            .and_then(|i| usize::try_from(i).ok());
+        let Some(m) = i.and_then(|i| self.in_flight.get_mut(i)?.as_mut()) else {
+            return Ok(()); // dropped at a failure of one of its ends
+        };
+        m.waiting = false;
+        let (to, wire_bytes) = (m.to, m.wire_bytes);
+        if self.slots[from.index()].failed || self.slots[to.index()].failed {
+            self.take_in_flight(slot);
+            self.totals.messages_dropped += 1;
+            return Ok(());
+        }
+        self.net.send(self.now, from, to, wire_bytes, slot)?;
+        Ok(())
+    }
+
     fn on_fail(&mut self, node: NodeId) -> Result<(), SimError> {
         let i = node.index();
         if self.slots[i].failed {
@@ -1383,6 +1440,16 @@ impl Simulation {
         };
         for d in self.net.drop_node(self.now, node)? {
             if self.take_in_flight(d.tag).is_some() {
+                self.totals.messages_dropped += 1;
+            }
+        }
+        // What is left from or to the node is still paying a send cost: it dies with the node
+        // (even if the node restarts before its injection time).
+        for m in self.in_flight.iter_mut() {
+            if m.as_ref()
+                .is_some_and(|m| m.waiting && (m.from == node || m.to == node))
+            {
+                *m = None;
                 self.totals.messages_dropped += 1;
             }
         }
@@ -1474,13 +1541,20 @@ impl Simulation {
                     self.log_line(l)?;
                 }
                 let slot = self.in_flight_base + self.in_flight.len() as u64;
-                self.net.send(self.now, node, t.to, wire_bytes, slot)?;
+                let leave = self.leave_time(i);
+                match leave {
+                    Some(at) => self.push(at, K_INJECT, node, Ev::Inject { slot }),
+                    None => {
+                        self.net.send(self.now, node, t.to, wire_bytes, slot)?;
+                    }
+                }
                 self.in_flight.push_back(Some(InFlight {
                     from: node,
                     to: t.to,
                     message: t.message,
                     notify: t.notify,
                     wire_bytes,
+                    waiting: leave.is_some(),
                 }));
                 Ok(())
             }

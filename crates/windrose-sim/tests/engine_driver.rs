@@ -587,3 +587,93 @@ fn anything_can_be_scheduled_at_now_between_run_until_calls() {
         m.makespan_s.unwrap()
     );
 }
+
+/// The platform's LogP send cost, by hand: node 0 sends a ping to each of 1, 2, 3 at time 0
+/// over 10 ms links (capacity so high the 24 bytes take picoseconds). With o = 2 ms and
+/// g = 5 ms the sends start at 0, 5, 10 ms and leave at 2, 7, 12: arrivals at 12, 17, 22 ms.
+/// With o = 4 ms and g = 1 ms each send waits for the previous one to leave: starts 0, 4, 8,
+/// arrivals 14, 18, 22 ms. A receiver that fails before its message leaves loses it (counted
+/// as dropped); a sender without a cost sends at once.
+#[test]
+fn the_send_cost_delays_each_message_at_its_sender() {
+    use windrose_model::platform::SendCost;
+    let run = |o: f64, g: f64, fail_3_at: Option<f64>| {
+        let s = seen();
+        let mut p = one_cluster(4, 1e12, 0.01);
+        p.set_send_cost(
+            n(0),
+            SendCost {
+                overhead_s: o,
+                gap_s: g,
+            },
+        )
+        .unwrap();
+        let mut sim = Simulation::new(p, SimConfig::default());
+        sim.add_node(Scripted::new(n(0), &s, |_, input, out| {
+            if let Input::Start = input {
+                for k in 1..4 {
+                    out.send(n(k), ping(u64::from(k)));
+                }
+            }
+            Ok(())
+        }))
+        .unwrap();
+        for k in 1..4 {
+            // Node 1 answers at once: its own sends cost nothing.
+            sim.add_node(Scripted::new(n(k), &s, move |_, input, out| {
+                if k == 1 && matches!(input, Input::Message { .. }) {
+                    out.send(n(0), ping(9));
+                }
+                Ok(())
+            }))
+            .unwrap();
+        }
+        // A negative time fails the sender at its absolute value instead.
+        match fail_3_at {
+            Some(t) if t < 0.0 => sim.fail_node_at(n(0), -t).unwrap(),
+            Some(t) => sim.fail_node_at(n(3), t).unwrap(),
+            None => {}
+        }
+        let m = sim.run().unwrap();
+        let arrival = |k: u32| {
+            inputs_of(&s, n(k))
+                .iter()
+                .find(|(_, i)| matches!(i, Input::Message { .. }))
+                .map(|(t, _)| t.as_secs_f64())
+        };
+        (
+            [arrival(1), arrival(2), arrival(3), arrival(0)],
+            m.totals.messages_dropped,
+        )
+    };
+    let near = |got: Option<f64>, ms: f64| {
+        let got = got.expect("arrived");
+        assert!(
+            (got - ms / 1000.0).abs() < 1e-8,
+            "{got} s, expected {ms} ms"
+        );
+    };
+    let (a, dropped) = run(0.002, 0.005, None);
+    for (got, ms) in a.iter().zip([12.0, 17.0, 22.0, 22.0]) {
+        near(*got, ms);
+    }
+    assert_eq!(dropped, 0);
+    let (a, _) = run(0.004, 0.001, None);
+    for (got, ms) in a.iter().zip([14.0, 18.0, 22.0, 24.0]) {
+        near(*got, ms);
+    }
+    let (a, dropped) = run(0.002, 0.005, Some(0.006));
+    near(a[0], 12.0);
+    near(a[1], 17.0);
+    assert_eq!(a[2], None);
+    assert_eq!(dropped, 1);
+    // The sender fails at 3 ms: its first ping is in the network, the two others still pay
+    // their cost; all three are lost.
+    let (a, dropped) = run(0.002, 0.005, Some(-0.003));
+    assert_eq!(a, [None; 4]);
+    assert_eq!(dropped, 3);
+    let (a, _) = run(0.0, 0.0, None);
+    for (got, ms) in a.iter().zip([10.0, 10.0, 10.0, 20.0]) {
+        near(*got, ms);
+    }
+}

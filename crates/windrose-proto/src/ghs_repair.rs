@@ -1,0 +1,1242 @@
+//! Keeping a GHS tree the exact minimum spanning tree while edge weights change: the local
+//! update rules of seed 004 (Cheng-Cimet-Kumar style), one repair per *epoch*, as a sans-IO
+//! machine ([`MstMaintainer`]) with its own messages ([`RepairMsg`]).
+//!
+//! # The rules (PAPER-NOTES, section 004)
+//!
+//! Weights are GHS's keys `(w, min id, max id)`, so the MST is unique. From the exact MST `T`
+//! of the old weights, one edge `(a, b)` changes from key `old` to key `new`:
+//! - a tree edge that gets worse (`new > old`): cut it; the minimum edge across the cut joins
+//!   the two fragments (maybe `(a, b)` itself). Every other edge across the cut is heavier than
+//!   `old` (the cut property of `T`), so only non-tree edges with keys in `(old, new)` are
+//!   candidates, and only they are tested;
+//! - a non-tree edge that gets better (`new < old`): the heaviest edge `m` on the tree path
+//!   from `a` to `b` leaves and `(a, b)` enters if `m > new` (the cycle property);
+//! - a tree edge that gets better, a non-tree edge that gets worse: the tree stays, only its
+//!   total weight changes.
+//!
+//! # Epochs: one repair at a time, serialized by the root
+//!
+//! The rules assume the tree is the exact MST of the weights before the change, so repairs
+//! never overlap: a change arriving during a repair is **queued**, not started as a concurrent
+//! epoch (two concurrent cuts would each search across a cut the other one is changing, and
+//! telling their tests apart would not make their results composable). The queue lives at the
+//! tree's *root* (the smaller end of GHS's final core edge; every node knows its parent, its
+//! in-branch): a change travels there as a `Request` along the parent pointers, and the root
+//! runs the requests in arrival order, numbering the epochs 1, 2, ... (the GHS build is
+//! epoch 0). Every repair message carries its epoch; a message of a later epoch than the one a
+//! node is in waits for it (like GHS's deferral of a `Test` from a higher level), one of an
+//! epoch the node has finished is refused.
+//!
+//! **Who learns a new weight.** The driver of *one* endpoint feeds it
+//! ([`MstMaintainer::change_weight`], the endpoint that measured it); the root's `Begin` for
+//! that change carries it to both endpoints, which apply it when the epoch begins there, so
+//! both ends of an edge switch keys within the same epoch (GHS needs both ends to agree bit
+//! for bit). A node has at most one own change in flight to the root and coalesces the others
+//! per edge (the latest weight wins), so the changes fed at one node are applied in the order
+//! fed. Two endpoints feeding changes of one edge concurrently are applied in the root's order.
+//!
+//! # One epoch: three waves over the tree
+//!
+//! | message | wave |
+//! |---------|------|
+//! | `Begin(e, change, fragment)` | flooded from the root down the tree; each endpoint of the change applies the new weight; the child end of a tree edge that got worse names the cut-off subtree `S` (`fragment` = the cut's key bounds) for everything below it |
+//! | `Test(e, F)` / `Accept(e)` / `Reject(e)` | GHS's test with the fragment identity of the epoch: each node of `S` tests its non-tree edges with keys in `(old, new)`, lightest first, until one is accepted (the other end is outside `S`) |
+//! | `Echo(e, info)` | the convergecast back to the root: the lightest accepted edge below, the change as the endpoints saw it, and the path maxima from `a` and `b` up to here, resolved into the path's heaviest edge at their lowest common ancestor |
+//! | `Stable(e, remove, add, nodes, total)` | the root's decision, flooded over the *new* tree: each node applies it to its own edges, takes the sender as its parent and knows the tree is stable again (the paper's `not_fail`/`not_fail_ack`/`gosleep_fail` idea: a wave out, an acknowledgement wave back, and a wave out that puts every node to sleep) |
+//! | `Request(change)` | a change on its way to the root |
+//!
+//! A repair costs `3 (n - 1)` wave messages plus two per tested edge plus the request's hops,
+//! against GHS's `5 n log2 n + 2 e` for a rebuild. No message of epoch `e` reaches a node
+//! after its `Stable(e)`: a node echoes only once its tests are answered and its children have
+//! echoed, and the root decides only after every echo.
+//!
+//! # Failures: [`MaintainedMst`]
+//!
+//! A failed node splits the tree into pieces that cannot all reach the root, so failures are
+//! not repaired by these epochs: [`MaintainedMst`] wraps the whole life of a node (the GHS
+//! build, then the maintainer) in *generations*; a failure starts a new generation that
+//! rebuilds the tree among the survivors with GHS, and the weight changes the rebuild did not
+//! see are fed again. See its docs.
+
+use crate::ghs::{EdgeKey, Ghs, GhsMsg};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use windrose_model::NodeId;
+
+/// A weight change of the edge `from`-`to`, measured at `from`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The endpoint that measured it (its driver fed it).
+    pub from: NodeId,
+    /// The other endpoint.
+    pub to: NodeId,
+    /// The new weight (finite, >= 0).
+    pub weight: f64,
+}
+
+/// The changed edge as its endpoints saw it when the epoch began.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ChangeSeen {
+    /// The edge was in the tree.
+    pub was_branch: bool,
+    /// Its key before.
+    pub old: EdgeKey,
+    /// Its key now.
+    pub new: EdgeKey,
+}
+
+/// What a subtree reports to the root in an [`RepairMsg::Echo`].
+#[derive(Copy, Clone, Debug, PartialEq, Default)]
+pub struct EchoInfo {
+    /// The lightest edge leaving the cut-off fragment found in the subtree.
+    pub best: Option<EdgeKey>,
+    /// The change, if an endpoint is in the subtree.
+    pub change: Option<ChangeSeen>,
+    /// `Some(m)` if the change's `from` is in the subtree and the path to `to` does not close
+    /// below: `m` is the heaviest tree edge from `from` up to the sender (None: no edge yet).
+    pub from_path: Option<Option<EdgeKey>>,
+    /// The same for `to`.
+    pub to_path: Option<Option<EdgeKey>>,
+    /// The heaviest tree edge on the path `from`..`to`, once both ends met below.
+    pub path_max: Option<EdgeKey>,
+}
+
+/// A message of the repair protocol (see the [module docs](self)).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum RepairMsg {
+    /// A change on its way to the root.
+    Request(Change),
+    /// Epoch `epoch` repairs `change`; `fragment`: the receiver is in the cut-off subtree,
+    /// whose candidates have keys strictly between the two bounds `(old, new)`.
+    Begin {
+        /// The epoch.
+        epoch: u32,
+        /// The change it applies.
+        change: Change,
+        /// `(old, new)` keys of the cut edge, for the cut-off subtree only.
+        fragment: Option<(EdgeKey, EdgeKey)>,
+    },
+    /// Is this edge outgoing from the cut-off fragment (named by the cut edge's new key)?
+    Test {
+        /// The epoch.
+        epoch: u32,
+        /// The fragment's name.
+        fragment: EdgeKey,
+    },
+    /// Yes: the receiver of the test is outside the fragment.
+    Accept {
+        /// The epoch.
+        epoch: u32,
+    },
+    /// No: both ends are in the fragment.
+    Reject {
+        /// The epoch.
+        epoch: u32,
+    },
+    /// The subtree's answer, to the parent.
+    Echo {
+        /// The epoch.
+        epoch: u32,
+        /// The answer.
+        info: EchoInfo,
+    },
+    /// The repair is over: the tree without `remove`, with `add`.
+    Stable {
+        /// The epoch.
+        epoch: u32,
+        /// The tree edge that leaves (None: none).
+        remove: Option<EdgeKey>,
+        /// The edge that enters (None: none).
+        add: Option<EdgeKey>,
+        /// Nodes in the tree.
+        nodes: u32,
+        /// The tree's total weight, bit-identical everywhere.
+        total_weight: f64,
+    },
+}
+
+/// Kind names, in the order of [`RepairMsg::kind_index`].
+pub const KIND_NAMES: [&str; 7] = [
+    "request", "begin", "test", "accept", "reject", "echo", "stable",
+];
+
+impl RepairMsg {
+    /// 0..7, the index in [`KIND_NAMES`].
+    pub fn kind_index(&self) -> usize {
+        match self {
+            RepairMsg::Request(_) => 0,
+            RepairMsg::Begin { .. } => 1,
+            RepairMsg::Test { .. } => 2,
+            RepairMsg::Accept { .. } => 3,
+            RepairMsg::Reject { .. } => 4,
+            RepairMsg::Echo { .. } => 5,
+            RepairMsg::Stable { .. } => 6,
+        }
+    }
+
+    /// The kind's name.
+    pub fn name(&self) -> &'static str {
+        KIND_NAMES[self.kind_index()]
+    }
+
+    /// The epoch (None for a request, which belongs to none yet).
+    pub fn epoch(&self) -> Option<u32> {
+        match *self {
+            RepairMsg::Request(_) => None,
+            RepairMsg::Begin { epoch, .. }
+            | RepairMsg::Test { epoch, .. }
+            | RepairMsg::Accept { epoch }
+            | RepairMsg::Reject { epoch }
+            | RepairMsg::Echo { epoch, .. }
+            | RepairMsg::Stable { epoch, .. } => Some(epoch),
+        }
+    }
+}
+
+/// Why a maintainer cannot be built, or refuses an input or a message; on a refused message
+/// the machine is unchanged and pushed nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RepairError {
+    /// The GHS machine has not finished.
+    #[error("node {node}: the GHS build is not complete")]
+    NotBuilt {
+        /// The node.
+        node: NodeId,
+    },
+    /// A change of an edge this node does not have.
+    #[error("node {node}: no edge to {neighbour}")]
+    NoSuchEdge {
+        /// The node.
+        node: NodeId,
+        /// The neighbour named.
+        neighbour: NodeId,
+    },
+    /// A weight that is NaN, infinite or negative.
+    #[error(
+        "node {node}: the edge to {neighbour} cannot weigh {weight}, expected a finite number >= 0"
+    )]
+    BadWeight {
+        /// The node.
+        node: NodeId,
+        /// The neighbour.
+        neighbour: NodeId,
+        /// The weight given.
+        weight: f64,
+    },
+    /// A message this node never gets in its state.
+    #[error("node {node}: unexpected repair {kind} message from node {from}: {why}")]
+    Unexpected {
+        /// The node.
+        node: NodeId,
+        /// The sender.
+        from: NodeId,
+        /// The message's kind name.
+        kind: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct REdge {
+    to: NodeId,
+    key: EdgeKey,
+    branch: bool,
+}
+
+/// This node's part of the epoch in progress.
+#[derive(Clone, Debug)]
+struct Epoch {
+    number: u32,
+    /// The Begin's sender (None at the root).
+    parent: Option<usize>,
+    /// Echoes still expected from children.
+    waiting: usize,
+    /// In the cut-off subtree: the fragment's name (the cut edge's new key).
+    fragment: Option<EdgeKey>,
+    /// Edges still to test, heaviest first (popped from the back).
+    candidates: Vec<usize>,
+    testing: Option<usize>,
+    acc: EchoInfo,
+    echoed: bool,
+}
+
+/// One node's maintenance machine; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct MstMaintainer {
+    me: NodeId,
+    /// By neighbour id.
+    edges: Vec<REdge>,
+    is_root: bool,
+    parent: Option<usize>,
+    stable_epoch: u32,
+    nodes: u32,
+    total_weight: f64,
+    epoch: Option<Epoch>,
+    /// Requests waiting for this node's `Stable` (its parent may change).
+    held: VecDeque<Change>,
+    /// At the root: requests waiting for their epoch.
+    queue: VecDeque<Change>,
+    /// Own changes not sent yet, at most one per neighbour.
+    mine: VecDeque<(NodeId, f64)>,
+    outstanding: bool,
+    /// Tests of a later epoch.
+    deferred: VecDeque<(usize, RepairMsg)>,
+    sent: [u64; 7],
+}
+
+/// `a > b` for path maxima where None is "no edge".
+fn max_key(a: Option<EdgeKey>, b: Option<EdgeKey>) -> Option<EdgeKey> {
+    a.max(b)
+}
+
+fn same_edge(a: EdgeKey, b: EdgeKey) -> bool {
+    a.lo() == b.lo() && a.hi() == b.hi()
+}
+
+impl MstMaintainer {
+    /// Takes over from a finished GHS machine: its edges, its tree edges, its in-branch as the
+    /// parent; the root is the smaller end of the final core edge.
+    pub fn from_ghs(ghs: &Ghs) -> Result<MstMaintainer, RepairError> {
+        let me = ghs.node();
+        let done = ghs.completion().ok_or(RepairError::NotBuilt { node: me })?;
+        let branches = ghs.branch_edges();
+        let mut edges: Vec<REdge> = ghs
+            .incident()
+            .into_iter()
+            .map(|(to, w)| REdge {
+                to,
+                key: EdgeKey::new(me, to, w).expect("GHS checked its weights"),
+                branch: branches.iter().any(|&(b, _)| b == to),
+            })
+            .collect();
+        edges.sort_by_key(|e| e.to);
+        let is_root = done.fragment.is_none_or(|core| core.lo() == me);
+        let parent = if is_root {
+            None
+        } else {
+            ghs.in_branch()
+                .and_then(|p| edges.binary_search_by_key(&p, |e| e.to).ok())
+        };
+        Ok(MstMaintainer {
+            me,
+            edges,
+            is_root,
+            parent,
+            stable_epoch: 0,
+            nodes: done.nodes,
+            total_weight: done.total_weight,
+            epoch: None,
+            held: VecDeque::new(),
+            queue: VecDeque::new(),
+            mine: VecDeque::new(),
+            outstanding: false,
+            deferred: VecDeque::new(),
+            sent: [0; 7],
+        })
+    }
+
+    /// The node.
+    pub fn node(&self) -> NodeId {
+        self.me
+    }
+
+    /// True if this node is the root (where changes queue).
+    pub fn is_root(&self) -> bool {
+        self.is_root
+    }
+
+    /// The parent in the current tree (None at the root).
+    pub fn parent(&self) -> Option<NodeId> {
+        self.parent.map(|j| self.edges[j].to)
+    }
+
+    /// True between epochs: the node knows its tree edges are the MST of the weights of every
+    /// epoch up to [`stable_epoch`](Self::stable_epoch).
+    pub fn is_stable(&self) -> bool {
+        self.epoch.is_none()
+    }
+
+    /// The last epoch this node knows ended (0: the GHS build).
+    pub fn stable_epoch(&self) -> u32 {
+        self.stable_epoch
+    }
+
+    /// Nodes in the tree and its total weight, as of [`stable_epoch`](Self::stable_epoch).
+    pub fn totals(&self) -> (u32, f64) {
+        (self.nodes, self.total_weight)
+    }
+
+    /// Tree edges, `(neighbour, weight)`, by neighbour id.
+    pub fn branch_edges(&self) -> Vec<(NodeId, f64)> {
+        self.edges
+            .iter()
+            .filter(|e| e.branch)
+            .map(|e| (e.to, e.key.weight()))
+            .collect()
+    }
+
+    /// The weight of the edge to `neighbour` this node uses now.
+    pub fn weight(&self, neighbour: NodeId) -> Option<f64> {
+        self.index_of(neighbour).map(|j| self.edges[j].key.weight())
+    }
+
+    /// Own changes and relayed requests not yet on their way (0 when idle).
+    pub fn pending_len(&self) -> usize {
+        self.mine.len() + self.held.len() + self.queue.len() + usize::from(self.outstanding)
+    }
+
+    /// Messages waiting for a later epoch.
+    pub fn deferred_len(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Messages sent, per kind ([`KIND_NAMES`] order).
+    pub fn messages_sent(&self) -> [u64; 7] {
+        self.sent
+    }
+
+    fn index_of(&self, id: NodeId) -> Option<usize> {
+        self.edges.binary_search_by_key(&id, |e| e.to).ok()
+    }
+
+    fn send(&mut self, j: usize, msg: RepairMsg, out: &mut Vec<(NodeId, RepairMsg)>) {
+        self.sent[msg.kind_index()] += 1;
+        out.push((self.edges[j].to, msg));
+    }
+
+    /// The driver measured a new weight of the edge to `neighbour`: starts (or queues) its
+    /// repair. Only this endpoint's driver feeds it (see the [module docs](self)).
+    pub fn change_weight(
+        &mut self,
+        neighbour: NodeId,
+        weight: f64,
+        out: &mut Vec<(NodeId, RepairMsg)>,
+    ) -> Result<(), RepairError> {
+        if self.index_of(neighbour).is_none() {
+            return Err(RepairError::NoSuchEdge {
+                node: self.me,
+                neighbour,
+            });
+        }
+        if EdgeKey::new(self.me, neighbour, weight).is_none() {
+            return Err(RepairError::BadWeight {
+                node: self.me,
+                neighbour,
+                weight,
+            });
+        }
+        match self.mine.iter_mut().find(|(n, _)| *n == neighbour) {
+            Some(slot) => slot.1 = weight,
+            None => self.mine.push_back((neighbour, weight)),
+        }
+        self.pump(out);
+        Ok(())
+    }
+
+    /// Sends the next own change if none is in flight.
+    fn pump(&mut self, out: &mut Vec<(NodeId, RepairMsg)>) {
+        if self.outstanding {
+            return;
+        }
+        if let Some((to, weight)) = self.mine.pop_front() {
+            self.outstanding = true;
+            self.route(
+                Change {
+                    from: self.me,
+                    to,
+                    weight,
+                },
+                out,
+            );
+        }
+    }
+
+    /// Moves a request towards the root (or into the root's queue).
+    fn route(&mut self, change: Change, out: &mut Vec<(NodeId, RepairMsg)>) {
+        if self.is_root {
+            self.queue.push_back(change);
+            self.try_start(out);
+        } else if let (None, Some(p)) = (&self.epoch, self.parent) {
+            self.send(p, RepairMsg::Request(change), out);
+        } else {
+            self.held.push_back(change);
+        }
+    }
+
+    fn try_start(&mut self, out: &mut Vec<(NodeId, RepairMsg)>) {
+        if !self.is_root || self.epoch.is_some() {
+            return;
+        }
+        if let Some(change) = self.queue.pop_front() {
+            let number = self.stable_epoch + 1;
+            self.begin(None, number, change, None, out);
+        }
+    }
+
+    /// Handles a message from neighbour `from`. On error the machine is unchanged and nothing
+    /// was pushed.
+    pub fn handle(
+        &mut self,
+        from: NodeId,
+        msg: RepairMsg,
+        out: &mut Vec<(NodeId, RepairMsg)>,
+    ) -> Result<(), RepairError> {
+        let unexpected = |why| RepairError::Unexpected {
+            node: self.me,
+            from,
+            kind: msg.name(),
+            why,
+        };
+        let j = self
+            .index_of(from)
+            .ok_or_else(|| unexpected("not a neighbour"))?;
+        self.check(j, &msg).map_err(unexpected)?;
+        self.dispatch(j, msg, out);
+        Ok(())
+    }
+
+    /// The epoch a node is in: the active one, else the last stable one.
+    fn current(&self) -> u32 {
+        self.epoch.as_ref().map_or(self.stable_epoch, |e| e.number)
+    }
+
+    fn check(&self, j: usize, msg: &RepairMsg) -> Result<(), &'static str> {
+        let active = self.epoch.as_ref();
+        match *msg {
+            RepairMsg::Request(c) => {
+                if EdgeKey::new(c.from, c.to, c.weight).is_none() {
+                    return Err("a change that is not an edge of a finite weight >= 0");
+                }
+            }
+            RepairMsg::Begin { epoch, change, .. } => {
+                if active.is_some() || epoch != self.stable_epoch + 1 {
+                    return Err("begin of an epoch that does not follow the last stable one");
+                }
+                if !self.edges[j].branch || Some(j) != self.parent {
+                    return Err("begin from a node that is not the parent");
+                }
+                if EdgeKey::new(change.from, change.to, change.weight).is_none() {
+                    return Err("a change that is not an edge of a finite weight >= 0");
+                }
+                let other = match self.me {
+                    m if m == change.from => Some(change.to),
+                    m if m == change.to => Some(change.from),
+                    _ => None,
+                };
+                if other.is_some_and(|o| self.index_of(o).is_none()) {
+                    return Err("a change of an edge this node does not have");
+                }
+            }
+            RepairMsg::Test { epoch, .. } => {
+                // A node may have echoed and still be tested (its echo does not wait for
+                // other nodes' tests), but not after its Stable.
+                if epoch < self.current() || (epoch == self.current() && active.is_none()) {
+                    return Err("test of a finished epoch");
+                }
+                // A test of a later epoch may cross the Stable that removes a tree edge.
+                if epoch == self.current() && self.edges[j].branch {
+                    return Err("test over a tree edge");
+                }
+            }
+            RepairMsg::Accept { epoch } | RepairMsg::Reject { epoch } => {
+                if active.is_none_or(|e| e.number != epoch || e.testing != Some(j)) {
+                    return Err("no test of this epoch is waiting over this edge");
+                }
+            }
+            RepairMsg::Echo { epoch, .. } => {
+                let Some(e) = active else {
+                    return Err("echo between epochs");
+                };
+                if e.number != epoch
+                    || e.waiting == 0
+                    || !self.edges[j].branch
+                    || e.parent == Some(j)
+                {
+                    return Err("echo from a node that is not a waited-for child");
+                }
+            }
+            RepairMsg::Stable { epoch, .. } => {
+                if active.is_none_or(|e| e.number != epoch || !e.echoed) {
+                    return Err("stable of an epoch this node has not echoed");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, j: usize, msg: RepairMsg, out: &mut Vec<(NodeId, RepairMsg)>) {
+        match msg {
+            RepairMsg::Request(change) => self.route(change, out),
+            RepairMsg::Begin {
+                epoch,
+                change,
+                fragment,
+            } => {
+                self.begin(Some(j), epoch, change, fragment, out);
+                self.retry_deferred(out);
+            }
+            RepairMsg::Test { epoch, fragment } => {
+                if epoch > self.current() {
+                    self.deferred.push_back((j, msg));
+                    return;
+                }
+                let mine = self.epoch.as_ref().and_then(|e| e.fragment);
+                let answer = if mine == Some(fragment) {
+                    RepairMsg::Reject { epoch }
+                } else {
+                    RepairMsg::Accept { epoch }
+                };
+                self.send(j, answer, out);
+            }
+            RepairMsg::Accept { .. } => {
+                let key = self.edges[j].key;
+                if let Some(e) = self.epoch.as_mut() {
+                    e.testing = None;
+                    e.candidates.clear();
+                    e.acc.best = Some(e.acc.best.map_or(key, |b| b.min(key)));
+                }
+                self.advance(out);
+            }
+            RepairMsg::Reject { .. } => {
+                if let Some(e) = self.epoch.as_mut() {
+                    e.testing = None;
+                }
+                self.advance(out);
+            }
+            RepairMsg::Echo { info, .. } => {
+                let k = self.edges[j].key;
+                if let Some(e) = self.epoch.as_mut() {
+                    e.waiting -= 1;
+                    merge(&mut e.acc, info, k);
+                }
+                self.advance(out);
+            }
+            RepairMsg::Stable {
+                epoch,
+                remove,
+                add,
+                nodes,
+                total_weight,
+            } => self.stabilize(Some(j), epoch, remove, add, nodes, total_weight, out),
+        }
+    }
+
+    fn retry_deferred(&mut self, out: &mut Vec<(NodeId, RepairMsg)>) {
+        for _ in 0..self.deferred.len() {
+            let Some((j, msg)) = self.deferred.pop_front() else {
+                break;
+            };
+            self.dispatch(j, msg, out);
+        }
+    }
+
+    fn begin(
+        &mut self,
+        parent: Option<usize>,
+        number: u32,
+        change: Change,
+        fragment: Option<(EdgeKey, EdgeKey)>,
+        out: &mut Vec<(NodeId, RepairMsg)>,
+    ) {
+        if change.from == self.me {
+            self.outstanding = false;
+        }
+        let mut acc = EchoInfo::default();
+        let mut bounds = fragment;
+        let other = match self.me {
+            m if m == change.from => Some(change.to),
+            m if m == change.to => Some(change.from),
+            _ => None,
+        };
+        if let Some(o) = other.and_then(|o| self.index_of(o)) {
+            let old = self.edges[o].key;
+            let new =
+                EdgeKey::new(self.me, self.edges[o].to, change.weight).expect("checked on arrival");
+            self.edges[o].key = new;
+            let was_branch = self.edges[o].branch;
+            acc.change = Some(ChangeSeen {
+                was_branch,
+                old,
+                new,
+            });
+            // The child end of a tree edge that got worse heads the cut-off subtree.
+            if was_branch && new > old && parent == Some(o) {
+                bounds = Some((old, new));
+            }
+        }
+        if self.me == change.from {
+            acc.from_path = Some(None);
+        }
+        if self.me == change.to {
+            acc.to_path = Some(None);
+        }
+        let mut candidates = Vec::new();
+        if let Some((lo, hi)) = bounds {
+            candidates = (0..self.edges.len())
+                .filter(|&i| {
+                    let e = &self.edges[i];
+                    !e.branch && e.key > lo && e.key < hi
+                })
+                .collect();
+            candidates.sort_by_key(|&i| std::cmp::Reverse(self.edges[i].key));
+        }
+        let children: Vec<usize> = (0..self.edges.len())
+            .filter(|&i| self.edges[i].branch && Some(i) != parent)
+            .collect();
+        for &c in &children {
+            self.send(
+                c,
+                RepairMsg::Begin {
+                    epoch: number,
+                    change,
+                    fragment: bounds,
+                },
+                out,
+            );
+        }
+        self.epoch = Some(Epoch {
+            number,
+            parent,
+            waiting: children.len(),
+            fragment: bounds.map(|b| b.1),
+            candidates,
+            testing: None,
+            acc,
+            echoed: false,
+        });
+        // Requests that arrived while stable were sent on; new ones wait for the Stable.
+        self.advance(out);
+    }
+
+    /// Tests the next candidate, or echoes once everything below has answered.
+    fn advance(&mut self, out: &mut Vec<(NodeId, RepairMsg)>) {
+        let Some(e) = self.epoch.as_mut() else {
+            return;
+        };
+        if e.testing.is_some() || e.echoed {
+            return;
+        }
+        if let Some(t) = e.candidates.pop() {
+            e.testing = Some(t);
+            let msg = RepairMsg::Test {
+                epoch: e.number,
+                fragment: e.fragment.expect("only the cut-off subtree tests"),
+            };
+            self.send(t, msg, out);
+            return;
+        }
+        if e.waiting > 0 {
+            return;
+        }
+        e.echoed = true;
+        let (number, info, parent) = (e.number, e.acc, e.parent);
+        match parent {
+            Some(p) => self.send(
+                p,
+                RepairMsg::Echo {
+                    epoch: number,
+                    info,
+                },
+                out,
+            ),
+            None => self.decide(number, info, out),
+        }
+    }
+
+    /// The root, every echo in: applies the rules and floods the result.
+    fn decide(&mut self, number: u32, info: EchoInfo, out: &mut Vec<(NodeId, RepairMsg)>) {
+        let mut total = self.total_weight;
+        let (mut remove, mut add) = (None, None);
+        if let Some(seen) = info.change {
+            let (old, new) = (seen.old, seen.new);
+            if seen.was_branch {
+                total = (total - old.weight()) + new.weight();
+                if new > old {
+                    if let Some(best) = info.best.filter(|&b| b < new) {
+                        remove = Some(new);
+                        add = Some(best);
+                        total = (total - new.weight()) + best.weight();
+                    }
+                }
+            } else if new < old {
+                if let Some(m) = info.path_max.filter(|&m| m > new) {
+                    remove = Some(m);
+                    add = Some(new);
+                    total = (total - m.weight()) + new.weight();
+                }
+            }
+        }
+        let nodes = self.nodes;
+        self.stabilize(None, number, remove, add, nodes, total, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn stabilize(
+        &mut self,
+        sender: Option<usize>,
+        number: u32,
+        remove: Option<EdgeKey>,
+        add: Option<EdgeKey>,
+        nodes: u32,
+        total_weight: f64,
+        out: &mut Vec<(NodeId, RepairMsg)>,
+    ) {
+        for e in &mut self.edges {
+            if remove.is_some_and(|r| same_edge(r, e.key)) {
+                e.branch = false;
+            }
+            if add.is_some_and(|a| same_edge(a, e.key)) {
+                e.branch = true;
+            }
+        }
+        self.epoch = None;
+        self.stable_epoch = number;
+        self.parent = sender;
+        self.nodes = nodes;
+        self.total_weight = total_weight;
+        for i in 0..self.edges.len() {
+            if self.edges[i].branch && Some(i) != sender {
+                self.send(
+                    i,
+                    RepairMsg::Stable {
+                        epoch: number,
+                        remove,
+                        add,
+                        nodes,
+                        total_weight,
+                    },
+                    out,
+                );
+            }
+        }
+        for change in std::mem::take(&mut self.held) {
+            self.route(change, out);
+        }
+        self.pump(out);
+        self.try_start(out);
+    }
+}
+
+/// A message of [`MaintainedMst`]: its generation, then a GHS or repair message.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum MstNodeMsg {
+    /// The sender entered `generation`; `weight` is its weight of this edge (the smaller end's
+    /// weight is the edge's weight in the generation's build).
+    Hello {
+        /// The generation.
+        generation: u32,
+        /// The sender's current weight of the edge.
+        weight: f64,
+    },
+    /// A message of the generation's GHS build.
+    Ghs {
+        /// The generation.
+        generation: u32,
+        /// The message.
+        msg: GhsMsg,
+    },
+    /// A message of the generation's repairs.
+    Repair {
+        /// The generation.
+        generation: u32,
+        /// The message.
+        msg: RepairMsg,
+    },
+}
+
+impl MstNodeMsg {
+    /// The generation.
+    pub fn generation(&self) -> u32 {
+        match *self {
+            MstNodeMsg::Hello { generation, .. }
+            | MstNodeMsg::Ghs { generation, .. }
+            | MstNodeMsg::Repair { generation, .. } => generation,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Waiting for every surviving neighbour's Hello; messages of the generation wait too.
+    Gathering {
+        heard: BTreeMap<NodeId, f64>,
+        buffer: Vec<(NodeId, MstNodeMsg)>,
+    },
+    /// GHS runs; repair messages of the generation wait for its end.
+    Building {
+        ghs: Box<Ghs>,
+        buffer: Vec<(NodeId, RepairMsg)>,
+    },
+    /// The tree is built; weight changes are repaired.
+    Maintaining(Box<MstMaintainer>),
+}
+
+/// One node's MST for its whole life: GHS builds it, [`MstMaintainer`] repairs it after
+/// weight changes, and a node failure starts a new *generation* that rebuilds it among the
+/// survivors.
+///
+/// # Failures: a rebuild in a new generation
+///
+/// A failed node splits the tree into pieces that cannot all reach the root, so the
+/// root-serialized repairs cannot handle it. [`peer_failed`](Self::peer_failed) (the driver's
+/// `Input::PeerFailed`) starts generation `g + 1`: the node drops the edge, abandons whatever
+/// runs (a build or a repair) and sends `Hello(g + 1, its weight)` to every surviving
+/// neighbour; a node entering a generation on a neighbour's message does the same. Once a node
+/// has every surviving neighbour's Hello it builds the MST of its component with a fresh GHS,
+/// each edge weighing what its smaller end said (both ends agree without a further exchange),
+/// and wakes. Messages of an older generation are dropped (they were in flight when it ended);
+/// messages of the current one that arrive early wait. A failure during a rebuild starts yet
+/// another generation. A survivor graph that falls apart gives each component its own tree.
+/// Weight changes fed during a rebuild, or lost with an abandoned repair, are fed again to the
+/// new tree's maintainer where the built weight differs from the last one measured, so the
+/// last weight fed at a node always wins.
+///
+/// This costs a GHS rebuild (plus `2 e` Hellos) per failure, not the paper's local recovery:
+/// reconnecting the pieces by GHS merges from the surviving fragments is left to do.
+#[derive(Clone, Debug)]
+pub struct MaintainedMst {
+    me: NodeId,
+    /// Surviving incident edges and their weights as of the generation's start.
+    weights: BTreeMap<NodeId, f64>,
+    dead: BTreeSet<NodeId>,
+    /// The last weight fed per edge measured here.
+    measured: BTreeMap<NodeId, f64>,
+    generation: u32,
+    phase: Phase,
+    started: bool,
+    dropped: u64,
+    /// Messages that waited for the build and were then refused (no correct run has any).
+    faults: u64,
+}
+
+impl MaintainedMst {
+    /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep.
+    pub fn new(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<MaintainedMst, crate::ghs::GhsSetupError> {
+        let edges: Vec<(NodeId, f64)> = edges.into_iter().collect();
+        let ghs = Ghs::new(me, edges.iter().copied())?;
+        Ok(MaintainedMst {
+            me,
+            weights: edges.into_iter().collect(),
+            dead: BTreeSet::new(),
+            measured: BTreeMap::new(),
+            generation: 0,
+            phase: Phase::Building {
+                ghs: Box::new(ghs),
+                buffer: Vec::new(),
+            },
+            started: false,
+            dropped: 0,
+            faults: 0,
+        })
+    }
+
+    /// The node.
+    pub fn node(&self) -> NodeId {
+        self.me
+    }
+
+    /// The current generation (0 until the first failure).
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The maintainer once the generation's tree is built.
+    pub fn maintainer(&self) -> Option<&MstMaintainer> {
+        match &self.phase {
+            Phase::Maintaining(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// True when the tree is built and no repair runs at this node.
+    pub fn is_stable(&self) -> bool {
+        self.maintainer().is_some_and(|m| m.is_stable())
+    }
+
+    /// Messages of ended generations dropped here.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Messages that waited for this node's build and were refused when it was done (a
+    /// protocol fault: zero in every correct run).
+    pub fn faults(&self) -> u64 {
+        self.faults
+    }
+
+    /// The neighbours this node knows have failed.
+    pub fn failed(&self) -> &BTreeSet<NodeId> {
+        &self.dead
+    }
+
+    /// Spontaneous wakeup of the first build.
+    pub fn start(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if let Phase::Building { ghs, .. } = &mut self.phase {
+            let mut o = Vec::new();
+            ghs.start(&mut o);
+            self.wrap_ghs(o, out);
+        }
+        self.after_ghs(out);
+    }
+
+    fn wrap_ghs(&self, o: Vec<(NodeId, GhsMsg)>, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let generation = self.generation;
+        out.extend(
+            o.into_iter()
+                .map(|(to, msg)| (to, MstNodeMsg::Ghs { generation, msg })),
+        );
+    }
+
+    fn wrap_repair(&self, o: Vec<(NodeId, RepairMsg)>, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let generation = self.generation;
+        out.extend(
+            o.into_iter()
+                .map(|(to, msg)| (to, MstNodeMsg::Repair { generation, msg })),
+        );
+    }
+
+    /// The driver measured a new weight of the edge to `neighbour` (one endpoint feeds it).
+    pub fn change_weight(
+        &mut self,
+        neighbour: NodeId,
+        weight: f64,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) -> Result<(), RepairError> {
+        if !self.weights.contains_key(&neighbour) {
+            return Err(RepairError::NoSuchEdge {
+                node: self.me,
+                neighbour,
+            });
+        }
+        if EdgeKey::new(self.me, neighbour, weight).is_none() {
+            return Err(RepairError::BadWeight {
+                node: self.me,
+                neighbour,
+                weight,
+            });
+        }
+        self.measured.insert(neighbour, weight);
+        if let Phase::Maintaining(m) = &mut self.phase {
+            let mut o = Vec::new();
+            m.change_weight(neighbour, weight, &mut o)?;
+            self.wrap_repair(o, out);
+        }
+        Ok(())
+    }
+
+    /// The driver's `Input::PeerFailed`: a neighbour is gone; a new generation rebuilds.
+    pub fn peer_failed(&mut self, peer: NodeId, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        if !self.weights.contains_key(&peer) {
+            return;
+        }
+        self.refresh_weights();
+        self.weights.remove(&peer);
+        self.measured.remove(&peer);
+        self.dead.insert(peer);
+        if let Phase::Gathering { heard, .. } = &mut self.phase {
+            // Nothing is built yet in this generation: no edge to the peer is in use anywhere
+            // but here, so the generation goes on without it.
+            heard.remove(&peer);
+            self.try_build(out);
+            return;
+        }
+        self.enter(self.generation + 1, out);
+    }
+
+    /// Takes the weights the maintainer has applied (they change with repairs).
+    fn refresh_weights(&mut self) {
+        if let Phase::Maintaining(m) = &self.phase {
+            for (n, w) in self.weights.iter_mut() {
+                if let Some(x) = m.weight(*n) {
+                    *w = x;
+                }
+            }
+        }
+    }
+
+    fn enter(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        self.refresh_weights();
+        self.generation = generation;
+        self.started = true;
+        self.phase = Phase::Gathering {
+            heard: BTreeMap::new(),
+            buffer: Vec::new(),
+        };
+        for (&n, &weight) in &self.weights {
+            out.push((n, MstNodeMsg::Hello { generation, weight }));
+        }
+        self.try_build(out);
+    }
+
+    fn try_build(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Gathering { heard, buffer } = &mut self.phase else {
+            return;
+        };
+        if self.weights.keys().any(|n| !heard.contains_key(n)) {
+            return;
+        }
+        for (n, w) in self.weights.iter_mut() {
+            if *n < self.me {
+                *w = heard[n];
+            }
+        }
+        let buffer = std::mem::take(buffer);
+        let mut ghs = Ghs::new(self.me, self.weights.iter().map(|(&n, &w)| (n, w)))
+            .expect("weights were checked when they arrived");
+        let mut o = Vec::new();
+        ghs.start(&mut o);
+        self.phase = Phase::Building {
+            ghs: Box::new(ghs),
+            buffer: Vec::new(),
+        };
+        self.wrap_ghs(o, out);
+        self.after_ghs(out);
+        for (from, msg) in buffer {
+            if self.handle(from, msg, out).is_err() {
+                self.faults += 1;
+            }
+        }
+    }
+
+    /// Once GHS is done: the maintainer takes over, waiting repair messages go to it and the
+    /// changes measured here that the build does not have are fed again.
+    fn after_ghs(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Building { ghs, buffer } = &mut self.phase else {
+            return;
+        };
+        if !ghs.is_done() {
+            return;
+        }
+        let m = MstMaintainer::from_ghs(ghs).expect("GHS is done");
+        let buffer = std::mem::take(buffer);
+        self.phase = Phase::Maintaining(Box::new(m));
+        for (from, msg) in buffer {
+            let msg = MstNodeMsg::Repair {
+                generation: self.generation,
+                msg,
+            };
+            if self.handle(from, msg, out).is_err() {
+                self.faults += 1;
+            }
+        }
+        let again: Vec<(NodeId, f64)> = self
+            .measured
+            .iter()
+            .filter(|&(n, &w)| {
+                self.weights
+                    .get(n)
+                    .is_some_and(|&x| x.to_bits() != w.to_bits())
+            })
+            .map(|(&n, &w)| (n, w))
+            .collect();
+        if let Phase::Maintaining(m) = &mut self.phase {
+            let mut o = Vec::new();
+            for (n, w) in again {
+                m.change_weight(n, w, &mut o).expect("a surviving edge");
+            }
+            self.wrap_repair(o, out);
+        }
+    }
+
+    /// Handles a message from neighbour `from`.
+    pub fn handle(
+        &mut self,
+        from: NodeId,
+        msg: MstNodeMsg,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) -> Result<(), RepairError> {
+        let g = msg.generation();
+        if self.dead.contains(&from) || g < self.generation {
+            self.dropped += 1;
+            return Ok(());
+        }
+        if !self.weights.contains_key(&from) {
+            return Err(RepairError::Unexpected {
+                node: self.me,
+                from,
+                kind: "generation",
+                why: "not a neighbour",
+            });
+        }
+        if g > self.generation {
+            self.enter(g, out);
+        }
+        match (&mut self.phase, msg) {
+            (Phase::Gathering { heard, .. }, MstNodeMsg::Hello { weight, .. }) => {
+                if EdgeKey::new(self.me, from, weight).is_none() || heard.contains_key(&from) {
+                    return Err(RepairError::Unexpected {
+                        node: self.me,
+                        from,
+                        kind: "hello",
+                        why: "a second hello or a bad weight",
+                    });
+                }
+                heard.insert(from, weight);
+                self.try_build(out);
+            }
+            (Phase::Gathering { buffer, .. }, msg) => buffer.push((from, msg)),
+            (Phase::Building { buffer, .. }, MstNodeMsg::Repair { msg, .. }) => {
+                buffer.push((from, msg))
+            }
+            (Phase::Building { ghs, .. }, MstNodeMsg::Ghs { msg, .. }) => {
+                let mut o = Vec::new();
+                ghs.handle(from, msg, &mut o)
+                    .map_err(|_| RepairError::Unexpected {
+                        node: self.me,
+                        from,
+                        kind: msg.name(),
+                        why: "refused by GHS",
+                    })?;
+                self.wrap_ghs(o, out);
+                self.after_ghs(out);
+            }
+            (Phase::Maintaining(m), MstNodeMsg::Repair { msg, .. }) => {
+                let mut o = Vec::new();
+                m.handle(from, msg, &mut o)?;
+                self.wrap_repair(o, out);
+            }
+            (_, msg) => {
+                return Err(RepairError::Unexpected {
+                    node: self.me,
+                    from,
+                    kind: match msg {
+                        MstNodeMsg::Hello { .. } => "hello",
+                        MstNodeMsg::Ghs { .. } => "ghs",
+                        MstNodeMsg::Repair { .. } => "repair",
+                    },
+                    why: "not expected in this phase of the generation",
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds a child's echo, received over the tree edge of key `k`, to this node's.
+fn merge(acc: &mut EchoInfo, child: EchoInfo, k: EdgeKey) {
+    acc.best = match (acc.best, child.best) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    acc.change = acc.change.or(child.change);
+    if let Some(m) = child.from_path {
+        acc.from_path = Some(max_key(m, Some(k)));
+    }
+    if let Some(m) = child.to_path {
+        acc.to_path = Some(max_key(m, Some(k)));
+    }
+    acc.path_max = acc.path_max.or(child.path_max);
+    if let (Some(a), Some(b)) = (acc.from_path, acc.to_path) {
+        acc.path_max = max_key(a, b);
+        acc.from_path = None;
+        acc.to_path = None;
+    }
+}
