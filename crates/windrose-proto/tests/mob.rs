@@ -53,8 +53,18 @@ fn setup(
     }
 }
 
+/// The defaults with every cluster member in the mob (the paper's shares): these tests move a
+/// handful of pieces, fewer than one default share ([`MobConfig::min_share_pieces`]), and check
+/// the share rule and what follows from it.
+fn every_member() -> MobConfig {
+    MobConfig {
+        min_share_pieces: 0,
+        ..MobConfig::default()
+    }
+}
+
 fn machines(setup: &SwarmSetup, data: &Bytes, seed: u64) -> Vec<Mob> {
-    machines_with(setup, data, seed, &MobConfig::default())
+    machines_with(setup, data, seed, &every_member())
 }
 
 fn machines_with(setup: &SwarmSetup, data: &Bytes, seed: u64, config: &MobConfig) -> Vec<Mob> {
@@ -426,6 +436,11 @@ fn root_cluster_members_peer_with_the_root_and_shares_skip_it() {
     // Other cluster: the paper's formula.
     assert_eq!(nodes[4].share(), 0..5);
     assert_eq!(nodes[5].share(), 5..10);
+    // With the default minimum share (64 pieces), 10 pieces make a mob of one per cluster: its
+    // first member by rank owns every piece, the others none.
+    let capped = machines_with(&s, &data, 5, &MobConfig::default());
+    let shares: Vec<_> = capped.iter().map(|m| m.share()).collect();
+    assert_eq!(shares, [0..10, 0..0, 0..0, 0..0, 0..10, 0..0]);
 }
 
 #[test]
@@ -482,14 +497,7 @@ fn stall_fallback_steals_anything_then_gives_up() {
         100,
         Arc::new(MemoVerifier::new()),
     );
-    let mut m = Mob::new(
-        NodeId(4),
-        &s,
-        None,
-        MobConfig::default(),
-        node_rng(1, NodeId(4)),
-    )
-    .unwrap();
+    let mut m = Mob::new(NodeId(4), &s, None, every_member(), node_rng(1, NodeId(4))).unwrap();
     assert_eq!(m.share(), 3..6);
     let mut out = Outputs::new();
     m.handle(Time::ZERO, Input::Start, &mut out).unwrap();

@@ -57,6 +57,18 @@
 //! they surface. When stale entries make up more than half of the heap it is compacted (O(E),
 //! amortized O(1) per stale entry), so E stays below twice the live events plus a constant.
 //!
+//! **What this means at scale.** The component is only small when the platform's traffic
+//! splits into groups that share no link. A multicast inside large clusters does not: every
+//! node's uplink and downlink carry several connections, node links are what saturates (so
+//! they couple their connections for real, and a change can move every rate of the mesh),
+//! and the WAN connections tie the clusters' meshes together. MOB (4 clusters, 64 MiB in
+//! 256 KiB pieces) re-shares 41 connections and 37 links per solve on average at N = 64 and
+//! 151 and 80 at N = 256: the cost of an event grows about linearly with N, and a run's
+//! quadratically. An exact max-min allocation cannot avoid that in general; skipping links
+//! that cannot saturate (the sum of their connections' other bottlenecks is below their
+//! capacity) would cut access links out of components but not node links. Issue 20 has the
+//! measurements.
+//!
 //! Connections and links outside the component keep their rates and their heap entries
 //! untouched: the remaining bytes of a connection are only brought up to date when its rate
 //! changes (lazy settlement). The bench `network_vs_simgrid` measures a 1024-node, 4096-flow

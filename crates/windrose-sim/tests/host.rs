@@ -47,7 +47,13 @@ fn broadcast_spec(root: NodeId) -> CollectiveSpec {
 fn mob_spec(data: &Bytes) -> CollectiveSpec {
     CollectiveSpec::Multicast {
         protocol: MulticastProtocol::Mob,
-        params: MulticastParams::Mob(MobConfig::default()),
+        // Every member in the mob (the paper's shares), as before the default minimum share:
+        // 122 pieces would make a mob of one per cluster, and the failure tests want the
+        // failed node busy with a share of its own when it goes silent.
+        params: MulticastParams::Mob(MobConfig {
+            min_share_pieces: 0,
+            ..MobConfig::default()
+        }),
         manifest: ManifestSpec::of(&Manifest::build(data, 32 << 10).unwrap()),
     }
 }

@@ -693,3 +693,183 @@ fn mayhem_far_faster_than_the_run_is_bounded() {
     );
     assert!(e.contains("at most 2000000 link changes"), "{e}");
 }
+
+/// A `[generated_platform]` with `extra` lines appended to the table.
+fn generated(sites: usize, nodes: usize, seed: u64, extra: &str) -> String {
+    format!(
+        r#"[generated_platform]
+seed = {seed}
+sites = {sites}
+plane_km = 4000
+nodes = {nodes}
+node_bytes_s = 1.25e9
+access_bytes_s = [1e9, 1.25e9]
+intra_latency_s = 1e-4
+wan_bytes_s = [3e6, 5e6]
+{extra}
+[workload]
+kind = "multicast"
+protocol = "mob"
+root = 0
+message_bytes = "64MiB"
+piece_bytes = "256KiB"
+"#
+    )
+}
+
+/// Every link's capacity and every WAN link's latency.
+fn fingerprint(s: &Scenario) -> (Vec<f64>, Vec<f64>) {
+    let p = &s.platform;
+    let caps = p.links().map(|l| p.capacity_bytes_s(l)).collect();
+    let lats = p
+        .links()
+        .filter(|l| matches!(l, LinkId::Wan { .. }))
+        .map(|l| p.link_latency_s(l))
+        .collect();
+    (caps, lats)
+}
+
+#[test]
+fn a_16384_node_scenario_is_a_few_lines() {
+    let text = generated(4, 4096, 7, "");
+    assert!(text.lines().count() < 20);
+    let s = parse_scenario(&text, Path::new("big.toml")).unwrap();
+    assert_eq!(s.platform.node_count(), 16_384);
+    assert_eq!(s.platform.cluster_count(), 4);
+    let p = &s.platform;
+    for l in p.links() {
+        let c = p.capacity_bytes_s(l);
+        match l {
+            LinkId::NodeUp(_) | LinkId::NodeDown(_) => assert_eq!(c, 1.25e9),
+            LinkId::AccessUp(_) | LinkId::AccessDown(_) => assert!((1e9..=1.25e9).contains(&c)),
+            LinkId::Wan { .. } => assert!((3e6..=5e6).contains(&c), "{l:?}: {c}"),
+        }
+    }
+    // Latency: intra + 1 ms + distance at 5 µs/km; at most the square's diagonal apart.
+    let (_, lats) = fingerprint(&s);
+    let max = 1e-3 + 4000.0 * std::f64::consts::SQRT_2 * 5e-6;
+    for &l in &lats {
+        assert!(l >= 1e-3 && l <= max + 1e-9, "latency {l}");
+    }
+    // Symmetric: from a to z as from z to a.
+    for a in 0..4u32 {
+        for z in (0..4u32).filter(|&z| z != a) {
+            let (a, z) = (ClusterId(a), ClusterId(z));
+            assert_eq!(
+                p.link_latency_s(LinkId::Wan { from: a, to: z }),
+                p.link_latency_s(LinkId::Wan { from: z, to: a })
+            );
+        }
+    }
+}
+
+#[test]
+fn a_generated_platform_is_a_function_of_its_seed() {
+    let a = parse_scenario(&generated(6, 3, 11, ""), Path::new("a.toml")).unwrap();
+    let b = parse_scenario(&generated(6, 3, 11, ""), Path::new("b.toml")).unwrap();
+    let c = parse_scenario(&generated(6, 3, 12, ""), Path::new("c.toml")).unwrap();
+    assert_eq!(fingerprint(&a), fingerprint(&b));
+    assert_ne!(fingerprint(&a), fingerprint(&c));
+    // The WAN capacities are drawn, not all the same.
+    let wan: Vec<f64> = a
+        .platform
+        .links()
+        .filter(|l| matches!(l, LinkId::Wan { .. }))
+        .map(|l| a.platform.capacity_bytes_s(l))
+        .collect();
+    assert_eq!(wan.len(), 30);
+    assert!(wan.iter().any(|&x| x != wan[0]));
+    // Optional latency parameters: no distance term leaves the base latency everywhere.
+    let flat = parse_scenario(
+        &generated(
+            3,
+            2,
+            1,
+            "wan_latency_s_per_km = 0\nwan_base_latency_s = 0.02",
+        ),
+        Path::new("f.toml"),
+    )
+    .unwrap();
+    assert!(fingerprint(&flat).1.iter().all(|&l| l == 0.02));
+}
+
+#[test]
+fn a_generated_platform_runs() {
+    let text = generated(3, 4, 5, "").replace("64MiB", "1MiB");
+    let s = parse_scenario(&text, Path::new("g.toml")).unwrap();
+    let r = run_scenario(&s, 1, None).unwrap();
+    assert!(r.all_finished());
+}
+
+#[test]
+fn generated_platform_errors_name_the_field() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("sites = 4", "sites = 0", "`generated_platform.sites` is 0"),
+        (
+            "nodes = 4",
+            "nodes = -2",
+            "`generated_platform.nodes` is -2",
+        ),
+        ("nodes = 4", "nodes = 9000000", "more than the"),
+        (
+            "wan_bytes_s = [3e6, 5e6]",
+            "wan_bytes_s = [5e6, 3e6]",
+            "`generated_platform.wan_bytes_s` must be a positive",
+        ),
+        (
+            "wan_bytes_s = [3e6, 5e6]",
+            "wan_bytes_s = [3e6]",
+            "`generated_platform.wan_bytes_s` must be",
+        ),
+        (
+            "node_bytes_s = 1.25e9",
+            "node_bytes_s = -1",
+            "`generated_platform.node_bytes_s` must be a positive",
+        ),
+        (
+            "access_bytes_s = [1e9, 1.25e9]",
+            "access_bytes_s = \"fast\"",
+            "`generated_platform.access_bytes_s` must be",
+        ),
+        (
+            "intra_latency_s = 1e-4",
+            "intra_latency_s = -1",
+            "`generated_platform.intra_latency_s` must be a finite, non-negative",
+        ),
+        (
+            "plane_km = 4000",
+            "plane_km = -5",
+            "`generated_platform.plane_km` must be a finite, non-negative",
+        ),
+        (
+            "plane_km = 4000",
+            "",
+            "`generated_platform.plane_km` is missing",
+        ),
+        (
+            "wan_bytes_s = [3e6, 5e6]",
+            "",
+            "`generated_platform.wan_bytes_s` is missing",
+        ),
+        (
+            "seed = 3",
+            "seed = -3",
+            "`generated_platform.seed` must be a non-negative",
+        ),
+        ("seed = 3", "sead = 3", "unknown field `sead`"),
+    ];
+    let base = generated(4, 4, 3, "");
+    for &(from, to, want) in cases {
+        assert!(base.contains(from), "{from}");
+        let text = base.replacen(from, to, 1);
+        let e = err(&text);
+        assert!(e.contains(want), "{to:?}: {e}");
+        assert!(e.starts_with("s.toml:"), "{to:?}: {e}");
+    }
+    // With a `[platform]` too.
+    let e = err(&format!("{PLATFORM}{}", generated(2, 2, 0, "")));
+    assert!(
+        e.contains("`generated_platform` and `platform` are both given"),
+        "{e}"
+    );
+}

@@ -99,6 +99,28 @@
 //! payload and fraction of the bound at its start (`windrose bound` gives the bound over the
 //! scenario's changes).
 //!
+//! # Generated platforms
+//!
+//! Instead of `[platform]`, a file may give `[generated_platform]`: a platform from a seeded
+//! model, so that thousands of nodes over many sites take a few lines (see `generate.rs` for
+//! the draw order). Giving both is an error.
+//!
+//! ```toml
+//! [generated_platform]
+//! seed = 7                           # the model's seed (default 0), apart from the run seed
+//! sites = 4                          # clusters, placed uniformly on a square ...
+//! plane_km = 4000                    # ... of this side, km (required with 2 sites or more)
+//! nodes = 4096                       # nodes per site
+//! node_bytes_s = 1.25e9              # every node's uplink and downlink: a number, or
+//! access_bytes_s = [1e9, 1.25e9]     #   a range [lo, hi] drawn per site (access: per direction)
+//! intra_latency_s = 1e-4
+//! wan_bytes_s = [3e6, 5e6]           # drawn per directed pair of sites
+//! wan_base_latency_s = 1e-3          # optional (default 1 ms); the WAN latency is this plus
+//! wan_latency_s_per_km = 5e-6        #   distance × this (default 5 µs/km), the same both ways
+//! ```
+//!
+//! The same seed gives the same platform; links are named as for `[platform]`.
+//!
 //! Every key is checked; an error names the file, line, column and key
 //! (`four-clusters.toml:41:10: `workload.tree`: unknown tree algorithm "mts": expected one of …`).
 //!
@@ -197,6 +219,7 @@
 //! assert_eq!(report.repetitions[1].start_s, report.repetitions[0].end_s);
 //! ```
 
+mod generate;
 mod run;
 
 pub use run::{
@@ -714,6 +737,7 @@ struct Doc {
     // Parsed by `windrose_model::platform`.
     #[allow(dead_code)]
     platform: Option<serde::de::IgnoredAny>,
+    generated_platform: Option<Spanned<generate::GenDoc>>,
     change: Option<Vec<Spanned<ChangeDoc>>>,
     mayhem: Option<Spanned<MayhemDoc>>,
     fail: Option<Vec<Spanned<FailDoc>>>,
@@ -1029,7 +1053,11 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
             None => src.no_pos(message),
         }
     })?;
-    let platform = parse_platform_toml(text, path)?;
+    let platform = match (&doc.generated_platform, &doc.platform) {
+        (Some(g), None) => generate::generate(&src, g)?,
+        (Some(g), Some(_)) => return Err(generate::both_given(&src, g)),
+        (None, _) => parse_platform_toml(text, path)?,
+    };
 
     let name = match &doc.name {
         Some(v) => src.str(v, "name")?.to_string(),

@@ -1,0 +1,194 @@
+//! Bench binary: the simulator at scale (issue 20). For every protocol and N = 64, 256, ...
+//! 16,384 nodes in 4 equal clusters (the seed-002 fast WAN links, 10 ms one way, 10 Gbit/s
+//! nodes), 64 MiB from node 0 in 256 KiB pieces or segments, prints the engine events, the
+//! wall time, events per wall second, peak memory and (multicasts) the fraction of the
+//! max-flow bound.
+//!
+//! ```text
+//! cargo bench -p windrose-sim --bench scale [-- --max-n 1024 --runs 3 --protocols mob,binomial
+//!                                              --mib 64 --budget-s 600]
+//! ```
+//!
+//! Each run is a child process (this binary with `--child PROTOCOL N`), so its peak memory is
+//! its own VmHWM from `/proc/self/status` (Linux; `-` elsewhere) and a run past `--budget-s`
+//! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
+//! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
+//! small smoke (N = 64, every protocol, 4 MiB) in-process.
+
+mod support;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{arg, median};
+use windrose_sim::scenario::{parse_scenario, run_scenario};
+
+/// Protocols: multicasts by their scenario name, tree broadcasts as `tree-ALGO`.
+const PROTOCOLS: &[&str] = &[
+    "mob",
+    "bittorrent",
+    "balanced",
+    "magpie",
+    "tree-binomial",
+    "tree-magpie",
+    "tree-chain",
+];
+
+/// The scenario text: 4 clusters of `n / 4` nodes, the seed-002 fast WAN links.
+fn scenario(protocol: &str, n: usize, mib: u64) -> String {
+    let mut s = String::from("name = \"scale\"\nseed = 1\n[platform]\n");
+    for _ in 0..4 {
+        s += &format!(
+            "[[platform.cluster]]\nnodes = {}\nnode_uplink_bytes_s = 1.25e9\n\
+             node_downlink_bytes_s = 1.25e9\naccess_up_bytes_s = 1.25e9\n\
+             access_down_bytes_s = 1.25e9\nintra_latency_s = 1e-4\n",
+            n / 4
+        );
+    }
+    s += "[platform.wan]\n\
+          bytes_s = [[0, 3.5e6, 3.0e6, 3.0e6], [3.5e6, 0, 4.5e6, 5.0e6], \
+          [3.0e6, 4.5e6, 0, 4.0e6], [3.0e6, 5.0e6, 4.0e6, 0]]\n\
+          latency_s = [[0, 0.01, 0.01, 0.01], [0.01, 0, 0.01, 0.01], \
+          [0.01, 0.01, 0, 0.01], [0.01, 0.01, 0.01, 0]]\n[workload]\nroot = 0\n";
+    s += &format!("message_bytes = \"{mib}MiB\"\n");
+    match protocol.strip_prefix("tree-") {
+        Some(tree) => {
+            s += &format!(
+                "protocol = \"broadcast\"\ntree = \"{tree}\"\nsegment_bytes = \"256KiB\"\n"
+            )
+        }
+        None => {
+            s += &format!(
+                "kind = \"multicast\"\nprotocol = \"{protocol}\"\npiece_bytes = \"256KiB\"\n"
+            )
+        }
+    }
+    s
+}
+
+/// Peak resident memory of this process, KiB (None where `/proc` has no VmHWM).
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One run in this process: `events wall_s peak_kib fraction` on one line.
+fn child(protocol: &str, n: usize, mib: u64) -> String {
+    let text = scenario(protocol, n, mib);
+    let t = Instant::now();
+    let s = parse_scenario(&text, Path::new("scale.toml")).expect("the scale scenario parses");
+    let report = run_scenario(&s, 1, None).expect("the scale scenario runs");
+    let wall = t.elapsed().as_secs_f64();
+    assert!(
+        report.all_finished(),
+        "{protocol} at N = {n}: not every node finished"
+    );
+    let fraction = report
+        .multicast
+        .first()
+        .and_then(|m| m.fraction_of_bound)
+        .map_or("-".to_string(), |f| format!("{:.3}", f));
+    let peak = peak_kib().map_or("-".to_string(), |k| k.to_string());
+    format!("{} {wall:.6} {peak} {fraction}", report.events)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let protocol = &args[i + 1];
+        let n: usize = args[i + 2].parse().expect("N");
+        let mib = arg(&args, "--mib", 64u64);
+        println!("{}", child(protocol, n, mib));
+        return;
+    }
+    // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
+    if !args.iter().any(|a| a == "--bench") {
+        for p in PROTOCOLS {
+            let line = child(p, 64, 4);
+            println!("smoke {p} N=64 4 MiB: {line}");
+        }
+        return;
+    }
+    let max_n = arg(&args, "--max-n", 16_384usize);
+    let runs = arg(&args, "--runs", 1usize).max(1);
+    let mib = arg(&args, "--mib", 64u64);
+    let budget = Duration::from_secs_f64(arg(&args, "--budget-s", 600.0f64));
+    let list = arg(&args, "--protocols", PROTOCOLS.join(","));
+    let me = std::env::current_exe().expect("this binary's path");
+    println!(
+        "4 clusters, {mib} MiB from node 0 in 256 KiB pieces/segments; medians of {runs} run(s), \
+         budget {:.0} s per run",
+        budget.as_secs_f64()
+    );
+    println!(
+        "{:>14} {:>6} {:>10} {:>9} {:>12} {:>9} {:>8}",
+        "protocol", "N", "events", "wall s", "events/s", "peak MB", "bound"
+    );
+    for protocol in list.split(',').filter(|p| !p.is_empty()) {
+        let mut n = 64;
+        while n <= max_n {
+            let mut walls = Vec::new();
+            let mut last: Option<Vec<String>> = None;
+            let mut timed_out = false;
+            for _ in 0..runs {
+                let mut c = Command::new(&me)
+                    .args([
+                        "--child",
+                        protocol,
+                        &n.to_string(),
+                        "--mib",
+                        &mib.to_string(),
+                    ])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn a child run");
+                let t = Instant::now();
+                loop {
+                    if c.try_wait().expect("child status").is_some() {
+                        break;
+                    }
+                    if t.elapsed() > budget {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        timed_out = true;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if timed_out {
+                    break;
+                }
+                let out = c.wait_with_output().expect("child output");
+                let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let f: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+                if !out.status.success() || f.len() != 4 {
+                    println!("{protocol:>14} {n:>6} failed: {line}");
+                    timed_out = true;
+                    break;
+                }
+                walls.push(f[1].parse::<f64>().unwrap_or(f64::NAN));
+                last = Some(f);
+            }
+            if timed_out {
+                println!(
+                    "{protocol:>14} {n:>6} timeout or failure (budget {:.0} s): larger N skipped",
+                    budget.as_secs_f64()
+                );
+                break;
+            }
+            let f = last.expect("at least one run");
+            let events: f64 = f[0].parse().unwrap_or(f64::NAN);
+            let wall = median(&mut walls);
+            let peak = f[2]
+                .parse::<f64>()
+                .map_or("-".to_string(), |k| format!("{:.0}", k / 1024.0));
+            println!(
+                "{protocol:>14} {n:>6} {:>10} {wall:>9.3} {:>12.0} {peak:>9} {:>8}",
+                f[0],
+                events / wall,
+                f[3]
+            );
+            n *= 4;
+        }
+    }
+}
