@@ -29,6 +29,7 @@ int windrose_group_bcast(void *group, void *buf, size_t len, int root);
 int windrose_group_progress(void *group);
 int windrose_group_quiescent(void *group);
 void windrose_group_free(void *group);
+int windrose_check_settings(void);
 
 /* Every frame on the private communicator carries this tag. */
 #define WR_TAG 7717
@@ -156,9 +157,15 @@ static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     return MPI_SUCCESS;
 }
 
-static void wr_setup(void) {
+/* Reads the settings; MPI_ERR_ARG (raised on MPI_COMM_WORLD, fatal by default) when one of
+ * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT) is bad: the core printed which. */
+static int wr_setup(void) {
     const char *off = getenv("WINDROSE_MPI");
     wr_enabled = !(off && strcmp(off, "off") == 0);
+    if (wr_enabled && windrose_check_settings() != 0) {
+        PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+        return MPI_ERR_ARG;
+    }
     const char *th = getenv("WINDROSE_MPI_THRESHOLD");
     if (th && *th) {
         char *end = NULL;
@@ -176,17 +183,18 @@ static void wr_setup(void) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) != MPI_SUCCESS) {
         wr_enabled = 0;
     }
+    return MPI_SUCCESS;
 }
 
 int wr_MPI_Init(int *argc, char ***argv) {
     int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) wr_setup();
+    if (rc == MPI_SUCCESS) rc = wr_setup();
     return rc;
 }
 
 int wr_MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) wr_setup();
+    if (rc == MPI_SUCCESS) rc = wr_setup();
     return rc;
 }
 

@@ -200,8 +200,14 @@ impl RunResult {
     }
 }
 
-/// Runs the program on `ranks` ranks with the shim preloaded and `env` set for every rank.
-fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResult {
+/// Runs the program on `ranks` ranks with the shim preloaded and `env` set for every rank:
+/// its exit status, stdout and stderr, and the command for messages.
+fn launch(
+    abi: Abi,
+    ranks: u32,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (std::process::ExitStatus, String, String, String) {
     let shim = shim(abi);
     let exe = program(abi);
     let mut all_env: Vec<(String, String)> = vec![
@@ -251,12 +257,17 @@ fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResul
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = waiter.join().unwrap().expect("the run's output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status, stdout, stderr, what)
+}
+
+/// Runs the program (see [`launch`]), which must succeed, and reads what it printed.
+fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResult {
+    let (status, stdout, stderr, what) = launch(abi, ranks, env, args);
     assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{stdout}\n{stderr}",
-        out.status
+        status.success(),
+        "{what} failed ({status}):\n{stdout}\n{stderr}"
     );
     let mut r = RunResult::default();
     for line in stdout.lines().chain(stderr.lines()) {
@@ -278,8 +289,8 @@ fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResul
             _ => {}
         }
     }
-    r.stdout = stdout.into_owned();
-    r.stderr = stderr.into_owned();
+    r.stdout = stdout;
+    r.stderr = stderr;
     r
 }
 
@@ -326,6 +337,84 @@ fn off(abi: Abi) {
     r.complete(3);
     assert!(r.windrose.values().all(|&n| n == 0), "{:?}", r.windrose);
     assert!(r.expected.values().all(|&n| n == 0));
+}
+
+/// Each tree policy runs the same checked broadcasts (the default, adapt, runs in `sweep`).
+fn policies(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    for policy in ["rebuild:balanced-path", "static:binomial", "adapt:path:0.5"] {
+        let r = mpirun(
+            abi,
+            4,
+            &[
+                ("WINDROSE_MPI_THRESHOLD", "1000"),
+                ("WINDROSE_MPI_TREE", policy),
+            ],
+            &["1000", "2000000", "10"],
+        );
+        r.complete(4);
+        assert_eq!(
+            r.windrose, r.expected,
+            "windrose calls per rank under {policy}"
+        );
+        assert!(
+            r.windrose.values().all(|&n| n > 0),
+            "{policy}: {:?}",
+            r.windrose
+        );
+    }
+}
+
+/// A bad WINDROSE_MPI_TREE is an error at MPI_Init that names the variable: MPI_ERR_ARG on
+/// MPI_COMM_WORLD, whose default handler ends the job.
+fn bad_tree(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let (status, stdout, stderr, what) = launch(
+        abi,
+        3,
+        &[("WINDROSE_MPI_TREE", "sideways")],
+        &["1000", "300000", "2"],
+    );
+    assert!(!status.success(), "{what} succeeded:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("windrose-mpi: WINDROSE_MPI_TREE=sideways: tree policy \"sideways\""),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("checked"),
+        "a rank went on past MPI_Init:\n{stdout}"
+    );
+}
+
+#[test]
+fn openmpi_tree_policies() {
+    policies(OPENMPI);
+}
+
+#[test]
+fn mpich_tree_policies() {
+    policies(MPICH);
+}
+
+#[test]
+fn openmpi_bad_tree_policy_fails_at_init() {
+    bad_tree(OPENMPI);
+}
+
+#[test]
+fn mpich_bad_tree_policy_fails_at_init() {
+    bad_tree(MPICH);
+}
+
+#[test]
+fn standard_abi_bad_tree_policy_fails_at_init() {
+    bad_tree(STANDARD);
 }
 
 /// A root sending more than the others' buffers hold: MPI_ERR_TRUNCATE at the others through
