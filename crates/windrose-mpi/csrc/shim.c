@@ -57,6 +57,9 @@ static pthread_mutex_t wr_comms_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Updated atomically: under MPI_THREAD_MULTIPLE broadcasts on different communicators may
  * run at once. */
 static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls;
+/* Nonblocking and persistent broadcasts, forwarded to PMPI (counted so tests see the shim
+ * took them). */
+static unsigned long long wr_passthrough_calls;
 #define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
 
 static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
@@ -202,8 +205,10 @@ int wr_MPI_Finalize(void) {
     if (wr_stats) {
         int rank = -1;
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls\n",
-                rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls);
+        fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls "
+                        "passthrough %llu calls\n",
+                rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls,
+                wr_passthrough_calls);
     }
     wr_drain_all();
     pthread_mutex_lock(&wr_comms_lock);
@@ -309,5 +314,22 @@ int wr_MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int roo
         return PMPI_Bcast_c(buffer, count, datatype, root, comm);
     }
     return wr_bcast(buffer, bytes, root, comm);
+}
+#endif
+
+/* MPI_Ibcast and MPI_Bcast_init go to PMPI as they are: windrose's driver makes progress only
+ * inside blocking calls, so it cannot own a request the program completes later. Intercepted
+ * here so a later version can take them without changing how programs are launched. */
+int wr_MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                  MPI_Request *request) {
+    WR_COUNT(wr_passthrough_calls, 1);
+    return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+}
+
+#if MPI_VERSION >= 4
+int wr_MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                      MPI_Info info, MPI_Request *request) {
+    WR_COUNT(wr_passthrough_calls, 1);
+    return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
 }
 #endif

@@ -11,6 +11,7 @@
 
 mod common;
 use common::*;
+use std::time::Duration;
 
 /// Every root, type, size and communicator on `ranks` ranks; windrose's path taken exactly
 /// where the program expects it.
@@ -102,6 +103,89 @@ fn bad_tree(abi: Abi) {
         !stdout.contains("checked"),
         "a rank went on past MPI_Init:\n{stdout}"
     );
+}
+
+/// MPI_Ibcast from every root and (MPI 4 headers) a persistent MPI_Bcast_init started twice:
+/// forwarded to PMPI by the shim (counted as passthrough calls), results checked.
+fn nonblocking(abi: Abi, mpi4: bool) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let r = mpirun(
+        abi,
+        3,
+        &[("WINDROSE_MPI_THRESHOLD", "1000")],
+        &["nonblocking", "3000000"],
+    );
+    let inits = u64::from(mpi4);
+    for rank in 0..3 {
+        assert_eq!(
+            r.nonblocking_ok.get(&rank),
+            Some(&(3, inits)),
+            "rank {rank}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert_eq!(r.passthrough.get(&rank), Some(&(3 + inits)), "rank {rank}");
+        assert_eq!(r.windrose.get(&rank), Some(&0), "rank {rank}");
+    }
+}
+
+/// Rank 1 SIGKILLs itself 20 ms into the third of a series of 16 MB broadcasts on windrose's
+/// path. Nobody may hang: the launcher notices the signal and ends the job (Open MPI's mpirun
+/// and MPICH's hydra both do, before a survivor's MPI_Bcast returns an error). Bounded by a
+/// guard that kills the launcher and fails the test.
+fn killed_rank(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let (status, stdout, stderr, what) = launch_guarded(
+        abi,
+        4,
+        &[("WINDROSE_MPI_THRESHOLD", "1000")],
+        &["kill", "16000000"],
+        Duration::from_secs(120),
+    );
+    assert!(!status.success(), "{what} succeeded:\n{stdout}\n{stderr}");
+    let all = format!("{stdout}\n{stderr}");
+    assert!(
+        all.contains("signal 9"),
+        "the launcher did not report rank 1's SIGKILL:\n{all}"
+    );
+    // Rank 1 never finishes its series.
+    assert!(!all.contains("kill-survived 1"), "{all}");
+}
+
+#[test]
+fn openmpi_ibcast_passes_through() {
+    nonblocking(OPENMPI, false);
+}
+
+#[test]
+fn mpich_ibcast_and_bcast_init_pass_through() {
+    nonblocking(MPICH, true);
+}
+
+#[test]
+fn standard_abi_ibcast_and_bcast_init_pass_through() {
+    nonblocking(STANDARD, true);
+}
+
+#[test]
+fn openmpi_a_rank_killed_mid_broadcast_ends_the_job() {
+    killed_rank(OPENMPI);
+}
+
+#[test]
+fn mpich_a_rank_killed_mid_broadcast_ends_the_job() {
+    killed_rank(MPICH);
+}
+
+#[test]
+fn standard_abi_a_rank_killed_mid_broadcast_ends_the_job() {
+    killed_rank(STANDARD);
 }
 
 #[test]

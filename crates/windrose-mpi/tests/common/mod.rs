@@ -168,6 +168,10 @@ pub struct RunResult {
     pub truncate_ok: Vec<u32>,
     /// Ranks that printed `free-ok`.
     pub free_ok: Vec<u32>,
+    /// Per rank that printed `nonblocking-ok`: its MPI_Ibcast and MPI_Bcast_init calls.
+    pub nonblocking_ok: BTreeMap<u32, (u64, u64)>,
+    /// Per rank: the shim's count of calls it forwarded to PMPI (Ibcast, Bcast_init).
+    pub passthrough: BTreeMap<u32, u64>,
     /// Everything printed, for messages.
     pub stdout: String,
     pub stderr: String,
@@ -200,6 +204,17 @@ pub fn launch(
     ranks: u32,
     env: &[(&str, &str)],
     args: &[&str],
+) -> (std::process::ExitStatus, String, String, String) {
+    launch_guarded(abi, ranks, env, args, HANG_GUARD)
+}
+
+/// [`launch`], the launcher killed (and the test failed) after `guard`.
+pub fn launch_guarded(
+    abi: Abi,
+    ranks: u32,
+    env: &[(&str, &str)],
+    args: &[&str],
+    guard: Duration,
 ) -> (std::process::ExitStatus, String, String, String) {
     let shim = shim(abi);
     let exe = program(abi);
@@ -242,10 +257,10 @@ pub fn launch(
     let started = Instant::now();
     let waiter = std::thread::spawn(move || child.wait_with_output());
     while !waiter.is_finished() {
-        if started.elapsed() > HANG_GUARD {
+        if started.elapsed() > guard {
             // Only the launcher we started (its ranks die with it).
             let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("{what} did not end within {HANG_GUARD:?}: killed");
+            panic!("{what} did not end within {guard:?}: killed");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -282,9 +297,13 @@ impl RunResult {
                 }
                 ["windrose-mpi", "stats:", "rank", ..] => {
                     r.windrose.insert(num(3) as u32, num(5));
+                    r.passthrough.insert(num(3) as u32, num(13));
                 }
                 ["truncate-ok", ..] => r.truncate_ok.push(num(1) as u32),
                 ["free-ok", ..] => r.free_ok.push(num(1) as u32),
+                ["nonblocking-ok", ..] => {
+                    r.nonblocking_ok.insert(num(1) as u32, (num(2), num(3)));
+                }
                 _ => {}
             }
         }
