@@ -33,11 +33,21 @@ fn daemon(exe: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free local port")
-        .port()
+/// `count` ports free now, below Linux's ephemeral range (32768 and up): a port the kernel
+/// hands out for outgoing connections could be taken by the time a daemon binds it.
+fn free_ports(count: usize) -> Vec<u16> {
+    let start = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+    let ports: Vec<u16> = (start..32_000)
+        .chain(20_000..start)
+        .filter(|&p| TcpListener::bind(("0.0.0.0", p)).is_ok())
+        .take(count)
+        .collect();
+    assert_eq!(
+        ports.len(),
+        count,
+        "no {count} free ports between 20000 and 32000"
+    );
+    ports
 }
 
 fn output(cmd: &mut Command, what: &str) -> String {
@@ -65,17 +75,18 @@ impl Cluster {
         use std::os::unix::fs::PermissionsExt;
         // munged wants every folder above its socket world-executable, so the temporary
         // directory, not the build tree.
+        let ports = free_ports(2);
         let dir = std::env::temp_dir().join(format!(
             "windrose-slurm-{}-{}",
             std::process::id(),
-            free_port()
+            ports[0]
         ));
         std::fs::create_dir_all(dir.join("munge")).unwrap();
         for sub in ["state", "spool", "log"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(dir.join("munge"), std::fs::Permissions::from_mode(0o700))
+        std::fs::set_permissions(dir.join("munge"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
         let cluster = Cluster {
             conf: dir.join("slurm.conf"),
@@ -136,8 +147,8 @@ impl Cluster {
              NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n\
              PartitionName=windrose Nodes={host} Default=YES MaxTime=INFINITE State=UP \
              OverSubscribe=YES\n",
-            ctld = free_port(),
-            slurmd_port = free_port(),
+            ctld = ports[0],
+            slurmd_port = ports[1],
             sock = socket.display(),
         );
         std::fs::write(&cluster.conf, conf).unwrap();
