@@ -81,6 +81,36 @@ fn policies(abi: Abi) {
     }
 }
 
+/// The prober on (WINDROSE_MPI_PROBE_MS): pings between the broadcasts change nothing the
+/// program sees, and MPI_Finalize still ends.
+fn probed(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let r = mpirun(
+        abi,
+        4,
+        &[
+            ("WINDROSE_MPI_THRESHOLD", "1000"),
+            ("WINDROSE_MPI_PROBE_MS", "5"),
+        ],
+        &["1000", "2000000", "50"],
+    );
+    r.complete(4);
+    assert_eq!(r.windrose, r.expected, "windrose calls per rank");
+}
+
+#[test]
+fn openmpi_with_the_prober() {
+    probed(OPENMPI);
+}
+
+#[test]
+fn mpich_with_the_prober() {
+    probed(MPICH);
+}
+
 /// A bad WINDROSE_MPI_TREE is an error at MPI_Init that names the variable: MPI_ERR_ARG on
 /// MPI_COMM_WORLD, whose default handler ends the job.
 fn bad_tree(abi: Abi) {
