@@ -29,6 +29,7 @@ int windrose_group_bcast(void *group, void *buf, size_t len, int root);
 int windrose_group_progress(void *group);
 int windrose_group_quiescent(void *group);
 void windrose_group_free(void *group);
+int windrose_check_settings(void);
 
 /* Every frame on the private communicator carries this tag. */
 #define WR_TAG 7717
@@ -56,6 +57,9 @@ static pthread_mutex_t wr_comms_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Updated atomically: under MPI_THREAD_MULTIPLE broadcasts on different communicators may
  * run at once. */
 static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls;
+/* Nonblocking and persistent broadcasts, forwarded to PMPI (counted so tests see the shim
+ * took them). */
+static unsigned long long wr_passthrough_calls;
 #define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
 
 static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
@@ -156,9 +160,15 @@ static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     return MPI_SUCCESS;
 }
 
-static void wr_setup(void) {
+/* Reads the settings; MPI_ERR_ARG (raised on MPI_COMM_WORLD, fatal by default) when one of
+ * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT) is bad: the core printed which. */
+static int wr_setup(void) {
     const char *off = getenv("WINDROSE_MPI");
     wr_enabled = !(off && strcmp(off, "off") == 0);
+    if (wr_enabled && windrose_check_settings() != 0) {
+        PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+        return MPI_ERR_ARG;
+    }
     const char *th = getenv("WINDROSE_MPI_THRESHOLD");
     if (th && *th) {
         char *end = NULL;
@@ -176,17 +186,18 @@ static void wr_setup(void) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) != MPI_SUCCESS) {
         wr_enabled = 0;
     }
+    return MPI_SUCCESS;
 }
 
 int wr_MPI_Init(int *argc, char ***argv) {
     int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) wr_setup();
+    if (rc == MPI_SUCCESS) rc = wr_setup();
     return rc;
 }
 
 int wr_MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) wr_setup();
+    if (rc == MPI_SUCCESS) rc = wr_setup();
     return rc;
 }
 
@@ -194,8 +205,10 @@ int wr_MPI_Finalize(void) {
     if (wr_stats) {
         int rank = -1;
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls\n",
-                rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls);
+        fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls "
+                        "passthrough %llu calls\n",
+                rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls,
+                wr_passthrough_calls);
     }
     wr_drain_all();
     pthread_mutex_lock(&wr_comms_lock);
@@ -301,5 +314,22 @@ int wr_MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int roo
         return PMPI_Bcast_c(buffer, count, datatype, root, comm);
     }
     return wr_bcast(buffer, bytes, root, comm);
+}
+#endif
+
+/* MPI_Ibcast and MPI_Bcast_init go to PMPI as they are: windrose's driver makes progress only
+ * inside blocking calls, so it cannot own a request the program completes later. Intercepted
+ * here so a later version can take them without changing how programs are launched. */
+int wr_MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                  MPI_Request *request) {
+    WR_COUNT(wr_passthrough_calls, 1);
+    return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+}
+
+#if MPI_VERSION >= 4
+int wr_MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                      MPI_Info info, MPI_Request *request) {
+    WR_COUNT(wr_passthrough_calls, 1);
+    return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
 }
 #endif

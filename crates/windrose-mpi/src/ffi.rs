@@ -3,7 +3,7 @@
 //!
 //! Every function catches panics and aborts: nothing unwinds into C.
 
-use crate::driver::{Driver, Transport, TransportError};
+use crate::driver::{options_from, Driver, Transport, TransportError};
 use bytes::Bytes;
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -81,6 +81,21 @@ impl Transport for CTransport {
     }
 }
 
+/// Checks the `WINDROSE_MPI_*` settings at MPI_Init: 0, or 1 with the bad variable and why
+/// printed on stderr (the C side then raises MPI_ERR_ARG on MPI_COMM_WORLD).
+#[no_mangle]
+pub extern "C" fn windrose_check_settings() -> c_int {
+    guard("windrose_check_settings", || {
+        match options_from(|k| std::env::var(k).ok()) {
+            Ok(_) => 0,
+            Err(e) => {
+                eprintln!("windrose-mpi: {e}");
+                1
+            }
+        }
+    })
+}
+
 /// One communicator's driver; the lock serialises calls from several threads.
 pub struct Group {
     rank: u32,
@@ -119,16 +134,8 @@ pub unsafe extern "C" fn windrose_group_new(
         // SAFETY: the caller's contract.
         let transport = unsafe { *t };
         let seed = 0x7769_6e64_726f_7365 ^ size as u64;
-        let made = Driver::new(rank as u32, hosts, transport, seed).and_then(|mut d| {
-            if let Ok(v) = std::env::var("WINDROSE_MPI_SEGMENT") {
-                let bytes = v
-                    .parse::<u64>()
-                    .map_err(|_| format!("WINDROSE_MPI_SEGMENT={v}: expected a byte count"))?;
-                d.set_segment_bytes(bytes)
-                    .map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
-            }
-            Ok(d)
-        });
+        let made = options_from(|k| std::env::var(k).ok())
+            .and_then(|o| Driver::with_options(rank as u32, hosts, transport, seed, o));
         match made {
             Ok(d) => Box::into_raw(Box::new(Group {
                 rank: rank as u32,

@@ -21,6 +21,24 @@ extern "C" {
     fn wr_MPI_Finalize() -> c_int;
     fn wr_MPI_Bcast(buf: *mut c_void, count: c_int, dt: Handle, root: c_int, comm: Handle)
         -> c_int;
+    fn wr_MPI_Ibcast(
+        buf: *mut c_void,
+        count: c_int,
+        dt: Handle,
+        root: c_int,
+        comm: Handle,
+        request: *mut Handle,
+    ) -> c_int;
+    #[cfg(any(windrose_mpi_abi = "mpich", windrose_mpi_abi = "standard"))]
+    fn wr_MPI_Bcast_init(
+        buf: *mut c_void,
+        count: c_int,
+        dt: Handle,
+        root: c_int,
+        comm: Handle,
+        info: Handle,
+        request: *mut Handle,
+    ) -> c_int;
     #[cfg(any(windrose_mpi_abi = "mpich", windrose_mpi_abi = "standard"))]
     fn wr_MPI_Bcast_c(buf: *mut c_void, count: i64, dt: Handle, root: c_int, comm: Handle)
         -> c_int;
@@ -90,4 +108,36 @@ pub unsafe extern "C" fn MPI_Bcast_c(
 ) -> c_int {
     // SAFETY: forwarded as received.
     guard(|| unsafe { wr_MPI_Bcast_c(buf, count, dt, root, comm) })
+}
+
+/// # Safety
+/// MPI_Ibcast's contract (forwarded to PMPI_Ibcast).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Ibcast(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded as received.
+    guard(|| unsafe { wr_MPI_Ibcast(buf, count, dt, root, comm, request) })
+}
+
+/// # Safety
+/// MPI_Bcast_init's contract (MPI 4; forwarded to PMPI_Bcast_init).
+#[cfg(any(windrose_mpi_abi = "mpich", windrose_mpi_abi = "standard"))]
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast_init(
+    buf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    root: c_int,
+    comm: Handle,
+    info: Handle,
+    request: *mut Handle,
+) -> c_int {
+    // SAFETY: forwarded as received.
+    guard(|| unsafe { wr_MPI_Bcast_init(buf, count, dt, root, comm, info, request) })
 }

@@ -4,7 +4,9 @@
 //! MPI_Finalize, MPI_Bcast and (MPI 4 headers) MPI_Bcast_c through the profiling interface.
 //! Contiguous broadcasts above `WINDROSE_MPI_THRESHOLD` bytes on intracommunicators of more
 //! than two ranks run windrose's Host ([`driver`]) over the MPI library's own point-to-point
-//! calls; everything else goes to PMPI_Bcast. See the crate's README for the commands.
+//! calls, each root planning its tree from what its sends measured (`WINDROSE_MPI_TREE`);
+//! everything else goes to PMPI_Bcast. MPI_Ibcast and MPI_Bcast_init are intercepted and
+//! forwarded to PMPI. See the crate's README for the commands.
 //!
 //! - `csrc/shim.c`: the only code that sees the MPI library's types (compiled per ABI);
 //! - [`ffi`]: the C side's view of the Rust core (ABI-neutral);

@@ -11,6 +11,7 @@ mod dlt;
 mod error;
 mod group_cmd;
 mod input;
+mod mpi_cmd;
 mod net_cmds;
 mod output;
 mod records_cmd;
@@ -91,6 +92,10 @@ enum Command {
     /// WAN delay line) from a scenario file, and real multicasts across it (root only).
     #[command(subcommand)]
     Testbed(testbed_cmd::TestbedCommand),
+    /// MPI programs with windrose's broadcast (the windrose-mpi shim): `mpi env` prints the
+    /// launch lines for the installed MPIs.
+    #[command(subcommand)]
+    Mpi(mpi_cmd::MpiCommand),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +118,7 @@ fn main() -> ExitCode {
         Command::Keygen(args) => net_cmds::run_keygen(args),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Demo(args) => testbed_cmd::demo(args),
+        Command::Mpi(cmd) => mpi_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

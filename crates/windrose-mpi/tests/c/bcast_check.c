@@ -5,6 +5,8 @@
  * Usage: bcast_check THRESHOLD MAX_BYTES REPEATS
  *        bcast_check truncate BYTES   (see truncate_check)
  *        bcast_check free BYTES       (see free_check)
+ *        bcast_check nonblocking BYTES (see nonblocking_check)
+ *        bcast_check kill BYTES       (see kill_check)
  * THRESHOLD is the shim's WINDROSE_MPI_THRESHOLD (-1: shim off), used only to print how many
  * calls should have taken windrose's path ("expect-windrose RANK N"). */
 #include <mpi.h>
@@ -12,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 static long long threshold;
 static unsigned long long expect_windrose;
@@ -179,10 +184,100 @@ static int free_check(size_t n) {
     return 0;
 }
 
+/* MPI_Ibcast from every root and (MPI 4) a persistent MPI_Bcast_init started twice, each
+ * checked. Prints "nonblocking-ok RANK IBCASTS INITS" (the shim forwards both to PMPI and
+ * counts them as passthrough calls). */
+static int nonblocking_check(size_t n) {
+    int rank, size;
+    unsigned long long ibcasts = 0, inits = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    unsigned char *buf = malloc(n);
+    for (int root = 0; root < size; root++) {
+        for (size_t i = 0; i < n; i++) buf[i] = rank == root ? pattern(root, 100, i) : 0;
+        MPI_Request req;
+        if (MPI_Ibcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+            MPI_Wait(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            MPI_Abort(MPI_COMM_WORLD, 6);
+        ibcasts++;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != pattern(root, 100, i)) fail(MPI_COMM_WORLD, "MPI_Ibcast", root, 100, i);
+    }
+#if MPI_VERSION >= 4
+    MPI_Request p;
+    if (MPI_Bcast_init(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &p) != MPI_SUCCESS)
+        MPI_Abort(MPI_COMM_WORLD, 6);
+    inits++;
+    for (unsigned long long k = 200; k < 202; k++) {
+        for (size_t i = 0; i < n; i++) buf[i] = rank == 0 ? pattern(0, k, i) : 0;
+        if (MPI_Start(&p) != MPI_SUCCESS || MPI_Wait(&p, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            MPI_Abort(MPI_COMM_WORLD, 6);
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != pattern(0, k, i)) fail(MPI_COMM_WORLD, "MPI_Bcast_init", 0, k, i);
+    }
+    MPI_Request_free(&p);
+#endif
+    free(buf);
+    printf("nonblocking-ok %d %llu %llu\n", rank, ibcasts, inits);
+    return 0;
+}
+
+/* Which broadcast rank 1's main thread is in (or about to enter). */
+static volatile int kill_at_call;
+
+static void *killer(void *arg) {
+    (void)arg;
+    /* Once the third broadcast has begun, rank 1 dies at once, without a word to MPI. */
+    while (__atomic_load_n(&kill_at_call, __ATOMIC_SEQ_CST) < 3) usleep(1000);
+    usleep(20000);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* Rank 1 kills itself with SIGKILL during the third of a series of large broadcasts from
+ * rank 0 (its helper thread raises it 20 ms into the call; each call moves BYTES through
+ * windrose's tree). The survivors' MPI_Bcast returns errors to them (MPI_ERRORS_RETURN on
+ * MPI_COMM_WORLD); a survivor that sees one prints "kill-error RANK CLASS" and exits 7. A
+ * rank that gets through every broadcast prints "kill-survived RANK". */
+static int kill_check(size_t n) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    unsigned char *buf = malloc(n);
+    memset(buf, 0x77, n);
+    pthread_t t;
+    if (rank == 1) pthread_create(&t, NULL, killer, NULL);
+    for (int call = 1; call <= 200; call++) {
+        if (rank == 1) __atomic_store_n(&kill_at_call, call, __ATOMIC_SEQ_CST);
+        int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) {
+            int cls = 0;
+            MPI_Error_class(rc, &cls);
+            printf("kill-error %d %d\n", rank, cls);
+            fflush(stdout);
+            exit(7);
+        }
+    }
+    printf("kill-survived %d\n", rank);
+    fflush(stdout);
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     if (argc == 3 && strcmp(argv[1], "free") == 0) {
         free_check((size_t)atoll(argv[2]));
+        MPI_Finalize();
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "nonblocking") == 0) {
+        nonblocking_check((size_t)atoll(argv[2]));
+        MPI_Finalize();
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "kill") == 0) {
+        kill_check((size_t)atoll(argv[2]));
         MPI_Finalize();
         return 0;
     }

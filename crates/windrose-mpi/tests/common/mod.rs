@@ -1,0 +1,320 @@
+//! What the MPI tests share: the ABIs, their launchers, the shim and the C program built
+//! for each, and reading what a run printed.
+#![allow(dead_code)] // each test binary uses a part
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy)]
+pub struct Abi {
+    pub name: &'static str,
+    pub mpicc: &'static str,
+    /// The launcher: a name on PATH, or (with `beside`) the one next to `mpicc`.
+    pub mpirun: &'static str,
+    pub beside: bool,
+    /// What installs it.
+    pub install: &'static str,
+}
+
+pub const OPENMPI: Abi = Abi {
+    name: "openmpi",
+    mpicc: "mpicc.openmpi",
+    mpirun: "mpirun.openmpi",
+    beside: false,
+    install: "apt-get install openmpi-bin libopenmpi-dev",
+};
+pub const MPICH: Abi = Abi {
+    name: "mpich",
+    mpicc: "mpicc.mpich",
+    mpirun: "mpiexec.mpich",
+    beside: false,
+    install: "apt-get install mpich libmpich-dev",
+};
+/// The MPI 5 standard ABI: MPICH 5's libmpi_abi, its mpicc_abi and its own hydra.
+pub const STANDARD: Abi = Abi {
+    name: "standard",
+    mpicc: "mpicc_abi",
+    mpirun: "mpiexec.hydra",
+    beside: true,
+    install: "pip install mpich==5.0.2, its bin directory on PATH",
+};
+
+/// A run that takes longer than this is stuck: it is killed and the test fails (a guard
+/// against hangs, not a timing assertion).
+pub const HANG_GUARD: Duration = Duration::from_secs(600);
+
+pub fn find(exe: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(exe))
+            .find(|f| f.is_file())
+    })
+}
+
+/// This ABI's launcher.
+pub fn launcher(abi: Abi) -> Option<PathBuf> {
+    if abi.beside {
+        let dir = find(abi.mpicc)?.parent()?.to_path_buf();
+        Some(dir.join(abi.mpirun)).filter(|p| p.is_file())
+    } else {
+        find(abi.mpirun)
+    }
+}
+
+/// False (after saying why) when this ABI's MPI is not installed.
+pub fn available(abi: Abi) -> bool {
+    for (exe, found) in [
+        (abi.mpicc, find(abi.mpicc).is_some()),
+        (abi.mpirun, launcher(abi).is_some()),
+    ] {
+        if !found {
+            println!(
+                "SKIPPED: {exe} is not installed, so the {} tests of the MPI shim did not run \
+                 ({})",
+                abi.name, abi.install
+            );
+            return false;
+        }
+    }
+    true
+}
+
+/// The directory this test binary was built into (…/target/<profile>).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in <target>/<profile>/deps")
+        .to_path_buf()
+}
+
+pub fn run_checked(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The shim built for `abi` (built once per test binary).
+pub fn shim(abi: Abi) -> PathBuf {
+    static BUILT: OnceLock<Mutex<BTreeMap<&'static str, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(abi.name) {
+        return p.clone();
+    }
+    // `cargo test` leaves the cdylib built with this test's library in deps/ (`cargo build`
+    // also copies it up one level).
+    let ours = ["deps/libwindrose_mpi.so", "libwindrose_mpi.so"]
+        .map(|p| profile_dir().join(p))
+        .into_iter()
+        .find(|p| p.is_file());
+    let path = if let Some(p) = ours.filter(|_| windrose_mpi::BUILT_ABI == abi.name) {
+        p
+    } else {
+        let target = profile_dir()
+            .parent()
+            .expect("a target directory")
+            .join("windrose-mpi-abi")
+            .join(abi.name);
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run_checked(
+            Command::new(cargo)
+                .args(["build", "--release", "-p", "windrose-mpi", "--lib"])
+                .env("WINDROSE_MPI_ABI", abi.name)
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(env!("CARGO_MANIFEST_DIR")),
+            &format!("cargo build of the {} shim", abi.name),
+        );
+        target.join("release").join("libwindrose_mpi.so")
+    };
+    assert!(path.is_file(), "no shim at {}", path.display());
+    built.insert(abi.name, path.clone());
+    path
+}
+
+/// tests/c/bcast_check.c built with `abi`'s wrapper.
+pub fn program(abi: Abi) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpi-{}", abi.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("bcast_check");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/bcast_check.c");
+    run_checked(
+        Command::new(abi.mpicc)
+            .args(["-O2", "-Wall", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(&src),
+        &format!("{} {}", abi.mpicc, src.display()),
+    );
+    exe
+}
+
+/// What one run printed: per rank, the calls the program expects on windrose's path, the
+/// calls it checked, and the shim's count of windrose calls.
+#[derive(Debug, Default)]
+pub struct RunResult {
+    pub expected: BTreeMap<u32, u64>,
+    pub checked: BTreeMap<u32, u64>,
+    pub windrose: BTreeMap<u32, u64>,
+    /// Ranks that printed `truncate-ok`.
+    pub truncate_ok: Vec<u32>,
+    /// Ranks that printed `free-ok`.
+    pub free_ok: Vec<u32>,
+    /// Per rank that printed `nonblocking-ok`: its MPI_Ibcast and MPI_Bcast_init calls.
+    pub nonblocking_ok: BTreeMap<u32, (u64, u64)>,
+    /// Per rank: the shim's count of calls it forwarded to PMPI (Ibcast, Bcast_init).
+    pub passthrough: BTreeMap<u32, u64>,
+    /// Everything printed, for messages.
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl RunResult {
+    /// Asserts every one of `ranks` printed its three lines.
+    pub fn complete(&self, ranks: u32) {
+        let all: Vec<u32> = (0..ranks).collect();
+        for (name, map) in [
+            ("expect-windrose", &self.expected),
+            ("checked", &self.checked),
+            ("windrose-mpi stats", &self.windrose),
+        ] {
+            assert_eq!(
+                map.keys().copied().collect::<Vec<_>>(),
+                all,
+                "not every rank printed its {name} line:\n{}\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+    }
+}
+
+/// Runs the program on `ranks` ranks with the shim preloaded and `env` set for every rank:
+/// its exit status, stdout and stderr, and the command for messages.
+pub fn launch(
+    abi: Abi,
+    ranks: u32,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (std::process::ExitStatus, String, String, String) {
+    launch_guarded(abi, ranks, env, args, HANG_GUARD)
+}
+
+/// [`launch`], the launcher killed (and the test failed) after `guard`.
+pub fn launch_guarded(
+    abi: Abi,
+    ranks: u32,
+    env: &[(&str, &str)],
+    args: &[&str],
+    guard: Duration,
+) -> (std::process::ExitStatus, String, String, String) {
+    let shim = shim(abi);
+    let exe = program(abi);
+    let mut all_env: Vec<(String, String)> = vec![
+        ("LD_PRELOAD".into(), shim.display().to_string()),
+        ("WINDROSE_MPI_STATS".into(), "path".into()),
+    ];
+    all_env.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let mut cmd = Command::new(launcher(abi).expect("checked by available"));
+    cmd.args(["-np", &ranks.to_string()]);
+    if abi.name == "openmpi" {
+        // Root in containers, more ranks than cores, and no busy spinning on a shared machine.
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .env("OMPI_MCA_mpi_yield_when_idle", "1");
+        for (k, v) in &all_env {
+            cmd.args(["-x", &format!("{k}={v}")]);
+        }
+    } else {
+        // Hydra, started without a resource manager: every rank on this machine.
+        cmd.args(["-launcher", "fork"]);
+        for (k, v) in &all_env {
+            cmd.args(["-env", k, v]);
+        }
+    }
+    cmd.arg(&exe).args(args);
+    let what = format!(
+        "{} -np {ranks} {} {}",
+        abi.mpirun,
+        exe.display(),
+        args.join(" ")
+    );
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let id = child.id();
+    let started = Instant::now();
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    while !waiter.is_finished() {
+        if started.elapsed() > guard {
+            // Only the launcher we started (its ranks die with it).
+            let _ = Command::new("kill").arg(id.to_string()).status();
+            panic!("{what} did not end within {guard:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = waiter.join().unwrap().expect("the run's output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status, stdout, stderr, what)
+}
+
+/// Runs the program (see [`launch`]), which must succeed, and reads what it printed.
+pub fn mpirun(abi: Abi, ranks: u32, env: &[(&str, &str)], args: &[&str]) -> RunResult {
+    let (status, stdout, stderr, what) = launch(abi, ranks, env, args);
+    assert!(
+        status.success(),
+        "{what} failed ({status}):\n{stdout}\n{stderr}"
+    );
+    RunResult::parse(stdout, stderr)
+}
+
+impl RunResult {
+    /// Reads what a run of the program printed.
+    pub fn parse(stdout: String, stderr: String) -> RunResult {
+        let mut r = RunResult::default();
+        for line in stdout.lines().chain(stderr.lines()) {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let num =
+                |i: usize| -> u64 { w[i].parse().unwrap_or_else(|_| panic!("bad line {line:?}")) };
+            match w.as_slice() {
+                ["expect-windrose", ..] => {
+                    r.expected.insert(num(1) as u32, num(2));
+                }
+                ["checked", ..] => {
+                    r.checked.insert(num(1) as u32, num(2));
+                }
+                ["windrose-mpi", "stats:", "rank", ..] => {
+                    r.windrose.insert(num(3) as u32, num(5));
+                    r.passthrough.insert(num(3) as u32, num(13));
+                }
+                ["truncate-ok", ..] => r.truncate_ok.push(num(1) as u32),
+                ["free-ok", ..] => r.free_ok.push(num(1) as u32),
+                ["nonblocking-ok", ..] => {
+                    r.nonblocking_ok.insert(num(1) as u32, (num(2), num(3)));
+                }
+                _ => {}
+            }
+        }
+        r.stdout = stdout;
+        r.stderr = stderr;
+        r
+    }
+}
+
+/// One MPI run at a time: the tests share a small machine, and each run uses every core.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}

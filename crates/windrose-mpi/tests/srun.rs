@@ -1,0 +1,304 @@
+//! The shim under Slurm: the test starts a one-machine Slurm cluster (munged, slurmctld and
+//! slurmd from Debian's slurm-wlm and munge, with a generated slurm.conf in a fresh temporary
+//! directory), runs tests/c/bcast_check.c with the shim preloaded under `srun -O -n 4`, and
+//! stops the daemons it started at the end.
+//!
+//! Open MPI goes through `--mpi=pmix` (Debian's Open MPI does not work with pmi2); MPICH 4
+//! through `--mpi=pmi2` (under pmix each of its ranks starts as a singleton of one rank). The
+//! MPI 5 standard ABI (MPICH 5's pip package) is not run here: neither plugin starts it.
+//!
+//! Skipped, with a message, only when Slurm is not installed; a cluster that does not come up
+//! fails the test with the daemons' logs.
+
+mod common;
+use common::*;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Longest wait for the node to come up (a guard against a dead cluster, not a timing
+/// assertion).
+const UP_GUARD: Duration = Duration::from_secs(120);
+/// `timeout` around every srun: an unsatisfiable request would wait forever.
+const SRUN_GUARD_SECS: &str = "600";
+
+/// An executable's path: on PATH or in /usr/sbin (daemons are often not on a user's PATH).
+fn daemon(exe: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|d| d.join(exe))
+        .find(|p| p.is_file())
+}
+
+/// `count` ports free now, below Linux's ephemeral range (32768 and up): a port the kernel
+/// hands out for outgoing connections could be taken by the time a daemon binds it.
+fn free_ports(count: usize) -> Vec<u16> {
+    let start = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+    let ports: Vec<u16> = (start..32_000)
+        .chain(20_000..start)
+        .filter(|&p| TcpListener::bind(("0.0.0.0", p)).is_ok())
+        .take(count)
+        .collect();
+    assert_eq!(
+        ports.len(),
+        count,
+        "no {count} free ports between 20000 and 32000"
+    );
+    ports
+}
+
+fn output(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A running one-machine cluster; dropping it stops the daemons it started (by their pids).
+struct Cluster {
+    dir: PathBuf,
+    conf: PathBuf,
+}
+
+impl Cluster {
+    fn start(munged: &Path, slurmctld: &Path, slurmd: &Path) -> Cluster {
+        use std::os::unix::fs::PermissionsExt;
+        // munged wants every folder above its socket world-executable, so the temporary
+        // directory, not the build tree.
+        let ports = free_ports(2);
+        let dir = std::env::temp_dir().join(format!(
+            "windrose-slurm-{}-{}",
+            std::process::id(),
+            ports[0]
+        ));
+        std::fs::create_dir_all(dir.join("munge")).unwrap();
+        for sub in ["state", "spool", "log"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(dir.join("munge"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let cluster = Cluster {
+            conf: dir.join("slurm.conf"),
+            dir: dir.clone(),
+        };
+        let key = dir.join("munge/munge.key");
+        // The key: 1 KiB from the kernel's generator, readable by its owner only.
+        let mut bytes = vec![0u8; 1024];
+        std::io::Read::read_exact(
+            &mut std::fs::File::open("/dev/urandom").unwrap(),
+            &mut bytes,
+        )
+        .unwrap();
+        std::fs::write(&key, &bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let socket = dir.join("munge/sock");
+        output(
+            Command::new(munged)
+                .arg("--force")
+                .arg(format!("--key-file={}", key.display()))
+                .arg(format!("--socket={}", socket.display()))
+                .arg(format!("--pid-file={}", dir.join("munge/pid").display()))
+                .arg(format!(
+                    "--log-file={}",
+                    dir.join("log/munged.log").display()
+                ))
+                .arg(format!("--seed-file={}", dir.join("munge/seed").display())),
+            "munged",
+        );
+        let user = output(Command::new("id").arg("-un"), "id -un");
+        let host = output(Command::new("hostname").arg("-s"), "hostname -s");
+        let d = dir.display();
+        let conf = format!(
+            "ClusterName=windrose\n\
+             SlurmctldHost={host}(127.0.0.1)\n\
+             SlurmctldPort={ctld}\n\
+             SlurmdPort={slurmd_port}\n\
+             SlurmUser={user}\n\
+             SlurmdUser={user}\n\
+             AuthType=auth/munge\n\
+             AuthInfo=socket={sock}\n\
+             CredType=cred/munge\n\
+             StateSaveLocation={d}/state\n\
+             SlurmdSpoolDir={d}/spool\n\
+             SlurmctldPidFile={d}/slurmctld.pid\n\
+             SlurmdPidFile={d}/slurmd.pid\n\
+             SlurmctldLogFile={d}/log/slurmctld.log\n\
+             SlurmdLogFile={d}/log/slurmd.log\n\
+             ProctrackType=proctrack/linuxproc\n\
+             TaskPlugin=task/none\n\
+             JobAcctGatherType=jobacct_gather/none\n\
+             AccountingStorageType=accounting_storage/none\n\
+             SelectType=select/cons_tres\n\
+             SelectTypeParameters=CR_CPU\n\
+             SlurmdParameters=config_overrides\n\
+             MpiDefault=none\n\
+             ReturnToService=2\n\
+             NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n\
+             PartitionName=windrose Nodes={host} Default=YES MaxTime=INFINITE State=UP \
+             OverSubscribe=YES\n",
+            ctld = ports[0],
+            slurmd_port = ports[1],
+            sock = socket.display(),
+        );
+        std::fs::write(&cluster.conf, conf).unwrap();
+        // No cgroups: processes are tracked through /proc (proctrack/linuxproc).
+        std::fs::write(
+            dir.join("cgroup.conf"),
+            "CgroupAutomount=no\nIgnoreSystemd=yes\n",
+        )
+        .unwrap();
+        output(
+            Command::new(slurmctld).env("SLURM_CONF", &cluster.conf),
+            "slurmctld",
+        );
+        output(
+            Command::new(slurmd).env("SLURM_CONF", &cluster.conf),
+            "slurmd",
+        );
+        let started = Instant::now();
+        loop {
+            let state = Command::new("sinfo")
+                .args(["-h", "-o", "%t"])
+                .env("SLURM_CONF", &cluster.conf)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            if state == "idle" {
+                break;
+            }
+            if started.elapsed() > UP_GUARD {
+                panic!(
+                    "the Slurm node did not come up (sinfo says {state:?}):\n{}",
+                    cluster.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        cluster
+    }
+
+    fn logs(&self) -> String {
+        ["munged", "slurmctld", "slurmd"]
+            .iter()
+            .map(|n| {
+                let p = self.dir.join("log").join(format!("{n}.log"));
+                format!(
+                    "--- {}\n{}",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// `srun -O --mpi=PLUGIN -n RANKS` of the program with the shim preloaded, under
+    /// `timeout`.
+    fn srun(&self, abi: Abi, plugin: &str, ranks: u32, args: &[&str]) -> RunResult {
+        let exports = format!(
+            "ALL,LD_PRELOAD={},WINDROSE_MPI_STATS=path,WINDROSE_MPI_THRESHOLD=1000",
+            shim(abi).display()
+        );
+        let exe = program(abi);
+        let what = format!(
+            "srun -O --mpi={plugin} -n {ranks} {} {}",
+            exe.display(),
+            args.join(" ")
+        );
+        let out = Command::new("timeout")
+            .arg(SRUN_GUARD_SECS)
+            .arg("srun")
+            .args(["-O", &format!("--mpi={plugin}"), "-n", &ranks.to_string()])
+            .arg(format!("--export={exports}"))
+            .arg(&exe)
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            // No busy spinning on a shared machine.
+            .env("OMPI_MCA_mpi_yield_when_idle", "1")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "{what} failed ({}):\n{stdout}\n{stderr}\n{}",
+            out.status,
+            self.logs()
+        );
+        RunResult::parse(stdout, stderr)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pids: Vec<String> = ["slurmd.pid", "slurmctld.pid", "munge/pid"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(self.dir.join(f)).ok())
+            .map(|p| p.trim().to_string())
+            .collect();
+        for p in &pids {
+            let _ = Command::new("kill").arg(p).status();
+        }
+        // The daemons take a moment to shut down; their folder goes once they have.
+        let alive = |p: &String| {
+            Command::new("kill")
+                .args(["-0", p])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let asked = Instant::now();
+        while pids.iter().any(alive) && asked.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Every rank ran to the end, windrose's path taken where the program expects it.
+fn check(r: &RunResult, ranks: u32) {
+    r.complete(ranks);
+    assert_eq!(r.windrose, r.expected, "windrose calls per rank");
+    for (rank, n) in &r.windrose {
+        assert!(*n > 10, "rank {rank} took windrose's path only {n} times");
+    }
+}
+
+#[test]
+fn the_same_program_passes_under_srun() {
+    let (Some(munged), Some(slurmctld), Some(slurmd)) =
+        (daemon("munged"), daemon("slurmctld"), daemon("slurmd"))
+    else {
+        eprintln!(
+            "SKIPPED: Slurm is not installed (apt-get install slurm-wlm munge), so the srun \
+             test of the MPI shim did not run"
+        );
+        return;
+    };
+    let cluster = Cluster::start(&munged, &slurmctld, &slurmd);
+    let mut ran = 0;
+    for (abi, plugin) in [(OPENMPI, "pmix"), (MPICH, "pmi2")] {
+        if find(abi.mpicc).is_none() {
+            eprintln!(
+                "SKIPPED: {} is not installed, so its srun test did not run ({})",
+                abi.mpicc, abi.install
+            );
+            continue;
+        }
+        let r = cluster.srun(abi, plugin, 4, &["1000", "2000000", "10"]);
+        check(&r, 4);
+        ran += 1;
+    }
+    eprintln!("srun: {ran} MPI(s) passed on a one-machine Slurm cluster");
+}
