@@ -2,18 +2,18 @@
 # Issue 16's series on the emulated testbed (as root): the four clusters of 4 nodes of
 # data/scenarios/testbed/four-clusters.toml (3-5 MB/s and 20 ms round trips between clusters), a
 # long-lived group of 16 members (`windrose group serve`, one per namespace), COUNT broadcasts of
-# SIZE from member 0 one after the other, and the WAN between cluster 0 and cluster 1 (both ways)
+# MIB MiB from member 0 one after the other, and the WAN between cluster 0 and cluster 1 (both ways)
 # set to 5 MB/s at the start and slowed to 0.5 MB/s after the CHANGE_AFTER-th broadcast. Each
 # tree policy gets a fresh group (so a fresh weather view). Prints one CSV line per broadcast:
 # policy, index, seconds (the initiator's time from start to every member's report).
 #
 # Run from the repository root:
-#   bash data/weather/tree-policies.sh [WINDROSE_BINARY] [COUNT] [SIZE] [CHANGE_AFTER] [POLICIES...]
-# e.g. bash data/weather/tree-policies.sh target/release/windrose 20 16MiB 5 static:balanced-path adapt rebuild:mst
+#   bash data/weather/tree-policies.sh [WINDROSE_BINARY] [COUNT] [MIB] [CHANGE_AFTER] [POLICIES...]
+# e.g. bash data/weather/tree-policies.sh target/release/windrose 20 16 5 static:balanced-path adapt rebuild:mst
 set -euo pipefail
 W=$(realpath "${1:-target/release/windrose}")
 COUNT=${2:-20}
-SIZE=${3:-16MiB}
+MIB=${3:-16}
 CHANGE_AFTER=${4:-5}
 shift $(( $# < 4 ? $# : 4 ))
 POLICIES=("$@")
@@ -44,14 +44,7 @@ trap cleanup EXIT
     done
   done
 } > "$DIR/group.toml"
-BYTES=$(python3 - "$SIZE" <<'PY'
-import re, sys
-m = re.fullmatch(r"(\d+)(MiB|MB|KiB|kB|GiB|GB)?", sys.argv[1])
-n, u = int(m.group(1)), m.group(2) or ""
-print(n * {"": 1, "kB": 10**3, "KiB": 2**10, "MB": 10**6, "MiB": 2**20, "GB": 10**9, "GiB": 2**30}[u])
-PY
-)
-head -c "$BYTES" /dev/urandom > "$DIR/data.bin"
+head -c "$((MIB << 20))" /dev/urandom > "$DIR/data.bin"
 
 echo "policy,broadcast,seconds"
 for policy in "${POLICIES[@]}"; do

@@ -168,9 +168,9 @@ pub fn options_from(var: impl Fn(&str) -> Option<String>) -> Result<Options, Str
         o.probe = Some(Duration::from_millis(ms));
     }
     if let Some(v) = var("WINDROSE_MPI_SEGMENT").filter(|v| !v.is_empty()) {
-        let bytes = v
-            .parse::<u64>()
-            .map_err(|_| format!("WINDROSE_MPI_SEGMENT={v}: expected a byte count"))?;
+        // One size parser for every flag and file (windrose_model::units): "256KiB" too.
+        let bytes =
+            windrose_model::parse_size(&v).map_err(|e| format!("WINDROSE_MPI_SEGMENT={v}: {e}"))?;
         check_segment(bytes).map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
         o.segment = Some(bytes);
     }
@@ -899,6 +899,8 @@ mod tests {
             }
         );
         assert_eq!(o.probe, Some(Duration::from_millis(250)));
+        let o = options_from(env(&[("WINDROSE_MPI_SEGMENT", "256KiB")])).unwrap();
+        assert_eq!(o.segment, Some(256 << 10));
         let o = options_from(env(&[("WINDROSE_MPI_TREE", "adapt:path:0.5")])).unwrap();
         assert_eq!(
             o.policy,
@@ -912,6 +914,8 @@ mod tests {
             ("WINDROSE_MPI_TREE", "static:nope"),
             ("WINDROSE_MPI_PROBE_MS", "0"),
             ("WINDROSE_MPI_SEGMENT", "2000000"),
+            ("WINDROSE_MPI_SEGMENT", "2MB"),
+            ("WINDROSE_MPI_SEGMENT", "64kb"),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(vec![(k, v)].into_boxed_slice());

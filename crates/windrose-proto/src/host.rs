@@ -433,6 +433,18 @@ pub struct Host {
     scratch: Outputs,
 }
 
+/// A collective that could not start ends at its initiator: refused, then complete with
+/// nobody finished. (Why is not reported: `Report` carries no text; a member that refused
+/// sent its reason in its `Refuse`.)
+fn refused(t: TransferId, out: &mut Outputs) {
+    out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+    out.push(Output::Report(Report::CollectiveComplete {
+        transfer: t,
+        finished: 0,
+        failed: 1,
+    }));
+}
+
 /// Why a request or a frame cannot be taken.
 fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
     ProtocolError::Inconsistent {
@@ -826,14 +838,8 @@ impl Host {
         };
         let machine = match built {
             Ok(b) => b.machine,
-            Err(why) => {
-                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
-                out.push(Output::Report(Report::CollectiveComplete {
-                    transfer: t,
-                    finished: 0,
-                    failed: 1,
-                }));
-                let _ = why;
+            Err(_) => {
+                refused(t, out);
                 return;
             }
         };
@@ -1022,12 +1028,7 @@ impl Host {
                 for p in others {
                     self.send_session(now, p, &cancel, out);
                 }
-                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
-                out.push(Output::Report(Report::CollectiveComplete {
-                    transfer: t,
-                    finished: 0,
-                    failed: 1,
-                }));
+                refused(t, out);
                 self.retire(t);
                 self.maybe_leave(now, out);
                 Ok(())
@@ -1309,15 +1310,8 @@ impl Host {
             .plan(self.config.me, b.policy, &costs, &clusters, &failed);
         let plan = match planned {
             Ok(p) => p,
-            Err(e) => {
-                let t = self.draw_transfer(b.transfer);
-                let _ = e;
-                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
-                out.push(Output::Report(Report::CollectiveComplete {
-                    transfer: t,
-                    finished: 0,
-                    failed: 1,
-                }));
+            Err(_) => {
+                refused(self.draw_transfer(b.transfer), out);
                 return;
             }
         };

@@ -20,18 +20,25 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{arg, median};
+use windrose_proto::multicast::MulticastProtocol;
 use windrose_sim::scenario::{parse_scenario, run_scenario};
+use windrose_trees::TreeAlgorithm;
 
-/// Protocols: multicasts by their scenario name, tree broadcasts as `tree-ALGO`.
-const PROTOCOLS: &[&str] = &[
-    "mob",
-    "bittorrent",
-    "balanced",
-    "magpie",
-    "tree-binomial",
-    "tree-magpie",
-    "tree-chain",
+/// The tree broadcasts the bench runs (those that read no costs), as `tree-ALGO`.
+const TREES: [TreeAlgorithm; 3] = [
+    TreeAlgorithm::Binomial,
+    TreeAlgorithm::Magpie,
+    TreeAlgorithm::Chain,
 ];
+
+/// Every multicast by its registered name, then the tree broadcasts as `tree-ALGO`.
+fn protocols() -> Vec<String> {
+    MulticastProtocol::ALL
+        .iter()
+        .map(|p| p.name().to_string())
+        .chain(TREES.iter().map(|t| format!("tree-{}", t.name())))
+        .collect()
+}
 
 /// The scenario text: 4 clusters of `n / 4` nodes, the seed-002 fast WAN links.
 fn scenario(protocol: &str, n: usize, mib: u64) -> String {
@@ -103,8 +110,8 @@ fn main() {
     }
     // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
     if !args.iter().any(|a| a == "--bench") {
-        for p in PROTOCOLS {
-            let line = child(p, 64, 4);
+        for p in protocols() {
+            let line = child(&p, 64, 4);
             println!("smoke {p} N=64 4 MiB: {line}");
         }
         return;
@@ -113,7 +120,7 @@ fn main() {
     let runs = arg(&args, "--runs", 1usize).max(1);
     let mib = arg(&args, "--mib", 64u64);
     let budget = Duration::from_secs_f64(arg(&args, "--budget-s", 600.0f64));
-    let list = arg(&args, "--protocols", PROTOCOLS.join(","));
+    let list = arg(&args, "--protocols", protocols().join(","));
     let me = std::env::current_exe().expect("this binary's path");
     println!(
         "4 clusters, {mib} MiB from node 0 in 256 KiB pieces/segments; medians of {runs} run(s), \

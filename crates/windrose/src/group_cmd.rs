@@ -533,16 +533,23 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
             tree,
             segment_bytes,
             ..
-        } if tree.contains(':') || tree == "adapt" => Job::Live {
-            policy: tree.parse()?,
-            segment_bytes: (*segment_bytes).max(1),
-        },
-        ControlRequest::Broadcast {
-            tree,
-            segment_bytes,
-            ..
         } => {
-            let algo: TreeAlgorithm = tree.parse().map_err(|e| format!("{e}"))?;
+            // An algorithm builds the tree here once; anything else must be a policy the host
+            // plans by (its parser names what is wrong).
+            let Ok(algo) = tree.parse::<TreeAlgorithm>() else {
+                return Ok((
+                    Job::Live {
+                        policy: tree.parse().map_err(|e| {
+                            format!(
+                                "--tree {tree}: not a tree algorithm ({}), and as a policy: {e}",
+                                TreeAlgorithm::NAMES.join(", ")
+                            )
+                        })?,
+                        segment_bytes: (*segment_bytes).max(1),
+                    },
+                    data,
+                ));
+            };
             let tree = group_tree(algo, group, me).map_err(|e| e.to_string())?;
             Job::Fixed(CollectiveSpec::Broadcast {
                 tree: TreeSpec::of(&tree),
