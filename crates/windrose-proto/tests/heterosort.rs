@@ -4,13 +4,16 @@
 //! the records' multiset (count and order-independent checksum of the sort benchmark's format)
 //! and the order of the concatenation, from `windrose_model::records`.
 
+mod common;
+
 use bytes::Bytes;
+use common::records::{any_shape, benchmark_records, shares};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use windrose_model::records::{KeyDistribution, RecordGenerator, RecordSummary, RECORD_LEN};
+use windrose_model::records::{KeyDistribution, RecordSummary, RECORD_LEN};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{self, BuildContext, CollectiveSpec, Start};
 use windrose_proto::frame::{self, Decoder, Family, Message, TransferId};
@@ -204,14 +207,6 @@ fn check(inputs: &[Bytes], o: &Outcome) -> RecordSummary {
         assert!(w[0][w[0].len() - RECORD_LEN..] <= w[1][..RECORD_LEN]);
     }
     got
-}
-
-fn benchmark_records(seed: u64, first: u64, count: usize, dist: KeyDistribution) -> Bytes {
-    let mut g = RecordGenerator::new(seed, dist).unwrap();
-    g.seek(first);
-    let mut buf = vec![0u8; count * RECORD_LEN];
-    g.fill(&mut buf);
-    Bytes::from(buf)
 }
 
 /// Inversions of the concatenation of sorted blocks, by brute force.
@@ -539,38 +534,15 @@ proptest! {
     #[test]
     fn any_records_end_sorted_and_whole(
         (rows, cols) in shapes(),
-        dist in 0..6u8,
+        shape in any_shape(),
         counts in prop::collection::vec(1usize..40, 16),
         speeds in prop::collection::vec(0.25f64..4.0, 16),
         speed in any::<bool>(),
         seed in any::<u64>(),
     ) {
         let n = (rows * cols) as usize;
-        // 0-2: keys uniform, Zipf-like skewed, few distinct; 3: all keys equal; 4 and 5:
-        // uniform keys already sorted along the snake, or in reverse.
-        let keys = match dist {
-            0 | 4 | 5 => KeyDistribution::Uniform,
-            1 => KeyDistribution::Skewed { exponent: 8.0 },
-            2 => KeyDistribution::Duplicates { distinct: 3 },
-            _ => KeyDistribution::Duplicates { distinct: 1 },
-        };
-        let total: usize = counts[..n].iter().sum();
-        let all = benchmark_records(seed, 0, total, keys);
-        let mut recs: Vec<&[u8]> = all.chunks(RECORD_LEN).collect();
-        if dist == 4 {
-            recs.sort_unstable();
-        } else if dist == 5 {
-            recs.sort_unstable_by(|a, b| b.cmp(a));
-        }
-        let mut first = 0;
-        let inputs: Vec<Bytes> = counts[..n]
-            .iter()
-            .map(|&k| {
-                let b = Bytes::from(recs[first..first + k].concat());
-                first += k;
-                b
-            })
-            .collect();
+        // Sorted and reverse shapes are sorted along the snake (rank order).
+        let inputs = shares(shape, &counts[..n], seed);
         let slicing = if speed { Slicing::Speed } else { Slicing::Equal };
         let s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds[..n].to_vec());
         let o = drive(machines(&s, &inputs), seed);

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
+pub mod records;
+
 use bytes::Bytes;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
