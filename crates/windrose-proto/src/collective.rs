@@ -10,6 +10,7 @@
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
 //! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`GhsProtocol`](crate::ghs::GhsProtocol)) | no |
 //! | `heterosort`| [`CollectiveSpec::HeteroSort`]  | [`crate::heterosort`] ([`HeteroSort`]) | no |
+//! | `sample_sort`| [`CollectiveSpec::SampleSort`] | [`crate::sample_sort`] ([`SampleSort`](crate::sample_sort::SampleSort)) | no |
 //!
 //! An MST run takes no data: every node delivers its own tree edges
 //! ([`MstResult`](crate::ghs::MstResult)). It cannot take a node back: GHS has no failure
@@ -17,7 +18,7 @@
 //! survives a failure), and a restarted node's fresh machine could not rejoin the fragments
 //! its earlier life belonged to.
 //!
-//! A HeteroSort run takes no data from its initiator: every member's machine is built with its
+//! A HeteroSort or sample sort run takes no data from its initiator: every member's machine is built with its
 //! own records, [`BuildContext::local_input`] (the Host asks its application,
 //! [`Application::local_input`](crate::app::Application::local_input)), and delivers its sorted
 //! key range.
@@ -45,6 +46,7 @@ use crate::mob::MobConfig;
 use crate::multicast::{self, MulticastProtocol, MulticastSpec};
 use crate::node::Protocol;
 use crate::pieces::{ClusterLayout, Manifest, PieceKeeper, PieceVerifier, SwarmSetup, HASH_LEN};
+use crate::sample_sort::SampleSortSpec;
 use crate::scatter::{Scatter, ScatterConfig, SendMode};
 use crate::tree_broadcast::{BroadcastConfig, TreeBroadcast};
 use crate::tree_multicast::{PlanTree, TreeMulticastConfig, TreePlan};
@@ -127,10 +129,12 @@ pub enum CollectiveSpec {
     /// [`crate::heterosort`]: a sort of records every member starts with.
     #[serde(rename = "heterosort")]
     HeteroSort(HsortSpec),
+    /// [`crate::sample_sort`]: the sample sort baseline over the same records.
+    SampleSort(SampleSortSpec),
 }
 
 impl CollectiveSpec {
-    /// `broadcast`, `scatter`, `multicast` or `mst`.
+    /// The protocol's name in the [`REGISTRY`] (`broadcast`, `scatter`, ...).
     pub fn name(&self) -> &'static str {
         self.descriptor().name
     }
@@ -143,6 +147,7 @@ impl CollectiveSpec {
             CollectiveSpec::Multicast { .. } => &REGISTRY[2],
             CollectiveSpec::Mst(_) => &REGISTRY[3],
             CollectiveSpec::HeteroSort(_) => &REGISTRY[4],
+            CollectiveSpec::SampleSort(_) => &REGISTRY[5],
         }
     }
 }
@@ -180,7 +185,7 @@ pub struct Descriptor {
 }
 
 /// Every collective windrose runs, one entry per protocol module.
-pub static REGISTRY: [Descriptor; 5] = [
+pub static REGISTRY: [Descriptor; 6] = [
     Descriptor {
         name: "broadcast",
         summary: "pipelined broadcast over a tree (any tree algorithm)",
@@ -220,6 +225,14 @@ pub static REGISTRY: [Descriptor; 5] = [
         verifies_pieces: false,
         rejoins: false,
         build: build_heterosort,
+    },
+    Descriptor {
+        name: "sample_sort",
+        summary: "sample sort baseline: p - 1 equal-weight splitters, one all-to-all exchange",
+        delivers: Delivers::SortedRange,
+        verifies_pieces: false,
+        rejoins: false,
+        build: crate::sample_sort::build,
     },
 ];
 
@@ -685,7 +698,14 @@ mod tests {
         let names: Vec<&str> = REGISTRY.iter().map(|d| d.name).collect();
         assert_eq!(
             names,
-            ["broadcast", "scatter", "multicast", "mst", "heterosort"]
+            [
+                "broadcast",
+                "scatter",
+                "multicast",
+                "mst",
+                "heterosort",
+                "sample_sort"
+            ]
         );
         let tree = Tree::from_edges(2, NodeId(0), &[(NodeId(1), NodeId(0))]).unwrap();
         let b = CollectiveSpec::Broadcast {

@@ -30,6 +30,7 @@
 //! | 5      | [`crate::pieces`] ([`PieceMsg`](crate::pieces::PieceMsg)) | bitfield, have, request, piece, signal, peer_list |
 //! | 6      | [`crate::ghs`] ([`GhsFrame`](crate::ghs::GhsFrame)) | ghs_connect, ghs_initiate, ghs_test, ghs_accept, ghs_reject, ghs_report, ghs_change_root, ghs_done |
 //! | 7      | [`crate::heterosort`] ([`HsortMsg`](crate::heterosort::HsortMsg)) | hsort_slice, hsort_check, hsort_verdict |
+//! | 8      | [`crate::sample_sort`] ([`SsortMsg`](crate::sample_sort::SsortMsg)) | ssort_samples, ssort_bucket |
 //!
 //! Each family's module documents its kinds' fixed fields. Kind names are unique across
 //! families (they name frames in logs, JSON and the frame-count tests).
@@ -295,6 +296,8 @@ families! {
     Ghs(crate::ghs::GhsFrame),
     /// A HeteroSort trade, termination check or verdict.
     HeteroSort(crate::heterosort::HsortMsg),
+    /// A sample sort's samples or bucket.
+    SampleSort(crate::sample_sort::SsortMsg),
 }
 
 impl Message {

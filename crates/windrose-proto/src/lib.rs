@@ -34,6 +34,8 @@
 //!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers.
 //! - [`heterosort`]: HeteroSort, the distributed sort over a conceptual torus in snake order:
 //!   every member starts with its own records and ends with a sorted contiguous range.
+//! - [`sample_sort`]: the sample sort baseline over the same records: equal-weight splitters
+//!   from regular samples, one all-to-all exchange.
 //! - [`probe`]: round-trip measurement with ping/pong frames, for the runtime's link probes.
 //! - [`app`]: the application's effects behind one trait ([`Application`](app::Application):
 //!   deliver, compute, verify), BLAKE3 by default ([`Blake3App`](app::Blake3App)).
@@ -131,6 +133,7 @@ pub mod node;
 pub mod pieces;
 pub mod planner;
 pub mod probe;
+pub mod sample_sort;
 pub mod scatter;
 pub mod time;
 pub mod tree_broadcast;
