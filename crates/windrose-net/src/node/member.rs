@@ -166,7 +166,8 @@ pub async fn run_node(listener: TcpListener, config: NodeConfig) -> Result<NodeO
             CollectiveSpec::Broadcast { .. } | CollectiveSpec::Multicast { .. } => job.total_len,
             CollectiveSpec::Scatter { .. }
             | CollectiveSpec::Mst(_)
-            | CollectiveSpec::HeteroSort(_) => 0,
+            | CollectiveSpec::HeteroSort(_)
+            | CollectiveSpec::SampleSort(_) => 0,
         };
         if matches!(job.collective, CollectiveSpec::Multicast { .. }) {
             // Every node both sends and receives: a reader paused for its own node's full writers

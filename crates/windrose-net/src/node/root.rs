@@ -452,7 +452,7 @@ fn expected_hashes(
         }
         // Each node delivers its own tree edges, none of the root's data: nothing to hash.
         // Likewise a sort: each node delivers its own sorted range.
-        CollectiveSpec::Mst(_) | CollectiveSpec::HeteroSort(_) => {
+        CollectiveSpec::Mst(_) | CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => {
             others.iter().map(|&p| (p, None)).collect()
         }
     };
