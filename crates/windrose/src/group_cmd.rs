@@ -10,6 +10,7 @@
 //! ```text
 //! -> {"broadcast":{"file":"/data/x","tree":"binomial","segment_bytes":1048576}}
 //! -> {"multicast":{"file":"/data/x","protocol":"mob","piece_bytes":262144}}
+//! -> {"sort":{"sample_sort":{"record_len":100,"oversample":4}}}
 //! -> "leave"
 //! <- {"started":{"transfer":12,"bytes":1048576}}
 //! <- {"complete":{"transfer":12,"finished":8,"failed":0,"seconds":0.41}}
@@ -18,9 +19,13 @@
 //!
 //! What a member receives goes to `--out-dir` as `transfer-<id>` (written under
 //! `.transfer-<id>.part` and renamed when its part of the collective finished), or is hashed
-//! and logged.
+//! and logged. A member served with `--sort-input` and `--sort-output` takes part in sorts
+//! (`windrose sort --group`, see [`crate::sort_cmd`]): its input file is its share, and its
+//! range goes to its output's temporary name, which `windrose sort` renames once the whole set
+//! is verified.
 
 use crate::error::bad_input;
+use crate::sort_cmd::{Failed, SortApp};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
@@ -123,6 +128,14 @@ pub struct ServeArgs {
     no_probe_lane: bool,
     #[command(flatten)]
     key: crate::net_cmds::KeyOpts,
+    /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
+    /// records, `{id}` replaced by the member's id.
+    #[arg(long, value_name = "PATH", requires = "sort_output")]
+    sort_input: Option<String>,
+    /// Where this member's sorted range goes (`{id}` replaced by its id), first under a
+    /// temporary name that `windrose sort` renames once the whole set is verified.
+    #[arg(long, value_name = "PATH", requires = "sort_input")]
+    sort_output: Option<String>,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -212,6 +225,8 @@ enum ControlRequest {
     },
     Leave,
     Weather,
+    /// A sort of the members' own records (their `--sort-input` files).
+    Sort(CollectiveSpec),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -331,6 +346,18 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     });
     config.probe_lane = !a.no_probe_lane;
     config.handshake = handshake;
+    let sort_app = match (&a.sort_input, &a.sort_output) {
+        (Some(i), Some(o)) => {
+            let id = a.id.to_string();
+            let app = Arc::new(SortApp::new(
+                PathBuf::from(i.replace("{id}", &id)),
+                PathBuf::from(o.replace("{id}", &id)),
+            ));
+            config.app = app.clone();
+            Some(app)
+        }
+        _ => None,
+    };
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));
@@ -404,6 +431,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 }
             }
             Some(ev) = handle.events.recv() => match ev {
+                // A sort's range: its application wrote it.
+                GroupEvent::Delivered { transfer, .. } if sort_app.as_ref().is_some_and(|s| s.is_sort(transfer)) => {}
                 GroupEvent::Delivered { transfer, offset, data } => {
                     let r = received.entry(transfer).or_insert_with(|| open_received(a.out_dir.as_deref(), transfer));
                     if let Err(e) = write_received(r, offset, &data) {
@@ -516,6 +545,15 @@ enum Job {
 fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes), String> {
     let file = match r {
         ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
+        ControlRequest::Sort(spec) => {
+            // Every member's records are its own (the Host asks its application).
+            return match spec {
+                CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => {
+                    Ok((Job::Fixed(spec.clone()), Bytes::new()))
+                }
+                other => Err(format!("a {} is not a sort", other.name())),
+            };
+        }
         ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
     };
     if !std::fs::metadata(file)
@@ -573,7 +611,9 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
                 manifest: ManifestSpec::of(&manifest),
             })
         }
-        ControlRequest::Leave | ControlRequest::Weather => unreachable!("handled above"),
+        ControlRequest::Leave | ControlRequest::Weather | ControlRequest::Sort(_) => {
+            unreachable!("handled above")
+        }
     };
     Ok((spec, data))
 }
@@ -705,6 +745,59 @@ async fn start(a: StartArgs) -> anyhow::Result<()> {
         }
     }
     result
+}
+
+/// Asks running member `id` of `group` (or the member at `control`) to run `spec`, a sort, and
+/// waits for every member's part to end: `windrose sort --group`.
+pub fn start_sort(
+    group: &Path,
+    id: Option<u32>,
+    control: Option<&Path>,
+    spec: CollectiveSpec,
+) -> Result<TransferId, Failed> {
+    let via = Via {
+        control: control.map(Path::to_path_buf),
+        group: Some(group.to_path_buf()),
+        id,
+    };
+    let socket = via.socket()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let replies = rt.block_on(call(&socket, &ControlRequest::Sort(spec)))?;
+    let mut transfer = None;
+    for r in replies {
+        match r {
+            ControlReply::Started { transfer: t, .. } => transfer = Some(TransferId(t)),
+            ControlReply::Error(e) => return Err(Failed::of(bad_input(e), transfer)),
+            ControlReply::Complete {
+                transfer: t,
+                finished,
+                failed,
+                ..
+            } => {
+                let t = TransferId(t);
+                let n = load_group(group).map(|g| g.len()).unwrap_or(0) as u32;
+                if failed > 0 || finished < n {
+                    return Err(Failed::of(
+                        anyhow::anyhow!(
+                            "sort {t}: {finished} of {n} members finished, {failed} failed (a \
+                             member refused: is every member serving with --sort-input and \
+                             --sort-output, its input whole records?)"
+                        ),
+                        Some(t),
+                    ));
+                }
+                return Ok(t);
+            }
+            _ => {}
+        }
+    }
+    Err(Failed::of(
+        anyhow::anyhow!("the member closed the control connection before the sort ended"),
+        transfer,
+    ))
 }
 
 async fn weather(a: WeatherArgs) -> anyhow::Result<()> {

@@ -17,6 +17,7 @@ mod output;
 mod records_cmd;
 mod reproduce;
 mod sim_cmd;
+mod sort_cmd;
 mod testbed_cmd;
 mod tree;
 
@@ -77,6 +78,11 @@ enum Command {
     /// node) are sorted; count records and duplicate keys, print the checksum, and compare them
     /// with the input's (--against) or expected values. Exit code 0 only when all holds.
     Valsort(records_cmd::ValsortArgs),
+    /// Sort a data set of 100-byte records spread over a group's members (HeteroSort, the
+    /// paper's equal-slice HeteroSort, or sample sort): each member ends with a sorted,
+    /// contiguous key range in its output file, renamed into place once the whole set's count,
+    /// checksum and order are verified. `--local --nodes N` hosts the members here.
+    Sort(sort_cmd::SortArgs),
     /// Start N node processes on loopback (127.0.0.x) and run a broadcast (or with --scatter,
     /// the scatter; with --protocol mob, bittorrent, balanced or magpie, that multicast), in one
     /// command.
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
         Command::Local(args) => net_cmds::run_local(args),
         Command::Gensort(args) => records_cmd::gensort(args),
         Command::Valsort(args) => records_cmd::valsort(args),
+        Command::Sort(args) => sort_cmd::sort(args),
         Command::Keygen(args) => net_cmds::run_keygen(args),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Demo(args) => testbed_cmd::demo(args),

@@ -301,7 +301,7 @@ fn free_bytes(dir: &Path) -> Result<u64> {
     Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
-fn bytes_bar(total: u64, show: bool, what: &str) -> ProgressBar {
+pub(crate) fn bytes_bar(total: u64, show: bool, what: &str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
@@ -507,7 +507,11 @@ fn write_records(
 /// Reads `file`'s records into `on_chunk`, a buffer of whole records (8 MB) at a time. A length that
 /// is not a multiple of 100 is bad input naming the file (checked before reading when the file
 /// says its length, and at the end in any case).
-fn read_records(path: &Path, bar: &ProgressBar, mut on_chunk: impl FnMut(&[u8])) -> Result<u64> {
+pub(crate) fn read_records(
+    path: &Path,
+    bar: &ProgressBar,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> Result<u64> {
     let mut file =
         File::open(path).map_err(|e| bad_input(format!("{}: cannot open: {e}", path.display())))?;
     let meta = file
