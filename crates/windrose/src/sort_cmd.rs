@@ -92,7 +92,7 @@ impl SortProtocol {
 fn torus_shape(n: usize) -> (u32, u32) {
     let rows = (1..=n)
         .take_while(|r| r * r <= n)
-        .filter(|r| n % r == 0)
+        .filter(|r| n.is_multiple_of(*r))
         .last();
     let rows = rows.unwrap_or(1);
     (rows as u32, (n / rows) as u32)
@@ -667,5 +667,41 @@ async fn drive_local(
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_torus_is_the_squarest_factorisation_and_paths_resolve_per_member() {
+        let shapes: Vec<(u32, u32)> = [1, 2, 4, 6, 7, 8, 12, 16, 250]
+            .iter()
+            .map(|&n| torus_shape(n))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                (1, 1),
+                (1, 2),
+                (2, 2),
+                (2, 3),
+                (1, 7),
+                (2, 4),
+                (3, 4),
+                (4, 4),
+                (10, 25)
+            ]
+        );
+        let t = ["d/in-{id}".to_string()];
+        assert_eq!(member_path(&t, "input", 3, 4).unwrap(), Path::new("d/in-3"));
+        let list = ["a".to_string(), "b".to_string()];
+        assert_eq!(member_path(&list, "input", 1, 2).unwrap(), Path::new("b"));
+        assert!(member_path(&list, "input", 1, 3).is_err());
+        assert_eq!(
+            sort_temp_path(Path::new("d/out-1"), TransferId(7)),
+            Path::new("d/.out-1.windrose-sort-7")
+        );
     }
 }

@@ -1,0 +1,395 @@
+//! `windrose sort` end to end: gensort writes each member's share, sort runs (each protocol,
+//! 4 to 8 loopback members, in this process with --local or as `group serve` processes),
+//! valsort checks the outputs against the inputs; and the bad inputs a user meets, each a clear
+//! error with nothing left under a final name (nor under a temporary one).
+
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::{free_ports, windrose, write_group};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LEN: usize = 100;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Member i's share: records `i * per .. (i + 1) * per - 7 i` of one seeded set (unequal
+/// shares), keys as `keys` (gensort's flags).
+fn gensort_shares(dir: &Path, n: usize, per: usize, keys: &[&str]) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("in-{i}"));
+            windrose()
+                .args(["gensort", "--quiet", "--seed", "11"])
+                .args(["--records", &(per - 7 * i).to_string()])
+                .args(["--start", &(i * per).to_string()])
+                .args(keys)
+                .arg(&p)
+                .assert()
+                .success();
+            p
+        })
+        .collect()
+}
+
+/// Every record of `files` sorted by the standard library: the expected concatenation.
+fn sorted_records(files: &[PathBuf]) -> Vec<Vec<u8>> {
+    let mut all: Vec<Vec<u8>> = files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read(f)
+                .unwrap()
+                .chunks(LEN)
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+/// valsort of the outputs against the inputs must pass.
+fn valsort_ok(outputs: &[PathBuf], inputs: &[PathBuf]) {
+    let out = windrose()
+        .arg("valsort")
+        .args(outputs)
+        .arg("--against")
+        .args(inputs)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "valsort: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn check_sorted(dir: &Path, n: usize, inputs: &[PathBuf]) -> Vec<PathBuf> {
+    let outputs: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("out-{i}"))).collect();
+    valsort_ok(&outputs, inputs);
+    // Brute force: the outputs in member order are the sorted inputs, byte for byte.
+    let got: Vec<Vec<u8>> = outputs
+        .iter()
+        .flat_map(|f| {
+            std::fs::read(f)
+                .unwrap()
+                .chunks(LEN)
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(got == sorted_records(inputs), "not the sorted input");
+    // No temporary file left.
+    let mut want: Vec<String> = (0..n)
+        .flat_map(|i| [format!("in-{i}"), format!("out-{i}")])
+        .collect();
+    want.sort();
+    assert_eq!(names_in(dir), want);
+    outputs
+}
+
+#[test]
+fn gensort_sort_valsort_with_each_protocol_on_local_members() {
+    let cases: [(&str, usize, &[&str], &[&str]); 3] = [
+        (
+            "heterosort",
+            4,
+            &["--keys", "skewed"],
+            &["--speeds", "1,2,4,1"],
+        ),
+        ("heterosort-equal", 6, &["--keys", "uniform"], &[]),
+        (
+            "sample-sort",
+            8,
+            &["--keys", "duplicates", "--distinct", "5"],
+            &[],
+        ),
+    ];
+    for (protocol, n, keys, extra) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let inputs = gensort_shares(dir.path(), n, 1500, keys);
+        let out = windrose()
+            .args(["sort", "--local", "--nodes", &n.to_string(), "--json"])
+            .args(["--protocol", protocol])
+            .args(extra)
+            .args(["--input", s(&dir.path().join("in-{id}"))])
+            .args(["--output", s(&dir.path().join("out-{id}"))])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{protocol}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let total: u64 = (0..n).map(|i| 1500 - 7 * i as u64).sum();
+        assert_eq!(v["records"], total, "{v}");
+        assert_eq!(v["members"], n as u64);
+        assert_eq!(v["protocol"], protocol);
+        assert_eq!(v["verified"], true);
+        let outs: u64 = v["per_member"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["output_records"].as_u64().unwrap())
+            .sum();
+        assert_eq!(outs, total);
+        let outputs = check_sorted(dir.path(), n, &inputs);
+        if protocol == "heterosort" {
+            // Speeds 1, 2, 4, 1: the speed-4 member ends with more than a speed-1 one.
+            let len = |i: usize| std::fs::metadata(&outputs[i]).unwrap().len();
+            assert!(len(2) > len(0), "{v}");
+        }
+    }
+}
+
+/// Kills the member processes a failing test leaves behind.
+struct Members(Vec<Child>);
+impl Drop for Members {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_running_group_sorts_its_members_files_started_from_any_member() {
+    let n = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = gensort_shares(dir.path(), n, 2000, &[]);
+    let group = dir.path().join("group.toml");
+    write_group(&group, "sort-group", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        members.0.push(
+            Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
+                .arg("--group")
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .args(["--sort-input", s(&dir.path().join("in-{id}"))])
+                .args(["--sort-output", s(&dir.path().join("out-{id}"))])
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(0..n).all(|i| socket(i).exists()) {
+        assert!(Instant::now() < deadline, "control sockets");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for protocol in ["sample-sort", "heterosort-equal"] {
+        for i in 0..n {
+            let _ = std::fs::remove_file(dir.path().join(format!("out-{i}")));
+        }
+        let out = windrose()
+            .args(["sort", "--json", "--protocol", protocol])
+            .args([
+                "--group",
+                s(&group),
+                "--id",
+                "2",
+                "--control",
+                s(&socket(2)),
+            ])
+            .args(["--input", s(&dir.path().join("in-{id}"))])
+            .args(["--output", s(&dir.path().join("out-{id}"))])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{protocol}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut names = names_in(dir.path());
+        names.retain(|f| !f.ends_with(".sock") && f != "group.toml");
+        let mut want: Vec<String> = (0..n)
+            .flat_map(|i| [format!("in-{i}"), format!("out-{i}")])
+            .collect();
+        want.sort();
+        assert_eq!(names, want, "{protocol}");
+        let outputs: Vec<PathBuf> = (0..n)
+            .map(|i| dir.path().join(format!("out-{i}")))
+            .collect();
+        valsort_ok(&outputs, &inputs);
+    }
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control", s(&socket(i))])
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+}
+
+/// `windrose sort --local` with `inputs` (written as given) must fail with exit code 2 and a
+/// message containing every one of `says`; the directory is left as it was (an old output
+/// file keeps its bytes).
+fn refused(inputs: &[&[u8]], output_dir: Option<&Path>, says: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, data) in inputs.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("in-{i}")), data).unwrap();
+    }
+    std::fs::write(dir.path().join("out-0"), b"old").unwrap();
+    let before = names_in(dir.path());
+    let out_dir = output_dir.unwrap_or(dir.path());
+    for protocol in ["heterosort", "sample-sort"] {
+        let out = windrose()
+            .args(["sort", "--local", "--nodes", &inputs.len().to_string()])
+            .args(["--protocol", protocol])
+            .args(["--input", s(&dir.path().join("in-{id}"))])
+            .args(["--output", s(&out_dir.join("out-{id}"))])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{protocol}: {err}");
+        for w in says {
+            assert!(err.contains(w), "{protocol}: {err:?} does not say {w:?}");
+        }
+        assert_eq!(names_in(dir.path()), before, "{protocol}: files changed");
+        assert_eq!(std::fs::read(dir.path().join("out-0")).unwrap(), b"old");
+    }
+}
+
+fn records(n: usize, seed: u64) -> Vec<u8> {
+    let mut g = windrose_model::records::RecordGenerator::new(
+        seed,
+        windrose_model::records::KeyDistribution::Uniform,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; n * LEN];
+    g.fill(&mut buf);
+    buf
+}
+
+#[test]
+fn a_truncated_record_file_is_refused_naming_it() {
+    let whole = records(40, 1);
+    refused(
+        &[&whole, &whole[..2550], &whole, &whole],
+        None,
+        &["in-1", "2550 bytes, is not a multiple of 100", "truncated"],
+    );
+}
+
+#[test]
+fn a_file_that_is_not_records_is_refused() {
+    let whole = records(40, 2);
+    refused(
+        &[&whole, &whole, b"not a record file\n", &whole],
+        None,
+        &["in-2", "18 bytes, is not a multiple of 100"],
+    );
+}
+
+#[test]
+fn an_empty_node_share_is_refused() {
+    let whole = records(40, 3);
+    refused(
+        &[&whole, &whole, &whole, b""],
+        None,
+        &["in-3", "member 3's input is empty"],
+    );
+}
+
+#[test]
+fn an_output_directory_that_cannot_be_written_is_refused() {
+    let whole = records(40, 4);
+    // /proc takes no new files, even from root (a read-only mode bit would not stop root).
+    refused(
+        &[&whole, &whole, &whole, &whole],
+        Some(Path::new("/proc")),
+        &["cannot write in /proc"],
+    );
+    refused(
+        &[&whole, &whole, &whole, &whole],
+        Some(Path::new("/nonexistent-windrose-dir")),
+        &["--output", "nonexistent-windrose-dir"],
+    );
+}
+
+#[test]
+fn paths_and_options_that_do_not_fit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = |args: &[&str]| {
+        let out = windrose().arg("sort").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let i = dir.path().join("in-{id}");
+    let o = dir.path().join("out-{id}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "3",
+        "--input",
+        "a",
+        "--input",
+        "b",
+        "--output",
+        s(&o),
+    ]);
+    assert!(e.contains("2 paths for 3 members"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--input",
+        s(&i),
+        "--output",
+        s(&i),
+    ]);
+    assert!(e.contains("is also an input"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--input",
+        s(&i),
+        "--output",
+        "same",
+        "--output",
+        "same",
+    ]);
+    assert!(e.contains("named for two members"), "{e}");
+    let e = err(&["--input", s(&i), "--output", s(&o)]);
+    assert!(e.contains("--local --nodes N"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--speeds",
+        "1,2",
+        "--protocol",
+        "sample-sort",
+        "--input",
+        s(&i),
+        "--output",
+        s(&o),
+    ]);
+    assert!(e.contains("--speeds is for --protocol heterosort"), "{e}");
+}
