@@ -137,8 +137,8 @@ pub struct SortArgs {
 }
 
 const SORT_HELP: &str = "\
-One machine, four members, 1 GB:
-  windrose gensort data/in --records 10M --split 4      (or one gensort per member)
+One machine, four members, 100 MB (each member's share a part of one seeded set):
+  for i in 0 1 2 3; do windrose gensort --records 250000 --start $((i * 250000)) data/in-$i; done
   windrose sort --local --nodes 4 --input 'data/in-{id}' --output 'data/out-{id}'
   windrose valsort data/out-0 data/out-1 data/out-2 data/out-3 --against data/in-*
 
