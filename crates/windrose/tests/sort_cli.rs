@@ -393,3 +393,46 @@ fn paths_and_options_that_do_not_fit_are_refused() {
     ]);
     assert!(e.contains("--speeds is for --protocol heterosort"), "{e}");
 }
+
+#[test]
+fn reproduce_heterosort_prints_table1_beside_the_paper_and_writes_its_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = windrose()
+        .args([
+            "reproduce",
+            "heterosort",
+            "--quiet",
+            "--records",
+            "50",
+            "--out",
+        ])
+        .arg(dir.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("  16 15 14 13 | 16 15 14 13"), "{text}");
+    assert!(
+        text.contains("odd lists equal to the paper's: 16/16"),
+        "{text}"
+    );
+    assert!(text.contains("✓ Fig. 1's snake order"), "{text}");
+    let table = std::fs::read_to_string(dir.path().join("table1.csv")).unwrap();
+    assert_eq!(table.lines().count(), 17);
+    assert!(table.contains("\n1,1 2 4 8 16,1 2 4 8 16,true,"), "{table}");
+    // 5 sizes x 3 protocols, each run checked sorted and whole by the command itself.
+    let scaling = std::fs::read_to_string(dir.path().join("scaling.csv")).unwrap();
+    assert_eq!(scaling.lines().count(), 16, "{scaling}");
+    assert!(
+        scaling.lines().any(|l| l.starts_with("64,sample-sort,2,")),
+        "{scaling}"
+    );
+    for png in ["cycles.png", "moved.png"] {
+        assert!(std::fs::metadata(dir.path().join(png)).unwrap().len() > 1000);
+    }
+}

@@ -6,6 +6,7 @@
 
 mod adaptive_trees;
 mod dlt;
+mod heterosort;
 mod mob;
 mod mst_collectives;
 mod output;
@@ -48,6 +49,10 @@ pub enum ReproduceCommand {
     /// as fractions of the max-flow bound, the paper's claims checked. Exits with code 1 if a
     /// multicast failed to deliver every byte.
     Mob(MobArgs),
+    /// Seed 003 (Yang et al., HeteroSort): Fig. 1 and Table 1 beside the paper's, then from
+    /// the simulator the cycles to termination and the bytes sent per record against the
+    /// number of nodes (4-64; --full up to 256), HeteroSort beside the sample sort. CSV + PNG.
+    Heterosort(heterosort::HeterosortArgs),
 }
 
 /// Options of `windrose reproduce mob`.
@@ -138,5 +143,6 @@ pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
         ReproduceCommand::Dlt(args) => dlt::run(&args),
         ReproduceCommand::MstCollectives(args) => mst_collectives::run(&args),
         ReproduceCommand::Mob(args) => mob::run(&args),
+        ReproduceCommand::Heterosort(args) => heterosort::run(&args),
     }
 }
