@@ -12,6 +12,7 @@ use windrose_proto::heterosort::HsortMsg;
 use windrose_proto::host::SessionFrame;
 use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use windrose_proto::probe::{Probe, ProbeMsg};
+use windrose_proto::sample_sort::SsortMsg;
 use windrose_proto::scatter::{ScatterMsg, ShareChunk, ShareFinished};
 use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::Time;
@@ -171,7 +172,40 @@ fn message() -> impl Strategy<Value = Message> {
         payload().prop_map(|body| Message::Session(SessionFrame { body })),
         ghs_frame(),
         hsort_frame(),
+        ssort_frame(),
     ]
+}
+
+/// Any valid sample sort frame: samples (no more than the count) or a bucket of whole records.
+fn ssort_frame() -> impl Strategy<Value = Message> {
+    (
+        any::<u32>(),
+        any::<bool>(),
+        1u16..=40,
+        0usize..8,
+        any::<u64>(),
+        any::<bool>(),
+        any::<u8>(),
+    )
+        .prop_map(|(t, samples, record_len, records, count, more, byte)| {
+            let transfer = TransferId(t);
+            let bytes = Bytes::from(vec![byte; usize::from(record_len) * records]);
+            Message::SampleSort(if samples {
+                SsortMsg::Samples {
+                    transfer,
+                    count: count.max(records as u64),
+                    record_len,
+                    samples: bytes,
+                }
+            } else {
+                SsortMsg::Bucket {
+                    transfer,
+                    record_len,
+                    records: bytes,
+                    more,
+                }
+            })
+        })
 }
 
 /// Any valid HeteroSort frame: slices of whole records with any handoff, checks with or
@@ -343,7 +377,7 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=7).contains(&byte) { byte + 7 } else { byte };
+        bad[1] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         let mut bad = good.to_vec();
         bad[2] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
