@@ -245,6 +245,90 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
     }
 }
 
+/// `windrose group serve` for member `i` of `group` with these sort templates.
+fn serve(group: &Path, i: usize, socket: &Path, input: &Path, output: &Path) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+        .args(["group", "serve", "--quiet", "--id", &i.to_string()])
+        .arg("--group")
+        .arg(group)
+        .arg("--control")
+        .arg(socket)
+        .args(["--sort-input", s(input)])
+        .args(["--sort-output", s(output)])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_member_that_cannot_read_its_share_fails_the_sort_and_nothing_is_kept() {
+    let n = 2;
+    let dir = tempfile::tempdir().unwrap();
+    gensort_shares(dir.path(), n, 300, &[]);
+    let group = dir.path().join("group.toml");
+    write_group(&group, "sort-refuse", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
+    let output = dir.path().join("out-{id}");
+    // Member 1 was given a template its files do not match.
+    let mut members = Members(vec![
+        serve(&group, 0, &socket(0), &dir.path().join("in-{id}"), &output),
+        serve(
+            &group,
+            1,
+            &socket(1),
+            &dir.path().join("missing-{id}"),
+            &output,
+        ),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(0..n).all(|i| socket(i).exists()) {
+        assert!(Instant::now() < deadline, "control sockets");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // HeteroSort refuses an empty share: member 1 refuses, nobody starts. The sample sort
+    // takes it and sorts the rest: the whole-set check finds the records missing. Either
+    // way the command fails, and nothing is kept under a final or a temporary name.
+    for (protocol, says) in [
+        ("heterosort-equal", "0 of 2 members finished"),
+        ("sample-sort", "the outputs hold 300 records"),
+    ] {
+        let out = windrose()
+            .args([
+                "sort",
+                "--protocol",
+                protocol,
+                "--group",
+                s(&group),
+                "--id",
+                "0",
+            ])
+            .args(["--control", s(&socket(0))])
+            .args(["--input", s(&dir.path().join("in-{id}"))])
+            .args(["--output", s(&output)])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{protocol}: {err}");
+        assert!(err.contains(says), "{protocol}: {err}");
+        let mut names = names_in(dir.path());
+        names.retain(|f| !f.ends_with(".sock") && f != "group.toml");
+        assert_eq!(names, ["in-0", "in-1"], "{protocol}");
+    }
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control", s(&socket(i))])
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for c in &mut members.0 {
+        c.wait().unwrap();
+    }
+    members.0.clear();
+}
+
 /// `windrose sort --local` with `inputs` (written as given) must fail with exit code 2 and a
 /// message containing every one of `says`; the directory is left as it was (an old output
 /// file keeps its bytes).
