@@ -81,6 +81,7 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
         record_len: RECORD_LEN as u32,
         slicing,
         speeds: speeds.to_vec(),
+        backups: 1,
     });
     sim.input_at(NodeId(3), 0.0, start_input(spec, Bytes::new(), None))
         .unwrap();
@@ -207,6 +208,7 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
         record_len: RECORD_LEN as u32,
         slicing: Slicing::Equal,
         speeds: Vec::new(),
+        backups: 1,
     });
     sim.input_at(NodeId(0), 0.0, start_input(spec, Bytes::new(), None))
         .unwrap();
