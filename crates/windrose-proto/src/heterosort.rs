@@ -759,7 +759,7 @@ impl HeteroSort {
             all: ids.clone(),
             mine: rank,
             transfer,
-            spec_torus: torus.clone(),
+            spec_torus: torus,
             all_weights: weights.clone(),
             backups: (spec.backups as usize).min(ids.len() - 1),
             input: data.clone(),
@@ -980,7 +980,7 @@ impl HeteroSort {
             .expect("a node that counts itself failed has aborted");
         self.weights = live.iter().map(|&r| self.all_weights[r]).collect();
         self.torus = if self.failed.is_empty() {
-            self.spec_torus.clone()
+            self.spec_torus
         } else {
             Torus::new(1, live.len()).expect("at least this node is live")
         };

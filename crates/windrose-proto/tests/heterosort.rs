@@ -831,8 +831,8 @@ fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) 
             }
         }
     };
-    for i in 0..n {
-        nodes[i].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.handle(Time::ZERO, Input::Start, &mut out).unwrap();
         perform(
             i,
             &mut out,
@@ -844,8 +844,8 @@ fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) 
     }
     // Every member sends one acknowledgement per copy it holds: count them as they arrive.
     let copies: u64 = links
-        .iter()
-        .map(|(_, q)| {
+        .values()
+        .map(|q| {
             q.iter()
                 .filter(|m| matches!(m, Message::HeteroSort(HsortMsg::Backup { more: false, .. })))
                 .count() as u64
