@@ -393,6 +393,16 @@ fn bad_inputs_and_specs_are_refused_with_what_and_where() {
     let built = collective::build(&cs, &ctx(2, one.clone()), Start::Fresh).unwrap();
     // Rank 2 of the 2 x 2 snake (0 1 / 3 2) trades with 1 and 3.
     assert_eq!(built.neighbours, vec![NodeId(1), NodeId(3)]);
+    // With backups, every member: notices go to all, and any survivor may become a partner.
+    let mut backed = s.clone();
+    backed.backups = 1;
+    let built = collective::build(
+        &CollectiveSpec::HeteroSort(backed),
+        &ctx(2, one.clone()),
+        Start::Fresh,
+    )
+    .unwrap();
+    assert_eq!(built.neighbours, vec![NodeId(0), NodeId(1), NodeId(3)]);
     let err = collective::build(&cs, &ctx(2, Bytes::new()), Start::Fresh)
         .err()
         .unwrap();
