@@ -1208,3 +1208,87 @@ fn random_failures_lose_and_duplicate_nothing() {
     // Most runs kill someone before the first delivery.
     assert!(restarted > 200, "{restarted} runs had a failure");
 }
+
+/// The edges of recovery, on a 1 x 4 snake with one backup each (member `j`'s copy at
+/// `j + 1`): a member and its only holder both failing leaves no copy, and every survivor
+/// aborts naming the member; a node named in a notice aborts (the others restore its input);
+/// a frame of an epoch whose failures were never announced is refused. And on 1 x 3, a member
+/// that fails before its copy arrived has traded nothing: its restorer says it is lost and the
+/// others sort the rest.
+#[test]
+fn failures_recovery_cannot_cover_end_clearly_or_are_reported() {
+    let mut s = spec(1, 4, 1, Slicing::Equal, Vec::new());
+    s.backups = 1;
+    let inputs: Vec<Bytes> = (0..4u8).map(|i| Bytes::from(vec![40 - i, i])).collect();
+    let mut out = Outputs::new();
+    let mut nodes = machines(&s, &inputs);
+    nodes[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    nodes[0]
+        .handle(Time::ZERO, Input::PeerFailed(NodeId(1)), &mut out)
+        .unwrap();
+    out.clear();
+    nodes[0]
+        .handle(Time::ZERO, Input::PeerFailed(NodeId(2)), &mut out)
+        .unwrap();
+    assert_eq!(
+        out.as_slice(),
+        [Output::Aborted(windrose_proto::AbortReason::PeerFailed {
+            peer: NodeId(1)
+        })]
+    );
+    // Named failed by a peer: this node's records are restored elsewhere, it must stop.
+    let notice = |ranks: &[usize]| Input::Message {
+        from: NodeId(0),
+        message: HsortMsg::failed(T, ranks).into(),
+    };
+    nodes[3].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    out.clear();
+    nodes[3].handle(Time::ZERO, notice(&[3]), &mut out).unwrap();
+    assert_eq!(
+        out.as_slice(),
+        [Output::Aborted(windrose_proto::AbortReason::PeerFailed {
+            peer: NodeId(3)
+        })]
+    );
+    // Epoch 1 before its notice: the link order is broken.
+    nodes[2].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let early = Input::Message {
+        from: NodeId(1),
+        message: HsortMsg::Verdict {
+            transfer: T,
+            epoch: 1,
+            cycle: 1,
+            sorted: false,
+        }
+        .into(),
+    };
+    let err = nodes[2].handle(Time::ZERO, early, &mut out).unwrap_err();
+    assert!(err.to_string().contains("not announced"), "{err}");
+    let err = nodes[2]
+        .handle(Time::ZERO, notice(&[9]), &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("outside the group"), "{err}");
+
+    let mut s = spec(1, 3, 1, Slicing::Equal, Vec::new());
+    s.backups = 1;
+    let inputs: Vec<Bytes> = [[7u8, 8], [1, 9], [5, 6]]
+        .iter()
+        .map(|r| Bytes::copy_from_slice(r))
+        .collect();
+    let mut net = Net::new(machines(&s, &inputs));
+    for i in 0..3 {
+        net.feed(i, Input::Start);
+    }
+    // Member 2 fails with its copy (for member 0) still on the way.
+    net.kill(2);
+    net.feed(0, Input::PeerFailed(NodeId(2)));
+    net.feed(1, Input::PeerFailed(NodeId(2)));
+    net.run();
+    assert_eq!(net.nodes[0].lost(), vec![NodeId(2)]);
+    assert!(net.nodes[1].lost().is_empty());
+    let got: Vec<u8> = [0, 1]
+        .iter()
+        .flat_map(|&i| net.delivered[i].clone().unwrap().to_vec())
+        .collect();
+    assert_eq!(got, vec![1, 7, 8, 9]);
+}
