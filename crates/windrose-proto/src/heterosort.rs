@@ -1272,6 +1272,8 @@ impl HeteroSort {
     fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
         self.phase = Phase::Over;
         self.status = Status::Aborted;
+        // A task still running completes into nothing.
+        self.task = None;
         out.push(Output::Aborted(reason));
     }
 

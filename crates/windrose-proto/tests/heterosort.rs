@@ -1236,7 +1236,8 @@ fn failures_recovery_cannot_cover_end_clearly_or_are_reported() {
             peer: NodeId(1)
         })]
     );
-    // Named failed by a peer: this node's records are restored elsewhere, it must stop.
+    // Named failed by a peer: this node's records are restored elsewhere, it must stop; its
+    // compute task in progress then completes into nothing.
     let notice = |ranks: &[usize]| Input::Message {
         from: NodeId(0),
         message: HsortMsg::failed(T, ranks).into(),
@@ -1250,6 +1251,24 @@ fn failures_recovery_cannot_cover_end_clearly_or_are_reported() {
             peer: NodeId(3)
         })]
     );
+    let mut alone = machines(&spec(1, 1, 1, Slicing::Equal, Vec::new()), &inputs[..1]);
+    alone[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let task = out
+        .drain()
+        .find_map(|o| match o {
+            Output::Compute(t) => Some(t.task),
+            _ => None,
+        })
+        .unwrap();
+    let ghost = Input::Message {
+        from: NodeId(0),
+        message: HsortMsg::failed(T, &[0]).into(),
+    };
+    alone[0].handle(Time::ZERO, ghost, &mut out).unwrap();
+    let done = Input::Command(Command::ComputeDone { task });
+    alone[0].handle(Time::ZERO, done, &mut out).unwrap();
+    assert!(matches!(out.as_slice(), [Output::Aborted(_)]), "{out:?}");
+    out.clear();
     // Epoch 1 before its notice: the link order is broken.
     nodes[2].handle(Time::ZERO, Input::Start, &mut out).unwrap();
     let early = Input::Message {
