@@ -505,6 +505,16 @@ fn build_heterosort(
     }
     let members: Vec<NodeId> = ctx.members.iter().map(|(n, _)| *n).collect();
     let m = HeteroSort::new(ctx.me, &members, ctx.transfer, hs, ctx.local_input.clone())?;
+    if hs.backups > 0 && members.len() > 1 {
+        // Failure notices go to every member, and after a failure any survivor may become a
+        // partner (see `heterosort::recovery`).
+        let mut all: Vec<NodeId> = members.into_iter().filter(|&n| n != ctx.me).collect();
+        all.sort_unstable();
+        return Ok(Built {
+            machine: Box::new(m),
+            neighbours: all,
+        });
+    }
     // Its partners on the torus, every cycle's (the lists differ only in order).
     let mut neighbours: Vec<NodeId> = hs
         .check(members.len())?

@@ -76,15 +76,26 @@
 //!
 //! # Frames (family 7)
 //!
-//! | kind | name            | fixed fields                                                | payload |
-//! |------|-----------------|-------------------------------------------------------------|---------|
-//! | 1    | `hsort_slice`   | transfer u32, cycle u32, count u64, record_len u16, handoff u32, more u8 | the handoff records, then the slice |
-//! | 2    | `hsort_check`   | transfer u32, cycle u32, ok u8                              | the prefix maximum (one record, or none) |
-//! | 3    | `hsort_verdict` | transfer u32, cycle u32, sorted u8                          | none    |
+//! | kind | name               | fixed fields                                                | payload |
+//! |------|--------------------|-------------------------------------------------------------|---------|
+//! | 1    | `hsort_slice`      | transfer u32, epoch u32, cycle u32, count u64, record_len u16, handoff u32, more u8 | the handoff records, then the slice |
+//! | 2    | `hsort_check`      | transfer u32, epoch u32, cycle u32, ok u8                   | the prefix maximum (one record, or none) |
+//! | 3    | `hsort_verdict`    | transfer u32, epoch u32, cycle u32, sorted u8               | none    |
+//! | 4    | `hsort_backup`     | transfer u32, record_len u16, more u8                       | input records (a backup copy) |
+//! | 5    | `hsort_backup_ack` | transfer u32                                                | none    |
+//! | 6    | `hsort_failed`     | transfer u32                                                | the failed member ranks, u32 each, ascending |
 //!
 //! `count` is the sender's record count after the cycle's handoffs; `validate` refuses a
 //! zero cycle, a zero record length, a payload that is not whole records or shorter than the
-//! handoff, and flags other than 0 or 1.
+//! handoff, flags other than 0 or 1, and a failure notice that is empty, not whole u32s or not
+//! strictly ascending.
+//!
+//! # Failures
+//! With [`HsortSpec::backups`] above 0 (the default is 1) every member's input is copied to
+//! the next members along the snake before it trades, and a failure starts a new *epoch*: the
+//! survivors agree on the failed set, restore the failed members' inputs from the copies, and
+//! sort again from the inputs on a snake of the survivors. The design and the argument that no
+//! record is lost or duplicated are in [`recovery`].
 
 use crate::frame::{
     inconsistent, Family, FrameError, KindLayout, Message, MessageKind, TransferId,
@@ -96,9 +107,11 @@ use crate::node::{
 use crate::time::Time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use windrose_model::NodeId;
 use windrose_trees::heterosort::{weighted_slices, Cycle, Torus};
+
+pub mod recovery;
 
 /// The largest payload of one slice frame (whole records, at least one): a slice larger than
 /// this travels in several frames, well within any receiver's frame limit.
@@ -107,6 +120,9 @@ pub const MAX_SLICE_PAYLOAD: usize = 1 << 20;
 const K_SLICE: u8 = 1;
 const K_CHECK: u8 = 2;
 const K_VERDICT: u8 = 3;
+const K_BACKUP: u8 = 4;
+const K_BACKUP_ACK: u8 = 5;
+const K_FAILED: u8 = 6;
 
 /// A HeteroSort message: see the frame table in the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +131,8 @@ pub enum HsortMsg {
     Slice {
         /// The run.
         transfer: TransferId,
+        /// The epoch: how many members the sender counts as failed (see [`recovery`]).
+        epoch: u32,
         /// The cycle (from 1).
         cycle: u32,
         /// The sender's records after the cycle's handoffs.
@@ -132,6 +150,8 @@ pub enum HsortMsg {
     Check {
         /// The run.
         transfer: TransferId,
+        /// The epoch.
+        epoch: u32,
         /// The cycle whose records are checked.
         cycle: u32,
         /// Sorted so far (from rank 0 to the sender).
@@ -143,11 +163,45 @@ pub enum HsortMsg {
     Verdict {
         /// The run.
         transfer: TransferId,
+        /// The epoch.
+        epoch: u32,
         /// The cycle decided.
         cycle: u32,
         /// The records after that cycle are sorted.
         sorted: bool,
     },
+    /// A backup copy of the sender's input, for one of its backup holders.
+    Backup {
+        /// The run.
+        transfer: TransferId,
+        /// Bytes per record.
+        record_len: u16,
+        /// Input records, `record_len` bytes each.
+        records: Bytes,
+        /// More frames of this copy follow.
+        more: bool,
+    },
+    /// The whole backup copy arrived: the owner may trade its records.
+    BackupAck {
+        /// The run.
+        transfer: TransferId,
+    },
+    /// The members the sender counts as failed (ascending member ranks, all it knows of).
+    Failed {
+        /// The run.
+        transfer: TransferId,
+        /// Member ranks (id order), ascending, as big-endian u32s ([`HsortMsg::failed`],
+        /// [`failed_ranks`]).
+        ranks: Bytes,
+    },
+}
+
+/// The ranks of a [`HsortMsg::Failed`] payload (validated: whole, strictly ascending).
+pub fn failed_ranks(ranks: &Bytes) -> Vec<usize> {
+    ranks
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .collect()
 }
 
 fn kind_of(kind: u8) -> MessageKind {
@@ -160,16 +214,32 @@ impl HsortMsg {
         match self {
             HsortMsg::Slice { transfer, .. }
             | HsortMsg::Check { transfer, .. }
-            | HsortMsg::Verdict { transfer, .. } => *transfer,
+            | HsortMsg::Verdict { transfer, .. }
+            | HsortMsg::Backup { transfer, .. }
+            | HsortMsg::BackupAck { transfer }
+            | HsortMsg::Failed { transfer, .. } => *transfer,
         }
     }
 
-    /// The cycle it belongs to.
-    pub fn cycle(&self) -> u32 {
+    /// The failure notice naming `ranks` (ascending).
+    pub fn failed(transfer: TransferId, ranks: &[usize]) -> HsortMsg {
+        let mut b = BytesMut::with_capacity(4 * ranks.len());
+        for &r in ranks {
+            b.put_u32(r as u32);
+        }
+        HsortMsg::Failed {
+            transfer,
+            ranks: b.freeze(),
+        }
+    }
+
+    /// The (epoch, cycle) of a cycle's message; `None` for the backup and failure kinds.
+    pub fn cycle(&self) -> Option<(u32, u32)> {
         match self {
-            HsortMsg::Slice { cycle, .. }
-            | HsortMsg::Check { cycle, .. }
-            | HsortMsg::Verdict { cycle, .. } => *cycle,
+            HsortMsg::Slice { epoch, cycle, .. }
+            | HsortMsg::Check { epoch, cycle, .. }
+            | HsortMsg::Verdict { epoch, cycle, .. } => Some((*epoch, *cycle)),
+            _ => None,
         }
     }
 }
@@ -180,20 +250,38 @@ impl Family for HsortMsg {
         KindLayout {
             kind: K_SLICE,
             name: "hsort_slice",
-            fixed: 23,
+            fixed: 27,
             payload: true,
         },
         KindLayout {
             kind: K_CHECK,
             name: "hsort_check",
-            fixed: 9,
+            fixed: 13,
             payload: true,
         },
         KindLayout {
             kind: K_VERDICT,
             name: "hsort_verdict",
-            fixed: 9,
+            fixed: 13,
             payload: false,
+        },
+        KindLayout {
+            kind: K_BACKUP,
+            name: "hsort_backup",
+            fixed: 7,
+            payload: true,
+        },
+        KindLayout {
+            kind: K_BACKUP_ACK,
+            name: "hsort_backup_ack",
+            fixed: 4,
+            payload: false,
+        },
+        KindLayout {
+            kind: K_FAILED,
+            name: "hsort_failed",
+            fixed: 4,
+            payload: true,
         },
     ];
 
@@ -202,6 +290,9 @@ impl Family for HsortMsg {
             HsortMsg::Slice { .. } => K_SLICE,
             HsortMsg::Check { .. } => K_CHECK,
             HsortMsg::Verdict { .. } => K_VERDICT,
+            HsortMsg::Backup { .. } => K_BACKUP,
+            HsortMsg::BackupAck { .. } => K_BACKUP_ACK,
+            HsortMsg::Failed { .. } => K_FAILED,
         }
     }
 
@@ -211,15 +302,19 @@ impl Family for HsortMsg {
 
     fn payload(&self) -> Option<&Bytes> {
         match self {
-            HsortMsg::Slice { records, .. } => Some(records),
+            HsortMsg::Slice { records, .. } | HsortMsg::Backup { records, .. } => Some(records),
             HsortMsg::Check { max, .. } => Some(max),
-            HsortMsg::Verdict { .. } => None,
+            HsortMsg::Failed { ranks, .. } => Some(ranks),
+            HsortMsg::Verdict { .. } | HsortMsg::BackupAck { .. } => None,
         }
     }
 
     fn put_fixed(&self, dst: &mut BytesMut) {
         dst.put_u32(self.run().0);
-        dst.put_u32(self.cycle());
+        if let Some((epoch, cycle)) = self.cycle() {
+            dst.put_u32(epoch);
+            dst.put_u32(cycle);
+        }
         match self {
             HsortMsg::Slice {
                 count,
@@ -235,6 +330,13 @@ impl Family for HsortMsg {
             }
             HsortMsg::Check { ok, .. } => dst.put_u8(u8::from(*ok)),
             HsortMsg::Verdict { sorted, .. } => dst.put_u8(u8::from(*sorted)),
+            HsortMsg::Backup {
+                record_len, more, ..
+            } => {
+                dst.put_u16(*record_len);
+                dst.put_u8(u8::from(*more));
+            }
+            HsortMsg::BackupAck { .. } | HsortMsg::Failed { .. } => {}
         }
     }
 
@@ -247,9 +349,10 @@ impl Family for HsortMsg {
                 what: format!("flag byte {b}, expected 0 or 1"),
             }),
         };
+        let transfer = TransferId(body.get_u32());
         let msg = match kind {
             K_SLICE => {
-                let transfer = TransferId(body.get_u32());
+                let epoch = body.get_u32();
                 let cycle = body.get_u32();
                 let count = body.get_u64();
                 let record_len = body.get_u16();
@@ -257,6 +360,7 @@ impl Family for HsortMsg {
                 let more = flag(body.get_u8(), kind)?;
                 HsortMsg::Slice {
                     transfer,
+                    epoch,
                     cycle,
                     count,
                     record_len,
@@ -266,26 +370,43 @@ impl Family for HsortMsg {
                 }
             }
             K_CHECK => {
-                let transfer = TransferId(body.get_u32());
+                let epoch = body.get_u32();
                 let cycle = body.get_u32();
                 let ok = flag(body.get_u8(), kind)?;
                 HsortMsg::Check {
                     transfer,
+                    epoch,
                     cycle,
                     ok,
                     max: body,
                 }
             }
             K_VERDICT => {
-                let transfer = TransferId(body.get_u32());
+                let epoch = body.get_u32();
                 let cycle = body.get_u32();
                 let sorted = flag(body.get_u8(), kind)?;
                 HsortMsg::Verdict {
                     transfer,
+                    epoch,
                     cycle,
                     sorted,
                 }
             }
+            K_BACKUP => {
+                let record_len = body.get_u16();
+                let more = flag(body.get_u8(), kind)?;
+                HsortMsg::Backup {
+                    transfer,
+                    record_len,
+                    records: body,
+                    more,
+                }
+            }
+            K_BACKUP_ACK => HsortMsg::BackupAck { transfer },
+            K_FAILED => HsortMsg::Failed {
+                transfer,
+                ranks: body,
+            },
             _ => {
                 return Err(FrameError::UnknownKind {
                     family: Self::FAMILY,
@@ -299,20 +420,14 @@ impl Family for HsortMsg {
 
     fn validate(&self) -> Result<(), FrameError> {
         let k = kind_of(self.kind());
-        if self.cycle() == 0 {
+        if let Some((_, 0)) = self.cycle() {
             return Err(inconsistent(k, "cycle 0: cycles count from 1"));
         }
-        if let HsortMsg::Slice {
-            record_len,
-            handoff,
-            records,
-            ..
-        } = self
-        {
-            if *record_len == 0 {
+        let whole = |record_len: u16, records: &Bytes| {
+            if record_len == 0 {
                 return Err(inconsistent(k, "record length 0"));
             }
-            let len = usize::from(*record_len);
+            let len = usize::from(record_len);
             if !records.len().is_multiple_of(len) {
                 return Err(FrameError::Invalid {
                     kind: k,
@@ -322,15 +437,51 @@ impl Family for HsortMsg {
                     ),
                 });
             }
-            if (*handoff as usize) > records.len() / len {
-                return Err(FrameError::Invalid {
-                    kind: k,
-                    what: format!(
-                        "{handoff} handoff records but only {} records in the payload",
-                        records.len() / len
-                    ),
-                });
+            Ok(records.len() / len)
+        };
+        match self {
+            HsortMsg::Slice {
+                record_len,
+                handoff,
+                records,
+                ..
+            } => {
+                let n = whole(*record_len, records)?;
+                if (*handoff as usize) > n {
+                    return Err(FrameError::Invalid {
+                        kind: k,
+                        what: format!(
+                            "{handoff} handoff records but only {n} records in the payload"
+                        ),
+                    });
+                }
             }
+            HsortMsg::Backup {
+                record_len,
+                records,
+                ..
+            } => {
+                whole(*record_len, records)?;
+            }
+            HsortMsg::Failed { ranks, .. } => {
+                if ranks.is_empty() {
+                    return Err(inconsistent(k, "no failed member named"));
+                }
+                if !ranks.len().is_multiple_of(4) {
+                    return Err(FrameError::Invalid {
+                        kind: k,
+                        what: format!("{} payload bytes are not whole u32 ranks", ranks.len()),
+                    });
+                }
+                let ranks = failed_ranks(ranks);
+                if ranks.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(FrameError::Invalid {
+                        kind: k,
+                        what: format!("ranks {ranks:?} are not strictly ascending"),
+                    });
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -365,12 +516,25 @@ pub struct HsortSpec {
     /// [`Slicing::Speed`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speeds: Vec<f64>,
+    /// Backup copies of each member's input, held by the next members in snake order (0: a
+    /// failed member aborts the run). A run survives any failures that leave one of each
+    /// failed member's holders alive: see [`recovery`].
+    #[serde(default = "default_backups")]
+    pub backups: u32,
+}
+
+fn default_backups() -> u32 {
+    HsortSpec::DEFAULT_BACKUPS
 }
 
 /// Weights are integers so that the load decision is exact: speeds scaled to this maximum.
 const WEIGHT_SCALE: f64 = 1e6;
 
 impl HsortSpec {
+    /// One copy: a run survives any single failure, and more when the failed members' holders
+    /// live, for one extra transfer of the input.
+    pub const DEFAULT_BACKUPS: u32 = 1;
+
     /// The torus and every member's integer weight, checked against a group of `members`.
     pub fn check(&self, members: usize) -> Result<(Torus, Vec<u64>), String> {
         let torus =
@@ -388,6 +552,13 @@ impl HsortSpec {
                 "record_len {} is out of range 1..={}",
                 self.record_len,
                 u16::MAX
+            ));
+        }
+        if members > 1 && self.backups as usize >= members {
+            return Err(format!(
+                "{} backups for {members} members: at most {} (every other member)",
+                self.backups,
+                members - 1
             ));
         }
         if !self.speeds.is_empty() && self.speeds.len() != members {
@@ -448,6 +619,8 @@ pub fn load_target(lo: u64, hi: u64, w_lo: u64, w_hi: u64) -> u64 {
 enum Phase {
     /// Before `Input::Start`.
     Idle,
+    /// Started; its backup copies are not all acknowledged yet, so it trades nothing.
+    Backing,
     /// Slices sent, waiting for the partners'.
     Trading,
     /// Merged; waiting for the application's `ComputeDone`.
@@ -472,16 +645,47 @@ struct Inbound {
 /// negative for records to receive.
 type Handoff = (usize, i64);
 
-/// One member of a HeteroSort run: see the [module docs](self).
+/// A backup copy of another member's input.
+#[derive(Clone, Debug, Default)]
+struct Held {
+    records: Vec<Bytes>,
+    /// The frame without `more` arrived (and was acknowledged).
+    whole: bool,
+}
+
+/// One member of a HeteroSort run: see the [module docs](self) and [`recovery`].
 ///
-/// Timers, randomness: none. Compute tasks: one per cycle, task id = the cycle.
-/// `Input::PeerFailed` aborts (backup copies and recovery are issue 19's point 3).
+/// Timers, randomness: none. Compute tasks: one per cycle, ids counting up over the whole run
+/// (a task of an abandoned epoch is recognised and ignored when it completes).
 #[derive(Clone, Debug)]
 pub struct HeteroSort {
     me: NodeId,
+    /// Every member by id: a member's place here is its *member rank* (its snake rank in
+    /// epoch 0).
+    all: Vec<NodeId>,
+    /// This node's member rank.
+    mine: usize,
+    transfer: TransferId,
+    /// The spec's torus (epoch 0's).
+    spec_torus: Torus,
+    /// Every member's weight, by member rank.
+    all_weights: Vec<u64>,
+    backups: usize,
+    /// This node's input, sorted: every epoch starts from it.
+    input: Vec<Bytes>,
+    /// Backup copies of other members' inputs, by member rank.
+    held: BTreeMap<usize, Held>,
+    /// Holders (member ranks) that acknowledged this node's copy.
+    acked: BTreeSet<usize>,
+    /// Members counted as failed (member ranks); the epoch is its size.
+    failed: BTreeSet<usize>,
+    /// Failed members this node restores but holds no whole copy of.
+    lost: BTreeSet<usize>,
+    /// Epochs abandoned for a later one.
+    restarts: u32,
+    // The epoch's sort: ranks are places in `ids`, the survivors in snake order.
     rank: usize,
     ids: Vec<NodeId>,
-    transfer: TransferId,
     torus: Torus,
     weights: Vec<u64>,
     record_len: usize,
@@ -509,8 +713,11 @@ pub struct HeteroSort {
     verdicts: BTreeMap<u32, bool>,
     /// Stop after this cycle.
     stop_after: Option<u32>,
-    /// The record count after each cycle (index 0: the input).
+    /// The record count after each cycle of this epoch (index 0: its start).
     history: Vec<u64>,
+    /// The compute task in progress, and the next task id.
+    task: Option<TaskId>,
+    next_task: u32,
 }
 
 impl HeteroSort {
@@ -553,9 +760,20 @@ impl HeteroSort {
         let history = vec![data.len() as u64];
         Ok(HeteroSort {
             me,
+            all: ids.clone(),
+            mine: rank,
+            transfer,
+            spec_torus: torus,
+            all_weights: weights.clone(),
+            backups: (spec.backups as usize).min(ids.len() - 1),
+            input: data.clone(),
+            held: BTreeMap::new(),
+            acked: BTreeSet::new(),
+            failed: BTreeSet::new(),
+            lost: BTreeSet::new(),
+            restarts: 0,
             rank,
             ids,
-            transfer,
             torus,
             weights,
             record_len,
@@ -574,17 +792,41 @@ impl HeteroSort {
             verdicts: BTreeMap::new(),
             stop_after: None,
             history,
+            task: None,
+            next_task: 0,
         })
     }
 
-    /// This node's snake rank.
+    /// This node's snake rank in the current epoch.
     pub fn rank(&self) -> usize {
         self.rank
     }
 
-    /// The member at every snake rank.
+    /// The member at every snake rank of the current epoch (the survivors).
     pub fn members(&self) -> &[NodeId] {
         &self.ids
+    }
+
+    /// The members this node counts as failed, by id.
+    pub fn failed(&self) -> Vec<NodeId> {
+        self.failed.iter().map(|&r| self.all[r]).collect()
+    }
+
+    /// The epoch: how many members this node counts as failed.
+    pub fn epoch(&self) -> u32 {
+        self.failed.len() as u32
+    }
+
+    /// Epochs this node abandoned (restarted from the inputs) after a failure.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// Failed members whose records this node should have restored but held no whole copy
+    /// of: they failed before their backup copy reached it, so before they traded a record
+    /// (see [`recovery`]). Empty in every run whose failures come after the backups.
+    pub fn lost(&self) -> Vec<NodeId> {
+        self.lost.iter().map(|&r| self.all[r]).collect()
     }
 
     /// The node's records now, sorted.
@@ -627,6 +869,150 @@ impl HeteroSort {
         p.retain(|&q| q != self.rank);
         p.sort_unstable();
         p
+    }
+
+    /// Sends this node's input to its backup holders and waits for their acknowledgements
+    /// (a node with no backups starts trading at once).
+    fn start(&mut self, out: &mut Outputs) {
+        self.phase = Phase::Backing;
+        if !self.failed.is_empty() {
+            self.announce(out);
+        }
+        let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1);
+        for h in recovery::holders(self.mine, self.all.len(), self.backups) {
+            if self.failed.contains(&h) {
+                continue;
+            }
+            let mut chunks = self.input.chunks(per_frame).peekable();
+            while let Some(chunk) = chunks.next() {
+                let mut payload = BytesMut::with_capacity(chunk.len() * self.record_len);
+                for r in chunk {
+                    payload.extend_from_slice(r);
+                }
+                out.send(
+                    self.all[h],
+                    Message::HeteroSort(HsortMsg::Backup {
+                        transfer: self.transfer,
+                        record_len: self.record_len as u16,
+                        records: payload.freeze(),
+                        more: chunks.peek().is_some(),
+                    }),
+                );
+            }
+        }
+        self.maybe_begin(out);
+    }
+
+    /// Starts the epoch's first cycle once every live holder has this node's whole input.
+    fn maybe_begin(&mut self, out: &mut Outputs) {
+        if self.phase != Phase::Backing {
+            return;
+        }
+        let waiting = recovery::holders(self.mine, self.all.len(), self.backups)
+            .into_iter()
+            .any(|h| !self.failed.contains(&h) && !self.acked.contains(&h));
+        if !waiting {
+            self.begin_epoch(out);
+        }
+    }
+
+    /// Tells every live member which members this node counts as failed.
+    fn announce(&mut self, out: &mut Outputs) {
+        let ranks: Vec<usize> = self.failed.iter().copied().collect();
+        for (r, &id) in self.all.iter().enumerate() {
+            if r != self.mine && !self.failed.contains(&r) {
+                out.send(
+                    id,
+                    Message::HeteroSort(HsortMsg::failed(self.transfer, &ranks)),
+                );
+            }
+        }
+    }
+
+    /// Members `news` (member ranks) failed: a new epoch from the inputs, see [`recovery`].
+    fn learn_failed(&mut self, news: &[usize], out: &mut Outputs) {
+        if self.status != Status::Running || self.phase == Phase::Over {
+            return;
+        }
+        if news.contains(&self.mine) {
+            // The others went on without this node (it was silent too long, say): its input
+            // is restored by its holders, so it must not deliver anything.
+            let me = self.me;
+            self.abort(AbortReason::PeerFailed { peer: me }, out);
+            return;
+        }
+        let before = self.failed.len();
+        self.failed.extend(news.iter().copied());
+        if self.failed.len() == before {
+            return;
+        }
+        let n = self.all.len();
+        let unrestorable = self
+            .failed
+            .iter()
+            .find(|&&j| recovery::restorer(j, n, self.backups, &self.failed).is_none());
+        if let Some(&j) = unrestorable {
+            // Every copy of its input is gone (or there were none): the run cannot complete.
+            let peer = self.all[j];
+            self.abort(AbortReason::PeerFailed { peer }, out);
+            return;
+        }
+        self.announce(out);
+        // What arrived for the old epoch (frames of the new one come after the notice).
+        self.inbox.clear();
+        self.checks.clear();
+        self.verdicts.clear();
+        match self.phase {
+            Phase::Idle => {}
+            Phase::Backing => self.maybe_begin(out),
+            _ => {
+                self.restarts += 1;
+                self.begin_epoch(out);
+            }
+        }
+    }
+
+    /// Rolls back to the inputs over the survivors: this node's input and the copies it
+    /// restores, on a `1 x m` torus in snake order; starts cycle 1.
+    fn begin_epoch(&mut self, out: &mut Outputs) {
+        let n = self.all.len();
+        let live: Vec<usize> = (0..n).filter(|r| !self.failed.contains(r)).collect();
+        self.ids = live.iter().map(|&r| self.all[r]).collect();
+        self.rank = live
+            .iter()
+            .position(|&r| r == self.mine)
+            .expect("a node that counts itself failed has aborted");
+        self.weights = live.iter().map(|&r| self.all_weights[r]).collect();
+        self.torus = if self.failed.is_empty() {
+            self.spec_torus
+        } else {
+            Torus::new(1, live.len()).expect("at least this node is live")
+        };
+        let mut data = self.input.clone();
+        for &j in &self.failed {
+            if recovery::restorer(j, n, self.backups, &self.failed) != Some(self.mine) {
+                continue;
+            }
+            match self.held.get(&j) {
+                Some(h) if h.whole => data.extend(h.records.iter().cloned()),
+                _ => {
+                    self.lost.insert(j);
+                }
+            }
+        }
+        data.sort_unstable();
+        self.data = data;
+        self.cycle = 0;
+        self.sent.clear();
+        self.kept.clear();
+        self.expect_in = None;
+        self.next_handoff = None;
+        self.summaries.clear();
+        self.stop_after = None;
+        self.history = vec![self.data.len() as u64];
+        // A task of the abandoned epoch still runs: its completion is ignored.
+        self.task = None;
+        self.start_cycle(1, out);
     }
 
     fn start_cycle(&mut self, c: u32, out: &mut Outputs) {
@@ -706,6 +1092,7 @@ impl HeteroSort {
                     self.ids[q],
                     Message::HeteroSort(HsortMsg::Slice {
                         transfer: self.transfer,
+                        epoch: self.epoch(),
                         cycle: c,
                         count: self.count,
                         record_len: self.record_len as u16,
@@ -782,8 +1169,11 @@ impl HeteroSort {
         }
         self.history.push(self.data.len() as u64);
         let len = (self.data.len() * self.record_len) as u64;
+        let task = TaskId(self.next_task);
+        self.next_task += 1;
+        self.task = Some(task);
         out.push(Output::Compute(ComputeTask {
-            task: TaskId(c),
+            task,
             offset: 0,
             len,
             data: self.data.clone(),
@@ -792,6 +1182,7 @@ impl HeteroSort {
     }
 
     fn computed(&mut self, out: &mut Outputs) {
+        self.task = None;
         let c = self.cycle;
         let first = self.data.first().cloned().unwrap_or_default();
         let last = self.data.last().cloned().unwrap_or_default();
@@ -826,6 +1217,7 @@ impl HeteroSort {
                     self.ids[self.rank + 1],
                     Message::HeteroSort(HsortMsg::Check {
                         transfer: self.transfer,
+                        epoch: self.epoch(),
                         cycle: c,
                         ok,
                         max,
@@ -842,6 +1234,7 @@ impl HeteroSort {
                 self.ids[self.rank - 1],
                 Message::HeteroSort(HsortMsg::Verdict {
                     transfer: self.transfer,
+                    epoch: self.epoch(),
                     cycle: c,
                     sorted,
                 }),
@@ -883,6 +1276,8 @@ impl HeteroSort {
     fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
         self.phase = Phase::Over;
         self.status = Status::Aborted;
+        // A task still running completes into nothing.
+        self.task = None;
         out.push(Output::Aborted(reason));
     }
 
@@ -904,13 +1299,80 @@ impl HeteroSort {
             });
         }
         let unexpected = |why| ProtocolError::UnexpectedMessage { from, kind, why };
-        let Some(q) = self.ids.iter().position(|&n| n == from) else {
+        let Some(sender) = self.all.iter().position(|&n| n == from) else {
             return Err(unexpected("from a node outside the sort"));
         };
-        if self.phase == Phase::Over {
+        // A member counted as failed is out: whatever it still sends is of no epoch here.
+        if self.phase == Phase::Over || self.failed.contains(&sender) {
             return Ok(());
         }
+        let inconsistent = |what| ProtocolError::Inconsistent { from, kind, what };
+        if let Some((epoch, _)) = msg.cycle() {
+            // Its failure notice precedes a sender's frames of a new epoch on the link, so a
+            // frame of a later epoch than this node's is a broken link order.
+            if epoch > self.epoch() {
+                return Err(inconsistent(
+                    "a frame of an epoch whose failures were not announced",
+                ));
+            }
+            if epoch < self.epoch() {
+                return Ok(()); // an abandoned epoch's frame
+            }
+        }
+        let q = self
+            .ids
+            .iter()
+            .position(|&n| n == from)
+            .expect("a live member is in the epoch's snake");
         match msg {
+            HsortMsg::Failed { ranks, .. } => {
+                let ranks = failed_ranks(&ranks);
+                if ranks.last().is_some_and(|&r| r >= self.all.len()) {
+                    return Err(inconsistent("a failed member rank outside the group"));
+                }
+                self.learn_failed(&ranks, out);
+            }
+            HsortMsg::Backup {
+                record_len,
+                records,
+                more,
+                ..
+            } => {
+                if usize::from(record_len) != self.record_len {
+                    return Err(inconsistent("record length differs from this run's"));
+                }
+                if !recovery::holders(sender, self.all.len(), self.backups).contains(&self.mine) {
+                    return Err(unexpected("a backup copy for a node that does not hold it"));
+                }
+                let held = self.held.entry(sender).or_default();
+                if held.whole {
+                    return Err(unexpected("a second backup copy from one member"));
+                }
+                let n = records.len() / self.record_len;
+                held.records.extend(
+                    (0..n).map(|i| records.slice(i * self.record_len..(i + 1) * self.record_len)),
+                );
+                if !more {
+                    held.whole = true;
+                    out.send(
+                        from,
+                        Message::HeteroSort(HsortMsg::BackupAck {
+                            transfer: self.transfer,
+                        }),
+                    );
+                }
+            }
+            HsortMsg::BackupAck { .. } => {
+                if !recovery::holders(self.mine, self.all.len(), self.backups).contains(&sender) {
+                    return Err(unexpected(
+                        "an acknowledgement from a node that holds no copy",
+                    ));
+                }
+                if !self.acked.insert(sender) {
+                    return Err(unexpected("a second acknowledgement of one copy"));
+                }
+                self.maybe_begin(out);
+            }
             HsortMsg::Slice {
                 cycle,
                 count,
@@ -929,7 +1391,7 @@ impl HeteroSort {
                 }
                 // A partner is at most one cycle ahead: it needs this node's frames to end one.
                 let now = self.cycle.max(1);
-                let current_open = self.phase == Phase::Trading || self.phase == Phase::Idle;
+                let current_open = matches!(self.phase, Phase::Trading | Phase::Backing);
                 let ok_cycle = (cycle == now && current_open) || cycle == self.cycle + 1;
                 if !ok_cycle {
                     return Err(unexpected("a slice of a cycle this node is not trading in"));
@@ -946,7 +1408,6 @@ impl HeteroSort {
                     Some(m) => (m.slice.len(), Some(m.count)),
                     None => (0, None),
                 };
-                let inconsistent = |what| ProtocolError::Inconsistent { from, kind, what };
                 if had_count.is_some_and(|k| k != count) {
                     return Err(inconsistent("a count that changed within one slice"));
                 }
@@ -1001,7 +1462,7 @@ impl Protocol for HeteroSort {
         match input {
             Input::Start => {
                 if self.phase == Phase::Idle {
-                    self.start_cycle(1, out);
+                    self.start(out);
                 }
                 Ok(())
             }
@@ -1015,17 +1476,21 @@ impl Protocol for HeteroSort {
                 why: "a sort node takes only HeteroSort messages",
             }),
             Input::Command(Command::ComputeDone { task }) => {
-                if self.phase != Phase::Computing || task != TaskId(self.cycle) {
-                    return Err(ProtocolError::UnknownTask { task });
+                if self.phase == Phase::Computing && self.task == Some(task) {
+                    self.computed(out);
+                    Ok(())
+                } else if task.0 < self.next_task && self.task != Some(task) {
+                    Ok(()) // a task of an abandoned epoch (or after an abort)
+                } else {
+                    Err(ProtocolError::UnknownTask { task })
                 }
-                self.computed(out);
-                Ok(())
             }
             Input::Timer(_) | Input::App(_) => Ok(()),
             Input::SendComplete { to, id } => Err(ProtocolError::UnknownSend { to, id }),
             Input::PeerFailed(peer) => {
-                if self.status == Status::Running {
-                    self.abort(AbortReason::PeerFailed { peer }, out);
+                // Without backups no failure is restorable: `learn_failed` aborts.
+                if let Some(r) = self.all.iter().position(|&n| n == peer) {
+                    self.learn_failed(&[r], out);
                 }
                 Ok(())
             }

@@ -214,39 +214,58 @@ fn hsort_frame() -> impl Strategy<Value = Message> {
     (
         any::<u32>(),
         1..=u32::MAX,
-        0u8..3,
+        0u8..6,
         any::<u64>(),
         1u16..=40,
         0usize..8,
         any::<bool>(),
         any::<u8>(),
+        any::<u32>(),
     )
-        .prop_map(|(t, cycle, kind, count, record_len, records, flag, byte)| {
-            let transfer = TransferId(t);
-            let bytes = Bytes::from(vec![byte; usize::from(record_len) * records]);
-            Message::HeteroSort(match kind {
-                0 => HsortMsg::Slice {
-                    transfer,
-                    cycle,
-                    count,
-                    record_len,
-                    handoff: (count % (records as u64 + 1)) as u32,
-                    records: bytes,
-                    more: flag,
-                },
-                1 => HsortMsg::Check {
-                    transfer,
-                    cycle,
-                    ok: flag,
-                    max: if flag { bytes } else { Bytes::new() },
-                },
-                _ => HsortMsg::Verdict {
-                    transfer,
-                    cycle,
-                    sorted: flag,
-                },
-            })
-        })
+        .prop_map(
+            |(t, cycle, kind, count, record_len, records, flag, byte, epoch)| {
+                let transfer = TransferId(t);
+                let bytes = Bytes::from(vec![byte; usize::from(record_len) * records]);
+                Message::HeteroSort(match kind {
+                    0 => HsortMsg::Slice {
+                        transfer,
+                        epoch,
+                        cycle,
+                        count,
+                        record_len,
+                        handoff: (count % (records as u64 + 1)) as u32,
+                        records: bytes,
+                        more: flag,
+                    },
+                    1 => HsortMsg::Check {
+                        transfer,
+                        epoch,
+                        cycle,
+                        ok: flag,
+                        max: if flag { bytes } else { Bytes::new() },
+                    },
+                    2 => HsortMsg::Verdict {
+                        transfer,
+                        epoch,
+                        cycle,
+                        sorted: flag,
+                    },
+                    3 => HsortMsg::Backup {
+                        transfer,
+                        record_len,
+                        records: bytes,
+                        more: flag,
+                    },
+                    4 => HsortMsg::BackupAck { transfer },
+                    _ => {
+                        // Ascending member ranks, 1 to 8 of them.
+                        let ranks: Vec<usize> =
+                            (0..=records).map(|i| i * 3 + usize::from(byte)).collect();
+                        HsortMsg::failed(transfer, &ranks)
+                    }
+                })
+            },
+        )
 }
 
 #[test]

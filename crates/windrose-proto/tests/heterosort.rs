@@ -29,6 +29,7 @@ fn spec(rows: u32, cols: u32, record_len: u32, slicing: Slicing, speeds: Vec<f64
         record_len,
         slicing,
         speeds,
+        backups: 0,
     }
 }
 
@@ -263,6 +264,7 @@ fn hand_driven_two_by_two_run_sorts_the_reversed_set() {
     assert_eq!(slice_of(&sends[1].1), (1, 3, 0, vec![10]));
     // A frame from a node that is not in the sort, and one of a far cycle, are refused.
     let stray = HsortMsg::Verdict {
+        epoch: 0,
         transfer: T,
         cycle: 1,
         sorted: true,
@@ -279,6 +281,7 @@ fn hand_driven_two_by_two_run_sorts_the_reversed_set() {
         .unwrap_err();
     assert!(err.to_string().contains("outside the sort"), "{err}");
     let far = HsortMsg::Slice {
+        epoch: 0,
         transfer: T,
         cycle: 5,
         count: 3,
@@ -375,7 +378,7 @@ fn bad_inputs_and_specs_are_refused_with_what_and_where() {
     let json = serde_json::to_string(&cs).unwrap();
     assert_eq!(
         json,
-        r#"{"heterosort":{"rows":2,"cols":2,"record_len":100,"slicing":"equal"}}"#
+        r#"{"heterosort":{"rows":2,"cols":2,"record_len":100,"slicing":"equal","backups":0}}"#
     );
     assert_eq!(serde_json::from_str::<CollectiveSpec>(&json).unwrap(), cs);
     let err = collective::build(&cs, &ctx(0, one.clone()), Start::Root(one.clone()))
@@ -385,6 +388,16 @@ fn bad_inputs_and_specs_are_refused_with_what_and_where() {
     let built = collective::build(&cs, &ctx(2, one.clone()), Start::Fresh).unwrap();
     // Rank 2 of the 2 x 2 snake (0 1 / 3 2) trades with 1 and 3.
     assert_eq!(built.neighbours, vec![NodeId(1), NodeId(3)]);
+    // With backups, every member: notices go to all, and any survivor may become a partner.
+    let mut backed = s.clone();
+    backed.backups = 1;
+    let built = collective::build(
+        &CollectiveSpec::HeteroSort(backed),
+        &ctx(2, one.clone()),
+        Start::Fresh,
+    )
+    .unwrap();
+    assert_eq!(built.neighbours, vec![NodeId(0), NodeId(1), NodeId(3)]);
     let err = collective::build(&cs, &ctx(2, Bytes::new()), Start::Fresh)
         .err()
         .unwrap();
@@ -396,6 +409,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
     let msgs = [
         HsortMsg::Slice {
             transfer: T,
+            epoch: 2,
             cycle: 4,
             count: 1 << 40,
             record_len: 2,
@@ -405,21 +419,32 @@ fn frames_round_trip_and_bad_fields_are_refused() {
         },
         HsortMsg::Check {
             transfer: T,
+            epoch: 0,
             cycle: 1,
             ok: true,
             max: Bytes::from_static(b"zz"),
         },
         HsortMsg::Check {
             transfer: T,
+            epoch: 1,
             cycle: 2,
             ok: false,
             max: Bytes::new(),
         },
         HsortMsg::Verdict {
             transfer: T,
+            epoch: 3,
             cycle: u32::MAX,
             sorted: false,
         },
+        HsortMsg::Backup {
+            transfer: T,
+            record_len: 2,
+            records: Bytes::from_static(b"abcdef"),
+            more: false,
+        },
+        HsortMsg::BackupAck { transfer: T },
+        HsortMsg::failed(T, &[0, 3, 70_000]),
     ];
     for m in msgs {
         let w: Message = m.clone().into();
@@ -428,6 +453,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
     let bad = |m: HsortMsg| Message::from(m).validate().unwrap_err().to_string();
     let slice = |cycle, record_len, handoff, records: &'static [u8]| HsortMsg::Slice {
         transfer: T,
+        epoch: 0,
         cycle,
         count: 9,
         record_len,
@@ -439,9 +465,25 @@ fn frames_round_trip_and_bad_fields_are_refused() {
     assert!(bad(slice(1, 0, 0, b"")).contains("record length 0"));
     assert!(bad(slice(1, 2, 0, b"abc")).contains("3 payload bytes are not whole records of 2"));
     assert!(bad(slice(1, 2, 3, b"abcd")).contains("3 handoff records but only 2"));
+    let backup = |record_len, records: &'static [u8]| HsortMsg::Backup {
+        transfer: T,
+        record_len,
+        records: Bytes::from_static(records),
+        more: true,
+    };
+    assert!(bad(backup(0, b"")).contains("record length 0"));
+    assert!(bad(backup(4, b"abcdef")).contains("6 payload bytes are not whole records of 4"));
+    let failed = |ranks: &'static [u8]| HsortMsg::Failed {
+        transfer: T,
+        ranks: Bytes::from_static(ranks),
+    };
+    assert!(bad(failed(b"")).contains("no failed member"));
+    assert!(bad(failed(b"\0\0\0\x01\0")).contains("5 payload bytes are not whole u32"));
+    assert!(bad(HsortMsg::failed(T, &[3, 3])).contains("[3, 3] are not strictly ascending"));
     // A flag byte other than 0 or 1 on the wire.
     let mut f = frame::encode(&Message::from(HsortMsg::Verdict {
         transfer: T,
+        epoch: 0,
         cycle: 1,
         sorted: true,
     }))
@@ -539,12 +581,15 @@ proptest! {
         speeds in prop::collection::vec(0.25f64..4.0, 16),
         speed in any::<bool>(),
         seed in any::<u64>(),
+        backups in 0..3u32,
     ) {
         let n = (rows * cols) as usize;
         // Sorted and reverse shapes are sorted along the snake (rank order).
         let inputs = shares(shape, &counts[..n], seed);
         let slicing = if speed { Slicing::Speed } else { Slicing::Equal };
-        let s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds[..n].to_vec());
+        let mut s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds[..n].to_vec());
+        // Backup copies change nothing in a run without failures.
+        s.backups = backups.min(n as u32 - 1);
         let o = drive(machines(&s, &inputs), seed);
         check(&inputs, &o);
     }
@@ -648,8 +693,8 @@ fn large_slices_travel_in_several_frames() {
     assert!(o.frames["hsort_slice"] > 2 * u64::from(o.cycles));
 }
 
-/// A member that fails aborts its partners' runs: this step has no backups (issue 19 point 3),
-/// so a failure ends the run everywhere it is declared, rather than leaving it waiting.
+/// Without backups a member that fails aborts its partners' runs: nothing could restore its
+/// records, so the run ends everywhere the failure is declared rather than waiting.
 #[test]
 fn a_failed_peer_aborts_the_run() {
     let s = spec(2, 2, 1, Slicing::Equal, Vec::new());
@@ -672,6 +717,7 @@ fn a_failed_peer_aborts_the_run() {
     // Late frames are taken and ignored.
     let late = HsortMsg::Verdict {
         transfer: T,
+        epoch: 0,
         cycle: 1,
         sorted: false,
     };
@@ -708,4 +754,532 @@ fn cycles_and_data_moved_against_the_number_of_nodes() {
             o.slice_records as f64 / (n * 100) as f64
         );
     }
+}
+
+/// What a run with failures ends with.
+struct Survived {
+    /// Each member's delivery (None: it failed, or never delivered).
+    delivered: Vec<Option<Bytes>>,
+    /// Members killed.
+    dead: Vec<bool>,
+    /// Each member's epoch at the end and the epochs it abandoned.
+    epochs: Vec<(u32, u32)>,
+    /// Failed members some survivor found no whole copy of.
+    lost: usize,
+}
+
+/// Like [`drive`], with failures: after the backup copies are all acknowledged and before
+/// anyone delivers (the span [`recovery`](windrose_proto::heterosort::recovery) covers),
+/// member `v` of `kills` fails `gap` events after the previous failure (or after the last
+/// acknowledgement): its queued frames both ways are dropped, its compute task forgotten, and
+/// every live member gets `Input::PeerFailed`, each at a random later event. A kill that would
+/// come after the first delivery is not made. Every survivor must finish; nobody may abort.
+fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) -> Survived {
+    let n = nodes.len();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut links: BTreeMap<(usize, usize), VecDeque<Message>> = BTreeMap::new();
+    // Tasks run one after the other, as in the simulator: an abandoned epoch's task may
+    // still be queued when the next epoch's is given.
+    let mut computing: Vec<VecDeque<u32>> = vec![VecDeque::new(); n];
+    let mut delivered: Vec<Option<Bytes>> = vec![None; n];
+    let mut finished = vec![false; n];
+    let mut dead = vec![false; n];
+    // Failure notices not yet given: (to, failed member).
+    let mut notices: Vec<(usize, usize)> = Vec::new();
+    let mut out = Outputs::new();
+    let mut acks_seen = 0u64;
+    let perform = |i: usize,
+                   out: &mut Outputs,
+                   links: &mut BTreeMap<(usize, usize), VecDeque<Message>>,
+                   computing: &mut Vec<VecDeque<u32>>,
+                   delivered: &mut Vec<Option<Bytes>>,
+                   finished: &mut Vec<bool>| {
+        for o in out.drain() {
+            match o {
+                Output::Send(t) => {
+                    links
+                        .entry((i, t.to.0 as usize))
+                        .or_default()
+                        .push_back(wire(&t.message));
+                }
+                Output::Compute(task) => computing[i].push_back(task.task.0),
+                Output::Deliver { offset, data, .. } => {
+                    assert_eq!(offset, 0);
+                    assert!(delivered[i].replace(data).is_none(), "two deliveries");
+                }
+                Output::Finished => finished[i] = true,
+                Output::Aborted(r) => panic!("node {i} aborted: {r}"),
+                Output::Report(_) | Output::SetTimer { .. } | Output::CancelTimer(_) => {}
+            }
+        }
+    };
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        perform(
+            i,
+            &mut out,
+            &mut links,
+            &mut computing,
+            &mut delivered,
+            &mut finished,
+        );
+    }
+    // Every member sends one acknowledgement per copy it holds: count them as they arrive.
+    let copies: u64 = links
+        .values()
+        .map(|q| {
+            q.iter()
+                .filter(|m| matches!(m, Message::HeteroSort(HsortMsg::Backup { more: false, .. })))
+                .count() as u64
+        })
+        .sum();
+    let mut kills = kills.iter().copied();
+    let mut next_kill = kills.next();
+    let mut since = 0u64;
+    let mut steps = 0u64;
+    loop {
+        let placed = acks_seen == copies;
+        let anyone_delivered = delivered.iter().any(Option::is_some);
+        if let Some((v, gap)) = next_kill {
+            if placed && !anyone_delivered && since >= gap && !dead[v] {
+                dead[v] = true;
+                computing[v].clear();
+                links.retain(|&(a, b), _| a != v && b != v);
+                notices.extend((0..n).filter(|&i| !dead[i]).map(|i| (i, v)));
+                next_kill = kills.next();
+                since = 0;
+            } else if anyone_delivered {
+                next_kill = None;
+            }
+        }
+        if placed {
+            since += 1;
+        }
+        // Choices: a link's head, a compute completion, a failure notice.
+        let mut choices: Vec<(usize, u8, usize)> = links
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(&(from, to), _)| (to, 0, from))
+            .collect();
+        choices.extend(
+            (0..n)
+                .filter(|&i| !computing[i].is_empty())
+                .map(|i| (i, 1, 0)),
+        );
+        choices.extend(notices.iter().enumerate().map(|(k, &(to, _))| (to, 2, k)));
+        if choices.is_empty() {
+            break;
+        }
+        steps += 1;
+        assert!(steps < 10_000_000, "the run does not end");
+        let (to, what, arg) = choices[rng.gen_range(0..choices.len())];
+        let input = match what {
+            0 => {
+                let m = links.get_mut(&(arg, to)).unwrap().pop_front().unwrap();
+                if matches!(m, Message::HeteroSort(HsortMsg::BackupAck { .. })) {
+                    acks_seen += 1;
+                }
+                Input::Message {
+                    from: NodeId(arg as u32),
+                    message: m,
+                }
+            }
+            1 => Input::Command(Command::ComputeDone {
+                task: windrose_proto::TaskId(computing[to].pop_front().unwrap()),
+            }),
+            _ => Input::PeerFailed(NodeId(notices.remove(arg).1 as u32)),
+        };
+        if finished[to] {
+            continue;
+        }
+        nodes[to].handle(Time::ZERO, input, &mut out).unwrap();
+        perform(
+            to,
+            &mut out,
+            &mut links,
+            &mut computing,
+            &mut delivered,
+            &mut finished,
+        );
+    }
+    for i in 0..n {
+        assert!(dead[i] || finished[i], "survivor {i} did not finish");
+    }
+    let lost = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !dead[*i])
+        .map(|(_, m)| m.lost().len())
+        .sum();
+    Survived {
+        delivered: (0..n)
+            .map(|i| if dead[i] { None } else { delivered[i].clone() })
+            .collect(),
+        epochs: nodes.iter().map(|m| (m.epoch(), m.restarts())).collect(),
+        dead,
+        lost,
+    }
+}
+
+/// The survivors' deliveries, in snake order, are exactly the inputs' records, sorted.
+fn check_survivors(inputs: &[Bytes], s: &Survived) {
+    let mut want = RecordSummary::new();
+    for i in inputs {
+        want.push_all(i);
+    }
+    let mut got = RecordSummary::new();
+    let mut last: Option<Bytes> = None;
+    for (i, d) in s.delivered.iter().enumerate() {
+        if s.dead[i] {
+            continue;
+        }
+        let d = d.as_ref().expect("every survivor delivers");
+        assert!(!d.is_empty(), "survivor {i} ends empty");
+        got = got.then(&RecordSummary::of(d));
+        if let Some(prev) = &last {
+            assert!(prev[prev.len() - RECORD_LEN..] <= d[..RECORD_LEN]);
+        }
+        last = Some(d.clone());
+    }
+    assert_eq!(s.lost, 0);
+    assert_eq!(got.records, want.records, "records lost or duplicated");
+    assert_eq!(got.checksum, want.checksum, "the multiset changed");
+    assert!(got.is_sorted(), "not sorted");
+}
+
+/// A hand-driven network of machines for a scripted failure: frames FIFO per ordered pair.
+struct Net {
+    nodes: Vec<HeteroSort>,
+    links: BTreeMap<(usize, usize), VecDeque<Message>>,
+    computing: Vec<Option<u32>>,
+    delivered: Vec<Option<Bytes>>,
+    dead: Vec<bool>,
+    out: Outputs,
+}
+
+impl Net {
+    fn new(nodes: Vec<HeteroSort>) -> Net {
+        let n = nodes.len();
+        Net {
+            nodes,
+            links: BTreeMap::new(),
+            computing: vec![None; n],
+            delivered: vec![None; n],
+            dead: vec![false; n],
+            out: Outputs::new(),
+        }
+    }
+
+    /// Hands `input` to node `i`; returns the frames it sent (kind name, to).
+    fn feed(&mut self, i: usize, input: Input) -> Vec<(&'static str, usize)> {
+        self.nodes[i]
+            .handle(Time::ZERO, input, &mut self.out)
+            .unwrap();
+        let mut sent = Vec::new();
+        for o in self.out.drain() {
+            match o {
+                Output::Send(t) => {
+                    let to = t.to.0 as usize;
+                    sent.push((t.message.kind().name(), to));
+                    self.links
+                        .entry((i, to))
+                        .or_default()
+                        .push_back(wire(&t.message));
+                }
+                Output::Compute(task) => {
+                    assert!(self.computing[i].replace(task.task.0).is_none());
+                }
+                Output::Deliver { data, .. } => {
+                    assert!(self.delivered[i].replace(data).is_none());
+                }
+                Output::Aborted(r) => panic!("node {i} aborted: {r}"),
+                _ => {}
+            }
+        }
+        sent
+    }
+
+    /// Delivers the head frame of `from -> to`.
+    fn step(&mut self, from: usize, to: usize) -> Vec<(&'static str, usize)> {
+        let m = self
+            .links
+            .get_mut(&(from, to))
+            .unwrap()
+            .pop_front()
+            .unwrap();
+        self.feed(
+            to,
+            Input::Message {
+                from: NodeId(from as u32),
+                message: m,
+            },
+        )
+    }
+
+    /// Delivers every queued frame whose kind is `kind`, repeatedly, until none is left.
+    fn flush(&mut self, kind: &str) {
+        loop {
+            let next = self
+                .links
+                .iter()
+                .find(|(_, q)| q.front().is_some_and(|m| m.kind().name() == kind))
+                .map(|(&k, _)| k);
+            match next {
+                Some((from, to)) => {
+                    self.step(from, to);
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Node `v` stops: its frames both ways are lost.
+    fn kill(&mut self, v: usize) {
+        self.dead[v] = true;
+        self.computing[v] = None;
+        self.links.retain(|&(a, b), _| a != v && b != v);
+    }
+
+    /// Runs to the end: frames in link order, compute tasks when nothing else is pending.
+    fn run(&mut self) {
+        loop {
+            if let Some((from, to)) = self
+                .links
+                .iter()
+                .find(|(_, q)| !q.is_empty())
+                .map(|(&k, _)| k)
+            {
+                self.step(from, to);
+            } else if let Some(i) = (0..self.nodes.len()).find(|&i| self.computing[i].is_some()) {
+                let task = windrose_proto::TaskId(self.computing[i].take().unwrap());
+                self.feed(i, Input::Command(Command::ComputeDone { task }));
+            } else {
+                return;
+            }
+        }
+    }
+}
+
+/// The 2 x 2 reversed set with one backup each (member `j`'s copy at `j + 1`): the copies are
+/// placed, cycle 1 is half traded (rank 0 has rank 1's slice, not rank 3's), then member 2
+/// fails while its compute task... is not yet started. Rank 0 hears first: it announces the
+/// failure before any frame of the new epoch, rolls back and trades on the 1 x 3 snake
+/// 0 1 3. Member 3 restores member 2's input; member 1's frames of the old epoch are dropped.
+/// All three end with the six records... twelve records, sorted, none twice.
+#[test]
+fn a_failure_mid_cycle_rolls_back_to_the_inputs_on_the_survivors() {
+    let mut s = spec(2, 2, 1, Slicing::Equal, Vec::new());
+    s.backups = 1;
+    let inputs: Vec<Bytes> = [[9u8, 10, 11], [6, 7, 8], [3, 4, 5], [0, 1, 2]]
+        .iter()
+        .map(|r| Bytes::copy_from_slice(r))
+        .collect();
+    let mut net = Net::new(machines(&s, &inputs));
+    for i in 0..4 {
+        // Only the copy to the next member; nothing is traded before its acknowledgement.
+        assert_eq!(
+            net.feed(i, Input::Start),
+            vec![("hsort_backup", (i + 1) % 4)]
+        );
+    }
+    net.flush("hsort_backup");
+    // Each acknowledgement releases its owner's cycle-1 slices (2 x 2: both snake neighbours).
+    let sent = net.step(1, 0);
+    assert_eq!(sent, vec![("hsort_slice", 1), ("hsort_slice", 3)]);
+    net.flush("hsort_backup_ack");
+    // Half of cycle 1: rank 0 has rank 1's slice only; rank 1 has rank 0's.
+    net.step(1, 0);
+    net.step(0, 1);
+    assert!(net.computing.iter().all(Option::is_none));
+    net.kill(2);
+    let sent = net.feed(0, Input::PeerFailed(NodeId(2)));
+    // The notice to both survivors comes before the new epoch's slices (1 x 3: partners 1, 3).
+    assert_eq!(
+        sent,
+        vec![
+            ("hsort_failed", 1),
+            ("hsort_failed", 3),
+            ("hsort_slice", 1),
+            ("hsort_slice", 3)
+        ]
+    );
+    assert_eq!((net.nodes[0].epoch(), net.nodes[0].restarts()), (1, 1));
+    assert_eq!(net.nodes[0].members(), &[NodeId(0), NodeId(1), NodeId(3)]);
+    assert_eq!(net.nodes[0].history(), &[3]);
+    // Member 3 learns it from rank 0's notice, behind rank 0's old slice (dropped there
+    // once the notice is in): it restores member 2's input (3 + 3 records).
+    net.step(0, 3);
+    assert_eq!(net.nodes[3].epoch(), 0);
+    net.step(0, 3);
+    assert_eq!(net.nodes[3].epoch(), 1);
+    assert_eq!(net.nodes[3].history(), &[6]);
+    // Member 1's frames of epoch 0 still queued for 3 are dropped there; the rest runs on.
+    net.run();
+    assert!(net.nodes[1].failed() == vec![NodeId(2)]);
+    let got: Vec<u8> = [0, 1, 3]
+        .iter()
+        .flat_map(|&i| {
+            net.delivered[i]
+                .clone()
+                .expect("a survivor delivers")
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(got, (0..12).collect::<Vec<u8>>());
+    assert!(net.delivered[2].is_none());
+}
+
+/// Seeded chaos at the machine level: random shapes and shares, one to three members failing
+/// at random events after the copies are placed (as many backups as failures), notices and
+/// frames in random order. Every survivor finishes, and together they deliver exactly the
+/// inputs' records, sorted and contiguous in snake order.
+#[test]
+fn random_failures_lose_and_duplicate_nothing() {
+    let shapes = [(1u32, 3u32), (2, 2), (2, 3), (3, 3), (4, 4)];
+    let mut restarted = 0;
+    for seed in 0..300u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (rows, cols) = shapes[rng.gen_range(0..shapes.len())];
+        let n = (rows * cols) as usize;
+        let k = rng.gen_range(1..=3usize).min(n - 1);
+        let inputs: Vec<Bytes> = (0..n)
+            .map(|i| {
+                let count = rng.gen_range(1..30);
+                benchmark_records(seed, (i * 30) as u64, count, KeyDistribution::Uniform)
+            })
+            .collect();
+        let slicing = if rng.gen_bool(0.5) {
+            Slicing::Speed
+        } else {
+            Slicing::Equal
+        };
+        let speeds: Vec<f64> = (0..n).map(|_| rng.gen_range(0.5..4.0)).collect();
+        let mut s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds);
+        s.backups = k as u32;
+        let mut victims: Vec<usize> = Vec::new();
+        while victims.len() < k {
+            let v = rng.gen_range(0..n);
+            if !victims.contains(&v) {
+                victims.push(v);
+            }
+        }
+        let kills: Vec<(usize, u64)> = victims
+            .iter()
+            .map(|&v| (v, rng.gen_range(0..40 * n as u64)))
+            .collect();
+        let out = drive_failing(machines(&s, &inputs), seed, &kills);
+        check_survivors(&inputs, &out);
+        restarted += usize::from(out.dead.iter().any(|&d| d));
+        for (i, &(epoch, _)) in out.epochs.iter().enumerate() {
+            if !out.dead[i] {
+                let killed = out.dead.iter().filter(|&&d| d).count() as u32;
+                assert_eq!(epoch, killed, "seed {seed}: survivor {i} missed a failure");
+            }
+        }
+    }
+    // Most runs kill someone before the first delivery.
+    assert!(restarted > 200, "{restarted} runs had a failure");
+}
+
+/// The edges of recovery, on a 1 x 4 snake with one backup each (member `j`'s copy at
+/// `j + 1`): a member and its only holder both failing leaves no copy, and every survivor
+/// aborts naming the member; a node named in a notice aborts (the others restore its input);
+/// a frame of an epoch whose failures were never announced is refused. And on 1 x 3, a member
+/// that fails before its copy arrived has traded nothing: its restorer says it is lost and the
+/// others sort the rest.
+#[test]
+fn failures_recovery_cannot_cover_end_clearly_or_are_reported() {
+    let mut s = spec(1, 4, 1, Slicing::Equal, Vec::new());
+    s.backups = 1;
+    let inputs: Vec<Bytes> = (0..4u8).map(|i| Bytes::from(vec![40 - i, i])).collect();
+    let mut out = Outputs::new();
+    let mut nodes = machines(&s, &inputs);
+    nodes[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    nodes[0]
+        .handle(Time::ZERO, Input::PeerFailed(NodeId(1)), &mut out)
+        .unwrap();
+    out.clear();
+    nodes[0]
+        .handle(Time::ZERO, Input::PeerFailed(NodeId(2)), &mut out)
+        .unwrap();
+    assert_eq!(
+        out.as_slice(),
+        [Output::Aborted(windrose_proto::AbortReason::PeerFailed {
+            peer: NodeId(1)
+        })]
+    );
+    // Named failed by a peer: this node's records are restored elsewhere, it must stop; its
+    // compute task in progress then completes into nothing.
+    let notice = |ranks: &[usize]| Input::Message {
+        from: NodeId(0),
+        message: HsortMsg::failed(T, ranks).into(),
+    };
+    nodes[3].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    out.clear();
+    nodes[3].handle(Time::ZERO, notice(&[3]), &mut out).unwrap();
+    assert_eq!(
+        out.as_slice(),
+        [Output::Aborted(windrose_proto::AbortReason::PeerFailed {
+            peer: NodeId(3)
+        })]
+    );
+    let mut alone = machines(&spec(1, 1, 1, Slicing::Equal, Vec::new()), &inputs[..1]);
+    alone[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let task = out
+        .drain()
+        .find_map(|o| match o {
+            Output::Compute(t) => Some(t.task),
+            _ => None,
+        })
+        .unwrap();
+    let ghost = Input::Message {
+        from: NodeId(0),
+        message: HsortMsg::failed(T, &[0]).into(),
+    };
+    alone[0].handle(Time::ZERO, ghost, &mut out).unwrap();
+    let done = Input::Command(Command::ComputeDone { task });
+    alone[0].handle(Time::ZERO, done, &mut out).unwrap();
+    assert!(matches!(out.as_slice(), [Output::Aborted(_)]), "{out:?}");
+    out.clear();
+    // Epoch 1 before its notice: the link order is broken.
+    nodes[2].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let early = Input::Message {
+        from: NodeId(1),
+        message: HsortMsg::Verdict {
+            transfer: T,
+            epoch: 1,
+            cycle: 1,
+            sorted: false,
+        }
+        .into(),
+    };
+    let err = nodes[2].handle(Time::ZERO, early, &mut out).unwrap_err();
+    assert!(err.to_string().contains("not announced"), "{err}");
+    let err = nodes[2]
+        .handle(Time::ZERO, notice(&[9]), &mut out)
+        .unwrap_err();
+    assert!(err.to_string().contains("outside the group"), "{err}");
+
+    let mut s = spec(1, 3, 1, Slicing::Equal, Vec::new());
+    s.backups = 1;
+    let inputs: Vec<Bytes> = [[7u8, 8], [1, 9], [5, 6]]
+        .iter()
+        .map(|r| Bytes::copy_from_slice(r))
+        .collect();
+    let mut net = Net::new(machines(&s, &inputs));
+    for i in 0..3 {
+        net.feed(i, Input::Start);
+    }
+    // Member 2 fails with its copy (for member 0) still on the way.
+    net.kill(2);
+    net.feed(0, Input::PeerFailed(NodeId(2)));
+    net.feed(1, Input::PeerFailed(NodeId(2)));
+    net.run();
+    assert_eq!(net.nodes[0].lost(), vec![NodeId(2)]);
+    assert!(net.nodes[1].lost().is_empty());
+    let got: Vec<u8> = [0, 1]
+        .iter()
+        .flat_map(|&i| net.delivered[i].clone().unwrap().to_vec())
+        .collect();
+    assert_eq!(got, vec![1, 7, 8, 9]);
 }

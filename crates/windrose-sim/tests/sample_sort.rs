@@ -124,6 +124,7 @@ fn sixteen_hosts_sample_sort_their_records_beside_heterosort() {
             record_len: RECORD_LEN as u32,
             slicing,
             speeds: speeds.clone(),
+            backups: 0,
         })
     };
     let runs = [

@@ -82,6 +82,7 @@ impl SortProtocol {
                         Slicing::Equal
                     },
                     speeds: speeds.to_vec(),
+                    backups: HsortSpec::DEFAULT_BACKUPS,
                 })
             }
         }
