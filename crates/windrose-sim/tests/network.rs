@@ -701,7 +701,7 @@ fn churn_case() -> impl Strategy<Value = ChurnCase> {
         any::<bool>(),
     )
         .prop_flat_map(|(clusters, nb, ab, wb, rtt)| {
-            let nodes: usize = clusters.iter().map(|&c| c).sum();
+            let nodes: usize = clusters.iter().sum();
             let c = clusters.len();
             let sends = prop::collection::vec(
                 (
