@@ -35,44 +35,63 @@
 //!
 //! # Complexity
 //!
-//! Let a solve's *component* be the set of active connections and links reachable, through
-//! shared links, from the links touched by what happened at one instant (a connection started
-//! or stopped transferring, a capacity or weight changed). With `L_c` links, `F_c` connections
-//! and `H_c ≤ 5 F_c` route hops in the component, and `E` entries in the event heap:
+//! **Sharing is incremental.** A solve does not re-run progressive filling over the connected
+//! component of what changed (SimGrid's lmm "selective update" does that: it re-solves every
+//! variable reachable through shared constraints from a modified one). It uses the bottleneck
+//! characterization of (weighted) max-min fairness (Bertsekas and Gallager, *Data Networks*,
+//! §6.5): a feasible allocation is the max-min one iff every connection crosses a saturated
+//! link on which its level `rate · penalty` is the highest. So a solve re-computes a *region*:
+//!
+//! 1. it starts from the connections whose own terms changed (started, re-weighted, or crossing
+//!    a link whose capacity changed) — a connection that stopped only leaves its links dirty;
+//! 2. it fills the region by progressive filling with the rates of every other connection
+//!    taken off the capacities, which keeps the region's links feasible and gives each of the
+//!    region's connections a saturated link where it is highest among the region;
+//! 3. it checks the links the region crosses and the dirty links (the only links whose load or
+//!    levels moved): an outside connection above the level at which the region saturated a
+//!    link, or one that had a link as its bottleneck (at its old highest level) when that link
+//!    stopped being saturated or its highest level rose, and has no bottleneck left, joins the
+//!    region; if any joined, back to 2.
+//!
+//! The region only grows, so this ends, at worst on the whole component (then it is the old
+//! solve). Every connection outside it kept a valid bottleneck, so the result is the max-min
+//! allocation. The checks compare loads and levels with a relative slack of 1e-10
+//! (`SATURATION_TOL`, rounding of sums); the property tests compare the rates with a filling
+//! from scratch to 1e-9 after every event.
+//!
+//! What makes it cheap: each link keeps its active connections ordered by level (a sorted vector
+//! of `(level, id)`) and its load, both updated when a rate changes (the load is summed afresh
+//! every 256 updates so that rounding cannot pile up). The filling reads the region's
+//! connections of each link from a per-round adjacency, and the checks walk a link's ordered
+//! set from the top only as far as the levels they concern. No step reads a whole link's list
+//! or a whole component.
+//!
+//! Per instant with events, with `R` the final region, `H_R ≤ 5 R` its route hops, `T` the
+//! links it touches, `k` the filling rounds, `d` the largest number of connections on a link,
+//! `A` the set entries the checks walk (connections that join the region or are in it, and the
+//! top group of a link that lost saturation) and `E` the event-heap entries:
 //!
 //! - [`Network::send`]: O(log E) (one hash lookup, one heap push when the connection was idle);
 //! - a message completing on a connection whose next message is already transferable: O(log E)
 //!   and no re-sharing (the connection keeps its route, weight and rate);
-//! - any other instant with events: one solve. Finding the component and initializing its
-//!   links is O(L_c + H_c) (breadth-first from the touched links). Progressive filling queues
-//!   the links by fill level in a monotone radix heap (levels never decrease while filling):
-//!   O(1) per push, amortized O(b) per pop with b ≤ 64 the key bits (a few bucket moves in
-//!   practice), one entry per link plus one per out-of-date entry that surfaces (at most one
-//!   per hop), and it stops once every connection is fixed: O(H_c + (L_c + H_c)·b) worst case,
-//!   close to O(L_c + H_c) in practice. Then O(log E) per connection whose rate changed, for
-//!   its new completion time.
+//! - any other instant: one solve, O(k·(H_R + T·b) + A·(log d + 5) + C·(5 log d + log E)) for
+//!   the `C ≤ R` connections whose rate changed (b ≤ 64 the key bits of the filling's monotone
+//!   radix heap, a few bucket moves in practice). The worst case is the whole component in
+//!   `R` and `k` up to `R`; in practice `R` is close to the connections whose rate really
+//!   changes and `k` about 2-3.
+//!
+//! None of these terms depends on N by itself. Measured on MOB (4 clusters, 64 MiB in
+//! 256 KiB pieces) at N = 1,024: 23 connections and 25 links re-shared per solve in 2.7 rounds
+//! on average for 21.5 rate changes, where the component solve re-shared 606 and 265.
 //!
 //! Completion times live in one binary heap of `(time, kind, id, version)` entries; bumping a
 //! connection's version stamp makes its older entry stale, and stale entries are skipped when
 //! they surface. When stale entries make up more than half of the heap it is compacted (O(E),
 //! amortized O(1) per stale entry), so E stays below twice the live events plus a constant.
-//!
-//! **What this means at scale.** The component is only small when the platform's traffic
-//! splits into groups that share no link. A multicast inside large clusters does not: every
-//! node's uplink and downlink carry several connections, node links are what saturates (so
-//! they couple their connections for real, and a change can move every rate of the mesh),
-//! and the WAN connections tie the clusters' meshes together. MOB (4 clusters, 64 MiB in
-//! 256 KiB pieces) re-shares 41 connections and 37 links per solve on average at N = 64 and
-//! 151 and 80 at N = 256: the cost of an event grows about linearly with N, and a run's
-//! quadratically. An exact max-min allocation cannot avoid that in general; skipping links
-//! that cannot saturate (the sum of their connections' other bottlenecks is below their
-//! capacity) would cut access links out of components but not node links. Issue 20 has the
-//! measurements.
-//!
-//! Connections and links outside the component keep their rates and their heap entries
-//! untouched: the remaining bytes of a connection are only brought up to date when its rate
-//! changes (lazy settlement). The bench `network_vs_simgrid` measures a 1024-node, 4096-flow
-//! scenario against SimGrid.
+//! Connections outside the region keep their rates and their heap entries untouched: the
+//! remaining bytes of a connection are only brought up to date when its rate changes (lazy
+//! settlement). The bench `network_vs_simgrid` measures a 1024-node, 4096-flow scenario against
+//! SimGrid, the bench `scale` every protocol at N = 64 ... 16,384.
 //!
 //! # Example
 //!
@@ -313,6 +332,10 @@ impl Key {
     }
 }
 
+/// Relative slack of the region's checks: a link within it of its capacity is saturated, a
+/// level within it of a link's highest is the highest (rounding of sums of rates).
+const SATURATION_TOL: f64 = 1e-10;
+
 /// Event kinds, in the order they are handled at one instant.
 const EV_CHANGE: u8 = 0;
 const EV_COMPLETE: u8 = 1;
@@ -352,7 +375,7 @@ struct Hot {
     rate: f64,
     /// Rate computed by the running solve.
     new_rate: f64,
-    /// Epoch stamps: visited by the component search, fixed by the filling.
+    /// In the region being re-shared (solve epoch stamp); fixed by the filling (round stamp).
     seen: u32,
     fixed: u32,
 }
@@ -375,6 +398,8 @@ struct Conn {
     /// Bytes of the head message left at `t_last`.
     remaining: f64,
     t_last: f64,
+    /// The level key under which the connection is listed on its links, when active.
+    listed_level: u64,
     /// Stamp of the live completion entry; bumping it makes older entries stale.
     version: u32,
     /// Whether a live (non-stale) completion entry is in the event heap.
@@ -397,13 +422,63 @@ struct Link {
     /// Active connections crossing the link (unordered; positions kept in `Conn::pos`).
     flows: Vec<u32>,
     // Solver scratch.
+    /// Crossed by the region this round (round stamp).
     seen: u32,
+    /// Marked dirty this solve (epoch stamp), and the load and highest level it had then.
     dirty: u32,
+    pre_load: f64,
+    pre_max: f64,
     remaining: f64,
     usage: f64,
     unfixed: u32,
     version: u32,
+    /// Level at which the filling saturated the link this round (infinite if it did not).
+    level: f64,
+    /// Over the region's connections on the link: their old rates, their new rates, and
+    /// their highest new level.
+    old_sum: f64,
+    new_sum: f64,
+    new_max: f64,
+    /// The link's load with the region's new rates.
+    new_load: f64,
+    /// The region's connections on the link: `adj[adj_start..adj_start + adj_len]`.
+    adj_start: u32,
+    adj_len: u32,
+    // Kept up to date as rates change.
+    /// The active connections crossing the link, sorted by level (`rate · penalty`), then id.
+    /// A sorted vector: most links carry a few connections, and moving a few thousand entries
+    /// costs less than a B-tree's allocations and pointer chasing.
+    levels: Vec<(u64, u32)>,
+    /// Sum of their rates.
+    load: f64,
+    /// Updates of `load` since it was last summed afresh.
+    load_updates: u32,
 }
+
+impl Link {
+    /// The highest level of the connections listed on the link (0 when none).
+    fn max_level(&self) -> f64 {
+        self.levels.last().map_or(0.0, |&(k, _)| Key(k).get())
+    }
+
+    /// Adds `delta` to the load; every [`LOAD_RESUM`] updates the load is summed afresh from
+    /// the connections' rates, so rounding cannot pile up.
+    fn add_load(&mut self, delta: f64, hot: &[Hot]) {
+        self.load_updates += 1;
+        if self.load_updates >= LOAD_RESUM {
+            self.load_updates = 0;
+            self.load = self.levels.iter().map(|&(_, g)| hot[g as usize].rate).sum();
+        } else {
+            self.load += delta;
+        }
+        if self.levels.is_empty() {
+            self.load = 0.0;
+        }
+    }
+}
+
+/// See [`Link::add_load`].
+const LOAD_RESUM: u32 = 256;
 
 /// The flow-level network; see the [module documentation](self).
 #[derive(Clone, Debug)]
@@ -422,9 +497,16 @@ pub struct Network {
     stale: usize,
     changes: Vec<Change>,
     next_message: u64,
-    /// Epoch stamps for the solver's visited/dirty marks.
+    /// Stamps of the current solve and of its current filling round.
     epoch: u32,
+    round: u32,
     dirty: Vec<u32>,
+    /// Connections whose own terms changed since the last solve (started, re-weighted, or on a
+    /// link whose capacity changed): the region starts from them.
+    seeds: Vec<u32>,
+    /// Scratch of `grow_region` and `fill_region`.
+    grown: Vec<u32>,
+    adj: Vec<u32>,
     comp_links: Vec<u32>,
     comp_flows: Vec<u32>,
     fill: RadixHeap,
@@ -453,7 +535,11 @@ impl Network {
             changes: Vec::new(),
             next_message: 0,
             epoch: 1,
+            round: 1,
             dirty: Vec::new(),
+            seeds: Vec::new(),
+            grown: Vec::new(),
+            adj: Vec::new(),
             comp_links: Vec::new(),
             comp_flows: Vec::new(),
             fill: RadixHeap::default(),
@@ -572,6 +658,7 @@ impl Network {
             queue: VecDeque::new(),
             active: false,
             pos: [0; 5],
+            listed_level: 0,
             remaining: 0.0,
             t_last: self.now,
             version: 0,
@@ -859,10 +946,14 @@ impl Network {
         out
     }
 
+    /// Marks a link for the next solve, remembering its load and highest level before the
+    /// change (what the solve's checks compare with).
     fn mark_dirty(&mut self, link: u32) {
         let l = &mut self.links[link as usize];
         if l.dirty != self.epoch {
             l.dirty = self.epoch;
+            l.pre_load = l.load;
+            l.pre_max = l.max_level();
             self.dirty.push(link);
         }
     }
@@ -877,6 +968,7 @@ impl Network {
                 self.links[i].capacity = bytes_s;
                 if !self.links[i].flows.is_empty() {
                     self.mark_dirty(i as u32);
+                    self.seeds.extend_from_slice(&self.links[i].flows);
                 }
             }
             Change::IntraLatency { cluster, latency_s } => {
@@ -917,6 +1009,9 @@ impl Network {
             self.hot[c].penalty = penalty;
             self.hot[c].weight = 1.0 / penalty;
             if reshare {
+                // Still listed at its old level until the solve re-lists it: the solve sees
+                // the change of level as a change of the links' highest level.
+                self.seeds.push(c as u32);
                 let h = self.hot[c];
                 for &l in h.route() {
                     self.mark_dirty(l);
@@ -1013,6 +1108,8 @@ impl Network {
             flows.push(c);
             self.mark_dirty(l);
         }
+        self.list(c);
+        self.seeds.push(c);
     }
 
     fn deactivate(&mut self, c: u32) {
@@ -1022,6 +1119,11 @@ impl Network {
         conn.active = false;
         conn.active_s += now - conn.active_since;
         let pos = conn.pos;
+        let h = self.hot[c as usize];
+        for &l in h.route() {
+            self.mark_dirty(l);
+        }
+        self.unlist(c);
         self.hot[c as usize].rate = 0.0;
         let h = self.hot[c as usize];
         for (k, &l) in h.route().iter().enumerate() {
@@ -1040,75 +1142,194 @@ impl Network {
         }
     }
 
-    /// Re-shares the bandwidth of the component(s) reachable from the dirty links, by
-    /// progressive filling, and reschedules the connections whose rate changed.
+    /// Re-shares the bandwidth around what changed and reschedules the connections whose rate
+    /// changed.
+    ///
+    /// The re-shared *region* starts as the connections whose own terms changed (`seeds`:
+    /// started, re-weighted, or crossing a link whose capacity changed); every other connection
+    /// keeps its rate. The region is filled (progressive filling with the other connections'
+    /// rates taken off the capacities), then checked against the bottleneck characterization
+    /// of max-min fairness: an allocation is the (weighted) max-min one iff it is feasible and
+    /// every connection crosses a saturated link on which its level (`rate · penalty`) is the
+    /// highest. The filling keeps the region's links feasible and gives the region's
+    /// connections a saturated link; an outside connection whose level on such a link is
+    /// higher, or that lost its bottleneck on a link the region or a departure touched, joins
+    /// the region, which is filled again. The region only grows, so this ends, at worst on the
+    /// whole component.
     fn solve(&mut self) {
         self.stats.solves += 1;
         let epoch = self.epoch;
+        self.comp_flows.clear();
+        for &f in &self.seeds {
+            let h = &mut self.hot[f as usize];
+            if h.seen != epoch && self.conns[f as usize].active {
+                h.seen = epoch;
+                self.comp_flows.push(f);
+            }
+        }
+        self.seeds.clear();
+        loop {
+            self.next_round();
+            self.fill_region();
+            if !self.grow_region() {
+                break;
+            }
+        }
+        self.stats.solved_links += self.comp_links.len() as u64;
+        self.stats.solved_connections += self.comp_flows.len() as u64;
+
+        // Settle and reschedule the connections whose rate changed.
+        let now = self.now;
+        for i in 0..self.comp_flows.len() {
+            let f = self.comp_flows[i];
+            let h = self.hot[f as usize];
+            if h.new_rate == h.rate {
+                if self.conns[f as usize].listed_level != Key::new(h.rate * h.penalty).0 {
+                    // Re-weighted, same rate.
+                    self.unlist(f);
+                    self.list(f);
+                }
+                continue;
+            }
+            let conn = &mut self.conns[f as usize];
+            let moved = (h.rate * (now - conn.t_last)).min(conn.remaining);
+            conn.remaining -= moved;
+            conn.t_last = now;
+            if conn.scheduled {
+                self.stale += 1;
+            }
+            conn.scheduled = true;
+            conn.version = conn.version.wrapping_add(1);
+            let (remaining, version) = (conn.remaining, conn.version);
+            self.unlist(f);
+            self.hot[f as usize].rate = h.new_rate;
+            self.list(f);
+            if moved > 0.0 {
+                for &l in h.route() {
+                    self.links[l as usize].bytes += moved;
+                }
+            }
+            self.stats.rate_changes += 1;
+            self.events.push(Reverse(Event {
+                time: Key::new(now + remaining / h.new_rate),
+                kind: EV_COMPLETE,
+                id: f,
+                version,
+            }));
+        }
+        self.dirty.clear();
+        self.next_epoch();
+    }
+
+    /// Takes active connection `f` (at its current rate and penalty) off its links' level sets
+    /// and loads.
+    fn unlist(&mut self, f: u32) {
+        let h = self.hot[f as usize];
+        let key = (self.conns[f as usize].listed_level, f);
+        for &l in h.route() {
+            let link = &mut self.links[l as usize];
+            let at = link
+                .levels
+                .binary_search(&key)
+                .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
+            link.levels.remove(at);
+            link.add_load(-h.rate, &self.hot);
+        }
+    }
+
+    /// Puts active connection `f` (at its current rate and penalty) on its links' level sets
+    /// and loads.
+    fn list(&mut self, f: u32) {
+        let h = self.hot[f as usize];
+        let key = (Key::new(h.rate * h.penalty).0, f);
+        self.conns[f as usize].listed_level = key.0;
+        for &l in h.route() {
+            let link = &mut self.links[l as usize];
+            let at = link.levels.binary_search(&key).unwrap_err();
+            link.levels.insert(at, key);
+            link.add_load(h.rate, &self.hot);
+        }
+    }
+
+    /// Progressive filling of the region (`comp_flows`, the connections stamped with the
+    /// epoch) over the links it crosses and the dirty links (`comp_links`, found here), with
+    /// the rates of the connections outside the region taken off those links' capacities.
+    /// Sets `new_rate` of the region's connections, and of each link the level at which it
+    /// fixed some of them and the sum and highest level of their new rates. O(H_R) plus the
+    /// queue, for the H_R route hops of the region: no link's whole list is read.
+    fn fill_region(&mut self) {
+        let round = self.round;
         let links = &mut self.links;
         let hot = &mut self.hot;
         let comp_links = &mut self.comp_links;
-        let comp_flows = &mut self.comp_flows;
+        let comp_flows = &self.comp_flows;
+        let adj = &mut self.adj;
         let fill = &mut self.fill;
-
-        // 1. The component: links and active connections reachable from the dirty links,
-        //    found breadth-first; each link is initialized for the filling as it is reached.
-        //
-        // 2. Progressive filling. A link's fill level is its remaining capacity over the sum of
-        //    the weights (1 / penalty) of its unfixed connections; the link with the lowest
-        //    level saturates next and fixes its unfixed connections at level / penalty.
-        //
-        //    Fixing a connection at level λ raises the level of every other link it crosses
-        //    (λ is at most their level), so a queued entry can only underestimate its link's
-        //    level: entries are not updated in place but re-queued with the current level
-        //    when they surface out of date (version stamp), which saves a queue operation per
-        //    route hop. As levels only rise, the queue is a radix heap (see `radix_heap`).
         comp_links.clear();
-        comp_flows.clear();
         fill.clear();
-        for &l in &self.dirty {
+        let mut touch = |l: u32, links: &mut Vec<Link>| {
             let link = &mut links[l as usize];
-            if link.seen != epoch {
-                link.seen = epoch;
+            if link.seen != round {
+                link.seen = round;
+                link.unfixed = 0;
+                link.usage = 0.0;
+                link.old_sum = 0.0;
+                link.new_sum = 0.0;
+                link.new_max = 0.0;
+                link.level = f64::INFINITY;
                 comp_links.push(l);
             }
+        };
+        for &l in &self.dirty {
+            touch(l, links);
         }
-        let mut next = 0;
-        while next < comp_links.len() {
-            let l = comp_links[next] as usize;
-            next += 1;
-            let mut usage = 0.0;
-            for k in 0..links[l].flows.len() {
-                let f = links[l].flows[k] as usize;
-                let h = &mut hot[f];
-                usage += h.weight;
-                if h.seen == epoch {
-                    continue;
-                }
-                h.seen = epoch;
-                comp_flows.push(f as u32);
-                for &m in &h.route[..h.route_len as usize] {
-                    let link = &mut links[m as usize];
-                    if link.seen != epoch {
-                        link.seen = epoch;
-                        comp_links.push(m);
-                    }
-                }
+        for &f in comp_flows {
+            let h = &hot[f as usize];
+            for &m in h.route() {
+                touch(m, links);
+                let link = &mut links[m as usize];
+                link.unfixed += 1;
+                link.usage += h.weight;
+                link.old_sum += h.rate;
             }
-            let link = &mut links[l];
-            link.remaining = link.capacity;
-            link.usage = usage;
-            link.unfixed = link.flows.len() as u32;
+        }
+        // The region's connections of each link, contiguous in `adj`.
+        let mut offset = 0;
+        for &l in comp_links.iter() {
+            let link = &mut links[l as usize];
+            link.adj_start = offset;
+            link.adj_len = 0;
+            offset += link.unfixed;
+        }
+        adj.clear();
+        adj.resize(offset as usize, 0);
+        for &f in comp_flows {
+            for &m in hot[f as usize].route() {
+                let link = &mut links[m as usize];
+                adj[(link.adj_start + link.adj_len) as usize] = f;
+                link.adj_len += 1;
+            }
+        }
+        for &l in comp_links.iter() {
+            let link = &mut links[l as usize];
+            let outside = link.load - link.old_sum;
+            link.remaining = (link.capacity - outside).max(0.0);
             link.version = link.version.wrapping_add(1);
             if link.unfixed > 0 {
-                fill.push((Key::new(link.remaining / usage).0, l as u32, link.version));
+                fill.push((Key::new(link.remaining / link.usage).0, l, link.version));
             }
         }
-        self.stats.solved_links += comp_links.len() as u64;
-        self.stats.solved_connections += comp_flows.len() as u64;
 
-        // Stop as soon as every connection is fixed: the links still queued are then all
-        // unsaturated.
+        // A link's fill level is its remaining capacity over the sum of the weights
+        // (1 / penalty) of its unfixed connections; the link with the lowest level saturates
+        // next and fixes its unfixed connections at level / penalty.
+        //
+        // Fixing a connection at level λ raises the level of every other link it crosses (λ is
+        // at most their level), so a queued entry can only underestimate its link's level:
+        // entries are not updated in place but re-queued with the current level when they
+        // surface out of date (version stamp), which saves a queue operation per route hop. As
+        // levels only rise, the queue is a radix heap (see `radix_heap`). Filling stops as soon
+        // as every connection is fixed: the links still queued are then all unsaturated.
         let mut unfixed_flows = comp_flows.len();
         while unfixed_flows > 0 {
             let Some((key, l, version)) = fill.pop() else {
@@ -1119,14 +1340,20 @@ impl Network {
                 continue;
             }
             let key = Key(key).get();
+            let (start, end) = {
+                let link = &links[l];
+                (
+                    link.adj_start as usize,
+                    (link.adj_start + link.adj_len) as usize,
+                )
+            };
             if links[l].version != version {
                 if links[l].usage <= 0.0 {
                     // Rounding ate the weights: recompute them exactly.
-                    let usage = links[l]
-                        .flows
+                    let usage = adj[start..end]
                         .iter()
                         .map(|&g| &hot[g as usize])
-                        .filter(|g| g.fixed != epoch)
+                        .filter(|g| g.fixed != round)
                         .fold(0.0, |u, g| u + g.weight);
                     links[l].usage = usage;
                 }
@@ -1137,13 +1364,13 @@ impl Network {
                 continue;
             }
             let level = key;
-            for k in 0..links[l].flows.len() {
-                let f = links[l].flows[k] as usize;
-                let h = &mut hot[f];
-                if h.fixed == epoch {
+            links[l].level = level;
+            for &f in &adj[start..end] {
+                let h = &mut hot[f as usize];
+                if h.fixed == round {
                     continue;
                 }
-                h.fixed = epoch;
+                h.fixed = round;
                 unfixed_flows -= 1;
                 let rate = level / h.penalty;
                 let weight = h.weight;
@@ -1152,6 +1379,8 @@ impl Network {
                     let m = m as usize;
                     let link = &mut links[m];
                     link.unfixed -= 1;
+                    link.new_sum += rate;
+                    link.new_max = link.new_max.max(level);
                     if m != l {
                         link.remaining -= rate;
                         link.usage -= weight;
@@ -1160,55 +1389,125 @@ impl Network {
                 }
             }
         }
-
-        // 3. Settle and reschedule the connections whose rate changed.
-        let now = self.now;
-        for &f in comp_flows.iter() {
-            let h = &mut hot[f as usize];
-            if h.new_rate == h.rate {
-                continue;
-            }
-            let conn = &mut self.conns[f as usize];
-            let moved = (h.rate * (now - conn.t_last)).min(conn.remaining);
-            conn.remaining -= moved;
-            conn.t_last = now;
-            h.rate = h.new_rate;
-            if conn.scheduled {
-                self.stale += 1;
-            }
-            conn.scheduled = true;
-            conn.version = conn.version.wrapping_add(1);
-            if moved > 0.0 {
-                for &l in &h.route[..h.route_len as usize] {
-                    links[l as usize].bytes += moved;
-                }
-            }
-            self.stats.rate_changes += 1;
-            self.events.push(Reverse(Event {
-                time: Key::new(now + conn.remaining / h.rate),
-                kind: EV_COMPLETE,
-                id: f,
-                version: conn.version,
-            }));
-        }
-        self.dirty.clear();
-        self.next_epoch();
     }
 
-    /// Moves to the next epoch stamp; on wrap-around, clears every stamp so that an old one
-    /// can never be mistaken for the current one.
+    /// Checks the filled region against the bottleneck characterization and adds to it the
+    /// outside connections that break it. Only the touched links (`comp_links`) changed load
+    /// or levels, so only their outside connections can break it, and of those only the ones
+    /// listed above a level: above the level at which the region saturated the link, or, when
+    /// the link stopped being saturated or its highest level rose, the ones that had it as
+    /// their bottleneck (at its old highest level). Returns whether the region grew.
+    fn grow_region(&mut self) -> bool {
+        let epoch = self.epoch;
+        let mut grown = std::mem::take(&mut self.grown);
+        grown.clear();
+        for i in 0..self.comp_links.len() {
+            let link = &mut self.links[self.comp_links[i] as usize];
+            link.new_load = link.load - link.old_sum + link.new_sum;
+        }
+        for i in 0..self.comp_links.len() {
+            let l = self.comp_links[i] as usize;
+            let link = &self.links[l];
+            let tol_cap = link.capacity * (1.0 - SATURATION_TOL);
+            if link.level.is_finite() {
+                let above = link.level * (1.0 + SATURATION_TOL);
+                for &(k, g) in link.levels.iter().rev() {
+                    if Key(k).get() <= above {
+                        break;
+                    }
+                    if self.hot[g as usize].seen != epoch {
+                        grown.push(g);
+                    }
+                }
+            }
+            let (old_load, old_max) = if link.dirty == epoch {
+                (link.pre_load, link.pre_max)
+            } else {
+                (link.load, link.max_level())
+            };
+            let was_saturated = old_load >= tol_cap;
+            // Outside levels are unchanged and at most `old_max`, so the highest level rose iff
+            // the region's did.
+            if was_saturated && (link.new_load < tol_cap || link.new_max > old_max) {
+                let floor = old_max * (1.0 - SATURATION_TOL);
+                for &(k, g) in link.levels.iter().rev() {
+                    if Key(k).get() < floor {
+                        break;
+                    }
+                    if self.hot[g as usize].seen != epoch && !self.has_bottleneck(g) {
+                        grown.push(g);
+                    }
+                }
+            }
+        }
+        let mut grew = false;
+        for &g in &grown {
+            let h = &mut self.hot[g as usize];
+            if h.seen != epoch {
+                h.seen = epoch;
+                self.comp_flows.push(g);
+                grew = true;
+            }
+        }
+        self.grown = grown;
+        grew
+    }
+
+    /// Whether the outside connection `g` crosses a saturated link on which no connection has a
+    /// higher level, with the region's new rates.
+    fn has_bottleneck(&self, g: u32) -> bool {
+        let h = &self.hot[g as usize];
+        let level = h.rate * h.penalty;
+        let top = |max: f64| level >= max * (1.0 - SATURATION_TOL);
+        h.route().iter().any(|&m| {
+            let link = &self.links[m as usize];
+            if link.seen != self.round {
+                return link.load >= link.capacity * (1.0 - SATURATION_TOL)
+                    && top(link.max_level());
+            }
+            if link.new_load < link.capacity * (1.0 - SATURATION_TOL) || !top(link.new_max) {
+                return false;
+            }
+            // The listed levels of the region's connections are their old ones: skip them down
+            // to the first outside connection, or to a level `g` is at the top of.
+            for &(k, f) in link.levels.iter().rev() {
+                if top(Key(k).get()) {
+                    return true;
+                }
+                if self.hot[f as usize].seen != self.epoch {
+                    return false;
+                }
+            }
+            true
+        })
+    }
+
+    /// Moves to the next solve's epoch stamp; on wrap-around, clears every stamp so that an old
+    /// one can never be mistaken for the current one.
     fn next_epoch(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             for l in &mut self.links {
-                l.seen = 0;
                 l.dirty = 0;
             }
             for h in &mut self.hot {
                 h.seen = 0;
-                h.fixed = 0;
             }
             self.epoch = 1;
+        }
+    }
+
+    /// Moves to the next filling round's stamp (same wrap-around rule as the epoch).
+    fn next_round(&mut self) {
+        self.round = self.round.wrapping_add(1);
+        if self.round == 0 {
+            for l in &mut self.links {
+                l.seen = 0;
+            }
+            for h in &mut self.hot {
+                h.fixed = 0;
+            }
+            self.round = 1;
         }
     }
 

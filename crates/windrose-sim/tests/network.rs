@@ -668,3 +668,134 @@ proptest! {
         prop_assert!(expected.is_empty(), "messages never delivered: {:?}", expected);
     }
 }
+
+// The incremental solver under churn: many connections on few, equal capacities (ties between
+// levels everywhere), starts, completions, capacity and latency changes; after every event the
+// rates must equal a from-scratch progressive filling.
+
+#[derive(Debug, Clone)]
+struct ChurnCase {
+    /// Nodes per cluster.
+    clusters: Vec<usize>,
+    /// Capacities are drawn from a few values so that levels tie across links.
+    node_bw: f64,
+    access_bw: f64,
+    wan_bw: f64,
+    /// (src, dst, bytes, time).
+    sends: Vec<(u32, u32, u64, f64)>,
+    /// (link, time, capacity index); the link index is taken modulo the link count.
+    capacity_changes: Vec<(usize, f64, usize)>,
+    /// (cluster, other cluster, time, latency); `other == cluster` changes the intra latency.
+    latency_changes: Vec<(usize, usize, f64, f64)>,
+    rtt: bool,
+}
+
+const CHURN_BW: [f64; 4] = [10.0, 20.0, 30.0, 60.0];
+
+fn churn_case() -> impl Strategy<Value = ChurnCase> {
+    (
+        prop::collection::vec(2usize..7, 1..4),
+        0..CHURN_BW.len(),
+        0..CHURN_BW.len(),
+        0..CHURN_BW.len(),
+        any::<bool>(),
+    )
+        .prop_flat_map(|(clusters, nb, ab, wb, rtt)| {
+            let nodes: usize = clusters.iter().sum();
+            let c = clusters.len();
+            let sends = prop::collection::vec(
+                (
+                    0..nodes as u32,
+                    0..nodes as u32,
+                    prop::sample::select(vec![0u64, 5, 10, 20, 40, 100]),
+                    prop::sample::select(vec![0.0, 0.5, 1.0, 1.5, 2.0, 3.0]),
+                ),
+                10..120,
+            );
+            let capacity_changes =
+                prop::collection::vec((any::<usize>(), 0.0..6.0f64, 0..CHURN_BW.len()), 0..6);
+            let latency_changes =
+                prop::collection::vec((0..c, 0..c, 0.0..6.0f64, 0.0..0.05f64), 0..4);
+            (
+                Just(clusters),
+                sends,
+                capacity_changes,
+                latency_changes,
+                Just((nb, ab, wb, rtt)),
+            )
+                .prop_map(
+                    |(clusters, sends, capacity_changes, latency_changes, (nb, ab, wb, rtt))| {
+                        ChurnCase {
+                            clusters,
+                            node_bw: CHURN_BW[nb],
+                            access_bw: CHURN_BW[ab],
+                            wan_bw: CHURN_BW[wb],
+                            sends,
+                            capacity_changes,
+                            latency_changes,
+                            rtt,
+                        }
+                    },
+                )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn incremental_sharing_equals_filling_from_scratch_under_churn(case in churn_case()) {
+        let policy = if case.rtt { SharingPolicy::RttWeighted } else { SharingPolicy::MaxMin };
+        let mut b = Platform::builder();
+        for &nodes in &case.clusters {
+            b = b.cluster(ClusterSpec {
+                nodes,
+                node_uplink_bytes_s: case.node_bw,
+                node_downlink_bytes_s: case.node_bw,
+                access_up_bytes_s: case.access_bw,
+                access_down_bytes_s: case.access_bw,
+                intra_latency_s: 0.01,
+            });
+        }
+        let p = b.wan_all(case.wan_bw, 0.02).build().unwrap();
+        let nodes = p.node_count() as u32;
+        let links = p.link_count();
+        let mut net = Network::new(p, policy);
+        for &(l, at, k) in &case.capacity_changes {
+            let link = net.platform().link_at(l % links);
+            net.set_capacity(link, at, CHURN_BW[k]).unwrap();
+        }
+        for &(a, z, at, lat) in &case.latency_changes {
+            if a == z {
+                net.set_intra_latency(ClusterId::from(a), at, lat).unwrap();
+            } else {
+                net.set_wan_latency(ClusterId::from(a), ClusterId::from(z), at, lat).unwrap();
+            }
+        }
+        let mut sends = case.sends.clone();
+        sends.sort_by(|a, b| a.3.total_cmp(&b.3));
+        let mut expected = BTreeMap::new();
+        for (s, d, bytes, at) in sends {
+            let (s, d) = (s % nodes, d % nodes);
+            if s == d {
+                continue;
+            }
+            while let Some(t) = net.next_event_time().filter(|&t| t <= at) {
+                for x in net.advance_to(t) {
+                    expected.remove(&x.id);
+                }
+                check_allocation(&net, policy)?;
+            }
+            net.advance_to(at);
+            let id = net.send(at, NodeId(s), NodeId(d), bytes, 0).unwrap();
+            expected.insert(id, bytes);
+        }
+        while let Some(t) = net.next_event_time() {
+            for x in net.advance_to(t) {
+                prop_assert_eq!(expected.remove(&x.id), Some(x.bytes));
+            }
+            check_allocation(&net, policy)?;
+        }
+        prop_assert!(expected.is_empty(), "messages never delivered: {:?}", expected);
+    }
+}
