@@ -3,15 +3,19 @@
 //!
 //! `serve` joins the group as one member (a `Host` driven by `windrose_net::host_driver`) and
 //! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM). It listens on a
-//! Unix control socket for the applications on its machine: `start` asks it to broadcast or
-//! multicast a file it can read, and waits for every member's report. Control requests and
-//! replies are JSON lines:
+//! Unix control socket for the applications on its machine: `start` asks it to broadcast,
+//! multicast or scatter a file it can read, and waits for every member's report. `windrose
+//! bcast | multicast | scatter --group G --id I` start through that socket too when member I
+//! of G runs on this machine ([`running_member`]): that is how a collective starts from any
+//! member of a running group. Control requests and replies are JSON lines:
 //!
 //! ```text
 //! -> {"broadcast":{"file":"/data/x","tree":"binomial","segment_bytes":1048576}}
 //! -> {"multicast":{"file":"/data/x","protocol":"mob","piece_bytes":262144}}
+//! -> {"scatter":{"file":"/data/x","tree":"binomial","opts":{"hash_mb_s":900.0,...}}}
 //! -> "leave"
 //! <- {"started":{"transfer":12,"bytes":1048576}}
+//! <- {"started":{"transfer":13,"bytes":1048576,"predicted_finish_s":0.02}}  (a scatter)
 //! <- {"complete":{"transfer":12,"finished":8,"failed":0,"seconds":0.41}}
 //! <- {"error":"..."}
 //! ```
@@ -44,6 +48,7 @@ use windrose_proto::host::{AppRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
+use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::{Report, TransferId};
 use windrose_trees::TreeAlgorithm;
 
@@ -52,7 +57,8 @@ use windrose_trees::TreeAlgorithm;
 pub enum GroupCommand {
     /// Join a group as one member and serve collectives until told to leave.
     Serve(ServeArgs),
-    /// Start a broadcast or multicast of a file from a running member, and wait for it.
+    /// Start a broadcast, multicast or scatter of a file from a running member, and wait for
+    /// it.
     Start(StartArgs),
     /// Ask a running member to leave the group (once its collectives have ended).
     Leave(LeaveArgs),
@@ -131,8 +137,9 @@ pub struct ServeArgs {
 /// `windrose group start`.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// `bcast` (a tree broadcast) or `multicast` (verified pieces).
-    #[arg(value_parser = ["bcast", "multicast"])]
+    /// `bcast` (a tree broadcast), `multicast` (verified pieces) or `scatter` (the
+    /// divisible-load scatter, every member hashing its share as its compute step).
+    #[arg(value_parser = ["bcast", "multicast", "scatter"])]
     kind: String,
     #[command(flatten)]
     via: Via,
@@ -154,6 +161,14 @@ pub struct StartArgs {
     /// Multicast piece size.
     #[arg(long, default_value = "256KiB", value_parser = windrose_model::units::parse_size)]
     piece: u64,
+    /// Balanced Multicasting plans from the capacities of this platform (as `windrose
+    /// multicast --platform`); default: every link alike.
+    #[arg(long, value_name = "FILE")]
+    platform: Option<PathBuf>,
+    /// How a scatter is scheduled (the scatter's tree is --tree, an algorithm); the member
+    /// measures what is not given, as `windrose scatter` does.
+    #[command(flatten)]
+    scatter: crate::net_cmds::ScatterOpts,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -197,9 +212,10 @@ struct LinkView {
     mb_s_error: Option<f64>,
 }
 
+/// A request on a member's control socket.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum ControlRequest {
+pub(crate) enum ControlRequest {
     Broadcast {
         file: PathBuf,
         tree: String,
@@ -209,6 +225,14 @@ enum ControlRequest {
         file: PathBuf,
         protocol: String,
         piece_bytes: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        platform: Option<PathBuf>,
+    },
+    Scatter {
+        file: PathBuf,
+        /// The tree algorithm the schedule follows.
+        tree: String,
+        opts: crate::net_cmds::ScatterOpts,
     },
     Leave,
     Weather,
@@ -221,6 +245,9 @@ enum ControlReply {
     Started {
         transfer: u32,
         bytes: u64,
+        /// A scatter: when its schedule says every member finishes, seconds after the start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predicted_finish_s: Option<f64>,
     },
     Complete {
         transfer: u32,
@@ -233,7 +260,7 @@ enum ControlReply {
 }
 
 /// The control socket of member `id` when none is given.
-fn default_socket(group: &Group, id: u32) -> PathBuf {
+pub(crate) fn default_socket(group: &Group, id: u32) -> PathBuf {
     let safe: String = group
         .name()
         .chars()
@@ -384,10 +411,10 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     r => r,
                 };
                 match spec_for(&group, me, &request) {
-                    Ok((job, data)) => {
+                    Ok((job, data, predicted_finish_s)) => {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
-                        let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64 });
+                        let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64, predicted_finish_s });
                         started.insert(t, Started { replies: call.replies, at: Instant::now() });
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
@@ -444,6 +471,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     let how = if built { "built".to_string() } else { format!("kept ({changed_links} link changes taken in, {swaps} swaps)") };
                     say(format!("transfer {transfer}: tree {how}, cost {:.1} ms on the live view", cost.as_secs_f64() * 1e3));
                 }
+                GroupEvent::Computed { offset, len, blake3 } => say(format!(
+                    "computed its scatter share [{offset}, {}): BLAKE3 {blake3}", offset + len
+                )),
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
@@ -512,10 +542,20 @@ enum Job {
     },
 }
 
-/// The collective of a control request, with its data.
-fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes), String> {
+/// The collective of a control request, with its data and (a scatter) its schedule's
+/// predicted finish.
+///
+/// A scatter's speeds not given are measured here, as `windrose scatter` measures them: the
+/// member's control loop waits for that (a fraction of a second), its driver does not.
+fn spec_for(
+    group: &Group,
+    me: NodeId,
+    r: &ControlRequest,
+) -> Result<(Job, Bytes, Option<f64>), String> {
     let file = match r {
-        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
+        ControlRequest::Broadcast { file, .. }
+        | ControlRequest::Multicast { file, .. }
+        | ControlRequest::Scatter { file, .. } => file,
         ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
     };
     if !std::fs::metadata(file)
@@ -548,6 +588,7 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
                         segment_bytes: (*segment_bytes).max(1),
                     },
                     data,
+                    None,
                 ));
             };
             let tree = group_tree(algo, group, me).map_err(|e| e.to_string())?;
@@ -560,12 +601,14 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
         ControlRequest::Multicast {
             protocol,
             piece_bytes,
+            platform,
             ..
         } => {
             let protocol: MulticastProtocol = protocol.parse()?;
-            // The same parameters as `windrose multicast` (Balanced: equal capacities).
-            let (mspec, _) = crate::net_cmds::multicast_spec(group, me, protocol, None)
-                .map_err(|e| format!("{e:#}"))?;
+            // The same parameters as `windrose multicast`.
+            let (mspec, _) =
+                crate::net_cmds::multicast_spec(group, me, protocol, platform.as_deref())
+                    .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
             Job::Fixed(CollectiveSpec::Multicast {
                 protocol,
@@ -573,9 +616,28 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
                 manifest: ManifestSpec::of(&manifest),
             })
         }
+        ControlRequest::Scatter { tree, opts, .. } => {
+            // The same schedule as `windrose scatter` rooted here.
+            let algo: TreeAlgorithm = tree
+                .parse()
+                .map_err(|e| format!("--tree {tree} (a scatter's tree is an algorithm): {e}"))?;
+            let t = group_tree(algo, group, me).map_err(|e| format!("--tree {tree}: {e}"))?;
+            let (schedule, _) = crate::net_cmds::scatter_schedule(group, &data, &t, algo, opts)
+                .map_err(|e| format!("{e:#}"))?;
+            let predicted = Some(schedule.predicted_finish_s);
+            return Ok((
+                Job::Fixed(CollectiveSpec::Scatter {
+                    schedule,
+                    max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+                    parallel: opts.parallel,
+                }),
+                data,
+                predicted,
+            ));
+        }
         ControlRequest::Leave | ControlRequest::Weather => unreachable!("handled above"),
     };
-    Ok((spec, data))
+    Ok((spec, data, None))
 }
 
 fn open_received(dir: Option<&Path>, t: TransferId) -> Received {
@@ -656,28 +718,87 @@ async fn call(socket: &Path, request: &ControlRequest) -> anyhow::Result<Vec<Con
     Ok(replies)
 }
 
+/// A path as the member must see it: absolute (it runs elsewhere in the file system).
+pub(crate) fn absolute(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))
+}
+
 async fn start(a: StartArgs) -> anyhow::Result<()> {
     let socket = a.via.socket()?;
-    let file = std::fs::canonicalize(&a.file)
-        .map_err(|e| bad_input(format!("{}: {e}", a.file.display())))?;
-    let request = if a.kind == "bcast" {
-        ControlRequest::Broadcast {
+    if a.kind != "scatter" && a.scatter.any_given() {
+        return Err(bad_input(
+            "--speeds, --hash-mb-s, --link-mb-s, --order and --parallel are for a scatter",
+        ));
+    }
+    if a.kind != "multicast" && a.platform.is_some() {
+        return Err(bad_input("--platform is for a multicast"));
+    }
+    let file = absolute(&a.file, "--file")?;
+    let request = match a.kind.as_str() {
+        "bcast" => ControlRequest::Broadcast {
             file,
             tree: a.tree.clone(),
             segment_bytes: a.segment,
-        }
-    } else {
-        ControlRequest::Multicast {
+        },
+        "multicast" => ControlRequest::Multicast {
             file,
             protocol: a.protocol.clone(),
             piece_bytes: u32::try_from(a.piece)
                 .map_err(|_| bad_input(format!("--piece {}: at most 4 GiB", a.piece)))?,
+            platform: match &a.platform {
+                Some(p) => Some(absolute(p, "--platform")?),
+                None => None,
+            },
+        },
+        _ => {
+            let mut opts = a.scatter.clone();
+            if let Some(p) = &opts.speeds {
+                opts.speeds = Some(absolute(p, "--speeds")?);
+            }
+            ControlRequest::Scatter {
+                file,
+                tree: a.tree.clone(),
+                opts,
+            }
         }
     };
-    let replies = call(&socket, &request).await?;
+    start_through(&socket, &request, a.json).await
+}
+
+/// The control socket of member `id` of `group` when that member runs on this machine (its
+/// default socket answers), else None.
+pub(crate) fn running_member(group: &Group, id: u32) -> Option<PathBuf> {
+    let socket = default_socket(group, id);
+    std::os::unix::net::UnixStream::connect(&socket)
+        .is_ok()
+        .then_some(socket)
+}
+
+/// `windrose bcast | multicast | scatter` started through a running member: `request` sent
+/// to its control socket, its result printed as `group start` prints it.
+pub(crate) fn start_through_member(
+    socket: &Path,
+    request: &ControlRequest,
+    json: bool,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(start_through(socket, request, json))
+}
+
+/// Sends `request` to the member at `socket`, waits for every member's report and prints the
+/// result; an error when a member did not finish.
+async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> anyhow::Result<()> {
+    let replies = call(socket, request).await?;
     let mut result = Err(anyhow::anyhow!("the member closed the control connection"));
+    let mut predicted = None;
     for r in replies {
         match r {
+            ControlReply::Started {
+                predicted_finish_s, ..
+            } => predicted = predicted_finish_s,
             ControlReply::Error(e) => result = Err(bad_input(e)),
             ControlReply::Complete {
                 transfer,
@@ -685,13 +806,18 @@ async fn start(a: StartArgs) -> anyhow::Result<()> {
                 failed,
                 seconds,
             } => {
-                if a.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds})
-                    );
+                if json {
+                    let mut v = serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds});
+                    if let Some(p) = predicted {
+                        v["predicted_finish_s"] = p.into();
+                    }
+                    println!("{v}");
                 } else {
-                    println!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
+                    let mut line = format!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
+                    if let Some(p) = predicted {
+                        line += &format!(" (the schedule predicted {p:.3} s)");
+                    }
+                    println!("{line}");
                 }
                 result = if failed == 0 {
                     Ok(())
