@@ -1702,6 +1702,18 @@ impl Simulation {
                         failed,
                     }),
                     Report::PeerDown { peer } => Some(ReportData::PeerDown { peer }),
+                    Report::MemberDone {
+                        transfer,
+                        member,
+                        finished,
+                        bytes_delivered,
+                        ..
+                    } => Some(ReportData::MemberDone {
+                        transfer,
+                        member,
+                        finished,
+                        bytes_delivered,
+                    }),
                     Report::PeerRejoined { peer, transfer } => {
                         Some(ReportData::PeerRejoined { peer, transfer })
                     }

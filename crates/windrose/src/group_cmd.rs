@@ -254,9 +254,30 @@ enum ControlReply {
         finished: u32,
         failed: u32,
         seconds: f64,
+        /// How every member's part ended, as the initiator's host reported it.
+        #[serde(default)]
+        members: Vec<MemberView>,
+        /// The member that started it (the root).
+        #[serde(default)]
+        initiator: u32,
     },
     Leaving,
     Error(String),
+}
+
+/// One member's part of a collective, as it reported it to the initiator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct MemberView {
+    member: u32,
+    finished: bool,
+    /// Bytes the collective delivered to it.
+    bytes: u64,
+    /// The BLAKE3 of those bytes (None: it was lost before it reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blake3: Option<String>,
+    /// Its digest is the root's (None: not checked, e.g. the root itself or a scatter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verified: Option<bool>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -292,6 +313,7 @@ struct Call {
 struct Started {
     replies: mpsc::UnboundedSender<ControlReply>,
     at: Instant,
+    members: Vec<MemberView>,
 }
 
 /// Where a member's received bytes of one collective go.
@@ -358,6 +380,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     });
     config.probe_lane = !a.no_probe_lane;
     config.handshake = handshake;
+    // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
+    config.digest_deliveries = true;
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));
@@ -415,7 +439,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
                         let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64, predicted_finish_s });
-                        started.insert(t, Started { replies: call.replies, at: Instant::now() });
+                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new() });
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
                             Job::Live { policy, segment_bytes } => AppRequest::StartBroadcast(BroadcastRequest {
@@ -446,7 +470,18 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     if let Some(s) = started.remove(&transfer) {
                         let seconds = s.at.elapsed().as_secs_f64();
                         say(format!("transfer {transfer}: {finished} members finished, {failed} failed, {seconds:.3} s"));
-                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds });
+                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id });
+                    }
+                }
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest }) => {
+                    if let Some(s) = started.get_mut(&transfer) {
+                        s.members.push(MemberView {
+                            member: member.0,
+                            finished,
+                            bytes: bytes_delivered,
+                            blake3: digest.map(|d| blake3::Hash::from_bytes(d).to_hex().to_string()),
+                            verified: None,
+                        });
                     }
                 }
                 GroupEvent::Report(Report::RoundTrip { peer, rtt }) => {
@@ -791,7 +826,26 @@ pub(crate) fn start_through_member(
 /// Sends `request` to the member at `socket`, waits for every member's report and prints the
 /// result; an error when a member did not finish.
 async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> anyhow::Result<()> {
+    // What every member must have received, hashed here while the collective runs (a
+    // scatter's members each keep a different share: nothing to compare).
+    let root_hash = match request {
+        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => {
+            let file = file.clone();
+            Some(tokio::task::spawn_blocking(move || {
+                windrose_net::map_file(&file).map(|d| blake3::hash(&d).to_hex().to_string())
+            }))
+        }
+        _ => None,
+    };
     let replies = call(socket, request).await?;
+    let root_hash = match root_hash {
+        Some(h) => Some(
+            h.await
+                .context("hashing the file")?
+                .map_err(|e| bad_input(e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut result = Err(anyhow::anyhow!("the member closed the control connection"));
     let mut predicted = None;
     for r in replies {
@@ -805,21 +859,53 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
                 finished,
                 failed,
                 seconds,
+                mut members,
+                initiator,
             } => {
+                members.sort_by_key(|m| m.member);
+                for m in &mut members {
+                    if let (Some(want), true) = (&root_hash, m.finished && m.member != initiator) {
+                        m.verified = Some(m.blake3.as_ref() == Some(want));
+                    }
+                }
+                let differ: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.verified == Some(false))
+                    .map(|m| m.member.to_string())
+                    .collect();
                 if json {
-                    let mut v = serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds});
+                    let mut v = serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds, "root": initiator, "members": members});
                     if let Some(p) = predicted {
                         v["predicted_finish_s"] = p.into();
                     }
+                    if let Some(h) = &root_hash {
+                        v["root_blake3"] = h.as_str().into();
+                    }
                     println!("{v}");
                 } else {
+                    print!(
+                        "{}",
+                        render_members(&members, initiator, root_hash.as_deref())
+                    );
                     let mut line = format!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
                     if let Some(p) = predicted {
                         line += &format!(" (the schedule predicted {p:.3} s)");
                     }
+                    if root_hash.is_some() && differ.is_empty() && failed == 0 {
+                        line += &format!(
+                            "; all {} members received the root's bytes",
+                            members.len().saturating_sub(1)
+                        );
+                    }
                     println!("{line}");
                 }
-                result = if failed == 0 {
+                result = if !differ.is_empty() {
+                    Err(anyhow::anyhow!(
+                        "member(s) {} of transfer {transfer} did not receive the root's bytes \
+                         (their BLAKE3 differs)",
+                        differ.join(", ")
+                    ))
+                } else if failed == 0 {
                     Ok(())
                 } else {
                     Err(anyhow::anyhow!(
@@ -831,6 +917,34 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
         }
     }
     result
+}
+
+/// One line per member: how its part ended and, for a broadcast or multicast, whether it
+/// received the root's bytes.
+fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) -> String {
+    let short = |h: &str| h.chars().take(16).collect::<String>();
+    let mut s = String::new();
+    for m in members {
+        let mut line = format!("member {:>3}: ", m.member);
+        if m.member == root {
+            line += "the root";
+            if let Some(h) = root_hash {
+                line += &format!(", BLAKE3 {}", short(h));
+            }
+        } else if !m.finished {
+            line += &format!("did not finish ({} bytes received)", m.bytes);
+        } else {
+            line += &format!("finished, {} bytes received", m.bytes);
+            if let (Some(h), Some(true)) = (&m.blake3, m.verified) {
+                line += &format!(", BLAKE3 {} ok", short(h));
+            } else if let (Some(h), Some(false)) = (&m.blake3, m.verified) {
+                line += &format!(", BLAKE3 {} DIFFERS", short(h));
+            }
+        }
+        s += &line;
+        s.push('\n');
+    }
+    s
 }
 
 async fn weather(a: WeatherArgs) -> anyhow::Result<()> {

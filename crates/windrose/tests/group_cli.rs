@@ -368,6 +368,35 @@ fn root_commands_start_through_a_running_member() {
         (Some(3), Some(0)),
         "{v}"
     );
+    // Every member's report, its BLAKE3 checked against the file's (the root, member 1, has
+    // nothing to check).
+    let (ha, hb) = (hash_file(&a), hash_file(&b));
+    assert_eq!(v["root"], 1, "{v}");
+    assert_eq!(v["root_blake3"], ha.as_str(), "{v}");
+    let reported: Vec<(u64, bool, Option<bool>)> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            if m["member"] != 1 {
+                assert_eq!(m["blake3"], ha.as_str(), "{m}");
+                assert_eq!(m["bytes"], 3_000_000, "{m}");
+            }
+            (
+                m["member"].as_u64().unwrap(),
+                m["finished"] == true,
+                m["verified"].as_bool(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reported,
+        vec![
+            (0, true, Some(true)),
+            (1, true, None),
+            (2, true, Some(true))
+        ]
+    );
     root(&[
         "multicast",
         "--protocol",
@@ -382,10 +411,12 @@ fn root_commands_start_through_a_running_member() {
     .assert()
     .success()
     .stdout(predicates::str::contains("3 members finished, 0 failed"))
+    .stdout(predicates::str::contains(
+        "all 2 members received the root's bytes",
+    ))
     .stderr(predicates::str::contains(
         "starting through its control socket",
     ));
-    let (ha, hb) = (hash_file(&a), hash_file(&b));
     for (i, mut want) in [
         (0, vec![ha.clone(), hb.clone()]),
         (1, vec![hb]),
