@@ -227,6 +227,29 @@ pub struct MemberReport {
     /// The digest of those bytes (hex), when its host makes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// Nanoseconds from its machine's start (its Go) to its end, on its own clock (None: it
+    /// never started). Sent as 16 hex digits: a session message's length must not depend on
+    /// timing, so the simulator's byte counts stay the runtime's.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
+    pub elapsed_ns: Option<u64>,
+}
+
+/// An optional u64 as exactly 16 hex digits.
+mod fixed_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(n) => s.serialize_str(&format!("{n:016x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 impl MemberReport {
@@ -237,6 +260,7 @@ impl MemberReport {
             error: None,
             bytes_delivered: 0,
             digest: None,
+            elapsed_ns: None,
         }
     }
 
@@ -374,6 +398,8 @@ struct Slot {
     initiator: NodeId,
     /// Go seen (or sent): the machine has had its Start.
     started: bool,
+    /// When it had its Start.
+    started_at: Option<Time>,
     /// Inputs that arrived before Go, in order.
     held: Vec<Input>,
     bytes_delivered: u64,
@@ -705,6 +731,9 @@ impl Host {
             error,
             bytes_delivered: slot.bytes_delivered,
             digest: slot.digest.take().map(|d| to_hex(&d.finish())),
+            elapsed_ns: slot
+                .started_at
+                .map(|at| now.as_nanos().saturating_sub(at.as_nanos())),
         };
         let initiator = slot.initiator;
         if initiator == me {
@@ -747,6 +776,7 @@ impl Host {
             finished,
             bytes_delivered: report.bytes_delivered,
             digest: report.digest_bytes(),
+            elapsed: report.elapsed_ns.map(Duration::from_nanos),
         }));
         if finished {
             slot.tally.0 += 1;
@@ -829,6 +859,7 @@ impl Host {
             return;
         }
         slot.started = true;
+        slot.started_at = Some(now);
         let held = std::mem::take(&mut slot.held);
         let mut inputs = vec![Input::Start];
         inputs.extend(slot.excluded.iter().copied().map(Input::PeerFailed));
@@ -912,6 +943,7 @@ impl Host {
                 machine,
                 initiator: me,
                 started: false,
+                started_at: None,
                 held: Vec::new(),
                 bytes_delivered: 0,
                 digest: self.new_digest(),
@@ -1006,6 +1038,7 @@ impl Host {
                                 machine: b.machine,
                                 initiator: from,
                                 started: false,
+                                started_at: None,
                                 held: Vec::new(),
                                 bytes_delivered: 0,
                                 digest: self.new_digest(),

@@ -215,6 +215,8 @@ pub enum Report {
         /// The digest of those bytes, when its host makes one
         /// ([`HostConfig::digest_deliveries`](crate::host::HostConfig::digest_deliveries)).
         digest: Option<[u8; 32]>,
+        /// From its machine's start to its end, on its clock (None: it never started).
+        elapsed: Option<Duration>,
     },
     /// The host declared a member failed: nothing arrived from it for too long.
     PeerDown {

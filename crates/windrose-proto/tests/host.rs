@@ -325,7 +325,8 @@ fn member_reports(outputs: &[Output]) -> Vec<(u32, bool, u64, Option<[u8; 32]>)>
 /// With `digest_deliveries`, every member reports the digest of what it delivered (the
 /// application's: BLAKE3 by default) and the initiator reports each member's end before the
 /// collective's: the root's bytes at every member that digests, nothing from a host that does
-/// not; a member lost before it reported counts as not finished, with nothing delivered.
+/// not; a member lost before it reported counts as not finished, with nothing delivered and
+/// no time. Every member that started reports how long its part took on its clock.
 #[test]
 fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered() {
     let data: &'static [u8] = b"the same bytes at every member of the group";
@@ -340,6 +341,14 @@ fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered(
     queue.push_back((NodeId(0), start(broadcast(4), data)));
     let seen = pump(&mut hosts, queue);
     let want = *blake3::hash(data).as_bytes();
+    let timed: Vec<bool> = seen[0]
+        .iter()
+        .filter_map(|o| match o {
+            Output::Report(Report::MemberDone { elapsed, .. }) => Some(elapsed.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timed, vec![true; 4]);
     let mut got = member_reports(&seen[0]);
     got.sort_by_key(|r| r.0);
     let empty = *blake3::hash(b"").as_bytes();
@@ -392,5 +401,40 @@ fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered(
     let mut got = member_reports(&seen[0]);
     got.sort_by_key(|r| r.0);
     assert_eq!(got[2], (2, false, 0, None), "{got:?}");
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::MemberDone {
+            member: NodeId(2),
+            elapsed: None,
+            ..
+        })
+    )));
     assert_eq!((got[0].1, got[1].1), (true, true), "{got:?}");
+}
+
+/// A member's report has the same length whatever its timing (its time as 16 hex digits), so
+/// the simulator's byte counts of session frames are the runtime's; it reads back as sent.
+#[test]
+fn a_done_message_has_one_length_whatever_the_timing() {
+    use windrose_proto::host::MemberReport;
+    let done = |elapsed_ns| SessionMsg::Done {
+        transfer: TransferId(7),
+        report: MemberReport {
+            finished: true,
+            error: None,
+            bytes_delivered: 5,
+            digest: None,
+            elapsed_ns,
+        },
+    };
+    let lens: Vec<usize> = [Some(0), Some(123), Some(u64::MAX)]
+        .map(|e| frame::encode(&done(e).to_message()).unwrap().len())
+        .to_vec();
+    assert_eq!(lens, vec![lens[0]; 3]);
+    for e in [None, Some(0), Some(987_654_321), Some(u64::MAX)] {
+        let Message::Session(f) = done(e).to_message() else {
+            unreachable!()
+        };
+        assert_eq!(SessionMsg::from_frame(&f).unwrap(), done(e));
+    }
 }

@@ -1707,12 +1707,14 @@ impl Simulation {
                         member,
                         finished,
                         bytes_delivered,
+                        elapsed,
                         ..
                     } => Some(ReportData::MemberDone {
                         transfer,
                         member,
                         finished,
                         bytes_delivered,
+                        elapsed_s: elapsed.map(|d| d.as_secs_f64()),
                     }),
                     Report::PeerRejoined { peer, transfer } => {
                         Some(ReportData::PeerRejoined { peer, transfer })

@@ -179,6 +179,8 @@ pub enum ReportData {
         finished: bool,
         /// Bytes it delivered.
         bytes_delivered: u64,
+        /// From its machine's start to its end, seconds (None: it never started).
+        elapsed_s: Option<f64>,
     },
     /// A host's session, at the initiator: a restarted member was taken back.
     PeerRejoined {

@@ -275,6 +275,9 @@ struct MemberView {
     /// The BLAKE3 of those bytes (None: it was lost before it reported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     blake3: Option<String>,
+    /// Seconds from its start (its Go) to its end, on its clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
     /// Its digest is the root's (None: not checked, e.g. the root itself or a scatter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     verified: Option<bool>,
@@ -473,13 +476,14 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id });
                     }
                 }
-                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest }) => {
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed }) => {
                     if let Some(s) = started.get_mut(&transfer) {
                         s.members.push(MemberView {
                             member: member.0,
                             finished,
                             bytes: bytes_delivered,
                             blake3: digest.map(|d| blake3::Hash::from_bytes(d).to_hex().to_string()),
+                            seconds: elapsed.map(|d| d.as_secs_f64()),
                             verified: None,
                         });
                     }
@@ -935,6 +939,9 @@ fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) ->
             line += &format!("did not finish ({} bytes received)", m.bytes);
         } else {
             line += &format!("finished, {} bytes received", m.bytes);
+            if let Some(s) = m.seconds.filter(|&s| s > 0.0) {
+                line += &format!(" in {s:.3} s ({:.1} MB/s)", m.bytes as f64 / s / 1e6);
+            }
             if let (Some(h), Some(true)) = (&m.blake3, m.verified) {
                 line += &format!(", BLAKE3 {} ok", short(h));
             } else if let (Some(h), Some(false)) = (&m.blake3, m.verified) {

@@ -381,6 +381,7 @@ fn root_commands_start_through_a_running_member() {
             if m["member"] != 1 {
                 assert_eq!(m["blake3"], ha.as_str(), "{m}");
                 assert_eq!(m["bytes"], 3_000_000, "{m}");
+                assert!(m["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{m}");
             }
             (
                 m["member"].as_u64().unwrap(),
