@@ -2,7 +2,8 @@
 //! from any of them.
 //!
 //! `serve` joins the group as one member (a `Host` driven by `windrose_net::host_driver`) and
-//! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM). It listens on a
+//! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM; `--once`: when
+//! the first collective it took part in has ended, as `windrose node` does). It listens on a
 //! Unix control socket for the applications on its machine: `start` asks it to broadcast,
 //! multicast or scatter a file it can read, and waits for every member's report. `windrose
 //! bcast | multicast | scatter --group G --id I` start through that socket too when member I
@@ -129,6 +130,10 @@ pub struct ServeArgs {
     no_probe_lane: bool,
     #[command(flatten)]
     key: crate::net_cmds::KeyOpts,
+    /// Leave the group once the first collective this member takes part in has ended (what
+    /// `windrose node` does); exit 1 when its part of it did not finish.
+    #[arg(long)]
+    once: bool,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -410,6 +415,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut link_series = Recorder::new(me);
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
+    // With --once: how this member's part of its first collective ended.
+    let mut once: Option<(TransferId, bool)> = None;
     loop {
         tokio::select! {
             r = &mut serving => {
@@ -417,9 +424,14 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 if let Some(path) = &a.measurements {
                     write_measurements(path, &link_series)?;
                 }
-                return match r {
-                    Ok(r) => r.map_err(anyhow::Error::new),
-                    Err(e) => Err(anyhow::anyhow!("the member's driver stopped: {e}")),
+                r.map_err(|e| anyhow::anyhow!("the member's driver stopped: {e}"))?
+                    .map_err(anyhow::Error::new)?;
+                return match once {
+                    Some((t, false)) => Err(anyhow::anyhow!(
+                        "member {}: its part of transfer {t} did not finish",
+                        a.id
+                    )),
+                    _ => Ok(()),
                 };
             }
             _ = tokio::signal::ctrl_c() => { handle.request(AppRequest::Leave); }
@@ -467,6 +479,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 GroupEvent::Report(Report::CollectiveEnded { transfer, finished }) => {
                     if let Some(r) = received.remove(&transfer) {
                         say(finish_received(r, a.out_dir.as_deref(), transfer, finished));
+                    }
+                    if a.once && once.is_none() {
+                        // The host leaves once its collectives have ended (the initiator's
+                        // close included).
+                        once = Some((transfer, finished));
+                        handle.request(AppRequest::Leave);
                     }
                 }
                 GroupEvent::Report(Report::CollectiveComplete { transfer, finished, failed }) => {

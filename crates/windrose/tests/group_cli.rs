@@ -531,3 +531,67 @@ fn root_commands_start_through_a_running_member() {
         assert!(status.unwrap().success(), "member {i}");
     }
 }
+
+/// `group serve --once`: every member, the initiator included, leaves after the first
+/// collective it took part in and exits 0; the receivers kept the file.
+#[test]
+fn once_members_leave_after_their_first_collective() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 3;
+    write_group(&group, "cli-once", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("o{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("oout{i}"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args([
+                    "group",
+                    "serve",
+                    "--once",
+                    "--quiet",
+                    "--id",
+                    &i.to_string(),
+                ])
+                .arg("--group")
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .arg("--out-dir")
+                .arg(out(i))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let a = dir.path().join("a.bin");
+    std::fs::write(&a, windrose_net::random_payload(1_000_000, 6)).unwrap();
+    windrose()
+        .args(["group", "start", "bcast", "--control"])
+        .arg(socket(0))
+        .arg("--file")
+        .arg(&a)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
+    for i in 1..n {
+        assert_eq!(received(&out(i)), vec![hash_file(&a)], "member {i}");
+    }
+}
