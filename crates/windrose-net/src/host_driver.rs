@@ -79,6 +79,9 @@ pub struct GroupConfig {
     /// Share this member's links' weather with the group this often (None: keep it here).
     /// Rides on the heartbeats: no heartbeats, no sharing.
     pub gossip: Option<Duration>,
+    /// Digest what each collective delivers here and report it to its initiator, which then
+    /// reports every member's ([`HostConfig::digest_deliveries`]); off by default.
+    pub digest_deliveries: bool,
 }
 
 impl GroupConfig {
@@ -96,6 +99,7 @@ impl GroupConfig {
             probe_lane: true,
             app: windrose_proto::app::default_app(),
             gossip: Some(Duration::from_secs(2)),
+            digest_deliveries: false,
         }
     }
 
@@ -112,6 +116,7 @@ impl GroupConfig {
         });
         c.app = self.app.clone();
         c.weather.gossip = self.gossip;
+        c.digest_deliveries = self.digest_deliveries;
         c
     }
 }

@@ -54,6 +54,32 @@ pub trait Application: Send + Sync + fmt::Debug {
         let _ = (transfer, spec);
         Bytes::new()
     }
+
+    /// A fresh digest of the bytes one collective delivers here, for hosts that report one
+    /// ([`HostConfig::digest_deliveries`](crate::host::HostConfig::digest_deliveries)): the
+    /// initiator then checks that every member got the root's bytes. None: no digest (the
+    /// default).
+    fn delivery_digest(&self) -> Option<Box<dyn DeliveryDigest>> {
+        None
+    }
+}
+
+/// A running digest of the bytes a collective delivered to a node, fed in delivery order.
+pub trait DeliveryDigest: Send {
+    /// The next delivered bytes.
+    fn update(&mut self, data: &[u8]);
+    /// The digest of everything fed so far.
+    fn finish(&self) -> [u8; 32];
+}
+
+impl DeliveryDigest for blake3::Hasher {
+    fn update(&mut self, data: &[u8]) {
+        blake3::Hasher::update(self, data);
+    }
+
+    fn finish(&self) -> [u8; 32] {
+        *self.finalize().as_bytes()
+    }
 }
 
 /// The default application: a share's "compute" is its BLAKE3 hash (hex), and pieces are
@@ -73,6 +99,10 @@ impl Application for Blake3App {
 
     fn verifier(&self) -> Arc<dyn PieceVerifier> {
         Arc::new(Blake3Verifier)
+    }
+
+    fn delivery_digest(&self) -> Option<Box<dyn DeliveryDigest>> {
+        Some(Box::new(blake3::Hasher::new()))
     }
 }
 

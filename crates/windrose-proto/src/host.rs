@@ -135,6 +135,11 @@ pub struct HostConfig {
     /// How links are measured, forecast (NWS-style predictors with a change-point reset) and
     /// shared with the group ([`crate::weather`]).
     pub weather: WeatherConfig,
+    /// Digest what every collective delivers here with the application's
+    /// [`delivery_digest`](Application::delivery_digest) and report it to the initiator
+    /// ([`Report::MemberDone`]), so it can check every member got the root's bytes. Off by
+    /// default: it costs a pass over the data (the simulator's runs need none).
+    pub digest_deliveries: bool,
 }
 
 impl HostConfig {
@@ -151,6 +156,7 @@ impl HostConfig {
             app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
             weather: WeatherConfig::default(),
+            digest_deliveries: false,
         }
     }
 }
@@ -218,6 +224,63 @@ pub struct MemberReport {
     pub error: Option<String>,
     /// Bytes its machine delivered to its application.
     pub bytes_delivered: u64,
+    /// The digest of those bytes (hex), when its host makes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Nanoseconds from its machine's start (its Go) to its end, on its own clock (None: it
+    /// never started). Sent as 16 hex digits: a session message's length must not depend on
+    /// timing, so the simulator's byte counts stay the runtime's.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
+    pub elapsed_ns: Option<u64>,
+}
+
+/// An optional u64 as exactly 16 hex digits.
+mod fixed_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(n) => s.serialize_str(&format!("{n:016x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+impl MemberReport {
+    /// A member lost before it reported.
+    fn lost() -> MemberReport {
+        MemberReport {
+            finished: false,
+            error: None,
+            bytes_delivered: 0,
+            digest: None,
+            elapsed_ns: None,
+        }
+    }
+
+    /// The digest as bytes (None when absent or not 64 hex digits).
+    fn digest_bytes(&self) -> Option<[u8; 32]> {
+        let hex = self.digest.as_deref()?.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut d = [0u8; 32];
+        for (i, pair) in hex.chunks(2).enumerate() {
+            let s = std::str::from_utf8(pair).ok()?;
+            d[i] = u8::from_str_radix(s, 16).ok()?;
+        }
+        Some(d)
+    }
+}
+
+fn to_hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A session message: the body of a [`Message::Session`] frame, JSON-encoded (small and rare
@@ -335,9 +398,13 @@ struct Slot {
     initiator: NodeId,
     /// Go seen (or sent): the machine has had its Start.
     started: bool,
+    /// When it had its Start.
+    started_at: Option<Time>,
     /// Inputs that arrived before Go, in order.
     held: Vec<Input>,
     bytes_delivered: u64,
+    /// The digest of what the machine delivered ([`HostConfig::digest_deliveries`]).
+    digest: Option<Box<dyn app::DeliveryDigest>>,
     /// At the initiator: members whose Ready is awaited.
     awaiting_ready: BTreeSet<NodeId>,
     /// At the initiator: members whose Done is awaited.
@@ -455,6 +522,15 @@ fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
 }
 
 impl Host {
+    /// A fresh digest for a collective's deliveries, when this host makes them.
+    fn new_digest(&self) -> Option<Box<dyn app::DeliveryDigest>> {
+        if self.config.digest_deliveries {
+            self.config.app.delivery_digest()
+        } else {
+            None
+        }
+    }
+
     /// A host for `config.me`. Errors when `me` is not a member.
     pub fn new(config: HostConfig) -> Result<Host, SetupError> {
         let me = config.me;
@@ -608,6 +684,9 @@ impl Host {
                 } => {
                     if let Some(s) = self.slots.get_mut(&t) {
                         s.bytes_delivered += data.len() as u64;
+                        if let Some(d) = s.digest.as_mut() {
+                            d.update(&data);
+                        }
                     }
                     out.push(Output::Deliver {
                         transfer,
@@ -651,10 +730,14 @@ impl Host {
             finished,
             error,
             bytes_delivered: slot.bytes_delivered,
+            digest: slot.digest.take().map(|d| to_hex(&d.finish())),
+            elapsed_ns: slot
+                .started_at
+                .map(|at| now.as_nanos().saturating_sub(at.as_nanos())),
         };
         let initiator = slot.initiator;
         if initiator == me {
-            self.tally(now, t, me, report.finished, out);
+            self.tally(now, t, me, &report, out);
         } else {
             self.send_session(
                 now,
@@ -677,7 +760,7 @@ impl Host {
         now: Time,
         t: TransferId,
         member: NodeId,
-        finished: bool,
+        report: &MemberReport,
         out: &mut Outputs,
     ) {
         let Some(slot) = self.slots.get_mut(&t) else {
@@ -686,6 +769,15 @@ impl Host {
         if member != self.config.me && !slot.awaiting_done.remove(&member) {
             return;
         }
+        let finished = report.finished;
+        out.push(Output::Report(Report::MemberDone {
+            transfer: t,
+            member,
+            finished,
+            bytes_delivered: report.bytes_delivered,
+            digest: report.digest_bytes(),
+            elapsed: report.elapsed_ns.map(Duration::from_nanos),
+        }));
         if finished {
             slot.tally.0 += 1;
             slot.counted_finished.insert(member);
@@ -767,6 +859,7 @@ impl Host {
             return;
         }
         slot.started = true;
+        slot.started_at = Some(now);
         let held = std::mem::take(&mut slot.held);
         let mut inputs = vec![Input::Start];
         inputs.extend(slot.excluded.iter().copied().map(Input::PeerFailed));
@@ -850,8 +943,10 @@ impl Host {
                 machine,
                 initiator: me,
                 started: false,
+                started_at: None,
                 held: Vec::new(),
                 bytes_delivered: 0,
+                digest: self.new_digest(),
                 awaiting_ready: others.iter().copied().collect(),
                 awaiting_done: others.iter().copied().collect(),
                 tally: (0, 0),
@@ -943,8 +1038,10 @@ impl Host {
                                 machine: b.machine,
                                 initiator: from,
                                 started: false,
+                                started_at: None,
                                 held: Vec::new(),
                                 bytes_delivered: 0,
+                                digest: self.new_digest(),
                                 awaiting_ready: BTreeSet::new(),
                                 awaiting_done: BTreeSet::new(),
                                 tally: (0, 0),
@@ -1071,7 +1168,7 @@ impl Host {
                         ));
                     }
                 }
-                self.tally(now, t, from, report.finished, out);
+                self.tally(now, t, from, &report, out);
                 Ok(())
             }
             SessionMsg::Close { transfer: t } => {
@@ -1247,7 +1344,7 @@ impl Host {
                 slot.awaiting_ready.remove(&peer);
                 let was_awaited = slot.awaiting_done.contains(&peer);
                 if was_awaited {
-                    self.tally(now, t, peer, false, out);
+                    self.tally(now, t, peer, &MemberReport::lost(), out);
                 }
                 self.maybe_go(now, t, out);
             }

@@ -201,6 +201,23 @@ pub enum Report {
         /// The collective.
         transfer: TransferId,
     },
+    /// At the initiator: one member's part of a collective that started ended (or the member
+    /// was lost), as it reported it; one per member, before [`Report::CollectiveComplete`].
+    MemberDone {
+        /// The collective.
+        transfer: TransferId,
+        /// The member (the initiator included).
+        member: NodeId,
+        /// Its machine finished (false: aborted, refused or lost).
+        finished: bool,
+        /// Bytes its machine delivered to its application.
+        bytes_delivered: u64,
+        /// The digest of those bytes, when its host makes one
+        /// ([`HostConfig::digest_deliveries`](crate::host::HostConfig::digest_deliveries)).
+        digest: Option<[u8; 32]>,
+        /// From its machine's start to its end, on its clock (None: it never started).
+        elapsed: Option<Duration>,
+    },
     /// The host declared a member failed: nothing arrived from it for too long.
     PeerDown {
         /// The member.

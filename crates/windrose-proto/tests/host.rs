@@ -305,3 +305,136 @@ fn leaving_waits_for_running_collectives_then_tells_every_member() {
     assert!(complete < finished);
     let _ = Duration::ZERO;
 }
+
+fn member_reports(outputs: &[Output]) -> Vec<(u32, bool, u64, Option<[u8; 32]>)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Report(Report::MemberDone {
+                member,
+                finished,
+                bytes_delivered,
+                digest,
+                ..
+            }) => Some((member.0, *finished, *bytes_delivered, *digest)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// With `digest_deliveries`, every member reports the digest of what it delivered (the
+/// application's: BLAKE3 by default) and the initiator reports each member's end before the
+/// collective's: the root's bytes at every member that digests, nothing from a host that does
+/// not; a member lost before it reported counts as not finished, with nothing delivered and
+/// no time. Every member that started reports how long its part took on its clock.
+#[test]
+fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered() {
+    let data: &'static [u8] = b"the same bytes at every member of the group";
+    let digesting = |me: u32, on: bool| {
+        let mut c = HostConfig::new(NodeId(me), members(4), 1);
+        c.heartbeat = None;
+        c.digest_deliveries = on;
+        Host::new(c).unwrap()
+    };
+    let mut hosts: Vec<Host> = (0..4).map(|i| digesting(i, i != 3)).collect();
+    let mut queue = started_all(&hosts);
+    queue.push_back((NodeId(0), start(broadcast(4), data)));
+    let seen = pump(&mut hosts, queue);
+    let want = *blake3::hash(data).as_bytes();
+    let timed: Vec<bool> = seen[0]
+        .iter()
+        .filter_map(|o| match o {
+            Output::Report(Report::MemberDone { elapsed, .. }) => Some(elapsed.is_some()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timed, vec![true; 4]);
+    let mut got = member_reports(&seen[0]);
+    got.sort_by_key(|r| r.0);
+    let empty = *blake3::hash(b"").as_bytes();
+    let n = data.len() as u64;
+    assert_eq!(
+        got,
+        vec![
+            (0, true, 0, Some(empty)),
+            (1, true, n, Some(want)),
+            (2, true, n, Some(want)),
+            (3, true, n, None),
+        ]
+    );
+    let complete = seen[0]
+        .iter()
+        .position(|o| matches!(o, Output::Report(Report::CollectiveComplete { .. })))
+        .unwrap();
+    let last_member = seen[0]
+        .iter()
+        .rposition(|o| matches!(o, Output::Report(Report::MemberDone { .. })))
+        .unwrap();
+    assert!(last_member < complete);
+    for s in &seen[1..] {
+        assert!(
+            member_reports(s).is_empty(),
+            "only the initiator reports members"
+        );
+    }
+
+    // Node 2 of a three-member group never answers: lost, it counts as not finished.
+    let mut hosts: Vec<Host> = (0..2)
+        .map(|i| {
+            let mut c = HostConfig::new(NodeId(i), members(3), 1);
+            c.heartbeat = None;
+            c.digest_deliveries = true;
+            Host::new(c).unwrap()
+        })
+        .collect();
+    let mut queue = started_all(&hosts);
+    queue.push_back((NodeId(0), start(broadcast(3), data)));
+    let first = pump(&mut hosts, queue);
+    assert!(
+        member_reports(&first[0]).is_empty(),
+        "waits for node 2's Ready"
+    );
+    let seen = pump(
+        &mut hosts,
+        VecDeque::from([(NodeId(0), Input::PeerFailed(NodeId(2)))]),
+    );
+    let mut got = member_reports(&seen[0]);
+    got.sort_by_key(|r| r.0);
+    assert_eq!(got[2], (2, false, 0, None), "{got:?}");
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::MemberDone {
+            member: NodeId(2),
+            elapsed: None,
+            ..
+        })
+    )));
+    assert_eq!((got[0].1, got[1].1), (true, true), "{got:?}");
+}
+
+/// A member's report has the same length whatever its timing (its time as 16 hex digits), so
+/// the simulator's byte counts of session frames are the runtime's; it reads back as sent.
+#[test]
+fn a_done_message_has_one_length_whatever_the_timing() {
+    use windrose_proto::host::MemberReport;
+    let done = |elapsed_ns| SessionMsg::Done {
+        transfer: TransferId(7),
+        report: MemberReport {
+            finished: true,
+            error: None,
+            bytes_delivered: 5,
+            digest: None,
+            elapsed_ns,
+        },
+    };
+    let lens: Vec<usize> = [Some(0), Some(123), Some(u64::MAX)]
+        .map(|e| frame::encode(&done(e).to_message()).unwrap().len())
+        .to_vec();
+    assert_eq!(lens, vec![lens[0]; 3]);
+    for e in [None, Some(0), Some(987_654_321), Some(u64::MAX)] {
+        let Message::Session(f) = done(e).to_message() else {
+            unreachable!()
+        };
+        assert_eq!(SessionMsg::from_frame(&f).unwrap(), done(e));
+    }
+}

@@ -1702,6 +1702,20 @@ impl Simulation {
                         failed,
                     }),
                     Report::PeerDown { peer } => Some(ReportData::PeerDown { peer }),
+                    Report::MemberDone {
+                        transfer,
+                        member,
+                        finished,
+                        bytes_delivered,
+                        elapsed,
+                        ..
+                    } => Some(ReportData::MemberDone {
+                        transfer,
+                        member,
+                        finished,
+                        bytes_delivered,
+                        elapsed_s: elapsed.map(|d| d.as_secs_f64()),
+                    }),
                     Report::PeerRejoined { peer, transfer } => {
                         Some(ReportData::PeerRejoined { peer, transfer })
                     }

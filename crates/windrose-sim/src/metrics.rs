@@ -169,6 +169,19 @@ pub enum ReportData {
         /// Members that aborted, failed or refused.
         failed: u32,
     },
+    /// A host's session, at the initiator: one member's part ended (or it was lost).
+    MemberDone {
+        /// The collective.
+        transfer: TransferId,
+        /// The member.
+        member: NodeId,
+        /// Its machine finished.
+        finished: bool,
+        /// Bytes it delivered.
+        bytes_delivered: u64,
+        /// From its machine's start to its end, seconds (None: it never started).
+        elapsed_s: Option<f64>,
+    },
     /// A host's session, at the initiator: a restarted member was taken back.
     PeerRejoined {
         /// The member.

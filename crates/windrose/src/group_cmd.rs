@@ -2,17 +2,22 @@
 //! from any of them.
 //!
 //! `serve` joins the group as one member (a `Host` driven by `windrose_net::host_driver`) and
-//! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM). It listens on a
-//! Unix control socket for the applications on its machine: `start` asks it to broadcast or
-//! multicast a file it can read, and waits for every member's report. Control requests and
-//! replies are JSON lines:
+//! serves collectives until told to leave (`group leave`, SIGINT or SIGTERM; `--once`: when
+//! the first collective it took part in has ended, as `windrose node` does). It listens on a
+//! Unix control socket for the applications on its machine: `start` asks it to broadcast,
+//! multicast or scatter a file it can read, and waits for every member's report. `windrose
+//! bcast | multicast | scatter --group G --id I` start through that socket too when member I
+//! of G runs on this machine ([`running_member`]): that is how a collective starts from any
+//! member of a running group. Control requests and replies are JSON lines:
 //!
 //! ```text
 //! -> {"broadcast":{"file":"/data/x","tree":"binomial","segment_bytes":1048576}}
 //! -> {"multicast":{"file":"/data/x","protocol":"mob","piece_bytes":262144}}
 //! -> {"sort":{"sample_sort":{"record_len":100,"oversample":4}}}
+//! -> {"scatter":{"file":"/data/x","tree":"binomial","opts":{"hash_mb_s":900.0,...}}}
 //! -> "leave"
 //! <- {"started":{"transfer":12,"bytes":1048576}}
+//! <- {"started":{"transfer":13,"bytes":1048576,"predicted_finish_s":0.02}}  (a scatter)
 //! <- {"complete":{"transfer":12,"finished":8,"failed":0,"seconds":0.41}}
 //! <- {"error":"..."}
 //! ```
@@ -49,6 +54,7 @@ use windrose_proto::host::{AppRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
+use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::{Report, TransferId};
 use windrose_trees::TreeAlgorithm;
 
@@ -57,7 +63,8 @@ use windrose_trees::TreeAlgorithm;
 pub enum GroupCommand {
     /// Join a group as one member and serve collectives until told to leave.
     Serve(ServeArgs),
-    /// Start a broadcast or multicast of a file from a running member, and wait for it.
+    /// Start a broadcast, multicast or scatter of a file from a running member, and wait for
+    /// it.
     Start(StartArgs),
     /// Ask a running member to leave the group (once its collectives have ended).
     Leave(LeaveArgs),
@@ -136,6 +143,10 @@ pub struct ServeArgs {
     /// temporary name that `windrose sort` renames once the whole set is verified.
     #[arg(long, value_name = "PATH", requires = "sort_input")]
     sort_output: Option<String>,
+    /// Leave the group once the first collective this member takes part in has ended (what
+    /// `windrose node` does); exit 1 when its part of it did not finish.
+    #[arg(long)]
+    once: bool,
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
@@ -144,8 +155,9 @@ pub struct ServeArgs {
 /// `windrose group start`.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// `bcast` (a tree broadcast) or `multicast` (verified pieces).
-    #[arg(value_parser = ["bcast", "multicast"])]
+    /// `bcast` (a tree broadcast), `multicast` (verified pieces) or `scatter` (the
+    /// divisible-load scatter, every member hashing its share as its compute step).
+    #[arg(value_parser = ["bcast", "multicast", "scatter"])]
     kind: String,
     #[command(flatten)]
     via: Via,
@@ -167,6 +179,14 @@ pub struct StartArgs {
     /// Multicast piece size.
     #[arg(long, default_value = "256KiB", value_parser = windrose_model::units::parse_size)]
     piece: u64,
+    /// Balanced Multicasting plans from the capacities of this platform (as `windrose
+    /// multicast --platform`); default: every link alike.
+    #[arg(long, value_name = "FILE")]
+    platform: Option<PathBuf>,
+    /// How a scatter is scheduled (the scatter's tree is --tree, an algorithm); the member
+    /// measures what is not given, as `windrose scatter` does.
+    #[command(flatten)]
+    scatter: crate::net_cmds::ScatterOpts,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -210,9 +230,10 @@ struct LinkView {
     mb_s_error: Option<f64>,
 }
 
+/// A request on a member's control socket.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum ControlRequest {
+pub(crate) enum ControlRequest {
     Broadcast {
         file: PathBuf,
         tree: String,
@@ -222,6 +243,14 @@ enum ControlRequest {
         file: PathBuf,
         protocol: String,
         piece_bytes: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        platform: Option<PathBuf>,
+    },
+    Scatter {
+        file: PathBuf,
+        /// The tree algorithm the schedule follows.
+        tree: String,
+        opts: crate::net_cmds::ScatterOpts,
     },
     Leave,
     Weather,
@@ -236,19 +265,46 @@ enum ControlReply {
     Started {
         transfer: u32,
         bytes: u64,
+        /// A scatter: when its schedule says every member finishes, seconds after the start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predicted_finish_s: Option<f64>,
     },
     Complete {
         transfer: u32,
         finished: u32,
         failed: u32,
         seconds: f64,
+        /// How every member's part ended, as the initiator's host reported it.
+        #[serde(default)]
+        members: Vec<MemberView>,
+        /// The member that started it (the root).
+        #[serde(default)]
+        initiator: u32,
     },
     Leaving,
     Error(String),
 }
 
+/// One member's part of a collective, as it reported it to the initiator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct MemberView {
+    member: u32,
+    finished: bool,
+    /// Bytes the collective delivered to it.
+    bytes: u64,
+    /// The BLAKE3 of those bytes (None: it was lost before it reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blake3: Option<String>,
+    /// Seconds from its start (its Go) to its end, on its clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
+    /// Its digest is the root's (None: not checked, e.g. the root itself or a scatter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verified: Option<bool>,
+}
+
 /// The control socket of member `id` when none is given.
-fn default_socket(group: &Group, id: u32) -> PathBuf {
+pub(crate) fn default_socket(group: &Group, id: u32) -> PathBuf {
     let safe: String = group
         .name()
         .chars()
@@ -280,6 +336,7 @@ struct Call {
 struct Started {
     replies: mpsc::UnboundedSender<ControlReply>,
     at: Instant,
+    members: Vec<MemberView>,
 }
 
 /// Where a member's received bytes of one collective go.
@@ -358,6 +415,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
+    config.digest_deliveries = true;
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));
@@ -383,6 +442,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut link_series = Recorder::new(me);
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
+    // With --once: how this member's part of its first collective ended.
+    let mut once: Option<(TransferId, bool)> = None;
     loop {
         tokio::select! {
             r = &mut serving => {
@@ -390,9 +451,14 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 if let Some(path) = &a.measurements {
                     write_measurements(path, &link_series)?;
                 }
-                return match r {
-                    Ok(r) => r.map_err(anyhow::Error::new),
-                    Err(e) => Err(anyhow::anyhow!("the member's driver stopped: {e}")),
+                r.map_err(|e| anyhow::anyhow!("the member's driver stopped: {e}"))?
+                    .map_err(anyhow::Error::new)?;
+                return match once {
+                    Some((t, false)) => Err(anyhow::anyhow!(
+                        "member {}: its part of transfer {t} did not finish",
+                        a.id
+                    )),
+                    _ => Ok(()),
                 };
             }
             _ = tokio::signal::ctrl_c() => { handle.request(AppRequest::Leave); }
@@ -411,11 +477,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     r => r,
                 };
                 match spec_for(&group, me, &request) {
-                    Ok((job, data)) => {
+                    Ok((job, data, predicted_finish_s)) => {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
-                        let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64 });
-                        started.insert(t, Started { replies: call.replies, at: Instant::now() });
+                        let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64, predicted_finish_s });
+                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new() });
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
                             Job::Live { policy, segment_bytes } => AppRequest::StartBroadcast(BroadcastRequest {
@@ -443,12 +509,30 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     if let Some(r) = received.remove(&transfer) {
                         say(finish_received(r, a.out_dir.as_deref(), transfer, finished));
                     }
+                    if a.once && once.is_none() {
+                        // The host leaves once its collectives have ended (the initiator's
+                        // close included).
+                        once = Some((transfer, finished));
+                        handle.request(AppRequest::Leave);
+                    }
                 }
                 GroupEvent::Report(Report::CollectiveComplete { transfer, finished, failed }) => {
                     if let Some(s) = started.remove(&transfer) {
                         let seconds = s.at.elapsed().as_secs_f64();
                         say(format!("transfer {transfer}: {finished} members finished, {failed} failed, {seconds:.3} s"));
-                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds });
+                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id });
+                    }
+                }
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed }) => {
+                    if let Some(s) = started.get_mut(&transfer) {
+                        s.members.push(MemberView {
+                            member: member.0,
+                            finished,
+                            bytes: bytes_delivered,
+                            blake3: digest.map(|d| blake3::Hash::from_bytes(d).to_hex().to_string()),
+                            seconds: elapsed.map(|d| d.as_secs_f64()),
+                            verified: None,
+                        });
                     }
                 }
                 GroupEvent::Report(Report::RoundTrip { peer, rtt }) => {
@@ -473,6 +557,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     let how = if built { "built".to_string() } else { format!("kept ({changed_links} link changes taken in, {swaps} swaps)") };
                     say(format!("transfer {transfer}: tree {how}, cost {:.1} ms on the live view", cost.as_secs_f64() * 1e3));
                 }
+                GroupEvent::Computed { offset, len, blake3 } => say(format!(
+                    "computed its scatter share [{offset}, {}): BLAKE3 {blake3}", offset + len
+                )),
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
@@ -541,15 +628,25 @@ enum Job {
     },
 }
 
-/// The collective of a control request, with its data.
-fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes), String> {
+/// The collective of a control request, with its data and (a scatter) its schedule's
+/// predicted finish.
+///
+/// A scatter's speeds not given are measured here, as `windrose scatter` measures them: the
+/// member's control loop waits for that (a fraction of a second), its driver does not.
+fn spec_for(
+    group: &Group,
+    me: NodeId,
+    r: &ControlRequest,
+) -> Result<(Job, Bytes, Option<f64>), String> {
     let file = match r {
-        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => file,
+        ControlRequest::Broadcast { file, .. }
+        | ControlRequest::Multicast { file, .. }
+        | ControlRequest::Scatter { file, .. } => file,
         ControlRequest::Sort(spec) => {
             // Every member's records are its own (the Host asks its application).
             return match spec {
                 CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => {
-                    Ok((Job::Fixed(spec.clone()), Bytes::new()))
+                    Ok((Job::Fixed(spec.clone()), Bytes::new(), None))
                 }
                 other => Err(format!("a {} is not a sort", other.name())),
             };
@@ -586,6 +683,7 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
                         segment_bytes: (*segment_bytes).max(1),
                     },
                     data,
+                    None,
                 ));
             };
             let tree = group_tree(algo, group, me).map_err(|e| e.to_string())?;
@@ -598,12 +696,14 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
         ControlRequest::Multicast {
             protocol,
             piece_bytes,
+            platform,
             ..
         } => {
             let protocol: MulticastProtocol = protocol.parse()?;
-            // The same parameters as `windrose multicast` (Balanced: equal capacities).
-            let (mspec, _) = crate::net_cmds::multicast_spec(group, me, protocol, None)
-                .map_err(|e| format!("{e:#}"))?;
+            // The same parameters as `windrose multicast`.
+            let (mspec, _) =
+                crate::net_cmds::multicast_spec(group, me, protocol, platform.as_deref())
+                    .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
             Job::Fixed(CollectiveSpec::Multicast {
                 protocol,
@@ -611,11 +711,30 @@ fn spec_for(group: &Group, me: NodeId, r: &ControlRequest) -> Result<(Job, Bytes
                 manifest: ManifestSpec::of(&manifest),
             })
         }
+        ControlRequest::Scatter { tree, opts, .. } => {
+            // The same schedule as `windrose scatter` rooted here.
+            let algo: TreeAlgorithm = tree
+                .parse()
+                .map_err(|e| format!("--tree {tree} (a scatter's tree is an algorithm): {e}"))?;
+            let t = group_tree(algo, group, me).map_err(|e| format!("--tree {tree}: {e}"))?;
+            let (schedule, _) = crate::net_cmds::scatter_schedule(group, &data, &t, algo, opts)
+                .map_err(|e| format!("{e:#}"))?;
+            let predicted = Some(schedule.predicted_finish_s);
+            return Ok((
+                Job::Fixed(CollectiveSpec::Scatter {
+                    schedule,
+                    max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+                    parallel: opts.parallel,
+                }),
+                data,
+                predicted,
+            ));
+        }
         ControlRequest::Leave | ControlRequest::Weather | ControlRequest::Sort(_) => {
             unreachable!("handled above")
         }
     };
-    Ok((spec, data))
+    Ok((spec, data, None))
 }
 
 fn open_received(dir: Option<&Path>, t: TransferId) -> Received {
@@ -696,44 +815,159 @@ async fn call(socket: &Path, request: &ControlRequest) -> anyhow::Result<Vec<Con
     Ok(replies)
 }
 
+/// A path as the member must see it: absolute (it runs elsewhere in the file system).
+pub(crate) fn absolute(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(path).map_err(|e| bad_input(format!("{flag} {}: {e}", path.display())))
+}
+
 async fn start(a: StartArgs) -> anyhow::Result<()> {
     let socket = a.via.socket()?;
-    let file = std::fs::canonicalize(&a.file)
-        .map_err(|e| bad_input(format!("{}: {e}", a.file.display())))?;
-    let request = if a.kind == "bcast" {
-        ControlRequest::Broadcast {
+    if a.kind != "scatter" && a.scatter.any_given() {
+        return Err(bad_input(
+            "--speeds, --hash-mb-s, --link-mb-s, --order and --parallel are for a scatter",
+        ));
+    }
+    if a.kind != "multicast" && a.platform.is_some() {
+        return Err(bad_input("--platform is for a multicast"));
+    }
+    let file = absolute(&a.file, "--file")?;
+    let request = match a.kind.as_str() {
+        "bcast" => ControlRequest::Broadcast {
             file,
             tree: a.tree.clone(),
             segment_bytes: a.segment,
-        }
-    } else {
-        ControlRequest::Multicast {
+        },
+        "multicast" => ControlRequest::Multicast {
             file,
             protocol: a.protocol.clone(),
             piece_bytes: u32::try_from(a.piece)
                 .map_err(|_| bad_input(format!("--piece {}: at most 4 GiB", a.piece)))?,
+            platform: match &a.platform {
+                Some(p) => Some(absolute(p, "--platform")?),
+                None => None,
+            },
+        },
+        _ => {
+            let mut opts = a.scatter.clone();
+            if let Some(p) = &opts.speeds {
+                opts.speeds = Some(absolute(p, "--speeds")?);
+            }
+            ControlRequest::Scatter {
+                file,
+                tree: a.tree.clone(),
+                opts,
+            }
         }
     };
-    let replies = call(&socket, &request).await?;
+    start_through(&socket, &request, a.json).await
+}
+
+/// The control socket of member `id` of `group` when that member runs on this machine (its
+/// default socket answers), else None.
+pub(crate) fn running_member(group: &Group, id: u32) -> Option<PathBuf> {
+    let socket = default_socket(group, id);
+    std::os::unix::net::UnixStream::connect(&socket)
+        .is_ok()
+        .then_some(socket)
+}
+
+/// `windrose bcast | multicast | scatter` started through a running member: `request` sent
+/// to its control socket, its result printed as `group start` prints it.
+pub(crate) fn start_through_member(
+    socket: &Path,
+    request: &ControlRequest,
+    json: bool,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(start_through(socket, request, json))
+}
+
+/// Sends `request` to the member at `socket`, waits for every member's report and prints the
+/// result; an error when a member did not finish.
+async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> anyhow::Result<()> {
+    // What every member must have received, hashed here while the collective runs (a
+    // scatter's members each keep a different share: nothing to compare).
+    let root_hash = match request {
+        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => {
+            let file = file.clone();
+            Some(tokio::task::spawn_blocking(move || {
+                windrose_net::map_file(&file).map(|d| blake3::hash(&d).to_hex().to_string())
+            }))
+        }
+        _ => None,
+    };
+    let replies = call(socket, request).await?;
+    let root_hash = match root_hash {
+        Some(h) => Some(
+            h.await
+                .context("hashing the file")?
+                .map_err(|e| bad_input(e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut result = Err(anyhow::anyhow!("the member closed the control connection"));
+    let mut predicted = None;
     for r in replies {
         match r {
+            ControlReply::Started {
+                predicted_finish_s, ..
+            } => predicted = predicted_finish_s,
             ControlReply::Error(e) => result = Err(bad_input(e)),
             ControlReply::Complete {
                 transfer,
                 finished,
                 failed,
                 seconds,
+                mut members,
+                initiator,
             } => {
-                if a.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds})
-                    );
-                } else {
-                    println!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
+                members.sort_by_key(|m| m.member);
+                for m in &mut members {
+                    if let (Some(want), true) = (&root_hash, m.finished && m.member != initiator) {
+                        m.verified = Some(m.blake3.as_ref() == Some(want));
+                    }
                 }
-                result = if failed == 0 {
+                let differ: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.verified == Some(false))
+                    .map(|m| m.member.to_string())
+                    .collect();
+                if json {
+                    let mut v = serde_json::json!({"transfer": transfer, "finished": finished, "failed": failed, "seconds": seconds, "root": initiator, "members": members});
+                    if let Some(p) = predicted {
+                        v["predicted_finish_s"] = p.into();
+                    }
+                    if let Some(h) = &root_hash {
+                        v["root_blake3"] = h.as_str().into();
+                    }
+                    println!("{v}");
+                } else {
+                    print!(
+                        "{}",
+                        render_members(&members, initiator, root_hash.as_deref())
+                    );
+                    let mut line = format!("transfer {transfer}: {finished} members finished, {failed} failed in {seconds:.3} s");
+                    if let Some(p) = predicted {
+                        line += &format!(" (the schedule predicted {p:.3} s)");
+                    }
+                    if root_hash.is_some() && differ.is_empty() && failed == 0 {
+                        line += &format!(
+                            "; all {} members received the root's bytes",
+                            members.len().saturating_sub(1)
+                        );
+                    }
+                    println!("{line}");
+                }
+                result = if !differ.is_empty() {
+                    Err(anyhow::anyhow!(
+                        "member(s) {} of transfer {transfer} did not receive the root's bytes \
+                         (their BLAKE3 differs)",
+                        differ.join(", ")
+                    ))
+                } else if failed == 0 {
                     Ok(())
                 } else {
                     Err(anyhow::anyhow!(
@@ -798,6 +1032,37 @@ pub fn start_sort(
         anyhow::anyhow!("the member closed the control connection before the sort ended"),
         transfer,
     ))
+}
+
+/// One line per member: how its part ended and, for a broadcast or multicast, whether it
+/// received the root's bytes.
+fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) -> String {
+    let short = |h: &str| h.chars().take(16).collect::<String>();
+    let mut s = String::new();
+    for m in members {
+        let mut line = format!("member {:>3}: ", m.member);
+        if m.member == root {
+            line += "the root";
+            if let Some(h) = root_hash {
+                line += &format!(", BLAKE3 {}", short(h));
+            }
+        } else if !m.finished {
+            line += &format!("did not finish ({} bytes received)", m.bytes);
+        } else {
+            line += &format!("finished, {} bytes received", m.bytes);
+            if let Some(s) = m.seconds.filter(|&s| s > 0.0) {
+                line += &format!(" in {s:.3} s ({:.1} MB/s)", m.bytes as f64 / s / 1e6);
+            }
+            if let (Some(h), Some(true)) = (&m.blake3, m.verified) {
+                line += &format!(", BLAKE3 {} ok", short(h));
+            } else if let (Some(h), Some(false)) = (&m.blake3, m.verified) {
+                line += &format!(", BLAKE3 {} DIFFERS", short(h));
+            }
+        }
+        s += &line;
+        s.push('\n');
+    }
+    s
 }
 
 async fn weather(a: WeatherArgs) -> anyhow::Result<()> {

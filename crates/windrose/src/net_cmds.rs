@@ -7,15 +7,21 @@
 //! check) and `windrose local` (start N node processes on loopback and run the broadcast, or
 //! with `--scatter` the scatter, with `--protocol` a multicast, all in one command). The driver
 //! is `windrose_net`.
+//!
+//! When the member a root command names (`--id`) already runs `windrose group serve` on this
+//! machine, `bcast`, `multicast` and `scatter` start their collective through that member's
+//! control socket instead (as `windrose group start` does) and print its result: a collective
+//! started from inside a running group.
 
 use crate::dlt::speeds;
 use crate::error::{bad_input, OrBadInput};
+use crate::group_cmd::{self, ControlRequest};
 use crate::output::{num, print, print_json, vtable};
 use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -142,7 +148,8 @@ pub struct BcastArgs {
     /// The file to broadcast (memory-mapped, never read whole into memory).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// The root's node id (this process); every other member must run `windrose node`.
+    /// The root's node id (this process; every other member must run `windrose node`), or a
+    /// member running `windrose group serve` on this machine, which then starts it.
     #[arg(long, default_value_t = 0)]
     id: u32,
     /// Segment size, the unit of pipelining (e.g. 1MiB, 256KiB, 4MB; MB = 10^6 bytes, MiB =
@@ -171,7 +178,8 @@ pub struct ScatterArgs {
     /// Seed of the random load.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The root's node id (this process); every other member must run `windrose node`.
+    /// The root's node id (this process; every other member must run `windrose node`), or a
+    /// member running `windrose group serve` on this machine, which then starts it.
     #[arg(long, default_value_t = 0)]
     id: u32,
     #[command(flatten)]
@@ -182,15 +190,16 @@ pub struct ScatterArgs {
     opts: TreeOpts,
 }
 
-/// How a scatter is scheduled and its finish times predicted (`scatter`, `local --scatter`).
-#[derive(Debug, Args)]
+/// How a scatter is scheduled and its finish times predicted (`scatter`, `local --scatter`,
+/// `group start scatter`, whose control request carries them to the member).
+#[derive(Clone, Debug, Args, Serialize, Deserialize)]
 pub struct ScatterOpts {
     /// Seconds each node needs to process the whole load and each tree link to carry it, as
     /// `windrose dlt` reads them (.toml or .csv; see `windrose dlt --help`). The schedule and
     /// its prediction are then in the file's seconds, not calibrated. Default: every node and
     /// link alike, at the speeds of --hash-mb-s and --link-mb-s.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["hash_mb_s", "link_mb_s"])]
-    speeds: Option<PathBuf>,
+    pub(crate) speeds: Option<PathBuf>,
     /// BLAKE3 speed of every node, in MB/s; default: measured on this machine before the run.
     #[arg(long, value_name = "MB/S")]
     hash_mb_s: Option<f64>,
@@ -206,11 +215,11 @@ pub struct ScatterOpts {
     /// Send every child its share at once instead of one after the other (one after the other
     /// is what the schedule and its prediction assume).
     #[arg(long)]
-    parallel: bool,
+    pub(crate) parallel: bool,
 }
 
 impl ScatterOpts {
-    fn any_given(&self) -> bool {
+    pub(crate) fn any_given(&self) -> bool {
         self.speeds.is_some()
             || self.hash_mb_s.is_some()
             || self.link_mb_s.is_some()
@@ -318,7 +327,8 @@ pub struct MulticastArgs {
     /// The file to multicast (memory-mapped, never read whole into memory).
     #[arg(long, value_name = "FILE")]
     file: PathBuf,
-    /// The root's node id (this process); every other member must run `windrose node`.
+    /// The root's node id (this process; every other member must run `windrose node`), or a
+    /// member running `windrose group serve` on this machine, which then starts it.
     #[arg(long, default_value_t = 0)]
     id: u32,
     /// Seed of every node's random choices (peers, pieces).
@@ -813,7 +823,7 @@ const HASH_CALIBRATION_BYTES: usize = 128 << 20;
 
 /// How a scatter's finish times were predicted.
 #[derive(Clone, Debug, Serialize)]
-struct Prediction {
+pub(crate) struct Prediction {
     /// Where the speeds come from, in words.
     basis: String,
     /// True when both speeds were measured on this machine just before the run (not given,
@@ -862,8 +872,7 @@ fn all_loopback(group: &Group) -> bool {
 
 /// The scatter's schedule over `tree` and how its finish times are predicted: from a speeds
 /// file, or every node and link alike at given, measured or assumed speeds.
-fn scatter_schedule(
-    rt: &tokio::runtime::Runtime,
+pub(crate) fn scatter_schedule(
     group: &Group,
     data: &Bytes,
     tree: &windrose_trees::Tree,
@@ -902,8 +911,7 @@ fn scatter_schedule(
         let (link, link_how, link_measured) = match sopts.link_mb_s {
             Some(v) => (mb_s(v, "--link-mb-s")?, "given", false),
             None if all_loopback(group) => {
-                let v = rt
-                    .block_on(measure::loopback_copy_bytes_s(LINK_CALIBRATION_BYTES))
+                let v = loopback_copy_bytes_s()
                     .context("measuring loopback throughput with a plain TCP copy")?;
                 (v / 1e6, "a plain TCP copy on loopback", true)
             }
@@ -941,6 +949,22 @@ fn scatter_schedule(
     Ok((schedule, prediction))
 }
 
+/// The plain loopback copy that calibrates link throughput, on a runtime of its own in a
+/// thread of its own: callable from a command's main thread and from inside a running member's
+/// runtime alike (which `block_on` is not).
+fn loopback_copy_bytes_s() -> anyhow::Result<f64> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok(rt.block_on(measure::loopback_copy_bytes_s(LINK_CALIBRATION_BYTES))?)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the loopback copy's thread panicked")))
+    })
+}
+
 /// Runs the root of a divisible-load scatter and prints the result.
 fn scatter(
     run: RootRun<'_>,
@@ -950,7 +974,7 @@ fn scatter(
     let (opts, source, root) = (run.watch, run.source.clone(), run.root);
     let tree = build_tree(&run.group, tree_opts, root)?;
     let (schedule, prediction) =
-        scatter_schedule(run.rt, &run.group, &run.data, &tree, tree_opts.tree, sopts)?;
+        scatter_schedule(&run.group, &run.data, &tree, tree_opts.tree, sopts)?;
     let job = RootJob::scatter(schedule.clone(), sopts.parallel, run.data.clone());
     let outcome = run.execute(job, true)?;
     let root_predicted = schedule.node(root).map(|s| s.predicted_finish_s);
@@ -1102,6 +1126,26 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
+    let unsupported = [
+        (args.file.is_none(), "a random load (give --file)"),
+        (args.opts.costs.is_some(), "--costs"),
+        (args.opts.watch.measurements.is_some(), "--measurements"),
+    ];
+    if let Some(socket) =
+        through_member(&membership.group, args.id, &unsupported, &args.opts.watch)?
+    {
+        let mut opts = args.scatter.clone();
+        if let Some(p) = &opts.speeds {
+            opts.speeds = Some(group_cmd::absolute(p, "--speeds")?);
+        }
+        let request = ControlRequest::Scatter {
+            // Some: refused above otherwise.
+            file: group_cmd::absolute(args.file.as_deref().unwrap_or(Path::new("")), "--file")?,
+            tree: args.opts.tree.to_string(),
+            opts,
+        };
+        return group_cmd::start_through_member(&socket, &request, args.opts.watch.json);
+    }
     let (data, source, file) = load_or_random(args.file.as_deref(), args.load_size, args.seed)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
@@ -1146,6 +1190,38 @@ fn load(f: &Path) -> anyhow::Result<Loaded> {
     Ok((data, f.display().to_string(), Some(file)))
 }
 
+/// Member `id` of `group` when it already runs on this machine (`windrose group serve`, its
+/// default control socket answering): a root command then starts its collective through that
+/// member, from inside the running group, instead of joining the group itself (the member
+/// holds its port anyway). What only a root of the command's own could do (`unsupported`, each
+/// with whether it was asked for) is refused by name.
+fn through_member(
+    group: &Group,
+    id: u32,
+    unsupported: &[(bool, &str)],
+    watch: &WatchOpts,
+) -> anyhow::Result<Option<PathBuf>> {
+    let Some(socket) = group_cmd::running_member(group, id) else {
+        return Ok(None);
+    };
+    if let Some((_, what)) = unsupported.iter().find(|(asked, _)| *asked) {
+        return Err(bad_input(format!(
+            "member {id} of group {} runs on this machine (control socket {}): a collective \
+             started through it cannot use {what}; leave that out, or stop the member",
+            group.name(),
+            socket.display()
+        )));
+    }
+    if !(watch.quiet || watch.json) {
+        eprintln!(
+            "member {id} of group {} runs on this machine: starting through its control socket {}",
+            group.name(),
+            socket.display()
+        );
+    }
+    Ok(Some(socket))
+}
+
 /// Runs `windrose bcast`.
 pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
     let membership = GroupFile {
@@ -1154,6 +1230,23 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
+    let unsupported = [
+        (args.opts.costs.is_some(), "--costs"),
+        (args.opts.watch.measurements.is_some(), "--measurements"),
+    ];
+    if let Some(socket) =
+        through_member(&membership.group, args.id, &unsupported, &args.opts.watch)?
+    {
+        if args.segment == 0 {
+            return Err(bad_input("--segment must be at least 1 byte"));
+        }
+        let request = ControlRequest::Broadcast {
+            file: group_cmd::absolute(&args.file, "--file")?,
+            tree: args.opts.tree.to_string(),
+            segment_bytes: args.segment,
+        };
+        return group_cmd::start_through_member(&socket, &request, args.opts.watch.json);
+    }
     let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.opts.watch.timeout, "--timeout")?,
@@ -1363,6 +1456,24 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
+    // A running member draws its collectives' random choices from its own seed.
+    let unsupported = [
+        (args.seed != 1, "--seed"),
+        (args.watch.measurements.is_some(), "--measurements"),
+    ];
+    if let Some(socket) = through_member(&membership.group, args.id, &unsupported, &args.watch)? {
+        let request = ControlRequest::Multicast {
+            file: group_cmd::absolute(&args.file, "--file")?,
+            protocol: args.protocol.to_string(),
+            // At most MAX_PIECE_BYTES < 2^32: checked above.
+            piece_bytes: args.multicast.piece.unwrap_or(DEFAULT_PIECE_BYTES) as u32,
+            platform: match &args.multicast.platform {
+                Some(p) => Some(group_cmd::absolute(p, "--platform")?),
+                None => None,
+            },
+        };
+        return group_cmd::start_through_member(&socket, &request, args.watch.json);
+    }
     let (data, source, file) = load(&args.file)?;
     let timeouts = Timeouts {
         idle: secs(args.watch.timeout, "--timeout")?,

@@ -304,3 +304,294 @@ fn a_keyed_encrypted_group_carries_a_multicast_and_encrypt_without_a_key_is_refu
             .success();
     }
 }
+
+/// `windrose bcast | multicast | scatter --group G --id I` while member I of G runs on this
+/// machine: each starts through that member's default control socket (in the temporary
+/// directory, here the test's), every member takes part, and what only a root of the
+/// command's own could do is refused by name. `group start scatter` schedules a scatter at the
+/// member and reports the schedule's prediction.
+#[test]
+fn root_commands_start_through_a_running_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 3;
+    write_group(&group, "cli-through", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("windrose-cli-through-{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("out{i}"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
+                .arg("--group")
+                .arg(&group)
+                .arg("--out-dir")
+                .arg(out(i))
+                .env("TMPDIR", dir.path())
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let a = dir.path().join("a.bin");
+    let b = dir.path().join("b.bin");
+    std::fs::write(&a, windrose_net::random_payload(3_000_000, 4)).unwrap();
+    std::fs::write(&b, windrose_net::random_payload(2_000_000, 5)).unwrap();
+    let root = |args: &[&str]| {
+        let mut c = windrose();
+        // The subcommand, the group, then the rest (which may end with a flag whose value the
+        // caller adds).
+        c.arg(args[0])
+            .arg("--group")
+            .arg(&group)
+            .args(&args[1..])
+            .env("TMPDIR", dir.path())
+            .timeout(Duration::from_secs(60));
+        c
+    };
+    let json = |o: std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v = json(
+        root(&["bcast", "--id", "1", "--tree", "chain", "--json", "--file"])
+            .arg(&a)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(0)),
+        "{v}"
+    );
+    // Every member's report, its BLAKE3 checked against the file's (the root, member 1, has
+    // nothing to check).
+    let (ha, hb) = (hash_file(&a), hash_file(&b));
+    assert_eq!(v["root"], 1, "{v}");
+    assert_eq!(v["root_blake3"], ha.as_str(), "{v}");
+    let reported: Vec<(u64, bool, Option<bool>)> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            if m["member"] != 1 {
+                assert_eq!(m["blake3"], ha.as_str(), "{m}");
+                assert_eq!(m["bytes"], 3_000_000, "{m}");
+                assert!(m["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{m}");
+            }
+            (
+                m["member"].as_u64().unwrap(),
+                m["finished"] == true,
+                m["verified"].as_bool(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reported,
+        vec![
+            (0, true, Some(true)),
+            (1, true, None),
+            (2, true, Some(true))
+        ]
+    );
+    root(&[
+        "multicast",
+        "--protocol",
+        "mob",
+        "--id",
+        "2",
+        "--piece",
+        "256KiB",
+        "--file",
+    ])
+    .arg(&b)
+    .assert()
+    .success()
+    .stdout(predicates::str::contains("3 members finished, 0 failed"))
+    .stdout(predicates::str::contains(
+        "all 2 members received the root's bytes",
+    ))
+    .stderr(predicates::str::contains(
+        "starting through its control socket",
+    ));
+    for (i, mut want) in [
+        (0, vec![ha.clone(), hb.clone()]),
+        (1, vec![hb]),
+        (2, vec![ha]),
+    ] {
+        want.sort();
+        wait_for(
+            &format!("member {i}'s files"),
+            Duration::from_secs(30),
+            || received(&out(i)).len() == want.len(),
+        );
+        assert_eq!(received(&out(i)), want, "member {i}");
+    }
+    // Scatters, by the root command and by `group start`, one after the other and at once.
+    let v = json(
+        root(&[
+            "scatter",
+            "--id",
+            "0",
+            "--hash-mb-s",
+            "500",
+            "--link-mb-s",
+            "500",
+            "--json",
+        ])
+        .arg("--file")
+        .arg(&a)
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(0)),
+        "{v}"
+    );
+    assert!(v["predicted_finish_s"].as_f64().unwrap() > 0.0, "{v}");
+    let v = json(
+        windrose()
+            .args([
+                "group",
+                "start",
+                "scatter",
+                "--parallel",
+                "--tree",
+                "flat",
+                "--json",
+            ])
+            .arg("--control")
+            .arg(socket(2))
+            .arg("--file")
+            .arg(&b)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(0)),
+        "{v}"
+    );
+    assert!(v["predicted_finish_s"].as_f64().unwrap() > 0.0, "{v}");
+    // Refused by name, before anything starts.
+    root(&["bcast", "--id", "1", "--costs", "costs.csv", "--file"])
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot use --costs"));
+    root(&["scatter", "--id", "1", "--load-size", "1MiB"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "cannot use a random load (give --file)",
+        ));
+    windrose()
+        .args(["group", "start", "bcast", "--parallel", "--control"])
+        .arg(socket(0))
+        .arg("--file")
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("are for a scatter"));
+    windrose()
+        .args(["group", "start", "scatter", "--tree", "adapt", "--control"])
+        .arg(socket(0))
+        .arg("--file")
+        .arg(&a)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "a scatter's tree is an algorithm",
+        ));
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control"])
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
+}
+
+/// `group serve --once`: every member, the initiator included, leaves after the first
+/// collective it took part in and exits 0; the receivers kept the file.
+#[test]
+fn once_members_leave_after_their_first_collective() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 3;
+    write_group(&group, "cli-once", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("o{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("oout{i}"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args([
+                    "group",
+                    "serve",
+                    "--once",
+                    "--quiet",
+                    "--id",
+                    &i.to_string(),
+                ])
+                .arg("--group")
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .arg("--out-dir")
+                .arg(out(i))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let a = dir.path().join("a.bin");
+    std::fs::write(&a, windrose_net::random_payload(1_000_000, 6)).unwrap();
+    windrose()
+        .args(["group", "start", "bcast", "--control"])
+        .arg(socket(0))
+        .arg("--file")
+        .arg(&a)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
+    for i in 1..n {
+        assert_eq!(received(&out(i)), vec![hash_file(&a)], "member {i}");
+    }
+}

@@ -934,6 +934,7 @@ impl Core {
                 | Report::CollectiveRefused { .. }
                 | Report::CollectiveComplete { .. }
                 | Report::PeerRejoined { .. }
+                | Report::MemberDone { .. }
                 | Report::PeerDown { .. }
                 | Report::LinkForecast { .. }
                 | Report::LinkBandwidth { .. }
