@@ -29,6 +29,20 @@
 //! disjoint sequences per member (`seq * members + rank`), so two initiators never collide.
 //! Messages of a collective that ended are dropped (late frames are normal at the end).
 //!
+//! # Eager sessions (no round trip before the data)
+//!
+//! Where every member knows a collective is coming, as every rank of an MPI communicator
+//! calling `MPI_Bcast`, the Ready/Go round trip only delays the data. With
+//! [`HostConfig::eager`] the initiator announces (`eager: true`) and starts its machine at
+//! once; a member builds and starts its machine when the announcement arrives, and holds the
+//! frames of a transfer it has not heard of yet (its parent may start before the root's
+//! announcement reaches it) until then. The announcement still carries the plan (the tree),
+//! so every member runs the root's tree: agreement by construction, with the announcement
+//! one-way, in parallel with the first data. Both sides must use the same transfer id (an MPI
+//! driver derives it from the communicator's call counter), and Done and Close still follow,
+//! off the data's path. A member that cannot build its machine refuses; the initiator counts
+//! it failed (the others already run).
+//!
 //! # Liveness
 //!
 //! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every live member it has
@@ -135,6 +149,10 @@ pub struct HostConfig {
     /// How links are measured, forecast (NWS-style predictors with a change-point reset) and
     /// shared with the group ([`crate::weather`]).
     pub weather: WeatherConfig,
+    /// Eager sessions: collectives start without Ready and Go, and frames of transfers not
+    /// announced yet are held (see the module docs). Only for groups whose members all expect
+    /// every collective; off by default.
+    pub eager: bool,
 }
 
 impl HostConfig {
@@ -151,6 +169,7 @@ impl HostConfig {
             app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
             weather: WeatherConfig::default(),
+            eager: false,
         }
     }
 }
@@ -243,6 +262,10 @@ pub enum SessionMsg {
         /// initiator decides who is in, and every machine hears these failed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         excluded: Vec<NodeId>,
+        /// The initiator has started: build the machine and start it at once (no Ready, no
+        /// Go; [`HostConfig::eager`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        eager: bool,
     },
     /// The member built its machine.
     Ready {
@@ -408,6 +431,8 @@ pub struct Host {
     slots: BTreeMap<TransferId, Slot>,
     /// Transfers that ended here, so their late frames are dropped quietly.
     ended: BTreeSet<TransferId>,
+    /// Eager sessions: frames of transfers not announced yet, in arrival order.
+    early: BTreeMap<TransferId, Vec<Input>>,
     peers: BTreeMap<NodeId, PeerState>,
     prober: Option<LinkProber>,
     next_seq: u32,
@@ -499,6 +524,7 @@ impl Host {
             rank,
             slots: BTreeMap::new(),
             ended: BTreeSet::new(),
+            early: BTreeMap::new(),
             peers: peers.iter().map(|&p| (p, PeerState::default())).collect(),
             prober,
             next_seq: 0,
@@ -844,6 +870,7 @@ impl Host {
             }
         };
         let others = self.live_peers();
+        let eager = self.config.eager;
         self.slots.insert(
             t,
             Slot {
@@ -852,7 +879,11 @@ impl Host {
                 started: false,
                 held: Vec::new(),
                 bytes_delivered: 0,
-                awaiting_ready: others.iter().copied().collect(),
+                awaiting_ready: if eager {
+                    BTreeSet::new()
+                } else {
+                    others.iter().copied().collect()
+                },
                 awaiting_done: others.iter().copied().collect(),
                 tally: (0, 0),
                 ended: false,
@@ -873,11 +904,16 @@ impl Host {
             spec: spec.clone(),
             rejoin: false,
             excluded: self.failed_peers(),
+            eager,
         };
         for p in &others {
             self.send_session(now, *p, &announce, out);
         }
-        self.maybe_go(now, t, out);
+        if eager {
+            self.go(now, t, out);
+        } else {
+            self.maybe_go(now, t, out);
+        }
     }
 
     /// At the initiator: Go once nobody's Ready is awaited.
@@ -915,6 +951,7 @@ impl Host {
                 spec,
                 rejoin,
                 excluded,
+                eager,
             } => {
                 if root != from {
                     return Err(inconsistent(
@@ -964,7 +1001,12 @@ impl Host {
                             transfer: t,
                             initiator: from,
                         }));
-                        if rejoin {
+                        if let Some(early) = self.early.remove(&t) {
+                            if let Some(slot) = self.slots.get_mut(&t) {
+                                slot.held.extend(early);
+                            }
+                        }
+                        if rejoin || eager {
                             self.go(now, t, out);
                         } else {
                             self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
@@ -972,6 +1014,7 @@ impl Host {
                     }
                     Err(reason) => {
                         self.ended.insert(t);
+                        self.early.remove(&t);
                         out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
                         self.send_session(
                             now,
@@ -1013,6 +1056,10 @@ impl Host {
                     ));
                 }
                 if slot.started {
+                    if self.config.eager {
+                        // The others already run: the refusing member counts as failed.
+                        self.tally(now, t, from, false, out);
+                    }
                     return Ok(());
                 }
                 let others: Vec<NodeId> = slot
@@ -1184,6 +1231,7 @@ impl Host {
                 spec,
                 rejoin: true,
                 excluded: slot.excluded.iter().copied().collect(),
+                eager: false,
             };
             self.send_session(now, peer, &announce, out);
             out.push(Output::Report(Report::PeerRejoined { peer, transfer: t }));
@@ -1426,8 +1474,15 @@ impl Protocol for Host {
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
                         let Some(slot) = self.slots.get_mut(&t) else {
-                            // A collective that ended here (late frames), or one this node
-                            // refused or never heard of.
+                            if self.config.eager && !self.ended.contains(&t) {
+                                // Its announcement is still on the way.
+                                self.early
+                                    .entry(t)
+                                    .or_default()
+                                    .push(Input::Message { from, message });
+                            }
+                            // Else a collective that ended here (late frames), or one this
+                            // node refused or never heard of.
                             return Ok(());
                         };
                         if slot.started && slot.excluded.contains(&from) {
