@@ -10,6 +10,12 @@
 //! at every rank, so no rank needs to be told which transfer a call is. A rank may hear of the
 //! next broadcast (its announcement, even its data) while still in the current one: what it
 //! delivers is kept by transfer until the call for that transfer takes it.
+//!
+//! Every rank calls `MPI_Bcast` with the same root, so every member expects each broadcast:
+//! the Host runs eager sessions ([`HostConfig::eager`]). The root announces and sends its
+//! first segments at once, a member starts when the announcement reaches it (holding data
+//! that came first), and no Ready/Go round trip stands before the data. The announcement
+//! carries the root's tree, so the ranks cannot disagree on it.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -263,6 +269,7 @@ impl<T: Transport> Driver<T> {
         // it computes: no heartbeats, no silence detection, no idle timeout.
         config.heartbeat = None;
         config.idle_timeout = None;
+        config.eager = true;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,
             rounds: u32::MAX,
@@ -548,6 +555,8 @@ mod tests {
         free_at: BTreeMap<(u32, u32), u64>,
         /// Bytes of the frames of at least `BIG` bytes sent on each pair (the data).
         data_bytes: BTreeMap<(u32, u32), u64>,
+        /// Session messages sent, by kind (`announce`, `ready`, ...).
+        sessions: BTreeMap<String, u64>,
     }
     type Net = Rc<RefCell<Wires>>;
 
@@ -579,6 +588,12 @@ mod tests {
             w.free_at.insert(pair, done);
             if frame.len() >= BIG {
                 *w.data_bytes.entry(pair).or_default() += frame.len() as u64;
+            }
+            if let Ok(Some((Message::Session(s), _))) = decode_bytes(frame, MAX_BODY) {
+                // The variant's name: `Announce { .. }` counts as "announce".
+                let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
+                let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
+                *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
             }
             w.mail[to as usize].push_back((self.me, frame.clone(), done));
             Ok(done)
@@ -802,6 +817,36 @@ mod tests {
             }
             assert!(d.deliveries.is_empty());
         }
+    }
+
+    /// No round trip before the data: per broadcast the root announces to every other rank,
+    /// each reports its end (Done) and is told Close; nobody sends Ready or Go.
+    #[test]
+    fn broadcasts_start_without_ready_or_go() {
+        let hosts = [0, 0, 1, 1, 2];
+        let (net, mut drivers) = group(&hosts);
+        let calls = 4u64;
+        for i in 0..calls as u32 {
+            let root = i % 5;
+            let want: Vec<u8> = (0..200_000u32).map(|k| (k * 3 + i) as u8).collect();
+            let mut bufs: Vec<Vec<u8>> = (0..5)
+                .map(|r| if r == root { want.clone() } else { vec![0; want.len()] })
+                .collect();
+            run(&mut drivers, &mut bufs, root);
+            assert!(bufs.iter().all(|b| b == &want), "call {i}");
+        }
+        for _ in 0..50 {
+            for d in drivers.iter_mut() {
+                d.progress().unwrap();
+            }
+        }
+        let s = net.borrow().sessions.clone();
+        let per_call = calls * (hosts.len() as u64 - 1);
+        assert_eq!(s.get("announce"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("done"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("close"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("ready"), None, "{s:?}");
+        assert_eq!(s.get("go"), None, "{s:?}");
     }
 
     #[test]
