@@ -17,10 +17,12 @@
 /* Must match `Transport` in src/ffi.rs. */
 typedef struct {
     void *ctx;
-    int (*isend)(void *ctx, const void *buf, size_t len, int dest, void **req);
+    int (*isend)(void *ctx, const void *head, size_t len, const void *payload,
+                 size_t payload_len, int dest, void **req);
     int (*test)(void *req, int *done);
     int (*probe)(void *ctx, int *flag, int *source, size_t *len);
     int (*recv)(void *ctx, void *buf, size_t len);
+    int (*recv_payload)(void *ctx, void *buf, size_t len, int source);
 } wr_transport;
 
 /* The Rust core (src/ffi.rs). */
@@ -31,8 +33,12 @@ int windrose_group_quiescent(void *group);
 void windrose_group_free(void *group);
 int windrose_check_settings(void);
 
-/* Every frame on the private communicator carries this tag. */
+/* Every frame's head on the private communicator carries this tag; a large payload follows
+ * its head as a second message on WR_PAYLOAD_TAG, sent from the payload's own buffer (a
+ * sender's messages on one tag are received in order, so the receiver takes the payload from
+ * the head's sender right after the head). */
 #define WR_TAG 7717
+#define WR_PAYLOAD_TAG 7718
 
 /* One communicator windrose broadcasts on. */
 typedef struct wr_comm {
@@ -62,21 +68,33 @@ static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_call
 static unsigned long long wr_passthrough_calls;
 #define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
 
-static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
+/* Two requests: the head's and the payload's (MPI_REQUEST_NULL without one). */
+static int wr_isend(void *ctx, const void *head, size_t len, const void *payload,
+                    size_t payload_len, int dest, void **req) {
     wr_comm *c = ctx;
-    if (len > INT_MAX) return MPI_ERR_COUNT;
-    MPI_Request *r = malloc(sizeof *r);
+    if (len > INT_MAX || payload_len > INT_MAX) return MPI_ERR_COUNT;
+    MPI_Request *r = malloc(2 * sizeof *r);
     if (!r) return MPI_ERR_NO_MEM;
-    int rc = PMPI_Isend(buf, (int)len, MPI_BYTE, dest, WR_TAG, c->dup, r);
+    r[1] = MPI_REQUEST_NULL;
+    int rc = PMPI_Isend(head, (int)len, MPI_BYTE, dest, WR_TAG, c->dup, &r[0]);
     if (rc != MPI_SUCCESS) { free(r); return rc; }
+    if (payload_len > 0) {
+        rc = PMPI_Isend(payload, (int)payload_len, MPI_BYTE, dest, WR_PAYLOAD_TAG, c->dup, &r[1]);
+        if (rc != MPI_SUCCESS) {
+            /* The head is out: let it complete before its buffer may go. */
+            PMPI_Wait(&r[0], MPI_STATUS_IGNORE);
+            free(r);
+            return rc;
+        }
+    }
     *req = r;
     return MPI_SUCCESS;
 }
 
-/* Frees the request once it completed. */
+/* Frees the requests once both completed. */
 static int wr_test(void *req, int *done) {
     MPI_Request *r = req;
-    int rc = PMPI_Test(r, done, MPI_STATUS_IGNORE);
+    int rc = PMPI_Testall(2, r, done, MPI_STATUSES_IGNORE);
     if (rc == MPI_SUCCESS && *done) free(r);
     return rc;
 }
@@ -102,6 +120,20 @@ static int wr_recv(void *ctx, void *buf, size_t len) {
     if (!c->has_pending) return MPI_ERR_OTHER;
     c->has_pending = 0;
     return PMPI_Mrecv(buf, (int)len, MPI_BYTE, &c->pending, MPI_STATUS_IGNORE);
+}
+
+/* The payload of the head just received from `source`: already sent, so this waits only for
+ * the bytes to move. A payload of another length is an error (MPI_ERR_TRUNCATE when longer). */
+static int wr_recv_payload(void *ctx, void *buf, size_t len, int source) {
+    wr_comm *c = ctx;
+    MPI_Status st;
+    int count = 0;
+    if (len > INT_MAX) return MPI_ERR_COUNT;
+    int rc = PMPI_Recv(buf, (int)len, MPI_BYTE, source, WR_PAYLOAD_TAG, c->dup, &st);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Get_count(&st, MPI_BYTE, &count);
+    if (rc != MPI_SUCCESS) return rc;
+    return (size_t)count == len ? MPI_SUCCESS : MPI_ERR_COUNT;
 }
 
 /* Frees the group and its duplicate, and unlinks it; the list lock is held. An orphan's
@@ -245,6 +277,7 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     c->transport.test = wr_test;
     c->transport.probe = wr_probe;
     c->transport.recv = wr_recv;
+    c->transport.recv_payload = wr_recv_payload;
     c->group = windrose_group_new(rank, size, hosts, &c->transport);
     free(hosts);
     if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }

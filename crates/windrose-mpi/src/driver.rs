@@ -1,10 +1,14 @@
 //! The third driver of windrose-proto's [`Host`]: point-to-point messages of the MPI library
 //! (through a [`Transport`]) instead of the simulator's network or TCP.
 //!
-//! One MPI message carries one windrose frame, on a private communicator. The driver only
-//! moves bytes: frames from [`Output::Send`] go out with `isend`, probed messages are decoded
-//! with windrose-proto's codec and fed as inputs, timers come from a monotonic clock kept here.
-//! The session (who starts a collective, readiness, reports) is the Host's.
+//! One windrose frame travels as its head (header and fixed fields) in one MPI message and,
+//! when it has a payload, the payload in a second one on its own tag, sent straight from the
+//! payload's buffer: a segment is never copied into a frame buffer, at the root nor at a
+//! relay (one copy less per child and segment than encoding whole frames). The receiver reads
+//! the head, then the payload from the same sender into the same buffer, and decodes the frame
+//! with windrose-proto's codec. The driver only moves bytes: frames from [`Output::Send`] go
+//! out with `isend`, timers come from a monotonic clock kept here. The session (who starts a
+//! collective, readiness, reports) is the Host's.
 //!
 //! Every rank counts the windrose broadcasts of its communicator; the n-th one is transfer n
 //! at every rank, so no rank needs to be told which transfer a call is. A rank may hear of the
@@ -24,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::frame::{decode_bytes, encode};
+use windrose_proto::frame::{decode_bytes, encode, encode_parts, peek_header};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest, Host, HostConfig, SessionMsg};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
@@ -36,15 +40,24 @@ use windrose_proto::{
 pub trait Transport {
     /// An outstanding send.
     type Request;
-    /// Starts sending `frame` to `to`; the driver keeps `frame` alive until `test` says done.
-    fn isend(&mut self, to: u32, frame: &Bytes) -> Result<Self::Request, TransportError>;
+    /// Starts sending a frame to `to`: `head` as one message, then `payload` (when not empty)
+    /// as a message on the payload tag. The driver keeps both alive until `test` says done.
+    fn isend(
+        &mut self,
+        to: u32,
+        head: &Bytes,
+        payload: &Bytes,
+    ) -> Result<Self::Request, TransportError>;
     /// True once the send completed (the request is spent then).
     fn test(&mut self, request: &mut Self::Request) -> Result<bool, TransportError>;
-    /// The next incoming message's source and length, if one is there; it must be taken
-    /// with `recv` before the next probe.
+    /// The next incoming head's source and length, if one is there; it must be taken with
+    /// `recv` before the next probe.
     fn probe(&mut self) -> Result<Option<(u32, usize)>, TransportError>;
-    /// Receives the message the last probe found into `buf` (its exact length).
+    /// Receives the head the last probe found into `buf` (its exact length).
     fn recv(&mut self, buf: &mut [u8]) -> Result<(), TransportError>;
+    /// Receives the next payload from `from` into `buf` (its exact length): the payload of
+    /// the head just received from it (a sender's messages on one tag arrive in order).
+    fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError>;
 }
 
 /// A point-to-point call failed: which one and the MPI error code.
@@ -116,6 +129,10 @@ impl From<TransportError> for BcastError {
 
 /// Largest frame body accepted: a segment's payload and its fixed fields.
 const MAX_BODY: u32 = (1 << 20) + 64;
+
+/// Payloads below this many bytes (session messages, small segments) travel in one message
+/// with their head: copying them costs less than a second message.
+const INLINE_PAYLOAD: usize = 16 << 10;
 
 /// How this rank's part of a transfer ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,7 +232,8 @@ impl Clock {
 /// A send in flight: its request, the frame it must keep alive, and whom to tell when done.
 struct InFlight<R> {
     request: R,
-    _frame: Bytes,
+    _head: Bytes,
+    _payload: Bytes,
     notify: Option<(NodeId, SendId)>,
 }
 
@@ -395,9 +413,8 @@ impl<T: Transport> Driver<T> {
                 break;
             };
             busy = true;
-            let mut frame = vec![0u8; len];
-            self.transport.recv(&mut frame)?;
-            self.on_frame(from, Bytes::from(frame))?;
+            let frame = self.receive(from, len)?;
+            self.on_frame(from, frame)?;
         }
         let mut i = 0;
         while i < self.pending.len() {
@@ -432,6 +449,40 @@ impl<T: Transport> Driver<T> {
         self.host.running().next().is_none()
             && self.pending.is_empty()
             && self.joins_heard + 1 >= self.size
+    }
+
+    /// Receives the head the probe found (`len` bytes from `from`) and the payload its
+    /// header announces, into one buffer.
+    fn receive(&mut self, from: u32, len: usize) -> Result<Bytes, BcastError> {
+        let mut head = vec![0u8; len];
+        self.transport.recv(&mut head)?;
+        let bad = |why: String| BcastError::BadFrame { from, why };
+        let header = peek_header(&head, MAX_BODY)
+            .map_err(|e| bad(e.to_string()))?
+            .ok_or_else(|| bad(format!("a truncated frame of {len} bytes")))?;
+        let frame_len = header.frame_len();
+        if frame_len < len {
+            return Err(bad(format!(
+                "{} bytes after a frame of {frame_len}",
+                len - frame_len
+            )));
+        }
+        if frame_len > len {
+            // The payload fills the rest; MPI writes every byte of it.
+            let mut frame = Vec::with_capacity(frame_len);
+            frame.extend_from_slice(&head);
+            let rest = &mut frame.spare_capacity_mut()[..frame_len - len];
+            // SAFETY: u8 has no invalid values; `recv_payload` writes exactly `rest.len()`
+            // bytes (the MPI receive of that count) or fails, and on failure the buffer is
+            // dropped unread.
+            let rest: &mut [u8] =
+                unsafe { std::slice::from_raw_parts_mut(rest.as_mut_ptr().cast(), rest.len()) };
+            self.transport.recv_payload(from, rest)?;
+            // SAFETY: the first `len` bytes were copied in, the others written just above.
+            unsafe { frame.set_len(frame_len) };
+            return Ok(Bytes::from(frame));
+        }
+        Ok(Bytes::from(head))
     }
 
     fn on_frame(&mut self, from: u32, frame: Bytes) -> Result<(), BcastError> {
@@ -472,20 +523,30 @@ impl<T: Transport> Driver<T> {
         for o in out.drain() {
             match o {
                 Output::Send(tx) => {
-                    let frame = match encode(&tx.message) {
-                        Ok(f) => f,
+                    let small = tx
+                        .message
+                        .payload()
+                        .is_none_or(|p| p.len() < INLINE_PAYLOAD);
+                    let parts = if small {
+                        encode(&tx.message).map(|f| (f, Bytes::new()))
+                    } else {
+                        encode_parts(&tx.message).map(|p| (p.head, p.payload))
+                    };
+                    let (head, payload) = match parts {
+                        Ok(p) => p,
                         Err(e) => {
                             result = Err(BcastError::Failed(format!("cannot encode a frame: {e}")));
                             continue;
                         }
                     };
-                    match self.transport.isend(tx.to.0, &frame) {
+                    match self.transport.isend(tx.to.0, &head, &payload) {
                         Ok(req) => {
                             self.stats.frames_sent += 1;
-                            self.stats.bytes_sent += frame.len() as u64;
+                            self.stats.bytes_sent += (head.len() + payload.len()) as u64;
                             self.pending.push(InFlight {
                                 request: req,
-                                _frame: frame,
+                                _head: head,
+                                _payload: payload,
                                 notify: tx.notify.map(|id| (tx.to, id)),
                             });
                         }
@@ -550,13 +611,16 @@ mod tests {
     /// pair's frames go one after the other, as on a link of that bandwidth.
     #[derive(Default)]
     struct Wires {
-        mail: Vec<VecDeque<(u32, Bytes, u64)>>,
+        /// Per receiver: (from, bytes, arrival in ns, a payload rather than a head).
+        mail: Vec<VecDeque<(u32, Bytes, u64, bool)>>,
         rate: BTreeMap<(u32, u32), f64>,
         free_at: BTreeMap<(u32, u32), u64>,
         /// Bytes of the frames of at least `BIG` bytes sent on each pair (the data).
         data_bytes: BTreeMap<(u32, u32), u64>,
         /// Session messages sent, by kind (`announce`, `ready`, ...).
         sessions: BTreeMap<String, u64>,
+        /// Frames sent as a head and a separate payload.
+        split_frames: u64,
     }
     type Net = Rc<RefCell<Wires>>;
 
@@ -574,28 +638,37 @@ mod tests {
     impl Transport for Loopback {
         /// When the send completes (ns).
         type Request = u64;
-        fn isend(&mut self, to: u32, frame: &Bytes) -> Result<u64, TransportError> {
+        fn isend(&mut self, to: u32, head: &Bytes, payload: &Bytes) -> Result<u64, TransportError> {
             let now = self.clock.load(Ordering::Relaxed);
             let mut w = self.net.borrow_mut();
             let pair = (self.me, to);
+            let len = head.len() + payload.len();
             let done = match w.rate.get(&pair) {
                 Some(&rate) => {
                     let start = now.max(w.free_at.get(&pair).copied().unwrap_or(0));
-                    start + (frame.len() as f64 / rate).ceil() as u64
+                    start + (len as f64 / rate).ceil() as u64
                 }
                 None => now,
             };
             w.free_at.insert(pair, done);
-            if frame.len() >= BIG {
-                *w.data_bytes.entry(pair).or_default() += frame.len() as u64;
+            if len >= BIG {
+                *w.data_bytes.entry(pair).or_default() += len as u64;
             }
-            if let Ok(Some((Message::Session(s), _))) = decode_bytes(frame, MAX_BODY) {
+            let whole = Bytes::from([&head[..], &payload[..]].concat());
+            if let Ok(Some((Message::Session(s), _))) = decode_bytes(&whole, MAX_BODY) {
                 // The variant's name: `Announce { .. }` counts as "announce".
                 let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
                 let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
                 *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
             }
-            w.mail[to as usize].push_back((self.me, frame.clone(), done));
+            if !payload.is_empty() {
+                w.split_frames += 1;
+            }
+            let mail = &mut w.mail[to as usize];
+            mail.push_back((self.me, head.clone(), done, false));
+            if !payload.is_empty() {
+                mail.push_back((self.me, payload.clone(), done, true));
+            }
             Ok(done)
         }
         fn test(&mut self, done: &mut u64) -> Result<bool, TransportError> {
@@ -607,10 +680,10 @@ mod tests {
             let mail = &mut w.mail[self.me as usize];
             // A pair's frames arrive in order, so the first arrived one is also its sender's
             // oldest: no overtaking within a pair, none blocked behind another sender.
-            let Some(i) = mail.iter().position(|m| m.2 <= now) else {
+            let Some(i) = mail.iter().position(|m| m.2 <= now && !m.3) else {
                 return Ok(None);
             };
-            let (from, f, _) = mail.remove(i).expect("found above");
+            let (from, f, _, _) = mail.remove(i).expect("found above");
             let len = f.len();
             self.probed = Some((from, f));
             Ok(Some((from, len)))
@@ -621,6 +694,24 @@ mod tests {
                 code: -1,
             })?;
             buf.copy_from_slice(&f);
+            Ok(())
+        }
+        fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError> {
+            let mut w = self.net.borrow_mut();
+            let mail = &mut w.mail[self.me as usize];
+            let missing = TransportError {
+                call: "recv_payload",
+                code: -1,
+            };
+            let i = mail
+                .iter()
+                .position(|m| m.0 == from && m.3)
+                .ok_or(missing.clone())?;
+            let (_, p, _, _) = mail.remove(i).expect("found above");
+            if p.len() != buf.len() {
+                return Err(missing);
+            }
+            buf.copy_from_slice(&p);
             Ok(())
         }
     }
@@ -830,7 +921,13 @@ mod tests {
             let root = i % 5;
             let want: Vec<u8> = (0..200_000u32).map(|k| (k * 3 + i) as u8).collect();
             let mut bufs: Vec<Vec<u8>> = (0..5)
-                .map(|r| if r == root { want.clone() } else { vec![0; want.len()] })
+                .map(|r| {
+                    if r == root {
+                        want.clone()
+                    } else {
+                        vec![0; want.len()]
+                    }
+                })
                 .collect();
             run(&mut drivers, &mut bufs, root);
             assert!(bufs.iter().all(|b| b == &want), "call {i}");
@@ -847,12 +944,20 @@ mod tests {
         assert_eq!(s.get("close"), Some(&per_call), "{s:?}");
         assert_eq!(s.get("ready"), None, "{s:?}");
         assert_eq!(s.get("go"), None, "{s:?}");
+        // 200,000 bytes in 64 KiB segments: three full ones travel apart from their heads on
+        // each of the four tree edges, the last 3,392 bytes inline, like every session message.
+        assert_eq!(net.borrow().split_frames, calls * 3 * 4);
     }
 
     #[test]
     fn a_foreign_frame_is_reported_with_its_sender() {
         let (net, mut drivers) = group(&[0, 0, 0]);
-        net.borrow_mut().mail[1].push_back((2, Bytes::from_static(b"not a frame at all"), 0));
+        net.borrow_mut().mail[1].push_back((
+            2,
+            Bytes::from_static(b"not a frame at all"),
+            0,
+            false,
+        ));
         let mut found = None;
         for _ in 0..10 {
             if let Err(e) = drivers[1].progress() {
