@@ -28,10 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::frame::{decode_bytes, encode, encode_parts, peek_header};
+use windrose_proto::frame::{
+    decode_bytes, encode, encode_parts, peek_header, Family, FrameHeader, HEADER_LEN,
+};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest, Host, HostConfig, SessionMsg};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::{
     Command, Input, Message, Output, Outputs, Protocol, Report, SendId, Time, TimerId, TransferId,
 };
@@ -141,6 +144,21 @@ enum Outcome {
     Refused,
 }
 
+/// The message of a whole frame received from `from`.
+fn decode(from: u32, frame: Bytes) -> Result<Message, BcastError> {
+    let bad = |why: String| BcastError::BadFrame { from, why };
+    let (message, len) = decode_bytes(&frame, MAX_BODY)
+        .map_err(|e| bad(e.to_string()))?
+        .ok_or_else(|| bad(format!("a truncated frame of {} bytes", frame.len())))?;
+    if len != frame.len() {
+        return Err(bad(format!(
+            "{} bytes after a frame of {len}",
+            frame.len() - len
+        )));
+    }
+    Ok(message)
+}
+
 /// Bytes per segment for a message of `len` bytes: about eight segments per message so the
 /// tree pipelines, between 64 KiB and 1 MiB (one frame per segment).
 pub fn segment_bytes(len: u64) -> u64 {
@@ -160,6 +178,8 @@ pub struct Stats {
     pub trees_planned: u64,
     /// Of those after the first, the plans that swapped links or built the tree anew.
     pub trees_changed: u64,
+    /// Bytes copied into callers' buffers after they arrived (the rest was received there).
+    pub bytes_copied: u64,
 }
 
 /// How a group's broadcasts are run (from the `WINDROSE_MPI_*` environment at MPI_Init).
@@ -229,6 +249,35 @@ impl Clock {
     }
 }
 
+/// The caller's buffer of the broadcast this rank is in (not its root): where the payloads
+/// of that broadcast's segments are received.
+#[derive(Clone, Copy)]
+struct Target {
+    transfer: TransferId,
+    buf: *mut u8,
+    len: usize,
+}
+
+/// A segment's payload received straight into the caller's buffer, as `Bytes` the Host can
+/// forward and deliver without a copy. The buffer is only valid during the call: each alias
+/// holds `token`, and the call returns only once no alias is left (see [`Driver::bcast`]).
+struct Alias {
+    ptr: *const u8,
+    len: usize,
+    _token: Arc<()>,
+}
+
+// SAFETY: the driver and its Bytes live on the thread in the MPI call (the group's lock);
+// the pointer is only read while the caller's buffer is lent to that call.
+unsafe impl Send for Alias {}
+
+impl AsRef<[u8]> for Alias {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` lies in the caller's buffer, alive while any alias is.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 /// A send in flight: its request, the frame it must keep alive, and whom to tell when done.
 struct InFlight<R> {
     request: R,
@@ -255,6 +304,10 @@ pub struct Driver<T: Transport> {
     stats: Stats,
     /// A fixed segment size (bytes) instead of [`segment_bytes`]'s choice.
     segment: Option<u64>,
+    /// The buffer of the broadcast this rank is receiving, during its call.
+    target: Option<Target>,
+    /// Held by every alias of the caller's buffer: one count means none is left.
+    aliases: Arc<()>,
 }
 
 impl<T: Transport> Driver<T> {
@@ -309,6 +362,8 @@ impl<T: Transport> Driver<T> {
             out: Outputs::new(),
             stats: Stats::default(),
             segment: options.segment,
+            target: None,
+            aliases: Arc::new(()),
         };
         d.feed(Input::Start).map_err(|e| e.to_string())?;
         Ok(d)
@@ -359,16 +414,56 @@ impl<T: Transport> Driver<T> {
         self.next_transfer = self.next_transfer.wrapping_add(1);
         if root == self.rank {
             self.start(Bytes::copy_from_slice(buf), t)?;
+        } else {
+            self.target = Some(Target {
+                transfer: t,
+                buf: buf.as_mut_ptr(),
+                len: buf.len(),
+            });
         }
         let outcome = loop {
             if let Some(o) = self.outcomes.remove(&t) {
                 break o;
             }
-            if !self.progress()? {
-                std::thread::yield_now();
+            match self.progress() {
+                Ok(false) => std::thread::yield_now(),
+                Ok(true) => {}
+                Err(e) => {
+                    self.release_target();
+                    return Err(e);
+                }
             }
         };
         let pieces = self.deliveries.remove(&t).unwrap_or_default();
+        let result = self.assemble(buf, root, outcome, pieces, t);
+        self.release_target();
+        result
+    }
+
+    /// Stops receiving into the caller's buffer and waits until no alias of it is left (the
+    /// forwards from it completed), so the caller may reuse it when the call returns.
+    fn release_target(&mut self) {
+        self.target = None;
+        while Arc::strong_count(&self.aliases) > 1 {
+            match self.progress() {
+                Ok(false) => std::thread::yield_now(),
+                Ok(true) => {}
+                // The transport failed: the sends never complete. Already reported.
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Puts the delivered pieces of `t` where they belong in `buf` (a piece received there
+    /// already is not copied) and checks the lengths.
+    fn assemble(
+        &mut self,
+        buf: &mut [u8],
+        root: u32,
+        outcome: Outcome,
+        pieces: Vec<(u64, Bytes)>,
+        t: TransferId,
+    ) -> Result<(), BcastError> {
         match outcome {
             Outcome::Refused => {
                 return Err(BcastError::Failed(format!("transfer {t} was refused")));
@@ -391,7 +486,11 @@ impl<T: Transport> Driver<T> {
                     at_least: end,
                 });
             }
-            buf[offset as usize..end as usize].copy_from_slice(&data);
+            let dst = &mut buf[offset as usize..end as usize];
+            if dst.as_ptr() != data.as_ptr() {
+                dst.copy_from_slice(&data);
+                self.stats.bytes_copied += data.len() as u64;
+            }
             got += data.len() as u64;
         }
         if got != cap {
@@ -413,8 +512,8 @@ impl<T: Transport> Driver<T> {
                 break;
             };
             busy = true;
-            let frame = self.receive(from, len)?;
-            self.on_frame(from, frame)?;
+            let message = self.receive(from, len)?;
+            self.on_frame(from, message)?;
         }
         let mut i = 0;
         while i < self.pending.len() {
@@ -452,8 +551,9 @@ impl<T: Transport> Driver<T> {
     }
 
     /// Receives the head the probe found (`len` bytes from `from`) and the payload its
-    /// header announces, into one buffer.
-    fn receive(&mut self, from: u32, len: usize) -> Result<Bytes, BcastError> {
+    /// header announces: into the caller's buffer when it is a segment of the broadcast this
+    /// rank is receiving, else into one buffer with the head.
+    fn receive(&mut self, from: u32, len: usize) -> Result<Message, BcastError> {
         let mut head = vec![0u8; len];
         self.transport.recv(&mut head)?;
         let bad = |why: String| BcastError::BadFrame { from, why };
@@ -468,6 +568,9 @@ impl<T: Transport> Driver<T> {
             )));
         }
         if frame_len > len {
+            if let Some(message) = self.receive_in_place(from, &head, header, frame_len - len)? {
+                return Ok(message);
+            }
             // The payload fills the rest; MPI writes every byte of it.
             let mut frame = Vec::with_capacity(frame_len);
             frame.extend_from_slice(&head);
@@ -480,25 +583,64 @@ impl<T: Transport> Driver<T> {
             self.transport.recv_payload(from, rest)?;
             // SAFETY: the first `len` bytes were copied in, the others written just above.
             unsafe { frame.set_len(frame_len) };
-            return Ok(Bytes::from(frame));
+            return decode(from, Bytes::from(frame));
         }
-        Ok(Bytes::from(head))
+        decode(from, Bytes::from(head))
     }
 
-    fn on_frame(&mut self, from: u32, frame: Bytes) -> Result<(), BcastError> {
-        self.stats.frames_received += 1;
-        let bad = |why: String| BcastError::BadFrame { from, why };
-        if from >= self.size {
-            return Err(bad(format!("rank {from} is not in this group")));
+    /// Receives a segment's payload straight into the caller's buffer when the head is a
+    /// segment of the broadcast this rank is in and the payload fits where it goes; None
+    /// otherwise (the payload is still to be received).
+    fn receive_in_place(
+        &mut self,
+        from: u32,
+        head: &[u8],
+        header: FrameHeader,
+        payload_len: usize,
+    ) -> Result<Option<Message>, BcastError> {
+        let Some(target) = self.target else {
+            return Ok(None);
+        };
+        if header.kind != BroadcastMsg::DATA {
+            return Ok(None);
         }
-        let (message, len) = decode_bytes(&frame, MAX_BODY)
-            .map_err(|e| bad(e.to_string()))?
-            .ok_or_else(|| bad(format!("a truncated frame of {} bytes", frame.len())))?;
-        if len != frame.len() {
-            return Err(bad(format!(
-                "{} bytes after a frame of {len}",
-                frame.len() - len
-            )));
+        // The fixed fields only (the payload comes apart): the codec's own parser.
+        let Ok(BroadcastMsg::Data(mut seg)) = BroadcastMsg::parse(
+            header.kind.kind,
+            Bytes::copy_from_slice(&head[HEADER_LEN..]),
+        ) else {
+            return Ok(None);
+        };
+        let fits = seg.transfer == target.transfer
+            && seg.total_len == target.len as u64
+            && seg
+                .offset
+                .checked_add(payload_len as u64)
+                .is_some_and(|end| end <= target.len as u64);
+        if !fits {
+            return Ok(None);
+        }
+        // SAFETY: `offset + payload_len <= len`, inside the caller's buffer, lent to this
+        // call; nothing else writes there while the broadcast runs.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(target.buf.add(seg.offset as usize), payload_len)
+        };
+        self.transport.recv_payload(from, dst)?;
+        seg.payload = Bytes::from_owner(Alias {
+            ptr: dst.as_ptr(),
+            len: payload_len,
+            _token: self.aliases.clone(),
+        });
+        Ok(Some(Message::Broadcast(BroadcastMsg::Data(seg))))
+    }
+
+    fn on_frame(&mut self, from: u32, message: Message) -> Result<(), BcastError> {
+        self.stats.frames_received += 1;
+        if from >= self.size {
+            return Err(BcastError::BadFrame {
+                from,
+                why: format!("rank {from} is not in this group"),
+            });
         }
         if let Message::Session(s) = &message {
             if matches!(SessionMsg::from_frame(s), Ok(SessionMsg::Join)) {
@@ -746,15 +888,24 @@ mod tests {
         (net, drivers)
     }
 
-    /// Runs one broadcast at every rank, single-threaded: each rank's blocking call is
-    /// emulated by its transfer's outcome, the others progressing meanwhile; the virtual
-    /// clock moves by [`STEP_NS`] per round.
+    /// Runs one broadcast at every rank, single-threaded, as [`Driver::bcast`] does: each
+    /// non-root receives into its buffer in `bufs`, its blocking call emulated by its
+    /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
+    /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
+    /// per round.
     fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
         let n = drivers.len();
         let mut done = vec![false; n];
         let t = TransferId(drivers[0].next_transfer);
-        for d in drivers.iter_mut() {
+        for (r, d) in drivers.iter_mut().enumerate() {
             d.next_transfer += 1;
+            if r as u32 != root {
+                d.target = Some(Target {
+                    transfer: t,
+                    buf: bufs[r].as_mut_ptr(),
+                    len: bufs[r].len(),
+                });
+            }
         }
         let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
         drivers[root as usize].start(root_data, t).unwrap();
@@ -763,18 +914,16 @@ mod tests {
                 d.progress().unwrap();
                 if !done[r] && d.outcomes.contains_key(&t) {
                     done[r] = true;
-                    assert_eq!(
-                        d.outcomes.remove(&t),
-                        Some(Outcome::Ended { finished: true })
-                    );
-                    if r as u32 != root {
-                        for (off, data) in d.deliveries.remove(&t).unwrap_or_default() {
-                            bufs[r][off as usize..off as usize + data.len()].copy_from_slice(&data);
-                        }
-                    }
+                    let outcome = d.outcomes.remove(&t).unwrap();
+                    let pieces = d.deliveries.remove(&t).unwrap_or_default();
+                    d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
                 }
             }
-            if done.iter().all(|&x| x) {
+            let released = drivers.iter().all(|d| Arc::strong_count(&d.aliases) == 1);
+            if done.iter().all(|&x| x) && released {
+                for d in drivers.iter_mut() {
+                    d.target = None;
+                }
                 return;
             }
             if let Clock::Manual(c) = &drivers[0].clock {
@@ -947,6 +1096,10 @@ mod tests {
         // 200,000 bytes in 64 KiB segments: three full ones travel apart from their heads on
         // each of the four tree edges, the last 3,392 bytes inline, like every session message.
         assert_eq!(net.borrow().split_frames, calls * 3 * 4);
+        // The three travel straight into the receivers' buffers: only the inline rests are
+        // copied there.
+        let copied: u64 = drivers.iter().map(|d| d.stats().bytes_copied).sum();
+        assert_eq!(copied, calls * 4 * 3392);
     }
 
     #[test]
