@@ -17,10 +17,12 @@
 /* Must match `Transport` in src/ffi.rs. */
 typedef struct {
     void *ctx;
-    int (*isend)(void *ctx, const void *buf, size_t len, int dest, void **req);
+    int (*isend)(void *ctx, const void *head, size_t len, const void *payload,
+                 size_t payload_len, int dest, void **req);
     int (*test)(void *req, int *done);
     int (*probe)(void *ctx, int *flag, int *source, size_t *len);
     int (*recv)(void *ctx, void *buf, size_t len);
+    int (*recv_payload)(void *ctx, void *buf, size_t len, int source);
 } wr_transport;
 
 /* The Rust core (src/ffi.rs). */
@@ -31,13 +33,21 @@ int windrose_group_quiescent(void *group);
 void windrose_group_free(void *group);
 int windrose_check_settings(void);
 
-/* Every frame on the private communicator carries this tag. */
+/* Every frame's head on the private communicator carries this tag; a large payload follows
+ * its head as a second message on WR_PAYLOAD_TAG, sent from the payload's own buffer (a
+ * sender's messages on one tag are received in order, so the receiver takes the payload from
+ * the head's sender right after the head). */
 #define WR_TAG 7717
+#define WR_PAYLOAD_TAG 7718
 
 /* One communicator windrose broadcasts on. */
 typedef struct wr_comm {
     MPI_Comm dup;          /* private duplicate: our frames never match the user's receives */
-    void *group;           /* the Rust side (a Host and its driver) */
+    MPI_Comm net;          /* where windrose's frames go: dup, or the host leaders' part of it */
+    MPI_Comm shm;          /* WINDROSE_MPI_TOPOLOGY=hosts: this rank's host (else MPI_COMM_NULL) */
+    int *hosts;            /* hosts mode: per rank, its host's leader (the lowest rank there) */
+    int *leader_index;     /* hosts mode: per rank, its leader's rank in `net` */
+    void *group;           /* the Rust side (a Host and its driver); NULL off the leaders */
     wr_transport transport;
     MPI_Message pending;   /* the message the last probe matched */
     int has_pending;
@@ -50,6 +60,10 @@ static int wr_enabled = 0;
 static size_t wr_threshold = 256 * 1024;
 static int wr_keyval = MPI_KEYVAL_INVALID;
 static int wr_stats = 0;
+/* WINDROSE_MPI_TOPOLOGY=hosts: windrose between one leader per host, PMPI_Bcast inside each. */
+static int wr_topology_hosts = 0;
+/* Hosts mode: the most hosts a communicator spanned (printed with the stats). */
+static int wr_max_hosts = 0;
 /* Every live group, for MPI_Finalize. The lock guards only the list: holding it across a
  * collective could deadlock two threads creating groups on different communicators. */
 static wr_comm *wr_comms = NULL;
@@ -62,21 +76,34 @@ static unsigned long long wr_windrose_calls, wr_windrose_bytes, wr_fallback_call
 static unsigned long long wr_passthrough_calls;
 #define WR_COUNT(c, n) __atomic_fetch_add(&(c), (n), __ATOMIC_RELAXED)
 
-static int wr_isend(void *ctx, const void *buf, size_t len, int dest, void **req) {
+/* Two requests: the head's and the payload's (MPI_REQUEST_NULL without one). */
+static int wr_isend(void *ctx, const void *head, size_t len, const void *payload,
+                    size_t payload_len, int dest, void **req) {
     wr_comm *c = ctx;
-    if (len > INT_MAX) return MPI_ERR_COUNT;
-    MPI_Request *r = malloc(sizeof *r);
+    if (len > INT_MAX || payload_len > INT_MAX) return MPI_ERR_COUNT;
+    MPI_Request *r = malloc(2 * sizeof *r);
     if (!r) return MPI_ERR_NO_MEM;
-    int rc = PMPI_Isend(buf, (int)len, MPI_BYTE, dest, WR_TAG, c->dup, r);
+    r[1] = MPI_REQUEST_NULL;
+    int rc = PMPI_Isend(head, (int)len, MPI_BYTE, dest, WR_TAG, c->net, &r[0]);
     if (rc != MPI_SUCCESS) { free(r); return rc; }
+    if (payload_len > 0) {
+        rc = PMPI_Isend(payload, (int)payload_len, MPI_BYTE, dest, WR_PAYLOAD_TAG, c->net, &r[1]);
+        if (rc != MPI_SUCCESS) {
+            /* The head is out: let it complete before its buffer may go. */
+            PMPI_Wait(&r[0], MPI_STATUS_IGNORE);
+            free(r);
+            return rc;
+        }
+    }
     *req = r;
     return MPI_SUCCESS;
 }
 
-/* Frees the request once it completed. */
+/* Frees the requests once both completed. */
 static int wr_test(void *req, int *done) {
     MPI_Request *r = req;
-    int rc = PMPI_Test(r, done, MPI_STATUS_IGNORE);
+    MPI_Status st[2]; /* not MPI_STATUSES_IGNORE: MPICH's header makes GCC warn about it */
+    int rc = PMPI_Testall(2, r, done, st);
     if (rc == MPI_SUCCESS && *done) free(r);
     return rc;
 }
@@ -87,7 +114,7 @@ static int wr_probe(void *ctx, int *flag, int *source, size_t *len) {
     MPI_Status st;
     int count = 0;
     if (c->has_pending) return MPI_ERR_OTHER; /* the core receives what it probed first */
-    int rc = PMPI_Improbe(MPI_ANY_SOURCE, WR_TAG, c->dup, flag, &c->pending, &st);
+    int rc = PMPI_Improbe(MPI_ANY_SOURCE, WR_TAG, c->net, flag, &c->pending, &st);
     if (rc != MPI_SUCCESS || !*flag) return rc;
     rc = PMPI_Get_count(&st, MPI_BYTE, &count);
     if (rc != MPI_SUCCESS) return rc;
@@ -104,6 +131,20 @@ static int wr_recv(void *ctx, void *buf, size_t len) {
     return PMPI_Mrecv(buf, (int)len, MPI_BYTE, &c->pending, MPI_STATUS_IGNORE);
 }
 
+/* The payload of the head just received from `source`: already sent, so this waits only for
+ * the bytes to move. A payload of another length is an error (MPI_ERR_TRUNCATE when longer). */
+static int wr_recv_payload(void *ctx, void *buf, size_t len, int source) {
+    wr_comm *c = ctx;
+    MPI_Status st;
+    int count = 0;
+    if (len > INT_MAX) return MPI_ERR_COUNT;
+    int rc = PMPI_Recv(buf, (int)len, MPI_BYTE, source, WR_PAYLOAD_TAG, c->net, &st);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Get_count(&st, MPI_BYTE, &count);
+    if (rc != MPI_SUCCESS) return rc;
+    return (size_t)count == len ? MPI_SUCCESS : MPI_ERR_COUNT;
+}
+
 /* Frees the group and its duplicate, and unlinks it; the list lock is held. An orphan's
  * memory goes too (its attribute is gone), else the attribute's delete callback frees it. */
 static void wr_release_locked(wr_comm *c) {
@@ -111,6 +152,11 @@ static void wr_release_locked(wr_comm *c) {
     c->dead = 1;
     windrose_group_free(c->group);
     c->group = NULL;
+    if (c->net != c->dup && c->net != MPI_COMM_NULL) PMPI_Comm_free(&c->net);
+    if (c->shm != MPI_COMM_NULL) PMPI_Comm_free(&c->shm);
+    free(c->hosts);
+    free(c->leader_index);
+    c->hosts = c->leader_index = NULL;
     PMPI_Comm_free(&c->dup);
     wr_comm **p = &wr_comms;
     while (*p && *p != c) p = &(*p)->next;
@@ -124,6 +170,7 @@ static void wr_drain_all(void) {
     for (;;) {
         int all = 1;
         for (wr_comm *c = wr_comms; c; c = c->next) {
+            if (!c->group) continue; /* not a host leader: nothing of windrose's */
             if (windrose_group_progress(c->group) != 0) continue; /* reported by the core */
             if (!windrose_group_quiescent(c->group)) all = 0;
         }
@@ -138,8 +185,8 @@ static void wr_reap(void) {
     wr_comm *c = wr_comms;
     while (c) {
         wr_comm *next = c->next;
-        if (c->orphan && windrose_group_progress(c->group) == 0 &&
-            windrose_group_quiescent(c->group))
+        if (c->orphan && (!c->group || (windrose_group_progress(c->group) == 0 &&
+                                         windrose_group_quiescent(c->group))))
             wr_release_locked(c);
         c = next;
     }
@@ -180,6 +227,16 @@ static int wr_setup(void) {
                             "keeping %zu\n", th, wr_threshold);
         }
     }
+    const char *topo = getenv("WINDROSE_MPI_TOPOLOGY");
+    if (wr_enabled && topo && *topo) {
+        if (strcmp(topo, "hosts") == 0) {
+            wr_topology_hosts = 1;
+        } else if (strcmp(topo, "flat") != 0) {
+            fprintf(stderr, "windrose-mpi: WINDROSE_MPI_TOPOLOGY=%s: expected flat or hosts\n", topo);
+            PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+            return MPI_ERR_ARG;
+        }
+    }
     const char *st = getenv("WINDROSE_MPI_STATS");
     wr_stats = st && strcmp(st, "path") == 0;
     if (wr_enabled &&
@@ -206,9 +263,9 @@ int wr_MPI_Finalize(void) {
         int rank = -1;
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
         fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls "
-                        "passthrough %llu calls\n",
+                        "passthrough %llu calls hosts %d\n",
                 rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls,
-                wr_passthrough_calls);
+                wr_passthrough_calls, wr_max_hosts);
     }
     wr_drain_all();
     pthread_mutex_lock(&wr_comms_lock);
@@ -231,23 +288,64 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
     if (PMPI_Comm_dup(comm, &c->dup) != MPI_SUCCESS) { free(c); return NULL; }
-    /* Which host each rank is on (named by the lowest rank there): the cost guess. */
+    /* Which host each rank is on (named by the lowest rank there): the cost guess, and in
+     * hosts mode the two levels. */
     MPI_Comm shm;
     int leader = rank;
     int *hosts = malloc(sizeof(int) * (size_t)size);
     if (!hosts) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
     PMPI_Comm_split_type(c->dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
     PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shm);
-    PMPI_Comm_free(&shm);
     PMPI_Allgather(&leader, 1, MPI_INT, hosts, 1, MPI_INT, c->dup);
     c->transport.ctx = c;
     c->transport.isend = wr_isend;
     c->transport.test = wr_test;
     c->transport.probe = wr_probe;
     c->transport.recv = wr_recv;
-    c->group = windrose_group_new(rank, size, hosts, &c->transport);
-    free(hosts);
-    if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
+    c->transport.recv_payload = wr_recv_payload;
+    c->shm = MPI_COMM_NULL;
+    if (!wr_topology_hosts) {
+        PMPI_Comm_free(&shm);
+        c->net = c->dup;
+        c->group = windrose_group_new(rank, size, hosts, &c->transport);
+        free(hosts);
+        if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
+    } else {
+        /* Leaders, in rank order, form `net`; each is its own host there. */
+        int *index = malloc(sizeof(int) * (size_t)size);
+        int *ids = malloc(sizeof(int) * (size_t)size);
+        int nhosts = 0;
+        if (!index || !ids) {
+            free(index); free(ids); free(hosts); PMPI_Comm_free(&shm); PMPI_Comm_free(&c->dup);
+            free(c);
+            return NULL;
+        }
+        for (int r = 0; r < size; r++) {
+            if (hosts[r] == r) ids[nhosts] = nhosts, nhosts++;
+        }
+        for (int r = 0, k = 0; r < size; r++) {
+            if (hosts[r] == r) index[r] = k++;
+        }
+        for (int r = 0; r < size; r++) index[r] = index[hosts[r]];
+        c->shm = shm;
+        c->hosts = hosts;
+        c->leader_index = index;
+        PMPI_Comm_split(c->dup, leader == rank ? 0 : MPI_UNDEFINED, rank, &c->net);
+        c->group = NULL;
+        if (leader == rank && nhosts > 1) {
+            c->group = windrose_group_new(index[rank], nhosts, ids, &c->transport);
+            if (!c->group) {
+                free(ids);
+                wr_release_locked(c); /* not linked yet: frees what it holds */
+                free(c);
+                return NULL;
+            }
+        }
+        free(ids);
+        pthread_mutex_lock(&wr_comms_lock);
+        if (nhosts > wr_max_hosts) wr_max_hosts = nhosts;
+        pthread_mutex_unlock(&wr_comms_lock);
+    }
     pthread_mutex_lock(&wr_comms_lock);
     c->next = wr_comms;
     wr_comms = c;
@@ -281,14 +379,52 @@ static int wr_takes(MPI_Count count, MPI_Datatype dt, MPI_Comm comm, size_t *byt
     return ok && *bytes > wr_threshold;
 }
 
+/* PMPI_Bcast of `bytes` bytes on a host's communicator, in pieces an int counts. */
+static int wr_shm_bcast(char *buf, size_t bytes, int root, MPI_Comm shm) {
+    for (size_t at = 0; at < bytes;) {
+        size_t n = bytes - at < (1u << 30) ? bytes - at : (1u << 30);
+        int rc = PMPI_Bcast(buf + at, (int)n, MPI_BYTE, root, shm);
+        if (rc != MPI_SUCCESS) return rc;
+        at += n;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Hosts mode: the root's host gets the data from the root by PMPI_Bcast, the other leaders
+ * from the root's leader by windrose, every other host from its leader by PMPI_Bcast. 0, or
+ * an MPI error class. */
+static int wr_bcast_hosts(wr_comm *c, void *buf, size_t bytes, int root, int rank) {
+    int root_leader = c->hosts[root], my_leader = c->hosts[rank];
+    if (my_leader == root_leader) {
+        int shm_root = 0; /* the host's ranks are in rank order in `shm` */
+        for (int r = 0; r < root; r++) shm_root += c->hosts[r] == root_leader;
+        int rc = wr_shm_bcast(buf, bytes, shm_root, c->shm);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    if (c->group) {
+        int rc = windrose_group_bcast(c->group, buf, bytes, c->leader_index[root_leader]);
+        if (rc != 0) return rc == 2 ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+    }
+    if (my_leader != root_leader) return wr_shm_bcast(buf, bytes, 0, c->shm);
+    return MPI_SUCCESS;
+}
+
 static int wr_bcast(void *buf, size_t bytes, int root, MPI_Comm comm) {
     wr_reap();
     wr_comm *c = wr_comm_of(comm);
     if (!c) return MPI_ERR_INTERN;
-    int rc = windrose_group_bcast(c->group, buf, bytes, root);
-    if (rc != 0) {
+    int cls = MPI_SUCCESS;
+    if (c->shm != MPI_COMM_NULL) {
+        int rank = 0, size = 0;
+        PMPI_Comm_rank(comm, &rank);
+        PMPI_Comm_size(comm, &size);
+        cls = root < 0 || root >= size ? MPI_ERR_ROOT : wr_bcast_hosts(c, buf, bytes, root, rank);
+    } else {
+        int rc = windrose_group_bcast(c->group, buf, bytes, root);
+        if (rc != 0) cls = rc == 2 ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
+    }
+    if (cls != MPI_SUCCESS) {
         /* The core printed why; the communicator's error handler decides what happens. */
-        int cls = rc == 2 ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER;
         PMPI_Comm_call_errhandler(comm, cls);
         return cls;
     }

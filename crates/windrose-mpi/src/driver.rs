@@ -1,15 +1,25 @@
 //! The third driver of windrose-proto's [`Host`]: point-to-point messages of the MPI library
 //! (through a [`Transport`]) instead of the simulator's network or TCP.
 //!
-//! One MPI message carries one windrose frame, on a private communicator. The driver only
-//! moves bytes: frames from [`Output::Send`] go out with `isend`, probed messages are decoded
-//! with windrose-proto's codec and fed as inputs, timers come from a monotonic clock kept here.
-//! The session (who starts a collective, readiness, reports) is the Host's.
+//! One windrose frame travels as its head (header and fixed fields) in one MPI message and,
+//! when it has a payload, the payload in a second one on its own tag, sent straight from the
+//! payload's buffer: a segment is never copied into a frame buffer, at the root nor at a
+//! relay (one copy less per child and segment than encoding whole frames). The receiver reads
+//! the head, then the payload from the same sender into the same buffer, and decodes the frame
+//! with windrose-proto's codec. The driver only moves bytes: frames from [`Output::Send`] go
+//! out with `isend`, timers come from a monotonic clock kept here. The session (who starts a
+//! collective, readiness, reports) is the Host's.
 //!
 //! Every rank counts the windrose broadcasts of its communicator; the n-th one is transfer n
 //! at every rank, so no rank needs to be told which transfer a call is. A rank may hear of the
 //! next broadcast (its announcement, even its data) while still in the current one: what it
 //! delivers is kept by transfer until the call for that transfer takes it.
+//!
+//! Every rank calls `MPI_Bcast` with the same root, so every member expects each broadcast:
+//! the Host runs eager sessions ([`HostConfig::eager`]). The root announces and sends its
+//! first segments at once, a member starts when the announcement reaches it (holding data
+//! that came first), and no Ready/Go round trip stands before the data. The announcement
+//! carries the root's tree, so the ranks cannot disagree on it.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -18,10 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::frame::{decode_bytes, encode};
+use windrose_proto::frame::{
+    decode_bytes, encode, encode_parts, peek_header, Family, FrameHeader, HEADER_LEN,
+};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest, Host, HostConfig, SessionMsg};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
+use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::{
     Command, Input, Message, Output, Outputs, Protocol, Report, SendId, Time, TimerId, TransferId,
 };
@@ -30,15 +43,24 @@ use windrose_proto::{
 pub trait Transport {
     /// An outstanding send.
     type Request;
-    /// Starts sending `frame` to `to`; the driver keeps `frame` alive until `test` says done.
-    fn isend(&mut self, to: u32, frame: &Bytes) -> Result<Self::Request, TransportError>;
+    /// Starts sending a frame to `to`: `head` as one message, then `payload` (when not empty)
+    /// as a message on the payload tag. The driver keeps both alive until `test` says done.
+    fn isend(
+        &mut self,
+        to: u32,
+        head: &Bytes,
+        payload: &Bytes,
+    ) -> Result<Self::Request, TransportError>;
     /// True once the send completed (the request is spent then).
     fn test(&mut self, request: &mut Self::Request) -> Result<bool, TransportError>;
-    /// The next incoming message's source and length, if one is there; it must be taken
-    /// with `recv` before the next probe.
+    /// The next incoming head's source and length, if one is there; it must be taken with
+    /// `recv` before the next probe.
     fn probe(&mut self) -> Result<Option<(u32, usize)>, TransportError>;
-    /// Receives the message the last probe found into `buf` (its exact length).
+    /// Receives the head the last probe found into `buf` (its exact length).
     fn recv(&mut self, buf: &mut [u8]) -> Result<(), TransportError>;
+    /// Receives the next payload from `from` into `buf` (its exact length): the payload of
+    /// the head just received from it (a sender's messages on one tag arrive in order).
+    fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError>;
 }
 
 /// A point-to-point call failed: which one and the MPI error code.
@@ -111,11 +133,30 @@ impl From<TransportError> for BcastError {
 /// Largest frame body accepted: a segment's payload and its fixed fields.
 const MAX_BODY: u32 = (1 << 20) + 64;
 
+/// Payloads below this many bytes (session messages, small segments) travel in one message
+/// with their head: copying them costs less than a second message.
+const INLINE_PAYLOAD: usize = 16 << 10;
+
 /// How this rank's part of a transfer ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Outcome {
     Ended { finished: bool },
     Refused,
+}
+
+/// The message of a whole frame received from `from`.
+fn decode(from: u32, frame: Bytes) -> Result<Message, BcastError> {
+    let bad = |why: String| BcastError::BadFrame { from, why };
+    let (message, len) = decode_bytes(&frame, MAX_BODY)
+        .map_err(|e| bad(e.to_string()))?
+        .ok_or_else(|| bad(format!("a truncated frame of {} bytes", frame.len())))?;
+    if len != frame.len() {
+        return Err(bad(format!(
+            "{} bytes after a frame of {len}",
+            frame.len() - len
+        )));
+    }
+    Ok(message)
 }
 
 /// Bytes per segment for a message of `len` bytes: about eight segments per message so the
@@ -137,6 +178,8 @@ pub struct Stats {
     pub trees_planned: u64,
     /// Of those after the first, the plans that swapped links or built the tree anew.
     pub trees_changed: u64,
+    /// Bytes copied into callers' buffers after they arrived (the rest was received there).
+    pub bytes_copied: u64,
 }
 
 /// How a group's broadcasts are run (from the `WINDROSE_MPI_*` environment at MPI_Init).
@@ -206,10 +249,40 @@ impl Clock {
     }
 }
 
+/// The caller's buffer of the broadcast this rank is in (not its root): where the payloads
+/// of that broadcast's segments are received.
+#[derive(Clone, Copy)]
+struct Target {
+    transfer: TransferId,
+    buf: *mut u8,
+    len: usize,
+}
+
+/// A segment's payload received straight into the caller's buffer, as `Bytes` the Host can
+/// forward and deliver without a copy. The buffer is only valid during the call: each alias
+/// holds `token`, and the call returns only once no alias is left (see [`Driver::bcast`]).
+struct Alias {
+    ptr: *const u8,
+    len: usize,
+    _token: Arc<()>,
+}
+
+// SAFETY: the driver and its Bytes live on the thread in the MPI call (the group's lock);
+// the pointer is only read while the caller's buffer is lent to that call.
+unsafe impl Send for Alias {}
+
+impl AsRef<[u8]> for Alias {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` lies in the caller's buffer, alive while any alias is.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 /// A send in flight: its request, the frame it must keep alive, and whom to tell when done.
 struct InFlight<R> {
     request: R,
-    _frame: Bytes,
+    _head: Bytes,
+    _payload: Bytes,
     notify: Option<(NodeId, SendId)>,
 }
 
@@ -231,6 +304,10 @@ pub struct Driver<T: Transport> {
     stats: Stats,
     /// A fixed segment size (bytes) instead of [`segment_bytes`]'s choice.
     segment: Option<u64>,
+    /// The buffer of the broadcast this rank is receiving, during its call.
+    target: Option<Target>,
+    /// Held by every alias of the caller's buffer: one count means none is left.
+    aliases: Arc<()>,
 }
 
 impl<T: Transport> Driver<T> {
@@ -263,6 +340,7 @@ impl<T: Transport> Driver<T> {
         // it computes: no heartbeats, no silence detection, no idle timeout.
         config.heartbeat = None;
         config.idle_timeout = None;
+        config.eager = true;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,
             rounds: u32::MAX,
@@ -284,6 +362,8 @@ impl<T: Transport> Driver<T> {
             out: Outputs::new(),
             stats: Stats::default(),
             segment: options.segment,
+            target: None,
+            aliases: Arc::new(()),
         };
         d.feed(Input::Start).map_err(|e| e.to_string())?;
         Ok(d)
@@ -334,16 +414,56 @@ impl<T: Transport> Driver<T> {
         self.next_transfer = self.next_transfer.wrapping_add(1);
         if root == self.rank {
             self.start(Bytes::copy_from_slice(buf), t)?;
+        } else {
+            self.target = Some(Target {
+                transfer: t,
+                buf: buf.as_mut_ptr(),
+                len: buf.len(),
+            });
         }
         let outcome = loop {
             if let Some(o) = self.outcomes.remove(&t) {
                 break o;
             }
-            if !self.progress()? {
-                std::thread::yield_now();
+            match self.progress() {
+                Ok(false) => std::thread::yield_now(),
+                Ok(true) => {}
+                Err(e) => {
+                    self.release_target();
+                    return Err(e);
+                }
             }
         };
         let pieces = self.deliveries.remove(&t).unwrap_or_default();
+        let result = self.assemble(buf, root, outcome, pieces, t);
+        self.release_target();
+        result
+    }
+
+    /// Stops receiving into the caller's buffer and waits until no alias of it is left (the
+    /// forwards from it completed), so the caller may reuse it when the call returns.
+    fn release_target(&mut self) {
+        self.target = None;
+        while Arc::strong_count(&self.aliases) > 1 {
+            match self.progress() {
+                Ok(false) => std::thread::yield_now(),
+                Ok(true) => {}
+                // The transport failed: the sends never complete. Already reported.
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Puts the delivered pieces of `t` where they belong in `buf` (a piece received there
+    /// already is not copied) and checks the lengths.
+    fn assemble(
+        &mut self,
+        buf: &mut [u8],
+        root: u32,
+        outcome: Outcome,
+        pieces: Vec<(u64, Bytes)>,
+        t: TransferId,
+    ) -> Result<(), BcastError> {
         match outcome {
             Outcome::Refused => {
                 return Err(BcastError::Failed(format!("transfer {t} was refused")));
@@ -366,7 +486,11 @@ impl<T: Transport> Driver<T> {
                     at_least: end,
                 });
             }
-            buf[offset as usize..end as usize].copy_from_slice(&data);
+            let dst = &mut buf[offset as usize..end as usize];
+            if dst.as_ptr() != data.as_ptr() {
+                dst.copy_from_slice(&data);
+                self.stats.bytes_copied += data.len() as u64;
+            }
             got += data.len() as u64;
         }
         if got != cap {
@@ -388,9 +512,8 @@ impl<T: Transport> Driver<T> {
                 break;
             };
             busy = true;
-            let mut frame = vec![0u8; len];
-            self.transport.recv(&mut frame)?;
-            self.on_frame(from, Bytes::from(frame))?;
+            let message = self.receive(from, len)?;
+            self.on_frame(from, message)?;
         }
         let mut i = 0;
         while i < self.pending.len() {
@@ -427,20 +550,97 @@ impl<T: Transport> Driver<T> {
             && self.joins_heard + 1 >= self.size
     }
 
-    fn on_frame(&mut self, from: u32, frame: Bytes) -> Result<(), BcastError> {
-        self.stats.frames_received += 1;
+    /// Receives the head the probe found (`len` bytes from `from`) and the payload its
+    /// header announces: into the caller's buffer when it is a segment of the broadcast this
+    /// rank is receiving, else into one buffer with the head.
+    fn receive(&mut self, from: u32, len: usize) -> Result<Message, BcastError> {
+        let mut head = vec![0u8; len];
+        self.transport.recv(&mut head)?;
         let bad = |why: String| BcastError::BadFrame { from, why };
-        if from >= self.size {
-            return Err(bad(format!("rank {from} is not in this group")));
-        }
-        let (message, len) = decode_bytes(&frame, MAX_BODY)
+        let header = peek_header(&head, MAX_BODY)
             .map_err(|e| bad(e.to_string()))?
-            .ok_or_else(|| bad(format!("a truncated frame of {} bytes", frame.len())))?;
-        if len != frame.len() {
+            .ok_or_else(|| bad(format!("a truncated frame of {len} bytes")))?;
+        let frame_len = header.frame_len();
+        if frame_len < len {
             return Err(bad(format!(
-                "{} bytes after a frame of {len}",
-                frame.len() - len
+                "{} bytes after a frame of {frame_len}",
+                len - frame_len
             )));
+        }
+        if frame_len > len {
+            if let Some(message) = self.receive_in_place(from, &head, header, frame_len - len)? {
+                return Ok(message);
+            }
+            // The payload fills the rest; MPI writes every byte of it.
+            let mut frame = Vec::with_capacity(frame_len);
+            frame.extend_from_slice(&head);
+            let rest = &mut frame.spare_capacity_mut()[..frame_len - len];
+            // SAFETY: u8 has no invalid values; `recv_payload` writes exactly `rest.len()`
+            // bytes (the MPI receive of that count) or fails, and on failure the buffer is
+            // dropped unread.
+            let rest: &mut [u8] =
+                unsafe { std::slice::from_raw_parts_mut(rest.as_mut_ptr().cast(), rest.len()) };
+            self.transport.recv_payload(from, rest)?;
+            // SAFETY: the first `len` bytes were copied in, the others written just above.
+            unsafe { frame.set_len(frame_len) };
+            return decode(from, Bytes::from(frame));
+        }
+        decode(from, Bytes::from(head))
+    }
+
+    /// Receives a segment's payload straight into the caller's buffer when the head is a
+    /// segment of the broadcast this rank is in and the payload fits where it goes; None
+    /// otherwise (the payload is still to be received).
+    fn receive_in_place(
+        &mut self,
+        from: u32,
+        head: &[u8],
+        header: FrameHeader,
+        payload_len: usize,
+    ) -> Result<Option<Message>, BcastError> {
+        let Some(target) = self.target else {
+            return Ok(None);
+        };
+        if header.kind != BroadcastMsg::DATA {
+            return Ok(None);
+        }
+        // The fixed fields only (the payload comes apart): the codec's own parser.
+        let Ok(BroadcastMsg::Data(mut seg)) = BroadcastMsg::parse(
+            header.kind.kind,
+            Bytes::copy_from_slice(&head[HEADER_LEN..]),
+        ) else {
+            return Ok(None);
+        };
+        let fits = seg.transfer == target.transfer
+            && seg.total_len == target.len as u64
+            && seg
+                .offset
+                .checked_add(payload_len as u64)
+                .is_some_and(|end| end <= target.len as u64);
+        if !fits {
+            return Ok(None);
+        }
+        // SAFETY: `offset + payload_len <= len`, inside the caller's buffer, lent to this
+        // call; nothing else writes there while the broadcast runs.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(target.buf.add(seg.offset as usize), payload_len)
+        };
+        self.transport.recv_payload(from, dst)?;
+        seg.payload = Bytes::from_owner(Alias {
+            ptr: dst.as_ptr(),
+            len: payload_len,
+            _token: self.aliases.clone(),
+        });
+        Ok(Some(Message::Broadcast(BroadcastMsg::Data(seg))))
+    }
+
+    fn on_frame(&mut self, from: u32, message: Message) -> Result<(), BcastError> {
+        self.stats.frames_received += 1;
+        if from >= self.size {
+            return Err(BcastError::BadFrame {
+                from,
+                why: format!("rank {from} is not in this group"),
+            });
         }
         if let Message::Session(s) = &message {
             if matches!(SessionMsg::from_frame(s), Ok(SessionMsg::Join)) {
@@ -465,20 +665,30 @@ impl<T: Transport> Driver<T> {
         for o in out.drain() {
             match o {
                 Output::Send(tx) => {
-                    let frame = match encode(&tx.message) {
-                        Ok(f) => f,
+                    let small = tx
+                        .message
+                        .payload()
+                        .is_none_or(|p| p.len() < INLINE_PAYLOAD);
+                    let parts = if small {
+                        encode(&tx.message).map(|f| (f, Bytes::new()))
+                    } else {
+                        encode_parts(&tx.message).map(|p| (p.head, p.payload))
+                    };
+                    let (head, payload) = match parts {
+                        Ok(p) => p,
                         Err(e) => {
                             result = Err(BcastError::Failed(format!("cannot encode a frame: {e}")));
                             continue;
                         }
                     };
-                    match self.transport.isend(tx.to.0, &frame) {
+                    match self.transport.isend(tx.to.0, &head, &payload) {
                         Ok(req) => {
                             self.stats.frames_sent += 1;
-                            self.stats.bytes_sent += frame.len() as u64;
+                            self.stats.bytes_sent += (head.len() + payload.len()) as u64;
                             self.pending.push(InFlight {
                                 request: req,
-                                _frame: frame,
+                                _head: head,
+                                _payload: payload,
                                 notify: tx.notify.map(|id| (tx.to, id)),
                             });
                         }
@@ -543,11 +753,16 @@ mod tests {
     /// pair's frames go one after the other, as on a link of that bandwidth.
     #[derive(Default)]
     struct Wires {
-        mail: Vec<VecDeque<(u32, Bytes, u64)>>,
+        /// Per receiver: (from, bytes, arrival in ns, a payload rather than a head).
+        mail: Vec<VecDeque<(u32, Bytes, u64, bool)>>,
         rate: BTreeMap<(u32, u32), f64>,
         free_at: BTreeMap<(u32, u32), u64>,
         /// Bytes of the frames of at least `BIG` bytes sent on each pair (the data).
         data_bytes: BTreeMap<(u32, u32), u64>,
+        /// Session messages sent, by kind (`announce`, `ready`, ...).
+        sessions: BTreeMap<String, u64>,
+        /// Frames sent as a head and a separate payload.
+        split_frames: u64,
     }
     type Net = Rc<RefCell<Wires>>;
 
@@ -565,22 +780,37 @@ mod tests {
     impl Transport for Loopback {
         /// When the send completes (ns).
         type Request = u64;
-        fn isend(&mut self, to: u32, frame: &Bytes) -> Result<u64, TransportError> {
+        fn isend(&mut self, to: u32, head: &Bytes, payload: &Bytes) -> Result<u64, TransportError> {
             let now = self.clock.load(Ordering::Relaxed);
             let mut w = self.net.borrow_mut();
             let pair = (self.me, to);
+            let len = head.len() + payload.len();
             let done = match w.rate.get(&pair) {
                 Some(&rate) => {
                     let start = now.max(w.free_at.get(&pair).copied().unwrap_or(0));
-                    start + (frame.len() as f64 / rate).ceil() as u64
+                    start + (len as f64 / rate).ceil() as u64
                 }
                 None => now,
             };
             w.free_at.insert(pair, done);
-            if frame.len() >= BIG {
-                *w.data_bytes.entry(pair).or_default() += frame.len() as u64;
+            if len >= BIG {
+                *w.data_bytes.entry(pair).or_default() += len as u64;
             }
-            w.mail[to as usize].push_back((self.me, frame.clone(), done));
+            let whole = Bytes::from([&head[..], &payload[..]].concat());
+            if let Ok(Some((Message::Session(s), _))) = decode_bytes(&whole, MAX_BODY) {
+                // The variant's name: `Announce { .. }` counts as "announce".
+                let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
+                let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
+                *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
+            }
+            if !payload.is_empty() {
+                w.split_frames += 1;
+            }
+            let mail = &mut w.mail[to as usize];
+            mail.push_back((self.me, head.clone(), done, false));
+            if !payload.is_empty() {
+                mail.push_back((self.me, payload.clone(), done, true));
+            }
             Ok(done)
         }
         fn test(&mut self, done: &mut u64) -> Result<bool, TransportError> {
@@ -592,10 +822,10 @@ mod tests {
             let mail = &mut w.mail[self.me as usize];
             // A pair's frames arrive in order, so the first arrived one is also its sender's
             // oldest: no overtaking within a pair, none blocked behind another sender.
-            let Some(i) = mail.iter().position(|m| m.2 <= now) else {
+            let Some(i) = mail.iter().position(|m| m.2 <= now && !m.3) else {
                 return Ok(None);
             };
-            let (from, f, _) = mail.remove(i).expect("found above");
+            let (from, f, _, _) = mail.remove(i).expect("found above");
             let len = f.len();
             self.probed = Some((from, f));
             Ok(Some((from, len)))
@@ -606,6 +836,24 @@ mod tests {
                 code: -1,
             })?;
             buf.copy_from_slice(&f);
+            Ok(())
+        }
+        fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError> {
+            let mut w = self.net.borrow_mut();
+            let mail = &mut w.mail[self.me as usize];
+            let missing = TransportError {
+                call: "recv_payload",
+                code: -1,
+            };
+            let i = mail
+                .iter()
+                .position(|m| m.0 == from && m.3)
+                .ok_or(missing.clone())?;
+            let (_, p, _, _) = mail.remove(i).expect("found above");
+            if p.len() != buf.len() {
+                return Err(missing);
+            }
+            buf.copy_from_slice(&p);
             Ok(())
         }
     }
@@ -640,15 +888,24 @@ mod tests {
         (net, drivers)
     }
 
-    /// Runs one broadcast at every rank, single-threaded: each rank's blocking call is
-    /// emulated by its transfer's outcome, the others progressing meanwhile; the virtual
-    /// clock moves by [`STEP_NS`] per round.
+    /// Runs one broadcast at every rank, single-threaded, as [`Driver::bcast`] does: each
+    /// non-root receives into its buffer in `bufs`, its blocking call emulated by its
+    /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
+    /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
+    /// per round.
     fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
         let n = drivers.len();
         let mut done = vec![false; n];
         let t = TransferId(drivers[0].next_transfer);
-        for d in drivers.iter_mut() {
+        for (r, d) in drivers.iter_mut().enumerate() {
             d.next_transfer += 1;
+            if r as u32 != root {
+                d.target = Some(Target {
+                    transfer: t,
+                    buf: bufs[r].as_mut_ptr(),
+                    len: bufs[r].len(),
+                });
+            }
         }
         let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
         drivers[root as usize].start(root_data, t).unwrap();
@@ -657,18 +914,16 @@ mod tests {
                 d.progress().unwrap();
                 if !done[r] && d.outcomes.contains_key(&t) {
                     done[r] = true;
-                    assert_eq!(
-                        d.outcomes.remove(&t),
-                        Some(Outcome::Ended { finished: true })
-                    );
-                    if r as u32 != root {
-                        for (off, data) in d.deliveries.remove(&t).unwrap_or_default() {
-                            bufs[r][off as usize..off as usize + data.len()].copy_from_slice(&data);
-                        }
-                    }
+                    let outcome = d.outcomes.remove(&t).unwrap();
+                    let pieces = d.deliveries.remove(&t).unwrap_or_default();
+                    d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
                 }
             }
-            if done.iter().all(|&x| x) {
+            let released = drivers.iter().all(|d| Arc::strong_count(&d.aliases) == 1);
+            if done.iter().all(|&x| x) && released {
+                for d in drivers.iter_mut() {
+                    d.target = None;
+                }
                 return;
             }
             if let Clock::Manual(c) = &drivers[0].clock {
@@ -804,10 +1059,58 @@ mod tests {
         }
     }
 
+    /// No round trip before the data: per broadcast the root announces to every other rank,
+    /// each reports its end (Done) and is told Close; nobody sends Ready or Go.
+    #[test]
+    fn broadcasts_start_without_ready_or_go() {
+        let hosts = [0, 0, 1, 1, 2];
+        let (net, mut drivers) = group(&hosts);
+        let calls = 4u64;
+        for i in 0..calls as u32 {
+            let root = i % 5;
+            let want: Vec<u8> = (0..200_000u32).map(|k| (k * 3 + i) as u8).collect();
+            let mut bufs: Vec<Vec<u8>> = (0..5)
+                .map(|r| {
+                    if r == root {
+                        want.clone()
+                    } else {
+                        vec![0; want.len()]
+                    }
+                })
+                .collect();
+            run(&mut drivers, &mut bufs, root);
+            assert!(bufs.iter().all(|b| b == &want), "call {i}");
+        }
+        for _ in 0..50 {
+            for d in drivers.iter_mut() {
+                d.progress().unwrap();
+            }
+        }
+        let s = net.borrow().sessions.clone();
+        let per_call = calls * (hosts.len() as u64 - 1);
+        assert_eq!(s.get("announce"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("done"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("close"), Some(&per_call), "{s:?}");
+        assert_eq!(s.get("ready"), None, "{s:?}");
+        assert_eq!(s.get("go"), None, "{s:?}");
+        // 200,000 bytes in 64 KiB segments: three full ones travel apart from their heads on
+        // each of the four tree edges, the last 3,392 bytes inline, like every session message.
+        assert_eq!(net.borrow().split_frames, calls * 3 * 4);
+        // The three travel straight into the receivers' buffers: only the inline rests are
+        // copied there.
+        let copied: u64 = drivers.iter().map(|d| d.stats().bytes_copied).sum();
+        assert_eq!(copied, calls * 4 * 3392);
+    }
+
     #[test]
     fn a_foreign_frame_is_reported_with_its_sender() {
         let (net, mut drivers) = group(&[0, 0, 0]);
-        net.borrow_mut().mail[1].push_back((2, Bytes::from_static(b"not a frame at all"), 0));
+        net.borrow_mut().mail[1].push_back((
+            2,
+            Bytes::from_static(b"not a frame at all"),
+            0,
+            false,
+        ));
         let mut found = None;
         for _ in 0..10 {
             if let Err(e) = drivers[1].progress() {

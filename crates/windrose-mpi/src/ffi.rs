@@ -15,15 +15,25 @@ use std::sync::Mutex;
 pub struct CTransport {
     /// Its context (the communicator's state).
     pub ctx: *mut c_void,
-    /// PMPI_Isend of `len` bytes to `dest`; the request handle is written to `req`.
-    pub isend:
-        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut *mut c_void) -> c_int,
+    /// PMPI_Isend of a head (`len` bytes) and, when `payload_len` is not 0, of its payload on
+    /// the payload tag, to `dest`; the request handle is written to `req`.
+    pub isend: unsafe extern "C" fn(
+        *mut c_void,
+        *const c_void,
+        usize,
+        *const c_void,
+        usize,
+        c_int,
+        *mut *mut c_void,
+    ) -> c_int,
     /// PMPI_Test; frees the request once done.
     pub test: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int,
     /// PMPI_Improbe: flag, source, length.
     pub probe: unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int, *mut usize) -> c_int,
     /// PMPI_Mrecv of the probed message.
     pub recv: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> c_int,
+    /// PMPI_Recv of the next payload from `source`.
+    pub recv_payload: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int) -> c_int,
 }
 
 /// A request handle from the C side (freed by it when the test says done).
@@ -40,15 +50,22 @@ fn check(call: &'static str, rc: c_int) -> Result<(), TransportError> {
 impl Transport for CTransport {
     type Request = CRequest;
 
-    fn isend(&mut self, to: u32, frame: &Bytes) -> Result<CRequest, TransportError> {
+    fn isend(
+        &mut self,
+        to: u32,
+        head: &Bytes,
+        payload: &Bytes,
+    ) -> Result<CRequest, TransportError> {
         let mut req = std::ptr::null_mut();
-        // SAFETY: the C side reads `frame.len()` bytes; the driver keeps `frame` alive until
-        // the request completes.
+        // SAFETY: the C side reads `head.len()` and `payload.len()` bytes; the driver keeps
+        // both alive until the request completes.
         let rc = unsafe {
             (self.isend)(
                 self.ctx,
-                frame.as_ptr().cast(),
-                frame.len(),
+                head.as_ptr().cast(),
+                head.len(),
+                payload.as_ptr().cast(),
+                payload.len(),
                 to as c_int,
                 &mut req,
             )
@@ -77,6 +94,13 @@ impl Transport for CTransport {
         // SAFETY: `buf` has the probed message's length.
         check("recv", unsafe {
             (self.recv)(self.ctx, buf.as_mut_ptr().cast(), buf.len())
+        })
+    }
+
+    fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError> {
+        // SAFETY: `buf` has the payload's length (from the head's header).
+        check("recv_payload", unsafe {
+            (self.recv_payload)(self.ctx, buf.as_mut_ptr().cast(), buf.len(), from as c_int)
         })
     }
 }

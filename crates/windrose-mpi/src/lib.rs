@@ -5,7 +5,8 @@
 //! Contiguous broadcasts above `WINDROSE_MPI_THRESHOLD` bytes on intracommunicators of more
 //! than two ranks run windrose's Host ([`driver`]) over the MPI library's own point-to-point
 //! calls, each root planning its tree from what its sends measured (`WINDROSE_MPI_TREE`);
-//! everything else goes to PMPI_Bcast. MPI_Ibcast and MPI_Bcast_init are intercepted and
+//! everything else goes to PMPI_Bcast (`WINDROSE_MPI_TOPOLOGY=hosts`: windrose between one
+//! leader per host, PMPI_Bcast inside each host). MPI_Ibcast and MPI_Bcast_init are intercepted and
 //! forwarded to PMPI. See the crate's README for the commands.
 //!
 //! - `csrc/shim.c`: the only code that sees the MPI library's types (compiled per ABI);

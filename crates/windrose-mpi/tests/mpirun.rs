@@ -379,3 +379,63 @@ fn standard_abi_off() {
 fn standard_abi_truncation_reaches_the_error_handler() {
     truncate(STANDARD);
 }
+
+/// WINDROSE_MPI_TOPOLOGY=hosts: windrose between one leader per host, PMPI_Bcast inside each.
+/// `cliques`: MPICH's MPIR_CVAR_NUM_CLIQUES, which splits this machine's ranks into that many
+/// emulated nodes (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) follows it); None: one host.
+/// The checks are the sweep's; the stats line says how many hosts the largest communicator
+/// spanned.
+fn hosts(abi: Abi, cliques: Option<&str>, want_hosts: u64) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let mut env = vec![
+        ("WINDROSE_MPI_THRESHOLD", "1000"),
+        ("WINDROSE_MPI_TOPOLOGY", "hosts"),
+    ];
+    if let Some(n) = cliques {
+        env.push(("MPIR_CVAR_NUM_CLIQUES", n));
+    }
+    let ranks = 4;
+    let r = mpirun(abi, ranks, &env, &["1000", "300000", "20"]);
+    r.complete(ranks);
+    assert_eq!(r.windrose, r.expected, "windrose calls per rank");
+    assert!(r.windrose.values().all(|&n| n > 20), "{:?}", r.windrose);
+    let spans: Vec<u64> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("windrose-mpi stats:"))
+        .map(|l| l.split_whitespace().last().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(spans, vec![want_hosts; ranks as usize], "{}", r.stderr);
+}
+
+#[test]
+fn mpich_two_emulated_hosts_leaders_run_windrose() {
+    hosts(MPICH, Some("2"), 2);
+}
+
+#[test]
+fn openmpi_one_host_broadcasts_inside_it() {
+    hosts(OPENMPI, None, 1);
+}
+
+#[test]
+fn a_bad_topology_fails_at_init() {
+    if !available(OPENMPI) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let (status, _, stderr, _) = launch(
+        OPENMPI,
+        3,
+        &[("WINDROSE_MPI_TOPOLOGY", "rings")],
+        &["1000", "2000", "1"],
+    );
+    assert!(!status.success());
+    assert!(
+        stderr.contains("WINDROSE_MPI_TOPOLOGY=rings: expected flat or hosts"),
+        "{stderr}"
+    );
+}

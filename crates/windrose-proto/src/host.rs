@@ -29,6 +29,20 @@
 //! disjoint sequences per member (`seq * members + rank`), so two initiators never collide.
 //! Messages of a collective that ended are dropped (late frames are normal at the end).
 //!
+//! # Eager sessions (no round trip before the data)
+//!
+//! Where every member knows a collective is coming, as every rank of an MPI communicator
+//! calling `MPI_Bcast`, the Ready/Go round trip only delays the data. With
+//! [`HostConfig::eager`] the initiator announces (`eager: true`) and starts its machine at
+//! once; a member builds and starts its machine when the announcement arrives, and holds the
+//! frames of a transfer it has not heard of yet (its parent may start before the root's
+//! announcement reaches it) until then. The announcement still carries the plan (the tree),
+//! so every member runs the root's tree: agreement by construction, with the announcement
+//! one-way, in parallel with the first data. Both sides must use the same transfer id (an MPI
+//! driver derives it from the communicator's call counter), and Done and Close still follow,
+//! off the data's path. A member that cannot build its machine refuses; the initiator counts
+//! it failed (the others already run).
+//!
 //! # Liveness
 //!
 //! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every live member it has
@@ -140,6 +154,10 @@ pub struct HostConfig {
     /// ([`Report::MemberDone`]), so it can check every member got the root's bytes. Off by
     /// default: it costs a pass over the data (the simulator's runs need none).
     pub digest_deliveries: bool,
+    /// Eager sessions: collectives start without Ready and Go, and frames of transfers not
+    /// announced yet are held (see the module docs). Only for groups whose members all expect
+    /// every collective; off by default.
+    pub eager: bool,
 }
 
 impl HostConfig {
@@ -157,6 +175,7 @@ impl HostConfig {
             idle_timeout: Some(Duration::from_secs(30)),
             weather: WeatherConfig::default(),
             digest_deliveries: false,
+            eager: false,
         }
     }
 }
@@ -306,6 +325,10 @@ pub enum SessionMsg {
         /// initiator decides who is in, and every machine hears these failed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         excluded: Vec<NodeId>,
+        /// The initiator has started: build the machine and start it at once (no Ready, no
+        /// Go; [`HostConfig::eager`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        eager: bool,
     },
     /// The member built its machine.
     Ready {
@@ -475,6 +498,8 @@ pub struct Host {
     slots: BTreeMap<TransferId, Slot>,
     /// Transfers that ended here, so their late frames are dropped quietly.
     ended: BTreeSet<TransferId>,
+    /// Eager sessions: frames of transfers not announced yet, in arrival order.
+    early: BTreeMap<TransferId, Vec<Input>>,
     peers: BTreeMap<NodeId, PeerState>,
     prober: Option<LinkProber>,
     next_seq: u32,
@@ -575,6 +600,7 @@ impl Host {
             rank,
             slots: BTreeMap::new(),
             ended: BTreeSet::new(),
+            early: BTreeMap::new(),
             peers: peers.iter().map(|&p| (p, PeerState::default())).collect(),
             prober,
             next_seq: 0,
@@ -937,6 +963,7 @@ impl Host {
             }
         };
         let others = self.live_peers();
+        let eager = self.config.eager;
         self.slots.insert(
             t,
             Slot {
@@ -947,7 +974,11 @@ impl Host {
                 held: Vec::new(),
                 bytes_delivered: 0,
                 digest: self.new_digest(),
-                awaiting_ready: others.iter().copied().collect(),
+                awaiting_ready: if eager {
+                    BTreeSet::new()
+                } else {
+                    others.iter().copied().collect()
+                },
                 awaiting_done: others.iter().copied().collect(),
                 tally: (0, 0),
                 ended: false,
@@ -968,11 +999,16 @@ impl Host {
             spec: spec.clone(),
             rejoin: false,
             excluded: self.failed_peers(),
+            eager,
         };
         for p in &others {
             self.send_session(now, *p, &announce, out);
         }
-        self.maybe_go(now, t, out);
+        if eager {
+            self.go(now, t, out);
+        } else {
+            self.maybe_go(now, t, out);
+        }
     }
 
     /// At the initiator: Go once nobody's Ready is awaited.
@@ -1010,6 +1046,7 @@ impl Host {
                 spec,
                 rejoin,
                 excluded,
+                eager,
             } => {
                 if root != from {
                     return Err(inconsistent(
@@ -1061,7 +1098,12 @@ impl Host {
                             transfer: t,
                             initiator: from,
                         }));
-                        if rejoin {
+                        if let Some(early) = self.early.remove(&t) {
+                            if let Some(slot) = self.slots.get_mut(&t) {
+                                slot.held.extend(early);
+                            }
+                        }
+                        if rejoin || eager {
                             self.go(now, t, out);
                         } else {
                             self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
@@ -1069,6 +1111,7 @@ impl Host {
                     }
                     Err(reason) => {
                         self.ended.insert(t);
+                        self.early.remove(&t);
                         out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
                         self.send_session(
                             now,
@@ -1110,6 +1153,14 @@ impl Host {
                     ));
                 }
                 if slot.started {
+                    if self.config.eager {
+                        // The others already run: the refusing member counts as failed.
+                        let refused = MemberReport {
+                            error: Some(reason.clone()),
+                            ..MemberReport::lost()
+                        };
+                        self.tally(now, t, from, &refused, out);
+                    }
                     return Ok(());
                 }
                 let others: Vec<NodeId> = slot
@@ -1281,6 +1332,7 @@ impl Host {
                 spec,
                 rejoin: true,
                 excluded: slot.excluded.iter().copied().collect(),
+                eager: false,
             };
             self.send_session(now, peer, &announce, out);
             out.push(Output::Report(Report::PeerRejoined { peer, transfer: t }));
@@ -1523,8 +1575,15 @@ impl Protocol for Host {
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
                         let Some(slot) = self.slots.get_mut(&t) else {
-                            // A collective that ended here (late frames), or one this node
-                            // refused or never heard of.
+                            if self.config.eager && !self.ended.contains(&t) {
+                                // Its announcement is still on the way.
+                                self.early
+                                    .entry(t)
+                                    .or_default()
+                                    .push(Input::Message { from, message });
+                            }
+                            // Else a collective that ended here (late frames), or one this
+                            // node refused or never heard of.
                             return Ok(());
                         };
                         if slot.started && slot.excluded.contains(&from) {

@@ -42,11 +42,29 @@ fn start(spec: CollectiveSpec, data: &'static [u8]) -> Input {
 
 /// Delivers every send at once through the real wire format until nothing moves; returns
 /// each node's non-send outputs in order. Timers are not fired.
-fn pump(hosts: &mut [Host], mut queue: VecDeque<(NodeId, Input)>) -> Vec<Vec<Output>> {
+fn pump(hosts: &mut [Host], queue: VecDeque<(NodeId, Input)>) -> Vec<Vec<Output>> {
+    pump_with(hosts, queue, |_, _| false).0
+}
+
+/// A session message sent: `(from, to, message)`.
+type Sent = (NodeId, NodeId, SessionMsg);
+
+/// [`pump`], holding back each frame `defer(to, message)` picks until nothing else moves
+/// (then in order), and logging every session message sent: `(from, to, message)`.
+fn pump_with(
+    hosts: &mut [Host],
+    mut queue: VecDeque<(NodeId, Input)>,
+    defer: impl Fn(NodeId, &Message) -> bool,
+) -> (Vec<Vec<Output>>, Vec<Sent>) {
     let mut seen = vec![Vec::new(); hosts.len()];
+    let mut sessions = Vec::new();
+    let mut deferred = VecDeque::new();
     let mut out = Outputs::new();
     let mut step = 0u64;
-    while let Some((node, input)) = queue.pop_front() {
+    loop {
+        let Some((node, input)) = queue.pop_front().or_else(|| deferred.pop_front()) else {
+            break;
+        };
         step += 1;
         assert!(step < 100_000, "the run does not end");
         if node.index() >= hosts.len() {
@@ -61,19 +79,28 @@ fn pump(hosts: &mut [Host], mut queue: VecDeque<(NodeId, Input)>) -> Vec<Vec<Out
                     let mut d = Decoder::new();
                     d.push(&frame::encode(&t.message).unwrap());
                     let message = d.next_message().unwrap().unwrap();
-                    queue.push_back((
+                    if let Message::Session(f) = &message {
+                        sessions.push((node, t.to, SessionMsg::from_frame(f).unwrap()));
+                    }
+                    let held = defer(t.to, &message);
+                    let item = (
                         t.to,
                         Input::Message {
                             from: node,
                             message,
                         },
-                    ));
+                    );
+                    if held {
+                        deferred.push_back(item);
+                    } else {
+                        queue.push_back(item);
+                    }
                 }
                 other => seen[node.index()].push(other),
             }
         }
     }
-    seen
+    (seen, sessions)
 }
 
 fn started_all(hosts: &[Host]) -> VecDeque<(NodeId, Input)> {
@@ -223,6 +250,7 @@ fn bad_session_frames_and_strangers_are_refused_and_change_nothing() {
         spec: broadcast(2),
         rejoin: false,
         excluded: Vec::new(),
+        eager: false,
     }
     .to_message();
     assert!(h
@@ -437,4 +465,98 @@ fn a_done_message_has_one_length_whatever_the_timing() {
         };
         assert_eq!(SessionMsg::from_frame(&f).unwrap(), done(e));
     }
+}
+
+fn eager_host(me: u32, group: u32) -> Host {
+    let mut c = HostConfig::new(NodeId(me), members(group), 1);
+    c.heartbeat = None;
+    c.eager = true;
+    Host::new(c).unwrap()
+}
+
+/// Bytes each node was handed, in offset order.
+fn delivered(seen: &[Output]) -> Vec<u8> {
+    let mut pieces: Vec<(u64, Bytes)> = seen
+        .iter()
+        .filter_map(|o| match o {
+            Output::Deliver { offset, data, .. } => Some((*offset, data.clone())),
+            _ => None,
+        })
+        .collect();
+    pieces.sort_by_key(|p| p.0);
+    pieces.into_iter().flat_map(|(_, d)| d.to_vec()).collect()
+}
+
+#[test]
+fn an_eager_collective_needs_no_ready_or_go_and_takes_frames_before_its_announcement() {
+    // Binomial tree of 6 from node 0: nodes 3 and 5 get their data from a node other than
+    // the root. Every announcement is held back until nothing else moves, so those nodes
+    // hear of the transfer from their parent's data first.
+    let n = 6;
+    let mut hosts: Vec<Host> = (0..n).map(|i| eager_host(i, n)).collect();
+    let mut q = started_all(&hosts);
+    let data = b"eager sessions start at once";
+    q.push_back((NodeId(0), start(broadcast(n), data)));
+    let announce_of = |m: &Message| {
+        matches!(m, Message::Session(f)
+            if matches!(SessionMsg::from_frame(f), Ok(SessionMsg::Announce { .. })))
+    };
+    let (seen, sessions) = pump_with(&mut hosts, q, |_, m| announce_of(m));
+    for (i, s) in seen.iter().enumerate().skip(1) {
+        assert_eq!(delivered(s), data.to_vec(), "node {i}");
+    }
+    let kinds: Vec<&SessionMsg> = sessions.iter().map(|(_, _, m)| m).collect();
+    assert!(
+        kinds
+            .iter()
+            .all(|m| !matches!(m, SessionMsg::Ready { .. } | SessionMsg::Go { .. })),
+        "{kinds:?}"
+    );
+    let announces = kinds
+        .iter()
+        .filter(|m| matches!(m, SessionMsg::Announce { eager: true, .. }))
+        .count();
+    assert_eq!(announces, n as usize - 1);
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::CollectiveComplete {
+            finished: 6,
+            failed: 0,
+            ..
+        })
+    )));
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}
+
+#[test]
+fn an_eager_member_that_refuses_is_counted_failed_and_the_others_finish() {
+    // Node 3 believes the group has five members, so the tree of four does not span it: it
+    // refuses, after its parent may already have sent it data (dropped with the refusal).
+    let mut hosts = vec![
+        eager_host(0, 4),
+        eager_host(1, 4),
+        eager_host(2, 4),
+        eager_host(3, 5),
+    ];
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(4), b"three of four")));
+    let (seen, _) = pump_with(&mut hosts, q, |to, m| {
+        to == NodeId(3) && matches!(m, Message::Session(_))
+    });
+    for (i, s) in seen.iter().enumerate().take(3).skip(1) {
+        assert_eq!(delivered(s), b"three of four".to_vec(), "node {i}");
+    }
+    assert!(delivered(&seen[3]).is_empty());
+    assert!(seen[3]
+        .iter()
+        .any(|o| matches!(o, Output::Report(Report::CollectiveRefused { .. }))));
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::CollectiveComplete {
+            finished: 3,
+            failed: 1,
+            ..
+        })
+    )));
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }
