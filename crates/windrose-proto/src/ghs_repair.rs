@@ -59,9 +59,12 @@
 //! rebuilds the tree among the survivors with GHS, and the weight changes the rebuild did not
 //! see are fed again. See its docs.
 
+mod wire;
+
 use crate::ghs::{EdgeKey, Ghs, GhsMsg};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use windrose_model::NodeId;
+pub use wire::{MstFrame, MAX_MST_BODY_LEN};
 
 /// A weight change of the edge `from`-`to`, measured at `from`.
 #[derive(Copy, Clone, Debug, PartialEq)]

@@ -1423,6 +1423,8 @@ impl Protocol for Host {
                         }
                         Ok(())
                     }
+                    // No live MST service yet: its frames have nowhere to go.
+                    Message::Mst(_) => Ok(()),
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
                         let Some(slot) = self.slots.get_mut(&t) else {
