@@ -937,6 +937,25 @@ impl MaintainedMst {
         })
     }
 
+    /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep, whose
+    /// first build starts like a rebuild: [`start`](Self::start) sends `Hello(0, weight)` to
+    /// every neighbour and GHS runs once every neighbour's Hello is in, each edge weighing what
+    /// its smaller end measured. For nodes whose weights are their own measurements (the
+    /// Host's [live MST](crate::mst_service)), which the two ends of a link need not agree on;
+    /// it costs `2 e` Hellos more than [`new`](Self::new). A Hello that arrives before the start
+    /// waits for it.
+    pub fn gathering(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<MaintainedMst, crate::ghs::GhsSetupError> {
+        let mut m = MaintainedMst::new(me, edges)?;
+        m.phase = Phase::Gathering {
+            heard: BTreeMap::new(),
+            buffer: Vec::new(),
+        };
+        Ok(m)
+    }
+
     /// The node.
     pub fn node(&self) -> NodeId {
         self.me
@@ -979,6 +998,10 @@ impl MaintainedMst {
     /// Spontaneous wakeup of the first build.
     pub fn start(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
         if self.started {
+            return;
+        }
+        if matches!(self.phase, Phase::Gathering { .. }) {
+            self.enter(self.generation, out);
             return;
         }
         self.started = true;
@@ -1067,12 +1090,16 @@ impl MaintainedMst {
 
     fn enter(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
         self.refresh_weights();
+        let first = generation == self.generation && !self.started;
         self.generation = generation;
         self.started = true;
-        self.phase = Phase::Gathering {
-            heard: BTreeMap::new(),
-            buffer: Vec::new(),
-        };
+        if !(first && matches!(self.phase, Phase::Gathering { .. })) {
+            // Hellos heard before a `gathering` node's start are kept.
+            self.phase = Phase::Gathering {
+                heard: BTreeMap::new(),
+                buffer: Vec::new(),
+            };
+        }
         for (&n, &weight) in &self.weights {
             out.push((n, MstNodeMsg::Hello { generation, weight }));
         }
@@ -1083,7 +1110,7 @@ impl MaintainedMst {
         let Phase::Gathering { heard, buffer } = &mut self.phase else {
             return;
         };
-        if self.weights.keys().any(|n| !heard.contains_key(n)) {
+        if !self.started || self.weights.keys().any(|n| !heard.contains_key(n)) {
             return;
         }
         for (n, w) in self.weights.iter_mut() {

@@ -126,6 +126,7 @@ pub mod ghs_repair;
 pub mod heterosort;
 pub mod host;
 pub mod mob;
+pub mod mst_service;
 pub mod multicast;
 pub mod node;
 pub mod pieces;
