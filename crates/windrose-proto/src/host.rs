@@ -42,6 +42,7 @@ use crate::collective::TreeSpec;
 use crate::collective::{self, BuildContext, CollectiveSpec, Start};
 use crate::frame::{encoded_len, Message, TransferId};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
+use crate::mst_service::{MstLiveConfig, MstLiveState, MstService};
 use crate::node::{
     node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId, TimerId, Transmit,
@@ -135,6 +136,10 @@ pub struct HostConfig {
     /// How links are measured, forecast (NWS-style predictors with a change-point reset) and
     /// shared with the group ([`crate::weather`]).
     pub weather: WeatherConfig,
+    /// Keep the group's live minimum spanning tree ([`crate::mst_service`], the `mst-live`
+    /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
+    /// the central MST of the view).
+    pub mst: Option<MstLiveConfig>,
 }
 
 impl HostConfig {
@@ -151,6 +156,7 @@ impl HostConfig {
             app: app::default_app(),
             idle_timeout: Some(Duration::from_secs(30)),
             weather: WeatherConfig::default(),
+            mst: None,
         }
     }
 }
@@ -425,6 +431,8 @@ pub struct Host {
     metered: BTreeMap<SendId, (NodeId, u64)>,
     /// The trees of the broadcasts this node roots ([`AppRequest::StartBroadcast`]).
     planner: Planner,
+    /// The live MST, when configured.
+    mst: Option<MstService>,
     /// The time of the last input.
     now: Time,
     started: bool,
@@ -490,7 +498,19 @@ impl Host {
             requirement: "a valid weather configuration",
             value: e.to_string(),
         })?;
+        let mst =
+            match config.mst {
+                Some(c) => Some(MstService::new(me, &config.members, c).map_err(|e| {
+                    SetupError::Config {
+                        what: "mst",
+                        requirement: "a valid live MST configuration",
+                        value: e,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Host {
+            mst,
             weather,
             metered: BTreeMap::new(),
             planner: Planner::new(),
@@ -866,6 +886,7 @@ impl Host {
             transfer: t,
             initiator: me,
         }));
+        self.mst_broadcast(now, spec, out);
         let announce = SessionMsg::Announce {
             transfer: t,
             root: me,
@@ -964,6 +985,7 @@ impl Host {
                             transfer: t,
                             initiator: from,
                         }));
+                        self.mst_broadcast(now, &spec, out);
                         if rejoin {
                             self.go(now, t, out);
                         } else {
@@ -1197,6 +1219,11 @@ impl Host {
         }
         self.weather.peer_lost(peer);
         self.metered.retain(|_, (p, _)| *p != peer);
+        if let Some(service) = self.mst.as_mut() {
+            let mut sends = Vec::new();
+            service.peer_failed(now, peer, &mut sends);
+            self.mst_send(now, sends, out);
+        }
         if let Some(prober) = self.prober.as_mut() {
             self.scratch.clear();
             let _ = prober.handle(now, Input::PeerFailed(peer), &mut self.scratch);
@@ -1255,11 +1282,13 @@ impl Host {
     }
 
     fn forward_prober(&mut self, out: &mut Outputs) {
+        let mut forecast = false;
         for o in self.scratch.drain() {
             match o {
                 Output::Report(Report::RoundTrip { peer, rtt }) => {
                     out.push(o);
                     if let Some(fc) = self.weather.observe_rtt(self.now, peer, rtt) {
+                        forecast = true;
                         out.push(Output::Report(Report::LinkForecast {
                             peer,
                             rtt: Duration::from_secs_f64(fc.value.max(0.0) / 1e3),
@@ -1274,6 +1303,51 @@ impl Host {
                 other => out.push(other),
             }
         }
+        if forecast {
+            self.mst_forecast(out);
+        }
+    }
+
+    /// A new forecast: the live MST may start, or check its links.
+    fn mst_forecast(&mut self, out: &mut Outputs) {
+        let now = self.now;
+        let links = self.weather.links(now);
+        let guesses = self.group_view().guesses(self.config.weather.guesses);
+        let Some(service) = self.mst.as_mut() else {
+            return;
+        };
+        let mut sends = Vec::new();
+        service.maybe_start(now, &links, &guesses, &mut sends);
+        service.forecast(&links, &mut sends);
+        self.mst_send(now, sends, out);
+    }
+
+    /// A broadcast starts here or was announced: the live MST counts it.
+    fn mst_broadcast(&mut self, now: Time, spec: &CollectiveSpec, out: &mut Outputs) {
+        if !matches!(spec, CollectiveSpec::Broadcast { .. }) {
+            return;
+        }
+        let links = self.weather.links(now);
+        let Some(service) = self.mst.as_mut() else {
+            return;
+        };
+        let mut sends = Vec::new();
+        service.broadcast(&links, &mut sends);
+        self.mst_send(now, sends, out);
+    }
+
+    fn mst_send(&mut self, now: Time, sends: Vec<(NodeId, Message)>, out: &mut Outputs) {
+        for (to, message) in sends {
+            if let Some(p) = self.peers.get_mut(&to) {
+                p.last_sent = now;
+            }
+            out.send(to, message);
+        }
+    }
+
+    /// The live MST's state here (None: no service configured).
+    pub fn mst_live(&self) -> Option<MstLiveState> {
+        self.mst.as_ref().map(MstService::state)
     }
 
     /// Every measured link's weather, by peer.
@@ -1305,9 +1379,16 @@ impl Host {
             clusters[m.index()] = c;
         }
         let failed = self.failed_peers();
-        let planned = self
-            .planner
-            .plan(self.config.me, b.policy, &costs, &clusters, &failed);
+        let me = self.config.me;
+        let live = match (b.policy, &self.mst) {
+            (TreePolicy::MstLive, Some(service)) => service.tree(me, costs.node_count()),
+            _ => None,
+        };
+        let planned = match live {
+            Some(Ok((tree, at))) => Ok(self.planner.plan_live(me, tree, at, &costs)),
+            Some(Err(e)) => Err(e),
+            None => self.planner.plan(me, b.policy, &costs, &clusters, &failed),
+        };
         let plan = match planned {
             Ok(p) => p,
             Err(_) => {
@@ -1336,6 +1417,10 @@ impl Host {
             return;
         };
         let silent = self.config.silent_after;
+        if self.mst.is_some() {
+            // The live MST's late start (`build_after`) needs a clock.
+            self.mst_forecast(out);
+        }
         if let Some(links) = self.weather.gossip_due(now) {
             let msg = SessionMsg::Weather { links };
             for p in self.live_peers() {
@@ -1423,8 +1508,15 @@ impl Protocol for Host {
                         }
                         Ok(())
                     }
-                    // No live MST service yet: its frames have nowhere to go.
-                    Message::Mst(_) => Ok(()),
+                    Message::Mst(frame) => {
+                        let Some(service) = self.mst.as_mut() else {
+                            return Ok(()); // no service here: the sender's tree goes without
+                        };
+                        let mut sends = Vec::new();
+                        let r = service.handle(now, from, frame, &mut sends);
+                        self.mst_send(now, sends, out);
+                        r.map_err(|_| inconsistent(from, "sent an MST frame the live tree refuses"))
+                    }
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
                         let Some(slot) = self.slots.get_mut(&t) else {
@@ -1471,6 +1563,7 @@ impl Protocol for Host {
                             bytes_per_s: (fc.value.max(0.0) * 1e6) as u64,
                             error_bytes_per_s: (fc.error.max(0.0) * 1e6) as u64,
                         }));
+                        self.mst_forecast(out);
                     }
                 }
                 let Some(&(t, inner)) = self.sends.to_machine.get(&id) else {
