@@ -219,6 +219,10 @@ pub struct MstService {
     sent: BTreeMap<&'static str, u64>,
     built: (Option<Time>, Option<Time>),
     fed: u64,
+    /// Weights the application measured itself ([`MstService::set_weight`]), by peer.
+    overrides: BTreeMap<NodeId, f64>,
+    /// The last weight fed per owned link, and the generation it was fed in.
+    last_fed: BTreeMap<NodeId, (u32, f64)>,
 }
 
 impl MstService {
@@ -244,6 +248,8 @@ impl MstService {
             sent: BTreeMap::new(),
             built: (None, None),
             fed: 0,
+            overrides: BTreeMap::new(),
+            last_fed: BTreeMap::new(),
         })
     }
 
@@ -273,16 +279,10 @@ impl MstService {
     ) -> Option<Vec<(NodeId, f64)>> {
         let mine = self.cluster(self.me);
         self.peers()
-            .map(|p| {
-                let measured = links
-                    .iter()
-                    .find(|l| l.peer == p)
-                    .and_then(|l| self.config.weight(l));
-                match measured {
-                    Some(w) => Some((p, w)),
-                    None if complete => None,
-                    None => Some((p, self.config.guess(guesses, mine == self.cluster(p)))),
-                }
+            .map(|p| match self.measured(links, p) {
+                Some(w) => Some((p, w)),
+                None if complete => None,
+                None => Some((p, self.config.guess(guesses, mine == self.cluster(p)))),
             })
             .collect()
     }
@@ -315,6 +315,33 @@ impl MstService {
             let _ = self.handle(now, from, frame, out);
         }
         self.after(now, out);
+    }
+
+    /// The link to `p` as measured: the application's weight, else the forecasts'.
+    fn measured(&self, links: &[LinkWeather], p: NodeId) -> Option<f64> {
+        self.overrides.get(&p).copied().or_else(|| {
+            links
+                .iter()
+                .find(|l| l.peer == p)
+                .and_then(|l| self.config.weight(l))
+        })
+    }
+
+    /// The application measured the link to `peer` itself (a cost file, its own probes): from
+    /// now on the link weighs `weight` (rounded to the resolution) whatever its forecasts say,
+    /// taken in by the next check like a forecast that moved.
+    pub fn set_weight(&mut self, peer: NodeId, weight: f64) -> Result<(), String> {
+        if peer == self.me || self.cluster(peer).is_none() {
+            return Err(format!("node {}: {peer} is not another member", self.me));
+        }
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(format!(
+                "node {}: the link to {peer} cannot weigh {weight}, expected a number >= 0",
+                self.me
+            ));
+        }
+        self.overrides.insert(peer, self.config.round(weight));
+        Ok(())
     }
 
     /// A frame of the family from member `from`.
@@ -400,29 +427,33 @@ impl MstService {
     /// Feeds the owned links whose measured weight moved past the threshold from the weight
     /// the tree has (or last fed) for them.
     fn check(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
-        let Some(node) = self.node.as_mut() else {
-            return;
-        };
-        let Some(m) = node.maintainer() else {
+        let Some(m) = self.node.as_ref().and_then(|n| n.maintainer()) else {
             return; // building: the build's weights are this node's row already
         };
         let mut changes = Vec::new();
-        for l in links {
-            if l.peer < self.me || self.failed.contains(&l.peer) {
-                continue; // the smaller end owns the edge
-            }
-            let (Some(new), Some(cur)) = (self.config.weight(l), m.weight(l.peer)) else {
+        // The smaller end owns the edge.
+        for p in self.peers().filter(|&p| p > self.me) {
+            let (Some(new), Some(cur)) = (self.measured(links, p), m.weight(p)) else {
                 continue;
             };
-            let moved = (new - cur).abs();
-            if moved > 0.0 && moved > self.config.threshold * cur {
-                changes.push((l.peer, new));
+            // A change fed and not yet applied is not fed again.
+            let reference = match self.last_fed.get(&p) {
+                Some(&(g, w)) if g == self.tree_generation => w,
+                _ => cur,
+            };
+            let moved = (new - reference).abs();
+            if moved > 0.0 && moved > self.config.threshold * reference {
+                changes.push((p, new));
             }
         }
         let mut o = Vec::new();
-        for (p, w) in changes {
-            if node.change_weight(p, w, &mut o).is_ok() {
-                self.fed += 1;
+        let g = self.tree_generation;
+        if let Some(node) = self.node.as_mut() {
+            for (p, w) in changes {
+                if node.change_weight(p, w, &mut o).is_ok() {
+                    self.fed += 1;
+                    self.last_fed.insert(p, (g, w));
+                }
             }
         }
         self.emit(o, out);
