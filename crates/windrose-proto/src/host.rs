@@ -176,6 +176,15 @@ pub enum AppRequest {
     /// Start a tree broadcast rooted at this node whose tree the host plans from the group's
     /// view ([`crate::planner`]).
     StartBroadcast(BroadcastRequest),
+    /// The application measured the link to `peer` itself: the live MST
+    /// ([`crate::mst_service`]) takes `weight` as that link's measurement from now on
+    /// ([`MstService::set_weight`]); ignored without the service.
+    MstWeight {
+        /// The other end.
+        peer: NodeId,
+        /// Its weight, in the service's metric.
+        weight: f64,
+    },
     /// Leave the group once every collective this node takes part in has ended.
     Leave,
 }
@@ -1600,6 +1609,17 @@ impl Protocol for Host {
                     AppRequest::StartBroadcast(b) => {
                         let data = b.data.clone();
                         self.start_broadcast(now, b, data, out);
+                    }
+                    AppRequest::MstWeight { peer, weight } => {
+                        if let Some(service) = self.mst.as_mut() {
+                            if service.set_weight(*peer, *weight).is_err() {
+                                return Err(ProtocolError::Inconsistent {
+                                    from: self.config.me,
+                                    kind: crate::ghs_repair::MstFrame::kind_of(1),
+                                    what: "the application's live MST weight is not of a member's link, or not a number >= 0",
+                                });
+                            }
+                        }
                     }
                     AppRequest::Leave => {
                         self.leaving = true;
