@@ -79,6 +79,9 @@ pub struct GroupConfig {
     /// Share this member's links' weather with the group this often (None: keep it here).
     /// Rides on the heartbeats: no heartbeats, no sharing.
     pub gossip: Option<Duration>,
+    /// Keep the group's live MST (`mst-live` broadcast trees) with this configuration (None:
+    /// no service). Every member must run it, with the same configuration.
+    pub mst: Option<windrose_proto::mst_service::MstLiveConfig>,
 }
 
 impl GroupConfig {
@@ -96,6 +99,7 @@ impl GroupConfig {
             probe_lane: true,
             app: windrose_proto::app::default_app(),
             gossip: Some(Duration::from_secs(2)),
+            mst: None,
         }
     }
 
@@ -112,6 +116,7 @@ impl GroupConfig {
         });
         c.app = self.app.clone();
         c.weather.gossip = self.gossip;
+        c.mst = self.mst;
         c
     }
 }
