@@ -164,8 +164,9 @@
 //! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
 //! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
 //! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
-//! with GHS after a failure. They are sans-IO machines with their own messages; they do not
-//! travel in frames or through [`GhsProtocol`] yet.
+//! with GHS after a failure. Their messages travel in frame family 8
+//! ([`MstFrame`](crate::ghs_repair::MstFrame)), outside any collective: the Host's live MST
+//! ([`crate::mst_service`]) runs one `MaintainedMst` per node for the life of the group.
 
 use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
 use crate::node::{AbortReason, Command, Input, Output, Outputs, Protocol, ProtocolError, Status};

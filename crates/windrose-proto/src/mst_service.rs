@@ -62,6 +62,9 @@ use windrose_trees::{Tree, TreeError};
 /// Frames kept per member before this node starts its build.
 const EARLY_PER_MEMBER: usize = 16;
 
+/// A live tree's `(generation, epoch)`.
+pub type MstAt = (u32, u32);
+
 /// What a live MST's weights measure.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -412,7 +415,7 @@ impl MstService {
     pub fn broadcast(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
         self.broadcasts += 1;
         let k = u64::from(self.config.check_every);
-        if k > 0 && self.broadcasts % k == 0 {
+        if k > 0 && self.broadcasts.is_multiple_of(k) {
             self.check(links, out);
         }
     }
@@ -584,7 +587,7 @@ impl MstService {
         &self,
         root: NodeId,
         node_count: usize,
-    ) -> Option<Result<(Tree, (u32, u32)), TreeError>> {
+    ) -> Option<Result<(Tree, MstAt), TreeError>> {
         let (epoch, edges) = self.whole_tree()?;
         let mut adj: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
         for &(a, b) in &edges {
