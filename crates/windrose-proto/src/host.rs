@@ -1319,6 +1319,9 @@ impl Host {
 
     /// A new forecast: the live MST may start, or check its links.
     fn mst_forecast(&mut self, out: &mut Outputs) {
+        if self.mst.is_none() {
+            return; // no view computed per probe for nothing
+        }
         let now = self.now;
         let links = self.weather.links(now);
         let guesses = self.group_view().guesses(self.config.weather.guesses);
@@ -1333,7 +1336,7 @@ impl Host {
 
     /// A broadcast starts here or was announced: the live MST counts it.
     fn mst_broadcast(&mut self, now: Time, spec: &CollectiveSpec, out: &mut Outputs) {
-        if !matches!(spec, CollectiveSpec::Broadcast { .. }) {
+        if self.mst.is_none() || !matches!(spec, CollectiveSpec::Broadcast { .. }) {
             return;
         }
         let links = self.weather.links(now);
@@ -1426,10 +1429,8 @@ impl Host {
             return;
         };
         let silent = self.config.silent_after;
-        if self.mst.is_some() {
-            // The live MST's late start (`build_after`) needs a clock.
-            self.mst_forecast(out);
-        }
+        // The live MST's late start (`build_after`) needs a clock.
+        self.mst_forecast(out);
         if let Some(links) = self.weather.gossip_due(now) {
             let msg = SessionMsg::Weather { links };
             for p in self.live_peers() {
