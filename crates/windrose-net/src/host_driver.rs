@@ -82,6 +82,9 @@ pub struct GroupConfig {
     /// Digest what each collective delivers here and report it to its initiator, which then
     /// reports every member's ([`HostConfig::digest_deliveries`]); off by default.
     pub digest_deliveries: bool,
+    /// Keep the group's live MST (`mst-live` broadcast trees) with this configuration (None:
+    /// no service). Every member must run it, with the same configuration.
+    pub mst: Option<windrose_proto::mst_service::MstLiveConfig>,
 }
 
 impl GroupConfig {
@@ -100,6 +103,7 @@ impl GroupConfig {
             app: windrose_proto::app::default_app(),
             gossip: Some(Duration::from_secs(2)),
             digest_deliveries: false,
+            mst: None,
         }
     }
 
@@ -117,6 +121,7 @@ impl GroupConfig {
         c.app = self.app.clone();
         c.weather.gossip = self.gossip;
         c.digest_deliveries = self.digest_deliveries;
+        c.mst = self.mst;
         c
     }
 }

@@ -31,6 +31,7 @@
 //! | 6      | [`crate::ghs`] ([`GhsFrame`](crate::ghs::GhsFrame)) | ghs_connect, ghs_initiate, ghs_test, ghs_accept, ghs_reject, ghs_report, ghs_change_root, ghs_done |
 //! | 7      | [`crate::heterosort`] ([`HsortMsg`](crate::heterosort::HsortMsg)) | hsort_slice, hsort_check, hsort_verdict, hsort_backup, hsort_backup_ack, hsort_failed |
 //! | 8      | [`crate::sample_sort`] ([`SsortMsg`](crate::sample_sort::SsortMsg)) | ssort_samples, ssort_bucket |
+//! | 9      | [`crate::ghs_repair`] ([`MstFrame`](crate::ghs_repair::MstFrame)) | mst_hello, mst_ghs, mst_request, mst_begin, mst_test, mst_accept, mst_reject, mst_echo, mst_stable, mst_parent |
 //!
 //! Each family's module documents its kinds' fixed fields. Kind names are unique across
 //! families (they name frames in logs, JSON and the frame-count tests).
@@ -63,12 +64,12 @@ pub const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 8;
 /// The default limit on a frame's body length: 16 MiB.
 pub const DEFAULT_MAX_BODY_LEN: u32 = 16 << 20;
-/// The largest fixed part of any message body (a GHS report's or done's 33 bytes: a transfer
-/// id and GHS's 29-byte body, see [`GhsFrame`](crate::ghs::GhsFrame); before GHS, a share
-/// chunk's 28). A receiver whose body limit is `L` accepts payloads of up to
+/// The largest fixed part of any message body (a maintained MST's echo, 109 bytes, see
+/// [`MstFrame`](crate::ghs_repair::MstFrame); before it, a GHS report's or done's 33, before
+/// GHS a share chunk's 28). A receiver whose body limit is `L` accepts payloads of up to
 /// `L - MAX_FIXED_BODY_LEN` bytes of every kind (checked by a test over every family), and
 /// every payload-less frame as soon as `L >= MAX_FIXED_BODY_LEN`.
-pub const MAX_FIXED_BODY_LEN: usize = 33;
+pub const MAX_FIXED_BODY_LEN: usize = 109;
 
 /// Which collective a message belongs to, so one connection can carry several.
 #[derive(
@@ -298,6 +299,8 @@ families! {
     HeteroSort(crate::heterosort::HsortMsg),
     /// A sample sort's samples or bucket.
     SampleSort(crate::sample_sort::SsortMsg),
+    /// A message of a node's maintained MST (its GHS builds and repairs; no transfer).
+    Mst(crate::ghs_repair::MstFrame),
 }
 
 impl Message {

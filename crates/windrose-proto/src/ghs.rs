@@ -164,8 +164,9 @@
 //! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
 //! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
 //! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
-//! with GHS after a failure. They are sans-IO machines with their own messages; they do not
-//! travel in frames or through [`GhsProtocol`] yet.
+//! with GHS after a failure. Their messages travel in frame family 9
+//! ([`MstFrame`](crate::ghs_repair::MstFrame)), outside any collective: the Host's live MST
+//! ([`crate::mst_service`]) runs one `MaintainedMst` per node for the life of the group.
 
 use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
 use crate::node::{AbortReason, Command, Input, Output, Outputs, Protocol, ProtocolError, Status};
@@ -226,14 +227,14 @@ impl EdgeKey {
         self.hi
     }
 
-    fn encode(&self, dst: &mut BytesMut) {
+    pub(crate) fn encode(&self, dst: &mut BytesMut) {
         dst.put_u64(self.weight.to_bits());
         dst.put_u32(self.lo.0);
         dst.put_u32(self.hi.0);
     }
 
     /// Parses 16 bytes (the caller checked the length).
-    fn parse(kind: u8, b: &[u8]) -> Result<EdgeKey, GhsWireError> {
+    pub(crate) fn parse(kind: u8, b: &[u8]) -> Result<EdgeKey, GhsWireError> {
         let bits = be_u64(&b[0..8]);
         let weight = f64::from_bits(bits);
         let lo = be_u32(&b[8..12]);
@@ -400,7 +401,7 @@ const NAMES: [&str; 8] = [
     "done",
 ];
 
-const LENS: [usize; 8] = [1, 18, 17, 0, 0, 29, 0, 29];
+pub(crate) const LENS: [usize; 8] = [1, 18, 17, 0, 0, 29, 0, 29];
 
 impl GhsMsg {
     /// Every kind byte of the family, in order.
@@ -597,13 +598,13 @@ impl GhsMsg {
     }
 }
 
-fn be_u32(b: &[u8]) -> u32 {
+pub(crate) fn be_u32(b: &[u8]) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(b);
     u32::from_be_bytes(a)
 }
 
-fn be_u64(b: &[u8]) -> u64 {
+pub(crate) fn be_u64(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(b);
     u64::from_be_bytes(a)

@@ -51,6 +51,15 @@
 //! after its `Stable(e)`: a node echoes only once its tests are answered and its children have
 //! echoed, and the root decides only after every echo.
 //!
+//! # On the wire
+//!
+//! [`MstFrame`] (frame family 9, fixed layouts; its module documents the bytes) carries a
+//! [`MaintainedMst`]'s messages, GHS's included, tagged with the generation, plus the live
+//! service's parent announcements. Repairs measured on the six-site platform through the
+//! Hosts (crates/windrose-sim/tests/mst_live.rs): 3 (n - 1) = 69 wave frames per epoch for 24
+//! nodes plus about two test frames, against 816 GHS frames, 552 Hellos and 552 parent
+//! announcements for the build on the complete graph.
+//!
 //! # Failures: [`MaintainedMst`]
 //!
 //! A failed node splits the tree into pieces that cannot all reach the root, so failures are
@@ -59,9 +68,12 @@
 //! rebuilds the tree among the survivors with GHS, and the weight changes the rebuild did not
 //! see are fed again. See its docs.
 
+mod wire;
+
 use crate::ghs::{EdgeKey, Ghs, GhsMsg};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use windrose_model::NodeId;
+pub use wire::{MstFrame, MAX_MST_BODY_LEN};
 
 /// A weight change of the edge `from`-`to`, measured at `from`.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -934,6 +946,25 @@ impl MaintainedMst {
         })
     }
 
+    /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep, whose
+    /// first build starts like a rebuild: [`start`](Self::start) sends `Hello(0, weight)` to
+    /// every neighbour and GHS runs once every neighbour's Hello is in, each edge weighing what
+    /// its smaller end measured. For nodes whose weights are their own measurements (the
+    /// Host's [live MST](crate::mst_service)), which the two ends of a link need not agree on;
+    /// it costs `2 e` Hellos more than [`new`](Self::new). A Hello that arrives before the start
+    /// waits for it.
+    pub fn gathering(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+    ) -> Result<MaintainedMst, crate::ghs::GhsSetupError> {
+        let mut m = MaintainedMst::new(me, edges)?;
+        m.phase = Phase::Gathering {
+            heard: BTreeMap::new(),
+            buffer: Vec::new(),
+        };
+        Ok(m)
+    }
+
     /// The node.
     pub fn node(&self) -> NodeId {
         self.me
@@ -976,6 +1007,10 @@ impl MaintainedMst {
     /// Spontaneous wakeup of the first build.
     pub fn start(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
         if self.started {
+            return;
+        }
+        if matches!(self.phase, Phase::Gathering { .. }) {
+            self.enter(self.generation, out);
             return;
         }
         self.started = true;
@@ -1064,12 +1099,16 @@ impl MaintainedMst {
 
     fn enter(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
         self.refresh_weights();
+        let first = generation == self.generation && !self.started;
         self.generation = generation;
         self.started = true;
-        self.phase = Phase::Gathering {
-            heard: BTreeMap::new(),
-            buffer: Vec::new(),
-        };
+        if !(first && matches!(self.phase, Phase::Gathering { .. })) {
+            // Hellos heard before a `gathering` node's start are kept.
+            self.phase = Phase::Gathering {
+                heard: BTreeMap::new(),
+                buffer: Vec::new(),
+            };
+        }
         for (&n, &weight) in &self.weights {
             out.push((n, MstNodeMsg::Hello { generation, weight }));
         }
@@ -1080,7 +1119,7 @@ impl MaintainedMst {
         let Phase::Gathering { heard, buffer } = &mut self.phase else {
             return;
         };
-        if self.weights.keys().any(|n| !heard.contains_key(n)) {
+        if !self.started || self.weights.keys().any(|n| !heard.contains_key(n)) {
             return;
         }
         for (n, w) in self.weights.iter_mut() {

@@ -56,6 +56,7 @@ use crate::collective::TreeSpec;
 use crate::collective::{self, BuildContext, CollectiveSpec, Start};
 use crate::frame::{encoded_len, Message, TransferId};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
+use crate::mst_service::{MstLiveConfig, MstLiveState, MstService};
 use crate::node::{
     node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
     SendId, SetupError, Status, TaskId, TimerId, Transmit,
@@ -158,6 +159,10 @@ pub struct HostConfig {
     /// announced yet are held (see the module docs). Only for groups whose members all expect
     /// every collective; off by default.
     pub eager: bool,
+    /// Keep the group's live minimum spanning tree ([`crate::mst_service`], the `mst-live`
+    /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
+    /// the central MST of the view).
+    pub mst: Option<MstLiveConfig>,
 }
 
 impl HostConfig {
@@ -176,6 +181,7 @@ impl HostConfig {
             weather: WeatherConfig::default(),
             digest_deliveries: false,
             eager: false,
+            mst: None,
         }
     }
 }
@@ -195,6 +201,15 @@ pub enum AppRequest {
     /// Start a tree broadcast rooted at this node whose tree the host plans from the group's
     /// view ([`crate::planner`]).
     StartBroadcast(BroadcastRequest),
+    /// The application measured the link to `peer` itself: the live MST
+    /// ([`crate::mst_service`]) takes `weight` as that link's measurement from now on
+    /// ([`MstService::set_weight`]); ignored without the service.
+    MstWeight {
+        /// The other end.
+        peer: NodeId,
+        /// Its weight, in the service's metric.
+        weight: f64,
+    },
     /// Leave the group once every collective this node takes part in has ended.
     Leave,
 }
@@ -517,6 +532,8 @@ pub struct Host {
     metered: BTreeMap<SendId, (NodeId, u64)>,
     /// The trees of the broadcasts this node roots ([`AppRequest::StartBroadcast`]).
     planner: Planner,
+    /// The live MST, when configured.
+    mst: Option<MstService>,
     /// The time of the last input.
     now: Time,
     started: bool,
@@ -591,7 +608,19 @@ impl Host {
             requirement: "a valid weather configuration",
             value: e.to_string(),
         })?;
+        let mst =
+            match config.mst {
+                Some(c) => Some(MstService::new(me, &config.members, c).map_err(|e| {
+                    SetupError::Config {
+                        what: "mst",
+                        requirement: "a valid live MST configuration",
+                        value: e,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Host {
+            mst,
             weather,
             metered: BTreeMap::new(),
             planner: Planner::new(),
@@ -992,6 +1021,7 @@ impl Host {
             transfer: t,
             initiator: me,
         }));
+        self.mst_broadcast(now, spec, out);
         let announce = SessionMsg::Announce {
             transfer: t,
             root: me,
@@ -1103,6 +1133,7 @@ impl Host {
                                 slot.held.extend(early);
                             }
                         }
+                        self.mst_broadcast(now, &spec, out);
                         if rejoin || eager {
                             self.go(now, t, out);
                         } else {
@@ -1346,6 +1377,11 @@ impl Host {
         }
         self.weather.peer_lost(peer);
         self.metered.retain(|_, (p, _)| *p != peer);
+        if let Some(service) = self.mst.as_mut() {
+            let mut sends = Vec::new();
+            service.peer_failed(now, peer, &mut sends);
+            self.mst_send(now, sends, out);
+        }
         if let Some(prober) = self.prober.as_mut() {
             self.scratch.clear();
             let _ = prober.handle(now, Input::PeerFailed(peer), &mut self.scratch);
@@ -1404,11 +1440,13 @@ impl Host {
     }
 
     fn forward_prober(&mut self, out: &mut Outputs) {
+        let mut forecast = false;
         for o in self.scratch.drain() {
             match o {
                 Output::Report(Report::RoundTrip { peer, rtt }) => {
                     out.push(o);
                     if let Some(fc) = self.weather.observe_rtt(self.now, peer, rtt) {
+                        forecast = true;
                         out.push(Output::Report(Report::LinkForecast {
                             peer,
                             rtt: Duration::from_secs_f64(fc.value.max(0.0) / 1e3),
@@ -1423,6 +1461,54 @@ impl Host {
                 other => out.push(other),
             }
         }
+        if forecast {
+            self.mst_forecast(out);
+        }
+    }
+
+    /// A new forecast: the live MST may start, or check its links.
+    fn mst_forecast(&mut self, out: &mut Outputs) {
+        if self.mst.is_none() {
+            return; // no view computed per probe for nothing
+        }
+        let now = self.now;
+        let links = self.weather.links(now);
+        let guesses = self.group_view().guesses(self.config.weather.guesses);
+        let Some(service) = self.mst.as_mut() else {
+            return;
+        };
+        let mut sends = Vec::new();
+        service.maybe_start(now, &links, &guesses, &mut sends);
+        service.forecast(&links, &mut sends);
+        self.mst_send(now, sends, out);
+    }
+
+    /// A broadcast starts here or was announced: the live MST counts it.
+    fn mst_broadcast(&mut self, now: Time, spec: &CollectiveSpec, out: &mut Outputs) {
+        if self.mst.is_none() || !matches!(spec, CollectiveSpec::Broadcast { .. }) {
+            return;
+        }
+        let links = self.weather.links(now);
+        let Some(service) = self.mst.as_mut() else {
+            return;
+        };
+        let mut sends = Vec::new();
+        service.broadcast(&links, &mut sends);
+        self.mst_send(now, sends, out);
+    }
+
+    fn mst_send(&mut self, now: Time, sends: Vec<(NodeId, Message)>, out: &mut Outputs) {
+        for (to, message) in sends {
+            if let Some(p) = self.peers.get_mut(&to) {
+                p.last_sent = now;
+            }
+            out.send(to, message);
+        }
+    }
+
+    /// The live MST's state here (None: no service configured).
+    pub fn mst_live(&self) -> Option<MstLiveState> {
+        self.mst.as_ref().map(MstService::state)
     }
 
     /// Every measured link's weather, by peer.
@@ -1454,9 +1540,16 @@ impl Host {
             clusters[m.index()] = c;
         }
         let failed = self.failed_peers();
-        let planned = self
-            .planner
-            .plan(self.config.me, b.policy, &costs, &clusters, &failed);
+        let me = self.config.me;
+        let live = match (b.policy, &self.mst) {
+            (TreePolicy::MstLive, Some(service)) => service.tree(me, costs.node_count()),
+            _ => None,
+        };
+        let planned = match live {
+            Some(Ok((tree, at))) => Ok(self.planner.plan_live(me, tree, at, &costs)),
+            Some(Err(e)) => Err(e),
+            None => self.planner.plan(me, b.policy, &costs, &clusters, &failed),
+        };
         let plan = match planned {
             Ok(p) => p,
             Err(_) => {
@@ -1485,6 +1578,8 @@ impl Host {
             return;
         };
         let silent = self.config.silent_after;
+        // The live MST's late start (`build_after`) needs a clock.
+        self.mst_forecast(out);
         if let Some(links) = self.weather.gossip_due(now) {
             let msg = SessionMsg::Weather { links };
             for p in self.live_peers() {
@@ -1572,6 +1667,15 @@ impl Protocol for Host {
                         }
                         Ok(())
                     }
+                    Message::Mst(frame) => {
+                        let Some(service) = self.mst.as_mut() else {
+                            return Ok(()); // no service here: the sender's tree goes without
+                        };
+                        let mut sends = Vec::new();
+                        let r = service.handle(now, from, frame, &mut sends);
+                        self.mst_send(now, sends, out);
+                        r.map_err(|_| inconsistent(from, "sent an MST frame the live tree refuses"))
+                    }
                     message => {
                         let t = message.transfer().expect("every other kind has a transfer");
                         let Some(slot) = self.slots.get_mut(&t) else {
@@ -1625,6 +1729,7 @@ impl Protocol for Host {
                             bytes_per_s: (fc.value.max(0.0) * 1e6) as u64,
                             error_bytes_per_s: (fc.error.max(0.0) * 1e6) as u64,
                         }));
+                        self.mst_forecast(out);
                     }
                 }
                 let Some(&(t, inner)) = self.sends.to_machine.get(&id) else {
@@ -1661,6 +1766,17 @@ impl Protocol for Host {
                     AppRequest::StartBroadcast(b) => {
                         let data = b.data.clone();
                         self.start_broadcast(now, b, data, out);
+                    }
+                    AppRequest::MstWeight { peer, weight } => {
+                        if let Some(service) = self.mst.as_mut() {
+                            if service.set_weight(*peer, *weight).is_err() {
+                                return Err(ProtocolError::Inconsistent {
+                                    from: self.config.me,
+                                    kind: crate::ghs_repair::MstFrame::kind_of(1),
+                                    what: "the application's live MST weight is not of a member's link, or not a number >= 0",
+                                });
+                            }
+                        }
                     }
                     AppRequest::Leave => {
                         self.leaving = true;

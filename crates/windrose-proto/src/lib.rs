@@ -31,7 +31,11 @@
 //!   exact byte split every node computes.
 //! - [`ghs`]: the distributed minimum spanning tree (Gallager-Humblet-Spira): the machine, its
 //!   messages and codec, their frame family ([`ghs::GhsFrame`]), the collective's
-//!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers.
+//!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers;
+//!   [`ghs_repair`]: keeping it the exact MST after weight changes (local repairs in epochs)
+//!   and failures (a new GHS generation), with its frames ([`ghs_repair::MstFrame`]);
+//!   [`mst_service`]: the Host's live MST built and repaired from the links' forecasts, the
+//!   trees of `mst-live` broadcasts.
 //! - [`heterosort`]: HeteroSort, the distributed sort over a conceptual torus in snake order:
 //!   every member starts with its own records and ends with a sorted contiguous range.
 //! - [`sample_sort`]: the sample sort baseline over the same records: equal-weight splitters
@@ -128,6 +132,7 @@ pub mod ghs_repair;
 pub mod heterosort;
 pub mod host;
 pub mod mob;
+pub mod mst_service;
 pub mod multicast;
 pub mod node;
 pub mod pieces;

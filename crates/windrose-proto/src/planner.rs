@@ -12,6 +12,14 @@
 //!   only updates the path costs). Smaller moves are not taken in, so noise costs nothing and
 //!   drift is taken in once it adds up. A member that failed leaves its position and joins
 //!   again at the last one (a leaf: it receives nothing, and holds nobody up).
+//! - [`TreePolicy::MstLive`]: the group's live minimum spanning tree ([`crate::mst_service`]),
+//!   kept by the members themselves (GHS, then local repairs when a link's forecast moves past
+//!   the service's threshold) and re-rooted at the broadcast's root. Nothing is computed at the
+//!   root: every node holds the whole tree of the last stable epoch. A broadcast that starts
+//!   while a repair runs uses the last stable tree (the repair's result is the next
+//!   broadcast's); the `(generation, epoch)` it used is in its [`Plan`]. Before the first tree
+//!   is complete (or with no service configured) the root falls back to `rebuild:mst` on its
+//!   view, and says so (`built`, no epoch).
 //!
 //! # Which collective sees a new tree
 //!
@@ -38,7 +46,7 @@ use windrose_trees::binomial;
 use windrose_trees::{Tree, TreeAlgorithm, TreeError};
 
 /// How a root's broadcast trees follow the weather. Written `static:ALGO`, `rebuild:ALGO`,
-/// `adapt:STRATEGY` or `adapt:STRATEGY:THRESHOLD` (e.g. `adapt:path:0.2`).
+/// `adapt:STRATEGY`, `adapt:STRATEGY:THRESHOLD` (e.g. `adapt:path:0.2`) or `mst-live`.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "policy")]
 pub enum TreePolicy {
@@ -59,6 +67,9 @@ pub enum TreePolicy {
         /// Relative change of a link's cost that the tree takes in.
         threshold: f64,
     },
+    /// The group's live MST, kept by its members ([`crate::mst_service`]; its threshold and
+    /// check period are the service's configuration).
+    MstLive,
 }
 
 /// Swaps `adapt` may make after taking changes in, beyond the one per changed link
@@ -88,6 +99,7 @@ impl fmt::Display for TreePolicy {
                 strategy,
                 threshold,
             } => write!(f, "adapt:{}:{threshold}", strategy.name()),
+            TreePolicy::MstLive => f.write_str("mst-live"),
         }
     }
 }
@@ -96,7 +108,11 @@ impl FromStr for TreePolicy {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "static:ALGO, rebuild:ALGO, adapt:STRATEGY or adapt:STRATEGY:THRESHOLD";
+        let usage =
+            "static:ALGO, rebuild:ALGO, adapt:STRATEGY, adapt:STRATEGY:THRESHOLD or mst-live";
+        if s == "mst-live" {
+            return Ok(TreePolicy::MstLive);
+        }
         let mut parts = s.split(':');
         let kind = parts.next().unwrap_or("");
         let arg = parts.next();
@@ -162,8 +178,11 @@ pub struct Plan {
     pub built: bool,
     /// Links whose change the tree took in (`adapt`).
     pub changed_links: usize,
-    /// Swaps made (`adapt`).
+    /// Swaps made (`adapt`); for `mst-live`, edges the repairs since the root's last plan
+    /// swapped.
     pub swaps: usize,
+    /// `mst-live`: the `(generation, epoch)` of the live tree used (None: the fallback).
+    pub mst: Option<(u32, u32)>,
 }
 
 enum Kept {
@@ -184,6 +203,8 @@ struct Live {
 #[derive(Default)]
 pub struct Planner {
     live: BTreeMap<NodeId, Live>,
+    /// `mst-live`: the last live tree each root used, and its `(generation, epoch)`.
+    live_mst: BTreeMap<NodeId, ((u32, u32), Tree)>,
 }
 
 impl fmt::Debug for Planner {
@@ -211,6 +232,19 @@ impl Planner {
         clusters: &[ClusterId],
         failed: &[NodeId],
     ) -> Result<Plan, TreeError> {
+        if policy == TreePolicy::MstLive {
+            // The fallback before the live tree is whole: the central MST of the view.
+            let tree = TreeAlgorithm::Mst.build(costs, Some(clusters), root)?;
+            let cost = tree.cost(costs);
+            return Ok(Plan {
+                tree,
+                cost,
+                built: true,
+                changed_links: 0,
+                swaps: 0,
+                mst: None,
+            });
+        }
         let reuse = self.live.get(&root).is_some_and(|l| l.policy == policy);
         if !reuse {
             let kept = match policy {
@@ -221,6 +255,7 @@ impl Planner {
                     tree: AdaptiveTree::balanced_path(costs, root)?,
                     taken: costs.clone(),
                 },
+                TreePolicy::MstLive => unreachable!("returned above"),
             };
             self.live.insert(root, Live { policy, kept });
         }
@@ -283,7 +318,47 @@ impl Planner {
             built,
             changed_links,
             swaps,
+            mst: None,
         })
+    }
+
+    /// The plan of a broadcast from `root` over the live MST's `tree` of `(generation,
+    /// epoch)`: `built` when the generation is new to this root, `changed_links` the epochs
+    /// (repairs) since its last plan, `swaps` the edges they swapped.
+    pub fn plan_live(
+        &mut self,
+        root: NodeId,
+        tree: Tree,
+        at: (u32, u32),
+        costs: &DenseCostMatrix,
+    ) -> Plan {
+        let edges = |t: &Tree| -> std::collections::BTreeSet<(NodeId, NodeId)> {
+            t.edges()
+                .into_iter()
+                .map(|(a, b)| (a.min(b), a.max(b)))
+                .collect()
+        };
+        let previous = self.live_mst.insert(root, (at, tree.clone()));
+        let (built, changed_links, swaps) = match previous {
+            Some(((g, e), old)) if g == at.0 => {
+                let (before, now) = (edges(&old), edges(&tree));
+                (
+                    false,
+                    at.1.saturating_sub(e) as usize,
+                    now.difference(&before).count(),
+                )
+            }
+            _ => (true, at.1 as usize, 0),
+        };
+        let cost = tree.cost(costs);
+        Plan {
+            tree,
+            cost,
+            built,
+            changed_links,
+            swaps,
+            mst: Some(at),
+        }
     }
 
     /// The costs the `adapt` tree of `root` has taken in (None under other policies).

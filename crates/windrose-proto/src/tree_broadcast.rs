@@ -219,7 +219,7 @@ impl BroadcastConfig {
 }
 
 // The requirement's text below names this bound.
-const _: () = assert!(DEFAULT_MAX_BODY_LEN as usize - MAX_FIXED_BODY_LEN == 16_777_183);
+const _: () = assert!(DEFAULT_MAX_BODY_LEN as usize - MAX_FIXED_BODY_LEN == 16_777_107);
 
 /// Checks a `max_frame_payload` parameter.
 pub(crate) fn check_frame_payload(max_frame_payload: u32) -> Result<(), SetupError> {
@@ -227,7 +227,7 @@ pub(crate) fn check_frame_payload(max_frame_payload: u32) -> Result<(), SetupErr
     if max_frame_payload == 0 || max_frame_payload as usize > limit {
         return Err(SetupError::Config {
             what: "max_frame_payload",
-            requirement: "between 1 and the default frame limit minus 33 bytes (16777183)",
+            requirement: "between 1 and the default frame limit minus 109 bytes (16777107)",
             value: max_frame_payload.to_string(),
         });
     }

@@ -8,6 +8,7 @@ use windrose_proto::frame::{
     self, Decoder, FrameError, Message, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
 use windrose_proto::ghs::{EdgeKey, GhsFrame, GhsMsg, SearchState, MAX_LEVEL};
+use windrose_proto::ghs_repair::{Change, ChangeSeen, EchoInfo, MstFrame, MstNodeMsg, RepairMsg};
 use windrose_proto::heterosort::HsortMsg;
 use windrose_proto::host::SessionFrame;
 use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
@@ -77,6 +78,100 @@ fn ghs_frame() -> impl Strategy<Value = Message> {
                 msg,
             })
         })
+}
+
+/// Any valid maintained-MST frame: every kind, optional fields present and absent.
+fn mst_frame() -> impl Strategy<Value = Message> {
+    let key = || {
+        (
+            prop_oneof![Just(0.0), Just(f64::MAX), 0.0..1e9f64],
+            any::<u32>(),
+            any::<u32>(),
+        )
+            .prop_filter_map("distinct ends", |(w, a, b)| {
+                EdgeKey::new(NodeId(a), NodeId(b), w)
+            })
+    };
+    let opt = || prop::option::of(key());
+    let path = || prop::option::of(prop::option::of(key()));
+    let change =
+        (any::<u32>(), any::<u32>(), 0.0..1e9f64).prop_filter_map("distinct ends", |(a, b, w)| {
+            (a != b).then_some(Change {
+                from: NodeId(a),
+                to: NodeId(b),
+                weight: w,
+            })
+        });
+    let seen = prop::option::of((any::<bool>(), key(), key()).prop_map(
+        |(was_branch, old, new)| ChangeSeen {
+            was_branch,
+            old,
+            new,
+        },
+    ));
+    (
+        (
+            any::<u32>(),
+            any::<u32>(),
+            0u8..10,
+            any::<bool>(),
+            1..=u32::MAX,
+        ),
+        (key(), opt(), opt(), opt(), seen, path(), path()),
+        change,
+        ghs_frame(),
+    )
+        .prop_map(
+            |((generation, epoch, kind, flag, nodes), (k, o1, o2, o3, seen, p1, p2), c, g)| {
+                let repair = |msg| MstNodeMsg::Repair { generation, msg };
+                let node = match kind {
+                    0 => MstNodeMsg::Hello {
+                        generation,
+                        weight: k.weight(),
+                    },
+                    1 => match g {
+                        Message::Ghs(f) => MstNodeMsg::Ghs {
+                            generation,
+                            msg: f.msg,
+                        },
+                        _ => unreachable!(),
+                    },
+                    2 => repair(RepairMsg::Request(c)),
+                    3 => repair(RepairMsg::Begin {
+                        epoch,
+                        change: c,
+                        fragment: o1.zip(o2),
+                    }),
+                    4 => repair(RepairMsg::Test { epoch, fragment: k }),
+                    5 => repair(RepairMsg::Accept { epoch }),
+                    6 => repair(RepairMsg::Reject { epoch }),
+                    7 => repair(RepairMsg::Echo {
+                        epoch,
+                        info: EchoInfo {
+                            best: o1,
+                            change: seen,
+                            from_path: p1,
+                            to_path: p2,
+                            path_max: o3,
+                        },
+                    }),
+                    8 => repair(RepairMsg::Stable {
+                        epoch,
+                        remove: o1,
+                        add: o2,
+                        nodes,
+                        total_weight: k.weight(),
+                    }),
+                    _ => {
+                        return Message::Mst(MstFrame::Parent {
+                            generation,
+                            parent: flag.then_some(NodeId(epoch)),
+                        })
+                    }
+                };
+                Message::Mst(MstFrame::Node(node))
+            },
+        )
 }
 
 /// Any valid message, edge values included.
@@ -173,6 +268,7 @@ fn message() -> impl Strategy<Value = Message> {
         ghs_frame(),
         hsort_frame(),
         ssort_frame(),
+        mst_frame(),
     ]
 }
 
@@ -396,10 +492,10 @@ proptest! {
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Unknown family, and unknown kind within a known family.
         let mut bad = good.to_vec();
-        bad[1] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
+        bad[1] = if (1..=9).contains(&byte) { byte + 9 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         let mut bad = good.to_vec();
-        bad[2] = if (1..=8).contains(&byte) { byte + 8 } else { byte };
+        bad[2] = if (1..=16).contains(&byte) { byte + 16 } else { byte };
         check(bad, DEFAULT_MAX_BODY_LEN)?;
         // Reserved flags.
         let mut bad = good.to_vec();
@@ -465,8 +561,8 @@ proptest! {
 
     #[test]
     fn frames_with_a_valid_header_and_arbitrary_body_never_panic(
-        family in 1u8..=6,
-        kind in 1u8..=8,
+        family in 1u8..=9,
+        kind in 1u8..=10,
         body in prop::collection::vec(any::<u8>(), 0..64),
     ) {
         let mut bytes = vec![0xB2, family, kind, 0];

@@ -132,7 +132,12 @@ fn a_bandwidth_forecast_is_forgotten_after_its_ttl() {
 
 #[test]
 fn tree_policies_parse_and_print_and_bad_ones_are_named() {
-    for s in ["static:magpie", "rebuild:balanced-path", "adapt:family:0.5"] {
+    for s in [
+        "static:magpie",
+        "rebuild:balanced-path",
+        "adapt:family:0.5",
+        "mst-live",
+    ] {
         let p: TreePolicy = s.parse().unwrap();
         assert_eq!(p.to_string(), s);
     }
@@ -147,6 +152,7 @@ fn tree_policies_parse_and_print_and_bad_ones_are_named() {
         ("adapt:path:-1", "threshold"),
         ("adapt:path:0.2:9", "expected"),
         ("grow", "expected"),
+        ("mst-live:0.1", "mst-live"),
     ] {
         let e = bad.parse::<TreePolicy>().unwrap_err();
         assert!(e.contains(says), "{bad}: {e}");

@@ -133,6 +133,23 @@ pub struct ServeArgs {
     /// queue, not the link).
     #[arg(long)]
     no_probe_lane: bool,
+    /// Keep the group's live minimum spanning tree (GHS, then local repairs; the trees of
+    /// `start bcast --tree mst-live`) weighing links by METRIC: latency (short messages) or
+    /// inverse-bandwidth (large ones). Every member must run it with the same options.
+    #[arg(long, value_name = "METRIC")]
+    mst_live: Option<windrose_proto::mst_service::MstMetric>,
+    /// The live MST takes in a link's change past this fraction of its weight (seed 004 runs
+    /// 0.1, 0.7 and 0).
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.1,
+        requires = "mst_live"
+    )]
+    mst_threshold: f64,
+    /// The live MST checks the links every K broadcasts (AGM-adapII's 4; 0: at every forecast).
+    #[arg(long, value_name = "K", default_value_t = 4, requires = "mst_live")]
+    mst_every: u32,
     #[command(flatten)]
     key: crate::net_cmds::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
@@ -167,7 +184,8 @@ pub struct StartArgs {
     /// Broadcast tree: an algorithm built once on guesses (balanced-path, binomial, magpie,
     /// mst, max-bottleneck, flat, chain), or a policy that plans it from the group's live
     /// weather at every broadcast: `static:ALGO`, `rebuild:ALGO`, `adapt[:STRATEGY[:THRESHOLD]]`
-    /// (strategies family, path, leaf, position; `adapt` = adapt:position:0.2).
+    /// (strategies family, path, leaf, position; `adapt` = adapt:position:0.2), or `mst-live`
+    /// (the live MST of members served with `--mst-live`; rebuild:mst until it is built).
     #[arg(long, default_value = "binomial")]
     tree: String,
     /// Multicast protocol: mob, bittorrent, balanced (planned on equal capacities), magpie.
@@ -417,6 +435,17 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     };
     // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
     config.digest_deliveries = true;
+    if let Some(metric) = a.mst_live {
+        let live = windrose_proto::mst_service::MstLiveConfig {
+            metric,
+            threshold: a.mst_threshold,
+            check_every: a.mst_every,
+            ..Default::default()
+        };
+        live.validate()
+            .map_err(|e| bad_input(format!("--mst-threshold: {e}")))?;
+        config.mst = Some(live);
+    }
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     let acceptor = tokio::spawn(accept_calls(control, calls_tx));

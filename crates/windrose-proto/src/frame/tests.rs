@@ -43,12 +43,17 @@ fn families_and_names_are_unique_and_fixed_parts_bounded() {
     assert_eq!(BroadcastMsg::DATA.name(), "data");
     assert_eq!(PieceMsg::PIECE.frame_overhead(), 16);
     assert_eq!(ScatterMsg::SHARE.frame_overhead(), 36);
-    // GHS's largest kinds set the bound: a transfer id and a 29-byte body.
+    // A maintained MST's echo sets the bound.
     let largest = MessageKind::all()
         .filter_map(|k| k.layout())
         .map(|l| l.fixed)
         .max();
     assert_eq!(largest, Some(MAX_FIXED_BODY_LEN));
+    assert_eq!(
+        crate::ghs_repair::MstFrame::kind_of(8).frame_overhead(),
+        HEADER_LEN + crate::ghs_repair::MAX_MST_BODY_LEN
+    );
+    assert_eq!(crate::ghs_repair::MstFrame::kind_of(8).name(), "mst_echo");
     assert_eq!(crate::ghs::GhsFrame::kind_of(6).name(), "ghs_report");
     assert_eq!(
         crate::ghs::GhsFrame::kind_of(6).frame_overhead(),

@@ -1,0 +1,636 @@
+//! The live minimum spanning tree: a Host service (like the [weather](crate::weather)) that
+//! keeps one [`MaintainedMst`] per node for the life of the group, built by GHS from the links'
+//! forecasts and repaired as they move, so a broadcast under
+//! [`TreePolicy::MstLive`](crate::planner::TreePolicy) sends over the current tree without
+//! computing anything (seed 004's AGM-adap: per broadcast, read the forecasts, classify the
+//! changes, adapt, send over the MST).
+//!
+//! # Weights
+//!
+//! Each node weighs its own links from its own forecasts ([`MstMetric`]): the one-way latency
+//! (half the round-trip forecast, ms: the tree of least latency, for short messages) or the
+//! inverse bandwidth (ms per MB, from the bandwidth the sends measured: the MST is then also
+//! the maximum-bottleneck tree, for large messages). A link not measured yet weighs the
+//! [guess](crate::weather::Guesses) of its class. Weights are rounded to
+//! [`MstLiveConfig::resolution`] so measurement noise below it neither reorders edges nor
+//! counts as a change. The two ends of a link need not agree: the **smaller end owns the
+//! edge** (its weight is the one GHS builds with, through the first generation's Hellos,
+//! [`MaintainedMst::gathering`]), and only it feeds the edge's changes.
+//!
+//! # Life
+//!
+//! - **Build**: a node starts once it has a forecast of every live member's link for the metric
+//!   (or [`MstLiveConfig::build_after`] after the Host's start, with guesses for the rest):
+//!   `Hello`s to every member, GHS on the complete graph once every Hello is in. A Hello that
+//!   arrives earlier waits. When a node learns the end it announces its parent to every member
+//!   (`mst_parent`), so every node holds the whole tree (`n (n - 1)` small frames) and any
+//!   node can root a broadcast over it.
+//! - **Changes** (the paper's policy): every [`MstLiveConfig::check_every`] broadcasts this
+//!   node takes part in (the paper's k, 4 in AGM-adapII; 0: at every new forecast), the node
+//!   compares each link it owns with the weight the tree has for it and feeds the ones that
+//!   moved by more than [`MstLiveConfig::threshold`] (relative; the paper runs 10 %, 70 % and
+//!   0 %) to [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left
+//!   and the one that entered; every node applies it to its copy of the tree.
+//! - **Failures**: the Host's failure detector (a lost connection, a silent member, a member
+//!   that left) calls [`MstService::peer_failed`]: a new generation rebuilds among the
+//!   survivors ([`MaintainedMst`]'s docs), and its nodes announce their parents again. A member
+//!   that comes back is not taken back into the tree (its edges are gone until the group
+//!   restarts the service); broadcasts still reach it as a leaf of the root.
+//!
+//! # The tree a broadcast uses
+//!
+//! [`MstService::tree`]: the tree of the last epoch this node knows stable, re-rooted at the
+//! broadcast's root (children in id order), members outside it (failed, or in another
+//! component) hung under the root as leaves. A broadcast that starts during a repair uses the
+//! last stable tree: the repair's result is for the next broadcast. The root sends its tree
+//! in the announcement, so every member forwards by the same one whatever epoch it is in; the
+//! `(generation, epoch)` it was taken at travels in the [`Plan`](crate::planner::Plan).
+
+use crate::frame::Message;
+use crate::ghs::EdgeKey;
+use crate::ghs_repair::{MaintainedMst, MstFrame, MstNodeMsg, RepairMsg};
+use crate::time::Time;
+use crate::weather::{Guesses, LinkWeather};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+use windrose_model::{ClusterId, NodeId};
+use windrose_trees::{Tree, TreeError};
+
+/// Frames kept per member before this node starts its build.
+const EARLY_PER_MEMBER: usize = 16;
+
+/// A live tree's `(generation, epoch)`.
+pub type MstAt = (u32, u32);
+
+/// What a live MST's weights measure.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MstMetric {
+    /// One-way latency, ms (half the round-trip forecast).
+    Latency,
+    /// Inverse bandwidth, ms per MB (10^6 bytes).
+    InverseBandwidth,
+}
+
+impl fmt::Display for MstMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MstMetric::Latency => "latency",
+            MstMetric::InverseBandwidth => "inverse-bandwidth",
+        })
+    }
+}
+
+impl FromStr for MstMetric {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "latency" => Ok(MstMetric::Latency),
+            "inverse-bandwidth" => Ok(MstMetric::InverseBandwidth),
+            _ => Err(format!(
+                "MST metric {s:?}: expected latency or inverse-bandwidth"
+            )),
+        }
+    }
+}
+
+/// How a node keeps its live MST.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MstLiveConfig {
+    /// What the weights measure.
+    pub metric: MstMetric,
+    /// A link's change is fed when it moved by more than this fraction of the weight the tree
+    /// has (0: any change).
+    pub threshold: f64,
+    /// Check the links every this many broadcasts (0: at every new forecast).
+    pub check_every: u32,
+    /// Weights are rounded to multiples of this (ms, or ms per MB); 0: not rounded.
+    pub resolution: f64,
+    /// Build with guesses for the links not measured by then (after the Host's start).
+    pub build_after: Duration,
+}
+
+impl Default for MstLiveConfig {
+    /// Latency, the paper's 10 % threshold checked every 4 broadcasts (AGM-adapII), weights to
+    /// 0.1 ms, built at the latest 10 s after the start.
+    fn default() -> Self {
+        MstLiveConfig {
+            metric: MstMetric::Latency,
+            threshold: 0.1,
+            check_every: 4,
+            resolution: 0.1,
+            build_after: Duration::from_secs(10),
+        }
+    }
+}
+
+impl MstLiveConfig {
+    /// Checks the values, naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.threshold.is_finite() && self.threshold >= 0.0) {
+            return Err(format!(
+                "live MST threshold {}: expected a number >= 0",
+                self.threshold
+            ));
+        }
+        if !(self.resolution.is_finite() && self.resolution >= 0.0) {
+            return Err(format!(
+                "live MST resolution {}: expected a number >= 0",
+                self.resolution
+            ));
+        }
+        Ok(())
+    }
+
+    /// The weight of a link from its forecasts (None: not measured for this metric).
+    pub fn weight(&self, link: &LinkWeather) -> Option<f64> {
+        let raw = match self.metric {
+            MstMetric::Latency => link.forecast.map(|f| f.value.max(0.0) / 2.0),
+            MstMetric::InverseBandwidth => link.bandwidth.map(|f| 1e3 / f.value.max(1e-9)),
+        }?;
+        Some(self.round(raw))
+    }
+
+    /// The weight of an unmeasured link.
+    fn guess(&self, g: &Guesses, intra: bool) -> f64 {
+        self.round(match (self.metric, intra) {
+            (MstMetric::Latency, true) => g.intra_rtt_ms / 2.0,
+            (MstMetric::Latency, false) => g.inter_rtt_ms / 2.0,
+            (MstMetric::InverseBandwidth, true) => 1e3 / g.intra_mb_s.max(1e-9),
+            (MstMetric::InverseBandwidth, false) => 1e3 / g.inter_mb_s.max(1e-9),
+        })
+    }
+
+    /// `w` to the resolution (exact multiples stay exact: `14.9` stays the nearest double).
+    pub fn round(&self, w: f64) -> f64 {
+        if self.resolution > 0.0 {
+            let steps = (w / self.resolution).round();
+            // Dividing by the inverse keeps decimal resolutions exact (149 / 10 == 14.9).
+            let inv = (1.0 / self.resolution).round();
+            if inv > 0.0 && (1.0 / inv - self.resolution).abs() < 1e-15 {
+                steps / inv
+            } else {
+                steps * self.resolution
+            }
+        } else {
+            w
+        }
+    }
+}
+
+/// What a node's live MST is doing, for the application and the tests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MstLiveState {
+    /// The generation (a rebuild after each failure).
+    pub generation: u32,
+    /// The last epoch (repair) this node knows stable, 0 for the build itself.
+    pub epoch: u32,
+    /// The whole tree of that epoch as this node holds it, `(lo, hi)` by id (None until every
+    /// node's parent has arrived).
+    pub tree: Option<Vec<(NodeId, NodeId)>>,
+    /// This node's tree edges `(neighbour, weight)`.
+    pub branches: Vec<(NodeId, f64)>,
+    /// Frames this node sent, by kind name (`mst_hello`, ...).
+    pub sent: BTreeMap<&'static str, u64>,
+    /// When this node started its first build and when it first knew the tree complete.
+    pub built: (Option<Time>, Option<Time>),
+    /// Changes this node fed.
+    pub fed: u64,
+}
+
+/// One node's live MST; see the [module docs](self).
+#[derive(Debug)]
+pub struct MstService {
+    me: NodeId,
+    config: MstLiveConfig,
+    members: Vec<(NodeId, ClusterId)>,
+    failed: BTreeSet<NodeId>,
+    node: Option<MaintainedMst>,
+    /// Frames that arrived before this node started.
+    early: Vec<(NodeId, MstFrame)>,
+    /// The generation whose tree `parents` and `stables` describe.
+    tree_generation: u32,
+    parents: BTreeMap<NodeId, Option<NodeId>>,
+    /// Each epoch's decision: (remove, add).
+    stables: BTreeMap<u32, (Option<EdgeKey>, Option<EdgeKey>)>,
+    announced: bool,
+    broadcasts: u64,
+    sent: BTreeMap<&'static str, u64>,
+    built: (Option<Time>, Option<Time>),
+    fed: u64,
+    /// Weights the application measured itself ([`MstService::set_weight`]), by peer.
+    overrides: BTreeMap<NodeId, f64>,
+    /// The last weight fed per owned link, and the generation it was fed in.
+    last_fed: BTreeMap<NodeId, (u32, f64)>,
+}
+
+impl MstService {
+    /// The service of `me` in a group of `members`.
+    pub fn new(
+        me: NodeId,
+        members: &[(NodeId, ClusterId)],
+        config: MstLiveConfig,
+    ) -> Result<MstService, String> {
+        config.validate()?;
+        Ok(MstService {
+            me,
+            config,
+            members: members.to_vec(),
+            failed: BTreeSet::new(),
+            node: None,
+            early: Vec::new(),
+            tree_generation: 0,
+            parents: BTreeMap::new(),
+            stables: BTreeMap::new(),
+            announced: false,
+            broadcasts: 0,
+            sent: BTreeMap::new(),
+            built: (None, None),
+            fed: 0,
+            overrides: BTreeMap::new(),
+            last_fed: BTreeMap::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MstLiveConfig {
+        &self.config
+    }
+
+    fn cluster(&self, n: NodeId) -> Option<ClusterId> {
+        self.members.iter().find(|(m, _)| *m == n).map(|(_, c)| *c)
+    }
+
+    fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.members
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(move |n| *n != self.me && !self.failed.contains(n))
+    }
+
+    /// Own weights of every live link: measured, else guessed; None if `complete` and one is
+    /// not measured.
+    fn row(
+        &self,
+        links: &[LinkWeather],
+        guesses: &Guesses,
+        complete: bool,
+    ) -> Option<Vec<(NodeId, f64)>> {
+        let mine = self.cluster(self.me);
+        self.peers()
+            .map(|p| match self.measured(links, p) {
+                Some(w) => Some((p, w)),
+                None if complete => None,
+                None => Some((p, self.config.guess(guesses, mine == self.cluster(p)))),
+            })
+            .collect()
+    }
+
+    /// Starts the build when this node's row is measured, or `build_after` is past: called on
+    /// every new forecast and every heartbeat tick.
+    pub fn maybe_start(
+        &mut self,
+        now: Time,
+        links: &[LinkWeather],
+        guesses: &Guesses,
+        out: &mut Vec<(NodeId, Message)>,
+    ) {
+        if self.node.is_some() {
+            return;
+        }
+        let late = now.saturating_since(Time::ZERO) >= self.config.build_after;
+        let Some(row) = self.row(links, guesses, !late) else {
+            return;
+        };
+        let mut node =
+            MaintainedMst::gathering(self.me, row).expect("members are distinct, weights checked");
+        let mut o = Vec::new();
+        node.start(&mut o);
+        self.built.0 = Some(now);
+        self.node = Some(node);
+        self.emit(o, out);
+        for (from, frame) in std::mem::take(&mut self.early) {
+            // A bad early frame costs only itself (it was the peer's fault when it came).
+            let _ = self.handle(now, from, frame, out);
+        }
+        self.after(now, out);
+    }
+
+    /// The link to `p` as measured: the application's weight, else the forecasts'.
+    fn measured(&self, links: &[LinkWeather], p: NodeId) -> Option<f64> {
+        self.overrides.get(&p).copied().or_else(|| {
+            links
+                .iter()
+                .find(|l| l.peer == p)
+                .and_then(|l| self.config.weight(l))
+        })
+    }
+
+    /// The application measured the link to `peer` itself (a cost file, its own probes): from
+    /// now on the link weighs `weight` (rounded to the resolution) whatever its forecasts say,
+    /// taken in by the next check like a forecast that moved.
+    pub fn set_weight(&mut self, peer: NodeId, weight: f64) -> Result<(), String> {
+        if peer == self.me || self.cluster(peer).is_none() {
+            return Err(format!("node {}: {peer} is not another member", self.me));
+        }
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(format!(
+                "node {}: the link to {peer} cannot weigh {weight}, expected a number >= 0",
+                self.me
+            ));
+        }
+        self.overrides.insert(peer, self.config.round(weight));
+        Ok(())
+    }
+
+    /// A frame of the family from member `from`.
+    pub fn handle(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        frame: MstFrame,
+        out: &mut Vec<(NodeId, Message)>,
+    ) -> Result<(), String> {
+        if self.failed.contains(&from) {
+            return Ok(());
+        }
+        let Some(node) = self.node.as_mut() else {
+            // A correct peer sends at most its Hello and GHS's first messages before this
+            // node's Hello reaches it.
+            if self.early.len() >= EARLY_PER_MEMBER * self.members.len() {
+                return Err(format!(
+                    "node {from}: more than {EARLY_PER_MEMBER} MST frames per member before this node started"
+                ));
+            }
+            self.early.push((from, frame));
+            return Ok(());
+        };
+        match frame {
+            MstFrame::Parent { generation, parent } => {
+                if generation == node.generation() {
+                    self.take_parent(generation, from, parent);
+                }
+                Ok(())
+            }
+            MstFrame::Node(msg) => {
+                let mut o = Vec::new();
+                node.handle(from, msg, &mut o).map_err(|e| e.to_string())?;
+                if let MstNodeMsg::Repair {
+                    generation,
+                    msg:
+                        RepairMsg::Stable {
+                            epoch, remove, add, ..
+                        },
+                } = msg
+                {
+                    self.take_stable(generation, epoch, remove, add);
+                }
+                self.emit(o, out);
+                self.after(now, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// A member failed (or left): a new generation rebuilds without it.
+    pub fn peer_failed(&mut self, now: Time, peer: NodeId, out: &mut Vec<(NodeId, Message)>) {
+        if peer == self.me || !self.failed.insert(peer) {
+            return;
+        }
+        self.early.retain(|(f, _)| *f != peer);
+        if let Some(node) = self.node.as_mut() {
+            let mut o = Vec::new();
+            node.peer_failed(peer, &mut o);
+            self.emit(o, out);
+            self.after(now, out);
+        }
+    }
+
+    /// A broadcast started here or was announced to this node: every `check_every`-th one, the
+    /// links this node owns are checked.
+    pub fn broadcast(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+        self.broadcasts += 1;
+        let k = u64::from(self.config.check_every);
+        if k > 0 && self.broadcasts.is_multiple_of(k) {
+            self.check(links, out);
+        }
+    }
+
+    /// A new forecast: with `check_every` 0, the links are checked now.
+    pub fn forecast(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+        if self.config.check_every == 0 {
+            self.check(links, out);
+        }
+    }
+
+    /// Feeds the owned links whose measured weight moved past the threshold from the weight
+    /// the tree has (or last fed) for them.
+    fn check(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+        let Some(m) = self.node.as_ref().and_then(|n| n.maintainer()) else {
+            return; // building: the build's weights are this node's row already
+        };
+        let mut changes = Vec::new();
+        // The smaller end owns the edge.
+        for p in self.peers().filter(|&p| p > self.me) {
+            let (Some(new), Some(cur)) = (self.measured(links, p), m.weight(p)) else {
+                continue;
+            };
+            // A change fed and not yet applied is not fed again.
+            let reference = match self.last_fed.get(&p) {
+                Some(&(g, w)) if g == self.tree_generation => w,
+                _ => cur,
+            };
+            let moved = (new - reference).abs();
+            if moved > 0.0 && moved > self.config.threshold * reference {
+                changes.push((p, new));
+            }
+        }
+        let mut o = Vec::new();
+        let g = self.tree_generation;
+        if let Some(node) = self.node.as_mut() {
+            for (p, w) in changes {
+                if node.change_weight(p, w, &mut o).is_ok() {
+                    self.fed += 1;
+                    self.last_fed.insert(p, (g, w));
+                }
+            }
+        }
+        self.emit(o, out);
+    }
+
+    fn emit(&mut self, o: Vec<(NodeId, MstNodeMsg)>, out: &mut Vec<(NodeId, Message)>) {
+        let gen_now = self.node.as_ref().map(|n| n.generation());
+        for (to, msg) in o {
+            if let MstNodeMsg::Repair {
+                generation,
+                msg:
+                    RepairMsg::Stable {
+                        epoch, remove, add, ..
+                    },
+            } = msg
+            {
+                // The root's own decision (it receives no Stable).
+                if Some(generation) == gen_now {
+                    self.take_stable(generation, epoch, remove, add);
+                }
+            }
+            self.push(to, MstFrame::Node(msg), out);
+        }
+    }
+
+    fn push(&mut self, to: NodeId, frame: MstFrame, out: &mut Vec<(NodeId, Message)>) {
+        let m = Message::Mst(frame);
+        *self.sent.entry(m.kind().name()).or_default() += 1;
+        out.push((to, m));
+    }
+
+    /// After the machine moved: a new generation forgets the old tree; a tree built here is
+    /// announced.
+    fn after(&mut self, now: Time, out: &mut Vec<(NodeId, Message)>) {
+        let Some(node) = self.node.as_ref() else {
+            return;
+        };
+        let g = node.generation();
+        if g != self.tree_generation {
+            self.tree_generation = g;
+            self.parents.retain(|_, _| false);
+            self.stables.clear();
+            self.announced = false;
+        }
+        let Some(m) = node.maintainer() else {
+            return;
+        };
+        if self.announced {
+            return;
+        }
+        self.announced = true;
+        if self.built.1.is_none() {
+            self.built.1 = Some(now);
+        }
+        // The build's parent: the step that ends the build cannot also end a repair here (a
+        // repair ends with a Stable from the parent, after this node's echo).
+        let parent = m.parent();
+        self.take_parent(g, self.me, parent);
+        let targets: Vec<NodeId> = self.peers().collect();
+        for p in targets {
+            self.push(
+                p,
+                MstFrame::Parent {
+                    generation: g,
+                    parent,
+                },
+                out,
+            );
+        }
+    }
+
+    fn take_parent(&mut self, generation: u32, from: NodeId, parent: Option<NodeId>) {
+        if generation == self.tree_generation {
+            self.parents.insert(from, parent);
+        }
+    }
+
+    fn take_stable(
+        &mut self,
+        generation: u32,
+        epoch: u32,
+        remove: Option<EdgeKey>,
+        add: Option<EdgeKey>,
+    ) {
+        if generation == self.tree_generation {
+            self.stables.insert(epoch, (remove, add));
+        }
+    }
+
+    /// The tree of the last stable epoch this node holds whole: `(epoch, edges (lo, hi))`.
+    fn whole_tree(&self) -> Option<(u32, BTreeSet<(NodeId, NodeId)>)> {
+        let m = self.node.as_ref()?.maintainer()?;
+        let (nodes, _) = m.totals();
+        if self.parents.len() != nodes as usize {
+            return None;
+        }
+        let mut edges: BTreeSet<(NodeId, NodeId)> = self
+            .parents
+            .iter()
+            .filter_map(|(&c, &p)| p.map(|p| (c.min(p), c.max(p))))
+            .collect();
+        let mut epoch = 0;
+        while epoch < m.stable_epoch() {
+            let Some((remove, add)) = self.stables.get(&(epoch + 1)) else {
+                break;
+            };
+            if let Some(r) = remove {
+                edges.remove(&(r.lo(), r.hi()));
+            }
+            if let Some(a) = add {
+                edges.insert((a.lo(), a.hi()));
+            }
+            epoch += 1;
+        }
+        Some((epoch, edges))
+    }
+
+    /// `(generation, epoch)` of the tree [`tree`](Self::tree) would use, None before it is
+    /// held whole.
+    pub fn stable(&self) -> Option<(u32, u32)> {
+        let (epoch, _) = self.whole_tree()?;
+        Some((self.tree_generation, epoch))
+    }
+
+    /// The last stable tree rooted at `root` over `node_count` ids (members outside it are
+    /// leaves under the root), with its `(generation, epoch)`; None before it is held whole.
+    pub fn tree(
+        &self,
+        root: NodeId,
+        node_count: usize,
+    ) -> Option<Result<(Tree, MstAt), TreeError>> {
+        let (epoch, edges) = self.whole_tree()?;
+        let mut adj: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
+        for &(a, b) in &edges {
+            adj.entry(a).or_default().push(b);
+            adj.entry(b).or_default().push(a);
+        }
+        let mut seen = BTreeSet::from([root]);
+        let mut order = vec![root];
+        let mut parent_edges = Vec::with_capacity(node_count.saturating_sub(1));
+        let mut i = 0;
+        while i < order.len() {
+            let u = order[i];
+            i += 1;
+            for &c in adj.get(&u).map_or(&[][..], |v| v.as_slice()) {
+                if seen.insert(c) {
+                    order.push(c);
+                    parent_edges.push((c, u));
+                }
+            }
+        }
+        for (m, _) in &self.members {
+            if seen.insert(*m) {
+                parent_edges.push((*m, root));
+            }
+        }
+        Some(
+            Tree::from_edges(node_count, root, &parent_edges)
+                .map(|t| (t, (self.tree_generation, epoch))),
+        )
+    }
+
+    /// What the service is doing.
+    pub fn state(&self) -> MstLiveState {
+        let m = self.node.as_ref().and_then(|n| n.maintainer());
+        let whole = self.whole_tree();
+        MstLiveState {
+            generation: self.node.as_ref().map_or(0, |n| n.generation()),
+            epoch: whole.as_ref().map_or(0, |w| w.0),
+            tree: whole.map(|(_, e)| e.into_iter().collect()),
+            branches: m.map(|m| m.branch_edges()).unwrap_or_default(),
+            sent: self.sent.clone(),
+            built: self.built,
+            fed: self.fed,
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The Host's live MST service driven by hand: five nodes build the MST of the weights their
+//! applications measured (each link weighing what its smaller end says), every node holds the
+//! whole tree, a measured change past the threshold is repaired at the next check, and a
+//! failure rebuilds among the survivors; trees re-rooted at any root.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+use windrose_model::{ClusterId, NodeId};
+use windrose_proto::frame::Message;
+use windrose_proto::mst_service::{MstLiveConfig, MstMetric, MstService};
+use windrose_proto::weather::Guesses;
+use windrose_proto::Time;
+
+const N: u32 = 5;
+
+/// Node a's measurement of the link a-b (the ends disagree: only the smaller end's counts).
+fn measured(a: u32, b: u32) -> f64 {
+    let (lo, hi) = (a.min(b), a.max(b));
+    let w = f64::from((lo * 7 + hi * 3) % 11 + 1);
+    if a == lo {
+        w
+    } else {
+        w + 100.0
+    }
+}
+
+/// Kruskal on (w, lo, hi) over the smaller ends' weights, without `gone`.
+fn kruskal(weight: impl Fn(u32, u32) -> f64, gone: Option<u32>) -> BTreeSet<(NodeId, NodeId)> {
+    let mut e: Vec<(f64, u32, u32)> = Vec::new();
+    for a in 0..N {
+        for b in a + 1..N {
+            if gone != Some(a) && gone != Some(b) {
+                e.push((weight(a, b), a, b));
+            }
+        }
+    }
+    e.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let mut up: Vec<u32> = (0..N).collect();
+    let find = |up: &mut Vec<u32>, mut x: u32| {
+        while up[x as usize] != x {
+            x = up[x as usize];
+        }
+        x
+    };
+    let mut t = BTreeSet::new();
+    for (_, a, b) in e {
+        let (ra, rb) = (find(&mut up, a), find(&mut up, b));
+        if ra != rb {
+            up[ra as usize] = rb;
+            t.insert((NodeId(a), NodeId(b)));
+        }
+    }
+    t
+}
+
+struct Net {
+    nodes: Vec<MstService>,
+    queue: VecDeque<(u32, u32, Message)>,
+    dead: BTreeSet<u32>,
+}
+
+impl Net {
+    fn push(&mut self, from: u32, out: Vec<(NodeId, Message)>) {
+        self.queue
+            .extend(out.into_iter().map(|(to, m)| (from, to.0, m)));
+    }
+
+    /// FIFO delivery until quiet.
+    fn settle(&mut self) {
+        let mut steps = 0;
+        while let Some((from, to, m)) = self.queue.pop_front() {
+            steps += 1;
+            assert!(steps < 100_000, "no end");
+            if self.dead.contains(&to) {
+                continue;
+            }
+            let Message::Mst(frame) = m else {
+                panic!("not an MST frame")
+            };
+            let mut out = Vec::new();
+            self.nodes[to as usize]
+                .handle(Time::ZERO, NodeId(from), frame, &mut out)
+                .unwrap();
+            self.push(to, out);
+        }
+    }
+
+    fn trees(&self) -> Vec<Option<Vec<(NodeId, NodeId)>>> {
+        (0..N)
+            .filter(|v| !self.dead.contains(v))
+            .map(|v| self.nodes[v as usize].state().tree)
+            .collect()
+    }
+}
+
+#[test]
+fn the_live_mst_is_built_repaired_and_rebuilt_and_every_node_holds_it_whole() {
+    let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
+    let config = MstLiveConfig {
+        metric: MstMetric::Latency,
+        threshold: 0.1,
+        check_every: 2,
+        resolution: 0.0,
+        build_after: Duration::from_secs(3600),
+    };
+    let mut net = Net {
+        nodes: (0..N)
+            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
+            .collect(),
+        queue: VecDeque::new(),
+        dead: BTreeSet::new(),
+    };
+    for a in 0..N {
+        for b in (0..N).filter(|&b| b != a) {
+            net.nodes[a as usize]
+                .set_weight(NodeId(b), measured(a, b))
+                .unwrap();
+        }
+    }
+    // Nodes start one by one; the ones not started keep what arrives.
+    for v in (0..N).rev() {
+        let mut out = Vec::new();
+        net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
+        net.push(v, out);
+        net.settle();
+    }
+    let want = kruskal(|a, b| measured(a.min(b), a.max(b)), None);
+    for t in net.trees() {
+        assert_eq!(
+            t.map(|t| t.into_iter().collect::<BTreeSet<_>>()),
+            Some(want.clone())
+        );
+    }
+    for v in 0..N {
+        assert_eq!(net.nodes[v as usize].stable(), Some((0, 0)));
+        let (tree, at) = net.nodes[v as usize]
+            .tree(NodeId(v), N as usize)
+            .unwrap()
+            .unwrap();
+        assert_eq!(at, (0, 0));
+        assert_eq!(tree.root(), NodeId(v));
+        let edges: BTreeSet<_> = tree
+            .edges()
+            .into_iter()
+            .map(|(c, p)| (c.min(p), c.max(p)))
+            .collect();
+        assert_eq!(edges, want);
+    }
+
+    // The smaller end of a tree edge measures it 50 times heavier: fed at its second broadcast
+    // (check_every 2), not its first.
+    let &(a, b) = want.iter().next().unwrap();
+    let heavy = measured(a.0, b.0) * 50.0;
+    net.nodes[a.index()].set_weight(b, heavy).unwrap();
+    let mut out = Vec::new();
+    net.nodes[a.index()].broadcast(&[], &mut out);
+    assert!(out.is_empty());
+    net.nodes[a.index()].broadcast(&[], &mut out);
+    assert_eq!(net.nodes[a.index()].state().fed, 1);
+    net.push(a.0, out);
+    net.settle();
+    let changed = |x: u32, y: u32| {
+        if (NodeId(x), NodeId(y)) == (a, b) {
+            heavy
+        } else {
+            measured(x, y)
+        }
+    };
+    let want = kruskal(changed, None);
+    for v in 0..N {
+        assert_eq!(net.nodes[v as usize].stable(), Some((0, 1)), "node {v}");
+    }
+    for t in net.trees() {
+        assert_eq!(
+            t.map(|t| t.into_iter().collect::<BTreeSet<_>>()),
+            Some(want.clone())
+        );
+    }
+
+    // A member fails: every survivor's detector reports it; a new generation rebuilds.
+    let gone = 2;
+    net.dead.insert(gone);
+    for v in (0..N).filter(|&v| v != gone) {
+        let mut out = Vec::new();
+        net.nodes[v as usize].peer_failed(Time::ZERO, NodeId(gone), &mut out);
+        net.push(v, out);
+    }
+    net.settle();
+    let want = kruskal(changed, Some(gone));
+    for v in (0..N).filter(|&v| v != gone) {
+        let s = &net.nodes[v as usize];
+        assert_eq!(s.stable(), Some((1, 0)), "node {v}");
+        let (tree, _) = s.tree(NodeId(v), N as usize).unwrap().unwrap();
+        // The failed member hangs under the root as a leaf.
+        assert_eq!(tree.parent(NodeId(gone)), Some(NodeId(v)));
+        assert!(tree.children(NodeId(gone)).is_empty());
+        let edges: BTreeSet<_> = tree
+            .edges()
+            .into_iter()
+            .filter(|&(c, _)| c != NodeId(gone))
+            .map(|(c, p)| (c.min(p), c.max(p)))
+            .collect();
+        assert_eq!(edges, want, "node {v}");
+    }
+    assert!(net.nodes[0].set_weight(NodeId(0), 1.0).is_err());
+    assert!(net.nodes[0].set_weight(NodeId(1), f64::NAN).is_err());
+    assert!(net.nodes[0].set_weight(NodeId(9), 1.0).is_err());
+}
