@@ -1569,6 +1569,7 @@ impl Host {
             built: plan.built,
             changed_links: plan.changed_links as u32,
             swaps: plan.swaps as u32,
+            live_mst: plan.mst,
         }));
         self.start_collective(now, &spec, data, Some(t), out);
     }

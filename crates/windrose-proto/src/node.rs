@@ -262,6 +262,9 @@ pub enum Report {
         changed_links: u32,
         /// Swaps made.
         swaps: u32,
+        /// `mst-live`: the `(generation, epoch)` of the live tree it used (None: another
+        /// policy, or the live tree was not built yet and the central MST stood in).
+        live_mst: Option<(u32, u32)>,
     },
 }
 

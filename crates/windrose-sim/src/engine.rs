@@ -1672,12 +1672,14 @@ impl Simulation {
                         built,
                         changed_links,
                         swaps,
+                        live_mst,
                     } => Some(ReportData::TreePlanned {
                         transfer,
                         cost_s: cost.as_secs_f64(),
                         built,
                         changed_links,
                         swaps,
+                        live_mst,
                     }),
                     Report::CollectiveStarted {
                         transfer,

@@ -140,6 +140,8 @@ pub enum ReportData {
         changed_links: u32,
         /// Swaps made.
         swaps: u32,
+        /// `mst-live`: the `(generation, epoch)` of the live tree used.
+        live_mst: Option<(u32, u32)>,
     },
     /// A host's session: a collective started here.
     CollectiveStarted {

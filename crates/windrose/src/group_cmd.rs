@@ -582,8 +582,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     l.mb_s = Some(bytes_per_s as f64 / 1e6);
                     l.mb_s_error = Some(error_bytes_per_s as f64 / 1e6);
                 }
-                GroupEvent::Report(Report::TreePlanned { transfer, cost, built, changed_links, swaps }) => {
-                    let how = if built { "built".to_string() } else { format!("kept ({changed_links} link changes taken in, {swaps} swaps)") };
+                GroupEvent::Report(Report::TreePlanned { transfer, cost, built, changed_links, swaps, live_mst }) => {
+                    let how = match live_mst {
+                        Some((generation, epoch)) => format!("the live MST (generation {generation}, epoch {epoch}; {swaps} edges swapped since this root's last plan)"),
+                        None if built => "built".to_string(),
+                        None => format!("kept ({changed_links} link changes taken in, {swaps} swaps)"),
+                    };
                     say(format!("transfer {transfer}: tree {how}, cost {:.1} ms on the live view", cost.as_secs_f64() * 1e3));
                 }
                 GroupEvent::Computed { offset, len, blake3 } => say(format!(

@@ -595,3 +595,78 @@ fn once_members_leave_after_their_first_collective() {
         assert_eq!(received(&out(i)), vec![hash_file(&a)], "member {i}");
     }
 }
+
+/// `group serve --mst-live latency` and `group start bcast --tree mst-live`: the members build
+/// the live MST from their probes (GHS over the wire), and once it stands the root's log names
+/// the live tree it broadcast over; every broadcast, before and after, reaches every member
+/// whole. A bad threshold is refused before the member binds.
+#[test]
+fn mst_live_members_broadcast_over_the_live_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 4;
+    write_group(&group, "cli-mst", &free_ports(n));
+    windrose()
+        .args(["group", "serve", "--id", "0", "--mst-live", "latency"])
+        .args(["--mst-threshold=-1", "--group"])
+        .arg(&group)
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--mst-threshold"));
+    let socket = |i: usize| dir.path().join(format!("t{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("tout{i}"));
+    let log = |i: usize| dir.path().join(format!("t{i}.log"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        std::fs::create_dir(out(i)).unwrap();
+        members.0.push(
+            Command::new(bin())
+                .args(["group", "serve", "--id", &i.to_string()])
+                .args(["--mst-live", "latency", "--mst-every", "1", "--group"])
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .arg("--out-dir")
+                .arg(out(i))
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(log(i)).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let a = dir.path().join("a.bin");
+    std::fs::write(&a, windrose_net::random_payload(300_000, 9)).unwrap();
+    let root = 3;
+    let mut sent = 0;
+    let live = |s: &str| s.lines().any(|l| l.contains("tree the live MST"));
+    // The tree is built once every member has measured its links (or after the service's
+    // `build_after`); until then `mst-live` plans the central MST of the view.
+    wait_for(
+        "a broadcast over the live MST",
+        Duration::from_secs(90),
+        || {
+            windrose()
+                .args(["group", "start", "bcast", "--tree", "mst-live", "--control"])
+                .arg(socket(root))
+                .arg("--file")
+                .arg(&a)
+                .timeout(Duration::from_secs(60))
+                .assert()
+                .success()
+                .stdout(predicates::str::contains(
+                    "all 3 members received the root's bytes",
+                ));
+            sent += 1;
+            live(&std::fs::read_to_string(log(root)).unwrap())
+        },
+    );
+    for i in (0..n).filter(|&i| i != root) {
+        let got = received(&out(i));
+        assert_eq!(got.len(), sent, "member {i}");
+        assert!(got.iter().all(|h| *h == hash_file(&a)), "member {i}");
+    }
+}
