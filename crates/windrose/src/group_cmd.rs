@@ -448,7 +448,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
-    let acceptor = tokio::spawn(accept_calls(control, calls_tx));
+    // Each control connection's writer holds a clone; `recv` ends when the last one is done.
+    let (writers, mut writers_done) = mpsc::channel::<()>(1);
+    let acceptor = tokio::spawn(accept_calls(control, calls_tx, writers));
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     let say = |s: String| {
@@ -475,21 +477,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut once: Option<(TransferId, bool)> = None;
     loop {
         tokio::select! {
-            r = &mut serving => {
-                acceptor.abort();
-                if let Some(path) = &a.measurements {
-                    write_measurements(path, &link_series)?;
-                }
-                r.map_err(|e| anyhow::anyhow!("the member's driver stopped: {e}"))?
-                    .map_err(anyhow::Error::new)?;
-                return match once {
-                    Some((t, false)) => Err(anyhow::anyhow!(
-                        "member {}: its part of transfer {t} did not finish",
-                        a.id
-                    )),
-                    _ => Ok(()),
-                };
-            }
+            // Events first: the reports queued before the driver stopped (an initiator's
+            // Complete under --once) reach their callers before the member exits.
+            biased;
             _ = tokio::signal::ctrl_c() => { handle.request(AppRequest::Leave); }
             _ = sigterm.recv() => { handle.request(AppRequest::Leave); }
             Some(call) = calls.recv() => {
@@ -597,6 +587,27 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
             },
+            r = &mut serving => {
+                acceptor.abort();
+                let _ = acceptor.await;
+                // Callers of collectives that cannot complete any more get their connection
+                // closed; every reply already handed to a control connection is written before the
+                // process exits (bounded: a client that never sent its request holds none).
+                started.clear();
+                let _ = tokio::time::timeout(Duration::from_secs(5), writers_done.recv()).await;
+                if let Some(path) = &a.measurements {
+                    write_measurements(path, &link_series)?;
+                }
+                r.map_err(|e| anyhow::anyhow!("the member's driver stopped: {e}"))?
+                    .map_err(anyhow::Error::new)?;
+                return match once {
+                    Some((t, false)) => Err(anyhow::anyhow!(
+                        "member {}: its part of transfer {t} did not finish",
+                        a.id
+                    )),
+                    _ => Ok(()),
+                };
+            }
         }
     }
 }
@@ -617,10 +628,16 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-async fn accept_calls(control: UnixListener, calls: mpsc::UnboundedSender<Call>) {
+async fn accept_calls(
+    control: UnixListener,
+    calls: mpsc::UnboundedSender<Call>,
+    writers: mpsc::Sender<()>,
+) {
     while let Ok((stream, _)) = control.accept().await {
         let calls = calls.clone();
+        let writing = writers.clone();
         tokio::spawn(async move {
+            let _writing = writing;
             let (rd, mut wr) = stream.into_split();
             let mut line = String::new();
             let mut rd = BufReader::new(rd);
