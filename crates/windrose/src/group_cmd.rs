@@ -49,7 +49,9 @@ use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::trees::group_tree;
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::collective::{
+    CollectiveSpec, Delivers, ManifestSpec, MulticastParams, TreeSpec,
+};
 use windrose_proto::host::{AppRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
@@ -693,12 +695,11 @@ fn spec_for(
         | ControlRequest::Multicast { file, .. }
         | ControlRequest::Scatter { file, .. } => file,
         ControlRequest::Sort(spec) => {
-            // Every member's records are its own (the Host asks its application).
-            return match spec {
-                CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => {
-                    Ok((Job::Fixed(spec.clone()), Bytes::new(), None))
-                }
-                other => Err(format!("a {} is not a sort", other.name())),
+            // Every member's records are its own (the Host asks its application); the registry
+            // says which collectives are sorts.
+            return match spec.descriptor().delivers {
+                Delivers::SortedRange => Ok((Job::Fixed(spec.clone()), Bytes::new(), None)),
+                _ => Err(format!("a {} is not a sort", spec.name())),
             };
         }
         ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
