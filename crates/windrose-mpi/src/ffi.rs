@@ -105,6 +105,17 @@ impl Transport for CTransport {
     }
 }
 
+/// Prints one line on stderr with a single `write`: `eprintln!` writes each formatted piece
+/// separately, and the launcher forwards every rank's stderr through one stream, so another
+/// rank's line (the test harness's per-rank stats, say) could land in the middle of ours.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }};
+}
+
 /// Checks the `WINDROSE_MPI_*` settings at MPI_Init: 0, or 1 with the bad variable and why
 /// printed on stderr (the C side then raises MPI_ERR_ARG on MPI_COMM_WORLD).
 #[no_mangle]
@@ -113,7 +124,7 @@ pub extern "C" fn windrose_check_settings() -> c_int {
         match options_from(|k| std::env::var(k).ok()) {
             Ok(_) => 0,
             Err(e) => {
-                eprintln!("windrose-mpi: {e}");
+                say!("windrose-mpi: {e}");
                 1
             }
         }
@@ -131,7 +142,7 @@ fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
-            eprintln!("windrose-mpi: internal error (panic) in {what}; aborting");
+            say!("windrose-mpi: internal error (panic) in {what}; aborting");
             std::process::abort();
         }
     }
@@ -150,7 +161,7 @@ pub unsafe extern "C" fn windrose_group_new(
 ) -> *mut Group {
     guard("windrose_group_new", || {
         if hosts.is_null() || t.is_null() || size <= 0 || rank < 0 {
-            eprintln!("windrose-mpi: bad group arguments (rank {rank}, size {size})");
+            say!("windrose-mpi: bad group arguments (rank {rank}, size {size})");
             return std::ptr::null_mut();
         }
         // SAFETY: the caller's contract.
@@ -166,7 +177,7 @@ pub unsafe extern "C" fn windrose_group_new(
                 driver: Mutex::new(d),
             })),
             Err(e) => {
-                eprintln!("windrose-mpi: rank {rank}: {e}");
+                say!("windrose-mpi: rank {rank}: {e}");
                 std::ptr::null_mut()
             }
         }
@@ -199,13 +210,13 @@ pub unsafe extern "C" fn windrose_group_bcast(
             unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }
         };
         if root < 0 {
-            eprintln!("windrose-mpi: rank {}: MPI_Bcast with root {root}", g.rank);
+            say!("windrose-mpi: rank {}: MPI_Bcast with root {root}", g.rank);
             return 1;
         }
         match lock(g).bcast(data, root as u32) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!(
+                say!(
                     "windrose-mpi: rank {}: MPI_Bcast from root {root}: {e}",
                     g.rank
                 );
@@ -236,7 +247,7 @@ pub unsafe extern "C" fn windrose_group_progress(group: *mut Group) -> c_int {
                 0
             }
             Err(e) => {
-                eprintln!("windrose-mpi: rank {}: {e}", g.rank);
+                say!("windrose-mpi: rank {}: {e}", g.rank);
                 1
             }
         }
