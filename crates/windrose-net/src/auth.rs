@@ -579,6 +579,11 @@ impl Handshake for NoiseHandshake {
                 .map_err(|_| failed("its answer does not decrypt with this group key".into()))?;
             let rtt = sent.elapsed();
             let answer = unseal(&out[..n], &who)?;
+            // The dialer's record 0 is the confirmation below.
+            let cipher = match self.encrypt {
+                true => Some(crate::secure::Cipher::new(&mut hs, 1, 0)?),
+                false => None,
+            };
             let t = hs.into_stateless_transport_mode().map_err(noise)?;
             let w = match answer {
                 Sealed::Welcome(w) => w,
@@ -596,8 +601,7 @@ impl Handshake for NoiseHandshake {
                 peer,
                 role,
                 rtt: Some(rtt),
-                // The dialer's record 0 was the confirmation.
-                cipher: self.encrypt.then(|| crate::secure::Cipher::new(t, 1, 0)),
+                cipher,
             })
         })
     }
@@ -688,6 +692,11 @@ impl Handshake for NoiseHandshake {
             if let Some(reason) = problem {
                 return Err(hs_err(&who, format!("rejected it: {reason}")));
             }
+            // The dialer's record 0 was its confirmation, read next.
+            let cipher = match self.encrypt {
+                true => Some(crate::secure::Cipher::new(&mut hs, 0, 1)?),
+                false => None,
+            };
             let t = hs.into_stateless_transport_mode().map_err(noise)?;
             let replay = |detail: String| {
                 hs_err(
@@ -725,8 +734,7 @@ impl Handshake for NoiseHandshake {
                     peer: hello.from,
                     role: hello.role,
                     rtt: None,
-                    // The dialer's record 0 was the confirmation.
-                    cipher: self.encrypt.then(|| crate::secure::Cipher::new(t, 0, 1)),
+                    cipher,
                 }),
                 Sealed::Reject(r) => Err(hs_err(&who, format!("it rejected us: {r}"))),
                 _ => Err(hs_err(&who, "expected a confirmation")),
