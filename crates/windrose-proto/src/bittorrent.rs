@@ -1138,14 +1138,7 @@ impl BitTorrent {
     ) -> Result<(), ProtocolError> {
         let kind = message.kind();
         if let Some(found) = message.transfer() {
-            if found != self.setup.transfer {
-                return Err(ProtocolError::WrongTransfer {
-                    from,
-                    kind,
-                    expected: self.setup.transfer,
-                    found,
-                });
-            }
+            ProtocolError::check_transfer(from, kind, self.setup.transfer, found)?;
         }
         message
             .validate()

@@ -1290,14 +1290,7 @@ impl HeteroSort {
         let kind = kind_of(msg.kind());
         msg.validate()
             .map_err(|source| ProtocolError::Frame { from, source })?;
-        if msg.run() != self.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.transfer,
-                found: msg.run(),
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.transfer, msg.run())?;
         let unexpected = |why| ProtocolError::UnexpectedMessage { from, kind, why };
         let Some(sender) = self.all.iter().position(|&n| n == from) else {
             return Err(unexpected("from a node outside the sort"));

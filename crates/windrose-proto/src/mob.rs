@@ -1397,13 +1397,9 @@ impl Mob {
 
     fn check_transfer(&self, from: NodeId, message: &Message) -> Result<(), ProtocolError> {
         match message.transfer() {
-            Some(t) if t == self.transfer() => Ok(()),
-            Some(found) => Err(ProtocolError::WrongTransfer {
-                from,
-                kind: message.kind(),
-                expected: self.transfer(),
-                found,
-            }),
+            Some(found) => {
+                ProtocolError::check_transfer(from, message.kind(), self.transfer(), found)
+            }
             None => Err(ProtocolError::UnexpectedMessage {
                 from,
                 kind: message.kind(),

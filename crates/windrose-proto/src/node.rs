@@ -470,6 +470,29 @@ pub enum ProtocolError {
     },
 }
 
+impl ProtocolError {
+    /// [`ProtocolError::WrongTransfer`] unless `found` is this node's transfer: the first
+    /// check of every protocol's handler, since a frame of another collective that reached the
+    /// wrong machine says the driver or the peer is broken.
+    pub fn check_transfer(
+        from: NodeId,
+        kind: MessageKind,
+        expected: TransferId,
+        found: TransferId,
+    ) -> Result<(), ProtocolError> {
+        if found == expected {
+            Ok(())
+        } else {
+            Err(ProtocolError::WrongTransfer {
+                from,
+                kind,
+                expected,
+                found,
+            })
+        }
+    }
+}
+
 /// A machine that cannot be built from what it was given. Every variant names the node or
 /// parameter at fault.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]

@@ -437,14 +437,7 @@ impl TreeBroadcast {
                 why: "only the root serves a node that re-attaches",
             });
         };
-        if r.transfer != self.config.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.config.transfer,
-                found: r.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.config.transfer, r.transfer)?;
         let total = data.len() as u64;
         let seg = self.config.segment_bytes;
         let start = u64::from(r.piece).saturating_mul(seg);
@@ -517,14 +510,7 @@ impl TreeBroadcast {
             };
             return Err(ProtocolError::UnexpectedMessage { from, kind, why });
         }
-        if seg.transfer != self.config.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.config.transfer,
-                found: seg.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.config.transfer, seg.transfer)?;
         seg.validate()
             .map_err(|source| ProtocolError::Frame { from, source })?;
         if self.status == Status::Finished {

@@ -759,14 +759,7 @@ impl TreeMulticast {
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
         let kind = PieceMsg::PIECE;
-        if piece.transfer != self.setup.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.setup.transfer,
-                found: piece.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.setup.transfer, piece.transfer)?;
         let p = piece.piece;
         if p >= self.store.piece_count() {
             return Err(ProtocolError::Inconsistent {
@@ -852,14 +845,7 @@ impl TreeMulticast {
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
         let kind = PieceMsg::REQUEST;
-        if r.transfer != self.setup.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.setup.transfer,
-                found: r.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.setup.transfer, r.transfer)?;
         if r.piece >= self.store.piece_count() {
             return Err(ProtocolError::Inconsistent {
                 from,
