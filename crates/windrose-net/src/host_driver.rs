@@ -43,7 +43,7 @@ use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
-use windrose_proto::host::{App, AppRequest, Host, HostConfig};
+use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
@@ -85,6 +85,9 @@ pub struct GroupConfig {
     /// Keep the group's live MST (`mst-live` broadcast trees) with this configuration (None:
     /// no service). Every member must run it, with the same configuration.
     pub mst: Option<windrose_proto::mst_service::MstLiveConfig>,
+    /// Where this member keeps a multicast's verified pieces across a restart (None: in
+    /// memory); see [`HostConfig::shelf`].
+    pub shelf: Option<Arc<dyn PieceShelf>>,
 }
 
 impl GroupConfig {
@@ -104,6 +107,7 @@ impl GroupConfig {
             gossip: Some(Duration::from_secs(2)),
             digest_deliveries: false,
             mst: None,
+            shelf: None,
         }
     }
 
@@ -122,6 +126,7 @@ impl GroupConfig {
         c.weather.gossip = self.gossip;
         c.digest_deliveries = self.digest_deliveries;
         c.mst = self.mst;
+        c.shelf = self.shelf.clone();
         c
     }
 }
@@ -156,6 +161,9 @@ pub enum GroupEvent {
     Lost(NodeId, String),
     /// The probe lane to a member is up.
     LaneUp(NodeId),
+    /// A member's part of a collective did not finish, and why (at the initiator: every
+    /// member's reason; elsewhere: this member's own), after its report.
+    Failed(Failure),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -170,6 +178,32 @@ impl GroupHandle {
     /// Asks the host for something; false when the member has stopped.
     pub fn request(&self, r: AppRequest) -> bool {
         self.requests.send(r).is_ok()
+    }
+
+    /// Calls `transfer` off ([`AppRequest::Abort`]) as soon as `file`, its data, changes
+    /// (checked every [`SOURCE_CHECK`]): the members would otherwise receive bytes that are
+    /// no version of the file, or the sends would read a truncated mapping. The watch ends
+    /// when the returned guard is dropped (after the collective's completion) or once it has
+    /// called the collective off.
+    pub fn watch_source(
+        &self,
+        transfer: windrose_proto::TransferId,
+        file: Arc<crate::SourceFile>,
+    ) -> SourceWatch {
+        let requests = self.requests.clone();
+        SourceWatch(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SOURCE_CHECK);
+            loop {
+                tick.tick().await;
+                if let Some(reason) = file.changed() {
+                    let _ = requests.send(AppRequest::Abort { transfer, reason });
+                    return;
+                }
+                if requests.is_closed() {
+                    return;
+                }
+            }
+        }))
     }
 
     /// Frames this member has sent on its probe lanes so far.
@@ -192,6 +226,18 @@ impl GroupHandle {
                 bytes,
             })
             .collect()
+    }
+}
+
+/// How often [`GroupHandle::watch_source`] looks at the source file.
+pub const SOURCE_CHECK: Duration = Duration::from_millis(200);
+
+/// Stops its source watch when dropped ([`GroupHandle::watch_source`]).
+pub struct SourceWatch(JoinHandle<()>);
+
+impl Drop for SourceWatch {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -442,6 +488,9 @@ impl Driver {
             }
         }
         self.out = out;
+        for f in self.host.take_failures() {
+            let _ = self.events.send(GroupEvent::Failed(f));
+        }
     }
 
     fn perform(&mut self, o: Output) {

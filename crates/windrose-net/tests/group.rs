@@ -57,6 +57,7 @@ struct Member {
     reports: Vec<Report>,
     connected: usize,
     lanes: usize,
+    failed: Vec<windrose_proto::host::Failure>,
 }
 
 async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
@@ -93,6 +94,7 @@ async fn start_group_of(
             reports: Vec::new(),
             connected: 0,
             lanes: 0,
+            failed: Vec::new(),
         });
     }
     (group, members)
@@ -123,6 +125,7 @@ async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
                     GroupEvent::Report(r) => m.reports.push(r),
                     GroupEvent::Connected(_) => m.connected += 1,
                     GroupEvent::LaneUp(_) => m.lanes += 1,
+                    GroupEvent::Failed(f) => m.failed.push(f),
                     _ => {}
                 }
             }
@@ -701,4 +704,106 @@ async fn heterosort_over_tcp_sorts_every_members_records_like_the_simulator() {
             "node {v}: TCP and simulator differ"
         );
     }
+}
+
+/// An application whose first delivery blocks its member's whole event loop until released
+/// (a member that stops reading: the run cannot end without it).
+#[derive(Debug, Default)]
+struct Stalling {
+    stalled: std::sync::atomic::AtomicBool,
+    gate: std::sync::Mutex<bool>,
+    open: std::sync::Condvar,
+}
+
+impl Stalling {
+    fn release(&self) {
+        *self.gate.lock().unwrap() = true;
+        self.open.notify_all();
+    }
+}
+
+impl Application for Stalling {
+    fn deliver(&self, _: TransferId, _: u64, _: &Bytes) {
+        self.stalled.store(true, Ordering::SeqCst);
+        let mut open = self.gate.lock().unwrap();
+        while !*open {
+            open = self.open.wait(open).unwrap();
+        }
+    }
+
+    fn compute(&self, task: &ComputeTask) -> String {
+        format!("{} bytes", task.len)
+    }
+
+    fn verifier(&self) -> Arc<dyn PieceVerifier> {
+        Arc::new(Blake3Verifier)
+    }
+}
+
+/// Issue 21's defect 2 through the Host: the root's source file is modified while a
+/// broadcast is held open by a member that stopped reading. The root's watch calls the
+/// collective off: it completes at the root with the stalled member (and its subtree) counted
+/// failed for the file's change, and a member still receiving ends aborted, told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_changed_during_a_broadcast_calls_it_off_and_members_hear_why() {
+    use std::os::unix::fs::FileExt;
+    let stalling = Arc::new(Stalling::default());
+    let app = stalling.clone();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (_, mut members) = start_group_with("source-changed", move |c| {
+        if next.fetch_add(1, Ordering::Relaxed) == 1 {
+            c.app = app.clone();
+        }
+    })
+    .await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("source.bin");
+    std::fs::write(&path, random_payload(32 << 20, 3)).unwrap();
+    let (data, file) = windrose_net::SourceFile::map(&path).unwrap();
+    let t = TransferId(77);
+    // Binomial from 0 over 4: node 1 (stalling) relays to node 3.
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: broadcast(0),
+        data,
+        transfer: Some(t),
+    }));
+    let _watch = members[0].handle.watch_source(t, file);
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !stalling.stalled.load(Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "node 1 got nothing");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(b"changed", 1000).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000))
+        .unwrap();
+    pump(&mut members, |ms| {
+        completions(&ms[0]).len() == 1
+            && ms[3].reports.contains(&Report::CollectiveEnded {
+                transfer: t,
+                finished: false,
+            })
+    })
+    .await;
+    let (_, finished, failed) = completions(&members[0])[0];
+    assert_eq!(finished + failed, N as u32);
+    let at_root = &members[0].failed;
+    for node in [1, 3] {
+        assert!(
+            at_root
+                .iter()
+                .any(|f| f.member == NodeId(node) && f.why.contains("was modified during the run")),
+            "node {node}: {at_root:?}"
+        );
+    }
+    let at_3 = &members[3].failed;
+    assert!(
+        at_3.iter().any(|f| f.member == NodeId(3)
+            && f.why
+                .starts_with("node 0 called the collective off: the source file")),
+        "{at_3:?}"
+    );
+    stalling.release();
+    leave_all(members).await;
 }
