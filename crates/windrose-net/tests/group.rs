@@ -934,3 +934,46 @@ async fn a_member_restarted_mid_mob_resumes_from_its_piece_file() {
     );
     leave_all(members).await;
 }
+
+/// `--measurements` through the Host: after a broadcast, the root holds a send-throughput
+/// series (MB/s > 0) for each of its tree children, each child a receive series from the
+/// root, and round trips from the prober.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_records_its_links_throughput_and_round_trips() {
+    use windrose_net::measure::Metric;
+    let (_, mut members) = start_group("measured").await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let data = random_payload(4 << 20, 8);
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: broadcast(0),
+        data,
+        transfer: None,
+    }));
+    pump(&mut members, |ms| completions(&ms[0]).len() == 1).await;
+    let tree = binomial_all(N, NodeId(0)).unwrap();
+    let has = |m: &Member, peer: NodeId, metric: Metric| {
+        m.handle.measurements().series.iter().any(|s| {
+            s.peer == peer && s.metric == metric && s.samples.iter().any(|x| x.value > 0.0)
+        })
+    };
+    let deadline = std::time::Instant::now() + LIMIT;
+    let children = tree.children(NodeId(0)).to_vec();
+    while !(children.iter().all(|&c| {
+        has(&members[0], c, Metric::SendMbS) && has(&members[c.index()], NodeId(0), Metric::RecvMbS)
+    }) && (1..N).all(|p| has(&members[0], NodeId::from(p), Metric::RttMs)))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            members[0].handle.measurements()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(members[0]
+        .handle
+        .measurements()
+        .series
+        .iter()
+        .all(|s| s.node == NodeId(0)));
+    leave_all(members).await;
+}
