@@ -4,6 +4,7 @@
 //! node can take part in a multicast of more data than it has memory; with a file output the
 //! file is the output's partial file, so a node killed mid-run leaves every piece it had at its
 //! place, and its next life reads them all back ([`PieceFile::read_back`]), not only a prefix.
+//! [`FileShelf`] does the same for a long-lived group's member (the Host's `PieceShelf`).
 
 use crate::error::NetError;
 use bytes::Bytes;
