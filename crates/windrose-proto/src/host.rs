@@ -1238,16 +1238,13 @@ impl Host {
                     .copied()
                     .filter(|&p| p != from)
                     .collect();
-                let cancel = SessionMsg::Cancel {
-                    transfer: t,
-                    reason: format!("node {from} refused: {reason}"),
-                };
-                for p in others {
-                    self.send_session(now, p, &cancel, out);
-                }
-                refused(t, out);
-                self.retire(t);
-                self.maybe_leave(now, out);
+                self.cancel(
+                    now,
+                    t,
+                    others,
+                    format!("node {from} refused: {reason}"),
+                    out,
+                );
                 Ok(())
             }
             SessionMsg::Go {
@@ -1941,16 +1938,7 @@ impl Host {
         }
         let members: Vec<NodeId> = slot.awaiting_done.iter().copied().collect();
         if !slot.started {
-            let cancel = SessionMsg::Cancel {
-                transfer: t,
-                reason: reason.to_string(),
-            };
-            for p in members {
-                self.send_session(now, p, &cancel, out);
-            }
-            refused(t, out);
-            self.retire(t);
-            self.maybe_leave(now, out);
+            self.cancel(now, t, members, reason.to_string(), out);
             return;
         }
         let abort = SessionMsg::Abort {
@@ -1967,6 +1955,27 @@ impl Host {
         }
         // Completes the collective (with this node's part; at once if it had ended).
         self.machine_ended(now, t, Some(reason.to_string()), out);
+    }
+
+    /// At the initiator, before Go: `t` is cancelled at `members` and ends here refused.
+    fn cancel(
+        &mut self,
+        now: Time,
+        t: TransferId,
+        members: Vec<NodeId>,
+        reason: String,
+        out: &mut Outputs,
+    ) {
+        let cancel = SessionMsg::Cancel {
+            transfer: t,
+            reason,
+        };
+        for p in members {
+            self.send_session(now, p, &cancel, out);
+        }
+        refused(t, out);
+        self.retire(t);
+        self.maybe_leave(now, out);
     }
 
     /// At a member: the initiator called `t` off; its part ends aborted, and the collective is
