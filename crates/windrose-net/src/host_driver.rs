@@ -13,6 +13,12 @@
 //!   reports and computed shares go out as [`GroupEvent`]s; a compute task is hashed with
 //!   BLAKE3 on a blocking thread (the "compute" of the scatter's load).
 //!
+//! - **measurements**: each connection's throughput sampled every [`SAMPLE`] and the
+//!   prober's round trips, kept as series ([`GroupHandle::measurements`]);
+//! - **the root's source**: [`GroupHandle::watch_source`] calls a collective off when the file
+//!   its data maps changes; a member's pieces go on its [`PieceShelf`] (a
+//!   [`FileShelf`](crate::piece_file::FileShelf) keeps them across a restart).
+//!
 //! A lost connection, a frame the host refuses and a send to a member with no connection are
 //! all `Input::PeerFailed` for the host; a member that comes back is taken back by the host
 //! when its frames arrive again.
@@ -28,9 +34,10 @@
 //! data connection, and losing it fails nobody.
 
 use crate::bootstrap::{Handshake, Membership, PlainHandshake};
-use crate::conn::{self, Conn, Event, LinkRef, Outgoing};
+use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
+use crate::measure::{LinkMeasurements, Metric, Recorder};
 use crate::timeouts::Timeouts;
 use crate::wire::{FrameCount, Role, WireFrame};
 use bytes::Bytes;
@@ -43,7 +50,7 @@ use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
-use windrose_proto::host::{App, AppRequest, Host, HostConfig};
+use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
@@ -85,6 +92,9 @@ pub struct GroupConfig {
     /// Keep the group's live MST (`mst-live` broadcast trees) with this configuration (None:
     /// no service). Every member must run it, with the same configuration.
     pub mst: Option<windrose_proto::mst_service::MstLiveConfig>,
+    /// Where this member keeps a multicast's verified pieces across a restart (None: in
+    /// memory); see [`HostConfig::shelf`].
+    pub shelf: Option<Arc<dyn PieceShelf>>,
 }
 
 impl GroupConfig {
@@ -104,6 +114,7 @@ impl GroupConfig {
             gossip: Some(Duration::from_secs(2)),
             digest_deliveries: false,
             mst: None,
+            shelf: None,
         }
     }
 
@@ -122,6 +133,7 @@ impl GroupConfig {
         c.weather.gossip = self.gossip;
         c.digest_deliveries = self.digest_deliveries;
         c.mst = self.mst;
+        c.shelf = self.shelf.clone();
         c
     }
 }
@@ -156,6 +168,9 @@ pub enum GroupEvent {
     Lost(NodeId, String),
     /// The probe lane to a member is up.
     LaneUp(NodeId),
+    /// A member's part of a collective did not finish, and why (at the initiator: every
+    /// member's reason; elsewhere: this member's own), after its report.
+    Failed(Failure),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -164,12 +179,49 @@ pub struct GroupHandle {
     /// Events of the host, in order.
     pub events: mpsc::UnboundedReceiver<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
+    series: Arc<Mutex<Recorder>>,
 }
 
 impl GroupHandle {
     /// Asks the host for something; false when the member has stopped.
     pub fn request(&self, r: AppRequest) -> bool {
         self.requests.send(r).is_ok()
+    }
+
+    /// Calls `transfer` off ([`AppRequest::Abort`]) as soon as `file`, its data, changes
+    /// (checked every [`SOURCE_CHECK`]): the members would otherwise receive bytes that are
+    /// no version of the file, or the sends would read a truncated mapping. The watch ends
+    /// when the returned guard is dropped (after the collective's completion) or once it has
+    /// called the collective off.
+    pub fn watch_source(
+        &self,
+        transfer: windrose_proto::TransferId,
+        file: Arc<crate::SourceFile>,
+    ) -> SourceWatch {
+        let requests = self.requests.clone();
+        SourceWatch(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SOURCE_CHECK);
+            loop {
+                tick.tick().await;
+                if let Some(reason) = file.changed() {
+                    let _ = requests.send(AppRequest::Abort { transfer, reason });
+                    return;
+                }
+                if requests.is_closed() {
+                    return;
+                }
+            }
+        }))
+    }
+
+    /// This member's link measurements so far: round trips (from its prober) and the
+    /// throughput each connection got, sampled every [`SAMPLE`], in seconds since the member
+    /// started (what `--measurements` writes).
+    pub fn measurements(&self) -> LinkMeasurements {
+        self.series
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .snapshot()
     }
 
     /// Frames this member has sent on its probe lanes so far.
@@ -195,6 +247,21 @@ impl GroupHandle {
     }
 }
 
+/// How often a member samples the throughput of its connections.
+pub const SAMPLE: Duration = Duration::from_millis(200);
+
+/// How often [`GroupHandle::watch_source`] looks at the source file.
+pub const SOURCE_CHECK: Duration = Duration::from_millis(200);
+
+/// Stops its source watch when dropped ([`GroupHandle::watch_source`]).
+pub struct SourceWatch(JoinHandle<()>);
+
+impl Drop for SourceWatch {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Where the frames sent on probe lanes are counted (besides under their peer and kind).
 const LANE_KEY: (NodeId, MessageKind) = (NodeId(u32::MAX), ProbeMsg::PING);
 
@@ -206,6 +273,7 @@ pub struct GroupPorts {
     requests: mpsc::UnboundedReceiver<AppRequest>,
     events: mpsc::UnboundedSender<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
+    series: Arc<Mutex<Recorder>>,
 }
 
 /// A connected pair of handle and ports.
@@ -213,16 +281,20 @@ pub fn group_channel() -> (GroupHandle, GroupPorts) {
     let (rtx, rrx) = mpsc::unbounded_channel();
     let (etx, erx) = mpsc::unbounded_channel();
     let frames = Arc::new(Mutex::new(FrameCounts::new()));
+    // The member's id is set when its driver starts.
+    let series = Arc::new(Mutex::new(Recorder::new(NodeId(0))));
     (
         GroupHandle {
             requests: rtx,
             events: erx,
             frames: frames.clone(),
+            series: series.clone(),
         },
         GroupPorts {
             requests: rrx,
             events: etx,
             frames,
+            series,
         },
     )
 }
@@ -231,6 +303,9 @@ struct Link {
     tx: mpsc::UnboundedSender<Outgoing>,
     life: u64,
     tasks: [JoinHandle<()>; 2],
+    /// Bytes read and written, and what they were at the last sample.
+    stats: Arc<LinkStats>,
+    sampled: (u64, u64),
 }
 
 /// Runs this member until its host has left the group (after [`AppRequest::Leave`] and the
@@ -256,6 +331,8 @@ struct Driver {
     requests: Option<mpsc::UnboundedReceiver<AppRequest>>,
     events: mpsc::UnboundedSender<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
+    series: Arc<Mutex<Recorder>>,
+    last_sample: Instant,
     links: BTreeMap<NodeId, Link>,
     /// The probe lanes (see the module docs).
     lanes: BTreeMap<NodeId, Link>,
@@ -287,6 +364,12 @@ impl Driver {
             requests: Some(ports.requests),
             events: ports.events,
             frames: ports.frames,
+            series: {
+                *ports.series.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Recorder::new(config.membership.me);
+                ports.series
+            },
+            last_sample: Instant::now(),
             links: BTreeMap::new(),
             lanes: BTreeMap::new(),
             lives: 0,
@@ -362,6 +445,7 @@ impl Driver {
             }
             let next_timer = self.timers.values().min().copied();
             let next_redial = self.redials.values().min().copied();
+            let next_sample = self.last_sample + SAMPLE;
             tokio::select! {
                 ev = self.rx.recv() => {
                     if let Some(ev) = ev {
@@ -378,6 +462,7 @@ impl Driver {
                 },
                 _ = sleep_until(next_timer), if next_timer.is_some() => self.fire_timers(),
                 _ = sleep_until(next_redial), if next_redial.is_some() => self.redial_due(),
+                _ = sleep_until(Some(next_sample)) => self.sample_links(),
             }
         }
         self.close_all().await;
@@ -395,6 +480,38 @@ impl Driver {
         for t in due {
             self.timers.remove(&t);
             self.pending.push_back(Input::Timer(t));
+        }
+    }
+
+    /// Records each connection's throughput since the last sample (MB/s, 10^6 bytes/s), for
+    /// links that moved bytes.
+    fn sample_links(&mut self) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last_sample).as_secs_f64();
+        self.last_sample = now;
+        if dt <= 0.0 {
+            return;
+        }
+        let at = self.epoch.elapsed().as_secs_f64();
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        for (&peer, link) in self.links.iter_mut() {
+            let r = link
+                .stats
+                .read_bytes
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let w = link
+                .stats
+                .written_bytes
+                .load(std::sync::atomic::Ordering::Relaxed);
+            for (now, then, metric) in [
+                (r, link.sampled.0, Metric::RecvMbS),
+                (w, link.sampled.1, Metric::SendMbS),
+            ] {
+                if now > then {
+                    series.record(peer, metric, at, (now - then) as f64 / dt / 1e6);
+                }
+            }
+            link.sampled = (r, w);
         }
     }
 
@@ -442,6 +559,9 @@ impl Driver {
             }
         }
         self.out = out;
+        for f in self.host.take_failures() {
+            let _ = self.events.send(GroupEvent::Failed(f));
+        }
     }
 
     fn perform(&mut self, o: Output) {
@@ -525,6 +645,13 @@ impl Driver {
                     // The host gave the member up (silent): so does the transport.
                     self.give_up(peer);
                     self.drop_link(peer, format!("node {peer} went silent"));
+                }
+                if let Report::RoundTrip { peer, rtt } = r {
+                    let at = self.epoch.elapsed().as_secs_f64();
+                    self.series
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .record(peer, Metric::RttMs, at, rtt.as_secs_f64() * 1e3);
                 }
                 let _ = self.events.send(GroupEvent::Report(r));
             }
@@ -679,6 +806,8 @@ impl Driver {
             tx: s.tx,
             life: self.lives,
             tasks: [s.reader, s.writer],
+            stats: s.stats,
+            sampled: (0, 0),
         }
     }
 

@@ -10,7 +10,10 @@
 //!   handshake and the session around a collective (job, ready, go, progress, report, bye).
 //! - [`host_driver`]: the thin driver of a long-lived group member: one `windrose_proto`
 //!   `Host` per process over TCP (transport, timers, application I/O; the session is the
-//!   host's). [`serve_group`](host_driver::serve_group) runs a member until it leaves.
+//!   host's). [`serve_group`](host_driver::serve_group) runs a member until it leaves; its
+//!   handle also gives the member's link measurements and watches a root's source file, and
+//!   [`piece_file::FileShelf`] keeps a multicast's pieces across a member's restart. (The
+//!   one-shot commands still run on [`node`]; these are what they need to move onto the Host.)
 //! - [`node`]: the event loop that feeds the machines and performs their outputs, and the
 //!   session: [`run_root`] drives a run, [`run_node`] serves one.
 //! - [`measure`]: round-trip and throughput series per link; [`trees`]: the trees a run can use

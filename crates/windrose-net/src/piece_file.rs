@@ -4,13 +4,18 @@
 //! node can take part in a multicast of more data than it has memory; with a file output the
 //! file is the output's partial file, so a node killed mid-run leaves every piece it had at its
 //! place, and its next life reads them all back ([`PieceFile::read_back`]), not only a prefix.
+//! [`FileShelf`] does the same for a long-lived group's member (the Host's `PieceShelf`).
 
 use crate::error::NetError;
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use windrose_proto::collective::CollectiveSpec;
+use windrose_proto::frame::TransferId;
+use windrose_proto::host::{PieceShelf, Shelved};
 use windrose_proto::pieces::{Manifest, PieceKeeper};
 
 /// The mapping of a file of the data's full length.
@@ -138,6 +143,79 @@ impl PieceFile {
     /// This mapping as the keeper of a piece store.
     pub fn keeper(self: &Arc<Self>) -> Arc<dyn PieceKeeper> {
         self.clone()
+    }
+}
+
+/// A long-lived member's [`PieceShelf`]: each multicast's pieces in a piece file
+/// `DIR/.transfer-T.pieces` (T its transfer), so a member killed mid-run and started again
+/// over the same folder resumes from every piece its earlier life verified. A collective
+/// heard of for the first time starts its file over; [`FileShelf::forget`] removes it.
+pub struct FileShelf {
+    dir: PathBuf,
+    files: Mutex<BTreeMap<TransferId, Arc<PieceFile>>>,
+}
+
+impl FileShelf {
+    /// A shelf in `dir` (which must exist).
+    pub fn new(dir: &Path) -> FileShelf {
+        FileShelf {
+            dir: dir.to_path_buf(),
+            files: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Where the pieces of `transfer` are kept.
+    pub fn path(&self, transfer: TransferId) -> PathBuf {
+        self.dir.join(format!(".transfer-{transfer}.pieces"))
+    }
+
+    /// Bytes of `transfer` resumed from an earlier life's file (verified again).
+    pub fn resumed_bytes(&self, transfer: TransferId) -> u64 {
+        self.lock().get(&transfer).map_or(0, |f| f.resumed_bytes())
+    }
+
+    /// Lets go of `transfer`'s file and removes it.
+    pub fn forget(&self, transfer: TransferId) {
+        self.lock().remove(&transfer);
+        let _ = std::fs::remove_file(self.path(transfer));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<TransferId, Arc<PieceFile>>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PieceShelf for FileShelf {
+    fn shelf(
+        &self,
+        transfer: TransferId,
+        spec: &CollectiveSpec,
+        total_len: u64,
+        rejoin: bool,
+    ) -> Result<Shelved, String> {
+        let CollectiveSpec::Multicast { manifest, .. } = spec else {
+            return Ok(Shelved {
+                keeper: None,
+                held: Vec::new(),
+            });
+        };
+        let manifest = manifest.to_manifest(total_len)?;
+        let path = self.path(transfer);
+        if !rejoin {
+            // Whatever a file of this name holds belongs to another run.
+            let _ = std::fs::remove_file(&path);
+        }
+        let file = Arc::new(PieceFile::open(&path, total_len).map_err(|e| e.to_string())?);
+        let held = if rejoin {
+            file.read_back(&manifest)
+        } else {
+            Vec::new()
+        };
+        self.lock().insert(transfer, file.clone());
+        Ok(Shelved {
+            keeper: Some(file.keeper()),
+            held,
+        })
     }
 }
 

@@ -14,6 +14,7 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::Group;
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
+use windrose_net::piece_file::FileShelf;
 use windrose_net::random_payload;
 use windrose_net::trees::magpie_spec;
 use windrose_proto::app::Application;
@@ -22,7 +23,7 @@ use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::host::AppRequest;
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceVerifier};
+use windrose_proto::pieces::{Blake3Verifier, Manifest, PieceMsg, PieceVerifier};
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{ComputeTask, Report, TransferId};
 use windrose_sim::engine::{MemoryLog, SimConfig};
@@ -57,6 +58,7 @@ struct Member {
     reports: Vec<Report>,
     connected: usize,
     lanes: usize,
+    failed: Vec<windrose_proto::host::Failure>,
 }
 
 async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
@@ -93,6 +95,7 @@ async fn start_group_of(
             reports: Vec::new(),
             connected: 0,
             lanes: 0,
+            failed: Vec::new(),
         });
     }
     (group, members)
@@ -123,6 +126,7 @@ async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
                     GroupEvent::Report(r) => m.reports.push(r),
                     GroupEvent::Connected(_) => m.connected += 1,
                     GroupEvent::LaneUp(_) => m.lanes += 1,
+                    GroupEvent::Failed(f) => m.failed.push(f),
                     _ => {}
                 }
             }
@@ -701,4 +705,275 @@ async fn heterosort_over_tcp_sorts_every_members_records_like_the_simulator() {
             "node {v}: TCP and simulator differ"
         );
     }
+}
+
+/// An application whose first delivery blocks its member's whole event loop until released
+/// (a member that stops reading: the run cannot end without it).
+#[derive(Debug, Default)]
+struct Stalling {
+    stalled: std::sync::atomic::AtomicBool,
+    gate: std::sync::Mutex<bool>,
+    open: std::sync::Condvar,
+}
+
+impl Stalling {
+    fn release(&self) {
+        *self.gate.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.open.notify_all();
+    }
+}
+
+/// Releases a [`Stalling`] member when dropped: a failing test must not leave a runtime
+/// thread blocked (the test would hang instead of failing).
+struct Release(Arc<Stalling>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+impl Application for Stalling {
+    fn deliver(&self, _: TransferId, _: u64, _: &Bytes) {
+        self.stalled.store(true, Ordering::SeqCst);
+        let mut open = self.gate.lock().unwrap();
+        while !*open {
+            open = self.open.wait(open).unwrap();
+        }
+    }
+
+    fn compute(&self, task: &ComputeTask) -> String {
+        format!("{} bytes", task.len)
+    }
+
+    fn verifier(&self) -> Arc<dyn PieceVerifier> {
+        Arc::new(Blake3Verifier)
+    }
+}
+
+/// Issue 21's defect 2 through the Host: the root's source file is modified while a
+/// broadcast is held open by a relay that stopped reading. The root's watch calls the
+/// collective off: it completes at the root with the relay and its child counted failed for
+/// the file's change, and the child, still receiving, ends aborted, told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_changed_during_a_broadcast_calls_it_off_and_members_hear_why() {
+    use std::os::unix::fs::FileExt;
+    // A relay stops reading; its child cannot finish either.
+    let tree = binomial_all(N, NodeId(0)).unwrap();
+    let relay = (1..N)
+        .find(|&i| !tree.children(NodeId::from(i)).is_empty())
+        .unwrap();
+    let below = tree.children(NodeId::from(relay))[0].index();
+    let stalling = Arc::new(Stalling::default());
+    let _release = Release(stalling.clone());
+    let app = stalling.clone();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (_, mut members) = start_group_with("source-changed", move |c| {
+        if next.fetch_add(1, Ordering::Relaxed) == relay {
+            c.app = app.clone();
+        }
+    })
+    .await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("source.bin");
+    std::fs::write(&path, random_payload(32 << 20, 3)).unwrap();
+    let (data, file) = windrose_net::SourceFile::map(&path).unwrap();
+    let t = TransferId(77);
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: broadcast(0),
+        data,
+        transfer: Some(t),
+    }));
+    let _watch = members[0].handle.watch_source(t, file);
+    let deadline = std::time::Instant::now() + LIMIT;
+    while !stalling.stalled.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay got nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(b"changed", 1000).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1000))
+        .unwrap();
+    pump(&mut members, |ms| {
+        completions(&ms[0]).len() == 1
+            && ms[below].reports.contains(&Report::CollectiveEnded {
+                transfer: t,
+                finished: false,
+            })
+    })
+    .await;
+    let (_, finished, failed) = completions(&members[0])[0];
+    assert_eq!(finished + failed, N as u32);
+    let at_root = &members[0].failed;
+    for node in [relay, below] {
+        assert!(
+            at_root
+                .iter()
+                .any(|f| f.member == NodeId::from(node)
+                    && f.why.contains("was modified during the run")),
+            "node {node}: {at_root:?}"
+        );
+    }
+    let at_below = &members[below].failed;
+    assert!(
+        at_below.iter().any(|f| f.member == NodeId::from(below)
+            && f.why
+                .starts_with("node 0 called the collective off: the source file")),
+        "{at_below:?}"
+    );
+    stalling.release();
+    leave_all(members).await;
+}
+
+/// Pieces sent to `to` so far by every member but `to`.
+fn pieces_sent_to(members: &[Member], to: usize) -> u64 {
+    members
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != to)
+        .flat_map(|(_, m)| m.handle.frames_sent())
+        .filter(|c| c.to == NodeId::from(to) && c.kind == PieceMsg::PIECE)
+        .map(|c| c.frames)
+        .sum()
+}
+
+/// Issue 8's restart through the long-lived group: a MOB receiver's process dies mid-run
+/// (its driver is dropped, its connections close) and a new one starts over the same folder.
+/// The root takes it back, its piece file hands it every piece its earlier life verified, and
+/// it fetches only the rest: fewer pieces than the whole reach it after the restart, it
+/// resumes at least what it had delivered, and it ends with the root's bytes. Node 3 stops
+/// reading (its first delivery blocks) so the run is still going when node 2 comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_restarted_mid_mob_resumes_from_its_piece_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let shelf = Arc::new(FileShelf::new(dir.path()));
+    let stalling = Arc::new(Stalling::default());
+    let _release = Release(stalling.clone());
+    let (app, on_disk) = (stalling.clone(), shelf.clone());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (group, mut members) = start_group_with("restart", move |c| {
+        match next.fetch_add(1, Ordering::Relaxed) {
+            2 => c.shelf = Some(on_disk.clone()),
+            3 => c.app = app.clone(),
+            _ => {}
+        }
+    })
+    .await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let data = random_payload(8 << 20, 4);
+    let pieces = Manifest::build(&data, 64 << 10).unwrap().piece_count() as u64;
+    let t = TransferId(5);
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: mob(&data),
+        data: data.clone(),
+        transfer: Some(t),
+    }));
+    pump(&mut members, |ms| {
+        ms[2].got.get(&t).is_some_and(|g| g.len() >= 1 << 20)
+    })
+    .await;
+    let had = members[2].got[&t].len() as u64;
+    assert!(
+        had < data.len() as u64,
+        "node 2 finished before it was killed"
+    );
+
+    // Node 2 dies and starts again, with a fresh shelf over the same folder.
+    let old = members.remove(2);
+    old.task.abort();
+    let _ = old.task.await;
+    let before = pieces_sent_to(&members, 2);
+    let shelf = Arc::new(FileShelf::new(dir.path()));
+    let mut c = GroupConfig::new(Membership {
+        group: group.clone(),
+        me: NodeId(2),
+    });
+    c.seed = 5;
+    c.shelf = Some(shelf.clone());
+    let listener = windrose_net::bind(&group, NodeId(2)).await.unwrap();
+    let (handle, ports) = group_channel();
+    members.insert(
+        2,
+        Member {
+            handle,
+            task: tokio::spawn(serve_group(listener, c, ports)),
+            got: BTreeMap::new(),
+            reports: Vec::new(),
+            connected: 0,
+            lanes: 0,
+            failed: Vec::new(),
+        },
+    );
+    pump(&mut members, |ms| {
+        ms[0].reports.contains(&Report::PeerRejoined {
+            peer: NodeId(2),
+            transfer: t,
+        }) && ms[2]
+            .reports
+            .iter()
+            .any(|r| matches!(r, Report::CollectiveStarted { .. }))
+    })
+    .await;
+    stalling.release();
+    pump(&mut members, |ms| completions(&ms[0]).len() == 1).await;
+    assert_eq!(completions(&members[0]), vec![(t, N as u32, 0)]);
+    assert_eq!(members[2].got[&t], data.to_vec());
+    let resumed = shelf.resumed_bytes(t);
+    assert!(
+        resumed >= had,
+        "resumed {resumed} bytes, had delivered {had}"
+    );
+    let fetched = pieces_sent_to(&members, 2) - before;
+    assert!(
+        fetched + resumed / (64 << 10) <= pieces,
+        "fetched {fetched} pieces after the restart, resumed {resumed} bytes, of {pieces} pieces"
+    );
+    leave_all(members).await;
+}
+
+/// `--measurements` through the Host: after a broadcast, the root holds a send-throughput
+/// series (MB/s > 0) for each of its tree children, each child a receive series from the
+/// root, and round trips from the prober.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_records_its_links_throughput_and_round_trips() {
+    use windrose_net::measure::Metric;
+    let (_, mut members) = start_group("measured").await;
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == N - 1)).await;
+    let data = random_payload(4 << 20, 8);
+    assert!(members[0].handle.request(AppRequest::StartCollective {
+        spec: broadcast(0),
+        data,
+        transfer: None,
+    }));
+    pump(&mut members, |ms| completions(&ms[0]).len() == 1).await;
+    let tree = binomial_all(N, NodeId(0)).unwrap();
+    let has = |m: &Member, peer: NodeId, metric: Metric| {
+        m.handle.measurements().series.iter().any(|s| {
+            s.peer == peer && s.metric == metric && s.samples.iter().any(|x| x.value > 0.0)
+        })
+    };
+    let deadline = std::time::Instant::now() + LIMIT;
+    let children = tree.children(NodeId(0)).to_vec();
+    while !(children.iter().all(|&c| {
+        has(&members[0], c, Metric::SendMbS) && has(&members[c.index()], NodeId(0), Metric::RecvMbS)
+    }) && (1..N).all(|p| has(&members[0], NodeId::from(p), Metric::RttMs)))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            members[0].handle.measurements()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(members[0]
+        .handle
+        .measurements()
+        .series
+        .iter()
+        .all(|s| s.node == NodeId(0)));
+    leave_all(members).await;
 }

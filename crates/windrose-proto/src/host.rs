@@ -50,6 +50,11 @@
 //! [`HostConfig::silent_after`] ([`Report::PeerDown`]); the driver's own failure reports (a
 //! lost connection) count the same. A member the host hears from again after that is taken
 //! back (it restarted): running collectives keep it failed, later ones include it.
+//!
+//! A restarted member's Join makes the initiator announce its running collectives to it again
+//! (`rejoin`); with a [`PieceShelf`] it resumes a multicast from the pieces its earlier life
+//! verified and kept. An initiator may call its collective off ([`AppRequest::Abort`]); why a
+//! member's part did not finish is kept in words for the driver ([`Host::take_failures`]).
 
 use crate::app::{self, Application};
 use crate::collective::TreeSpec;
@@ -163,6 +168,10 @@ pub struct HostConfig {
     /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
     /// the central MST of the view).
     pub mst: Option<MstLiveConfig>,
+    /// Where this member keeps the verified pieces of the multicasts it receives, and finds
+    /// those an earlier life of it kept ([`PieceShelf`]; None: in memory, and a restarted
+    /// member fetches everything again).
+    pub shelf: Option<Arc<dyn PieceShelf>>,
 }
 
 impl HostConfig {
@@ -182,6 +191,7 @@ impl HostConfig {
             digest_deliveries: false,
             eager: false,
             mst: None,
+            shelf: None,
         }
     }
 }
@@ -212,6 +222,14 @@ pub enum AppRequest {
     },
     /// Leave the group once every collective this node takes part in has ended.
     Leave,
+    /// Call off a collective this node started (its data cannot be trusted any more: a source
+    /// file changed under it). Every member's part ends aborted with `reason`.
+    Abort {
+        /// The collective.
+        transfer: TransferId,
+        /// Why, for every member.
+        reason: String,
+    },
 }
 
 /// A broadcast whose tree follows the weather: [`AppRequest::StartBroadcast`].
@@ -384,6 +402,13 @@ pub enum SessionMsg {
         /// The transfer.
         transfer: TransferId,
     },
+    /// The initiator called the collective off ([`AppRequest::Abort`]): end it aborted.
+    Abort {
+        /// The transfer.
+        transfer: TransferId,
+        /// Why.
+        reason: String,
+    },
     /// Nothing else to say: the sender is alive.
     Heartbeat,
     /// The sender (re)started and joins the group: whatever its earlier life held is gone.
@@ -421,7 +446,8 @@ impl SessionMsg {
             | SessionMsg::Go { transfer, .. }
             | SessionMsg::Cancel { transfer, .. }
             | SessionMsg::Done { transfer, .. }
-            | SessionMsg::Close { transfer } => Some(*transfer),
+            | SessionMsg::Close { transfer }
+            | SessionMsg::Abort { transfer, .. } => Some(*transfer),
             SessionMsg::Heartbeat
             | SessionMsg::Join
             | SessionMsg::Leave
@@ -540,6 +566,8 @@ pub struct Host {
     leaving: bool,
     status: Status,
     scratch: Outputs,
+    /// Why members' parts did not finish, for [`Host::take_failures`].
+    failures: Vec<Failure>,
 }
 
 /// A collective that could not start ends at its initiator: refused, then complete with
@@ -643,6 +671,7 @@ impl Host {
             leaving: false,
             status: Status::Running,
             scratch: Outputs::new(),
+            failures: Vec::new(),
             config,
         })
     }
@@ -794,6 +823,13 @@ impl Host {
         if initiator == me {
             self.tally(now, t, me, &report, out);
         } else {
+            if let Some(why) = &report.error {
+                self.failures.push(Failure {
+                    transfer: t,
+                    member: me,
+                    why: why.clone(),
+                });
+            }
             self.send_session(
                 now,
                 initiator,
@@ -825,6 +861,13 @@ impl Host {
             return;
         }
         let finished = report.finished;
+        if let Some(why) = &report.error {
+            self.failures.push(Failure {
+                transfer: t,
+                member,
+                why: why.clone(),
+            });
+        }
         out.push(Output::Report(Report::MemberDone {
             transfer: t,
             member,
@@ -1087,15 +1130,10 @@ impl Host {
                 if self.slots.contains_key(&t) || self.ended.contains(&t) {
                     return Err(inconsistent(from, "announces a transfer id already in use"));
                 }
-                let start = if rejoin {
-                    Start::Rejoin(Vec::new())
-                } else {
-                    Start::Fresh
-                };
                 let built = if self.leaving {
                     Err("this node is leaving the group".to_string())
                 } else {
-                    collective::build(&spec, &self.context(t, root, total_len, &spec), start)
+                    self.build_member(t, root, total_len, &spec, rejoin)
                 };
                 match built {
                     Ok(b) => {
@@ -1200,16 +1238,13 @@ impl Host {
                     .copied()
                     .filter(|&p| p != from)
                     .collect();
-                let cancel = SessionMsg::Cancel {
-                    transfer: t,
-                    reason: format!("node {from} refused: {reason}"),
-                };
-                for p in others {
-                    self.send_session(now, p, &cancel, out);
-                }
-                refused(t, out);
-                self.retire(t);
-                self.maybe_leave(now, out);
+                self.cancel(
+                    now,
+                    t,
+                    others,
+                    format!("node {from} refused: {reason}"),
+                    out,
+                );
                 Ok(())
             }
             SessionMsg::Go {
@@ -1272,6 +1307,13 @@ impl Host {
                     }
                     None => {}
                 }
+                Ok(())
+            }
+            SessionMsg::Abort {
+                transfer: t,
+                reason,
+            } => {
+                self.on_abort(now, from, t, reason, out);
                 Ok(())
             }
             SessionMsg::Heartbeat => {
@@ -1783,6 +1825,9 @@ impl Protocol for Host {
                         self.leaving = true;
                         self.maybe_leave(now, out);
                     }
+                    AppRequest::Abort { transfer, reason } => {
+                        self.abort_collective(now, *transfer, reason, out);
+                    }
                 }
                 Ok(())
             }
@@ -1801,5 +1846,159 @@ impl std::fmt::Debug for Host {
             .field("running", &self.slots.keys().collect::<Vec<_>>())
             .field("status", &self.status)
             .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the one-shot commands (`windrose node`, `local`, `bcast`, `multicast`) need of the
+// session: pieces kept across a restart, a collective called off by its initiator, and why
+// members did not finish.
+
+/// Where a member keeps the verified pieces of a multicast it receives (a file, so a member
+/// killed mid-run and started again resumes from what its earlier life verified) and finds
+/// those pieces again. The Host asks once per collective, when it builds the member's machine.
+pub trait PieceShelf: Send + Sync {
+    /// The keeper of `transfer`'s pieces (None: in memory) and, when `rejoin` (this member
+    /// restarted and is taken back), the verified pieces an earlier life kept. An error refuses
+    /// the collective with it.
+    fn shelf(
+        &self,
+        transfer: TransferId,
+        spec: &CollectiveSpec,
+        total_len: u64,
+        rejoin: bool,
+    ) -> Result<Shelved, String>;
+}
+
+/// What a [`PieceShelf`] holds for one collective.
+pub struct Shelved {
+    /// Takes every verified piece (None: the machine holds them in memory).
+    pub keeper: Option<Arc<dyn crate::pieces::PieceKeeper>>,
+    /// Pieces already verified, by index.
+    pub held: Vec<(u32, Bytes)>,
+}
+
+/// A member's part of a collective that did not finish, and why (in words: [`Report`]s are
+/// `Copy` and carry none). At an initiator: every member's reason as it reported it; at any
+/// member: its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The collective.
+    pub transfer: TransferId,
+    /// The member.
+    pub member: NodeId,
+    /// Why.
+    pub why: String,
+}
+
+impl Host {
+    /// The failures noted since the last call, in order. A driver takes them after each step
+    /// (next to the step's [`Report::MemberDone`] or [`Report::CollectiveEnded`]).
+    pub fn take_failures(&mut self) -> Vec<Failure> {
+        std::mem::take(&mut self.failures)
+    }
+
+    /// A member's machine for an announced collective: a multicast's pieces on the
+    /// configured shelf, a restarted member resuming from those its earlier life kept.
+    fn build_member(
+        &self,
+        t: TransferId,
+        root: NodeId,
+        total_len: u64,
+        spec: &CollectiveSpec,
+        rejoin: bool,
+    ) -> Result<collective::Built, String> {
+        let mut ctx = self.context(t, root, total_len, spec);
+        let mut held = Vec::new();
+        if let Some(shelf) = self.config.shelf.as_ref() {
+            if spec.descriptor().verifies_pieces {
+                let s = shelf.shelf(t, spec, total_len, rejoin)?;
+                ctx.keeper = s.keeper;
+                held = s.held;
+            }
+        }
+        let start = if rejoin {
+            Start::Rejoin(held)
+        } else {
+            Start::Fresh
+        };
+        collective::build(spec, &ctx, start)
+    }
+
+    /// At the initiator ([`AppRequest::Abort`]): before Go the collective is cancelled as for a
+    /// refusal; after it every member still awaited is told and counted failed with `reason`,
+    /// this node's part ends aborted, and the collective completes.
+    fn abort_collective(&mut self, now: Time, t: TransferId, reason: &str, out: &mut Outputs) {
+        let me = self.config.me;
+        let Some(slot) = self.slots.get(&t) else {
+            return; // ended already
+        };
+        if slot.initiator != me {
+            return; // only the initiator calls a collective off
+        }
+        let members: Vec<NodeId> = slot.awaiting_done.iter().copied().collect();
+        if !slot.started {
+            self.cancel(now, t, members, reason.to_string(), out);
+            return;
+        }
+        let abort = SessionMsg::Abort {
+            transfer: t,
+            reason: reason.to_string(),
+        };
+        let failed = MemberReport {
+            error: Some(reason.to_string()),
+            ..MemberReport::lost()
+        };
+        for p in members {
+            self.send_session(now, p, &abort, out);
+            self.tally(now, t, p, &failed, out);
+        }
+        // Completes the collective (with this node's part; at once if it had ended).
+        self.machine_ended(now, t, Some(reason.to_string()), out);
+    }
+
+    /// At the initiator, before Go: `t` is cancelled at `members` and ends here refused.
+    fn cancel(
+        &mut self,
+        now: Time,
+        t: TransferId,
+        members: Vec<NodeId>,
+        reason: String,
+        out: &mut Outputs,
+    ) {
+        let cancel = SessionMsg::Cancel {
+            transfer: t,
+            reason,
+        };
+        for p in members {
+            self.send_session(now, p, &cancel, out);
+        }
+        refused(t, out);
+        self.retire(t);
+        self.maybe_leave(now, out);
+    }
+
+    /// At a member: the initiator called `t` off; its part ends aborted, and the collective is
+    /// forgotten (the initiator counted it already).
+    fn on_abort(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        t: TransferId,
+        reason: String,
+        out: &mut Outputs,
+    ) {
+        match self.slots.get(&t) {
+            Some(s) if s.initiator == from && s.initiator != self.config.me => {}
+            _ => return,
+        }
+        self.machine_ended(
+            now,
+            t,
+            Some(format!("node {from} called the collective off: {reason}")),
+            out,
+        );
+        self.retire(t);
+        self.maybe_leave(now, out);
     }
 }

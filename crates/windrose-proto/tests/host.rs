@@ -3,13 +3,17 @@
 
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::collective::{ManifestSpec, MulticastParams};
 use windrose_proto::frame::{self, Decoder, Message, TransferId};
 use windrose_proto::host::SessionFrame;
-use windrose_proto::host::{App, AppRequest, Host, HostConfig, SessionMsg};
+use windrose_proto::host::{App, AppRequest, Host, HostConfig, PieceShelf, SessionMsg, Shelved};
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::{Manifest, PieceKeeper, PieceMsg};
 use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time, TimerId};
 use windrose_trees::static_trees::binomial_all;
@@ -49,13 +53,46 @@ fn pump(hosts: &mut [Host], queue: VecDeque<(NodeId, Input)>) -> Vec<Vec<Output>
 /// A session message sent: `(from, to, message)`.
 type Sent = (NodeId, NodeId, SessionMsg);
 
+/// Inputs waiting for their node.
+type Queue = VecDeque<(NodeId, Input)>;
+
 /// [`pump`], holding back each frame `defer(to, message)` picks until nothing else moves
 /// (then in order), and logging every session message sent: `(from, to, message)`.
 fn pump_with(
     hosts: &mut [Host],
-    mut queue: VecDeque<(NodeId, Input)>,
+    queue: VecDeque<(NodeId, Input)>,
     defer: impl Fn(NodeId, &Message) -> bool,
 ) -> (Vec<Vec<Output>>, Vec<Sent>) {
+    let (seen, sent, _) = pump_routed(hosts, queue, |to, m| {
+        if defer(to, m) {
+            Route::Defer
+        } else {
+            Route::Deliver
+        }
+    });
+    (seen, sent)
+}
+
+/// What becomes of a frame in [`pump_routed`].
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Route {
+    Deliver,
+    /// Held back until nothing else moves.
+    Defer,
+    /// Lost.
+    Drop,
+    /// Kept aside and returned (a stopped process: delivered when it is continued).
+    Hold,
+}
+
+/// [`pump_with`] where `route(to, message)` may also lose a frame or keep it aside; returns
+/// the frames kept aside too.
+fn pump_routed(
+    hosts: &mut [Host],
+    mut queue: VecDeque<(NodeId, Input)>,
+    route: impl Fn(NodeId, &Message) -> Route,
+) -> (Vec<Vec<Output>>, Vec<Sent>, Queue) {
+    let mut aside = VecDeque::new();
     let mut seen = vec![Vec::new(); hosts.len()];
     let mut sessions = Vec::new();
     let mut deferred = VecDeque::new();
@@ -82,7 +119,7 @@ fn pump_with(
                     if let Message::Session(f) = &message {
                         sessions.push((node, t.to, SessionMsg::from_frame(f).unwrap()));
                     }
-                    let held = defer(t.to, &message);
+                    let fate = route(t.to, &message);
                     let item = (
                         t.to,
                         Input::Message {
@@ -90,17 +127,18 @@ fn pump_with(
                             message,
                         },
                     );
-                    if held {
-                        deferred.push_back(item);
-                    } else {
-                        queue.push_back(item);
+                    match fate {
+                        Route::Deliver => queue.push_back(item),
+                        Route::Defer => deferred.push_back(item),
+                        Route::Drop => {}
+                        Route::Hold => aside.push_back(item),
                     }
                 }
                 other => seen[node.index()].push(other),
             }
         }
     }
-    (seen, sessions)
+    (seen, sessions, aside)
 }
 
 fn started_all(hosts: &[Host]) -> VecDeque<(NodeId, Input)> {
@@ -558,5 +596,252 @@ fn an_eager_member_that_refuses_is_counted_failed_and_the_others_finish() {
             ..
         })
     )));
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}
+
+/// The transfer a host's outputs say it started.
+fn started_transfer(seen: &[Output]) -> TransferId {
+    seen.iter()
+        .find_map(|o| match o {
+            Output::Report(Report::CollectiveStarted { transfer, .. }) => Some(*transfer),
+            _ => None,
+        })
+        .expect("a collective started")
+}
+
+fn abort(transfer: TransferId, reason: &str) -> Input {
+    Input::App(App::new(AppRequest::Abort {
+        transfer,
+        reason: reason.to_string(),
+    }))
+}
+
+/// The initiator calls a running broadcast off (its source changed): the member still
+/// receiving ends aborted with the initiator's reason, the initiator counts it failed with
+/// that reason and completes, and nothing keeps running. A member cannot call it off.
+#[test]
+fn the_initiator_calls_a_running_collective_off_and_every_member_hears_why() {
+    let mut hosts = vec![host(0, 3), host(1, 3), host(2, 3)];
+    let mut q = started_all(&hosts);
+    let data = b"twelve bytes";
+    q.push_back((NodeId(0), start(broadcast(3), data)));
+    // Node 2's data is lost: it cannot finish, so the collective stays open.
+    let starve = |to: NodeId, m: &Message| {
+        if to == NodeId(2) && matches!(m, Message::Broadcast(_)) {
+            Route::Drop
+        } else {
+            Route::Deliver
+        }
+    };
+    let (seen, _, _) = pump_routed(&mut hosts, q, starve);
+    let t = started_transfer(&seen[0]);
+    assert_eq!(delivered(&seen[1]), data.to_vec());
+    assert!(delivered(&seen[2]).is_empty());
+    assert_eq!(hosts[0].running().collect::<Vec<_>>(), vec![t]);
+
+    // A member's request to call it off changes nothing.
+    let (seen1, _, _) = pump_routed(&mut hosts, [(NodeId(1), abort(t, "no"))].into(), starve);
+    assert!(seen1.iter().all(|s| s.is_empty()));
+    assert_eq!(hosts[0].running().collect::<Vec<_>>(), vec![t]);
+
+    let why = "the source file changed";
+    let (seen, _, _) = pump_routed(&mut hosts, [(NodeId(0), abort(t, why))].into(), starve);
+    assert!(seen[2].contains(&Output::Report(Report::CollectiveEnded {
+        transfer: t,
+        finished: false
+    })));
+    let f2 = hosts[2].take_failures();
+    assert_eq!(f2.len(), 1, "{f2:?}");
+    assert_eq!(f2[0].member, NodeId(2));
+    assert_eq!(
+        f2[0].why,
+        format!("node 0 called the collective off: {why}")
+    );
+    let f0 = hosts[0].take_failures();
+    assert!(
+        f0.iter()
+            .any(|f| f.transfer == t && f.member == NodeId(2) && f.why == why),
+        "{f0:?}"
+    );
+    let member_2 = member_reports(&seen[0])
+        .into_iter()
+        .find(|r| r.0 == 2)
+        .expect("node 2 counted");
+    assert!(!member_2.1);
+    let complete = seen[0].iter().find_map(|o| match o {
+        Output::Report(Report::CollectiveComplete {
+            transfer,
+            finished,
+            failed,
+        }) if *transfer == t => Some((*finished, *failed)),
+        _ => None,
+    });
+    let (finished, failed) = complete.expect("the collective completed");
+    assert_eq!(finished + failed, 3);
+    assert!(failed >= 1);
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+    assert!(hosts[1].take_failures().is_empty());
+}
+
+/// Called off before its Go (a member never answered), the collective is cancelled.
+#[test]
+fn a_collective_called_off_before_its_go_is_cancelled_everywhere() {
+    let mut hosts = vec![host(0, 3), host(1, 3), host(2, 3)];
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(3), b"never sent")));
+    // Node 2 hears nothing: its Ready never comes.
+    let silent = |to: NodeId, _: &Message| {
+        if to == NodeId(2) {
+            Route::Drop
+        } else {
+            Route::Deliver
+        }
+    };
+    let (seen, _, _) = pump_routed(&mut hosts, q, silent);
+    let t = started_transfer(&seen[0]);
+    let (seen, _, _) = pump_routed(&mut hosts, [(NodeId(0), abort(t, "gone"))].into(), silent);
+    assert!(seen[0].contains(&Output::Report(Report::CollectiveRefused { transfer: t })));
+    assert!(seen[1].contains(&Output::Report(Report::CollectiveRefused { transfer: t })));
+    assert!(delivered(&seen[1]).is_empty());
+    assert!(hosts[0].running().next().is_none());
+    assert!(hosts[1].running().next().is_none());
+}
+
+/// A shelf that keeps pieces in memory and hands a restarted member the first `kept` pieces
+/// of `data` (as a piece file would after a restart); it records what it was asked and kept.
+struct TestShelf {
+    data: Bytes,
+    piece: usize,
+    kept: u32,
+    calls: Mutex<Vec<(TransferId, bool)>>,
+    keeper: Arc<Kept>,
+}
+
+#[derive(Default)]
+struct Kept(Mutex<Vec<u32>>);
+
+impl PieceKeeper for Kept {
+    fn keep(&self, piece: u32, _offset: u64, data: Bytes) -> Bytes {
+        self.0.lock().unwrap().push(piece);
+        data
+    }
+}
+
+impl PieceShelf for TestShelf {
+    fn shelf(
+        &self,
+        transfer: TransferId,
+        _spec: &CollectiveSpec,
+        total_len: u64,
+        rejoin: bool,
+    ) -> Result<Shelved, String> {
+        assert_eq!(total_len, self.data.len() as u64);
+        self.calls.lock().unwrap().push((transfer, rejoin));
+        let held = if rejoin {
+            (0..self.kept)
+                .map(|i| {
+                    let at = i as usize * self.piece;
+                    (i, self.data.slice(at..at + self.piece))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Shelved {
+            keeper: Some(self.keeper.clone()),
+            held,
+        })
+    }
+}
+
+/// Issue 8's restart through the Host: a MOB receiver is lost mid-run and its new life joins
+/// again; the initiator takes it back, its shelf hands it the 4 pieces its earlier life kept,
+/// and it fetches only the other 4, keeps them, delivers all the data, and the collective
+/// completes with every member finished. Node 3 is held (its data frames wait) so the run is
+/// still going when the restarted member comes back.
+#[test]
+fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
+    let (pieces, piece) = (8u32, 16usize);
+    let data: Bytes = (0..pieces as usize * piece)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let manifest = Manifest::build(&data, piece as u32).unwrap();
+    let spec = CollectiveSpec::Multicast {
+        protocol: MulticastProtocol::Mob,
+        params: MulticastParams::of(&MulticastSpec::Mob(MobConfig::default())),
+        manifest: ManifestSpec::of(&manifest),
+    };
+    let shelf = Arc::new(TestShelf {
+        data: data.clone(),
+        piece,
+        kept: 4,
+        calls: Mutex::new(Vec::new()),
+        keeper: Arc::new(Kept::default()),
+    });
+    let shelved = |me: u32| {
+        let mut c = HostConfig::new(NodeId(me), members(4), 1);
+        c.heartbeat = None;
+        c.shelf = Some(shelf.clone());
+        Host::new(c).unwrap()
+    };
+    let mut hosts = vec![host(0, 4), host(1, 4), shelved(2), host(3, 4)];
+    let mut q = started_all(&hosts);
+    q.push_back((
+        NodeId(0),
+        Input::App(App::new(AppRequest::StartCollective {
+            spec,
+            data: data.clone(),
+            transfer: None,
+        })),
+    ));
+    let is_piece = |m: &Message| matches!(m, Message::Pieces(PieceMsg::Piece(_)));
+    // The first life of node 2 gets no piece (it dies); node 3's data frames wait.
+    let (seen, _, held) = pump_routed(&mut hosts, q, |to, m| match to.0 {
+        2 if is_piece(m) => Route::Drop,
+        3 if !matches!(m, Message::Session(_)) => Route::Hold,
+        _ => Route::Deliver,
+    });
+    let t = started_transfer(&seen[0]);
+    assert_eq!(shelf.calls.lock().unwrap().clone(), vec![(t, false)]);
+    assert_eq!(hosts[0].running().collect::<Vec<_>>(), vec![t]);
+
+    // Node 2 restarts: a new host, the same shelf; then node 3 is continued.
+    hosts[2] = shelved(2);
+    let mut q: VecDeque<(NodeId, Input)> = [(NodeId(2), Input::Start)].into();
+    q.extend(held);
+    let to_2 = std::cell::Cell::new(0u32);
+    let (seen, _, _) = pump_routed(&mut hosts, q, |to, m| {
+        if to == NodeId(2) && is_piece(m) {
+            to_2.set(to_2.get() + 1);
+        }
+        Route::Deliver
+    });
+    assert_eq!(
+        shelf.calls.lock().unwrap().clone(),
+        vec![(t, false), (t, true)]
+    );
+    assert!(seen[0].contains(&Output::Report(Report::PeerRejoined {
+        peer: NodeId(2),
+        transfer: t
+    })));
+    assert_eq!(
+        to_2.get(),
+        pieces - 4,
+        "pieces fetched by the restarted member"
+    );
+    // Every piece went through the keeper: the 4 fetched, and the 4 resumed (verified, then
+    // stored again; a piece file writes them in place).
+    let mut kept = shelf.keeper.0.lock().unwrap().clone();
+    kept.sort_unstable();
+    assert_eq!(kept, (0..pieces).collect::<Vec<_>>());
+    assert_eq!(delivered(&seen[2]), data.to_vec());
+    assert!(
+        seen[0].contains(&Output::Report(Report::CollectiveComplete {
+            transfer: t,
+            finished: 4,
+            failed: 0
+        }))
+    );
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }
