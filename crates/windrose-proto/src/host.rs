@@ -1317,7 +1317,7 @@ impl Host {
                 self.weather.take_compute(from, compute_mb_s);
                 if let Some(fc) = self.group_view().compute_mb_s(from) {
                     let error = compute_mb_s.map_or(0.0, |c| c.1);
-                    out.push(compute_report(from, fc, error));
+                    out.push(Output::Report(compute_report(from, fc, error)));
                 }
                 Ok(())
             }
@@ -1839,12 +1839,12 @@ impl std::fmt::Debug for Host {
 // block of their own.
 
 /// A member's compute speed forecast (MB/s) and its error, as a report.
-fn compute_report(node: NodeId, mb_s: f64, error_mb_s: f64) -> Output {
-    Output::Report(Report::ComputeSpeed {
+fn compute_report(node: NodeId, mb_s: f64, error_mb_s: f64) -> Report {
+    Report::ComputeSpeed {
         node,
         bytes_per_s: (mb_s.max(0.0) * 1e6) as u64,
         error_bytes_per_s: (error_mb_s.max(0.0) * 1e6) as u64,
-    })
+    }
 }
 
 impl Host {
@@ -1853,6 +1853,14 @@ impl Host {
     /// ([`crate::weather`]). For drivers whose send completions are not arrivals (TCP).
     pub fn set_link_buffer(&mut self, peer: NodeId, bytes: u64) {
         self.weather.set_buffered(peer, bytes);
+    }
+
+    /// The driver timed the application's compute of `bytes` itself (a calibration at
+    /// join, before any collective): a sample of this node's compute speed, and its report
+    /// when it made a forecast.
+    pub fn calibrated_compute(&mut self, bytes: u64, elapsed: Duration) -> Option<Report> {
+        let fc = self.weather.observe_compute(self.now, bytes, elapsed)?;
+        Some(compute_report(self.config.me, fc.value, fc.error))
     }
 
     /// A compute handed out here is done: its bytes over its time (from its issue, or from
@@ -1868,7 +1876,11 @@ impl Host {
             .weather
             .observe_compute(now, bytes, now.saturating_since(began))
         {
-            out.push(compute_report(self.config.me, fc.value, fc.error));
+            out.push(Output::Report(compute_report(
+                self.config.me,
+                fc.value,
+                fc.error,
+            )));
         }
     }
 
