@@ -1314,10 +1314,8 @@ impl Host {
                 compute_mb_s,
             } => {
                 self.weather.take_row(now, from, links);
-                self.weather.take_compute(from, compute_mb_s);
-                if let Some(fc) = self.group_view().compute_mb_s(from) {
-                    let error = compute_mb_s.map_or(0.0, |c| c.1);
-                    out.push(Output::Report(compute_report(from, fc, error)));
+                if let Some((v, e)) = self.weather.take_compute(from, compute_mb_s) {
+                    out.push(Output::Report(compute_report(from, v, e)));
                 }
                 Ok(())
             }

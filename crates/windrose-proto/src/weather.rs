@@ -340,15 +340,17 @@ impl Weather {
     }
 
     /// This node computed `bytes` in `elapsed`: the new forecast of its compute speed (MB/s).
-    /// Computes of fewer than [`WeatherConfig::min_metered_bytes`], or that took no time (an
-    /// instant compute model), say nothing of the speed.
+    /// Computes of fewer than [`WeatherConfig::sample_bytes`], or that took no time (an
+    /// instant compute model), say nothing of the speed: a small share's time is mostly the
+    /// fixed cost of handing it to the application (on loopback, shares of a few hundred
+    /// kilobytes read 5 MB/s on a 1300 MB/s machine, and the next plan starved the member).
     pub fn observe_compute(
         &mut self,
         now: Time,
         bytes: u64,
         elapsed: Duration,
     ) -> Option<Forecast> {
-        if !self.meters(bytes) || elapsed.is_zero() {
+        if bytes < self.config.sample_bytes || elapsed.is_zero() {
             return None;
         }
         let mb_s = bytes as f64 / elapsed.as_secs_f64() / 1e6;
@@ -451,15 +453,19 @@ impl Weather {
         Some(row)
     }
 
-    /// A member's compute speed arrived with its row; one that is not a positive finite
-    /// number with a finite non-negative error is dropped.
-    pub fn take_compute(&mut self, from: NodeId, compute_mb_s: Option<(f64, f64)>) {
-        match compute_mb_s {
-            Some((v, e)) if v.is_finite() && v > 0.0 && e.is_finite() && e >= 0.0 => {
-                self.computes.insert(from, (v, e));
-            }
-            _ => {}
+    /// A member's compute speed arrived with its row: kept and returned, unless it is not a
+    /// positive finite number with a finite non-negative error (then dropped).
+    pub fn take_compute(
+        &mut self,
+        from: NodeId,
+        compute_mb_s: Option<(f64, f64)>,
+    ) -> Option<(f64, f64)> {
+        let (v, e) = compute_mb_s?;
+        if !(v.is_finite() && v > 0.0 && e.is_finite() && e >= 0.0) {
+            return None;
         }
+        self.computes.insert(from, (v, e));
+        Some((v, e))
     }
 
     /// A member's row arrived. Entries that are not finite and non-negative are dropped (a

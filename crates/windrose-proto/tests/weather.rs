@@ -400,9 +400,9 @@ fn compute_speeds_are_timed_shared_and_guessed_for_members_nobody_measured() {
         ..WeatherConfig::default()
     };
     let mut w = Weather::new(NodeId(0), config).unwrap();
-    // Too small, or instant: no sample.
+    // Smaller than a bandwidth sample, or instant: no sample.
     assert!(w
-        .observe_compute(ms(1), 100, Duration::from_millis(1))
+        .observe_compute(ms(1), (1 << 20) - 1, Duration::from_millis(1))
         .is_none());
     assert!(w.observe_compute(ms(1), 1 << 20, Duration::ZERO).is_none());
     // 50 MB in 1 s.
@@ -414,9 +414,12 @@ fn compute_speeds_are_timed_shared_and_guessed_for_members_nobody_measured() {
     let row = w.gossip_due(ms(3)).expect("a row with the compute speed");
     assert!(row.links.is_empty());
     assert_eq!(row.compute_mb_s, Some((50.0, f.error)));
-    w.take_compute(NodeId(2), Some((200.0, 1.0)));
-    w.take_compute(NodeId(1), Some((f64::NAN, 0.0)));
-    w.take_compute(NodeId(3), Some((0.0, 0.0)));
+    assert_eq!(
+        w.take_compute(NodeId(2), Some((200.0, 1.0))),
+        Some((200.0, 1.0))
+    );
+    assert_eq!(w.take_compute(NodeId(1), Some((f64::NAN, 0.0))), None);
+    assert_eq!(w.take_compute(NodeId(3), Some((0.0, 0.0))), None);
     let v = w.view(ms(4), &members);
     assert_eq!(v.compute_mb_s(NodeId(0)), Some(50.0));
     assert_eq!(v.compute_mb_s(NodeId(2)), Some(200.0));
