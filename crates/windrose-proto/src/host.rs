@@ -1754,8 +1754,8 @@ impl Protocol for Host {
                     if let Some(fc) = self.weather.completed(now, peer, len) {
                         out.push(Output::Report(Report::LinkBandwidth {
                             peer,
-                            bytes_per_s: (fc.value.max(0.0) * 1e6) as u64,
-                            error_bytes_per_s: (fc.error.max(0.0) * 1e6) as u64,
+                            bytes_per_s: bytes_per_s(fc.value),
+                            error_bytes_per_s: bytes_per_s(fc.error),
                         }));
                         self.mst_forecast(out);
                     }
@@ -1836,12 +1836,17 @@ impl std::fmt::Debug for Host {
 // The calibrated scatter and the compute speed (crate::scatter_plan, crate::weather): kept in a
 // block of their own.
 
+/// MB/s as the bytes per second of a report.
+fn bytes_per_s(mb_s: f64) -> u64 {
+    (mb_s.max(0.0) * 1e6) as u64
+}
+
 /// A member's compute speed forecast (MB/s) and its error, as a report.
 fn compute_report(node: NodeId, mb_s: f64, error_mb_s: f64) -> Report {
     Report::ComputeSpeed {
         node,
-        bytes_per_s: (mb_s.max(0.0) * 1e6) as u64,
-        error_bytes_per_s: (error_mb_s.max(0.0) * 1e6) as u64,
+        bytes_per_s: bytes_per_s(mb_s),
+        error_bytes_per_s: bytes_per_s(error_mb_s),
     }
 }
 
@@ -1910,14 +1915,13 @@ impl Host {
             measured_computes: computes as u32,
             measured_links: links as u32,
         }));
-        let bytes_s = |mb_s: f64| (mb_s.max(0.0) * 1e6) as u64;
         for (s, share) in plan.speeds.iter().zip(&plan.schedule.nodes) {
             out.push(Output::Report(Report::ScatterNodePlanned {
                 transfer: t,
                 node: s.node,
-                compute_bytes_per_s: bytes_s(s.compute_mb_s),
+                compute_bytes_per_s: bytes_per_s(s.compute_mb_s),
                 compute: s.compute,
-                link: s.link_mb_s.map(|(v, b)| (bytes_s(v), b)),
+                link: s.link_mb_s.map(|(v, b)| (bytes_per_s(v), b)),
                 kept_ppm: (share.fraction_kept.clamp(0.0, 1.0) * 1e6).round() as u32,
             }));
         }
