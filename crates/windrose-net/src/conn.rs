@@ -56,12 +56,13 @@ pub(crate) enum Event {
     ReadEnd(LinkRef, Option<NetError>),
     /// The writer to the peer stopped: after a shutdown (None) or on an error.
     WriteEnd(LinkRef, Option<NetError>),
-    /// The last byte of a notified send was written (machine index, id).
-    SendDone(LinkRef, usize, SendId),
+    /// The last byte of a notified send was written (machine index, id, when: a bandwidth
+    /// meter needs the writer's time, not the time the loop got to the event).
+    SendDone(LinkRef, usize, SendId, Instant),
     /// Everything queued to the peer before the flush marker is written.
     Flushed(LinkRef),
-    /// A compute task finished: (task, blake3 hex).
-    ComputeDone(windrose_proto::TaskId, String),
+    /// A compute task finished: (task, blake3 hex, when it finished).
+    ComputeDone(windrose_proto::TaskId, String, Instant),
     /// The output thread finished.
     SinkDone(Result<crate::sink::SinkSummary, NetError>),
 }
@@ -81,7 +82,7 @@ impl Event {
             Event::Frame(l, _)
             | Event::ReadEnd(l, _)
             | Event::WriteEnd(l, _)
-            | Event::SendDone(l, _, _)
+            | Event::SendDone(l, _, _, _)
             | Event::Flushed(l) => Some(*l),
             _ => None,
         }
@@ -601,6 +602,7 @@ pub(crate) async fn write_loop(
             };
             drop(slices);
             stats.written_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            let written_at = Instant::now();
             let mut left = n;
             while let Some(Outgoing::Frame {
                 head,
@@ -620,7 +622,9 @@ pub(crate) async fn write_loop(
                 let notify = *notify;
                 queue.pop_front();
                 if let Some((machine, id)) = notify {
-                    let _ = events.send(Event::SendDone(link, machine, id)).await;
+                    let _ = events
+                        .send(Event::SendDone(link, machine, id, written_at))
+                        .await;
                 }
             }
             saturating_sub(&stats.queued, n);

@@ -53,7 +53,9 @@ use windrose_proto::frame::{encode_parts, Message, MessageKind};
 use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
-use windrose_proto::{Command, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId};
+use windrose_proto::{
+    Command, ComputeTask, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId,
+};
 
 /// How long a dialer waits before dialing a lost member again.
 const REDIAL_PAUSE: Duration = Duration::from_secs(1);
@@ -95,6 +97,10 @@ pub struct GroupConfig {
     /// Where this member keeps a multicast's verified pieces across a restart (None: in
     /// memory); see [`HostConfig::shelf`].
     pub shelf: Option<Arc<dyn PieceShelf>>,
+    /// Time the application's compute of this many bytes when the member starts, so its
+    /// compute speed is known (and shared) before its first scatter; None: learn it from the
+    /// scatters only.
+    pub calibrate_compute: Option<usize>,
 }
 
 impl GroupConfig {
@@ -115,6 +121,7 @@ impl GroupConfig {
             digest_deliveries: false,
             mst: None,
             shelf: None,
+            calibrate_compute: None,
         }
     }
 
@@ -338,7 +345,10 @@ struct Driver {
     lanes: BTreeMap<NodeId, Link>,
     lives: u64,
     timers: BTreeMap<TimerId, Instant>,
-    pending: VecDeque<Input>,
+    /// Inputs for the host, each with the time it happened when that is not when the loop
+    /// takes it (send completions and computes: the bandwidth meter and the compute timing
+    /// need the time of the event, not of the loop's turn).
+    pending: VecDeque<(Input, Option<Instant>)>,
     out: Outputs,
     epoch: Instant,
     tasks: Vec<JoinHandle<()>>,
@@ -424,7 +434,34 @@ impl Driver {
         }));
     }
 
+    /// Times the application's compute of `bytes` zero bytes on a blocking thread and gives
+    /// the host the sample.
+    async fn calibrate_compute(&mut self, bytes: usize) {
+        let app = self.config.app.clone();
+        let timed = tokio::task::spawn_blocking(move || {
+            let task = ComputeTask {
+                task: TaskId(u32::MAX),
+                offset: 0,
+                len: bytes as u64,
+                data: vec![Bytes::from(vec![0u8; bytes])],
+            };
+            let t0 = Instant::now();
+            let _ = app.compute(&task);
+            t0.elapsed()
+        })
+        .await;
+        if let Some(r) = timed
+            .ok()
+            .and_then(|elapsed| self.host.calibrated_compute(bytes as u64, elapsed))
+        {
+            let _ = self.events.send(GroupEvent::Report(r));
+        }
+    }
+
     async fn run(&mut self, listener: TcpListener) -> Result<(), NetError> {
+        if let Some(bytes) = self.config.calibrate_compute {
+            self.calibrate_compute(bytes).await;
+        }
         let accept = tokio::spawn(conn::accept_loop(listener, self.endpoint()));
         self.tasks.push(accept);
         let higher: Vec<NodeId> = self
@@ -453,11 +490,11 @@ impl Driver {
                     }
                 }
                 r = recv_request(&mut self.requests) => match r {
-                    Some(r) => self.pending.push_back(Input::App(App::new(r))),
+                    Some(r) => self.pending.push_back_now(Input::App(App::new(r))),
                     None => {
                         // The application is gone: leave once the collectives end.
                         self.requests = None;
-                        self.pending.push_back(Input::App(App::new(AppRequest::Leave)));
+                        self.pending.push_back_now(Input::App(App::new(AppRequest::Leave)));
                     }
                 },
                 _ = sleep_until(next_timer), if next_timer.is_some() => self.fire_timers(),
@@ -479,7 +516,7 @@ impl Driver {
             .collect();
         for t in due {
             self.timers.remove(&t);
-            self.pending.push_back(Input::Timer(t));
+            self.pending.push_back_now(Input::Timer(t));
         }
     }
 
@@ -532,18 +569,29 @@ impl Driver {
     }
 
     fn drain_pending(&mut self) {
-        while let Some(input) = self.pending.pop_front() {
-            self.step(input);
+        while let Some((input, at)) = self.pending.pop_front() {
+            self.step_at(input, at);
         }
     }
 
     /// Feeds the host one input and performs its outputs.
     fn step(&mut self, input: Input) {
+        self.step_at(input, None);
+    }
+
+    /// Feeds the host one input that happened `at` (None: now) and performs its outputs.
+    fn step_at(&mut self, input: Input, at: Option<Instant>) {
         let from = match &input {
             Input::Message { from, .. } => Some(*from),
             _ => None,
         };
-        let now = self.now();
+        let now = match at {
+            Some(at) => Time::from_nanos(
+                u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
+                    .unwrap_or(u64::MAX),
+            ),
+            None => self.now(),
+        };
         let mut out = std::mem::take(&mut self.out);
         match self.host.handle(now, input, &mut out) {
             Ok(()) => {
@@ -602,14 +650,14 @@ impl Driver {
                 match self.links.get(&t.to) {
                     Some(l) => {
                         if l.tx.send(frame).is_err() {
-                            self.pending.push_back(Input::PeerFailed(t.to));
+                            self.pending.push_back_now(Input::PeerFailed(t.to));
                         }
                     }
                     // Not connected yet: it goes out when the connection is up.
                     None if !self.down.contains(&t.to) => {
                         self.backlog.entry(t.to).or_default().push(frame);
                     }
-                    None => self.pending.push_back(Input::PeerFailed(t.to)),
+                    None => self.pending.push_back_now(Input::PeerFailed(t.to)),
                 }
             }
             Output::SetTimer { timer, at } => {
@@ -637,7 +685,8 @@ impl Driver {
                 let app = self.config.app.clone();
                 tokio::task::spawn_blocking(move || {
                     let summary = app.compute(&task);
-                    let _ = tx.blocking_send(Event::ComputeDone(task.task, summary));
+                    let done = Instant::now();
+                    let _ = tx.blocking_send(Event::ComputeDone(task.task, summary, done));
                 });
             }
             Output::Report(r) => {
@@ -674,12 +723,12 @@ impl Driver {
             Event::DialFailed(peer, e) => {
                 let _ = self.events.send(GroupEvent::Lost(peer, e.to_string()));
                 self.give_up(peer);
-                self.pending.push_back(Input::PeerFailed(peer));
+                self.pending.push_back_now(Input::PeerFailed(peer));
                 self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
             }
             Event::AcceptFailed(_) => {}
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message)) => {
-                self.pending.push_back(Input::Message {
+                self.pending.push_back_now(Input::Message {
                     from: peer,
                     message,
                 });
@@ -701,11 +750,12 @@ impl Driver {
                 );
                 self.drop_link(peer, reason);
             }
-            Event::SendDone(LinkRef { peer, .. }, _, id) => {
-                self.pending.push_back(Input::SendComplete { to: peer, id });
+            Event::SendDone(LinkRef { peer, .. }, _, id, at) => {
+                self.pending
+                    .push_back((Input::SendComplete { to: peer, id }, Some(at)));
             }
             Event::Flushed(_) => {}
-            Event::ComputeDone(task, hex) => {
+            Event::ComputeDone(task, hex, at) => {
                 if let Some((offset, len)) = self.compute.remove(&task) {
                     let _ = self.events.send(GroupEvent::Computed {
                         offset,
@@ -714,7 +764,7 @@ impl Driver {
                     });
                 }
                 self.pending
-                    .push_back(Input::Command(Command::ComputeDone { task }));
+                    .push_back((Input::Command(Command::ComputeDone { task }), Some(at)));
             }
             Event::SinkDone(_) => {}
         }
@@ -726,7 +776,7 @@ impl Driver {
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message))
                 if matches!(message, Message::Probe(_)) =>
             {
-                self.pending.push_back(Input::Message {
+                self.pending.push_back_now(Input::Message {
                     from: peer,
                     message,
                 });
@@ -767,6 +817,8 @@ impl Driver {
             return;
         }
         self.lives += 1;
+        self.host
+            .set_link_buffer(peer, link_buffer_bytes(&c.io.stream));
         // No reader is throttled: every member both sends and receives (see crate::node's
         // Memory section).
         let link = self.serve_conn(c);
@@ -828,7 +880,7 @@ impl Driver {
         }
         let _ = self.events.send(GroupEvent::Lost(peer, reason));
         self.give_up(peer);
-        self.pending.push_back(Input::PeerFailed(peer));
+        self.pending.push_back_now(Input::PeerFailed(peer));
         if self.me < peer && !self.left {
             self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
         }
@@ -855,6 +907,64 @@ impl Driver {
             t.abort();
         }
     }
+}
+
+/// What [`Driver::pending`] holds: inputs and when they happened.
+trait PushNow {
+    /// Queues an input that happens when the loop takes it.
+    fn push_back_now(&mut self, input: Input);
+}
+
+impl PushNow for VecDeque<(Input, Option<Instant>)> {
+    fn push_back_now(&mut self, input: Input) {
+        self.push_back((input, None));
+    }
+}
+
+/// Linux's defaults for the largest send and receive buffers TCP autotuning grows to
+/// (`net.ipv4.tcp_wmem` and `tcp_rmem`, third values), for kernels that do not say.
+const DEFAULT_WMEM_MAX: u64 = 4 << 20;
+const DEFAULT_RMEM_MAX: u64 = 6 << 20;
+
+/// The third number of a `net.ipv4.tcp_[rw]mem` file.
+fn sysctl_max(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// Bytes that can sit between a completed write on `stream` and the link: this socket's send
+/// buffer and the peer's receive buffer. Both grow under autotuning, so each is taken at its
+/// bound: the larger of `SO_SNDBUF` now and the kernel's `tcp_wmem` maximum, plus the
+/// `tcp_rmem` maximum for the peer (the peer's kernel is assumed to be configured like ours;
+/// the handshake does not carry it). An upper bound only costs bandwidth samples of short
+/// transfers; a lower one would let memory speed into them ([`windrose_proto::weather`]).
+fn link_buffer_bytes(stream: &tokio::net::TcpStream) -> u64 {
+    use std::os::fd::AsRawFd;
+    static BOUNDS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    let (wmem, rmem) = *BOUNDS.get_or_init(|| {
+        (
+            sysctl_max("/proc/sys/net/ipv4/tcp_wmem").unwrap_or(DEFAULT_WMEM_MAX),
+            sysctl_max("/proc/sys/net/ipv4/tcp_rmem").unwrap_or(DEFAULT_RMEM_MAX),
+        )
+    });
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid socket descriptor, an int-sized out value and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    let sndbuf = if r == 0 { v.max(0) as u64 } else { 0 };
+    sndbuf.max(wmem) + rmem
 }
 
 async fn recv_request(rx: &mut Option<mpsc::UnboundedReceiver<AppRequest>>) -> Option<AppRequest> {

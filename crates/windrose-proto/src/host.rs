@@ -70,6 +70,7 @@ use crate::pieces::PieceVerifier;
 use crate::planner::{Planner, TreePolicy};
 use crate::probe::ProbeMsg;
 use crate::probe::{LinkProber, ProbeConfig};
+use crate::scatter_plan::ScatterRequest;
 use crate::time::Time;
 pub use crate::weather::LinkWeather;
 use crate::weather::{GroupView, LinkEntry, Weather, WeatherConfig};
@@ -230,6 +231,9 @@ pub enum AppRequest {
         /// Why, for every member.
         reason: String,
     },
+    /// Start a divisible-load scatter rooted at this node whose schedule the host plans from
+    /// the group's view ([`crate::scatter_plan`]).
+    StartScatter(ScatterRequest),
 }
 
 /// A broadcast whose tree follows the weather: [`AppRequest::StartBroadcast`].
@@ -419,6 +423,10 @@ pub enum SessionMsg {
     Weather {
         /// Its links' forecasts.
         links: Vec<LinkEntry>,
+        /// Its compute speed forecast, MB/s, and the forecast's error (absent from rows of
+        /// members that never timed a compute, and of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compute_mb_s: Option<(f64, f64)>,
     },
 }
 
@@ -560,6 +568,10 @@ pub struct Host {
     planner: Planner,
     /// The live MST, when configured.
     mst: Option<MstService>,
+    /// Computes handed to the application and not done yet: when, and how many bytes.
+    computing: BTreeMap<TaskId, (Time, u64)>,
+    /// When the last compute was done (the next one started no earlier).
+    last_compute_done: Time,
     /// The time of the last input.
     now: Time,
     started: bool,
@@ -651,6 +663,8 @@ impl Host {
             mst,
             weather,
             metered: BTreeMap::new(),
+            computing: BTreeMap::new(),
+            last_compute_done: Time::ZERO,
             planner: Planner::new(),
             now: Time::ZERO,
             verifier: config.app.verifier(),
@@ -759,6 +773,7 @@ impl Host {
                         *next += 1;
                         TaskId(*next - 1)
                     });
+                    self.computing.insert(id, (now, task.len));
                     out.push(Output::Compute(ComputeTask { task: id, ..task }));
                 }
                 Output::Deliver {
@@ -906,6 +921,9 @@ impl Host {
         self.timers.forget_transfer(t);
         self.sends.forget_transfer(t);
         self.tasks.forget_transfer(t);
+        let tasks = &self.tasks;
+        self.computing
+            .retain(|id, _| tasks.to_machine.contains_key(id));
     }
 
     fn maybe_leave(&mut self, now: Time, out: &mut Outputs) {
@@ -1333,8 +1351,14 @@ impl Host {
                 self.on_join(now, from, out);
                 Ok(())
             }
-            SessionMsg::Weather { links } => {
+            SessionMsg::Weather {
+                links,
+                compute_mb_s,
+            } => {
                 self.weather.take_row(now, from, links);
+                if let Some((v, e)) = self.weather.take_compute(from, compute_mb_s) {
+                    out.push(Output::Report(compute_report(from, v, e)));
+                }
                 Ok(())
             }
             SessionMsg::Leave => {
@@ -1623,8 +1647,11 @@ impl Host {
         let silent = self.config.silent_after;
         // The live MST's late start (`build_after`) needs a clock.
         self.mst_forecast(out);
-        if let Some(links) = self.weather.gossip_due(now) {
-            let msg = SessionMsg::Weather { links };
+        if let Some(row) = self.weather.gossip_due(now) {
+            let msg = SessionMsg::Weather {
+                links: row.links,
+                compute_mb_s: row.compute_mb_s,
+            };
             for p in self.live_peers() {
                 self.send_session(now, p, &msg, out);
             }
@@ -1769,8 +1796,8 @@ impl Protocol for Host {
                     if let Some(fc) = self.weather.completed(now, peer, len) {
                         out.push(Output::Report(Report::LinkBandwidth {
                             peer,
-                            bytes_per_s: (fc.value.max(0.0) * 1e6) as u64,
-                            error_bytes_per_s: (fc.error.max(0.0) * 1e6) as u64,
+                            bytes_per_s: bytes_per_s(fc.value),
+                            error_bytes_per_s: bytes_per_s(fc.error),
                         }));
                         self.mst_forecast(out);
                     }
@@ -1784,6 +1811,7 @@ impl Protocol for Host {
                 let Some(&(t, inner)) = self.tasks.to_machine.get(&task) else {
                     return Err(ProtocolError::UnknownTask { task });
                 };
+                self.compute_timed(now, task, out);
                 self.feed_machine(
                     now,
                     t,
@@ -1828,6 +1856,7 @@ impl Protocol for Host {
                     AppRequest::Abort { transfer, reason } => {
                         self.abort_collective(now, *transfer, reason, out);
                     }
+                    AppRequest::StartScatter(r) => self.start_scatter(now, r, out),
                 }
                 Ok(())
             }
@@ -2000,5 +2029,106 @@ impl Host {
         );
         self.retire(t);
         self.maybe_leave(now, out);
+    }
+}
+
+// The calibrated scatter and the compute speed (crate::scatter_plan, crate::weather): kept in a
+// block of their own.
+
+/// MB/s as the bytes per second of a report.
+fn bytes_per_s(mb_s: f64) -> u64 {
+    (mb_s.max(0.0) * 1e6) as u64
+}
+
+/// A member's compute speed forecast (MB/s) and its error, as a report.
+fn compute_report(node: NodeId, mb_s: f64, error_mb_s: f64) -> Report {
+    Report::ComputeSpeed {
+        node,
+        bytes_per_s: bytes_per_s(mb_s),
+        error_bytes_per_s: bytes_per_s(error_mb_s),
+    }
+}
+
+impl Host {
+    /// The transport to `peer` holds up to `bytes` between a completed send and the link: the
+    /// bandwidth meter discards that many at the start of every busy period
+    /// ([`crate::weather`]). For drivers whose send completions are not arrivals (TCP).
+    pub fn set_link_buffer(&mut self, peer: NodeId, bytes: u64) {
+        self.weather.set_buffered(peer, bytes);
+    }
+
+    /// The driver timed the application's compute of `bytes` itself (a calibration at
+    /// join, before any collective): a sample of this node's compute speed, and its report
+    /// when it made a forecast.
+    pub fn calibrated_compute(&mut self, bytes: u64, elapsed: Duration) -> Option<Report> {
+        let fc = self.weather.observe_compute(self.now, bytes, elapsed)?;
+        Some(compute_report(self.config.me, fc.value, fc.error))
+    }
+
+    /// A compute handed out here is done: its bytes over its time (from its issue, or from
+    /// the end of the previous compute if that was later: the simulator runs a node's
+    /// computes one after the other) make a sample of this node's compute speed.
+    fn compute_timed(&mut self, now: Time, task: TaskId, out: &mut Outputs) {
+        let Some((issued, bytes)) = self.computing.remove(&task) else {
+            return;
+        };
+        let began = issued.max(self.last_compute_done).min(now);
+        self.last_compute_done = self.last_compute_done.max(now);
+        if let Some(fc) = self
+            .weather
+            .observe_compute(now, bytes, now.saturating_since(began))
+        {
+            out.push(Output::Report(compute_report(
+                self.config.me,
+                fc.value,
+                fc.error,
+            )));
+        }
+    }
+
+    /// Plans a scatter rooted here from the group's view, reports the speeds it took, and
+    /// starts it; a plan that cannot be made refuses the collective.
+    fn start_scatter(&mut self, now: Time, r: &ScatterRequest, out: &mut Outputs) {
+        let view = self.group_view();
+        let planned = crate::scatter_plan::plan(
+            &view,
+            self.config.weather.guesses,
+            &r.tree,
+            r.data.len() as u64,
+            r.order,
+            r.given,
+        );
+        let t = self.draw_transfer(r.transfer);
+        let plan = match planned {
+            Ok(p) if r.tree.root() == self.config.me => p,
+            _ => {
+                refused(t, out);
+                return;
+            }
+        };
+        let (computes, links) = plan.measured();
+        out.push(Output::Report(Report::ScatterPlanned {
+            transfer: t,
+            predicted_finish: Duration::from_secs_f64(plan.schedule.predicted_finish_s.max(0.0)),
+            nodes: plan.speeds.len() as u32,
+            measured_computes: computes as u32,
+            measured_links: links as u32,
+        }));
+        for (s, share) in plan.speeds.iter().zip(&plan.schedule.nodes) {
+            out.push(Output::Report(Report::ScatterNodePlanned {
+                transfer: t,
+                node: s.node,
+                compute_bytes_per_s: bytes_per_s(s.compute_mb_s),
+                compute: s.compute,
+                link: s.link_mb_s.map(|(v, b)| (bytes_per_s(v), b)),
+                kept_ppm: (share.fraction_kept.clamp(0.0, 1.0) * 1e6).round() as u32,
+            }));
+        }
+        let spec = CollectiveSpec::Scatter {
+            schedule: plan.schedule,
+            max_frame_payload: r.max_frame_payload,
+            parallel: r.parallel,
+        };
+        self.start_collective(now, &spec, r.data.clone(), Some(t), out);
     }
 }

@@ -140,6 +140,7 @@ pub mod planner;
 pub mod probe;
 pub mod sample_sort;
 pub mod scatter;
+pub mod scatter_plan;
 pub mod time;
 pub mod tree_broadcast;
 pub mod tree_multicast;

@@ -266,6 +266,46 @@ pub enum Report {
         /// policy, or the live tree was not built yet and the central MST stood in).
         live_mst: Option<(u32, u32)>,
     },
+    /// A member's compute speed forecast: this node's after each compute it timed, another
+    /// member's when its shared row brings it (see [`crate::weather`]).
+    ComputeSpeed {
+        /// The member.
+        node: NodeId,
+        /// The forecast, bytes per second.
+        bytes_per_s: u64,
+        /// Its error estimate, bytes per second.
+        error_bytes_per_s: u64,
+    },
+    /// At a scatter's root: the schedule it planned from the group's view
+    /// ([`crate::scatter_plan`]); one [`Report::ScatterNodePlanned`] per node follows.
+    ScatterPlanned {
+        /// The scatter.
+        transfer: TransferId,
+        /// When the schedule says every node finishes, from the root's start.
+        predicted_finish: Duration,
+        /// Nodes in the tree.
+        nodes: u32,
+        /// Nodes whose compute speed was measured (the others guessed or given).
+        measured_computes: u32,
+        /// Tree links whose bandwidth was measured.
+        measured_links: u32,
+    },
+    /// At a scatter's root: the speeds its plan took for one node.
+    ScatterNodePlanned {
+        /// The scatter.
+        transfer: TransferId,
+        /// The node.
+        node: NodeId,
+        /// Its compute speed, bytes per second, and where it came from.
+        compute_bytes_per_s: u64,
+        /// Where the compute speed came from.
+        compute: crate::weather::Basis,
+        /// The link from its parent: bytes per second and where it came from (None at the
+        /// root).
+        link: Option<(u64, crate::weather::Basis)>,
+        /// Its share of the load, parts per million.
+        kept_ppm: u32,
+    },
 }
 
 /// Why a machine gave up.

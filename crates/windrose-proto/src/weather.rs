@@ -17,9 +17,28 @@
 //!   as transfer time. Small messages (below [`WeatherConfig::min_metered_bytes`]) are not
 //!   metered: they say little about bandwidth and would cost an event each. What "complete"
 //!   means is the driver's: in the simulator the last byte arrived; over TCP the frame was
-//!   written into the kernel, so the first few megabytes of a busy period (the socket's send
-//!   buffer) complete at memory speed and only a transfer well past the buffer reads the
-//!   link; in the MPI driver the MPI library's send request completed.
+//!   written into the kernel; in the MPI driver the MPI library's send request completed.
+//! - **Buffers between the meter and the link.** Over TCP a write completes when the kernel
+//!   took it, so the first bytes of a busy period complete at memory speed until the
+//!   sender's socket buffer and the receiver's fill: on loopback one link once read
+//!   217,688 MB/s. The driver therefore tells the host how many bytes can sit between a
+//!   completed send and the link for each connection ([`Weather::set_buffered`]: our
+//!   `SO_SNDBUF` or the kernel's autotuning bound, plus the peer's receive buffer bound), and
+//!   the meter discards that many completed bytes at the start of every busy period before it
+//!   starts the clock ([`SendMeter`]). Once that many bytes have completed the buffers are
+//!   full, and a write completes only when the link has drained as many: from then on the
+//!   completions follow the link. An upper bound is the safe side: too large costs samples
+//!   (a busy period must be longer than the buffers plus [`WeatherConfig::sample_bytes`]),
+//!   too small lets memory speed in. We chose this over acknowledgements from the receiver
+//!   because it needs no new message and keeps the sender measuring (see above); the cost is
+//!   that a link is measured only by transfers several megabytes long. The driver also feeds
+//!   each completion at the time it happened (the writer's clock), not when its loop got to
+//!   it: a burst of completions read in one go would otherwise look simultaneous.
+//! - **Compute speed**, passively, from the node's own computes: the host times every
+//!   `Output::Compute` from its issue (or the end of the node's previous compute) to its
+//!   `ComputeDone`, and a forecaster per node follows the bytes per second
+//!   ([`Weather::observe_compute`]). Shared with the row; the scatter's root plans from it
+//!   ([`crate::scatter_plan`]).
 //! - A bandwidth forecast not refreshed for [`WeatherConfig::bandwidth_ttl`] is forgotten: a
 //!   link the trees stopped using (because it was slow) must be tried again some day, and an
 //!   old figure is no better than the guess. Trying costs a slow collective, so the default is
@@ -30,11 +49,11 @@
 //!
 //! Every [`WeatherConfig::gossip`] period the host sends its row (its links' forecasts,
 //! [`LinkEntry`]) to every live member as a session message; each host keeps the latest row of
-//! every member. [`GroupView`] joins them: a link's round trip is the mean of its two ends'
+//! every member, with its compute speed forecast. [`GroupView`] joins them: a link's round trip is the mean of its two ends'
 //! forecasts (each measured its own pings), its bandwidth the lower of the two ends' (data
 //! flows one way; the sender measured it). Links nobody measured take [`Guesses`]: the median
 //! of the measured links of the same class (inside a cluster, between clusters), else fixed
-//! defaults.
+//! defaults; a member whose compute nobody measured, the median of the measured members.
 
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -60,6 +79,10 @@ pub struct WeatherConfig {
     pub gossip: Option<Duration>,
     /// What links nobody measured are taken to be when a tree is planned.
     pub guesses: Guesses,
+    /// Bytes the transport holds between a completed send and the link, for links the driver
+    /// gave no figure of ([`Weather::set_buffered`]); 0 where a completion means arrival (the
+    /// simulator).
+    pub buffered_bytes: u64,
 }
 
 impl Default for WeatherConfig {
@@ -72,6 +95,7 @@ impl Default for WeatherConfig {
             bandwidth_ttl: Duration::from_secs(300),
             gossip: None,
             guesses: Guesses::default(),
+            buffered_bytes: 0,
         }
     }
 }
@@ -100,29 +124,50 @@ impl WeatherConfig {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SendMeter {
     outstanding: u64,
-    /// Time of the busy period's first completion (or of the last sample), once seen.
+    /// Time of the busy period's clock start (or of the last sample), once started.
     window_start: Option<Time>,
     /// Bytes completed since `window_start`.
     window_bytes: u64,
+    /// Bytes the transport can hold between a completed send and the link (see the module
+    /// docs): discarded at the start of every busy period.
+    buffered: u64,
+    /// Bytes completed in this busy period before its clock started.
+    discarded: u64,
 }
 
 impl SendMeter {
+    /// A meter for a transport that holds up to `buffered` bytes past a completed send.
+    pub fn with_buffer(buffered: u64) -> SendMeter {
+        SendMeter {
+            buffered,
+            ..SendMeter::default()
+        }
+    }
+
+    /// The transport now holds up to `buffered` bytes past a completed send.
+    pub fn set_buffered(&mut self, buffered: u64) {
+        self.buffered = buffered;
+    }
+
     /// `bytes` were handed to the transport.
     pub fn sent(&mut self, bytes: u64) {
         self.outstanding += bytes;
     }
 
     /// A send of `bytes` completed at `now`: returns a rate (bytes per second) when the busy
-    /// period has completed `sample_bytes` since its clock started.
+    /// period has completed `sample_bytes` since its clock started. The clock starts at the
+    /// completion that takes the busy period past the buffered bytes (with none buffered: its
+    /// first completion, whose bytes also paid the latency).
     pub fn completed(&mut self, now: Time, bytes: u64, sample_bytes: u64) -> Option<f64> {
         self.outstanding = self.outstanding.saturating_sub(bytes);
         let mut sample = None;
         match self.window_start {
             None => {
-                // The first completion of a busy period starts the clock: its bytes also
-                // paid the latency.
-                self.window_start = Some(now);
-                self.window_bytes = 0;
+                self.discarded = self.discarded.saturating_add(bytes);
+                if self.discarded > self.buffered {
+                    self.window_start = Some(now);
+                    self.window_bytes = 0;
+                }
             }
             Some(start) => {
                 self.window_bytes += bytes;
@@ -138,13 +183,14 @@ impl SendMeter {
             // The link went idle: what follows is a new busy period.
             self.window_start = None;
             self.window_bytes = 0;
+            self.discarded = 0;
         }
         sample
     }
 
     /// The peer is gone: nothing outstanding will complete.
     pub fn reset(&mut self) {
-        *self = SendMeter::default();
+        *self = SendMeter::with_buffer(self.buffered);
     }
 }
 
@@ -210,7 +256,8 @@ pub struct LinkWeather {
     pub bandwidth: Option<Forecast>,
 }
 
-/// A node's weather service: its links' series and meters, and the rows the group shared.
+/// A node's weather service: its links' series and meters, its compute speed, and the rows
+/// the group shared.
 #[derive(Clone, Debug)]
 pub struct Weather {
     me: NodeId,
@@ -219,6 +266,21 @@ pub struct Weather {
     links: BTreeMap<NodeId, Link>,
     rows: BTreeMap<NodeId, (Time, Vec<LinkEntry>)>,
     last_gossip: Option<Time>,
+    /// This node's compute speed, MB/s.
+    compute: Series,
+    /// The compute speeds (forecast, error; MB/s) the members shared.
+    computes: BTreeMap<NodeId, (f64, f64)>,
+    /// Per link, the driver's figure of the bytes its transport buffers.
+    buffered: BTreeMap<NodeId, u64>,
+}
+
+/// One member's shared weather: its links' forecasts and its compute speed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    /// Its links.
+    pub links: Vec<LinkEntry>,
+    /// Its compute speed forecast, MB/s, and the forecast's error.
+    pub compute_mb_s: Option<(f64, f64)>,
 }
 
 impl Weather {
@@ -229,10 +291,17 @@ impl Weather {
         Ok(Weather {
             me,
             config,
+            compute: Series {
+                forecaster: fresh.clone(),
+                last: None,
+                at: Time::ZERO,
+            },
             fresh,
             links: BTreeMap::new(),
             rows: BTreeMap::new(),
             last_gossip: None,
+            computes: BTreeMap::new(),
+            buffered: BTreeMap::new(),
         })
     }
 
@@ -243,6 +312,11 @@ impl Weather {
 
     fn link(&mut self, peer: NodeId) -> &mut Link {
         let fresh = &self.fresh;
+        let buffered = self
+            .buffered
+            .get(&peer)
+            .copied()
+            .unwrap_or(self.config.buffered_bytes);
         self.links.entry(peer).or_insert_with(|| Link {
             rtt: Series {
                 forecaster: fresh.clone(),
@@ -254,8 +328,38 @@ impl Weather {
                 last: None,
                 at: Time::ZERO,
             },
-            meter: SendMeter::default(),
+            meter: SendMeter::with_buffer(buffered),
         })
+    }
+
+    /// The transport to `peer` holds up to `bytes` between a completed send and the link (the
+    /// driver's figure for its connection; see the module docs).
+    pub fn set_buffered(&mut self, peer: NodeId, bytes: u64) {
+        self.buffered.insert(peer, bytes);
+        self.link(peer).meter.set_buffered(bytes);
+    }
+
+    /// This node computed `bytes` in `elapsed`: the new forecast of its compute speed (MB/s).
+    /// Computes of fewer than [`WeatherConfig::sample_bytes`], or that took no time (an
+    /// instant compute model), say nothing of the speed: a small share's time is mostly the
+    /// fixed cost of handing it to the application (on loopback, shares of a few hundred
+    /// kilobytes read 5 MB/s on a 1300 MB/s machine, and the next plan starved the member).
+    pub fn observe_compute(
+        &mut self,
+        now: Time,
+        bytes: u64,
+        elapsed: Duration,
+    ) -> Option<Forecast> {
+        if bytes < self.config.sample_bytes || elapsed.is_zero() {
+            return None;
+        }
+        let mb_s = bytes as f64 / elapsed.as_secs_f64() / 1e6;
+        self.compute.observe(now, mb_s)
+    }
+
+    /// This node's compute speed forecast (MB/s) and its error, once measured.
+    pub fn compute(&self) -> Option<Forecast> {
+        self.compute.last.and(self.compute.forecaster.forecast())
     }
 
     /// A round trip to `peer` was measured: its new forecast (ms).
@@ -330,7 +434,7 @@ impl Weather {
     }
 
     /// The row to gossip now, if the period has come and there is something to say.
-    pub fn gossip_due(&mut self, now: Time) -> Option<Vec<LinkEntry>> {
+    pub fn gossip_due(&mut self, now: Time) -> Option<Row> {
         let period = self.config.gossip?;
         if self
             .last_gossip
@@ -338,12 +442,30 @@ impl Weather {
         {
             return None;
         }
-        let row = self.row(now);
-        if row.is_empty() {
+        let row = Row {
+            links: self.row(now),
+            compute_mb_s: self.compute().map(|f| (f.value, f.error)),
+        };
+        if row.links.is_empty() && row.compute_mb_s.is_none() {
             return None;
         }
         self.last_gossip = Some(now);
         Some(row)
+    }
+
+    /// A member's compute speed arrived with its row: kept and returned, unless it is not a
+    /// positive finite number with a finite non-negative error (then dropped).
+    pub fn take_compute(
+        &mut self,
+        from: NodeId,
+        compute_mb_s: Option<(f64, f64)>,
+    ) -> Option<(f64, f64)> {
+        let (v, e) = compute_mb_s?;
+        if !(v.is_finite() && v > 0.0 && e.is_finite() && e >= 0.0) {
+            return None;
+        }
+        self.computes.insert(from, (v, e));
+        Some((v, e))
     }
 
     /// A member's row arrived. Entries that are not finite and non-negative are dropped (a
@@ -368,9 +490,16 @@ impl Weather {
             clusters: vec![None; n],
             rtt: vec![Vec::new(); n * n],
             mb_s: vec![Vec::new(); n * n],
+            compute_mb_s: vec![None; n],
         };
         for &(m, c) in members {
             view.clusters[m.index()] = Some(c);
+        }
+        let own = self.compute().map(|f| (self.me, f.value));
+        for (m, v) in self.computes.iter().map(|(m, (v, _))| (*m, *v)).chain(own) {
+            if m.index() < n {
+                view.compute_mb_s[m.index()] = Some(v);
+            }
         }
         let own = self.row(now);
         let rows =
@@ -405,16 +534,25 @@ pub struct Guesses {
     pub intra_mb_s: f64,
     /// Bandwidth between clusters, MB/s.
     pub inter_mb_s: f64,
+    /// Compute speed of a member, MB/s (the default application's BLAKE3 on one core).
+    #[serde(default = "default_compute_mb_s")]
+    pub compute_mb_s: f64,
+}
+
+fn default_compute_mb_s() -> f64 {
+    1000.0
 }
 
 impl Default for Guesses {
-    /// 0.2 ms and 117 MB/s (a gigabit LAN) inside a cluster; 20 ms and 10 MB/s between.
+    /// 0.2 ms and 117 MB/s (a gigabit LAN) inside a cluster; 20 ms and 10 MB/s between;
+    /// members compute 1000 MB/s.
     fn default() -> Self {
         Guesses {
             intra_rtt_ms: 0.2,
             inter_rtt_ms: 20.0,
             intra_mb_s: 117.0,
             inter_mb_s: 10.0,
+            compute_mb_s: default_compute_mb_s(),
         }
     }
 }
@@ -428,6 +566,8 @@ pub struct GroupView {
     rtt: Vec<Vec<f64>>,
     /// Per unordered pair: the bandwidth forecasts of its ends.
     mb_s: Vec<Vec<f64>>,
+    /// Per member: its compute speed forecast, MB/s.
+    compute_mb_s: Vec<Option<f64>>,
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -458,6 +598,11 @@ impl GroupView {
     /// The link's bandwidth (MB/s): the lower of its ends' forecasts, if any end sent on it.
     pub fn mb_s(&self, a: NodeId, b: NodeId) -> Option<f64> {
         self.mb_s[self.pair(a, b)?].iter().copied().reduce(f64::min)
+    }
+
+    /// The member's compute speed (MB/s), as it measured it.
+    pub fn compute_mb_s(&self, node: NodeId) -> Option<f64> {
+        self.compute_mb_s.get(node.index()).copied().flatten()
     }
 
     fn same_cluster(&self, a: usize, b: usize) -> bool {
@@ -493,6 +638,8 @@ impl GroupView {
             inter_rtt_ms: median(xr).unwrap_or(defaults.inter_rtt_ms),
             intra_mb_s: median(ib).unwrap_or(defaults.intra_mb_s),
             inter_mb_s: median(xb).unwrap_or(defaults.inter_mb_s),
+            compute_mb_s: median(self.compute_mb_s.iter().flatten().copied().collect())
+                .unwrap_or(defaults.compute_mb_s),
         }
     }
 
@@ -533,41 +680,14 @@ impl GroupView {
     /// clusters (or inside the same one), else [`GroupView::guesses`] of `defaults` (for the
     /// bandwidth between clusters: `defaults` itself).
     pub fn transfer_costs(&self, bytes: u64, segment: u64, defaults: Guesses) -> DenseCostMatrix {
-        let g = self.guesses(defaults);
-        let sites = self.site_medians();
-        let link = |a: usize, b: usize| -> (f64, f64) {
-            let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
-            let intra = self.same_cluster(a, b);
-            let site = match (self.clusters[a], self.clusters[b]) {
-                (Some(ca), Some(cb)) => sites.get(&(ca.min(cb), ca.max(cb))).copied(),
-                _ => None,
-            };
-            let (site_rtt, site_mb_s) = site.unwrap_or((None, None));
-            let rtt = self.rtt_ms(na, nb).or(site_rtt).unwrap_or(if intra {
-                g.intra_rtt_ms
-            } else {
-                g.inter_rtt_ms
-            });
-            // Bandwidth unknown between two sites: the configured default, not the median
-            // of other sites' links, so a path nobody has tried looks as good as a fresh one
-            // and gets tried (one slow site pair must not make every untried pair look slow).
-            let mb_s = self
-                .mb_s(na, nb)
-                .or(site_mb_s)
-                .unwrap_or(if intra {
-                    g.intra_mb_s
-                } else {
-                    defaults.inter_mb_s
-                })
-                .max(1e-6);
-            (rtt, mb_s)
-        };
+        let est = self.estimator(defaults);
         let n = self.n;
         let mut links = vec![(0.0, 0.0); n * n];
         let mut fastest = 1e-6f64;
         for a in 0..n {
             for b in a + 1..n {
-                let l = link(a, b);
+                let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+                let l = (est.rtt_ms(na, nb), est.mb_s(na, nb).0);
                 fastest = fastest.max(l.1);
                 links[a * n + b] = l;
             }
@@ -579,5 +699,99 @@ impl GroupView {
             let excess = (1.0 / mb_s - 1.0 / fastest).max(0.0);
             rtt / 2.0 + (segment / mb_s + rest * excess) / 1e3
         })
+    }
+}
+
+/// Where a figure of the view comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// A forecast from measurements (of the link itself, or of the member).
+    Measured,
+    /// A guess: the median of measured links between the same sites (or members), else the
+    /// configured default.
+    Guessed,
+    /// Given by the caller.
+    Given,
+}
+
+/// Figures for every link and member of a view, measured or guessed once per plan: see
+/// [`GroupView::estimator`].
+pub struct Estimator<'a> {
+    view: &'a GroupView,
+    defaults: Guesses,
+    guesses: Guesses,
+    sites: BTreeMap<(ClusterId, ClusterId), (Option<f64>, Option<f64>)>,
+}
+
+impl GroupView {
+    /// What every link and member is taken to be, from [`GroupView::guesses`] of `defaults`
+    /// and the sites' medians.
+    pub fn estimator(&self, defaults: Guesses) -> Estimator<'_> {
+        Estimator {
+            view: self,
+            defaults,
+            guesses: self.guesses(defaults),
+            sites: self.site_medians(),
+        }
+    }
+}
+
+impl Estimator<'_> {
+    fn site(&self, a: NodeId, b: NodeId) -> (Option<f64>, Option<f64>) {
+        let v = self.view;
+        let c = |x: NodeId| v.clusters.get(x.index()).copied().flatten();
+        match (c(a), c(b)) {
+            (Some(ca), Some(cb)) => self
+                .sites
+                .get(&(ca.min(cb), ca.max(cb)))
+                .copied()
+                .unwrap_or((None, None)),
+            _ => (None, None),
+        }
+    }
+
+    fn intra(&self, a: NodeId, b: NodeId) -> bool {
+        a.index() < self.view.n
+            && b.index() < self.view.n
+            && self.view.same_cluster(a.index(), b.index())
+    }
+
+    /// The link's round trip, ms: measured, else its sites' median, else the class's guess.
+    pub fn rtt_ms(&self, a: NodeId, b: NodeId) -> f64 {
+        let g = &self.guesses;
+        self.view
+            .rtt_ms(a, b)
+            .or(self.site(a, b).0)
+            .unwrap_or(if self.intra(a, b) {
+                g.intra_rtt_ms
+            } else {
+                g.inter_rtt_ms
+            })
+    }
+
+    /// The link's bandwidth, MB/s (at least 1e-6), and whether it was measured.
+    pub fn mb_s(&self, a: NodeId, b: NodeId) -> (f64, Basis) {
+        if let Some(v) = self.view.mb_s(a, b) {
+            return (v.max(1e-6), Basis::Measured);
+        }
+        // Bandwidth unknown between two sites: the configured default, not the median of
+        // other sites' links, so a path nobody has tried looks as good as a fresh one and
+        // gets tried (one slow site pair must not make every untried pair look slow).
+        let v = self.site(a, b).1.unwrap_or(if self.intra(a, b) {
+            self.guesses.intra_mb_s
+        } else {
+            self.defaults.inter_mb_s
+        });
+        (v.max(1e-6), Basis::Guessed)
+    }
+
+    /// The member's compute speed, MB/s, and whether it was measured (else the median of the
+    /// measured members, else the default).
+    pub fn compute_mb_s(&self, node: NodeId) -> (f64, Basis) {
+        match self.view.compute_mb_s(node) {
+            Some(v) => (v, Basis::Measured),
+            None => (self.guesses.compute_mb_s, Basis::Guessed),
+        }
     }
 }

@@ -292,3 +292,153 @@ proptest! {
         }
     }
 }
+
+/// A sender behind a transport buffer of `buffer` bytes that drains into a link of `rate`
+/// bytes per second (the kernel's socket buffers over TCP): `frames` frames of `frame` bytes
+/// handed over at once, each completing when its last byte fits in the buffer, i.e. when the
+/// bytes written so far are at most `buffer + rate * t`. Returns the meter's samples.
+fn buffered_sender(
+    meter: &mut SendMeter,
+    buffer: u64,
+    rate: f64,
+    frame: u64,
+    frames: u64,
+    sample: u64,
+) -> Vec<f64> {
+    for _ in 0..frames {
+        meter.sent(frame);
+    }
+    (1..=frames)
+        .filter_map(|k| {
+            let at_s = ((k * frame) as f64 - buffer as f64).max(0.0) / rate;
+            meter.completed(Time::from_nanos((at_s * 1e9).round() as u64), frame, sample)
+        })
+        .collect()
+}
+
+#[test]
+fn a_meter_told_of_the_buffer_reads_the_link_and_one_that_is_not_reads_memory_speed() {
+    // 8 MiB of socket buffers in front of a 10 MB/s link, 40 frames of 1 MiB.
+    let (buffer, rate, frame) = (8u64 << 20, 10e6, 1u64 << 20);
+    let blind = buffered_sender(&mut SendMeter::default(), buffer, rate, frame, 40, frame);
+    // The first eight frames complete at once; the first sample counts them all over the
+    // time the ninth took: 8x the link.
+    assert!(blind[0] > 7.0 * rate, "{blind:?}");
+    let told = buffered_sender(
+        &mut SendMeter::with_buffer(buffer),
+        buffer,
+        rate,
+        frame,
+        40,
+        frame,
+    );
+    // The ninth frame's completion fills the buffers and starts the clock; each later one is
+    // a sample.
+    assert_eq!(told.len(), 31, "{told:?}");
+    for r in &told {
+        assert!((r / rate - 1.0).abs() < 1e-6, "{r} B/s vs {rate}");
+    }
+    // Through the weather service: the driver's figure per link.
+    let config = WeatherConfig {
+        sample_bytes: frame,
+        ..WeatherConfig::default()
+    };
+    let mut w = Weather::new(NodeId(0), config).unwrap();
+    w.set_buffered(NodeId(1), buffer);
+    let mut last = None;
+    for _ in 0..40 {
+        w.sent(NodeId(1), frame);
+    }
+    for k in 1..=40u64 {
+        let at_s = ((k * frame) as f64 - buffer as f64).max(0.0) / rate;
+        if let Some(f) = w.completed(Time::from_nanos((at_s * 1e9) as u64), NodeId(1), frame) {
+            last = Some(f.value);
+        }
+    }
+    let mb_s = last.expect("a sample");
+    assert!((mb_s - 10.0).abs() < 0.01, "{mb_s} MB/s");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever the buffer, the link and the frames: a meter told a bound at least the real
+    /// buffer only samples the link's rate; a busy period no longer than the buffer gives
+    /// no sample at all.
+    #[test]
+    fn a_buffer_bound_keeps_memory_speed_out_of_every_sample(
+        buffer_kib in 0u64..16_384,
+        slack_kib in 0u64..4096,
+        rate in 1e5f64..1e9,
+        frame_kib in 8u64..2048,
+        frames in 1u64..200,
+        sample_kib in 1u64..4096,
+    ) {
+        let (buffer, frame) = (buffer_kib << 10, frame_kib << 10);
+        let mut m = SendMeter::with_buffer(buffer + (slack_kib << 10));
+        let samples = buffered_sender(&mut m, buffer, rate, frame, frames, sample_kib << 10);
+        for r in &samples {
+            // Completions are rounded to whole nanoseconds.
+            prop_assert!((r / rate - 1.0).abs() < 1e-3, "{} vs {}", r, rate);
+        }
+        if frames * frame <= buffer {
+            prop_assert!(samples.is_empty());
+        }
+    }
+}
+
+#[test]
+fn compute_speeds_are_timed_shared_and_guessed_for_members_nobody_measured() {
+    let members = [
+        (NodeId(0), ClusterId(0)),
+        (NodeId(1), ClusterId(0)),
+        (NodeId(2), ClusterId(1)),
+        (NodeId(3), ClusterId(1)),
+    ];
+    let config = WeatherConfig {
+        gossip: Some(Duration::from_secs(1)),
+        ..WeatherConfig::default()
+    };
+    let mut w = Weather::new(NodeId(0), config).unwrap();
+    // Smaller than a bandwidth sample, or instant: no sample.
+    assert!(w
+        .observe_compute(ms(1), (1 << 20) - 1, Duration::from_millis(1))
+        .is_none());
+    assert!(w.observe_compute(ms(1), 1 << 20, Duration::ZERO).is_none());
+    // 50 MB in 1 s.
+    let f = w
+        .observe_compute(ms(2), 50_000_000, Duration::from_secs(1))
+        .unwrap();
+    assert_eq!(f.value, 50.0);
+    // Shared with the row, even with no link measured yet.
+    let row = w.gossip_due(ms(3)).expect("a row with the compute speed");
+    assert!(row.links.is_empty());
+    assert_eq!(row.compute_mb_s, Some((50.0, f.error)));
+    assert_eq!(
+        w.take_compute(NodeId(2), Some((200.0, 1.0))),
+        Some((200.0, 1.0))
+    );
+    assert_eq!(w.take_compute(NodeId(1), Some((f64::NAN, 0.0))), None);
+    assert_eq!(w.take_compute(NodeId(3), Some((0.0, 0.0))), None);
+    let v = w.view(ms(4), &members);
+    assert_eq!(v.compute_mb_s(NodeId(0)), Some(50.0));
+    assert_eq!(v.compute_mb_s(NodeId(2)), Some(200.0));
+    assert_eq!(v.compute_mb_s(NodeId(1)), None, "NaN dropped");
+    assert_eq!(v.compute_mb_s(NodeId(3)), None, "zero dropped");
+    // Nobody measured 1 and 3: the median of the measured (50 and 200).
+    assert_eq!(v.guesses(Guesses::default()).compute_mb_s, 125.0);
+    use windrose_proto::weather::Basis;
+    let est = v.estimator(Guesses::default());
+    assert_eq!(est.compute_mb_s(NodeId(2)), (200.0, Basis::Measured));
+    assert_eq!(est.compute_mb_s(NodeId(3)), (125.0, Basis::Guessed));
+    // A row of an older member without the field still parses.
+    let old = r#"{"t":"weather","links":[]}"#;
+    let msg: windrose_proto::host::SessionMsg = serde_json::from_str(old).unwrap();
+    assert!(matches!(
+        msg,
+        windrose_proto::host::SessionMsg::Weather {
+            compute_mb_s: None,
+            ..
+        }
+    ));
+}

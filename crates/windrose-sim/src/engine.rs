@@ -1721,6 +1721,43 @@ impl Simulation {
                     Report::PeerRejoined { peer, transfer } => {
                         Some(ReportData::PeerRejoined { peer, transfer })
                     }
+                    Report::ComputeSpeed {
+                        node: who,
+                        bytes_per_s,
+                        error_bytes_per_s,
+                    } => Some(ReportData::ComputeSpeed {
+                        node: who,
+                        bytes_per_s,
+                        error_bytes_per_s,
+                    }),
+                    Report::ScatterPlanned {
+                        transfer,
+                        predicted_finish,
+                        nodes,
+                        measured_computes,
+                        measured_links,
+                    } => Some(ReportData::ScatterPlanned {
+                        transfer,
+                        predicted_finish_s: predicted_finish.as_secs_f64(),
+                        nodes,
+                        measured_computes,
+                        measured_links,
+                    }),
+                    Report::ScatterNodePlanned {
+                        transfer,
+                        node: who,
+                        compute_bytes_per_s,
+                        compute,
+                        link,
+                        kept_ppm,
+                    } => Some(ReportData::ScatterNodePlanned {
+                        transfer,
+                        node: who,
+                        compute_bytes_per_s,
+                        compute,
+                        link,
+                        kept_ppm,
+                    }),
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

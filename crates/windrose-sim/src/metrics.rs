@@ -128,6 +128,44 @@ pub enum ReportData {
         /// Its error estimate, bytes per second.
         error_bytes_per_s: u64,
     },
+    /// A member's compute speed forecast: the host's own, from its computes, or another
+    /// member's from its shared row.
+    ComputeSpeed {
+        /// The member.
+        node: NodeId,
+        /// The forecast, bytes per second.
+        bytes_per_s: u64,
+        /// Its error estimate, bytes per second.
+        error_bytes_per_s: u64,
+    },
+    /// At a scatter's root: the schedule it planned from the group's view.
+    ScatterPlanned {
+        /// The scatter.
+        transfer: TransferId,
+        /// When the schedule says every node finishes, seconds from the root's start.
+        predicted_finish_s: f64,
+        /// Nodes in the tree.
+        nodes: u32,
+        /// Nodes whose compute speed was measured.
+        measured_computes: u32,
+        /// Tree links whose bandwidth was measured.
+        measured_links: u32,
+    },
+    /// At a scatter's root: the speeds its plan took for one node.
+    ScatterNodePlanned {
+        /// The scatter.
+        transfer: TransferId,
+        /// The node.
+        node: NodeId,
+        /// Its compute speed, bytes per second.
+        compute_bytes_per_s: u64,
+        /// Where the compute speed came from.
+        compute: windrose_proto::weather::Basis,
+        /// The link from its parent: bytes per second and where it came from.
+        link: Option<(u64, windrose_proto::weather::Basis)>,
+        /// Its share of the load, parts per million.
+        kept_ppm: u32,
+    },
     /// At a broadcast's root: the tree it planned from the group's view.
     TreePlanned {
         /// The broadcast.

@@ -15,12 +15,21 @@
 //! -> {"multicast":{"file":"/data/x","protocol":"mob","piece_bytes":262144}}
 //! -> {"sort":{"sample_sort":{"record_len":100,"oversample":4}}}
 //! -> {"scatter":{"file":"/data/x","tree":"binomial","opts":{"hash_mb_s":900.0,...}}}
+//!    (without speeds: the member's host plans it from the group's weather, see below)
 //! -> "leave"
 //! <- {"started":{"transfer":12,"bytes":1048576}}
 //! <- {"started":{"transfer":13,"bytes":1048576,"predicted_finish_s":0.02}}  (a scatter)
 //! <- {"complete":{"transfer":12,"finished":8,"failed":0,"seconds":0.41}}
+//! <- {"complete":{...,"plan":{"predicted_finish_s":0.3,"nodes":[...]}}}  (a calibrated scatter)
 //! <- {"error":"..."}
 //! ```
+//!
+//! A scatter started without `--speeds`, `--hash-mb-s` or `--link-mb-s` is calibrated: the
+//! member's host plans its schedule from the group's view (every member's measured compute
+//! speed, every tree link's measured bandwidth, guesses where nothing was measured;
+//! [`windrose_proto::scatter_plan`]), and the result says which speeds the plan took. A
+//! speed given for every node or every link replaces the view's; a speeds file is the
+//! schedule itself, as `windrose scatter` reads it.
 //!
 //! What a member receives goes to `--out-dir` as `transfer-<id>` (written under
 //! `.transfer-<id>.part` and renamed when its part of the collective finished), or is hashed
@@ -57,6 +66,8 @@ use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::scatter::ScatterConfig;
+use windrose_proto::scatter_plan::{GivenSpeeds, ScatterRequest};
+use windrose_proto::weather::Basis;
 use windrose_proto::{Report, TransferId};
 use windrose_trees::TreeAlgorithm;
 
@@ -71,7 +82,8 @@ pub enum GroupCommand {
     /// Ask a running member to leave the group (once its collectives have ended).
     Leave(LeaveArgs),
     /// Show a running member's view of its links: the round trips its prober measured and the
-    /// forecast of the next one, per member.
+    /// forecast of the next one, the bandwidth its sends measured, and every member's compute
+    /// speed, per member.
     Weather(WeatherArgs),
 }
 
@@ -248,6 +260,38 @@ struct LinkView {
     mb_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mb_s_error: Option<f64>,
+    /// The member's compute speed forecast as its row brought it, MB/s, and its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compute_mb_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compute_error: Option<f64>,
+}
+
+/// The plan of a calibrated scatter, as its root's host reported it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct PlanView {
+    /// When the schedule says every member finishes, seconds after the root's start.
+    predicted_finish_s: f64,
+    /// Members whose compute speed was measured, and tree links whose bandwidth was.
+    measured_computes: u32,
+    measured_links: u32,
+    /// Every member of the tree, in the schedule's order.
+    nodes: Vec<NodePlanView>,
+}
+
+/// The speeds a plan took for one member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct NodePlanView {
+    member: u32,
+    compute_mb_s: f64,
+    compute: Basis,
+    /// The link from its parent (None at the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    link_mb_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    link: Option<Basis>,
+    /// Its share of the load.
+    kept_fraction: f64,
 }
 
 /// A request on a member's control socket.
@@ -281,7 +325,12 @@ pub(crate) enum ControlRequest {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum ControlReply {
-    Weather(Vec<LinkView>),
+    Weather {
+        links: Vec<LinkView>,
+        /// This member's compute speed forecast and its error, MB/s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compute_mb_s: Option<(f64, f64)>,
+    },
     Started {
         transfer: u32,
         bytes: u64,
@@ -300,6 +349,9 @@ enum ControlReply {
         /// The member that started it (the root).
         #[serde(default)]
         initiator: u32,
+        /// A calibrated scatter: the speeds its plan took and its prediction.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<PlanView>,
     },
     Leaving,
     Error(String),
@@ -357,6 +409,7 @@ struct Started {
     replies: mpsc::UnboundedSender<ControlReply>,
     at: Instant,
     members: Vec<MemberView>,
+    plan: Option<PlanView>,
 }
 
 /// Where a member's received bytes of one collective go.
@@ -437,6 +490,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     };
     // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
     config.digest_deliveries = true;
+    // A calibrated scatter needs every member's compute speed: time BLAKE3 over 16 MiB at the
+    // start (a sort member's compute stands for work done elsewhere: nothing to time).
+    config.calibrate_compute = sort_app.is_none().then_some(16 << 20);
     if let Some(metric) = a.mst_live {
         let live = windrose_proto::mst_service::MstLiveConfig {
             metric,
@@ -475,6 +531,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut link_series = Recorder::new(me);
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
+    // This member's compute speed forecast and its error, MB/s.
+    let mut own_compute: Option<(f64, f64)> = None;
     // With --once: how this member's part of its first collective ended.
     let mut once: Option<(TransferId, bool)> = None;
     loop {
@@ -492,7 +550,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         continue;
                     }
                     ControlRequest::Weather => {
-                        let _ = call.replies.send(ControlReply::Weather(links.values().cloned().collect()));
+                        let _ = call.replies.send(ControlReply::Weather { links: links.values().cloned().collect(), compute_mb_s: own_compute });
                         continue;
                     }
                     r => r,
@@ -502,9 +560,10 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
                         let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64, predicted_finish_s });
-                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new() });
+                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new(), plan: None });
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
+                            Job::Scatter(r) => AppRequest::StartScatter(ScatterRequest { data, transfer: Some(t), ..r }),
                             Job::Live { policy, segment_bytes } => AppRequest::StartBroadcast(BroadcastRequest {
                                 policy,
                                 segment_bytes,
@@ -541,7 +600,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     if let Some(s) = started.remove(&transfer) {
                         let seconds = s.at.elapsed().as_secs_f64();
                         say(format!("transfer {transfer}: {finished} members finished, {failed} failed, {seconds:.3} s"));
-                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id });
+                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan });
                     }
                 }
                 GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed }) => {
@@ -573,6 +632,33 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     let l = links.entry(peer).or_insert_with(|| LinkView { peer: peer.0, ..LinkView::default() });
                     l.mb_s = Some(bytes_per_s as f64 / 1e6);
                     l.mb_s_error = Some(error_bytes_per_s as f64 / 1e6);
+                }
+                GroupEvent::Report(Report::ComputeSpeed { node, bytes_per_s, error_bytes_per_s }) => {
+                    let speed = (bytes_per_s as f64 / 1e6, error_bytes_per_s as f64 / 1e6);
+                    if node == me {
+                        own_compute = Some(speed);
+                    } else {
+                        let l = links.entry(node).or_insert_with(|| LinkView { peer: node.0, ..LinkView::default() });
+                        (l.compute_mb_s, l.compute_error) = (Some(speed.0), Some(speed.1));
+                    }
+                }
+                GroupEvent::Report(Report::ScatterPlanned { transfer, predicted_finish, nodes, measured_computes, measured_links }) => {
+                    say(format!("transfer {transfer}: scatter planned from the group's weather ({measured_computes} of {nodes} compute speeds and {measured_links} of {} tree links measured), predicted finish {:.3} s", nodes.saturating_sub(1), predicted_finish.as_secs_f64()));
+                    if let Some(s) = started.get_mut(&transfer) {
+                        s.plan = Some(PlanView { predicted_finish_s: predicted_finish.as_secs_f64(), measured_computes, measured_links, nodes: Vec::new() });
+                    }
+                }
+                GroupEvent::Report(Report::ScatterNodePlanned { transfer, node, compute_bytes_per_s, compute, link, kept_ppm }) => {
+                    if let Some(p) = started.get_mut(&transfer).and_then(|s| s.plan.as_mut()) {
+                        p.nodes.push(NodePlanView {
+                            member: node.0,
+                            compute_mb_s: compute_bytes_per_s as f64 / 1e6,
+                            compute,
+                            link_mb_s: link.map(|l| l.0 as f64 / 1e6),
+                            link: link.map(|l| l.1),
+                            kept_fraction: f64::from(kept_ppm) / 1e6,
+                        });
+                    }
                 }
                 GroupEvent::Report(Report::TreePlanned { transfer, cost, built, changed_links, swaps, live_mst }) => {
                     let how = match live_mst {
@@ -670,10 +756,12 @@ async fn accept_calls(
     }
 }
 
-/// What a control request starts: a collective fixed here, or a broadcast whose tree the host
+/// What a control request starts: a collective fixed here, or a broadcast or scatter the host
 /// plans from the group's weather.
 enum Job {
     Fixed(CollectiveSpec),
+    /// A calibrated scatter (its data and transfer filled in when it starts).
+    Scatter(ScatterRequest),
     Live {
         policy: TreePolicy,
         segment_bytes: u64,
@@ -763,11 +851,36 @@ fn spec_for(
             })
         }
         ControlRequest::Scatter { tree, opts, .. } => {
-            // The same schedule as `windrose scatter` rooted here.
             let algo: TreeAlgorithm = tree
                 .parse()
                 .map_err(|e| format!("--tree {tree} (a scatter's tree is an algorithm): {e}"))?;
             let t = group_tree(algo, group, me).map_err(|e| format!("--tree {tree}: {e}"))?;
+            if opts.speeds.is_none() {
+                // Calibrated: the host plans it from the group's view, given speeds in place
+                // of the view's.
+                for (flag, v) in [
+                    ("--hash-mb-s", opts.hash_mb_s),
+                    ("--link-mb-s", opts.link_mb_s),
+                ] {
+                    if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                        return Err(format!("{flag} {v}: must be a positive number of MB/s"));
+                    }
+                }
+                let request = ScatterRequest {
+                    tree: t,
+                    order: opts.order,
+                    given: GivenSpeeds {
+                        compute_mb_s: opts.hash_mb_s,
+                        link_mb_s: opts.link_mb_s,
+                    },
+                    max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+                    parallel: opts.parallel,
+                    data: Bytes::new(),
+                    transfer: None,
+                };
+                return Ok((Job::Scatter(request), data, None));
+            }
+            // A speeds file: the same schedule as `windrose scatter` rooted here.
             let (schedule, _) = crate::net_cmds::scatter_schedule(group, &data, &t, algo, opts)
                 .map_err(|e| format!("{e:#}"))?;
             let predicted = Some(schedule.predicted_finish_s);
@@ -974,7 +1087,9 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
                 seconds,
                 mut members,
                 initiator,
+                plan,
             } => {
+                let predicted = plan.as_ref().map(|p| p.predicted_finish_s).or(predicted);
                 members.sort_by_key(|m| m.member);
                 for m in &mut members {
                     if let (Some(want), true) = (&root_hash, m.finished && m.member != initiator) {
@@ -991,11 +1106,17 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
                     if let Some(p) = predicted {
                         v["predicted_finish_s"] = p.into();
                     }
+                    if let Some(p) = &plan {
+                        v["plan"] = serde_json::to_value(p)?;
+                    }
                     if let Some(h) = &root_hash {
                         v["root_blake3"] = h.as_str().into();
                     }
                     println!("{v}");
                 } else {
+                    if let Some(p) = &plan {
+                        print!("{}", render_plan(p));
+                    }
                     print!(
                         "{}",
                         render_members(&members, initiator, root_hash.as_deref())
@@ -1125,8 +1246,11 @@ async fn weather(a: WeatherArgs) -> anyhow::Result<()> {
     }
     loop {
         let replies = call(&socket, &ControlRequest::Weather).await?;
-        let links = match replies.into_iter().next() {
-            Some(ControlReply::Weather(links)) => links,
+        let (links, compute) = match replies.into_iter().next() {
+            Some(ControlReply::Weather {
+                links,
+                compute_mb_s,
+            }) => (links, compute_mb_s),
             Some(ControlReply::Error(e)) => anyhow::bail!("{e}"),
             other => anyhow::bail!("unexpected reply from the member: {other:?}"),
         };
@@ -1136,7 +1260,7 @@ async fn weather(a: WeatherArgs) -> anyhow::Result<()> {
             if a.watch.is_some() {
                 print!("\x1b[2J\x1b[H"); // clear the terminal between refreshes
             }
-            println!("{}", render_weather(&links));
+            println!("{}", render_weather(&links, compute));
         }
         let Some(secs) = a.watch else {
             return Ok(());
@@ -1145,29 +1269,67 @@ async fn weather(a: WeatherArgs) -> anyhow::Result<()> {
     }
 }
 
-fn render_weather(links: &[LinkView]) -> String {
+/// The links' table, then this member's compute speed (`compute`: forecast and error, MB/s).
+fn render_weather(links: &[LinkView], compute: Option<(f64, f64)>) -> String {
+    let own = match compute {
+        Some((v, e)) => format!("this member computes {v:.1} ± {e:.1} MB/s"),
+        None => "this member has timed no compute yet".into(),
+    };
     if links.is_empty() {
-        return "no round trips measured yet (the prober measures every 500 ms once connected)"
-            .into();
+        return format!(
+            "no round trips measured yet (the prober measures every 500 ms once connected)\n{own}"
+        );
     }
     let mut s = format!(
-        "{:>6} {:>8} {:>10} {:>12} {:>9} {:>10} {:>9}\n",
-        "member", "probes", "last ms", "forecast ms", "± ms", "MB/s", "± MB/s"
+        "{:>6} {:>8} {:>10} {:>12} {:>9} {:>10} {:>9} {:>13}\n",
+        "member", "probes", "last ms", "forecast ms", "± ms", "MB/s", "± MB/s", "compute MB/s"
     );
     let num = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
     for l in links {
         s += &format!(
-            "{:>6} {:>8} {:>10.3} {:>12} {:>9} {:>10} {:>9}\n",
+            "{:>6} {:>8} {:>10.3} {:>12} {:>9} {:>10} {:>9} {:>13}\n",
             l.peer,
             l.samples,
             l.last_ms,
             num(l.forecast_ms),
             num(l.error_ms),
             num(l.mb_s),
-            num(l.mb_s_error)
+            num(l.mb_s_error),
+            l.compute_mb_s.map_or("-".into(), |v| format!("{v:.1}"))
         );
     }
-    s.pop();
+    s + &own
+}
+
+/// What a calibrated scatter's plan took: its prediction, then one line per member.
+fn render_plan(p: &PlanView) -> String {
+    let n = p.nodes.len();
+    let mut s = format!(
+        "plan: predicted finish {:.3} s, from the group's weather: {} of {n} compute speeds and \
+         {} of {} tree links measured (the rest guessed or given)\n",
+        p.predicted_finish_s,
+        p.measured_computes,
+        p.measured_links,
+        n.saturating_sub(1)
+    );
+    let basis = |b: Basis| match b {
+        Basis::Measured => "measured",
+        Basis::Guessed => "guessed",
+        Basis::Given => "given",
+    };
+    for m in &p.nodes {
+        s += &format!(
+            "  member {:>3}: keeps {:>5.1} %, computes {:.1} MB/s ({})",
+            m.member,
+            m.kept_fraction * 100.0,
+            m.compute_mb_s,
+            basis(m.compute)
+        );
+        if let (Some(v), Some(b)) = (m.link_mb_s, m.link) {
+            s += &format!(", link from its parent {v:.1} MB/s ({})", basis(b));
+        }
+        s.push('\n');
+    }
     s
 }
 

@@ -202,16 +202,16 @@ pub struct ScatterOpts {
     pub(crate) speeds: Option<PathBuf>,
     /// BLAKE3 speed of every node, in MB/s; default: measured on this machine before the run.
     #[arg(long, value_name = "MB/S")]
-    hash_mb_s: Option<f64>,
+    pub(crate) hash_mb_s: Option<f64>,
     /// Throughput of every tree link, in MB/s; default: measured by a plain TCP copy on
     /// loopback when every node has a loopback address, else assumed to be 117 (gigabit
     /// Ethernet; the output then says the prediction is not calibrated).
     #[arg(long, value_name = "MB/S")]
-    link_mb_s: Option<f64>,
+    pub(crate) link_mb_s: Option<f64>,
     /// In which order every parent sends its children their shares: optimal (fastest link
     /// first) or given (the tree's order).
     #[arg(long, default_value = "optimal", value_parser = parse_order)]
-    order: OrderPolicy,
+    pub(crate) order: OrderPolicy,
     /// Send every child its share at once instead of one after the other (one after the other
     /// is what the schedule and its prediction assume).
     #[arg(long)]

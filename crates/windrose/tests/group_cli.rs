@@ -670,3 +670,159 @@ fn mst_live_members_broadcast_over_the_live_tree() {
         assert!(got.iter().all(|h| *h == hash_file(&a)), "member {i}");
     }
 }
+
+/// `group start scatter` without speed flags: the member's host plans the scatter from the
+/// group's weather. Every member times its compute when it starts and shares it; once the rows
+/// have spread, a scatter is planned from the measured compute speeds and says so, and every
+/// member's share (the BLAKE3 it logged of the range it computed) is that range of the file,
+/// the ranges covering it exactly.
+#[test]
+fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 3;
+    write_group(&group, "cli-calib", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("c{i}.sock"));
+    let log = |i: usize| dir.path().join(format!("member{i}.log"));
+    let mut members = Members(Vec::new());
+    for i in 0..n {
+        members.0.push(
+            Command::new(bin())
+                .args(["group", "serve", "--id", &i.to_string()])
+                .arg("--group")
+                .arg(&group)
+                .arg("--control")
+                .arg(socket(i))
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(log(i)).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        (0..n).all(|i| socket(i).exists())
+    });
+    let file = dir.path().join("load.bin");
+    let load = windrose_net::random_payload(6_000_000, 9);
+    std::fs::write(&file, &load).unwrap();
+    let scatter = || -> serde_json::Value {
+        let o = windrose()
+            .args(["group", "start", "scatter", "--json", "--control"])
+            .arg(socket(0))
+            .arg("--file")
+            .arg(&file)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    // Member 0's view learns the others' compute speeds from their rows.
+    wait_for(
+        "the members' compute speeds",
+        Duration::from_secs(30),
+        || {
+            let o = windrose()
+                .args(["group", "weather", "--json", "--control"])
+                .arg(socket(0))
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            v.as_array().is_some_and(|l| {
+                l.iter()
+                    .filter(|x| x["compute_mb_s"].as_f64() > Some(0.0))
+                    .count()
+                    == n - 1
+            })
+        },
+    );
+    let table = windrose()
+        .args(["group", "weather", "--control"])
+        .arg(socket(0))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(
+        table.contains("compute MB/s") && table.contains("this member computes"),
+        "{table}"
+    );
+    let first = scatter();
+    assert_eq!(
+        (first["finished"].as_u64(), first["failed"].as_u64()),
+        (Some(3), Some(0))
+    );
+    let plan = &first["plan"];
+    assert_eq!(plan["nodes"].as_array().unwrap().len(), n, "{first}");
+    assert_eq!(
+        plan["measured_computes"].as_u64(),
+        Some(n as u64),
+        "{first}"
+    );
+    assert!(
+        plan["predicted_finish_s"].as_f64().unwrap() > 0.0,
+        "{first}"
+    );
+    assert_eq!(first["predicted_finish_s"], plan["predicted_finish_s"]);
+    for m in plan["nodes"].as_array().unwrap() {
+        assert_eq!(m["compute"], "measured", "{m}");
+    }
+    // The human form says which speeds the plan took.
+    let o = windrose()
+        .args(["group", "start", "scatter", "--control"])
+        .arg(socket(1))
+        .arg("--file")
+        .arg(&file)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("plan: predicted finish") && text.contains("(measured)"),
+        "{text}"
+    );
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control"])
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for c in &mut members.0 {
+        c.wait().unwrap();
+    }
+    // Every member logged one share per scatter; per scatter, the shares cover the load once,
+    // and each one's BLAKE3 is that of its range of the file.
+    let shares: Vec<Vec<(usize, usize, String)>> = (0..n)
+        .map(|i| {
+            std::fs::read_to_string(log(i))
+                .unwrap()
+                .lines()
+                .filter_map(|l| {
+                    let rest = l.strip_prefix("computed its scatter share [")?;
+                    let (range, hash) = rest.split_once("): BLAKE3 ")?;
+                    let (a, b) = range.split_once(", ")?;
+                    Some((a.parse().unwrap(), b.parse().unwrap(), hash.to_string()))
+                })
+                .collect()
+        })
+        .collect();
+    for k in 0..2 {
+        let mut ranges: Vec<(usize, usize)> = vec![];
+        for (i, s) in shares.iter().enumerate() {
+            assert_eq!(s.len(), 2, "member {i}: {s:?}");
+            let (a, b, h) = &s[k];
+            assert_eq!(
+                blake3::hash(&load[*a..*b]).to_hex().to_string(),
+                *h,
+                "member {i}, scatter {k}"
+            );
+            ranges.push((*a, *b));
+        }
+        ranges.sort();
+        assert_eq!(ranges[0].0, 0);
+        assert_eq!(ranges[n - 1].1, load.len());
+        assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
+    }
+}

@@ -902,7 +902,8 @@ impl Core {
                 let app = self.config.app.clone();
                 tokio::task::spawn_blocking(move || {
                     let summary = app.compute(&task);
-                    let _ = tx.blocking_send(Event::ComputeDone(task.task, summary));
+                    let _ =
+                        tx.blocking_send(Event::ComputeDone(task.task, summary, Instant::now()));
                 });
             }
             Output::Report(r) => match r {
@@ -938,7 +939,10 @@ impl Core {
                 | Report::PeerDown { .. }
                 | Report::LinkForecast { .. }
                 | Report::LinkBandwidth { .. }
-                | Report::TreePlanned { .. } => {}
+                | Report::TreePlanned { .. }
+                | Report::ComputeSpeed { .. }
+                | Report::ScatterPlanned { .. }
+                | Report::ScatterNodePlanned { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {
@@ -1190,7 +1194,7 @@ impl Core {
                     _ => Happening::Nothing,
                 }
             }
-            Event::SendDone(conn::LinkRef { peer, .. }, i, id) => {
+            Event::SendDone(conn::LinkRef { peer, .. }, i, id, _) => {
                 self.pending
                     .push_back((i, Input::SendComplete { to: peer, id }));
                 Happening::Nothing
@@ -1201,7 +1205,7 @@ impl Core {
                 }
                 Happening::Nothing
             }
-            Event::ComputeDone(task, hex) => {
+            Event::ComputeDone(task, hex, _) => {
                 if let Some(&(offset, len)) = self.compute.get(&task) {
                     self.share = Some(ShareResult {
                         offset,
