@@ -124,6 +124,21 @@ pub struct Span {
     pub chain: u32,
     /// Messages sent, by kind.
     pub by_kind: BTreeMap<&'static str, u64>,
+    /// With [`TimedRun::trace`]: the chain itself, first message first.
+    pub path: Vec<Hop>,
+}
+
+/// One message of a traced chain.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Hop {
+    /// The sender.
+    pub from: NodeId,
+    /// The receiver.
+    pub to: NodeId,
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its delay, s.
+    pub delay_s: f64,
 }
 
 impl Span {
@@ -144,6 +159,8 @@ struct InFlight<M> {
     from: NodeId,
     to: NodeId,
     hops: u32,
+    /// Its index in the trace (unused without one).
+    id: u32,
     msg: M,
 }
 
@@ -176,7 +193,13 @@ pub struct TimedRun<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> {
     /// Messages sent since the last run, by kind.
     by_kind: BTreeMap<&'static str, u64>,
     scratch: Vec<(NodeId, M::Msg)>,
+    /// With tracing: every message sent, and the one whose handling sent it.
+    trace: Option<Vec<(Hop, u32)>>,
+    /// The traced message being handled (`NONE`: an input).
+    handling: u32,
 }
+
+const NONE: u32 = u32::MAX;
 
 fn ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
@@ -195,7 +218,16 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
             start_ns: None,
             by_kind: BTreeMap::new(),
             scratch: Vec::new(),
+            trace: None,
+            handling: NONE,
         }
+    }
+
+    /// Keeps every message's cause from now on, so that [`run`](Self::run) returns the chain
+    /// itself ([`Span::path`]); memory grows with the messages (small runs only).
+    pub fn trace(mut self) -> Self {
+        self.trace = Some(Vec::new());
+        self
     }
 
     /// The machines.
@@ -213,12 +245,27 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
             *self.by_kind.entry(M::kind(&msg)).or_default() += 1;
             let d = (self.latency_s)(from, to);
             debug_assert!(d.is_finite() && d >= 0.0, "latency {from}->{to}: {d}");
+            let mut id = NONE;
+            if let Some(t) = &mut self.trace {
+                id = t.len() as u32;
+                let kind = M::kind(&msg);
+                t.push((
+                    Hop {
+                        from,
+                        to,
+                        kind,
+                        delay_s: d,
+                    },
+                    self.handling,
+                ));
+            }
             self.queue.push(Reverse(InFlight {
                 at_ns: self.now_ns + ns(d),
                 seq: self.seq,
                 from,
                 to,
                 hops,
+                id,
                 msg,
             }));
             self.seq += 1;
@@ -233,6 +280,7 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
         f: impl FnOnce(&mut M, &mut Vec<(NodeId, M::Msg)>) -> Result<(), E>,
     ) -> Result<(), E> {
         self.start_ns.get_or_insert(self.now_ns);
+        self.handling = NONE;
         let mut out = std::mem::take(&mut self.scratch);
         let r = f(&mut self.nodes[node.index()], &mut out);
         self.scratch = out;
@@ -254,7 +302,7 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
     /// run cost. An error names the refused message.
     pub fn run(&mut self) -> Result<Span, String> {
         let start_ns = self.start_ns.take().unwrap_or(self.now_ns);
-        let mut end = (start_ns, 0u32);
+        let mut end = (start_ns, 0u32, NONE);
         while let Some(Reverse(m)) = self.queue.pop() {
             self.now_ns = m.at_ns;
             let node = &mut self.nodes[m.to.index()];
@@ -269,17 +317,28 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
                     m.from
                 )
             })?;
-            if !was && node.settled() {
-                end = end.max((m.at_ns, m.hops));
+            if !was && node.settled() && (m.at_ns, m.hops) > (end.0, end.1) {
+                end = (m.at_ns, m.hops, m.id);
             }
             self.scratch = out;
+            self.handling = m.id;
             self.post(m.to, m.hops + 1);
+        }
+        let mut path = Vec::new();
+        if let Some(t) = &self.trace {
+            let mut id = end.2;
+            while id != NONE {
+                path.push(t[id as usize].0);
+                id = t[id as usize].1;
+            }
+            path.reverse();
         }
         Ok(Span {
             start_s: start_ns as f64 / 1e9,
             end_s: end.0 as f64 / 1e9,
             chain: end.1,
             by_kind: std::mem::take(&mut self.by_kind),
+            path,
         })
     }
 }
@@ -303,9 +362,14 @@ mod tests {
                 Ghs::new(n(v), mine).unwrap()
             })
             .collect();
-        let mut run = TimedRun::new(machines, |_, _| 1.0);
+        let mut run = TimedRun::new(machines, |_, _| 1.0).trace();
         run.wake_all();
         let span = run.run().unwrap();
+        // The traced chain: as many messages as delays, each sent by the previous receiver.
+        assert_eq!(span.path.len(), 5);
+        assert!(span.path.windows(2).all(|w| w[0].to == w[1].from));
+        // Node 2 learns the end by Done and node 0 by the core's Report, both at t = 5.
+        assert!(matches!(span.path.last().unwrap().kind, "done" | "report"));
         assert!(run.nodes().iter().all(|g| g.is_done()));
         // t = 1: 0 and 1 connect over 0-1 (2's Connect waits at 1); t = 2: the Initiates
         // cross and 1 absorbs 2; the reports reach the core and the end reaches the last
