@@ -33,7 +33,7 @@ use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
 use windrose_sim::metrics::ReportData;
 use windrose_sim::scenario::{load_scenario, PlatformCosts};
-use windrose_trees::TreeAlgorithm;
+use windrose_trees::{Tree, TreeAlgorithm};
 
 /// `windrose mst`.
 #[derive(Debug, Args)]
@@ -260,7 +260,7 @@ fn log_stats(log: &[u8]) -> Result<LogStats> {
 pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId) -> Result<MstRun> {
     let n = platform.node_count();
     let (spec, unit, factor) = weights(&platform, metric)?;
-    let central = central_mst(&spec, n)?;
+    let central = central_of_spec(&spec, n)?;
     let edge_count = spec.edges.len();
     let config = SimConfig {
         record_deliveries: true,
@@ -350,21 +350,34 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
 }
 
 /// The central MST of the spec's weights (windrose-trees' Prim, GHS's order), `(lo, hi)` edges.
-fn central_mst(spec: &MstSpec, n: usize) -> Result<Vec<(u32, u32)>> {
+fn central_of_spec(spec: &MstSpec, n: usize) -> Result<Vec<(u32, u32)>> {
     let mut w = vec![vec![0.0; n]; n];
     for &(a, b, x) in &spec.edges {
         w[a.index()][b.index()] = x;
         w[b.index()][a.index()] = x;
     }
-    let costs = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, n, |a, b| w[a][b]);
-    let tree = TreeAlgorithm::Mst.build(&costs, None, NodeId(0))?;
-    let mut e: Vec<(u32, u32)> = tree
+    central_mst(&w)
+}
+
+/// The central MST of a symmetric weight matrix (windrose-trees' Prim, GHS's order).
+pub(crate) fn central_mst(w: &[Vec<f64>]) -> Result<Vec<(u32, u32)>> {
+    let costs = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, w.len(), |a, b| w[a][b]);
+    Ok(tree_pairs(&TreeAlgorithm::Mst.build(
+        &costs,
+        None,
+        NodeId(0),
+    )?))
+}
+
+/// A tree's edges as `(lo, hi)`, sorted.
+pub(crate) fn tree_pairs(t: &Tree) -> Vec<(u32, u32)> {
+    let mut e: Vec<(u32, u32)> = t
         .edges()
         .iter()
         .map(|&(a, b)| (a.0.min(b.0), a.0.max(b.0)))
         .collect();
     e.sort_unstable();
-    Ok(e)
+    e
 }
 
 fn render(r: &MstRun, source: &str) -> String {

@@ -18,7 +18,7 @@
 
 use super::output::{create_dir, write_atomic};
 use super::{mark, Check, MstCollectivesArgs};
-use crate::mst_cmd::{simulate, MstRun};
+use crate::mst_cmd::{central_mst, simulate, tree_pairs, MstRun};
 use crate::output::{htable, num, print, vtable};
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use windrose_model::platform::SendCost;
-use windrose_model::{ClusterCosts, ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
+use windrose_model::{ClusterCosts, ClusterId, CostUnit, LinkCosts, NodeId};
 use windrose_proto::ghs::Ghs;
 use windrose_proto::ghs_repair::MaintainedMst;
 use windrose_proto::ghs_timed::{ghs_message_bound, Span, TimedMachine, TimedRun};
@@ -621,22 +621,6 @@ fn tree_of(nodes: &[MaintainedMst]) -> Result<Vec<(u32, u32)>> {
     Ok(e)
 }
 
-/// The central MST of a weight matrix (windrose-trees, GHS's order), `(lo, hi)` edges.
-fn central(w: &[Vec<f64>]) -> Result<Vec<(u32, u32)>> {
-    let costs = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, w.len(), |a, b| w[a][b]);
-    sorted_edges(&TreeAlgorithm::Mst.build(&costs, None, NodeId(0))?)
-}
-
-fn sorted_edges(t: &Tree) -> Result<Vec<(u32, u32)>> {
-    let mut e: Vec<(u32, u32)> = t
-        .edges()
-        .iter()
-        .map(|&(a, b)| (a.0.min(b.0), a.0.max(b.0)))
-        .collect();
-    e.sort_unstable();
-    Ok(e)
-}
-
 /// The machines of a complete graph of weights `w` (s), each message taking its link's
 /// latency `lat` (s).
 fn timed<M: TimedMachine>(
@@ -686,7 +670,7 @@ fn repair_row(base: &[Vec<f64>], (a, b): (u32, u32), to_s: f64) -> Result<Repair
     let mut w = base.to_vec();
     w[a as usize][b as usize] = to_s;
     w[b as usize][a as usize] = to_s;
-    if after != central(&w)? {
+    if after != central_mst(&w)? {
         bail!("the repair of ({a},{b}) -> {to_s} s did not end at the MST of the new weights");
     }
     let mut fresh = timed(&w, base.to_vec(), Ghs::new)?;
@@ -767,7 +751,7 @@ fn scale_row(n: usize) -> Result<ScaleRow> {
         .collect();
     got.sort_unstable();
     if !run.nodes().iter().all(Ghs::is_done)
-        || got != sorted_edges(&TreeAlgorithm::Mst.build(&costs, None, NodeId(0))?)?
+        || got != tree_pairs(&TreeAlgorithm::Mst.build(&costs, None, NodeId(0))?)
     {
         bail!("GHS on {n} nodes did not end at the central MST");
     }
