@@ -859,14 +859,59 @@ struct Edge {
     state: EdgeState,
 }
 
+/// Neighbour id -> index of the edge. Every message looks its sender up, so on large dense
+/// graphs (a complete graph of thousands of nodes) a binary search's cache misses dominate the
+/// run: ids spanning at most twice the degree get a direct table instead.
+#[derive(Clone, Debug)]
+enum Lookup {
+    /// `(neighbour, index)` by neighbour id.
+    Sorted(Vec<(NodeId, u32)>),
+    /// `slot[id - first]` is the index, or `u32::MAX` for no edge.
+    Dense { first: u32, slot: Vec<u32> },
+}
+
+impl Lookup {
+    /// From `(neighbour, index)` sorted by neighbour, without duplicates.
+    fn new(sorted: Vec<(NodeId, usize)>) -> Lookup {
+        let (Some(&(lo, _)), Some(&(hi, _))) = (sorted.first(), sorted.last()) else {
+            return Lookup::Sorted(Vec::new());
+        };
+        let span = (hi.0 - lo.0) as usize + 1;
+        if span <= 2 * sorted.len() {
+            let mut slot = vec![u32::MAX; span];
+            for (id, i) in sorted {
+                slot[(id.0 - lo.0) as usize] = i as u32;
+            }
+            Lookup::Dense { first: lo.0, slot }
+        } else {
+            Lookup::Sorted(sorted.into_iter().map(|(id, i)| (id, i as u32)).collect())
+        }
+    }
+
+    fn get(&self, id: NodeId) -> Option<usize> {
+        match self {
+            Lookup::Sorted(v) => v
+                .binary_search_by_key(&id, |&(n, _)| n)
+                .ok()
+                .map(|k| v[k].1 as usize),
+            Lookup::Dense { first, slot } => {
+                id.0.checked_sub(*first)
+                    .and_then(|k| slot.get(k as usize))
+                    .filter(|&&i| i != u32::MAX)
+                    .map(|&i| i as usize)
+            }
+        }
+    }
+}
+
 /// One node's GHS machine: see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct Ghs {
     me: NodeId,
     /// Incident edges, lightest first.
     edges: Vec<Edge>,
-    /// `(neighbour, index in edges)`, by neighbour id.
-    by_id: Vec<(NodeId, usize)>,
+    /// Neighbour id -> index in `edges`.
+    by_id: Lookup,
     /// No edge before this index is Basic (edges only leave Basic).
     basic_from: usize,
     state: NodeState,
@@ -918,6 +963,7 @@ impl Ghs {
                 neighbour: w[0].0,
             });
         }
+        let by_id = Lookup::new(by_id);
         Ok(Ghs {
             me,
             edges: list,
@@ -1042,10 +1088,7 @@ impl Ghs {
     }
 
     fn index_of(&self, id: NodeId) -> Option<usize> {
-        self.by_id
-            .binary_search_by_key(&id, |&(n, _)| n)
-            .ok()
-            .map(|k| self.by_id[k].1)
+        self.by_id.get(id)
     }
 
     /// Refuses messages GHS never sends to a node in this state (checked on arrival, before
@@ -1716,6 +1759,23 @@ impl Protocol for GhsProtocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both lookups (a direct table for ids spanning at most twice the degree, a binary
+    /// search otherwise) agree with a linear search, for members and strangers alike.
+    #[test]
+    fn neighbour_lookup() {
+        for ids in [vec![1u32, 2, 3, 5], vec![7, 100, 4000], vec![9], vec![]] {
+            let g = Ghs::new(NodeId(0), ids.iter().map(|&i| (NodeId(i), f64::from(i)))).unwrap();
+            assert_eq!(
+                matches!(g.by_id, Lookup::Dense { .. }),
+                ids.len() == 4 || ids.len() == 1
+            );
+            for probe in 0..4100 {
+                let want = g.edges.iter().position(|e| e.to == NodeId(probe));
+                assert_eq!(g.index_of(NodeId(probe)), want, "{ids:?}, {probe}");
+            }
+        }
+    }
 
     fn n(i: u32) -> NodeId {
         NodeId(i)

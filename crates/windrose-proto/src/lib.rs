@@ -34,6 +34,8 @@
 //!   [`Protocol`] adapter ([`ghs::GhsProtocol`]), its spec and the result every node delivers;
 //!   [`ghs_repair`]: keeping it the exact MST after weight changes (local repairs in epochs)
 //!   and failures (a new GHS generation), with its frames ([`ghs_repair::MstFrame`]);
+//!   [`ghs_timed`]: both in the message-delay model of GHS's analysis (messages by kind, time,
+//!   the critical chain's delays), for thousands of nodes;
 //!   [`mst_service`]: the Host's live MST built and repaired from the links' forecasts, the
 //!   trees of `mst-live` broadcasts.
 //! - [`heterosort`]: HeteroSort, the distributed sort over a conceptual torus in snake order:
@@ -129,6 +131,7 @@ pub mod collective;
 pub mod frame;
 pub mod ghs;
 pub mod ghs_repair;
+pub mod ghs_timed;
 pub mod heterosort;
 pub mod host;
 pub mod mob;

@@ -12,6 +12,7 @@ mod error;
 mod group_cmd;
 mod input;
 mod mpi_cmd;
+mod mst_cmd;
 mod net_cmds;
 mod output;
 mod records_cmd;
@@ -98,6 +99,9 @@ enum Command {
     /// WAN delay line) from a scenario file, and real multicasts across it (root only).
     #[command(subcommand)]
     Testbed(testbed_cmd::TestbedCommand),
+    /// GHS, the distributed minimum spanning tree, on a scenario's or a cost file's network in
+    /// the simulator: the tree, the frames by kind, the build time and its critical chain.
+    Mst(mst_cmd::MstArgs),
     /// MPI programs with windrose's broadcast (the windrose-mpi shim): `mpi env` prints the
     /// launch lines for the installed MPIs.
     #[command(subcommand)]
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Demo(args) => testbed_cmd::demo(args),
         Command::Mpi(cmd) => mpi_cmd::run(cmd),
+        Command::Mst(args) => mst_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,6 +80,9 @@ pub struct MstCollectivesArgs {
     /// this directory (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// GHS's growth up to 4,096 nodes (the default stops at 512, for CI).
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Options of `windrose reproduce dlt`.

@@ -1,0 +1,473 @@
+//! `windrose mst`: GHS, the distributed minimum spanning tree (seed 004), run by Hosts in the
+//! simulator on a scenario's platform or a cost file's network, and printed: the tree (edges
+//! and weights, the total every node learnt), the GHS frames by kind beside GHS's bound, the
+//! simulated build time (first GHS frame to the last node knowing the end) and the message
+//! delays on the causal chain that ended it, beside GHS's time bound.
+//!
+//! The run is the `mst` collective ([`CollectiveSpec::Mst`]) on the complete graph of the
+//! members, started by one member through the session like any collective, so its time
+//! includes what the Hosts add (the session's Announce, Ready and Go come first and are not
+//! counted; queueing on the links is). The tree is checked against the central MST of the same
+//! weights (windrose-trees, same `(w, min id, max id)` order): a difference is an error.
+//!
+//! **The chain.** Read from the simulator's event log: a GHS frame sent while a node handles a
+//! GHS frame counts one more delay than it; one sent on anything else (the session's Go) counts
+//! one. The chain is the count of the frame whose handling let the last node learn the end.
+
+use crate::error::{bad_input, OrBadInput};
+use crate::output::{num, print, print_json, vtable};
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use windrose_model::platform::{ClusterSpec, Platform};
+use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
+use windrose_proto::collective::CollectiveSpec;
+use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
+use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
+use windrose_proto::mst_service::MstMetric;
+use windrose_sim::engine::{MemoryLog, SimConfig};
+use windrose_sim::group::{group, start_input};
+use windrose_sim::metrics::ReportData;
+use windrose_sim::scenario::{load_scenario, PlatformCosts};
+use windrose_trees::{Tree, TreeAlgorithm};
+
+/// `windrose mst`.
+#[derive(Debug, Args)]
+pub struct MstArgs {
+    /// A scenario file: its platform is the network (latencies and capacities).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "costs",
+        required_unless_present = "costs"
+    )]
+    scenario: Option<PathBuf>,
+    /// A cost file in latency_ms (each link that latency, 100 Mbit/s) or bandwidth_mb_s (each
+    /// link that capacity, 1 ms): one site per node.
+    #[arg(long, value_name = "FILE")]
+    costs: Option<PathBuf>,
+    /// What the weights measure: latency (one-way, ms) or inverse-bandwidth (ms per MB, the
+    /// maximum-bottleneck tree for large messages).
+    #[arg(long, value_name = "METRIC", default_value = "latency")]
+    metric: MstMetric,
+    /// The member that starts the run.
+    #[arg(long, value_name = "NODE", default_value_t = 0)]
+    initiator: u32,
+    /// JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Latency assumed on every link of a bandwidth cost file, s.
+const BANDWIDTH_FILE_LATENCY_S: f64 = 1e-3;
+/// Capacity assumed on every link of a latency cost file, bytes/s (100 Mbit/s).
+const LATENCY_FILE_BYTES_S: f64 = 12.5e6;
+
+/// One edge of the tree, weight in the report's unit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct TreeEdge {
+    pub a: u32,
+    pub b: u32,
+    pub weight: f64,
+}
+
+/// What a simulated run gives.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct MstRun {
+    pub nodes: u32,
+    pub metric: String,
+    /// The unit of the weights shown: `ms` or `ms/MB`.
+    pub unit: &'static str,
+    /// The tree, lightest first.
+    pub edges: Vec<TreeEdge>,
+    /// The total every node learnt with the end, in `unit`.
+    pub total: f64,
+    /// GHS frames by kind (`ghs_connect` ... `ghs_done`).
+    pub frames: BTreeMap<String, u64>,
+    pub frames_total: u64,
+    /// `5 n log2 n + 2 e` for the classic kinds (`ghs_done` is not in it).
+    pub message_bound: f64,
+    /// First GHS frame sent, and the last node learning the end, simulated seconds.
+    pub first_frame_s: f64,
+    pub last_end_s: f64,
+    pub build_s: f64,
+    /// Message delays on the chain that ended the build (see the module docs).
+    pub chain: u32,
+    /// GHS's time bound in message delays, `5 n log2 n`.
+    pub time_bound: f64,
+}
+
+/// Runs `windrose mst`.
+pub fn run(a: MstArgs) -> Result<()> {
+    let (platform, source) = match (&a.scenario, &a.costs) {
+        (Some(p), _) => (
+            load_scenario(p).or_bad_input()?.platform,
+            format!("scenario {}", p.display()),
+        ),
+        (None, Some(p)) => (
+            platform_of_costs(&crate::input::costs(Some(p))?.model)
+                .with_context(|| format!("--costs {}", p.display()))?,
+            format!("cost file {}", p.display()),
+        ),
+        (None, None) => return Err(bad_input("give --scenario FILE or --costs FILE")),
+    };
+    if a.initiator as usize >= platform.node_count() {
+        return Err(bad_input(format!(
+            "--initiator {}: the network has nodes 0..{}",
+            a.initiator,
+            platform.node_count().saturating_sub(1)
+        )));
+    }
+    let r = simulate(platform, a.metric, NodeId(a.initiator))?;
+    if a.json {
+        return print_json(&r);
+    }
+    print(&render(&r, &source))
+}
+
+/// A platform of one site per node whose links have the cost file's latencies (or capacities).
+fn platform_of_costs(model: &impl LinkCosts) -> Result<Platform> {
+    let n = model.node_count();
+    let unit = model.unit();
+    let mut b = Platform::builder();
+    for _ in 0..n {
+        b = b.cluster(ClusterSpec::uniform(1, 1e12, 1e12, 0.0));
+    }
+    for x in 0..n {
+        for y in 0..n {
+            if x == y {
+                continue;
+            }
+            let c = model.cost(NodeId::from(x), NodeId::from(y));
+            let (bytes_s, latency_s) = match unit {
+                CostUnit::LatencyMs => (LATENCY_FILE_BYTES_S, c / 1e3),
+                CostUnit::BandwidthMbS if c > 0.0 => (c * 1e6, BANDWIDTH_FILE_LATENCY_S),
+                CostUnit::BandwidthMbS => {
+                    return Err(bad_input(format!(
+                        "the link {x}-{y} has bandwidth {c} MB/s: a link needs a capacity > 0"
+                    )))
+                }
+                CostUnit::Hops => {
+                    return Err(bad_input(
+                        "its unit is hops, which gives no time to simulate: give latency_ms or bandwidth_mb_s",
+                    ))
+                }
+            };
+            b = b.wan(ClusterId::from(x), ClusterId::from(y), bytes_s, latency_s);
+        }
+    }
+    b.build().or_bad_input()
+}
+
+/// The weights of `metric` between the platform's nodes: (spec, shown unit, factor from the
+/// spec's unit to the shown one).
+pub(crate) fn weights(
+    platform: &Platform,
+    metric: MstMetric,
+) -> Result<(MstSpec, &'static str, f64)> {
+    let n = platform.node_count();
+    let (wm, unit, factor, matrix): (_, _, _, Vec<Vec<f64>>) = match metric {
+        MstMetric::Latency => {
+            let c = PlatformCosts::latency_ms(platform);
+            let m = (0..n)
+                .map(|a| {
+                    (0..n)
+                        .map(|b| c.cost(NodeId::from(a), NodeId::from(b)) / 1e3)
+                        .collect()
+                })
+                .collect();
+            (WeightMetric::LatencyS, "ms", 1e3, m)
+        }
+        MstMetric::InverseBandwidth => {
+            let c = PlatformCosts::bandwidth_mb_s(platform);
+            let m = (0..n)
+                .map(|a| {
+                    (0..n)
+                        .map(|b| match a == b {
+                            true => 0.0,
+                            false => 1.0 / (c.cost(NodeId::from(a), NodeId::from(b)) * 1e6),
+                        })
+                        .collect()
+                })
+                .collect();
+            (WeightMetric::InverseBandwidth, "ms/MB", 1e9, m)
+        }
+    };
+    let spec = MstSpec::complete(wm, &matrix).map_err(anyhow::Error::msg)?;
+    Ok((spec, unit, factor))
+}
+
+/// The GHS frames of a run from the simulator's event log: by kind, the first one's time, and
+/// per node the time it learnt the end with the chain's delays (see the module docs).
+struct LogStats {
+    frames: BTreeMap<String, u64>,
+    first_s: Option<f64>,
+    ends: BTreeMap<u32, (f64, u32)>,
+}
+
+fn log_stats(log: &[u8]) -> Result<LogStats> {
+    let mut s = LogStats {
+        frames: BTreeMap::new(),
+        first_s: None,
+        ends: BTreeMap::new(),
+    };
+    // Delays of the GHS frames in flight per (from, to), FIFO as the links are.
+    let mut flight: HashMap<(u32, u32), VecDeque<u32>> = HashMap::new();
+    // The delays of the frame each node is handling (0: not a GHS frame).
+    let mut handling: HashMap<u32, u32> = HashMap::new();
+    for line in std::str::from_utf8(log)?.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let (t, node) = (
+            v["t"].as_f64().context("a log line without a time")?,
+            v["node"].as_u64().context("a log line without a node")? as u32,
+        );
+        let ghs = v["msg"].as_str().filter(|k| k.starts_with("ghs_"));
+        let peer = v["peer"].as_u64().map(|p| p as u32);
+        match (v["ev"].as_str().unwrap_or(""), ghs, peer) {
+            ("send", Some(kind), Some(to)) => {
+                *s.frames.entry(kind.to_string()).or_default() += 1;
+                s.first_s.get_or_insert(t);
+                let d = handling.get(&node).copied().unwrap_or(0) + 1;
+                flight.entry((node, to)).or_default().push_back(d);
+            }
+            ("recv", Some(_), Some(from)) => {
+                let d = flight
+                    .get_mut(&(from, node))
+                    .and_then(VecDeque::pop_front)
+                    .context("a GHS frame received that was never sent")?;
+                handling.insert(node, d);
+            }
+            ("deliver", ..) => {
+                let d = handling.get(&node).copied().unwrap_or(0);
+                s.ends.entry(node).or_insert((t, d));
+            }
+            // Outputs of the input being handled.
+            ("send" | "report" | "finished" | "set_timer" | "cancel_timer", ..) => {}
+            _ => {
+                handling.insert(node, 0);
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// The `mst` collective on the complete graph of `platform`'s nodes, weighed by `metric`,
+/// started by `initiator`, run by Hosts in the simulator.
+pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId) -> Result<MstRun> {
+    let n = platform.node_count();
+    let (spec, unit, factor) = weights(&platform, metric)?;
+    let central = central_of_spec(&spec, n)?;
+    let edge_count = spec.edges.len();
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    // No heartbeats: nothing fails, and the run ends when the collective has.
+    let mut sim = group(platform, config, 0, |c| c.heartbeat = None)?;
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    sim.input_at(
+        initiator,
+        0.0,
+        start_input(CollectiveSpec::Mst(spec), Bytes::new(), None),
+    )?;
+    let m = sim.run()?;
+    if !m.errors.is_empty() {
+        bail!("the simulated run failed: {:?}", m.errors);
+    }
+    let transfer = m.nodes[initiator.index()]
+        .reports
+        .iter()
+        .find_map(|r| match r.report {
+            ReportData::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } if finished as usize == n && failed == 0 => Some(transfer),
+            _ => None,
+        })
+        .context("the MST run did not complete at every member")?;
+    let mut edges: BTreeMap<(u32, u32), f64> = BTreeMap::new();
+    let mut total = None;
+    for v in 0..n as u32 {
+        let d = sim.delivered_of(NodeId(v), transfer);
+        let [(0, bytes)] = &d[..] else {
+            bail!("node {v} delivered {} results", d.len());
+        };
+        let r = MstResult::parse(bytes).map_err(anyhow::Error::msg)?;
+        if *total.get_or_insert(r.total_weight.to_bits()) != r.total_weight.to_bits() {
+            bail!("node {v} learnt another total than the others");
+        }
+        for (to, w) in r.branches {
+            edges.insert((v.min(to.0), v.max(to.0)), w);
+        }
+    }
+    let got: Vec<(u32, u32)> = edges.keys().copied().collect();
+    if got != central {
+        bail!("GHS built {got:?}, the central MST is {central:?}");
+    }
+    let stats = log_stats(&log.contents())?;
+    let (last_end_s, chain) =
+        stats
+            .ends
+            .values()
+            .copied()
+            .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+    let first_frame_s = stats.first_s.unwrap_or(last_end_s);
+    let mut edges: Vec<TreeEdge> = edges
+        .into_iter()
+        .map(|((a, b), w)| TreeEdge {
+            a,
+            b,
+            weight: w * factor,
+        })
+        .collect();
+    edges.sort_by(|x, y| {
+        x.weight
+            .total_cmp(&y.weight)
+            .then((x.a, x.b).cmp(&(y.a, y.b)))
+    });
+    Ok(MstRun {
+        nodes: n as u32,
+        metric: metric.to_string(),
+        unit,
+        edges,
+        total: f64::from_bits(total.unwrap_or(0)) * factor,
+        frames_total: stats.frames.values().sum(),
+        frames: stats.frames,
+        message_bound: ghs_message_bound(n, edge_count),
+        first_frame_s,
+        last_end_s,
+        build_s: last_end_s - first_frame_s,
+        chain,
+        time_bound: ghs_time_bound(n),
+    })
+}
+
+/// The central MST of the spec's weights (windrose-trees' Prim, GHS's order), `(lo, hi)` edges.
+fn central_of_spec(spec: &MstSpec, n: usize) -> Result<Vec<(u32, u32)>> {
+    let mut w = vec![vec![0.0; n]; n];
+    for &(a, b, x) in &spec.edges {
+        w[a.index()][b.index()] = x;
+        w[b.index()][a.index()] = x;
+    }
+    central_mst(&w)
+}
+
+/// The central MST of a symmetric weight matrix (windrose-trees' Prim, GHS's order).
+pub(crate) fn central_mst(w: &[Vec<f64>]) -> Result<Vec<(u32, u32)>> {
+    let costs = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, w.len(), |a, b| w[a][b]);
+    Ok(tree_pairs(&TreeAlgorithm::Mst.build(
+        &costs,
+        None,
+        NodeId(0),
+    )?))
+}
+
+/// A tree's edges as `(lo, hi)`, sorted.
+pub(crate) fn tree_pairs(t: &Tree) -> Vec<(u32, u32)> {
+    let mut e: Vec<(u32, u32)> = t
+        .edges()
+        .iter()
+        .map(|&(a, b)| (a.0.min(b.0), a.0.max(b.0)))
+        .collect();
+    e.sort_unstable();
+    e
+}
+
+fn render(r: &MstRun, source: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "GHS on the complete graph of {} nodes ({source}), weights: {} in {}; simulated, Hosts",
+        r.nodes, r.metric, r.unit
+    );
+    let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
+    let rows: Vec<Vec<String>> = r
+        .edges
+        .iter()
+        .map(|e| vec![format!("{}-{}", e.a, e.b), num(e.weight)])
+        .collect();
+    for l in vtable(&["edge", &format!("weight, {}", r.unit)], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(
+        out,
+        "  total {} {} (every node learnt it with the end); the central MST has the same edges",
+        num(r.total),
+        r.unit
+    );
+    out.push_str("\nGHS frames by kind\n");
+    let rows: Vec<Vec<String>> = r
+        .frames
+        .iter()
+        .map(|(k, v)| vec![k.clone(), v.to_string()])
+        .collect();
+    for l in vtable(&["kind", "frames"], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(
+        out,
+        "  {} in all; GHS's bound 5 n log2 n + 2 e = {:.0} (for the classic kinds, without ghs_done)",
+        r.frames_total, r.message_bound
+    );
+    let _ = writeln!(
+        out,
+        "\nBuild: first GHS frame at {:.3} s, the last node knew the end at {:.3} s: {:.3} s simulated;\n\
+         {} message delays on the chain that ended it (GHS's bound: 5 n log2 n = {:.0})",
+        r.first_frame_s, r.last_end_s, r.build_s, r.chain, r.time_bound
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn six_sites() -> Platform {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../data/scenarios/seed004-six-sites.toml");
+        load_scenario(&p).unwrap().platform
+    }
+
+    /// The paper's six sites: the distributed build's tree crosses the sites on Table 1's
+    /// site MST (758.6 ms), every node learns the end, the counts keep GHS's bounds.
+    #[test]
+    fn six_sites_build() {
+        let r = simulate(six_sites(), MstMetric::Latency, NodeId(12)).unwrap();
+        assert_eq!(r.edges.len(), 23);
+        assert!((r.total - 758.6).abs() < 1e-9, "{}", r.total);
+        assert_eq!(r.frames["ghs_done"], 22);
+        let classic = r.frames_total - r.frames["ghs_done"];
+        assert!((classic as f64) <= r.message_bound);
+        assert!(r.chain >= 3 && (r.chain as f64) <= r.time_bound);
+        // The S1-S2 link (364.1 ms) must be found, tested and connected over at least.
+        assert!(r.build_s > 3.0 * 0.3641, "{}", r.build_s);
+    }
+
+    /// A latency cost file of three nodes: a path of 1 and 2 ms.
+    #[test]
+    fn cost_file_platform() {
+        let m = DenseCostMatrix::<f64>::from_fn(CostUnit::LatencyMs, 3, |a, b| {
+            match (a.min(b), a.max(b)) {
+                (0, 1) => 1.0,
+                (1, 2) => 2.0,
+                _ => 5.0,
+            }
+        });
+        let p = platform_of_costs(&m).unwrap();
+        let r = simulate(p, MstMetric::Latency, NodeId(0)).unwrap();
+        let e: Vec<(u32, u32, f64)> = r.edges.iter().map(|e| (e.a, e.b, e.weight)).collect();
+        assert_eq!(e, [(0, 1, 1.0), (1, 2, 2.0)]);
+        assert_eq!(r.total, 3.0);
+        let hops = DenseCostMatrix::<f64>::from_fn(CostUnit::Hops, 3, |_, _| 1.0);
+        let e = platform_of_costs(&hops).unwrap_err().to_string();
+        assert!(e.contains("hops"), "{e}");
+    }
+}

@@ -1,0 +1,205 @@
+//! `windrose mst` end to end: GHS by Hosts in the simulator on the paper's six sites and on
+//! cost files, as tables and JSON, and one-line errors with exit code 2 for bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn windrose() -> Command {
+    Command::cargo_bin("windrose").unwrap()
+}
+
+fn data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data")
+        .join(rel)
+}
+
+fn six_sites() -> String {
+    data("scenarios/seed004-six-sites.toml")
+        .display()
+        .to_string()
+}
+
+fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path.display().to_string())
+}
+
+/// The six sites from process 12: Table 1's site MST (758.6 ms) with its WAN edges, the
+/// frames by kind, the build time and the chain.
+#[test]
+fn six_sites_table() {
+    windrose()
+        .args(["mst", "--scenario", &six_sites(), "--initiator", "12"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("total 758.6 ms"))
+        .stdout(predicate::str::contains("4-16        13.5"))
+        .stdout(predicate::str::contains("4-8       364.1"))
+        .stdout(predicate::str::contains("ghs_done      22"))
+        .stdout(predicate::str::contains("message delays on the chain"));
+}
+
+/// JSON: 23 edges summing to the total, the frames adding up, the build time after the first
+/// frame, and the inverse-bandwidth metric on the same platform (all capacities equal: every
+/// edge weighs the same, ties broken by ids).
+#[test]
+fn six_sites_json_both_metrics() {
+    let out = windrose()
+        .args(["mst", "--scenario", &six_sites(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let edges = v["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 23);
+    let sum: f64 = edges.iter().map(|e| e["weight"].as_f64().unwrap()).sum();
+    assert!((sum - v["total"].as_f64().unwrap()).abs() < 1e-9);
+    let frames: u64 = v["frames"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(frames, v["frames_total"].as_u64().unwrap());
+    assert!(v["build_s"].as_f64().unwrap() > 1.0);
+    assert!(v["chain"].as_u64().unwrap() <= v["time_bound"].as_f64().unwrap() as u64);
+    let out = windrose()
+        .args([
+            "mst",
+            "--scenario",
+            &six_sites(),
+            "--metric",
+            "inverse-bandwidth",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unit"], "ms/MB");
+    assert_eq!(v["edges"].as_array().unwrap().len(), 23);
+}
+
+/// A latency cost file: a ring of 1 ms with 5 ms chords gives the path of the four 1 ms
+/// edges but the heaviest; a bandwidth file gives the maximum-bottleneck tree.
+#[test]
+fn cost_files() {
+    let (_d, lat) = temp_file(
+        "ring.csv",
+        "# unit: latency_ms\n0,1,5,1\n1,0,1,5\n5,1,0,2\n1,5,2,0\n",
+    );
+    let out = windrose()
+        .args(["mst", "--costs", &lat, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e: Vec<(u64, u64)> = v["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["a"].as_u64().unwrap(), e["b"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(e, [(0, 1), (0, 3), (1, 2)]);
+    assert_eq!(v["total"].as_f64().unwrap(), 3.0);
+    let (_d, bw) = temp_file(
+        "bw.csv",
+        "# unit: bandwidth_mb_s\n0,100,10,1\n100,0,50,10\n10,50,0,1\n1,10,1,0\n",
+    );
+    let out = windrose()
+        .args([
+            "mst",
+            "--costs",
+            &bw,
+            "--metric",
+            "inverse-bandwidth",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e: Vec<(u64, u64)> = v["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["a"].as_u64().unwrap(), e["b"].as_u64().unwrap()))
+        .collect();
+    // The widest links: 0-1 (100 MB/s), 1-2 (50), 1-3 (10).
+    assert_eq!(e, [(0, 1), (1, 2), (1, 3)]);
+}
+
+#[test]
+fn bad_input_is_one_line_with_code_2() {
+    let (_d, hops) = temp_file("h.csv", "# unit: hops\n0,1\n1,0\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![], "--scenario"),
+        (
+            vec!["--costs".into(), hops.clone()],
+            "hops, which gives no time to simulate",
+        ),
+        (
+            vec!["--scenario".into(), "/nonexistent.toml".into()],
+            "nonexistent.toml",
+        ),
+        (
+            vec![
+                "--scenario".into(),
+                six_sites(),
+                "--initiator".into(),
+                "24".into(),
+            ],
+            "--initiator 24: the network has nodes 0..23",
+        ),
+        (
+            vec![
+                "--scenario".into(),
+                six_sites(),
+                "--metric".into(),
+                "hops".into(),
+            ],
+            "expected latency or inverse-bandwidth",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = windrose().arg("mst").args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// The reproduction's default run (CI's smoke run): every check holds and issue 17's rows are
+/// printed.
+#[test]
+fn reproduce_mst_collectives_smoke() {
+    let dir = tempfile::tempdir().unwrap();
+    windrose()
+        .args(["reproduce", "mst-collectives", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Repair after one change"))
+        .stdout(predicate::str::contains("GHS's growth"))
+        .stdout(predicate::str::contains("18.6x and 29.1x"));
+    let csv = std::fs::read_to_string(dir.path().join("mst-collectives-ghs.csv")).unwrap();
+    assert!(csv.starts_with("row,nodes,messages"));
+}
