@@ -110,6 +110,32 @@ pub struct Prediction {
     pub rate_mb_s: f64,
 }
 
+/// A prediction as a report carries it ([`crate::Report::ProtocolChosen`]): whole
+/// nanoseconds and bytes per second, so reports stay `Copy` and `Eq`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PredictedRun {
+    /// [`Prediction::completion_s`].
+    pub completion: std::time::Duration,
+    /// [`Prediction::startup_s`].
+    pub startup: std::time::Duration,
+    /// [`Prediction::rate_mb_s`], in bytes per second.
+    pub rate_bytes_s: u64,
+}
+
+fn duration(s: f64) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(std::time::Duration::MAX)
+}
+
+impl From<&Prediction> for PredictedRun {
+    fn from(p: &Prediction) -> Self {
+        PredictedRun {
+            completion: duration(p.completion_s),
+            startup: duration(p.startup_s),
+            rate_bytes_s: (p.rate_mb_s * 1e6).round() as u64,
+        }
+    }
+}
+
 /// The constants of the models that are not read off the view (see the module docs).
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChoiceModel {
@@ -184,21 +210,53 @@ pub enum ChoiceError {
 }
 
 impl Choice {
+    /// The predictions as a report carries them, in [`Candidate::ALL`] order.
+    pub fn predicted(&self) -> [Option<PredictedRun>; 3] {
+        Candidate::ALL.map(|c| self.prediction(c).map(PredictedRun::from))
+    }
+
+    /// The choice a [`crate::Report::ProtocolChosen`] describes (to [`explain`](Self::explain)
+    /// it where the report arrives; it holds no plan).
+    pub fn from_report(
+        bytes: u64,
+        chosen: Candidate,
+        predicted: &[Option<PredictedRun>; 3],
+    ) -> Choice {
+        let predictions = Candidate::ALL
+            .iter()
+            .zip(predicted)
+            .filter_map(|(&candidate, p)| {
+                p.map(|p| Prediction {
+                    candidate,
+                    completion_s: p.completion.as_secs_f64(),
+                    startup_s: p.startup.as_secs_f64(),
+                    rate_mb_s: p.rate_bytes_s as f64 / 1e6,
+                })
+            })
+            .collect();
+        Choice {
+            bytes,
+            chosen,
+            predictions,
+            unavailable: Vec::new(),
+            balanced: None,
+        }
+    }
+
     /// The prediction of `candidate` (None: it could not be planned).
     pub fn prediction(&self, candidate: Candidate) -> Option<&Prediction> {
         self.predictions.iter().find(|p| p.candidate == candidate)
     }
 
-    /// The chosen candidate's prediction.
-    pub fn chosen_prediction(&self) -> &Prediction {
+    /// The chosen candidate's prediction (None only for a report that lacked it).
+    pub fn chosen_prediction(&self) -> Option<&Prediction> {
         self.prediction(self.chosen)
-            .expect("the chosen candidate has a prediction")
     }
 
     /// Why the winner won: `latency` or `bandwidth`, and the runner-up (None: no other
     /// candidate could be planned).
     pub fn deciding_factor(&self) -> Option<(&'static str, &Prediction)> {
-        let win = self.chosen_prediction();
+        let win = self.chosen_prediction()?;
         let second = self
             .predictions
             .iter()
@@ -237,7 +295,13 @@ impl Choice {
         for (c, why) in &self.unavailable {
             let _ = writeln!(s, "    {:<9} not planned: {why}", c.name());
         }
-        let win = self.chosen_prediction();
+        let win = match self.chosen_prediction() {
+            Some(w) => w,
+            None => {
+                let _ = write!(s, "chose {}", self.chosen);
+                return s;
+            }
+        };
         match self.deciding_factor() {
             Some(("latency", second)) => {
                 let _ = write!(

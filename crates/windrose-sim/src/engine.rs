@@ -1721,6 +1721,16 @@ impl Simulation {
                     Report::PeerRejoined { peer, transfer } => {
                         Some(ReportData::PeerRejoined { peer, transfer })
                     }
+                    Report::ProtocolChosen {
+                        transfer,
+                        chosen,
+                        predicted,
+                        ..
+                    } => Some(ReportData::ProtocolChosen {
+                        transfer,
+                        chosen,
+                        predicted_s: predicted.map(|p| p.map(|p| p.completion.as_secs_f64())),
+                    }),
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

@@ -75,3 +75,75 @@ fn a_point_is_deterministic_and_its_choice_is_what_was_simulated() {
         }
     }
 }
+
+/// Through the Host, as the runtime runs it: members probe their links and share the view,
+/// then node 0 starts two automatic collectives; each reports its choice and completes at
+/// every member. On a 100 ms WAN a small message goes by the tree (latency decides), a large
+/// one by a multicast over the WAN's paths (bandwidth decides: the bandwidth between the
+/// clusters is the hosts' guess, 10 MB/s, before any data has been metered).
+#[test]
+fn the_host_chooses_reports_and_runs_the_chosen_collective() {
+    use bytes::Bytes;
+    use std::time::Duration;
+    use windrose_proto::host::{App, AppRequest, AutoRequest};
+    use windrose_proto::probe::ProbeConfig;
+    use windrose_proto::Input;
+    use windrose_sim::group::{group, leave_input};
+    use windrose_sim::metrics::ReportData;
+
+    let platform = grid_platform(&[4, 4, 4], 100.0, 5.0).unwrap();
+    let mut sim = group(platform, Default::default(), 3, |c| {
+        c.probe = Some(ProbeConfig {
+            period: Duration::from_millis(500),
+            rounds: u32::MAX,
+        });
+        c.weather.gossip = Some(Duration::from_secs(1));
+    })
+    .unwrap();
+    let sizes = [1usize << 10, 8 << 20];
+    for (k, &len) in sizes.iter().enumerate() {
+        let data = Bytes::from((0..len).map(|i| (i % 253) as u8).collect::<Vec<u8>>());
+        let request = AppRequest::StartAuto(AutoRequest::new(data));
+        sim.input_at(
+            NodeId(0),
+            3.0 + 20.0 * k as f64,
+            Input::App(App::new(request)),
+        )
+        .unwrap();
+    }
+    for n in 0..12 {
+        sim.input_at(NodeId(n), 60.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    let mut chosen = Vec::new();
+    let mut complete = Vec::new();
+    for r in &m.nodes[0].reports {
+        match r.report {
+            ReportData::ProtocolChosen {
+                transfer,
+                chosen: c,
+                predicted_s,
+            } => {
+                assert!(predicted_s.iter().all(|p| p.is_some_and(|s| s > 0.0)));
+                chosen.push((transfer, c));
+            }
+            ReportData::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } => complete.push((transfer, finished, failed)),
+            _ => {}
+        }
+    }
+    assert_eq!(chosen.len(), 2, "{chosen:?}");
+    assert_eq!(chosen[0].1, Candidate::Broadcast);
+    assert_ne!(chosen[1].1, Candidate::Broadcast);
+    for (t, _) in &chosen {
+        assert!(complete.contains(&(*t, 12, 0)), "{t}: {complete:?}");
+    }
+    // Every member received both messages whole.
+    for n in 1..12 {
+        let got = m.nodes[n].app_bytes_delivered;
+        assert_eq!(got, sizes.iter().sum::<usize>() as u64, "node {n}");
+    }
+}

@@ -938,7 +938,8 @@ impl Core {
                 | Report::PeerDown { .. }
                 | Report::LinkForecast { .. }
                 | Report::LinkBandwidth { .. }
-                | Report::TreePlanned { .. } => {}
+                | Report::TreePlanned { .. }
+                | Report::ProtocolChosen { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {
