@@ -54,7 +54,7 @@
 //! start-up (small messages), *bandwidth* when it comes from its stream (large ones).
 
 use crate::tree_multicast::TreePlan;
-use crate::weather::LinkTable;
+use crate::weather::{median, LinkTable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -705,14 +705,6 @@ impl ViewPlatform {
                 .expect("a member of the view") as u32,
         )
     }
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
 }
 
 /// The platform Balanced Multicasting and the bound need, built from the view: a cluster per

@@ -430,7 +430,8 @@ pub struct GroupView {
     mb_s: Vec<Vec<f64>>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of `v` (the mean of the middle two for an even count), None when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
