@@ -212,6 +212,10 @@ pub enum AppRequest {
     /// Start a tree broadcast rooted at this node whose tree the host plans from the group's
     /// view ([`crate::planner`]).
     StartBroadcast(BroadcastRequest),
+    /// Start whichever of the tree broadcast, MOB and Balanced Multicasting the host predicts
+    /// fastest for this data on the group's view ([`crate::choice`]), reporting the choice
+    /// ([`Report::ProtocolChosen`]) before the collective's own reports.
+    StartAuto(AutoRequest),
     /// The application measured the link to `peer` itself: the live MST
     /// ([`crate::mst_service`]) takes `weight` as that link's measurement from now on
     /// ([`MstService::set_weight`]); ignored without the service.
@@ -1594,41 +1598,65 @@ impl Host {
         self.planner.taken_costs(self.config.me)
     }
 
-    /// Plans the tree of a broadcast rooted here from the group's view, and starts it.
-    fn start_broadcast(&mut self, now: Time, b: &BroadcastRequest, data: Bytes, out: &mut Outputs) {
-        let costs = self.group_view().transfer_costs(
-            data.len() as u64,
-            b.segment_bytes,
-            self.config.weather.guesses,
-        );
+    /// The tree of the next broadcast rooted here of `bytes` in segments of `segment_bytes`
+    /// under `policy`, planned from the group's view.
+    fn plan_tree(
+        &mut self,
+        policy: TreePolicy,
+        bytes: u64,
+        segment_bytes: u64,
+    ) -> Result<crate::planner::Plan, String> {
+        let costs =
+            self.group_view()
+                .transfer_costs(bytes, segment_bytes, self.config.weather.guesses);
         let mut clusters = vec![ClusterId(0); costs.node_count()];
         for &(m, c) in self.config.members.iter() {
             clusters[m.index()] = c;
         }
         let failed = self.failed_peers();
         let me = self.config.me;
-        let live = match (b.policy, &self.mst) {
+        let live = match (policy, &self.mst) {
             (TreePolicy::MstLive, Some(service)) => service.tree(me, costs.node_count()),
             _ => None,
         };
-        let planned = match live {
+        match live {
             Some(Ok((tree, at))) => Ok(self.planner.plan_live(me, tree, at, &costs)),
-            Some(Err(e)) => Err(e),
-            None => self.planner.plan(me, b.policy, &costs, &clusters, &failed),
-        };
-        let plan = match planned {
+            Some(Err(e)) => Err(e.to_string()),
+            None => self
+                .planner
+                .plan(me, policy, &costs, &clusters, &failed)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Plans the tree of a broadcast rooted here from the group's view, and starts it.
+    fn start_broadcast(&mut self, now: Time, b: &BroadcastRequest, data: Bytes, out: &mut Outputs) {
+        let plan = match self.plan_tree(b.policy, data.len() as u64, b.segment_bytes) {
             Ok(p) => p,
             Err(_) => {
                 refused(self.draw_transfer(b.transfer), out);
                 return;
             }
         };
+        let t = self.draw_transfer(b.transfer);
+        self.start_planned_broadcast(now, plan, b, data, t, out);
+    }
+
+    /// Starts a broadcast over a planned tree, reporting the plan.
+    fn start_planned_broadcast(
+        &mut self,
+        now: Time,
+        plan: crate::planner::Plan,
+        b: &BroadcastRequest,
+        data: Bytes,
+        t: TransferId,
+        out: &mut Outputs,
+    ) {
         let spec = CollectiveSpec::Broadcast {
             tree: TreeSpec::of(&plan.tree),
             segment_bytes: b.segment_bytes,
             max_frame_payload: b.max_frame_payload,
         };
-        let t = self.draw_transfer(b.transfer);
         out.push(Output::Report(Report::TreePlanned {
             transfer: t,
             cost: Duration::from_secs_f64(plan.cost.max(0.0) / 1e3),
@@ -1838,6 +1866,7 @@ impl Protocol for Host {
                         let data = b.data.clone();
                         self.start_broadcast(now, b, data, out);
                     }
+                    AppRequest::StartAuto(a) => self.start_auto(now, a, out),
                     AppRequest::MstWeight { peer, weight } => {
                         if let Some(service) = self.mst.as_mut() {
                             if service.set_weight(*peer, *weight).is_err() {
@@ -2049,6 +2078,40 @@ fn compute_report(node: NodeId, mb_s: f64, error_mb_s: f64) -> Report {
     }
 }
 
+// ---- The automatic choice of protocol (issue 16, point 4) ----
+
+/// A collective whose protocol the host chooses: [`AppRequest::StartAuto`].
+#[derive(Clone, Debug)]
+pub struct AutoRequest {
+    /// The data.
+    pub data: Bytes,
+    /// How a broadcast's tree is planned, should the broadcast be chosen.
+    pub policy: TreePolicy,
+    /// A broadcast's segment, bytes.
+    pub segment_bytes: u64,
+    /// A multicast's piece, bytes.
+    pub piece_bytes: u32,
+    /// The models' constants.
+    pub model: crate::choice::ChoiceModel,
+    /// The transfer id to use (None: the host draws one).
+    pub transfer: Option<TransferId>,
+}
+
+impl AutoRequest {
+    /// `data` with the defaults: `adapt` trees, 256 KiB segments and pieces (the sizes the
+    /// models were checked with in the simulator).
+    pub fn new(data: Bytes) -> AutoRequest {
+        AutoRequest {
+            data,
+            policy: TreePolicy::default(),
+            segment_bytes: 256 << 10,
+            piece_bytes: 256 << 10,
+            model: crate::choice::ChoiceModel::default(),
+            transfer: None,
+        }
+    }
+}
+
 impl Host {
     /// The transport to `peer` holds up to `bytes` between a completed send and the link: the
     /// bandwidth meter discards that many at the start of every busy period
@@ -2130,5 +2193,83 @@ impl Host {
             parallel: r.parallel,
         };
         self.start_collective(now, &spec, r.data.clone(), Some(t), out);
+    }
+
+    /// Chooses the protocol for `a` from the group's view and starts it (refused when
+    /// nothing can be planned).
+    fn start_auto(&mut self, now: Time, a: &AutoRequest, out: &mut Outputs) {
+        use crate::choice::{choose, Candidate, ChoiceInput};
+        use crate::collective::{ManifestSpec, MulticastParams};
+        use crate::multicast::{MulticastProtocol, MulticastSpec};
+        let bytes = a.data.len() as u64;
+        let segment_bytes = a.segment_bytes.max(1);
+        let plan = match self.plan_tree(a.policy, bytes, segment_bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                refused(self.draw_transfer(a.transfer), out);
+                return;
+            }
+        };
+        let links = self.group_view().links(self.config.weather.guesses);
+        let choice = choose(&ChoiceInput {
+            bytes,
+            root: self.config.me,
+            links: &links,
+            tree: &plan.tree,
+            segment_bytes,
+            piece_bytes: a.piece_bytes.max(1),
+            model: a.model,
+        });
+        let Ok(choice) = choice else {
+            refused(self.draw_transfer(a.transfer), out);
+            return;
+        };
+        let t = self.draw_transfer(a.transfer);
+        out.push(Output::Report(Report::ProtocolChosen {
+            transfer: t,
+            bytes,
+            chosen: choice.chosen,
+            predicted: choice.predicted(),
+        }));
+        let multicast = |protocol: MulticastProtocol, spec: MulticastSpec| {
+            let manifest = crate::pieces::Manifest::build(&a.data, a.piece_bytes.max(1))
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(CollectiveSpec::Multicast {
+                protocol,
+                params: MulticastParams::of(&spec),
+                manifest: ManifestSpec::of(&manifest),
+            })
+        };
+        let spec = match choice.chosen {
+            Candidate::Broadcast => {
+                let b = BroadcastRequest {
+                    policy: a.policy,
+                    segment_bytes,
+                    max_frame_payload: segment_bytes.clamp(1, 1 << 20) as u32,
+                    data: a.data.clone(),
+                    transfer: Some(t),
+                };
+                self.start_planned_broadcast(now, plan, &b, a.data.clone(), t, out);
+                return;
+            }
+            Candidate::Mob => multicast(
+                MulticastProtocol::Mob,
+                MulticastSpec::Mob(crate::mob::MobConfig::default()),
+            ),
+            Candidate::Balanced => match choice.balanced {
+                Some(p) => multicast(
+                    MulticastProtocol::Balanced,
+                    MulticastSpec::Trees {
+                        plan: Arc::new(p),
+                        config: crate::tree_multicast::TreeMulticastConfig::with_shape(true),
+                    },
+                ),
+                None => Err("no balanced plan".to_string()),
+            },
+        };
+        match spec {
+            Ok(spec) => self.start_collective(now, &spec, a.data.clone(), Some(t), out),
+            Err(_) => refused(t, out),
+        }
     }
 }

@@ -17,6 +17,9 @@
 //!   metered from its own sends), forecasts (NWS-style) and shares with the group, and the
 //!   group's view a root plans from; [`planner`]: broadcast trees planned from that view at
 //!   every broadcast under a policy (static, rebuild, adapt with seed 000's swaps).
+//! - [`choice`]: the automatic choice of protocol (tree broadcast, MOB or Balanced
+//!   Multicasting) from the message size and the group's view, with predictions and an
+//!   explanation.
 //! - [`collective`]: the registry of collectives: one serde
 //!   [`CollectiveSpec`](collective::CollectiveSpec) every front end parses into, one
 //!   descriptor per protocol, [`build`](collective::build) for every driver, and the checklist
@@ -127,6 +130,7 @@
 
 pub mod app;
 pub mod bittorrent;
+pub mod choice;
 pub mod collective;
 pub mod frame;
 pub mod ghs;

@@ -306,6 +306,20 @@ pub enum Report {
         /// Its share of the load, parts per million.
         kept_ppm: u32,
     },
+    /// At the root of an automatic start ([`crate::host::AppRequest::StartAuto`]): the
+    /// protocol it chose and every candidate's prediction ([`crate::choice`]; rebuild the
+    /// explanation with [`Choice::from_report`](crate::choice::Choice::from_report)).
+    ProtocolChosen {
+        /// The collective it started.
+        transfer: TransferId,
+        /// Bytes sent.
+        bytes: u64,
+        /// The protocol.
+        chosen: crate::choice::Candidate,
+        /// Each candidate's prediction, in [`Candidate::ALL`](crate::choice::Candidate::ALL)
+        /// order (None: it could not be planned).
+        predicted: [Option<crate::choice::PredictedRun>; 3],
+    },
 }
 
 /// Why a machine gave up.

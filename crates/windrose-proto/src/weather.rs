@@ -570,7 +570,8 @@ pub struct GroupView {
     compute_mb_s: Vec<Option<f64>>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of `v` (the mean of the middle two for an even count), None when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -668,6 +669,68 @@ impl GroupView {
             .collect()
     }
 
+    /// Every link's round trip and bandwidth as a root plans with them: a link nobody
+    /// measured takes the median of the measured links between the same two clusters (or
+    /// inside the same one), else [`GroupView::guesses`] of `defaults` (for the bandwidth
+    /// between clusters: `defaults` itself).
+    pub fn links(&self, defaults: Guesses) -> LinkTable {
+        let est = self.estimator(defaults);
+        LinkTable::from_fn(self.clusters.clone(), |a, b| {
+            let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
+            (est.rtt_ms(na, nb), est.mb_s(na, nb).0)
+        })
+    }
+
+    /// [`LinkTable::transfer_costs`] of [`GroupView::links`].
+    pub fn transfer_costs(&self, bytes: u64, segment: u64, defaults: Guesses) -> DenseCostMatrix {
+        self.links(defaults).transfer_costs(bytes, segment)
+    }
+}
+
+/// Every link of a group with a round trip and a bandwidth (measured, forecast or guessed):
+/// what a root plans from ([`GroupView::links`]; the simulator builds one from its platform).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkTable {
+    n: usize,
+    clusters: Vec<Option<ClusterId>>,
+    /// Per unordered pair (lo * n + hi): (round trip ms, MB/s).
+    links: Vec<(f64, f64)>,
+}
+
+impl LinkTable {
+    /// The table of `clusters.len()` nodes (None: not a member) whose link between `a < b`
+    /// is `link(a, b)` = (round trip ms, MB/s).
+    pub fn from_fn(
+        clusters: Vec<Option<ClusterId>>,
+        mut link: impl FnMut(usize, usize) -> (f64, f64),
+    ) -> LinkTable {
+        let n = clusters.len();
+        let mut links = vec![(0.0, f64::INFINITY); n * n];
+        for a in 0..n {
+            for b in a + 1..n {
+                links[a * n + b] = link(a, b);
+            }
+        }
+        LinkTable { n, clusters, links }
+    }
+
+    /// Size of the per-node tables (largest member id + 1).
+    pub fn node_count(&self) -> usize {
+        self.n
+    }
+
+    /// The cluster of node `a` (None: not a member).
+    pub fn cluster(&self, a: NodeId) -> Option<ClusterId> {
+        self.clusters.get(a.index()).copied().flatten()
+    }
+
+    /// The link between `a` and `b`: (round trip ms, MB/s); (0, infinite) from a node to
+    /// itself.
+    pub fn link(&self, a: NodeId, b: NodeId) -> (f64, f64) {
+        let (a, b) = (a.index(), b.index());
+        self.links[a.min(b) * self.n + a.max(b)]
+    }
+
     /// What each link adds to a pipelined broadcast of `bytes` in segments of `segment`
     /// bytes, in ms, as a symmetric cost matrix: its one-way latency (half the round trip),
     /// one segment at its bandwidth (filling the pipeline), and the rest of the bytes at its
@@ -676,26 +739,19 @@ impl GroupView {
     /// narrow link holds up everything below it: summed along a root-to-leaf path (a tree's
     /// cost), this ranks trees by their slow and narrow links without charging every hop the
     /// whole message (store and forward), which made deep trees look far worse than they run.
-    /// A link nobody measured takes the median of the measured links between the same two
-    /// clusters (or inside the same one), else [`GroupView::guesses`] of `defaults` (for the
-    /// bandwidth between clusters: `defaults` itself).
-    pub fn transfer_costs(&self, bytes: u64, segment: u64, defaults: Guesses) -> DenseCostMatrix {
-        let est = self.estimator(defaults);
+    pub fn transfer_costs(&self, bytes: u64, segment: u64) -> DenseCostMatrix {
         let n = self.n;
-        let mut links = vec![(0.0, 0.0); n * n];
-        let mut fastest = 1e-6f64;
-        for a in 0..n {
-            for b in a + 1..n {
-                let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
-                let l = (est.rtt_ms(na, nb), est.mb_s(na, nb).0);
-                fastest = fastest.max(l.1);
-                links[a * n + b] = l;
-            }
-        }
+        let fastest = self
+            .links
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i / n < i % n)
+            .map(|(_, l)| l.1)
+            .fold(1e-6f64, f64::max);
         let segment = segment.min(bytes) as f64;
         let rest = bytes as f64 - segment;
         DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| {
-            let (rtt, mb_s) = links[a * n + b];
+            let (rtt, mb_s) = self.links[a * n + b];
             let excess = (1.0 / mb_s - 1.0 / fastest).max(0.0);
             rtt / 2.0 + (segment / mb_s + rest * excess) / 1e3
         })

@@ -1758,6 +1758,16 @@ impl Simulation {
                         link,
                         kept_ppm,
                     }),
+                    Report::ProtocolChosen {
+                        transfer,
+                        chosen,
+                        predicted,
+                        ..
+                    } => Some(ReportData::ProtocolChosen {
+                        transfer,
+                        chosen,
+                        predicted_s: predicted.map(|p| p.map(|p| p.completion.as_secs_f64())),
+                    }),
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

@@ -4,6 +4,8 @@
 //!   [`Platform`](windrose_model::platform::Platform), max-min fair (optionally RTT-weighted)
 //!   sharing by progressive filling, per-message latency, capacities and latencies that change
 //!   over time. Validated against SimGrid (`validation/` at the workspace root).
+//! - [`auto`]: the automatic choice of protocol checked against simulating every candidate
+//!   (issue 16's grid).
 //! - [`engine`]: the discrete-event engine that runs one `windrose_proto` machine per node over
 //!   the network (messages charged their encoded size, timers, send completions, compute time,
 //!   failure injection, timed network changes, run limits, a JSONL event log), and the
@@ -33,6 +35,7 @@
 //! assert_eq!(net.run_until_idle()[0].at, 2.0);
 //! ```
 
+pub mod auto;
 pub mod engine;
 pub mod group;
 pub mod metrics;

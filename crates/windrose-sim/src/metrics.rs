@@ -181,6 +181,16 @@ pub enum ReportData {
         /// `mst-live`: the `(generation, epoch)` of the live tree used.
         live_mst: Option<(u32, u32)>,
     },
+    /// At an automatic start's root: the protocol chosen and each candidate's predicted
+    /// completion, seconds, in `Candidate::ALL` order (None: not planned).
+    ProtocolChosen {
+        /// The collective.
+        transfer: TransferId,
+        /// The protocol.
+        chosen: windrose_proto::choice::Candidate,
+        /// Predicted completions.
+        predicted_s: [Option<f64>; 3],
+    },
     /// A host's session: a collective started here.
     CollectiveStarted {
         /// The collective.

@@ -58,10 +58,11 @@ use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::trees::group_tree;
+use windrose_proto::choice::Choice;
 use windrose_proto::collective::{
     CollectiveSpec, Delivers, ManifestSpec, MulticastParams, TreeSpec,
 };
-use windrose_proto::host::{AppRequest, BroadcastRequest};
+use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
@@ -89,7 +90,7 @@ pub enum GroupCommand {
 
 /// Which member's control socket.
 #[derive(Debug, Args)]
-pub struct Via {
+pub(crate) struct Via {
     /// The member's control socket (default: derived from --group and --id).
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
@@ -102,7 +103,7 @@ pub struct Via {
 }
 
 impl Via {
-    fn socket(&self) -> anyhow::Result<PathBuf> {
+    pub(crate) fn socket(&self) -> anyhow::Result<PathBuf> {
         if let Some(p) = &self.control {
             return Ok(p.clone());
         }
@@ -186,9 +187,11 @@ pub struct ServeArgs {
 /// `windrose group start`.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// `bcast` (a tree broadcast), `multicast` (verified pieces) or `scatter` (the
-    /// divisible-load scatter, every member hashing its share as its compute step).
-    #[arg(value_parser = ["bcast", "multicast", "scatter"])]
+    /// `bcast` (a tree broadcast), `multicast` (verified pieces), `scatter` (the
+    /// divisible-load scatter, every member hashing its share as its compute step) or `auto`
+    /// (the member chooses the tree broadcast, MOB or Balanced Multicasting, as `windrose
+    /// send`).
+    #[arg(value_parser = ["bcast", "multicast", "scatter", "auto"])]
     kind: String,
     #[command(flatten)]
     via: Via,
@@ -318,6 +321,10 @@ pub(crate) enum ControlRequest {
     },
     Leave,
     Weather,
+    /// The member chooses the protocol ([`AppRequest::StartAuto`]).
+    Auto {
+        file: PathBuf,
+    },
     /// A sort of the members' own records (their `--sort-input` files).
     Sort(CollectiveSpec),
 }
@@ -355,6 +362,25 @@ enum ControlReply {
     },
     Leaving,
     Error(String),
+    /// What an automatic start chose, and why.
+    Chosen {
+        transfer: u32,
+        protocol: String,
+        /// Each candidate's predicted completion, seconds.
+        predicted_s: Vec<(String, f64)>,
+        explain: String,
+    },
+}
+
+impl ControlReply {
+    /// Whether nothing follows this reply on its connection (only the start and the choice
+    /// come before the result).
+    fn is_last(&self) -> bool {
+        !matches!(
+            self,
+            ControlReply::Started { .. } | ControlReply::Chosen { .. }
+        )
+    }
 }
 
 /// One member's part of a collective, as it reported it to the initiator.
@@ -564,6 +590,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
                             Job::Scatter(r) => AppRequest::StartScatter(ScatterRequest { data, transfer: Some(t), ..r }),
+                            Job::Auto => AppRequest::StartAuto(AutoRequest { transfer: Some(t), ..AutoRequest::new(data) }),
                             Job::Live { policy, segment_bytes } => AppRequest::StartBroadcast(BroadcastRequest {
                                 policy,
                                 segment_bytes,
@@ -668,6 +695,18 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     };
                     say(format!("transfer {transfer}: tree {how}, cost {:.1} ms on the live view", cost.as_secs_f64() * 1e3));
                 }
+                GroupEvent::Report(Report::ProtocolChosen { transfer, bytes, chosen, predicted }) => {
+                    let choice = Choice::from_report(bytes, chosen, &predicted);
+                    say(format!("transfer {transfer}: chose {chosen}"));
+                    if let Some(s) = started.get(&transfer) {
+                        let _ = s.replies.send(ControlReply::Chosen {
+                            transfer: transfer.0,
+                            protocol: chosen.name().to_string(),
+                            predicted_s: choice.predictions.iter().map(|p| (p.candidate.name().to_string(), p.completion_s)).collect(),
+                            explain: choice.explain(),
+                        });
+                    }
+                }
                 GroupEvent::Computed { offset, len, blake3 } => say(format!(
                     "computed its scatter share [{offset}, {}): BLAKE3 {blake3}", offset + len
                 )),
@@ -745,7 +784,10 @@ async fn accept_calls(
                 }
             }
             while let Some(reply) = rx.recv().await {
-                let end = !matches!(reply, ControlReply::Started { .. });
+                let end = !matches!(
+                    reply,
+                    ControlReply::Started { .. } | ControlReply::Chosen { .. }
+                );
                 let mut text = serde_json::to_string(&reply).unwrap_or_default();
                 text.push('\n');
                 if wr.write_all(text.as_bytes()).await.is_err() || end {
@@ -762,6 +804,8 @@ enum Job {
     Fixed(CollectiveSpec),
     /// A calibrated scatter (its data and transfer filled in when it starts).
     Scatter(ScatterRequest),
+    /// The host chooses ([`AppRequest::StartAuto`]).
+    Auto,
     Live {
         policy: TreePolicy,
         segment_bytes: u64,
@@ -781,7 +825,8 @@ fn spec_for(
     let file = match r {
         ControlRequest::Broadcast { file, .. }
         | ControlRequest::Multicast { file, .. }
-        | ControlRequest::Scatter { file, .. } => file,
+        | ControlRequest::Scatter { file, .. }
+        | ControlRequest::Auto { file } => file,
         ControlRequest::Sort(spec) => {
             // Every member's records are its own (the Host asks its application); the registry
             // says which collectives are sorts.
@@ -802,6 +847,9 @@ fn spec_for(
         ));
     }
     let data = windrose_net::map_file(file).map_err(|e| e.to_string())?;
+    if let ControlRequest::Auto { .. } = r {
+        return Ok((Job::Auto, data, None));
+    }
     let spec = match r {
         ControlRequest::Broadcast {
             tree,
@@ -894,7 +942,10 @@ fn spec_for(
                 predicted,
             ));
         }
-        ControlRequest::Leave | ControlRequest::Weather | ControlRequest::Sort(_) => {
+        ControlRequest::Leave
+        | ControlRequest::Weather
+        | ControlRequest::Sort(_)
+        | ControlRequest::Auto { .. } => {
             unreachable!("handled above")
         }
     };
@@ -970,7 +1021,7 @@ async fn call(socket: &Path, request: &ControlRequest) -> anyhow::Result<Vec<Con
     while let Some(line) = lines.next_line().await? {
         let reply: ControlReply = serde_json::from_str(&line)
             .with_context(|| format!("a reply the member sent: {line}"))?;
-        let end = !matches!(reply, ControlReply::Started { .. });
+        let end = reply.is_last();
         replies.push(reply);
         if end {
             break;
@@ -1011,6 +1062,7 @@ async fn start(a: StartArgs) -> anyhow::Result<()> {
                 None => None,
             },
         },
+        "auto" => ControlRequest::Auto { file },
         _ => {
             let mut opts = a.scatter.clone();
             if let Some(p) = &opts.speeds {
@@ -1052,10 +1104,22 @@ pub(crate) fn start_through_member(
 /// Sends `request` to the member at `socket`, waits for every member's report and prints the
 /// result; an error when a member did not finish.
 async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> anyhow::Result<()> {
+    start_explained(socket, request, json, false).await
+}
+
+/// [`start_through`], printing an automatic start's choice (with `explain`, why).
+pub(crate) async fn start_explained(
+    socket: &Path,
+    request: &ControlRequest,
+    json: bool,
+    explain: bool,
+) -> anyhow::Result<()> {
     // What every member must have received, hashed here while the collective runs (a
     // scatter's members each keep a different share: nothing to compare).
     let root_hash = match request {
-        ControlRequest::Broadcast { file, .. } | ControlRequest::Multicast { file, .. } => {
+        ControlRequest::Broadcast { file, .. }
+        | ControlRequest::Multicast { file, .. }
+        | ControlRequest::Auto { file } => {
             let file = file.clone();
             Some(tokio::task::spawn_blocking(move || {
                 windrose_net::map_file(&file).map(|d| blake3::hash(&d).to_hex().to_string())
@@ -1074,8 +1138,27 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
     };
     let mut result = Err(anyhow::anyhow!("the member closed the control connection"));
     let mut predicted = None;
+    let mut chosen = None;
     for r in replies {
         match r {
+            ControlReply::Chosen {
+                protocol,
+                predicted_s,
+                explain: why,
+                ..
+            } => {
+                if !json {
+                    let t = predicted_s
+                        .iter()
+                        .find(|(c, _)| *c == protocol)
+                        .map_or(0.0, |(_, t)| *t);
+                    println!("protocol: {protocol} (predicted {t:.4} s)");
+                    if explain {
+                        println!("{why}");
+                    }
+                }
+                chosen = Some((protocol, predicted_s, why));
+            }
             ControlReply::Started {
                 predicted_finish_s, ..
             } => predicted = predicted_finish_s,
@@ -1111,6 +1194,16 @@ async fn start_through(socket: &Path, request: &ControlRequest, json: bool) -> a
                     }
                     if let Some(h) = &root_hash {
                         v["root_blake3"] = h.as_str().into();
+                    }
+                    if let Some((protocol, predicted_s, why)) = &chosen {
+                        v["protocol"] = protocol.as_str().into();
+                        v["predicted_s"] = serde_json::json!(predicted_s
+                            .iter()
+                            .map(|(c, t)| (c.clone(), *t))
+                            .collect::<std::collections::BTreeMap<_, _>>());
+                        if explain {
+                            v["explain"] = why.as_str().into();
+                        }
                     }
                     println!("{v}");
                 } else {

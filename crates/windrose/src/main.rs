@@ -17,6 +17,7 @@ mod net_cmds;
 mod output;
 mod records_cmd;
 mod reproduce;
+mod send_cmd;
 mod sim_cmd;
 mod sort_cmd;
 mod testbed_cmd;
@@ -62,6 +63,10 @@ enum Command {
     /// running member.
     #[command(subcommand)]
     Group(group_cmd::GroupCommand),
+    /// Send a file to every member of a running group, the protocol (tree broadcast, MOB or
+    /// Balanced Multicasting) chosen by the member from the file's size and the group's live
+    /// view; `--explain` says why.
+    Send(send_cmd::SendArgs),
     /// Broadcast a file from the root of a group over TCP, then check every node's BLAKE3.
     Bcast(net_cmds::BcastArgs),
     /// Divisible-load scatter from the root of a group over TCP: every node hashes its share,
@@ -119,6 +124,7 @@ fn main() -> ExitCode {
         Command::Bound(args) => bound_cmd::run(args),
         Command::Node(args) => net_cmds::run_node_cmd(args),
         Command::Group(cmd) => group_cmd::run(cmd),
+        Command::Send(args) => send_cmd::run(args),
         Command::Bcast(args) => net_cmds::run_bcast(args),
         Command::Scatter(args) => net_cmds::run_scatter(args),
         Command::Multicast(args) => net_cmds::run_multicast(args),

@@ -942,7 +942,8 @@ impl Core {
                 | Report::TreePlanned { .. }
                 | Report::ComputeSpeed { .. }
                 | Report::ScatterPlanned { .. }
-                | Report::ScatterNodePlanned { .. } => {}
+                | Report::ScatterNodePlanned { .. }
+                | Report::ProtocolChosen { .. } => {}
             },
             Output::Finished => {
                 if i == COLLECTIVE && self.ended.is_none() {

@@ -5,6 +5,7 @@
 //! same directory, then a rename). Progress bars go to stderr.
 
 mod adaptive_trees;
+mod auto;
 mod dlt;
 mod heterosort;
 mod mob;
@@ -53,6 +54,11 @@ pub enum ReproduceCommand {
     /// the simulator the cycles to termination and the bytes sent per record against the
     /// number of nodes (4-64; --full up to 256), HeteroSort beside the sample sort. CSV + PNG.
     Heterosort(heterosort::HeterosortArgs),
+    /// Issue 16's choice grid in the simulator: at every message size x WAN latency x WAN
+    /// bandwidth x cluster shape, the automatic choice beside every candidate simulated (tree
+    /// broadcast, MOB, Balanced Multicasting), the fraction of points where auto is within 10 %
+    /// of the best and the worst ratio. Exits with code 1 below 95 % or above 1.5x.
+    Auto(auto::AutoArgs),
 }
 
 /// Options of `windrose reproduce mob`.
@@ -147,5 +153,6 @@ pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
         ReproduceCommand::MstCollectives(args) => mst_collectives::run(&args),
         ReproduceCommand::Mob(args) => mob::run(&args),
         ReproduceCommand::Heterosort(args) => heterosort::run(&args),
+        ReproduceCommand::Auto(args) => auto::run(&args),
     }
 }
