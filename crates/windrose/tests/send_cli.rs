@@ -5,51 +5,12 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{free_ports, hash_file, write_group};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use procs::{bin, free_ports, hash_file, received, wait_for, write_group, Members};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const N: usize = 4;
-
-fn bin() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("windrose")
-}
-
-/// Kills the member processes a failing test leaves behind.
-struct Members(Vec<Child>);
-impl Drop for Members {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn received(dir: &Path) -> Vec<String> {
-    let mut hashes: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("transfer-")
-        })
-        .map(|p| hash_file(&p))
-        .collect();
-    hashes.sort();
-    hashes
-}
 
 #[test]
 fn send_chooses_a_protocol_per_file_and_every_member_gets_each_copy_whole() {

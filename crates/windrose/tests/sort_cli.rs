@@ -6,7 +6,7 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{free_ports, windrose, write_group};
+use procs::{free_ports, windrose, write_group, Members};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -156,17 +156,6 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
             // Speeds 1, 2, 4, 1: the speed-4 member ends with more than a speed-1 one.
             let len = |i: usize| std::fs::metadata(&outputs[i]).unwrap().len();
             assert!(len(2) > len(0), "{v}");
-        }
-    }
-}
-
-/// Kills the member processes a failing test leaves behind.
-struct Members(Vec<Child>);
-impl Drop for Members {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use assert_cmd::Command;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub fn windrose() -> Command {
     Command::cargo_bin("windrose").unwrap()
@@ -111,4 +111,46 @@ pub fn check_nodes(nodes: Vec<Child>, outs: &[std::path::PathBuf], data: &Path, 
     for o in outs {
         assert_eq!(hash_file(o), hash_file(data));
     }
+}
+
+/// The `windrose` binary, for `std::process::Command`.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("windrose")
+}
+
+/// Kills the member processes a failing test leaves behind.
+pub struct Members(pub Vec<Child>);
+impl Drop for Members {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `ok` every 20 ms until it holds; fails the test naming `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The BLAKE3 of every `transfer-*` file a `group serve` member wrote in `dir`, sorted.
+pub fn received(dir: &Path) -> Vec<String> {
+    let mut hashes: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("transfer-")
+        })
+        .map(|p| hash_file(&p))
+        .collect();
+    hashes.sort();
+    hashes
 }
