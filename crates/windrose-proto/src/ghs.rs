@@ -1703,14 +1703,7 @@ impl Protocol for GhsProtocol {
                 message: Message::Ghs(frame),
             } => {
                 let kind = frame.message_kind();
-                if frame.transfer != self.transfer {
-                    return Err(ProtocolError::WrongTransfer {
-                        from,
-                        kind,
-                        expected: self.transfer,
-                        found: frame.transfer,
-                    });
-                }
+                ProtocolError::check_transfer(from, kind, self.transfer, frame.transfer)?;
                 if self.status == Status::Aborted {
                     // Neighbours still running do not know yet; nothing to do here.
                     return Ok(());

@@ -695,14 +695,7 @@ impl Scatter {
             };
             return Err(ProtocolError::UnexpectedMessage { from, kind, why });
         }
-        if chunk.transfer != self.config.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.config.transfer,
-                found: chunk.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.config.transfer, chunk.transfer)?;
         chunk
             .validate()
             .map_err(|source| ProtocolError::Frame { from, source })?;
@@ -772,14 +765,7 @@ impl Scatter {
                 why: "the sender is not this node's child",
             });
         };
-        if report.transfer != self.config.transfer {
-            return Err(ProtocolError::WrongTransfer {
-                from,
-                kind,
-                expected: self.config.transfer,
-                found: report.transfer,
-            });
-        }
+        ProtocolError::check_transfer(from, kind, self.config.transfer, report.transfer)?;
         let child = &mut self.children[i];
         if child.reports >= child.subtree {
             return Err(ProtocolError::Inconsistent {
