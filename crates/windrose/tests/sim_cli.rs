@@ -213,7 +213,11 @@ fn reproduce_mst_collectives_prints_both_paths_and_passes() {
     assert!(out.contains("Table 2"), "{out}");
     assert!(out.contains("4.93") && out.contains("13.08"), "{out}");
     assert!(out.contains("All 7 checks agree with the paper."), "{out}");
-    assert!(!out.contains('✗'), "{out}");
+    // The only ✗ are in the paper's claims set beside ours (each with its reason); every check
+    // of the reproduction itself holds.
+    for line in out.lines().filter(|l| l.contains('✗')) {
+        assert!(line.trim_start().starts_with("✗ paper:"), "{line}\n{out}");
+    }
     let csv = std::fs::read_to_string(dir.path().join("mst-collectives-table2.csv")).unwrap();
     assert_eq!(csv.lines().next(), Some("tree,broadcasts,paper_s,ours_s"));
     assert!(csv.contains("binomial,16,15.88,"), "{csv}");
