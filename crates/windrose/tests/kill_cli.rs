@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use windrose_net::Timeouts;
 
 /// How long any wait of these tests may take.
 const BOUND: Duration = Duration::from_secs(120);
@@ -353,6 +354,7 @@ fn two_receivers_stopped_mid_mob_are_declared_failed_the_others_complete() {
     let child = local(&args, dir.path());
     let victims = [3u32, 6];
     let pids = signal_when_holding(dir.path(), &victims, 4 << 20, libc::SIGSTOP);
+    let stopped_at = Instant::now();
     // The others finish (their files appear under the final names): MOB's acknowledgement
     // tree let them, so every node had given the stopped ones up, and their connections are
     // open: only the silence tells. Then the stopped ones are killed for `local` to reap.
@@ -365,6 +367,13 @@ fn two_receivers_stopped_mid_mob_are_declared_failed_the_others_complete() {
         assert!(Instant::now() < deadline, "the others did not finish");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The others finishing says their own silence timers fired, not the root's (its last
+    // word with a victim can be later): killing the victims before the root's timer fires
+    // would end their connections with a reset, and the root would report that instead of
+    // the silence. So the victims stay stopped past the root's silence timeout (10 s by
+    // default) with a margin for a loaded machine.
+    let root_gave_up = stopped_at + Timeouts::default().silent + Duration::from_secs(5);
+    std::thread::sleep(root_gave_up.saturating_duration_since(Instant::now()));
     for &pid in &pids {
         // SAFETY: kill(2) of a node process this test started.
         unsafe {
