@@ -93,7 +93,9 @@ fn send_chooses_a_protocol_per_file_and_every_member_gets_each_copy_whole() {
         );
         assert_eq!(received(&out(i)), want, "member {i}");
     }
-    // `group start auto` is the same request.
+    // `group start auto` is the same request. By now the large file has metered the links on
+    // this loaded loopback, so for 2,000 bytes the tree and a balanced plan are predicted
+    // within a fraction of a millisecond of each other: which one wins is not asserted.
     let o = Command::new(bin())
         .args(["group", "start", "auto"])
         .arg("--control")
@@ -104,7 +106,16 @@ fn send_chooses_a_protocol_per_file_and_every_member_gets_each_copy_whole() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.contains("protocol: broadcast"), "{text}");
+    assert!(
+        ["broadcast", "balanced", "mob"]
+            .iter()
+            .any(|c| text.contains(&format!("protocol: {c} "))),
+        "{text}"
+    );
+    assert!(
+        text.contains("all 3 members received the root's bytes"),
+        "{text}"
+    );
     for i in 0..N {
         let o = Command::new(bin())
             .args(["group", "leave", "--control"])
