@@ -406,15 +406,16 @@ pub fn run(a: &WeatherArgs) -> anyhow::Result<()> {
             a.change_after, a.count
         )));
     }
+    // The file first: a bad one is named before minutes of simulation.
+    let testbed = match &a.testbed {
+        Some(path) => read_testbed(path, a)?,
+        None => Vec::new(),
+    };
     let mut sim = Vec::new();
     for p in POLICIES {
         eprintln!("simulating {p} ...");
         sim.push(simulate(p, a)?);
     }
-    let testbed = match &a.testbed {
-        Some(path) => read_testbed(path, a)?,
-        None => Vec::new(),
-    };
     let report = Report {
         count: a.count,
         bytes: a.size,
