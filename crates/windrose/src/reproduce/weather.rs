@@ -3,16 +3,18 @@
 //! (`data/weather/series.sh`, whose CSV `--testbed` reads).
 //!
 //! The series: data/scenarios/testbed/four-clusters.toml (4 clusters x 4 nodes), the WAN
-//! between clusters 0 and 1 at 5 MB/s both ways (the fastest, so the first trees use it),
-//! `--count` broadcasts of `--size` from member 0 one after the other (each starts when the
-//! previous one's completion reached the root), and that WAN slowed to 0.5 MB/s after the
-//! `--change-after`-th. One fresh group per policy: `static:balanced-path`, `adapt`
-//! (position swaps, threshold 0.2), `rebuild:balanced-path`, `rebuild:mst`, and an oracle
-//! that knows the change in advance: MSTs planned on the platform's true costs (a perfect
-//! view), the pre-change platform's up to the change and the post-change one's after it (on
-//! the testbed, static:mst trees built on a view that has learnt each network first). (Balanced-Path planned on the true post-change costs still crosses the slowed
-//! link: its greedy fills each node's binomial child slots with the nearest nodes left, and
-//! some of those are across it.)
+//! between clusters 0 and 1 at 5 MB/s both ways (as fast as the fastest WAN there; every
+//! policy's first tree crossed it), `--count` broadcasts of `--size` from member 0 one after
+//! the other (each starts when the previous one's completion reached the root), and that WAN
+//! slowed to 0.5 MB/s after the `--change-after`-th. One fresh group per policy:
+//! `static:balanced-path`, `adapt` (position swaps, threshold 0.2), `rebuild:balanced-path`,
+//! `rebuild:mst`, and an oracle that knows the change in advance: MSTs planned on the
+//! platform's true costs (a perfect view), the pre-change platform's up to the change and the
+//! post-change one's after it (on the testbed, static:mst trees built on a view that has
+//! learnt each network first). The oracle is an MST because Balanced-Path is no oracle here:
+//! on the testbed, rebuild:balanced-path planned from a view that had measured the slowed
+//! pairs crossed the link in eight warm-up broadcasts of eight (its greedy fills each node's
+//! binomial child slots with the nearest nodes left, some of them across the link).
 //!
 //! Which broadcasts used the slowed link is read from the bytes that crossed it (the
 //! simulator's link counters; on the testbed, its WAN classes' counters): a broadcast avoids
