@@ -3,7 +3,9 @@
 //! sites) broadcasts under `--tree adapt`; the WAN link its first tree used is slowed tenfold
 //! with `testbed set` before the second broadcast; a later broadcast's tree no longer sends
 //! over it. Which WAN links a broadcast used is read from the testbed's WAN byte counters
-//! (`testbed traffic`), the network's own account, not from timings.
+//! (`testbed traffic`), the network's own account, not from timings (`Report::TreePlanned`
+//! carries the plan's cost and swaps, not its edges); the root's TreePlanned line for the
+//! first broadcast that avoids the link must show the swaps that changed the tree.
 //! Skipped, with one line saying why, only where network namespaces cannot be made.
 //!
 //! # Socket buffers
@@ -169,6 +171,18 @@ fn an_adaptive_tree_leaves_a_wan_link_slowed_between_two_broadcasts() {
                 assert!(
                     carried(used[other][to]),
                     "broadcast {k}: site {to} was not reached through site {other}: {used:?}"
+                );
+                // The tree that crossed the link last time was changed for this one, and
+                // `adapt` changes a tree only by swaps: the root's report of this plan says so.
+                let swaps: u32 = plan
+                    .split(" swaps")
+                    .next()
+                    .and_then(|p| p.rsplit(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no swap count in {plan:?}"));
+                assert!(
+                    swaps > 0,
+                    "broadcast {k} left the link without a swap: {plan}"
                 );
                 avoided_at = Some(k);
             }
