@@ -36,6 +36,9 @@ pub enum TestbedCommand {
     Exec(ExecArgs),
     /// Change a link of a running testbed: `set wan:0:1 bytes_s=2e6 latency_s=0.03`.
     Set(SetArgs),
+    /// Bytes each cluster's router has sent towards each other cluster since `up` (the WAN
+    /// classes' counters): which WAN links a collective used, read from the network itself.
+    Traffic(TrafficArgs),
     /// Bring a testbed up, run the scenario's multicast across it with real windrose nodes, and
     /// print per-node completion, WAN bytes and the fraction of the bound beside the
     /// simulator's prediction for the same file; always takes the testbed down again.
@@ -104,6 +107,17 @@ pub struct SetArgs {
     values: Vec<String>,
 }
 
+/// `testbed traffic`.
+#[derive(Debug, Args)]
+pub struct TrafficArgs {
+    /// The testbed's name.
+    #[arg(long, default_value = "tb")]
+    name: String,
+    /// Print JSON: `{"wan_bytes": [[...]]}`, row FROM, column TO.
+    #[arg(long)]
+    json: bool,
+}
+
 /// `testbed run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -142,6 +156,7 @@ pub fn run(cmd: TestbedCommand) -> Result<()> {
         TestbedCommand::Status(a) => status(a),
         TestbedCommand::Exec(a) => exec(a),
         TestbedCommand::Set(a) => set(a),
+        TestbedCommand::Traffic(a) => traffic(a),
         TestbedCommand::Run(a) => run_scenario_on_testbed(a),
         TestbedCommand::DelayLine(a) => {
             let stats = windrose_testbed::delay_line::run_from_file(&a.config)?;
@@ -472,6 +487,24 @@ fn set(a: SetArgs) -> Result<()> {
     let link = parse_link(&a.link, &sc.platform)?;
     testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s).map_err(testbed_error)?;
     println!("testbed {}: {} set", a.name, a.link);
+    Ok(())
+}
+
+fn traffic(a: TrafficArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
+    let s = testbed::load_state(&a.name)?
+        .ok_or_else(|| bad_input(format!("testbed {} is not up", a.name)))?;
+    let clusters = s.node_clusters.iter().max().map_or(0, |&c| c as usize + 1);
+    let wan = wan_bytes(&a.name, clusters);
+    if a.json {
+        println!("{}", serde_json::json!({ "wan_bytes": wan }));
+    } else {
+        for (from, row) in wan.iter().enumerate() {
+            for (to, bytes) in row.iter().enumerate().filter(|(to, _)| *to != from) {
+                println!("wan:{from}:{to} {bytes} bytes");
+            }
+        }
+    }
     Ok(())
 }
 

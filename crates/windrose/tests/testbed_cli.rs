@@ -5,24 +5,17 @@
 //! long-lived group's prober reads the WAN round trip while MOB saturates the WAN.
 //! Skipped, with one line saying why, only where network namespaces cannot be made.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use windrose_testbed::testbed::load_state;
+#[path = "support/testbed.rs"]
+mod testbed;
 
-fn windrose() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_windrose"))
-}
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use testbed::{unavailable, windrose, Down};
+use windrose_testbed::testbed::load_state;
 
 fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../data/scenarios/testbed/{name}"))
-}
-
-/// None when this machine can host a testbed; otherwise why not.
-fn unavailable() -> Option<String> {
-    windrose_testbed::sys::preflight()
-        .err()
-        .map(|e| e.to_string())
 }
 
 fn namespaces_of(name: &str) -> Vec<String> {
@@ -43,15 +36,6 @@ fn alive(pid: u32) -> bool {
 
 /// One testbed at a time: a run beside a rate measurement would take its CPU.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Takes a testbed down whatever happens in the test.
-struct Down(&'static str);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = windrose_testbed::testbed::down(self.0);
-    }
-}
 
 #[test]
 fn a_two_cluster_testbed_gives_its_rate_and_delay_and_carries_a_verified_mob() {

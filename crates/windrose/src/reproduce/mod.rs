@@ -12,6 +12,7 @@ mod mob;
 mod mst_collectives;
 mod output;
 mod plot;
+mod weather;
 
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -59,6 +60,9 @@ pub enum ReproduceCommand {
     /// broadcast, MOB, Balanced Multicasting), the fraction of points where auto is within 10 %
     /// of the best and the worst ratio. Exits with code 1 below 95 % or above 1.5x.
     Auto(auto::AutoArgs),
+    /// Issue 16's series of broadcasts while a WAN link slows (static, adapt, rebuild, an
+    /// oracle) in the simulator, beside the testbed's (`data/weather/series.sh`).
+    Weather(weather::WeatherArgs),
 }
 
 /// Options of `windrose reproduce mob`.
@@ -154,5 +158,6 @@ pub fn run(cmd: ReproduceCommand) -> anyhow::Result<()> {
         ReproduceCommand::Mob(args) => mob::run(&args),
         ReproduceCommand::Heterosort(args) => heterosort::run(&args),
         ReproduceCommand::Auto(args) => auto::run(&args),
+        ReproduceCommand::Weather(args) => weather::run(&args),
     }
 }
