@@ -88,8 +88,8 @@ fn the_host_chooses_reports_and_runs_the_chosen_collective() {
     use windrose_proto::host::{App, AppRequest, AutoRequest};
     use windrose_proto::probe::ProbeConfig;
     use windrose_proto::Input;
+    use windrose_proto::Report;
     use windrose_sim::group::{group, leave_input};
-    use windrose_sim::metrics::ReportData;
 
     let platform = grid_platform(&[4, 4, 4], 100.0, 5.0).unwrap();
     let mut sim = group(platform, Default::default(), 3, |c| {
@@ -119,15 +119,18 @@ fn the_host_chooses_reports_and_runs_the_chosen_collective() {
     let mut complete = Vec::new();
     for r in &m.nodes[0].reports {
         match r.report {
-            ReportData::ProtocolChosen {
+            Report::ProtocolChosen {
                 transfer,
                 chosen: c,
-                predicted_s,
+                predicted,
+                ..
             } => {
-                assert!(predicted_s.iter().all(|p| p.is_some_and(|s| s > 0.0)));
+                assert!(predicted
+                    .iter()
+                    .all(|p| p.is_some_and(|p| p.completion > Duration::ZERO)));
                 chosen.push((transfer, c));
             }
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,

@@ -21,10 +21,10 @@ use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::pieces::PieceVerifier;
+use windrose_proto::Report;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, MemoryLog, RunLimits, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 
 /// A member's application: its share of the records, BLAKE3 for the rest.
 #[derive(Debug)]
@@ -103,7 +103,7 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
         .reports
         .iter()
         .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,
@@ -129,7 +129,7 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
             n.reports
                 .iter()
                 .find_map(|r| match r.report {
-                    ReportData::CollectiveEnded { finished, .. } => {
+                    Report::CollectiveEnded { finished, .. } => {
                         assert!(finished);
                         Some(r.at_s)
                     }
@@ -228,10 +228,10 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
     let refused = m.nodes[9]
         .reports
         .iter()
-        .any(|r| matches!(r.report, ReportData::CollectiveRefused { .. }));
+        .any(|r| matches!(r.report, Report::CollectiveRefused { .. }));
     assert!(refused, "node 9 has no records and must refuse");
     let complete = m.nodes[0].reports.iter().find_map(|r| match r.report {
-        ReportData::CollectiveComplete {
+        Report::CollectiveComplete {
             finished, failed, ..
         } => Some((finished, failed)),
         _ => None,
@@ -319,7 +319,7 @@ fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool) -> FaultRun {
         .iter()
         .map(|nm| {
             nm.reports.iter().find_map(|r| match r.report {
-                ReportData::CollectiveEnded { finished, .. } => Some((r.at_s, finished)),
+                Report::CollectiveEnded { finished, .. } => Some((r.at_s, finished)),
                 _ => None,
             })
         })

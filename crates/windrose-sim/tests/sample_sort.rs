@@ -13,10 +13,10 @@ use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::pieces::PieceVerifier;
 use windrose_proto::sample_sort::SampleSortSpec;
+use windrose_proto::Report;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 
 /// A member's application: its share of the records for either sort.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ fn run(spec: CollectiveSpec, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes
         .reports
         .iter()
         .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,

@@ -29,9 +29,9 @@ use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
 use windrose_proto::mst_service::MstMetric;
+use windrose_proto::Report;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
-use windrose_sim::metrics::ReportData;
 use windrose_sim::scenario::{load_scenario, PlatformCosts};
 use windrose_trees::{Tree, TreeAlgorithm};
 
@@ -284,7 +284,7 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
         .reports
         .iter()
         .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,

@@ -24,10 +24,10 @@ use windrose_model::NodeId;
 use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::pieces::PieceVerifier;
+use windrose_proto::Report;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 use windrose_trees::heterosort::paper;
 
 use crate::sort_cmd::SortProtocol;
@@ -143,7 +143,7 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
         .reports
         .iter()
         .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,
