@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use windrose_model::platform::LinkId;
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::Report;
+use windrose_proto::{Report, TransferId};
 
 /// Where a node ended up when the run stopped.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,6 +102,26 @@ pub struct ReportRecord {
     /// What was reported.
     #[serde(flatten)]
     pub report: Report,
+}
+
+/// A collective's end as its initiator reported it ([`Report::CollectiveComplete`]).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The collective.
+    pub transfer: TransferId,
+    /// Engine time of the report, seconds.
+    pub at_s: f64,
+    /// Members that finished (the initiator included).
+    pub finished: u32,
+    /// Members that aborted, failed or refused.
+    pub failed: u32,
+}
+
+impl Completion {
+    /// True when all `members` finished and none failed.
+    pub fn is_whole(&self, members: usize) -> bool {
+        self.finished as usize == members && self.failed == 0
+    }
 }
 
 /// One failure and restart of a node ([`crate::engine::Simulation::restart_node_at`]).
@@ -411,6 +431,29 @@ impl Metrics {
             .collect()
     }
 
+    /// The collectives `node` initiated that completed, in the order they did.
+    pub fn completions(&self, node: NodeId) -> impl Iterator<Item = Completion> + '_ {
+        let reports = self.node(node).map_or(&[][..], |m| &m.reports[..]);
+        reports.iter().filter_map(|r| match r.report {
+            Report::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } => Some(Completion {
+                transfer,
+                at_s: r.at_s,
+                finished,
+                failed,
+            }),
+            _ => None,
+        })
+    }
+
+    /// The first collective `node` initiated that completed (a run of one collective: its end).
+    pub fn completion(&self, node: NodeId) -> Option<Completion> {
+        self.completions(node).next()
+    }
+
     /// The bytes carried by `link` (0 if it carried none).
     pub fn link_bytes(&self, link: LinkId) -> f64 {
         let r = LinkRef::from(link);
@@ -468,7 +511,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use windrose_proto::choice::{Candidate, PredictedRun};
-    use windrose_proto::{Time, TransferId};
+    use windrose_proto::Time;
 
     fn json(r: Report) -> serde_json::Value {
         serde_json::to_value(ReportRecord {

@@ -99,21 +99,11 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
     }
     let m = sim.run().unwrap();
     assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let (t, at) = m.nodes[3]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => {
-                assert_eq!((finished, failed), (16, 0));
-                Some((transfer, r.at_s))
-            }
-            _ => None,
-        })
+    let done = m
+        .completion(NodeId(3))
         .expect("the initiator saw the sort complete");
+    assert_eq!((done.finished, done.failed), (16, 0));
+    let (t, at) = (done.transfer, done.at_s);
     let delivered = (0..16)
         .map(|i| {
             let d = sim.delivered_of(NodeId(i), t);
@@ -230,12 +220,7 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
         .iter()
         .any(|r| matches!(r.report, Report::CollectiveRefused { .. }));
     assert!(refused, "node 9 has no records and must refuse");
-    let complete = m.nodes[0].reports.iter().find_map(|r| match r.report {
-        Report::CollectiveComplete {
-            finished, failed, ..
-        } => Some((finished, failed)),
-        _ => None,
-    });
+    let complete = m.completion(NodeId(0)).map(|c| (c.finished, c.failed));
     assert_eq!(complete.map(|(f, _)| f), Some(0), "{complete:?}");
 }
 

@@ -69,16 +69,8 @@ fn reports(m: &Metrics, node: u32) -> Vec<Report> {
 
 /// The `CollectiveComplete` the initiator `node` reported, as (transfer, finished, failed).
 fn completions(m: &Metrics, node: u32) -> Vec<(TransferId, u32, u32)> {
-    reports(m, node)
-        .into_iter()
-        .filter_map(|r| match r {
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => Some((transfer, finished, failed)),
-            _ => None,
-        })
+    m.completions(NodeId(node))
+        .map(|c| (c.transfer, c.finished, c.failed))
         .collect()
 }
 
@@ -569,12 +561,7 @@ fn twenty_four_members_build_the_six_site_mst_started_by_one_member() {
             *by_kind.entry(kind.to_string()).or_default() += 1;
         }
     }
-    let done_at = m.nodes[12]
-        .reports
-        .iter()
-        .find(|r| matches!(r.report, Report::CollectiveComplete { .. }))
-        .map(|r| r.at_s)
-        .unwrap();
+    let done_at = m.completion(NodeId(12)).unwrap().at_s;
     eprintln!(
         "24 members: {} GHS frames {by_kind:?}; complete at the initiator at {done_at:.3} s",
         by_kind.values().sum::<u64>()

@@ -29,7 +29,6 @@ use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
 use windrose_proto::mst_service::MstMetric;
-use windrose_proto::Report;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
 use windrose_sim::scenario::{load_scenario, PlatformCosts};
@@ -280,18 +279,11 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
     if !m.errors.is_empty() {
         bail!("the simulated run failed: {:?}", m.errors);
     }
-    let transfer = m.nodes[initiator.index()]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } if finished as usize == n && failed == 0 => Some(transfer),
-            _ => None,
-        })
-        .context("the MST run did not complete at every member")?;
+    let transfer = m
+        .completions(initiator)
+        .find(|c| c.is_whole(n))
+        .context("the MST run did not complete at every member")?
+        .transfer;
     let mut edges: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     let mut total = None;
     for v in 0..n as u32 {

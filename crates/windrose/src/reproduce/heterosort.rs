@@ -24,7 +24,6 @@ use windrose_model::NodeId;
 use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::pieces::PieceVerifier;
-use windrose_proto::Report;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
@@ -139,18 +138,11 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
             .map_err(|e| anyhow!("{e}"))?;
     }
     let m = sim.run().map_err(|e| anyhow!("{e}"))?;
-    let (t, complete_s) = m.nodes[0]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } if finished as usize == n && failed == 0 => Some((transfer, r.at_s)),
-            _ => None,
-        })
+    let done = m
+        .completions(NodeId(0))
+        .find(|c| c.is_whole(n))
         .ok_or_else(|| anyhow!("{n} nodes, {protocol:?}: the sort did not complete"))?;
+    let (t, complete_s) = (done.transfer, done.at_s);
     let mut got = RecordSummary::new();
     for i in 0..n {
         let d = sim.delivered_of(NodeId(i as u32), t);
