@@ -296,6 +296,17 @@ pub struct ErrorRecord {
     pub error: String,
 }
 
+impl fmt::Display for ErrorRecord {
+    /// One line: `at 0.250000000 s, node 3 (peer 5): <error>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at {:.9} s, node {}", self.at_s, self.node)?;
+        if let Some(p) = self.peer {
+            write!(f, " (peer {p})")?;
+        }
+        write!(f, ": {}", self.error)
+    }
+}
+
 /// Totals over all nodes and messages.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
