@@ -129,6 +129,40 @@ impl Drop for Members {
     }
 }
 
+/// `n` `windrose group serve` members of `group`, member i given `--id i`, `args` and what
+/// `member(i, command)` adds, which returns the control socket it will open; waits until every
+/// socket exists.
+pub fn spawn_members(
+    group: &Path,
+    n: usize,
+    args: &[&str],
+    mut member: impl FnMut(usize, &mut std::process::Command) -> PathBuf,
+) -> Members {
+    let mut members = Members(Vec::new());
+    let mut sockets = Vec::new();
+    for i in 0..n {
+        let mut c = std::process::Command::new(bin());
+        c.args(["group", "serve", "--id", &i.to_string()])
+            .args(args)
+            .arg("--group")
+            .arg(group)
+            .stdin(Stdio::null());
+        sockets.push(member(i, &mut c));
+        members.0.push(c.spawn().unwrap());
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        sockets.iter().all(|s| s.exists())
+    });
+    members
+}
+
+/// The usual member: control socket `socket`, received files in `out` (created).
+pub fn control_and_out(c: &mut std::process::Command, socket: PathBuf, out: PathBuf) -> PathBuf {
+    std::fs::create_dir(&out).unwrap();
+    c.arg("--control").arg(&socket).arg("--out-dir").arg(out);
+    socket
+}
+
 /// Polls `ok` every 20 ms until it holds; fails the test naming `what` after `limit`.
 pub fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
