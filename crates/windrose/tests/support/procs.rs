@@ -1,5 +1,7 @@
-//! Helpers of the tests that run `windrose` processes on loopback: the binary, group files on
-//! free ports, node processes, and the checks of what they received.
+//! Helpers of the tests that run `windrose`: the binary, the repository's data files,
+//! temporary input files, runs that must succeed or fail as bad input, and for the processes on
+//! loopback, group files on free ports, node and member processes, and the checks of what they
+//! received.
 
 #![allow(dead_code)]
 
@@ -10,6 +12,50 @@ use std::time::{Duration, Instant};
 
 pub fn windrose() -> Command {
     Command::cargo_bin("windrose").unwrap()
+}
+
+/// A file under the repository's `data/`.
+pub fn data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data")
+        .join(rel)
+}
+
+/// A file in a fresh temporary directory (kept alive by the returned guard).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path.display().to_string())
+}
+
+/// Runs windrose expecting success and returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = windrose()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs windrose expecting success with `--json` output and parses it.
+pub fn ok_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("stdout is one JSON object")
+}
+
+/// Runs windrose expecting bad-input failure: exit 2, nothing on stdout, exactly one stderr
+/// line starting with `error: `, no panic. Returns that line.
+pub fn bad(args: &[&str]) -> String {
+    let out = windrose().args(args).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line expected:\n{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(out.stdout.is_empty(), "{args:?} printed on stdout");
+    stderr.trim_end().to_string()
 }
 
 pub fn hash_file(path: &Path) -> String {
