@@ -20,7 +20,6 @@ use windrose_proto::probe::ProbeConfig;
 use windrose_proto::{Input, Report, TransferId};
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group as sim_group, leave_input};
-use windrose_sim::metrics::ReportData;
 
 const M: usize = 4;
 const LIMIT: Duration = Duration::from_secs(60);
@@ -260,7 +259,7 @@ async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
         .reports
         .iter()
         .filter_map(|r| match r.report {
-            ReportData::TreePlanned {
+            Report::TreePlanned {
                 built,
                 changed_links,
                 swaps,

@@ -115,8 +115,10 @@ pub struct Prediction {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PredictedRun {
     /// [`Prediction::completion_s`].
+    #[serde(rename = "completion_s", with = "crate::time::secs")]
     pub completion: std::time::Duration,
     /// [`Prediction::startup_s`].
+    #[serde(rename = "startup_s", with = "crate::time::secs")]
     pub startup: std::time::Duration,
     /// [`Prediction::rate_mb_s`], in bytes per second.
     pub rate_bytes_s: u64,

@@ -2203,7 +2203,13 @@ impl Host {
         use crate::multicast::{MulticastProtocol, MulticastSpec};
         let bytes = a.data.len() as u64;
         let segment_bytes = a.segment_bytes.max(1);
-        let plan = match self.plan_tree(a.policy, bytes, segment_bytes) {
+        // The broadcast's prediction is planned as if it started, but only a broadcast that
+        // does start may advance the planner (an `adapt` tree, the changes it took in): the
+        // planner is put back as it was, and the advanced one kept for the broadcast.
+        let kept = self.planner.clone();
+        let plan = self.plan_tree(a.policy, bytes, segment_bytes);
+        let advanced = std::mem::replace(&mut self.planner, kept);
+        let plan = match plan {
             Ok(p) => p,
             Err(_) => {
                 refused(self.draw_transfer(a.transfer), out);
@@ -2249,6 +2255,7 @@ impl Host {
                     data: a.data.clone(),
                     transfer: Some(t),
                 };
+                self.planner = advanced;
                 self.start_planned_broadcast(now, plan, &b, a.data.clone(), t, out);
                 return;
             }

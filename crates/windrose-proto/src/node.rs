@@ -34,6 +34,7 @@ use crate::time::Time;
 use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use windrose_model::NodeId;
 
@@ -148,7 +149,11 @@ pub struct ComputeTask {
 }
 
 /// Progress and measurements, for users and metrics; a driver may ignore them.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+///
+/// Its serde form is the one users read in the simulator's `--json` metrics: tagged by `kind`
+/// (the variant in snake case), spans and instants as `f64` seconds in fields named `..._s`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Report {
     /// Bytes this node now holds of a transfer.
     Progress {
@@ -164,6 +169,7 @@ pub enum Report {
         /// The node.
         node: NodeId,
         /// When, on that node's driver clock.
+        #[serde(rename = "finished_at_s", with = "crate::time::secs")]
         at: Time,
     },
     /// A collective started here (at its initiator: announced; elsewhere: built).
@@ -214,8 +220,10 @@ pub enum Report {
         bytes_delivered: u64,
         /// The digest of those bytes, when its host makes one
         /// ([`HostConfig::digest_deliveries`](crate::host::HostConfig::digest_deliveries)).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         digest: Option<[u8; 32]>,
         /// From its machine's start to its end, on its clock (None: it never started).
+        #[serde(rename = "elapsed_s", with = "crate::time::secs")]
         elapsed: Option<Duration>,
     },
     /// The host declared a member failed: nothing arrived from it for too long.
@@ -228,6 +236,7 @@ pub enum Report {
         /// The peer.
         peer: NodeId,
         /// Time from the ping's send to the pong's arrival, on this node's clock.
+        #[serde(rename = "rtt_s", with = "crate::time::secs")]
         rtt: Duration,
     },
     /// The host's forecast of a link's next round trip, after each measurement (its weather
@@ -236,8 +245,10 @@ pub enum Report {
         /// The peer.
         peer: NodeId,
         /// The forecast round trip.
+        #[serde(rename = "rtt_s", with = "crate::time::secs")]
         rtt: Duration,
         /// Its error estimate (zero until errors have been scored).
+        #[serde(rename = "error_s", with = "crate::time::secs")]
         error: Duration,
     },
     /// The host's forecast of a link's bandwidth, after each sample its sends made (see
@@ -255,6 +266,7 @@ pub enum Report {
         /// The broadcast.
         transfer: TransferId,
         /// The tree's cost (costliest root-to-leaf path) on the costs it was planned with.
+        #[serde(rename = "cost_s", with = "crate::time::secs")]
         cost: Duration,
         /// Built from scratch (rather than kept or repaired).
         built: bool,
@@ -282,6 +294,7 @@ pub enum Report {
         /// The scatter.
         transfer: TransferId,
         /// When the schedule says every node finishes, from the root's start.
+        #[serde(rename = "predicted_finish_s", with = "crate::time::secs")]
         predicted_finish: Duration,
         /// Nodes in the tree.
         nodes: u32,

@@ -185,6 +185,7 @@ pub struct Plan {
     pub mst: Option<(u32, u32)>,
 }
 
+#[derive(Clone)]
 enum Kept {
     Fixed(Tree),
     Adaptive {
@@ -194,13 +195,15 @@ enum Kept {
     },
 }
 
+#[derive(Clone)]
 struct Live {
     policy: TreePolicy,
     kept: Kept,
 }
 
 /// The trees a node keeps for the broadcasts it roots, one per root and policy in force.
-#[derive(Default)]
+/// `Clone`, so a plan can be tried on a copy (an automatic start's prediction).
+#[derive(Clone, Default)]
 pub struct Planner {
     live: BTreeMap<NodeId, Live>,
     /// `mst-live`: the last live tree each root used, and its `(generation, epoch)`.

@@ -114,6 +114,69 @@ impl fmt::Display for Time {
     }
 }
 
+/// Serde form of spans and instants as `f64` seconds (`#[serde(with = "crate::time::secs")]`),
+/// the unit of every `..._s` field a user reads in JSON (the simulator's metrics, the CLI).
+pub mod secs {
+    use super::Time;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    /// A value written as seconds.
+    pub trait Secs: Sized {
+        /// Seconds, None for an absent value.
+        fn to_secs(&self) -> Option<f64>;
+        /// Back from seconds (None: absent); an error for a negative or non-finite span.
+        fn from_secs(s: Option<f64>) -> Result<Self, String>;
+    }
+
+    fn span(s: f64) -> Result<Duration, String> {
+        Duration::try_from_secs_f64(s).map_err(|e| format!("{s} s is not a span of time: {e}"))
+    }
+
+    impl Secs for Duration {
+        fn to_secs(&self) -> Option<f64> {
+            Some(self.as_secs_f64())
+        }
+        fn from_secs(s: Option<f64>) -> Result<Self, String> {
+            span(s.ok_or("seconds expected")?)
+        }
+    }
+
+    impl Secs for Time {
+        fn to_secs(&self) -> Option<f64> {
+            Some(self.as_secs_f64())
+        }
+        fn from_secs(s: Option<f64>) -> Result<Self, String> {
+            // Checked as a span so a negative instant is refused rather than clamped.
+            span(s.ok_or("seconds expected")?)?;
+            Ok(Time::from_secs_f64(s.unwrap_or_default()))
+        }
+    }
+
+    impl Secs for Option<Duration> {
+        fn to_secs(&self) -> Option<f64> {
+            self.map(|d| d.as_secs_f64())
+        }
+        fn from_secs(s: Option<f64>) -> Result<Self, String> {
+            s.map(span).transpose()
+        }
+    }
+
+    /// Serializes `v` as seconds (`null` when absent).
+    pub fn serialize<T: Secs, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        match v.to_secs() {
+            Some(x) => s.serialize_f64(x),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads seconds (or `null`) back.
+    pub fn deserialize<'de, T: Secs, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        T::from_secs(Option::<f64>::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

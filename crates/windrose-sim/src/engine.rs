@@ -103,7 +103,7 @@
 
 use crate::metrics::{
     ErrorRecord, Limit, LinkMetrics, Metrics, NetworkWork, NodeMetrics, NodeOutcome,
-    ProgressRecord, ReportData, ReportRecord, Restart, Totals,
+    ProgressRecord, ReportRecord, Restart, Totals,
 };
 use crate::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 use bytes::Bytes;
@@ -1631,6 +1631,8 @@ impl Simulation {
             }
             Output::Report(r) => {
                 let at_s = self.now;
+                // Progress is a running count, kept as the node's last value; every other
+                // report is kept as it was pushed.
                 let data = match r {
                     Report::Progress {
                         done_bytes,
@@ -1644,130 +1646,7 @@ impl Simulation {
                         });
                         None
                     }
-                    Report::ShareFinished { node: who, at } => Some(ReportData::ShareFinished {
-                        node: who,
-                        finished_at_s: at.as_secs_f64(),
-                    }),
-                    Report::RoundTrip { peer, rtt } => Some(ReportData::RoundTrip {
-                        peer,
-                        rtt_s: rtt.as_secs_f64(),
-                    }),
-                    Report::LinkForecast { peer, rtt, error } => Some(ReportData::LinkForecast {
-                        peer,
-                        rtt_s: rtt.as_secs_f64(),
-                        error_s: error.as_secs_f64(),
-                    }),
-                    Report::LinkBandwidth {
-                        peer,
-                        bytes_per_s,
-                        error_bytes_per_s,
-                    } => Some(ReportData::LinkBandwidth {
-                        peer,
-                        bytes_per_s,
-                        error_bytes_per_s,
-                    }),
-                    Report::TreePlanned {
-                        transfer,
-                        cost,
-                        built,
-                        changed_links,
-                        swaps,
-                        live_mst,
-                    } => Some(ReportData::TreePlanned {
-                        transfer,
-                        cost_s: cost.as_secs_f64(),
-                        built,
-                        changed_links,
-                        swaps,
-                        live_mst,
-                    }),
-                    Report::CollectiveStarted {
-                        transfer,
-                        initiator,
-                    } => Some(ReportData::CollectiveStarted {
-                        transfer,
-                        initiator,
-                    }),
-                    Report::CollectiveEnded { transfer, finished } => {
-                        Some(ReportData::CollectiveEnded { transfer, finished })
-                    }
-                    Report::CollectiveRefused { transfer } => {
-                        Some(ReportData::CollectiveRefused { transfer })
-                    }
-                    Report::CollectiveComplete {
-                        transfer,
-                        finished,
-                        failed,
-                    } => Some(ReportData::CollectiveComplete {
-                        transfer,
-                        finished,
-                        failed,
-                    }),
-                    Report::PeerDown { peer } => Some(ReportData::PeerDown { peer }),
-                    Report::MemberDone {
-                        transfer,
-                        member,
-                        finished,
-                        bytes_delivered,
-                        elapsed,
-                        ..
-                    } => Some(ReportData::MemberDone {
-                        transfer,
-                        member,
-                        finished,
-                        bytes_delivered,
-                        elapsed_s: elapsed.map(|d| d.as_secs_f64()),
-                    }),
-                    Report::PeerRejoined { peer, transfer } => {
-                        Some(ReportData::PeerRejoined { peer, transfer })
-                    }
-                    Report::ComputeSpeed {
-                        node: who,
-                        bytes_per_s,
-                        error_bytes_per_s,
-                    } => Some(ReportData::ComputeSpeed {
-                        node: who,
-                        bytes_per_s,
-                        error_bytes_per_s,
-                    }),
-                    Report::ScatterPlanned {
-                        transfer,
-                        predicted_finish,
-                        nodes,
-                        measured_computes,
-                        measured_links,
-                    } => Some(ReportData::ScatterPlanned {
-                        transfer,
-                        predicted_finish_s: predicted_finish.as_secs_f64(),
-                        nodes,
-                        measured_computes,
-                        measured_links,
-                    }),
-                    Report::ScatterNodePlanned {
-                        transfer,
-                        node: who,
-                        compute_bytes_per_s,
-                        compute,
-                        link,
-                        kept_ppm,
-                    } => Some(ReportData::ScatterNodePlanned {
-                        transfer,
-                        node: who,
-                        compute_bytes_per_s,
-                        compute,
-                        link,
-                        kept_ppm,
-                    }),
-                    Report::ProtocolChosen {
-                        transfer,
-                        chosen,
-                        predicted,
-                        ..
-                    } => Some(ReportData::ProtocolChosen {
-                        transfer,
-                        chosen,
-                        predicted_s: predicted.map(|p| p.map(|p| p.completion.as_secs_f64())),
-                    }),
+                    other => Some(other),
                 };
                 if self.logging() {
                     let mut l = LogLine::new(self.now, node, "report");

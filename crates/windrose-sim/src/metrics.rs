@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use windrose_model::platform::LinkId;
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::TransferId;
+use windrose_proto::{Report, TransferId};
 
 /// Where a node ended up when the run stopped.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,168 +92,36 @@ pub struct ProgressRecord {
     pub total_bytes: u64,
 }
 
-/// A report other than progress, as a node's machine pushed it.
-#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ReportData {
-    /// A node finished its share of a scatter (pushed at the scatter's root).
-    ShareFinished {
-        /// The node that finished.
-        node: NodeId,
-        /// When, as the finishing node's machine saw it (nanosecond resolution), seconds.
-        finished_at_s: f64,
-    },
-    /// A measured round trip.
-    RoundTrip {
-        /// The peer.
-        peer: NodeId,
-        /// The round-trip time, seconds.
-        rtt_s: f64,
-    },
-    /// A host's forecast of a link's next round trip.
-    LinkForecast {
-        /// The peer.
-        peer: NodeId,
-        /// The forecast, seconds.
-        rtt_s: f64,
-        /// Its error estimate, seconds.
-        error_s: f64,
-    },
-    /// A host's forecast of a link's bandwidth, from its sends.
-    LinkBandwidth {
-        /// The peer.
-        peer: NodeId,
-        /// The forecast, bytes per second.
-        bytes_per_s: u64,
-        /// Its error estimate, bytes per second.
-        error_bytes_per_s: u64,
-    },
-    /// A member's compute speed forecast: the host's own, from its computes, or another
-    /// member's from its shared row.
-    ComputeSpeed {
-        /// The member.
-        node: NodeId,
-        /// The forecast, bytes per second.
-        bytes_per_s: u64,
-        /// Its error estimate, bytes per second.
-        error_bytes_per_s: u64,
-    },
-    /// At a scatter's root: the schedule it planned from the group's view.
-    ScatterPlanned {
-        /// The scatter.
-        transfer: TransferId,
-        /// When the schedule says every node finishes, seconds from the root's start.
-        predicted_finish_s: f64,
-        /// Nodes in the tree.
-        nodes: u32,
-        /// Nodes whose compute speed was measured.
-        measured_computes: u32,
-        /// Tree links whose bandwidth was measured.
-        measured_links: u32,
-    },
-    /// At a scatter's root: the speeds its plan took for one node.
-    ScatterNodePlanned {
-        /// The scatter.
-        transfer: TransferId,
-        /// The node.
-        node: NodeId,
-        /// Its compute speed, bytes per second.
-        compute_bytes_per_s: u64,
-        /// Where the compute speed came from.
-        compute: windrose_proto::weather::Basis,
-        /// The link from its parent: bytes per second and where it came from.
-        link: Option<(u64, windrose_proto::weather::Basis)>,
-        /// Its share of the load, parts per million.
-        kept_ppm: u32,
-    },
-    /// At a broadcast's root: the tree it planned from the group's view.
-    TreePlanned {
-        /// The broadcast.
-        transfer: TransferId,
-        /// The tree's cost on the costs it was planned with, seconds.
-        cost_s: f64,
-        /// Built from scratch.
-        built: bool,
-        /// Links whose change the tree took in.
-        changed_links: u32,
-        /// Swaps made.
-        swaps: u32,
-        /// `mst-live`: the `(generation, epoch)` of the live tree used.
-        live_mst: Option<(u32, u32)>,
-    },
-    /// At an automatic start's root: the protocol chosen and each candidate's predicted
-    /// completion, seconds, in `Candidate::ALL` order (None: not planned).
-    ProtocolChosen {
-        /// The collective.
-        transfer: TransferId,
-        /// The protocol.
-        chosen: windrose_proto::choice::Candidate,
-        /// Predicted completions.
-        predicted_s: [Option<f64>; 3],
-    },
-    /// A host's session: a collective started here.
-    CollectiveStarted {
-        /// The collective.
-        transfer: TransferId,
-        /// The member that started it.
-        initiator: NodeId,
-    },
-    /// A host's session: this node's part of a collective ended.
-    CollectiveEnded {
-        /// The collective.
-        transfer: TransferId,
-        /// Finished (false: aborted).
-        finished: bool,
-    },
-    /// A host's session: a collective could not start here.
-    CollectiveRefused {
-        /// The collective.
-        transfer: TransferId,
-    },
-    /// A host's session, at the initiator: every member's part ended.
-    CollectiveComplete {
-        /// The collective.
-        transfer: TransferId,
-        /// Members that finished.
-        finished: u32,
-        /// Members that aborted, failed or refused.
-        failed: u32,
-    },
-    /// A host's session, at the initiator: one member's part ended (or it was lost).
-    MemberDone {
-        /// The collective.
-        transfer: TransferId,
-        /// The member.
-        member: NodeId,
-        /// Its machine finished.
-        finished: bool,
-        /// Bytes it delivered.
-        bytes_delivered: u64,
-        /// From its machine's start to its end, seconds (None: it never started).
-        elapsed_s: Option<f64>,
-    },
-    /// A host's session, at the initiator: a restarted member was taken back.
-    PeerRejoined {
-        /// The member.
-        peer: NodeId,
-        /// The collective.
-        transfer: TransferId,
-    },
-    /// A host declared a silent member failed.
-    PeerDown {
-        /// The member.
-        peer: NodeId,
-    },
-}
-
-/// A [`ReportData`] with the engine time it was pushed at.
+/// A report other than progress, as a node's machine pushed it, with the engine time it was
+/// pushed at. The report's own serde form gives the JSON (`{"at_s":..,"kind":"tree_planned",
+/// "cost_s":..}`), so a new [`Report`] variant needs nothing here.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportRecord {
     /// Engine time of the report, seconds.
     pub at_s: f64,
     /// What was reported.
     #[serde(flatten)]
-    pub report: ReportData,
+    pub report: Report,
+}
+
+/// A collective's end as its initiator reported it ([`Report::CollectiveComplete`]).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The collective.
+    pub transfer: TransferId,
+    /// Engine time of the report, seconds.
+    pub at_s: f64,
+    /// Members that finished (the initiator included).
+    pub finished: u32,
+    /// Members that aborted, failed or refused.
+    pub failed: u32,
+}
+
+impl Completion {
+    /// True when all `members` finished and none failed.
+    pub fn is_whole(&self, members: usize) -> bool {
+        self.finished as usize == members && self.failed == 0
+    }
 }
 
 /// One failure and restart of a node ([`crate::engine::Simulation::restart_node_at`]).
@@ -428,6 +296,17 @@ pub struct ErrorRecord {
     pub error: String,
 }
 
+impl fmt::Display for ErrorRecord {
+    /// One line: `at 0.250000000 s, node 3 (peer 5): <error>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at {:.9} s, node {}", self.at_s, self.node)?;
+        if let Some(p) = self.peer {
+            write!(f, " (peer {p})")?;
+        }
+        write!(f, ": {}", self.error)
+    }
+}
+
 /// Totals over all nodes and messages.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
@@ -563,6 +442,29 @@ impl Metrics {
             .collect()
     }
 
+    /// The collectives `node` initiated that completed, in the order they did.
+    pub fn completions(&self, node: NodeId) -> impl Iterator<Item = Completion> + '_ {
+        let reports = self.node(node).map_or(&[][..], |m| &m.reports[..]);
+        reports.iter().filter_map(|r| match r.report {
+            Report::CollectiveComplete {
+                transfer,
+                finished,
+                failed,
+            } => Some(Completion {
+                transfer,
+                at_s: r.at_s,
+                finished,
+                failed,
+            }),
+            _ => None,
+        })
+    }
+
+    /// The first collective `node` initiated that completed (a run of one collective: its end).
+    pub fn completion(&self, node: NodeId) -> Option<Completion> {
+        self.completions(node).next()
+    }
+
     /// The bytes carried by `link` (0 if it carried none).
     pub fn link_bytes(&self, link: LinkId) -> f64 {
         let r = LinkRef::from(link);
@@ -612,5 +514,93 @@ impl fmt::Display for Metrics {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use windrose_proto::choice::{Candidate, PredictedRun};
+    use windrose_proto::Time;
+
+    fn json(r: Report) -> serde_json::Value {
+        serde_json::to_value(ReportRecord {
+            at_s: 1.5,
+            report: r,
+        })
+        .unwrap()
+    }
+
+    /// The JSON users read keeps the field names and units the metrics had before they kept
+    /// `Report` itself, and reads back to the same report.
+    #[test]
+    fn report_records_serialize_with_seconds_and_read_back() {
+        let tree = Report::TreePlanned {
+            transfer: TransferId(7),
+            cost: Duration::from_millis(250),
+            built: true,
+            changed_links: 2,
+            swaps: 1,
+            live_mst: Some((3, 4)),
+        };
+        assert_eq!(
+            json(tree),
+            serde_json::json!({"at_s": 1.5, "kind": "tree_planned", "transfer": 7,
+                "cost_s": 0.25, "built": true, "changed_links": 2, "swaps": 1,
+                "live_mst": [3, 4]})
+        );
+        let share = Report::ShareFinished {
+            node: NodeId(3),
+            at: Time::from_millis(1250),
+        };
+        assert_eq!(
+            json(share),
+            serde_json::json!({"at_s": 1.5, "kind": "share_finished", "node": 3,
+                "finished_at_s": 1.25})
+        );
+        let done = Report::MemberDone {
+            transfer: TransferId(7),
+            member: NodeId(2),
+            finished: false,
+            bytes_delivered: 10,
+            digest: None,
+            elapsed: None,
+        };
+        assert_eq!(
+            json(done),
+            serde_json::json!({"at_s": 1.5, "kind": "member_done", "transfer": 7, "member": 2,
+                "finished": false, "bytes_delivered": 10, "elapsed_s": null})
+        );
+        let run = PredictedRun {
+            completion: Duration::from_millis(1500),
+            startup: Duration::from_millis(20),
+            rate_bytes_s: 1_000_000,
+        };
+        let chosen = Report::ProtocolChosen {
+            transfer: TransferId(7),
+            bytes: 1 << 20,
+            chosen: Candidate::ALL[1],
+            predicted: [Some(run), None, Some(run)],
+        };
+        assert_eq!(
+            json(chosen)["predicted"][0],
+            serde_json::json!({"completion_s": 1.5, "startup_s": 0.02, "rate_bytes_s": 1_000_000})
+        );
+        for r in [tree, share, done, chosen] {
+            let record = ReportRecord {
+                at_s: 1.5,
+                report: r,
+            };
+            let text = serde_json::to_string(&record).unwrap();
+            assert_eq!(serde_json::from_str::<ReportRecord>(&text).unwrap(), record);
+        }
+    }
+
+    #[test]
+    fn a_negative_span_is_refused_with_its_value() {
+        let text = r#"{"at_s":0.0,"kind":"round_trip","peer":1,"rtt_s":-2.0}"#;
+        let e = serde_json::from_str::<ReportRecord>(text).unwrap_err();
+        assert!(e.to_string().contains("-2 s"), "{e}");
     }
 }

@@ -88,8 +88,8 @@ fn the_host_chooses_reports_and_runs_the_chosen_collective() {
     use windrose_proto::host::{App, AppRequest, AutoRequest};
     use windrose_proto::probe::ProbeConfig;
     use windrose_proto::Input;
+    use windrose_proto::Report;
     use windrose_sim::group::{group, leave_input};
-    use windrose_sim::metrics::ReportData;
 
     let platform = grid_platform(&[4, 4, 4], 100.0, 5.0).unwrap();
     let mut sim = group(platform, Default::default(), 3, |c| {
@@ -119,15 +119,18 @@ fn the_host_chooses_reports_and_runs_the_chosen_collective() {
     let mut complete = Vec::new();
     for r in &m.nodes[0].reports {
         match r.report {
-            ReportData::ProtocolChosen {
+            Report::ProtocolChosen {
                 transfer,
                 chosen: c,
-                predicted_s,
+                predicted,
+                ..
             } => {
-                assert!(predicted_s.iter().all(|p| p.is_some_and(|s| s > 0.0)));
+                assert!(predicted
+                    .iter()
+                    .all(|p| p.is_some_and(|p| p.completion > Duration::ZERO)));
                 chosen.push((transfer, c));
             }
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,
@@ -146,4 +149,69 @@ fn the_host_chooses_reports_and_runs_the_chosen_collective() {
         let got = m.nodes[n].app_bytes_delivered;
         assert_eq!(got, sizes.iter().sum::<usize>() as u64, "node {n}");
     }
+}
+
+/// An automatic start that chooses a multicast leaves the broadcast planner as it was: the
+/// next broadcast from that root is the planner's first (its `adapt` tree built, not kept
+/// from the automatic start's prediction).
+#[test]
+fn an_automatic_start_that_chooses_a_multicast_does_not_advance_the_broadcast_planner() {
+    use bytes::Bytes;
+    use windrose_proto::host::{App, AppRequest, AutoRequest, BroadcastRequest};
+    use windrose_proto::Input;
+    use windrose_proto::Report;
+    use windrose_sim::group::{group, leave_input};
+
+    let platform = grid_platform(&[4, 4, 4], 100.0, 5.0).unwrap();
+    let mut sim = group(platform, Default::default(), 3, |c| c.probe = None).unwrap();
+    let data = Bytes::from(
+        (0..8usize << 20)
+            .map(|i| (i % 253) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    let auto = AutoRequest::new(data.clone());
+    let bcast = BroadcastRequest {
+        policy: auto.policy,
+        segment_bytes: auto.segment_bytes,
+        max_frame_payload: 1 << 20,
+        data: data.slice(..1 << 10),
+        transfer: None,
+    };
+    let app = |r: AppRequest| Input::App(App::new(r));
+    sim.input_at(NodeId(0), 1.0, app(AppRequest::StartAuto(auto)))
+        .unwrap();
+    sim.input_at(NodeId(0), 30.0, app(AppRequest::StartBroadcast(bcast)))
+        .unwrap();
+    for n in 0..12 {
+        sim.input_at(NodeId(n), 60.0, leave_input()).unwrap();
+    }
+    let m = sim.run().unwrap();
+    let reports: Vec<Report> = m.nodes[0].reports.iter().map(|r| r.report).collect();
+    let chosen: Vec<Candidate> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::ProtocolChosen { chosen, .. } => Some(*chosen),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chosen.len(), 1);
+    assert_ne!(
+        chosen[0],
+        Candidate::Broadcast,
+        "the setup must choose a multicast"
+    );
+    let plans: Vec<bool> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::TreePlanned { built, .. } => Some(*built),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        plans,
+        [true],
+        "the broadcast's plan after the automatic start"
+    );
+    let whole: Vec<bool> = m.completions(NodeId(0)).map(|c| c.is_whole(12)).collect();
+    assert_eq!(whole, [true, true]);
 }

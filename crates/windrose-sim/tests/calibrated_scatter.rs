@@ -16,9 +16,10 @@ use windrose_proto::host::{App, AppRequest};
 use windrose_proto::scatter_plan::{GivenSpeeds, ScatterRequest};
 use windrose_proto::weather::Basis;
 use windrose_proto::Input;
+use windrose_proto::Report;
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input};
-use windrose_sim::metrics::{Metrics, ReportData};
+use windrose_sim::metrics::Metrics;
 use windrose_trees::dlt::OrderPolicy;
 use windrose_trees::Tree;
 
@@ -113,21 +114,21 @@ fn run() -> (Metrics, Vec<Run>) {
     let mut start = 0.0;
     for r in &m.nodes[0].reports {
         match r.report {
-            ReportData::ScatterPlanned {
-                predicted_finish_s,
+            Report::ScatterPlanned {
+                predicted_finish,
                 measured_computes,
                 measured_links,
                 ..
             } => {
                 start = r.at_s;
                 runs.push(Run {
-                    predicted_s: predicted_finish_s,
+                    predicted_s: predicted_finish.as_secs_f64(),
                     simulated_s: 0.0,
                     measured: (measured_computes, measured_links),
                     computes: vec![],
                 });
             }
-            ReportData::ScatterNodePlanned {
+            Report::ScatterNodePlanned {
                 node,
                 compute_bytes_per_s,
                 compute,
@@ -137,11 +138,11 @@ fn run() -> (Metrics, Vec<Run>) {
                 .unwrap()
                 .computes
                 .push((node, compute_bytes_per_s, compute)),
-            ReportData::ShareFinished { finished_at_s, .. } => {
+            Report::ShareFinished { at, .. } => {
                 let run = runs.last_mut().unwrap();
-                run.simulated_s = run.simulated_s.max(finished_at_s - start);
+                run.simulated_s = run.simulated_s.max(at.as_secs_f64() - start);
             }
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 finished, failed, ..
             } => assert_eq!((finished, failed), (N, 0)),
             _ => {}
@@ -197,8 +198,9 @@ fn a_scatter_planned_from_the_live_view_predicts_its_finish_and_beats_the_unifor
     );
     // Every member measured its own speed and reported it.
     for n in 0..N {
-        assert!(m.nodes[n as usize].reports.iter().any(
-            |r| matches!(r.report, ReportData::ComputeSpeed { node, .. } if node == NodeId(n))
-        ));
+        assert!(m.nodes[n as usize]
+            .reports
+            .iter()
+            .any(|r| matches!(r.report, Report::ComputeSpeed { node, .. } if node == NodeId(n))));
     }
 }

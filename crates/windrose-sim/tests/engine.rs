@@ -13,12 +13,13 @@ use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::scatter::{plan, ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::BroadcastConfig;
+use windrose_proto::Report;
 use windrose_proto::TransferId;
 use windrose_sim::engine::{
     broadcast, broadcast_with, scatter, FailureNotice, MemoryLog, NotifyPeers, RunLimits,
     SimConfig, SimError,
 };
-use windrose_sim::metrics::{Limit, Metrics, NodeOutcome, ReportData};
+use windrose_sim::metrics::{Limit, Metrics, NodeOutcome};
 use windrose_sim::network::{Change, SharingPolicy};
 use windrose_trees::dlt::{self, OrderPolicy};
 use windrose_trees::Tree;
@@ -392,10 +393,7 @@ fn check_dlt(
         let heard = root_reports
             .iter()
             .find_map(|r| match r.report {
-                ReportData::ShareFinished {
-                    node,
-                    finished_at_s,
-                } if node == v => Some(finished_at_s),
+                Report::ShareFinished { node, at } if node == v => Some(at.as_secs_f64()),
                 _ => None,
             })
             .unwrap();

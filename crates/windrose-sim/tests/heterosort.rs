@@ -21,10 +21,10 @@ use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::pieces::PieceVerifier;
+use windrose_proto::Report;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, MemoryLog, RunLimits, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 
 /// A member's application: its share of the records, BLAKE3 for the rest.
 #[derive(Debug)]
@@ -99,21 +99,11 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
     }
     let m = sim.run().unwrap();
     assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let (t, at) = m.nodes[3]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => {
-                assert_eq!((finished, failed), (16, 0));
-                Some((transfer, r.at_s))
-            }
-            _ => None,
-        })
+    let done = m
+        .completion(NodeId(3))
         .expect("the initiator saw the sort complete");
+    assert_eq!((done.finished, done.failed), (16, 0));
+    let (t, at) = (done.transfer, done.at_s);
     let delivered = (0..16)
         .map(|i| {
             let d = sim.delivered_of(NodeId(i), t);
@@ -129,7 +119,7 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
             n.reports
                 .iter()
                 .find_map(|r| match r.report {
-                    ReportData::CollectiveEnded { finished, .. } => {
+                    Report::CollectiveEnded { finished, .. } => {
                         assert!(finished);
                         Some(r.at_s)
                     }
@@ -228,14 +218,9 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
     let refused = m.nodes[9]
         .reports
         .iter()
-        .any(|r| matches!(r.report, ReportData::CollectiveRefused { .. }));
+        .any(|r| matches!(r.report, Report::CollectiveRefused { .. }));
     assert!(refused, "node 9 has no records and must refuse");
-    let complete = m.nodes[0].reports.iter().find_map(|r| match r.report {
-        ReportData::CollectiveComplete {
-            finished, failed, ..
-        } => Some((finished, failed)),
-        _ => None,
-    });
+    let complete = m.completion(NodeId(0)).map(|c| (c.finished, c.failed));
     assert_eq!(complete.map(|(f, _)| f), Some(0), "{complete:?}");
 }
 
@@ -319,7 +304,7 @@ fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool) -> FaultRun {
         .iter()
         .map(|nm| {
             nm.reports.iter().find_map(|r| match r.report {
-                ReportData::CollectiveEnded { finished, .. } => Some((r.at_s, finished)),
+                Report::CollectiveEnded { finished, .. } => Some((r.at_s, finished)),
                 _ => None,
             })
         })

@@ -13,10 +13,11 @@ use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
+use windrose_proto::Report;
 use windrose_proto::TransferId;
 use windrose_sim::engine::{FailureNotice, MemoryLog, NotifyPeers, SimConfig, Simulation};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::{Metrics, ReportData};
+use windrose_sim::metrics::Metrics;
 use windrose_trees::static_trees::binomial_all;
 
 const N: u32 = 8;
@@ -58,7 +59,7 @@ fn mob_spec(data: &Bytes) -> CollectiveSpec {
     }
 }
 
-fn reports(m: &Metrics, node: u32) -> Vec<ReportData> {
+fn reports(m: &Metrics, node: u32) -> Vec<Report> {
     m.nodes[node as usize]
         .reports
         .iter()
@@ -68,16 +69,8 @@ fn reports(m: &Metrics, node: u32) -> Vec<ReportData> {
 
 /// The `CollectiveComplete` the initiator `node` reported, as (transfer, finished, failed).
 fn completions(m: &Metrics, node: u32) -> Vec<(TransferId, u32, u32)> {
-    reports(m, node)
-        .into_iter()
-        .filter_map(|r| match r {
-            ReportData::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => Some((transfer, finished, failed)),
-            _ => None,
-        })
+    m.completions(NodeId(node))
+        .map(|c| (c.transfer, c.finished, c.failed))
         .collect()
 }
 
@@ -85,7 +78,7 @@ fn started(m: &Metrics, node: u32) -> Vec<(TransferId, NodeId)> {
     reports(m, node)
         .into_iter()
         .filter_map(|r| match r {
-            ReportData::CollectiveStarted {
+            Report::CollectiveStarted {
                 transfer,
                 initiator,
             } => Some((transfer, initiator)),
@@ -270,7 +263,7 @@ fn a_silent_member_is_declared_failed_and_the_multicast_completes_without_it() {
         let down = m.nodes[i as usize]
             .reports
             .iter()
-            .find(|r| r.report == ReportData::PeerDown { peer: NodeId(6) })
+            .find(|r| r.report == Report::PeerDown { peer: NodeId(6) })
             .unwrap_or_else(|| panic!("node {i} never declared node 6 failed"));
         assert!(
             down.at_s > 1.3 && down.at_s < 1.6,
@@ -303,7 +296,7 @@ fn a_spec_a_member_cannot_build_is_refused_and_nobody_starts() {
     let m = sim.run().unwrap();
     assert!(reports(&m, 0)
         .iter()
-        .any(|r| matches!(r, ReportData::CollectiveRefused { .. })));
+        .any(|r| matches!(r, Report::CollectiveRefused { .. })));
     assert_eq!(m.totals.app_bytes_delivered, 0);
     assert_eq!(m.finished, N as usize);
 }
@@ -343,7 +336,7 @@ fn a_restarted_member_rejoins_a_running_mob_multicast_and_finishes_it() {
     let c = completions(&m, 0);
     assert_eq!(c.len(), 1, "{:?}", reports(&m, 0));
     assert_eq!((c[0].1, c[0].2), (N, 0), "{:?}", reports(&m, 0));
-    assert!(reports(&m, 0).contains(&ReportData::PeerRejoined {
+    assert!(reports(&m, 0).contains(&Report::PeerRejoined {
         peer: NodeId(6),
         transfer: c[0].0
     }));
@@ -404,13 +397,11 @@ fn each_host_forecasts_its_links_round_trips_and_follows_a_latency_step() {
                 .iter()
                 .filter(|r| r.at_s >= from && r.at_s < to)
                 .filter_map(|r| match r.report {
-                    ReportData::LinkForecast { peer: p, rtt_s, .. }
-                        if p == peer && want_forecast =>
-                    {
-                        Some(rtt_s)
+                    Report::LinkForecast { peer: p, rtt, .. } if p == peer && want_forecast => {
+                        Some(rtt.as_secs_f64())
                     }
-                    ReportData::RoundTrip { peer: p, rtt_s } if p == peer && !want_forecast => {
-                        Some(rtt_s)
+                    Report::RoundTrip { peer: p, rtt } if p == peer && !want_forecast => {
+                        Some(rtt.as_secs_f64())
                     }
                     _ => None,
                 })
@@ -570,12 +561,7 @@ fn twenty_four_members_build_the_six_site_mst_started_by_one_member() {
             *by_kind.entry(kind.to_string()).or_default() += 1;
         }
     }
-    let done_at = m.nodes[12]
-        .reports
-        .iter()
-        .find(|r| matches!(r.report, ReportData::CollectiveComplete { .. }))
-        .map(|r| r.at_s)
-        .unwrap();
+    let done_at = m.completion(NodeId(12)).unwrap().at_s;
     eprintln!(
         "24 members: {} GHS frames {by_kind:?}; complete at the initiator at {done_at:.3} s",
         by_kind.values().sum::<u64>()
@@ -664,7 +650,7 @@ fn mst_runs_with_a_member_failing_at_random_end_consistently() {
             let ended: Vec<bool> = reports(&m, v)
                 .into_iter()
                 .filter_map(|r| match r {
-                    ReportData::CollectiveEnded { transfer, finished } if transfer == t => {
+                    Report::CollectiveEnded { transfer, finished } if transfer == t => {
                         Some(finished)
                     }
                     _ => None,

@@ -20,9 +20,9 @@ use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, 
 use windrose_proto::host::{Host, HostConfig};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
+use windrose_proto::Report;
 use windrose_sim::engine::{MemoryLog, RunLimits, SimConfig};
 use windrose_sim::group::{group, members_of, start_input};
-use windrose_sim::metrics::ReportData;
 use windrose_sim::multicast::spec_for;
 use windrose_trees::static_trees::binomial_all;
 
@@ -142,11 +142,11 @@ fn run_case(kind: Kind, seed: u64) -> Result<usize, String> {
     if !m.errors.is_empty() {
         return Err(format!("refused inputs: {:?}", m.errors));
     }
-    let root_reports: Vec<ReportData> = m.nodes[0].reports.iter().map(|r| r.report).collect();
+    let root_reports: Vec<Report> = m.nodes[0].reports.iter().map(|r| r.report).collect();
     let complete: Vec<(u32, u32)> = root_reports
         .iter()
         .filter_map(|r| match *r {
-            ReportData::CollectiveComplete {
+            Report::CollectiveComplete {
                 finished, failed, ..
             } => Some((finished, failed)),
             _ => None,
@@ -158,14 +158,14 @@ fn run_case(kind: Kind, seed: u64) -> Result<usize, String> {
     let t = root_reports
         .iter()
         .find_map(|r| match *r {
-            ReportData::CollectiveStarted { transfer, .. } => Some(transfer),
+            Report::CollectiveStarted { transfer, .. } => Some(transfer),
             _ => None,
         })
         .ok_or("no collective started")?;
     let rejoined: Vec<NodeId> = root_reports
         .iter()
         .filter_map(|r| match *r {
-            ReportData::PeerRejoined { peer, .. } => Some(peer),
+            Report::PeerRejoined { peer, .. } => Some(peer),
             _ => None,
         })
         .collect();
@@ -186,7 +186,7 @@ fn run_case(kind: Kind, seed: u64) -> Result<usize, String> {
                     .iter()
                     .rev()
                     .find_map(|r| match r.report {
-                        ReportData::CollectiveEnded { transfer, finished } if transfer == t => {
+                        Report::CollectiveEnded { transfer, finished } if transfer == t => {
                             Some((r.at_s, finished))
                         }
                         _ => None,

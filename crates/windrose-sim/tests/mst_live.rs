@@ -14,9 +14,9 @@ use windrose_proto::mst_service::{MstLiveConfig, MstMetric};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::Input;
+use windrose_proto::Report;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, leave_input};
-use windrose_sim::metrics::ReportData;
 use windrose_sim::network::Change;
 use windrose_sim::scenario::load_scenario;
 
@@ -190,7 +190,7 @@ fn run(event: Event) -> Run {
         .reports
         .iter()
         .filter_map(|r| match r.report {
-            ReportData::TreePlanned {
+            Report::TreePlanned {
                 built,
                 changed_links,
                 swaps,

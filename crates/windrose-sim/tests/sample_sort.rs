@@ -16,7 +16,6 @@ use windrose_proto::sample_sort::SampleSortSpec;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 
 /// A member's application: its share of the records for either sort.
 #[derive(Debug)]
@@ -83,21 +82,11 @@ fn run(spec: CollectiveSpec, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes
     }
     let m = sim.run().unwrap();
     assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let (t, at) = m.nodes[3]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => {
-                assert_eq!((finished, failed), (16, 0));
-                Some((transfer, r.at_s))
-            }
-            _ => None,
-        })
+    let done = m
+        .completion(NodeId(3))
         .expect("the initiator saw the sort complete");
+    assert_eq!((done.finished, done.failed), (16, 0));
+    let (t, at) = (done.transfer, done.at_s);
     let delivered = (0..16)
         .map(|i| {
             let d = sim.delivered_of(NodeId(i), t);

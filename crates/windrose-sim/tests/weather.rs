@@ -11,9 +11,10 @@ use windrose_proto::host::{App, AppRequest, BroadcastRequest};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::Input;
+use windrose_proto::Report;
 use windrose_sim::engine::{SimConfig, Simulation};
 use windrose_sim::group::{group, leave_input};
-use windrose_sim::metrics::{Metrics, ReportData};
+use windrose_sim::metrics::Metrics;
 use windrose_sim::network::Change;
 use windrose_trees::adaptive::Strategy;
 use windrose_trees::TreeAlgorithm;
@@ -95,8 +96,8 @@ fn series(policy: TreePolicy) -> (Metrics, Vec<f64>) {
     let mut durations = vec![];
     for r in &m.nodes[0].reports {
         match r.report {
-            ReportData::CollectiveStarted { transfer, .. } => starts.push((transfer, r.at_s)),
-            ReportData::CollectiveComplete {
+            Report::CollectiveStarted { transfer, .. } => starts.push((transfer, r.at_s)),
+            Report::CollectiveComplete {
                 transfer,
                 finished,
                 failed,
@@ -127,7 +128,7 @@ fn outcome(policy: TreePolicy) -> Outcome {
         .reports
         .iter()
         .filter_map(|r| match r.report {
-            ReportData::TreePlanned {
+            Report::TreePlanned {
                 built,
                 swaps,
                 changed_links,
@@ -139,7 +140,7 @@ fn outcome(policy: TreePolicy) -> Outcome {
     assert_eq!(plans.len(), COUNT, "{policy}");
     // The root measured the slowed link from its own sends whenever its tree used it.
     let slow = m.nodes[0].reports.iter().any(|r| {
-        matches!(r.report, ReportData::LinkBandwidth { peer, bytes_per_s, .. }
+        matches!(r.report, Report::LinkBandwidth { peer, bytes_per_s, .. }
             if (3..6).contains(&peer.0) && bytes_per_s < 1_000_000)
     });
     eprintln!(

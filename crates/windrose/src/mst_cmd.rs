@@ -31,7 +31,7 @@ use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
 use windrose_proto::mst_service::MstMetric;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
-use windrose_sim::metrics::ReportData;
+use windrose_sim::metrics::ErrorRecord;
 use windrose_sim::scenario::{load_scenario, PlatformCosts};
 use windrose_trees::{Tree, TreeAlgorithm};
 
@@ -278,20 +278,13 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
     )?;
     let m = sim.run()?;
     if !m.errors.is_empty() {
-        bail!("the simulated run failed: {:?}", m.errors);
+        bail!("{}", failed_run(&m.errors));
     }
-    let transfer = m.nodes[initiator.index()]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } if finished as usize == n && failed == 0 => Some(transfer),
-            _ => None,
-        })
-        .context("the MST run did not complete at every member")?;
+    let transfer = m
+        .completions(initiator)
+        .find(|c| c.is_whole(n))
+        .context("the MST run did not complete at every member")?
+        .transfer;
     let mut edges: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     let mut total = None;
     for v in 0..n as u32 {
@@ -425,10 +418,38 @@ fn render(r: &MstRun, source: &str) -> String {
     out
 }
 
+/// A failed simulated run's errors for the user, one per line.
+fn failed_run(errors: &[ErrorRecord]) -> String {
+    let mut s = format!("the simulated run failed ({} errors):", errors.len());
+    for e in errors {
+        let _ = write!(s, "\n  {e}");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn a_failed_run_lists_its_errors_one_per_line() {
+        let e = |at_s, node, peer: Option<u32>, error: &str| ErrorRecord {
+            at_s,
+            node: NodeId(node),
+            peer: peer.map(NodeId),
+            error: error.to_string(),
+        };
+        let text = failed_run(&[
+            e(0.25, 3, Some(5), "bad frame"),
+            e(1.0, 4, None, "send to itself"),
+        ]);
+        assert_eq!(
+            text,
+            "the simulated run failed (2 errors):\n  at 0.250000000 s, node 3 (peer 5): bad frame\n  \
+             at 1.000000000 s, node 4: send to itself"
+        );
+    }
 
     fn six_sites() -> Platform {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -55,38 +55,48 @@ use windrose_proto::{ComputeTask, Report, TransferId};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SortProtocol {
-    /// HeteroSort with slices in proportion to the members' speeds (--speeds; equal without).
+    /// HeteroSort over a conceptual torus; its slices are set by --slicing.
     Heterosort,
-    /// The paper's HeteroSort: equal slices and loads.
-    HeterosortEqual,
     /// Sample sort: p - 1 equal-weight splitters, one all-to-all exchange.
     SampleSort,
 }
 
 impl SortProtocol {
-    /// The collective for `n` members of speeds `speeds` (empty: equal).
-    pub fn spec(self, n: usize, speeds: &[f64]) -> CollectiveSpec {
+    /// The collective for `n` members of speeds `speeds` (empty: equal); `slicing` is
+    /// HeteroSort's (the sample sort has none).
+    pub fn spec(self, n: usize, slicing: Slicing, speeds: &[f64]) -> CollectiveSpec {
         match self {
             SortProtocol::SampleSort => {
                 CollectiveSpec::SampleSort(SampleSortSpec::new(RECORD_LEN as u32))
             }
-            SortProtocol::Heterosort | SortProtocol::HeterosortEqual => {
+            SortProtocol::Heterosort => {
                 let (rows, cols) = torus_shape(n);
                 CollectiveSpec::HeteroSort(HsortSpec {
                     rows,
                     cols,
                     record_len: RECORD_LEN as u32,
-                    slicing: if self == SortProtocol::Heterosort {
-                        Slicing::Speed
-                    } else {
-                        Slicing::Equal
-                    },
+                    slicing,
                     speeds: speeds.to_vec(),
                     backups: HsortSpec::DEFAULT_BACKUPS,
                 })
             }
         }
     }
+}
+
+/// `--slicing`'s name of a HeteroSort slicing.
+pub fn slicing_name(s: Slicing) -> &'static str {
+    match s {
+        Slicing::Speed => "speeds",
+        Slicing::Equal => "equal",
+    }
+}
+
+fn parse_slicing(s: &str) -> Result<Slicing, String> {
+    [Slicing::Speed, Slicing::Equal]
+        .into_iter()
+        .find(|&x| slicing_name(x) == s)
+        .ok_or_else(|| format!("{s:?}: expected speeds or equal"))
 }
 
 /// The squarest `rows x cols = n` (rows <= cols): HeteroSort's conceptual torus.
@@ -114,7 +124,12 @@ pub struct SortArgs {
     /// The sort.
     #[arg(long, value_enum, default_value = "heterosort")]
     protocol: SortProtocol,
-    /// Relative member speeds for --protocol heterosort, in id order (e.g. 1,2,4,1).
+    /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default)
+    /// or `equal` (the paper's HeteroSort: equal slices and loads).
+    #[arg(long, value_name = "speeds|equal", value_parser = parse_slicing)]
+    slicing: Option<Slicing>,
+    /// Relative member speeds for --protocol heterosort --slicing speeds, in id order (e.g.
+    /// 1,2,4,1).
     #[arg(long, value_delimiter = ',')]
     speeds: Vec<f64>,
     /// Host the members in this process on loopback (with --nodes).
@@ -266,6 +281,8 @@ struct MemberResult {
 #[derive(Debug, Serialize)]
 struct SortReport {
     protocol: SortProtocol,
+    /// HeteroSort's `--slicing` (None: the sample sort).
+    slicing: Option<&'static str>,
     members: usize,
     records: u64,
     bytes: u64,
@@ -295,9 +312,17 @@ pub fn sort(a: SortArgs) -> Result<()> {
     if n == 0 || n > 250 {
         return Err(bad_input(format!("--nodes {n}: 1 to 250 members")));
     }
+    if a.slicing.is_some() && a.protocol != SortProtocol::Heterosort {
+        return Err(bad_input(
+            "--slicing is for --protocol heterosort (the sample sort's splitters are equal-weight)",
+        ));
+    }
+    let slicing = a.slicing.unwrap_or(Slicing::Speed);
     if !a.speeds.is_empty() {
-        if a.protocol != SortProtocol::Heterosort {
-            return Err(bad_input("--speeds is for --protocol heterosort"));
+        if a.protocol != SortProtocol::Heterosort || slicing != Slicing::Speed {
+            return Err(bad_input(
+                "--speeds is for --protocol heterosort --slicing speeds",
+            ));
         }
         if a.speeds.len() != n {
             return Err(bad_input(format!(
@@ -315,7 +340,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
     check_outputs(&inputs, &outputs)?;
     let show = !a.json && std::io::stderr().is_terminal();
     let (want, per_input) = summarize_inputs(&inputs, show)?;
-    let spec = a.protocol.spec(n, &a.speeds);
+    let spec = a.protocol.spec(n, slicing, &a.speeds);
     let started = Instant::now();
     let bar = spinner(show, "sorting");
     let ran = if a.local {
@@ -349,6 +374,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
     }
     let report = SortReport {
         protocol: a.protocol,
+        slicing: (a.protocol == SortProtocol::Heterosort).then(|| slicing_name(slicing)),
         members: n,
         records: want.records,
         bytes: want.records * RECORD_LEN as u64,
@@ -375,7 +401,11 @@ pub fn sort(a: SortArgs) -> Result<()> {
             a.protocol
                 .to_possible_value()
                 .map(|v| v.get_name().to_string())
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                + &report
+                    .slicing
+                    .map(|s| format!(" (slicing {s})"))
+                    .unwrap_or_default(),
             sort_seconds,
             report.checksum
         );

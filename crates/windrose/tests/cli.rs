@@ -1,59 +1,15 @@
 //! End-to-end tests of the `windrose` binary: the paper's worked examples through `tree build`
 //! and `tree adapt`, JSON round trips, and one-line errors with exit code 2 for bad input.
 
-use assert_cmd::Command;
+#[path = "support/procs.rs"]
+mod procs;
+
 use predicates::prelude::*;
+use procs::{bad, data, ok, ok_json, temp_file, windrose};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data")
-        .join(rel)
-}
 
 fn table1() -> String {
     data("paper/table1.csv").display().to_string()
-}
-
-/// A file in a fresh temporary directory (kept alive by the returned guard).
-fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).unwrap();
-    (dir, path.display().to_string())
-}
-
-/// Runs windrose expecting success and returns stdout.
-fn ok(args: &[&str]) -> String {
-    let out = windrose()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs windrose expecting success with `--json` output and parses it.
-fn ok_json(args: &[&str]) -> Value {
-    serde_json::from_str(&ok(args)).expect("stdout is one JSON object")
-}
-
-/// Runs windrose expecting bad-input failure: exit 2, exactly one stderr line starting with
-/// `error: `, no panic. Returns that line.
-fn bad(args: &[&str]) -> String {
-    let out = windrose().args(args).assert().code(2).get_output().clone();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line expected:\n{stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    stderr.trim_end().to_string()
 }
 
 fn ids(v: &Value) -> Vec<u64> {

@@ -4,7 +4,10 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{bin, free_ports, hash_file, received, wait_for, windrose, write_group, Members};
+use procs::{
+    bin, control_and_out, free_ports, hash_file, received, spawn_members, wait_for, windrose,
+    write_group,
+};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -18,25 +21,8 @@ fn two_members_start_a_broadcast_and_a_multicast_in_one_running_group() {
     write_group(&group, "cli-group", &free_ports(N));
     let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
     let out = |i: usize| dir.path().join(format!("out{i}"));
-    let mut members = Members(Vec::new());
-    for i in 0..N {
-        std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
-                .arg("--group")
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .arg("--out-dir")
-                .arg(out(i))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..N).all(|i| socket(i).exists())
+    let mut members = spawn_members(&group, N, &["--quiet"], |i, c| {
+        control_and_out(c, socket(i), out(i))
     });
     let a = dir.path().join("a.bin");
     let b = dir.path().join("b.bin");
@@ -178,34 +164,9 @@ fn a_keyed_encrypted_group_carries_a_multicast_and_encrypt_without_a_key_is_refu
         .stderr(predicates::str::contains("--encrypt needs a group key"));
     let socket = |i: usize| dir.path().join(format!("k{i}.sock"));
     let out = |i: usize| dir.path().join(format!("kout{i}"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
-        std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args([
-                    "group",
-                    "serve",
-                    "--quiet",
-                    "--encrypt",
-                    "--id",
-                    &i.to_string(),
-                ])
-                .arg("--group")
-                .arg(&group)
-                .arg("--key-file")
-                .arg(&key)
-                .arg("--control")
-                .arg(socket(i))
-                .arg("--out-dir")
-                .arg(out(i))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..n).all(|i| socket(i).exists())
+    let _members = spawn_members(&group, n, &["--quiet", "--encrypt"], |i, c| {
+        c.arg("--key-file").arg(&key);
+        control_and_out(c, socket(i), out(i))
     });
     let file = dir.path().join("m.bin");
     std::fs::write(&file, windrose_net::random_payload(2_000_000, 3)).unwrap();
@@ -279,24 +240,11 @@ fn root_commands_start_through_a_running_member() {
     write_group(&group, "cli-through", &free_ports(n));
     let socket = |i: usize| dir.path().join(format!("windrose-cli-through-{i}.sock"));
     let out = |i: usize| dir.path().join(format!("out{i}"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
+    // No --control: each member opens its default socket under TMPDIR.
+    let mut members = spawn_members(&group, n, &["--quiet"], |i, c| {
         std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
-                .arg("--group")
-                .arg(&group)
-                .arg("--out-dir")
-                .arg(out(i))
-                .env("TMPDIR", dir.path())
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..n).all(|i| socket(i).exists())
+        c.arg("--out-dir").arg(out(i)).env("TMPDIR", dir.path());
+        socket(i)
     });
     let a = dir.path().join("a.bin");
     let b = dir.path().join("b.bin");
@@ -503,32 +451,8 @@ fn once_members_leave_after_their_first_collective() {
     write_group(&group, "cli-once", &free_ports(n));
     let socket = |i: usize| dir.path().join(format!("o{i}.sock"));
     let out = |i: usize| dir.path().join(format!("oout{i}"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
-        std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args([
-                    "group",
-                    "serve",
-                    "--once",
-                    "--quiet",
-                    "--id",
-                    &i.to_string(),
-                ])
-                .arg("--group")
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .arg("--out-dir")
-                .arg(out(i))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..n).all(|i| socket(i).exists())
+    let mut members = spawn_members(&group, n, &["--once", "--quiet"], |i, c| {
+        control_and_out(c, socket(i), out(i))
     });
     let a = dir.path().join("a.bin");
     std::fs::write(&a, windrose_net::random_payload(1_000_000, 6)).unwrap();
@@ -578,26 +502,10 @@ fn mst_live_members_broadcast_over_the_live_tree() {
     let socket = |i: usize| dir.path().join(format!("t{i}.sock"));
     let out = |i: usize| dir.path().join(format!("tout{i}"));
     let log = |i: usize| dir.path().join(format!("t{i}.log"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
-        std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args(["group", "serve", "--id", &i.to_string()])
-                .args(["--mst-live", "latency", "--mst-every", "1", "--group"])
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .arg("--out-dir")
-                .arg(out(i))
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(log(i)).unwrap())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..n).all(|i| socket(i).exists())
+    let args = ["--mst-live", "latency", "--mst-every", "1"];
+    let _members = spawn_members(&group, n, &args, |i, c| {
+        c.stdout(std::fs::File::create(log(i)).unwrap());
+        control_and_out(c, socket(i), out(i))
     });
     let a = dir.path().join("a.bin");
     std::fs::write(&a, windrose_net::random_payload(300_000, 9)).unwrap();
@@ -645,23 +553,11 @@ fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_v
     write_group(&group, "cli-calib", &free_ports(n));
     let socket = |i: usize| dir.path().join(format!("c{i}.sock"));
     let log = |i: usize| dir.path().join(format!("member{i}.log"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
-        members.0.push(
-            Command::new(bin())
-                .args(["group", "serve", "--id", &i.to_string()])
-                .arg("--group")
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(log(i)).unwrap())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..n).all(|i| socket(i).exists())
+    let mut members = spawn_members(&group, n, &[], |i, c| {
+        c.arg("--control")
+            .arg(socket(i))
+            .stdout(std::fs::File::create(log(i)).unwrap());
+        socket(i)
     });
     let file = dir.path().join("load.bin");
     let load = windrose_net::random_payload(6_000_000, 9);

@@ -1,32 +1,17 @@
 //! `windrose mst` end to end: GHS by Hosts in the simulator on the paper's six sites and on
 //! cost files, as tables and JSON, and one-line errors with exit code 2 for bad input.
 
-use assert_cmd::Command;
+#[path = "support/procs.rs"]
+mod procs;
+
 use predicates::prelude::*;
+use procs::{bad, data, temp_file, windrose};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data")
-        .join(rel)
-}
 
 fn six_sites() -> String {
     data("scenarios/seed004-six-sites.toml")
         .display()
         .to_string()
-}
-
-fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).unwrap();
-    (dir, path.display().to_string())
 }
 
 /// The six sites from process 12: Table 1's site MST (758.6 ms) with its WAN edges, the
@@ -149,8 +134,24 @@ fn cost_files() {
 #[test]
 fn bad_input_is_one_line_with_code_2() {
     let (_d, hops) = temp_file("h.csv", "# unit: hops\n0,1\n1,0\n");
+    // A missing input and a bad metric are clap's usage errors (several lines), still code 2.
+    let sites = six_sites();
+    for (args, want) in [
+        (&[][..], "--scenario"),
+        (
+            &["--scenario", &sites, "--metric", "hops"][..],
+            "expected latency or inverse-bandwidth",
+        ),
+    ] {
+        windrose()
+            .arg("mst")
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(want));
+    }
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec![], "--scenario"),
         (
             vec!["--costs".into(), hops.clone()],
             "hops, which gives no time to simulate",
@@ -168,22 +169,14 @@ fn bad_input_is_one_line_with_code_2() {
             ],
             "--initiator 24: the network has nodes 0..23",
         ),
-        (
-            vec![
-                "--scenario".into(),
-                six_sites(),
-                "--metric".into(),
-                "hops".into(),
-            ],
-            "expected latency or inverse-bandwidth",
-        ),
     ];
     for (args, want) in cases {
-        let out = windrose().arg("mst").args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(want), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        let args: Vec<&str> = ["mst"]
+            .into_iter()
+            .chain(args.iter().map(String::as_str))
+            .collect();
+        let line = bad(&args);
+        assert!(line.contains(want), "{args:?}: {line}");
     }
 }
 

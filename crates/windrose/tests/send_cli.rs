@@ -5,9 +5,11 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{bin, free_ports, hash_file, received, wait_for, write_group, Members};
+use procs::{
+    bin, control_and_out, free_ports, hash_file, received, spawn_members, wait_for, write_group,
+};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const N: usize = 4;
@@ -19,25 +21,8 @@ fn send_chooses_a_protocol_per_file_and_every_member_gets_each_copy_whole() {
     write_group(&group, "send-group", &free_ports(N));
     let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
     let out = |i: usize| dir.path().join(format!("out{i}"));
-    let mut members = Members(Vec::new());
-    for i in 0..N {
-        std::fs::create_dir(out(i)).unwrap();
-        members.0.push(
-            Command::new(bin())
-                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
-                .arg("--group")
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .arg("--out-dir")
-                .arg(out(i))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    wait_for("control sockets", Duration::from_secs(30), || {
-        (0..N).all(|i| socket(i).exists())
+    let mut members = spawn_members(&group, N, &["--quiet"], |i, c| {
+        control_and_out(c, socket(i), out(i))
     });
     let small = dir.path().join("small.bin");
     let large = dir.path().join("large.bin");

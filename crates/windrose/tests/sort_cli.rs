@@ -113,7 +113,12 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
             &["--keys", "skewed"],
             &["--speeds", "1,2,4,1"],
         ),
-        ("heterosort-equal", 6, &["--keys", "uniform"], &[]),
+        (
+            "heterosort",
+            6,
+            &["--keys", "uniform"],
+            &["--slicing", "equal"],
+        ),
         (
             "sample-sort",
             8,
@@ -143,6 +148,12 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
         assert_eq!(v["records"], total, "{v}");
         assert_eq!(v["members"], n as u64);
         assert_eq!(v["protocol"], protocol);
+        let slicing = match extra {
+            ["--slicing", s] => Value::from(*s),
+            _ if protocol == "heterosort" => Value::from("speeds"),
+            _ => Value::Null,
+        };
+        assert_eq!(v["slicing"], slicing, "{v}");
         assert_eq!(v["verified"], true);
         let outs: u64 = v["per_member"]
             .as_array()
@@ -152,7 +163,7 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
             .sum();
         assert_eq!(outs, total);
         let outputs = check_sorted(dir.path(), n, &inputs);
-        if protocol == "heterosort" {
+        if extra.contains(&"--speeds") {
             // Speeds 1, 2, 4, 1: the speed-4 member ends with more than a speed-1 one.
             let len = |i: usize| std::fs::metadata(&outputs[i]).unwrap().len();
             assert!(len(2) > len(0), "{v}");
@@ -189,12 +200,13 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
         assert!(Instant::now() < deadline, "control sockets");
         std::thread::sleep(Duration::from_millis(20));
     }
-    for protocol in ["sample-sort", "heterosort-equal"] {
+    for protocol in [&["sample-sort"][..], &["heterosort", "--slicing", "equal"]] {
         for i in 0..n {
             let _ = std::fs::remove_file(dir.path().join(format!("out-{i}")));
         }
         let out = windrose()
-            .args(["sort", "--json", "--protocol", protocol])
+            .args(["sort", "--json", "--protocol"])
+            .args(protocol)
             .args([
                 "--group",
                 s(&group),
@@ -210,7 +222,7 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
             .unwrap();
         assert!(
             out.status.success(),
-            "{protocol}: {}",
+            "{protocol:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let mut names = names_in(dir.path());
@@ -219,7 +231,7 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
             .flat_map(|i| [format!("in-{i}"), format!("out-{i}")])
             .collect();
         want.sort();
-        assert_eq!(names, want, "{protocol}");
+        assert_eq!(names, want, "{protocol:?}");
         let outputs: Vec<PathBuf> = (0..n)
             .map(|i| dir.path().join(format!("out-{i}")))
             .collect();
@@ -279,19 +291,16 @@ fn a_member_that_cannot_read_its_share_fails_the_sort_and_nothing_is_kept() {
     // takes it and sorts the rest: the whole-set check finds the records missing. Either
     // way the command fails, and nothing is kept under a final or a temporary name.
     for (protocol, says) in [
-        ("heterosort-equal", "0 of 2 members finished"),
-        ("sample-sort", "the outputs hold 300 records"),
+        (
+            &["heterosort", "--slicing", "equal"][..],
+            "0 of 2 members finished",
+        ),
+        (&["sample-sort"], "the outputs hold 300 records"),
     ] {
         let out = windrose()
-            .args([
-                "sort",
-                "--protocol",
-                protocol,
-                "--group",
-                s(&group),
-                "--id",
-                "0",
-            ])
+            .args(["sort", "--protocol"])
+            .args(protocol)
+            .args(["--group", s(&group), "--id", "0"])
             .args(["--control", s(&socket(0))])
             .args(["--input", s(&dir.path().join("in-{id}"))])
             .args(["--output", s(&output)])
@@ -299,11 +308,11 @@ fn a_member_that_cannot_read_its_share_fails_the_sort_and_nothing_is_kept() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{protocol}: {err}");
-        assert!(err.contains(says), "{protocol}: {err}");
+        assert_eq!(out.status.code(), Some(1), "{protocol:?}: {err}");
+        assert!(err.contains(says), "{protocol:?}: {err}");
         let mut names = names_in(dir.path());
         names.retain(|f| !f.ends_with(".sock") && f != "group.toml");
-        assert_eq!(names, ["in-0", "in-1"], "{protocol}");
+        assert_eq!(names, ["in-0", "in-1"], "{protocol:?}");
     }
     for i in 0..n {
         windrose()
@@ -465,6 +474,61 @@ fn paths_and_options_that_do_not_fit_are_refused() {
         s(&o),
     ]);
     assert!(e.contains("--speeds is for --protocol heterosort"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--speeds",
+        "1,2",
+        "--slicing",
+        "equal",
+        "--input",
+        s(&i),
+        "--output",
+        s(&o),
+    ]);
+    assert!(
+        e.contains("--speeds is for --protocol heterosort --slicing speeds"),
+        "{e}"
+    );
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--slicing",
+        "equal",
+        "--protocol",
+        "sample-sort",
+        "--input",
+        s(&i),
+        "--output",
+        s(&o),
+    ]);
+    assert!(e.contains("--slicing is for --protocol heterosort"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--slicing",
+        "speed",
+        "--input",
+        s(&i),
+        "--output",
+        s(&o),
+    ]);
+    assert!(e.contains("expected speeds or equal"), "{e}");
+    let e = err(&[
+        "--local",
+        "--nodes",
+        "2",
+        "--protocol",
+        "heterosort-equal",
+        "--input",
+        s(&i),
+        "--output",
+        s(&o),
+    ]);
+    assert!(e.contains("heterosort-equal"), "{e}");
 }
 
 #[test]

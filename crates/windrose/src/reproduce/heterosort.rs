@@ -27,10 +27,10 @@ use windrose_proto::pieces::PieceVerifier;
 use windrose_proto::{ComputeTask, TransferId};
 use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
-use windrose_sim::metrics::ReportData;
 use windrose_trees::heterosort::paper;
 
-use crate::sort_cmd::SortProtocol;
+use crate::sort_cmd::{slicing_name, SortProtocol};
+use windrose_proto::heterosort::Slicing;
 
 /// Options of `windrose reproduce heterosort`.
 #[derive(Debug, Args)]
@@ -73,7 +73,7 @@ impl Application for Share {
 /// One simulated sort.
 struct Point {
     nodes: usize,
-    protocol: SortProtocol,
+    protocol: Run,
     /// Cycles (compute tasks of member 0: one per cycle; the sample sort's are its local sort
     /// and its merge).
     cycles: u64,
@@ -95,7 +95,7 @@ fn platform(n: usize) -> Result<Platform> {
         .map_err(|e| anyhow!("platform of {n} nodes: {e}"))
 }
 
-fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Point> {
+fn simulate(n: usize, protocol: Run, a: &HeterosortArgs) -> Result<Point> {
     let mut g = RecordGenerator::new(a.seed, KeyDistribution::Uniform)
         .map_err(|e| anyhow!("records: {e}"))?;
     let shares: Vec<Bytes> = (0..n)
@@ -123,7 +123,7 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
         sim.set_compute(NodeId(i as u32), ComputeModel::BytesPerSecond(s * 20e6))
             .map_err(|e| anyhow!("{e}"))?;
     }
-    let speeds = if protocol == SortProtocol::Heterosort {
+    let speeds = if protocol == (SortProtocol::Heterosort, Slicing::Speed) {
         speeds
     } else {
         Vec::new()
@@ -131,7 +131,7 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
     sim.input_at(
         NodeId(0),
         0.0,
-        start_input(protocol.spec(n, &speeds), Bytes::new(), None),
+        start_input(protocol.0.spec(n, protocol.1, &speeds), Bytes::new(), None),
     )
     .map_err(|e| anyhow!("{e}"))?;
     for i in 0..n {
@@ -139,18 +139,16 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
             .map_err(|e| anyhow!("{e}"))?;
     }
     let m = sim.run().map_err(|e| anyhow!("{e}"))?;
-    let (t, complete_s) = m.nodes[0]
-        .reports
-        .iter()
-        .find_map(|r| match r.report {
-            ReportData::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } if finished as usize == n && failed == 0 => Some((transfer, r.at_s)),
-            _ => None,
-        })
-        .ok_or_else(|| anyhow!("{n} nodes, {protocol:?}: the sort did not complete"))?;
+    let done = m
+        .completions(NodeId(0))
+        .find(|c| c.is_whole(n))
+        .ok_or_else(|| {
+            anyhow!(
+                "{n} nodes, {}: the sort did not complete",
+                protocol_name(protocol)
+            )
+        })?;
+    let (t, complete_s) = (done.transfer, done.at_s);
     let mut got = RecordSummary::new();
     for i in 0..n {
         let d = sim.delivered_of(NodeId(i as u32), t);
@@ -159,7 +157,8 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
     }
     if (got.records, got.checksum) != (want.records, want.checksum) || !got.is_sorted() {
         return Err(anyhow!(
-            "{n} nodes, {protocol:?}: the delivered ranges are not the sorted input"
+            "{n} nodes, {}: the delivered ranges are not the sorted input",
+            protocol_name(protocol)
         ));
     }
     let sent: u64 = m.nodes.iter().map(|x| x.wire_bytes_sent).sum();
@@ -172,11 +171,19 @@ fn simulate(n: usize, protocol: SortProtocol, a: &HeterosortArgs) -> Result<Poin
     })
 }
 
-fn protocol_name(p: SortProtocol) -> &'static str {
+/// A curve: the protocol and, for HeteroSort, its slicing.
+type Run = (SortProtocol, Slicing);
+
+const HETEROSORT_EQUAL: Run = (SortProtocol::Heterosort, Slicing::Equal);
+const HETEROSORT_SPEEDS: Run = (SortProtocol::Heterosort, Slicing::Speed);
+const SAMPLE_SORT: Run = (SortProtocol::SampleSort, Slicing::Equal);
+
+/// The curve's name in the tables and charts: `sort --protocol` and, for HeteroSort,
+/// `--slicing` (`heterosort-equal`, `heterosort-speeds`, `sample-sort`).
+fn protocol_name((p, s): Run) -> String {
     match p {
-        SortProtocol::Heterosort => "heterosort",
-        SortProtocol::HeterosortEqual => "heterosort-equal",
-        SortProtocol::SampleSort => "sample-sort",
+        SortProtocol::Heterosort => format!("heterosort-{}", slicing_name(s)),
+        SortProtocol::SampleSort => "sample-sort".to_string(),
     }
 }
 
@@ -254,11 +261,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
     } else {
         &[4, 9, 16, 36, 64]
     };
-    let protocols = [
-        SortProtocol::HeterosortEqual,
-        SortProtocol::Heterosort,
-        SortProtocol::SampleSort,
-    ];
+    let protocols = [HETEROSORT_EQUAL, HETEROSORT_SPEEDS, SAMPLE_SORT];
     println!(
         "\nSimulated: {} uniform records per node, four clusters, node speeds 1/2/4",
         a.records
@@ -295,8 +298,8 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
         );
     }
     write_atomic(&a.out.join("scaling.csv"), csv.as_bytes())?;
-    let line = |p: SortProtocol, y: fn(&Point) -> f64| Line {
-        name: protocol_name(p).to_string(),
+    let line = |p: Run, y: fn(&Point) -> f64| Line {
+        name: protocol_name(p),
         points: points
             .iter()
             .filter(|x| x.protocol == p)
@@ -311,8 +314,8 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
             y: "cycles",
         },
         &[
-            line(SortProtocol::HeterosortEqual, |x| x.cycles as f64),
-            line(SortProtocol::Heterosort, |x| x.cycles as f64),
+            line(HETEROSORT_EQUAL, |x| x.cycles as f64),
+            line(HETEROSORT_SPEEDS, |x| x.cycles as f64),
         ],
     )?;
     line_chart(

@@ -1,5 +1,7 @@
-//! Helpers of the tests that run `windrose` processes on loopback: the binary, group files on
-//! free ports, node processes, and the checks of what they received.
+//! Helpers of the tests that run `windrose`: the binary, the repository's data files,
+//! temporary input files, runs that must succeed or fail as bad input, and for the processes on
+//! loopback, group files on free ports, node and member processes, and the checks of what they
+//! received.
 
 #![allow(dead_code)]
 
@@ -10,6 +12,50 @@ use std::time::{Duration, Instant};
 
 pub fn windrose() -> Command {
     Command::cargo_bin("windrose").unwrap()
+}
+
+/// A file under the repository's `data/`.
+pub fn data(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data")
+        .join(rel)
+}
+
+/// A file in a fresh temporary directory (kept alive by the returned guard).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path.display().to_string())
+}
+
+/// Runs windrose expecting success and returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = windrose()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs windrose expecting success with `--json` output and parses it.
+pub fn ok_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("stdout is one JSON object")
+}
+
+/// Runs windrose expecting bad-input failure: exit 2, nothing on stdout, exactly one stderr
+/// line starting with `error: `, no panic. Returns that line.
+pub fn bad(args: &[&str]) -> String {
+    let out = windrose().args(args).assert().code(2).get_output().clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line expected:\n{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(out.stdout.is_empty(), "{args:?} printed on stdout");
+    stderr.trim_end().to_string()
 }
 
 pub fn hash_file(path: &Path) -> String {
@@ -127,6 +173,40 @@ impl Drop for Members {
             let _ = c.wait();
         }
     }
+}
+
+/// `n` `windrose group serve` members of `group`, member i given `--id i`, `args` and what
+/// `member(i, command)` adds, which returns the control socket it will open; waits until every
+/// socket exists.
+pub fn spawn_members(
+    group: &Path,
+    n: usize,
+    args: &[&str],
+    mut member: impl FnMut(usize, &mut std::process::Command) -> PathBuf,
+) -> Members {
+    let mut members = Members(Vec::new());
+    let mut sockets = Vec::new();
+    for i in 0..n {
+        let mut c = std::process::Command::new(bin());
+        c.args(["group", "serve", "--id", &i.to_string()])
+            .args(args)
+            .arg("--group")
+            .arg(group)
+            .stdin(Stdio::null());
+        sockets.push(member(i, &mut c));
+        members.0.push(c.spawn().unwrap());
+    }
+    wait_for("control sockets", Duration::from_secs(30), || {
+        sockets.iter().all(|s| s.exists())
+    });
+    members
+}
+
+/// The usual member: control socket `socket`, received files in `out` (created).
+pub fn control_and_out(c: &mut std::process::Command, socket: PathBuf, out: PathBuf) -> PathBuf {
+    std::fs::create_dir(&out).unwrap();
+    c.arg("--control").arg(&socket).arg("--out-dir").arg(out);
+    socket
 }
 
 /// Polls `ok` every 20 ms until it holds; fails the test naming `what` after `limit`.
