@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

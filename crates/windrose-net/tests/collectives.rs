@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::time::Duration;
 use windrose_model::NodeId;
 use windrose_net::trees::group_tree;

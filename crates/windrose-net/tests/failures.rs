@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

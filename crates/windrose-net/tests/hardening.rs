@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -14,7 +14,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{config, loopback};
+use common::{loopback, oneshot::config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,7 +74,7 @@ fn setup(group: &Group, manifest: Arc<Manifest>, verifier: Arc<dyn PieceVerifier
 /// receive in memory. Returns the root's outcome and every node's.
 async fn run_real(job: RootJob) -> (RunOutcome, BTreeMap<NodeId, NodeOutcome>) {
     let timeout = Duration::from_secs(10);
-    common::run_in_memory("multicast", NODES, CLUSTERS, job, timeout, RUN_LIMIT).await
+    common::oneshot::run_in_memory("multicast", NODES, CLUSTERS, job, timeout, RUN_LIMIT).await
 }
 
 /// A group like the real runs' (only its shape matters: plans, layout, the platform).
