@@ -1051,7 +1051,13 @@ impl Host {
         };
         let machine = match built {
             Ok(b) => b.machine,
-            Err(_) => {
+            Err(why) => {
+                // The initiator's own reason, for its application (`Report` carries no text).
+                self.failures.push(Failure {
+                    transfer: t,
+                    member: me,
+                    why,
+                });
                 refused(t, out);
                 return;
             }
