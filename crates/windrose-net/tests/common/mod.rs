@@ -66,6 +66,8 @@ pub struct Member {
     pub lost: Vec<(NodeId, String)>,
     /// Members' parts that did not finish and why.
     pub failed: Vec<Failure>,
+    /// Connections refused at this member's port, and why.
+    pub refused: Vec<String>,
 }
 
 impl Member {
@@ -101,6 +103,7 @@ impl Member {
                 GroupEvent::LaneUp(_) => self.lanes += 1,
                 GroupEvent::Lost(peer, why) => self.lost.push((peer, why)),
                 GroupEvent::Failed(f) => self.failed.push(f),
+                GroupEvent::Refused(why) => self.refused.push(why),
             }
         }
         progressed
@@ -168,6 +171,7 @@ pub fn spawn_member(listener: TcpListener, config: GroupConfig) -> Member {
         lanes: 0,
         lost: Vec::new(),
         failed: Vec::new(),
+        refused: Vec::new(),
     }
 }
 
@@ -291,6 +295,19 @@ pub async fn leave_all(members: Vec<Member>) {
             .unwrap_or_else(|_| panic!("member {i} did not leave"));
         r.unwrap().unwrap();
     }
+}
+
+/// Members 0 and 1 of a fresh group, each configured by `tune`, that must not connect:
+/// member 0 dials and is refused. Returns why member 0 lost member 1 and why member 1 refused
+/// member 0, once both said so.
+pub async fn refused_pair(name: &str, tune: impl Fn(&mut GroupConfig)) -> (String, String) {
+    let (_, mut members) = spawn_group(name, 2, 1, tune).await;
+    let said = |ms: &[Member]| !ms[0].lost.is_empty() && !ms[1].refused.is_empty();
+    pump(&mut members, said).await;
+    assert!(members.iter().all(|m| m.connected == 0), "nobody joined");
+    let (lost, refused) = (members[0].lost[0].1.clone(), members[1].refused[0].clone());
+    leave_all(members).await;
+    (lost, refused)
 }
 
 /// `(from, to, kind)` → `(frames, wire bytes)`.
