@@ -18,11 +18,9 @@ use windrose_net::auth::{
 use windrose_net::bootstrap::{Handshake, Transport};
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::multicast::{MobConfig, MulticastProtocol};
-use windrose_net::trees::group_tree;
 use windrose_net::wire::{FrameReader, Role};
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
 use windrose_proto::pieces::Manifest;
-use windrose_trees::TreeAlgorithm;
 
 fn key(b: u8) -> GroupKey {
     GroupKey::from_bytes([b; 32])
@@ -32,14 +30,6 @@ fn key(b: u8) -> GroupKey {
 fn keyed(c: &mut GroupConfig, k: Option<GroupKey>) {
     if let Some(k) = k {
         c.handshake = Arc::new(NoiseHandshake::new(k));
-    }
-}
-
-fn chain(group: &windrose_net::group::Group, segment_bytes: u64) -> CollectiveSpec {
-    CollectiveSpec::Broadcast {
-        tree: TreeSpec::of(&group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap()),
-        segment_bytes,
-        max_frame_payload: 64 << 10,
     }
 }
 
@@ -55,7 +45,8 @@ fn mob(data: &Bytes, piece: u32) -> CollectiveSpec {
 async fn same_key_broadcast_completes() {
     let (group, mut members) = start_group("auth-same", 3, 1, |c| keyed(c, Some(key(1)))).await;
     let data = Bytes::from(vec![7u8; 100_000]);
-    let (t, finished, failed) = run(&mut members, 0, chain(&group, 4096), data.clone()).await;
+    let (t, finished, failed) =
+        run(&mut members, 0, common::chain(&group, 4096), data.clone()).await;
     assert_eq!((finished, failed), (3, 0));
     for m in &members[1..] {
         assert!(m.got[&t] == data[..]);

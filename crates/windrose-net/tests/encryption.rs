@@ -14,26 +14,15 @@ use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::group::{Group, Member};
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::random_payload;
-use windrose_net::trees::group_tree;
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::Report;
-use windrose_trees::TreeAlgorithm;
 
 fn keyed(c: &mut GroupConfig, encrypt: bool) {
     let key = GroupKey::from_bytes([4; 32]);
     c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(encrypt));
-}
-
-fn chain_broadcast(group: &Group) -> CollectiveSpec {
-    let tree = group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap();
-    CollectiveSpec::Broadcast {
-        tree: TreeSpec::of(&tree),
-        segment_bytes: 64 << 10,
-        max_frame_payload: 64 << 10,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +37,7 @@ async fn encrypted_broadcast_and_multicast_deliver_every_byte() {
                 manifest: ManifestSpec::of(&Manifest::build(&data, 64 << 10).unwrap()),
             }
         } else {
-            chain_broadcast(&group)
+            common::chain(&group, 64 << 10)
         };
         let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
         assert_eq!((finished, failed), (4, 0), "multicast {multicast}");
@@ -143,7 +132,7 @@ async fn run_through_flipping_proxy(encrypt: bool) -> Vec<common::Member> {
     ];
     pump(&mut members, |ms| ms.iter().all(|m| m.connected == 1)).await;
     let data = random_payload(4 << 20, 2);
-    run_on(&mut members, &[], 0, chain_broadcast(&group), data).await;
+    run_on(&mut members, &[], 0, common::chain(&group, 64 << 10), data).await;
     members
 }
 

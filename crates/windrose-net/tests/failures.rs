@@ -13,13 +13,10 @@ use windrose_model::NodeId;
 use windrose_net::group::Group;
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::random_payload;
-use windrose_net::trees::group_tree;
 use windrose_net::wire::{Control, FrameReader, Hello, Role, Welcome, WireFrame};
 use windrose_net::Timeouts;
-use windrose_proto::collective::{CollectiveSpec, TreeSpec};
 use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
 use windrose_proto::TransferId;
-use windrose_trees::TreeAlgorithm;
 
 const SHORT: Duration = Duration::from_secs(2);
 /// Far past every deadline; only so a regression fails instead of hanging.
@@ -29,14 +26,6 @@ const BOUND: Duration = Duration::from_secs(15);
 fn short(c: &mut GroupConfig) {
     c.timeouts.connect = SHORT;
     c.timeouts.handshake = SHORT;
-}
-
-fn chain(group: &Group) -> CollectiveSpec {
-    CollectiveSpec::Broadcast {
-        tree: TreeSpec::of(&group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap()),
-        segment_bytes: 1 << 16,
-        max_frame_payload: 1 << 16,
-    }
 }
 
 /// Members `0..listeners.len()` on `listeners`, member `i` with its own copy of the group
@@ -81,8 +70,14 @@ async fn wrong_group_name_is_rejected_on_both_sides_and_the_rest_runs() {
     // A broadcast from member 0 leaves member 2 out (it was never in) and reaches the others,
     // member 3 too although the chain ran through member 2.
     let data = random_payload(1 << 20, 3);
-    let (t, finished, failed) =
-        run_on(&mut members, &[0, 1, 3], 0, chain(&group), data.clone()).await;
+    let (t, finished, failed) = run_on(
+        &mut members,
+        &[0, 1, 3],
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
     assert_eq!((finished, failed), (3, 0));
     assert!(members[1].got[&t] == data[..] && members[3].got[&t] == data[..]);
     assert_eq!(members[2].ended(t), None);
@@ -138,7 +133,13 @@ async fn an_unreachable_member_is_named_and_left_out() {
     // The chain's leaf was never there: the collective runs among the others (a member down
     // when a collective starts is left out, not counted failed), and they get every byte.
     let data = random_payload(1 << 20, 3);
-    let (t, finished, failed) = run(&mut members, 0, chain(&group), data.clone()).await;
+    let (t, finished, failed) = run(
+        &mut members,
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
     assert_eq!((finished, failed), (3, 0));
     for m in &members[1..] {
         assert!(m.got[&t] == data[..]);
@@ -259,7 +260,14 @@ async fn bad_member(bad: Bad) {
         assert!(e.contains("first byte 0x42"), "{e}");
     }
     let data = random_payload(1 << 20, 3);
-    let (t, finished, failed) = run_on(&mut members, &[0, 1], 0, chain(&group), data.clone()).await;
+    let (t, finished, failed) = run_on(
+        &mut members,
+        &[0, 1],
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
     assert_eq!((finished, failed), (2, 1));
     assert!(members[1].got[&t] == data[..]);
     leave_all(members).await;

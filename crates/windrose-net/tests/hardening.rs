@@ -14,10 +14,7 @@ use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::group::Group;
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::random_payload;
-use windrose_net::trees::group_tree;
 use windrose_net::wire::{Control, FrameReader, Hello, Role, WireFrame};
-use windrose_proto::collective::{CollectiveSpec, TreeSpec};
-use windrose_trees::TreeAlgorithm;
 
 async fn read_control(stream: &mut TcpStream, reader: &mut FrameReader) -> Control {
     loop {
@@ -62,12 +59,7 @@ async fn a_stranger_that_hangs_up_does_not_keep_the_real_member_out() {
     let zero = spawn_member(listeners.pop().unwrap(), member_config(&group, 0, &|_| {}));
     members.insert(0, zero);
     pump(&mut members, |ms| ms[0].connected >= 1).await;
-    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
-    let spec = CollectiveSpec::Broadcast {
-        tree: TreeSpec::of(&tree),
-        segment_bytes: 1 << 16,
-        max_frame_payload: 1 << 16,
-    };
+    let spec = common::chain(&group, 1 << 16);
     let data = random_payload(1 << 20, 9);
     let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
     assert_eq!(

@@ -15,10 +15,7 @@ use windrose_model::NodeId;
 use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::random_payload;
-use windrose_net::trees::group_tree;
 use windrose_net::wire::{CONTROL_MAGIC, CONTROL_VERSION};
-use windrose_proto::collective::{CollectiveSpec, TreeSpec};
-use windrose_trees::TreeAlgorithm;
 
 /// The members' handshake deadline.
 const T: Duration = Duration::from_secs(1);
@@ -145,12 +142,7 @@ async fn strangers_are_cut_off_and_the_member_still_serves_the_group() {
     let zero = spawn_member(listeners.pop().unwrap(), member_config(&group, 0, &keyed));
     members.insert(0, zero);
     pump(&mut members, |ms| ms[0].connected >= 1).await;
-    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
-    let spec = CollectiveSpec::Broadcast {
-        tree: TreeSpec::of(&tree),
-        segment_bytes: 1 << 16,
-        max_frame_payload: 1 << 16,
-    };
+    let spec = common::chain(&group, 1 << 16);
     let data = random_payload(4 << 20, 5);
     let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
     assert_eq!((finished, failed), (2, 0));

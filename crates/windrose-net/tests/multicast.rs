@@ -12,16 +12,14 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::{leave_all, pump, run, run_on, start_group, Member};
 use std::collections::BTreeMap;
 use windrose_model::NodeId;
 use windrose_net::group::Group;
 use windrose_net::random_payload;
-use windrose_net::trees::{balanced_spec, equal_platform, magpie_spec};
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
-use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Manifest, PieceMsg};
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec};
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::tree_broadcast::BroadcastMsg;
 use windrose_proto::Report;
 
@@ -29,27 +27,8 @@ const NODES: usize = 16;
 const CLUSTERS: usize = 4;
 const ROOT: NodeId = NodeId(0);
 
-/// The collective for `protocol` over `group` from [`ROOT`] (balanced planned on equal
-/// capacities, as `windrose multicast` does without a platform), for `manifest`.
 fn spec(group: &Group, protocol: MulticastProtocol, manifest: ManifestSpec) -> CollectiveSpec {
-    let params = match protocol {
-        MulticastProtocol::Mob => MulticastSpec::Mob(Default::default()),
-        MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(Default::default()),
-        MulticastProtocol::Magpie => magpie_spec(group, ROOT).unwrap(),
-        MulticastProtocol::Balanced => {
-            let platform = equal_platform(group, 1.25e8, 1e-4).unwrap();
-            balanced_spec(group, &platform, ROOT).unwrap().0
-        }
-    };
-    CollectiveSpec::Multicast {
-        protocol,
-        params: MulticastParams::of(&params),
-        manifest,
-    }
-}
-
-fn manifest(payload: &Bytes, piece: u32) -> ManifestSpec {
-    ManifestSpec::of(&Manifest::build(payload, piece).unwrap())
+    common::multicast(group, protocol, ROOT, manifest)
 }
 
 /// Piece frames each member received, from every member's frame counts.
@@ -70,7 +49,7 @@ async fn every_member_gets_the_data(protocol: MulticastProtocol) {
     let payload = random_payload((3 << 20) + 12_345, 7);
     let piece: u32 = 64 << 10;
     let pieces = payload.len().div_ceil(piece as usize) as u64;
-    let spec = spec(&group, protocol, manifest(&payload, piece));
+    let spec = spec(&group, protocol, common::manifest(&payload, piece));
     let (t, finished, failed) = run(&mut members, ROOT.index(), spec, payload.clone()).await;
     assert_eq!((finished, failed), (NODES as u32, 0), "{protocol:?}");
     for (i, m) in members.iter().enumerate().skip(1) {
@@ -118,7 +97,7 @@ async fn a_bad_piece_size_is_refused_at_the_initiator_before_anything_starts() {
     let (group, mut members) = start_group("bad-piece", 3, 1, |_| {}).await;
     let payload = random_payload(1000, 1);
     for piece_len in [0, windrose_net::MAX_PIECE_BYTES + 1] {
-        let good = manifest(&payload, 256);
+        let good = common::manifest(&payload, 256);
         let bad = ManifestSpec { piece_len, ..good };
         let spec = spec(&group, MulticastProtocol::Mob, bad);
         let (t, finished, failed) = run_on(&mut members, &[], 0, spec, payload.clone()).await;
@@ -151,7 +130,7 @@ async fn a_member_lost_mid_run_never_hangs_the_multicast() {
             blake3::hash(&payload).to_hex().to_string(),
             payload.len() as u64,
         );
-        let spec = spec(&group, protocol, manifest(&payload, 256 << 10));
+        let spec = spec(&group, protocol, common::manifest(&payload, 256 << 10));
         members[0].start(spec, payload);
         // Kill the victim at its first progress report (it is running).
         pump(&mut members, |ms| {

@@ -26,10 +26,10 @@ use std::sync::Arc;
 use windrose_model::NodeId;
 use windrose_net::group::Group;
 use windrose_net::random_payload;
-use windrose_net::trees::{balanced_spec, equal_platform, group_tree, magpie_spec};
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
-use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
-use windrose_proto::pieces::{Manifest, PieceMsg};
+use windrose_net::trees::group_tree;
+use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::PieceMsg;
 use windrose_proto::scatter::{ScatterConfig, ScatterMsg};
 use windrose_proto::tree_broadcast::{BroadcastConfig, BroadcastMsg};
 use windrose_proto::{MessageKind, TransferId};
@@ -288,31 +288,6 @@ async fn scatter_matches_the_simulator() {
     }
 }
 
-/// The spec of `protocol` rooted at `root` over `group`, for `payload` in pieces of `piece`
-/// (balanced planned on equal capacities, as `windrose multicast` does without a platform).
-fn multicast(
-    group: &Group,
-    protocol: MulticastProtocol,
-    root: NodeId,
-    payload: &Bytes,
-    piece: u32,
-) -> CollectiveSpec {
-    let spec = match protocol {
-        MulticastProtocol::Mob => MulticastSpec::Mob(Default::default()),
-        MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(Default::default()),
-        MulticastProtocol::Magpie => magpie_spec(group, root).unwrap(),
-        MulticastProtocol::Balanced => {
-            let platform = equal_platform(group, 1.25e8, 1e-4).unwrap();
-            balanced_spec(group, &platform, root).unwrap().0
-        }
-    };
-    CollectiveSpec::Multicast {
-        protocol,
-        params: MulticastParams::of(&spec),
-        manifest: ManifestSpec::of(&Manifest::build(payload, piece).unwrap()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_multicast_protocol_matches_the_simulator() {
     let group = shape().await;
@@ -326,7 +301,8 @@ async fn every_multicast_protocol_matches_the_simulator() {
         );
         for piece in [64u32 << 10, 100_000] {
             let what = format!("{}, pieces of {piece}", protocol.name());
-            let spec = multicast(&group, protocol, NodeId::from(root), &payload, piece);
+            let manifest = common::manifest(&payload, piece);
+            let spec = common::multicast(&group, protocol, NodeId::from(root), manifest);
             let s = compare(&what, root, spec, &payload, exact).await;
             let pieces = payload.len().div_ceil(piece as usize) as u64;
             let got = received(&s.frames, PieceMsg::PIECE);

@@ -15,11 +15,15 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member as GroupMember};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
+use windrose_net::trees::{balanced_spec, equal_platform, group_tree, magpie_spec};
 use windrose_net::NetError;
-use windrose_proto::collective::CollectiveSpec;
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::host::{AppRequest, Failure};
+use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
+use windrose_proto::pieces::Manifest;
 use windrose_proto::{Report, TransferId};
 use windrose_sim::engine::MemoryLog;
+use windrose_trees::TreeAlgorithm;
 
 /// Bound on each wait of these tests (loopback runs take well under a second; the bound only
 /// keeps a broken run from hanging CI).
@@ -347,6 +351,45 @@ pub fn sim_frames(log: &MemoryLog) -> FrameSet {
         e.1 += v["bytes"].as_u64().unwrap();
     }
     set
+}
+
+/// A broadcast from member 0 down the chain of `group`, in frames of up to 64 KiB.
+pub fn chain(group: &Group, segment_bytes: u64) -> CollectiveSpec {
+    let tree = group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap();
+    CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&tree),
+        segment_bytes,
+        max_frame_payload: 64 << 10,
+    }
+}
+
+/// `protocol`'s multicast from `root` over `group` of the bytes `manifest` describes
+/// (balanced planned on equal capacities, as `windrose multicast` does without a platform).
+pub fn multicast(
+    group: &Group,
+    protocol: MulticastProtocol,
+    root: NodeId,
+    manifest: ManifestSpec,
+) -> CollectiveSpec {
+    let spec = match protocol {
+        MulticastProtocol::Mob => MulticastSpec::Mob(Default::default()),
+        MulticastProtocol::BitTorrent => MulticastSpec::BitTorrent(Default::default()),
+        MulticastProtocol::Magpie => magpie_spec(group, root).unwrap(),
+        MulticastProtocol::Balanced => {
+            let platform = equal_platform(group, 1.25e8, 1e-4).unwrap();
+            balanced_spec(group, &platform, root).unwrap().0
+        }
+    };
+    CollectiveSpec::Multicast {
+        protocol,
+        params: MulticastParams::of(&spec),
+        manifest,
+    }
+}
+
+/// The manifest of `data` in pieces of `piece` bytes.
+pub fn manifest(data: &[u8], piece: u32) -> ManifestSpec {
+    ManifestSpec::of(&Manifest::build(data, piece).unwrap())
 }
 
 /// A simulated platform with `group`'s clusters (contiguous blocks, as [`loopback`] makes
