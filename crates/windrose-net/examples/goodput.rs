@@ -2,8 +2,12 @@
 //! TCP copy of the same bytes, alternating in one run; prints every repetition and the medians.
 //!
 //! ```text
-//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process]
+//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process] [--drivers]
 //! ```
+//!
+//! `--drivers` instead alternates the plain copy, the one-shot driver (`run_root` +
+//! `run_node`) and the Host driver, without hashing or keys, and prints their medians: the
+//! before and after of moving onto the Host (it goes with the one-shot driver).
 //!
 //! The receiver runs in a process of its own (this binary, started again with `--child-*`),
 //! each process with the two-worker runtime the `windrose` CLI uses: that is how the runtime is
@@ -13,11 +17,12 @@
 //! - plain: one connection, the sender `write_all`s the payload in 1 MiB slices, the receiver
 //!   `read`s into a reused 1 MiB buffer and drops the bytes; timed by the receiver from the
 //!   accepted connection to the last byte read.
-//! - windrose: `run_root` + `run_node` (two nodes of one group), the receiver dropping what it
-//!   gets; timed from the root's Go to the receiver's finish (the node's completion time), and
-//!   also as the root's whole run (connect, handshake, job, go, data, report, bye).
-//! - windrose+blake3: the same with the receiver hashing everything (what `windrose bcast`
-//!   does for its check).
+//! - windrose: two members of a group (`host_driver::serve_group`), member 0 broadcasting to
+//!   member 1, which drops what it gets; timed as the receiver's part of the collective (its
+//!   machine's start to its end, as the initiator's `MemberDone` reports it), and also as the
+//!   whole run (start both members, connect, handshake, announce, data, reports, leave).
+//! - windrose+blake3: the same with the receiver hashing everything it is delivered
+//!   (`digest_deliveries`, the check `windrose bcast` makes).
 //! - windrose+auth: the same without hashing, with a group key (the Noise handshake; data in
 //!   the clear).
 //! - windrose+encrypt: the same, the data path encrypted too (`--encrypt`: AES-GCM records of
@@ -33,7 +38,11 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
+use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
 use windrose_net::{random_payload, run_node, run_root, NodeConfig, RootJob};
+use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::host::AppRequest;
+use windrose_proto::Report;
 use windrose_trees::static_trees::chain_all;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -122,12 +131,13 @@ fn plain_copy(rt: &tokio::runtime::Runtime, data: bytes::Bytes, place: Place) ->
     }
 }
 
-/// The two-node group of a windrose run whose receiver listens on `receiver`.
-fn group(receiver: String) -> Arc<Group> {
+/// The two-member group of a windrose run whose root listens on `root` and receiver on
+/// `receiver`.
+fn group(root: String, receiver: String) -> Arc<Group> {
     let members = vec![
         Member {
             id: NodeId(0),
-            addr: "127.0.0.1:1".into(),
+            addr: root,
             cluster: ClusterId(0),
         },
         Member {
@@ -163,6 +173,25 @@ enum Key {
     Encrypt,
 }
 
+impl Key {
+    /// Its name on a child's command line.
+    fn name(self) -> &'static str {
+        match self {
+            Key::None => "none",
+            Key::Auth => "auth",
+            Key::Encrypt => "encrypt",
+        }
+    }
+
+    fn from_name(name: &str) -> Key {
+        match name {
+            "auth" => Key::Auth,
+            "encrypt" => Key::Encrypt,
+            _ => Key::None,
+        }
+    }
+}
+
 fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
     let mut c = NodeConfig::new(Membership {
         group: group.clone(),
@@ -177,8 +206,139 @@ fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
     c
 }
 
-/// One windrose broadcast to one receiver: (the receiver's completion time, the root's whole run).
+/// Member `i`'s configuration: no heartbeats or probes (only the broadcast talks), the
+/// receiver hashing its deliveries when `mode.verify`.
+fn member_config(group: &Arc<Group>, i: u32, mode: Mode) -> GroupConfig {
+    let mut c = GroupConfig::new(Membership {
+        group: group.clone(),
+        me: NodeId(i),
+    });
+    c.heartbeat = None;
+    c.probe_period = None;
+    c.gossip = None;
+    c.digest_deliveries = mode.verify;
+    if mode.key != Key::None {
+        let key = GroupKey::from_bytes([1; 32]);
+        let encrypt = mode.key == Key::Encrypt;
+        c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(encrypt));
+    }
+    c
+}
+
+/// Serves member `i` on `listener` and returns its handle and task.
+fn start_member(
+    rt: &tokio::runtime::Runtime,
+    listener: TcpListener,
+    group: &Arc<Group>,
+    i: u32,
+    mode: Mode,
+) -> (
+    GroupHandle,
+    tokio::task::JoinHandle<Result<(), windrose_net::NetError>>,
+) {
+    let (handle, ports) = group_channel();
+    let task = rt.spawn(serve_group(listener, member_config(group, i, mode), ports));
+    (handle, task)
+}
+
+/// The receiver: takes its events (dropping the bytes) until its part of a collective ended,
+/// then leaves.
+async fn receive_one(mut handle: GroupHandle) {
+    while let Some(ev) = handle.events.recv().await {
+        if let GroupEvent::Report(Report::CollectiveEnded { finished, .. }) = ev {
+            assert!(finished, "the receiver's part did not finish");
+            break;
+        }
+    }
+    handle.request(AppRequest::Leave);
+    while handle.events.recv().await.is_some() {}
+}
+
+/// One windrose broadcast to one receiver through the Host driver: (the receiver's part of
+/// the collective, the whole run).
 fn windrose(
+    rt: &tokio::runtime::Runtime,
+    data: bytes::Bytes,
+    segment: u64,
+    mode: Mode,
+    place: Place,
+) -> (Duration, Duration) {
+    let wall = Instant::now();
+    let l0 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let root_addr = l0.local_addr().unwrap().to_string();
+    let (group, receiver, child) = match place {
+        Place::InProcess => {
+            let l1 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+            let group = group(root_addr, l1.local_addr().unwrap().to_string());
+            let (handle, task) = start_member(rt, l1, &group, 1, mode);
+            let receiver = rt.spawn(receive_one(handle));
+            (group, Some((receiver, task)), None)
+        }
+        Place::Child => {
+            let (child, _out, addr) = spawn_child(&[
+                "--child-host".into(),
+                root_addr.clone(),
+                mode.verify.to_string(),
+                mode.key.name().into(),
+            ]);
+            (group(root_addr, addr), None, Some(child))
+        }
+    };
+    let (mut root, root_task) = start_member(rt, l0, &group, 0, mode);
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&chain_all(2, NodeId(0)).unwrap()),
+        segment_bytes: segment,
+        max_frame_payload: (arg("--frame-kib", 1024) << 10) as u32,
+    };
+    let total = data.len() as u64;
+    root.request(AppRequest::StartCollective {
+        spec,
+        data,
+        transfer: None,
+    });
+    let mut part = None;
+    rt.block_on(async {
+        while let Some(ev) = root.events.recv().await {
+            match ev {
+                GroupEvent::Report(Report::MemberDone {
+                    member: NodeId(1),
+                    finished,
+                    bytes_delivered,
+                    digest,
+                    elapsed,
+                    ..
+                }) => {
+                    assert!(finished && bytes_delivered == total, "the receiver failed");
+                    assert!(digest.is_some() == mode.verify);
+                    part = elapsed;
+                }
+                GroupEvent::Report(Report::CollectiveComplete { failed, .. }) => {
+                    assert_eq!(failed, 0);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        root.request(AppRequest::Leave);
+        while root.events.recv().await.is_some() {}
+        root_task.await.unwrap().unwrap();
+    });
+    if let Some((receiver, task)) = receiver {
+        rt.block_on(receiver).unwrap();
+        rt.block_on(task).unwrap().unwrap();
+    }
+    if let Some(mut child) = child {
+        assert!(
+            child.wait().unwrap().success(),
+            "the windrose receiver failed"
+        );
+    }
+    (part.expect("the receiver's time"), wall.elapsed())
+}
+
+/// One broadcast to one receiver through the one-shot driver (`run_root` + `run_node`), for
+/// `--drivers`: (the receiver's completion time, the root's whole run).
+fn oneshot(
     rt: &tokio::runtime::Runtime,
     data: bytes::Bytes,
     segment: u64,
@@ -189,7 +349,7 @@ fn windrose(
     let (group, node, child) = match place {
         Place::InProcess => {
             let l1 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-            let group = group(l1.local_addr().unwrap().to_string());
+            let group = group("127.0.0.1:1".into(), l1.local_addr().unwrap().to_string());
             let node = rt.spawn(run_node(l1, config(&group, 1, mode)));
             (group, Some(node), None)
         }
@@ -197,14 +357,9 @@ fn windrose(
             let (child, _out, addr) = spawn_child(&[
                 "--child-windrose".into(),
                 mode.verify.to_string(),
-                match mode.key {
-                    Key::None => "none",
-                    Key::Auth => "auth",
-                    Key::Encrypt => "encrypt",
-                }
-                .into(),
+                mode.key.name().into(),
             ]);
-            (group(addr), None, Some(child))
+            (group("127.0.0.1:1".into(), addr), None, Some(child))
         }
     };
     let mut job = RootJob::broadcast(chain_all(2, NodeId(0)).unwrap(), segment, data);
@@ -252,15 +407,21 @@ fn child_main(which: &str, args: &[String]) {
             let t = rt.block_on(plain_receive(listener, args[0].parse().unwrap()));
             println!("{}", t.as_secs_f64());
         }
+        "--child-host" => {
+            let group = group(args[0].clone(), addr);
+            let mode = Mode {
+                verify: args[1] == "true",
+                key: Key::from_name(&args[2]),
+            };
+            let (handle, task) = start_member(&rt, listener, &group, 1, mode);
+            rt.block_on(receive_one(handle));
+            rt.block_on(task).unwrap().unwrap();
+        }
         _ => {
-            let group = group(addr);
+            let group = group("127.0.0.1:1".into(), addr);
             let mode = Mode {
                 verify: args[0] == "true",
-                key: match args[1].as_str() {
-                    "auth" => Key::Auth,
-                    "encrypt" => Key::Encrypt,
-                    _ => Key::None,
-                },
+                key: Key::from_name(&args[1]),
             };
             rt.block_on(run_node(listener, config(&group, 1, mode)))
                 .unwrap();
@@ -352,6 +513,38 @@ fn main() {
             let (w, _) = windrose(&rt, data.clone(), segment, PLAIN, place);
             println!("windrose {:.1} MB/s", mb / w.as_secs_f64());
         }
+        return;
+    }
+    if args.iter().any(|a| a == "--drivers") {
+        // Before and after the move onto the Host, alternated in one run.
+        let (mut plain, mut before, mut after) = (Vec::new(), Vec::new(), Vec::new());
+        println!(
+            "{:>4}  {:>11}  {:>16}  {:>16}",
+            "rep", "plain_MB/s", "one-shot_MB/s", "host_MB/s"
+        );
+        for rep in 0..reps {
+            plain.push(mb / plain_copy(&rt, data.clone(), place).as_secs_f64());
+            before.push(
+                mb / oneshot(&rt, data.clone(), segment, PLAIN, place)
+                    .0
+                    .as_secs_f64(),
+            );
+            after.push(
+                mb / windrose(&rt, data.clone(), segment, PLAIN, place)
+                    .0
+                    .as_secs_f64(),
+            );
+            println!(
+                "{rep:>4}  {:>11.1}  {:>16.1}  {:>16.1}",
+                plain[rep], before[rep], after[rep]
+            );
+        }
+        let (p, b, a) = (median(plain), median(before), median(after));
+        println!(
+            "medians: plain {p:.1} MB/s; one-shot driver {b:.1} MB/s = {:.1} % of plain; Host driver {a:.1} MB/s = {:.1} % of plain",
+            100.0 * b / p,
+            100.0 * a / p
+        );
         return;
     }
     let with_iperf = iperf3(1 << 20, 5201).is_some();

@@ -8,12 +8,13 @@
 //!     [--nodes 8] [--mib 1024] [--reps 3] [--segment-kib 1024] [--trees chain,binomial,flat] [--no-verify]
 //! ```
 //!
-//! - Each run starts N-1 fresh node processes (this binary with `--node GROUP ID`, serving one
-//!   run with `windrose_net::run_node`, discarding what it receives after hashing it with
-//!   BLAKE3 as `windrose bcast` does; `--no-verify` skips the hash), and runs the root
-//!   (`run_root`, default settings: link probes every 500 ms) in this process.
-//! - A receiver's throughput is the payload size over its completion time (seconds from the
-//!   root's Go to its last byte, on the root's clock).
+//! - Each run starts a fresh group: N-1 member processes (this binary with `--node GROUP ID`,
+//!   each a `host_driver::serve_group` member that drops what it is delivered after hashing it
+//!   with BLAKE3 (`digest_deliveries`, the check `windrose bcast` makes; `--no-verify` skips
+//!   the hash) and leaves once its part of the broadcast ended), and member 0 in this process
+//!   (default settings: heartbeats, link probes every 500 ms), which starts the broadcast.
+//! - A receiver's throughput is the payload size over its part of the collective (its
+//!   machine's start to its end, as its `MemberDone` at member 0 says).
 //! - CPU: user + system seconds from `getrusage`: `RUSAGE_SELF` around the root's run, plus
 //!   `RUSAGE_CHILDREN` around the node processes' lifetimes (every child is waited for), divided
 //!   by the GiB received by all receivers together ((N-1) x payload).
@@ -24,12 +25,16 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use windrose_model::{ClusterId, NodeId};
 use windrose_net::bootstrap::{Bootstrap, GroupFile, Membership};
 use windrose_net::group::{Group, Member};
+use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::trees::group_tree;
-use windrose_net::{bind, random_payload, run_node, run_root, NodeConfig, RootJob};
+use windrose_net::{bind, random_payload};
+use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::host::AppRequest;
+use windrose_proto::Report;
 use windrose_trees::TreeAlgorithm;
 
 fn arg(name: &str) -> Option<String> {
@@ -61,7 +66,14 @@ fn cpu_s(who: libc::c_int) -> f64 {
     tv(r.ru_utime) + tv(r.ru_stime)
 }
 
-/// The child side: serve one run as node `id` of the group in `path`.
+/// A member's configuration: the deliveries hashed when `verify`.
+fn member_config(membership: Membership, verify: bool) -> GroupConfig {
+    let mut c = GroupConfig::new(membership);
+    c.digest_deliveries = verify;
+    c
+}
+
+/// The child side: member `id` of the group in `path`, until its part of one broadcast ended.
 fn node_main(path: &str, id: u32, verify: bool) {
     let membership = GroupFile {
         path: path.into(),
@@ -69,12 +81,19 @@ fn node_main(path: &str, id: u32, verify: bool) {
     }
     .membership()
     .unwrap();
-    let mut config = NodeConfig::new(membership.clone());
-    config.verify = verify;
-    config.timeouts.join = Duration::from_secs(120);
     let result = runtime().block_on(async {
         let l = bind(&membership.group, membership.me).await?;
-        run_node(l, config).await
+        let (mut handle, ports) = group_channel();
+        let task = tokio::spawn(serve_group(l, member_config(membership, verify), ports));
+        while let Some(ev) = handle.events.recv().await {
+            if let GroupEvent::Report(Report::CollectiveEnded { finished, .. }) = ev {
+                assert!(finished, "member {id}: its part did not finish");
+                break;
+            }
+        }
+        handle.request(AppRequest::Leave);
+        while handle.events.recv().await.is_some() {}
+        task.await.expect("the member's task")
     });
     if let Err(e) = result {
         eprintln!("node {id}: {e}");
@@ -135,35 +154,66 @@ fn run_once(
     let tree = group_tree(kind, &group, NodeId(0)).unwrap();
     let rt = runtime();
     let self0 = cpu_s(libc::RUSAGE_SELF);
-    let mut config = NodeConfig::new(Membership {
+    let membership = Membership {
         group: group.clone(),
         me: NodeId(0),
+    };
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&tree),
+        segment_bytes: segment,
+        max_frame_payload:
+            windrose_proto::tree_broadcast::BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+    };
+    let completions: Vec<f64> = rt.block_on(async {
+        let l = bind(&group, NodeId(0)).await.unwrap();
+        let (mut handle, ports) = group_channel();
+        let task = tokio::spawn(serve_group(l, member_config(membership, verify), ports));
+        handle.request(AppRequest::StartCollective {
+            spec,
+            data: data.clone(),
+            transfer: None,
+        });
+        let mut parts = Vec::new();
+        while let Some(ev) = handle.events.recv().await {
+            match ev {
+                GroupEvent::Report(Report::MemberDone {
+                    member,
+                    finished,
+                    bytes_delivered,
+                    digest,
+                    elapsed,
+                    ..
+                }) if member != NodeId(0) => {
+                    assert!(finished, "member {member} did not finish");
+                    assert_eq!(bytes_delivered, data.len() as u64, "member {member}");
+                    if verify {
+                        assert_eq!(
+                            digest,
+                            Some(*blake3::hash(data).as_bytes()),
+                            "member {member}"
+                        );
+                    }
+                    parts.push(elapsed.expect("a finished member's time").as_secs_f64());
+                }
+                GroupEvent::Report(Report::CollectiveComplete { failed, .. }) => {
+                    assert_eq!(failed, 0);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        handle.request(AppRequest::Leave);
+        while handle.events.recv().await.is_some() {}
+        task.await.unwrap().unwrap();
+        parts
     });
-    config.verify = verify;
-    let outcome = rt
-        .block_on(run_root(
-            config,
-            RootJob::broadcast(tree, segment, data.clone()),
-        ))
-        .unwrap();
     let root_cpu_s = cpu_s(libc::RUSAGE_SELF) - self0;
     for c in &mut children {
         assert!(c.wait().unwrap().success(), "a node process failed");
     }
     let nodes_cpu_s = cpu_s(libc::RUSAGE_CHILDREN) - children0;
     drop(rt);
-    if verify {
-        assert!(outcome.all_verified(), "{:?}", outcome.failures());
-    }
     let mb = data.len() as f64 / 1e6;
-    let completions: Vec<f64> = outcome
-        .nodes
-        .iter()
-        .map(|n| {
-            assert_eq!(n.bytes_received, data.len() as u64, "node {}", n.node);
-            n.completion_s.unwrap()
-        })
-        .collect();
     RunResult {
         last_s: completions.iter().copied().fold(0.0, f64::max),
         receivers_mb_s: completions.iter().map(|c| mb / c).collect(),

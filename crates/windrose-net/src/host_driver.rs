@@ -178,6 +178,10 @@ pub enum GroupEvent {
     /// A member's part of a collective did not finish, and why (at the initiator: every
     /// member's reason; elsewhere: this member's own), after its report.
     Failed(Failure),
+    /// A connection to this member's port was refused before it joined (a stranger, a wrong
+    /// key, another copy of the group, a handshake that broke off), and why: the acceptor's
+    /// side of what the dialer sees as [`GroupEvent::Lost`].
+    Refused(String),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -726,7 +730,9 @@ impl Driver {
                 self.pending.push_back_now(Input::PeerFailed(peer));
                 self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
             }
-            Event::AcceptFailed(_) => {}
+            Event::AcceptFailed(e) => {
+                let _ = self.events.send(GroupEvent::Refused(e.to_string()));
+            }
             Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message)) => {
                 self.pending.push_back_now(Input::Message {
                     from: peer,

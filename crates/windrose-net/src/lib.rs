@@ -23,43 +23,65 @@
 //! There is no protocol logic here: the driver only moves frames, time, data and failures
 //! between the machines and the network.
 //!
-//! # Example: a three-node broadcast on loopback, in one process
+//! # Example: a broadcast in a three-member group on loopback, in one process
+//!
+//! Each member is a [`serve_group`](host_driver::serve_group) task driving its own `Host`;
+//! any member starts a collective through its [`GroupHandle`](host_driver::GroupHandle) and
+//! hears it complete there.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use bytes::Bytes;
 //! use windrose_model::{ClusterId, NodeId};
 //! use windrose_net::bootstrap::Membership;
 //! use windrose_net::group::{Group, Member};
+//! use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 //! use windrose_net::trees::group_tree;
+//! use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+//! use windrose_proto::host::AppRequest;
+//! use windrose_proto::Report;
 //! use windrose_trees::TreeAlgorithm;
-//! use windrose_net::{run_node, run_root, NodeConfig, OutputSpec, RootJob};
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! // Listen first (port 0: the OS picks), then write the group with the real addresses.
 //! let mut listeners = Vec::new();
-//! let mut members = vec![Member { id: NodeId(0), addr: "127.0.0.1:1".into(), cluster: ClusterId(0) }];
-//! for i in 1..3u32 {
+//! let mut members = Vec::new();
+//! for i in 0..3u32 {
 //!     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
 //!     let addr = l.local_addr().unwrap().to_string();
 //!     members.push(Member { id: NodeId(i), addr, cluster: ClusterId(0) });
 //!     listeners.push(l);
 //! }
 //! let group = Arc::new(Group::new("example", members).unwrap());
-//! let config = |i: u32| NodeConfig::new(Membership { group: group.clone(), me: NodeId(i) });
-//!
-//! let mut nodes = Vec::new();
-//! for (i, l) in (1..3).zip(listeners) {
-//!     let mut c = config(i);
-//!     c.output = OutputSpec::Memory;
-//!     nodes.push(tokio::spawn(run_node(l, c)));
+//! let mut handles = Vec::new();
+//! for (i, l) in (0..3u32).zip(listeners) {
+//!     let config = GroupConfig::new(Membership { group: group.clone(), me: NodeId(i) });
+//!     let (handle, ports) = group_channel();
+//!     tokio::spawn(serve_group(l, config, ports));
+//!     handles.push(handle);
 //! }
-//! let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
-//! let data = Bytes::from_static(b"the same bytes at every node");
-//! let outcome = run_root(config(0), RootJob::broadcast(tree, 8, data.clone())).await.unwrap();
-//! assert!(outcome.all_verified());
-//! for n in nodes {
-//!     assert_eq!(n.await.unwrap().unwrap().delivered.to_vec(), data.to_vec());
+//! // Member 2 broadcasts down a chain rooted at itself.
+//! let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(2)).unwrap();
+//! let spec = CollectiveSpec::Broadcast { tree: TreeSpec::of(&tree), segment_bytes: 8, max_frame_payload: 8 };
+//! let data = bytes::Bytes::from_static(b"the same bytes at every member");
+//! handles[2].request(AppRequest::StartCollective { spec, data: data.clone(), transfer: None });
+//! // Member 0 gets the bytes in order; member 2 hears every member finish.
+//! let mut got = Vec::new();
+//! while got.len() < data.len() {
+//!     if let Some(GroupEvent::Delivered { data, .. }) = handles[0].events.recv().await {
+//!         got.extend_from_slice(&data);
+//!     }
+//! }
+//! assert_eq!(got, data.to_vec());
+//! loop {
+//!     if let Some(GroupEvent::Report(Report::CollectiveComplete { finished, failed, .. })) =
+//!         handles[2].events.recv().await
+//!     {
+//!         assert_eq!((finished, failed), (3, 0));
+//!         break;
+//!     }
+//! }
+//! for h in &handles {
+//!     h.request(AppRequest::Leave);
 //! }
 //! # });
 //! ```

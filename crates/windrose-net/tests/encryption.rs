@@ -5,89 +5,61 @@
 
 mod common;
 
-use common::{config, loopback};
+use common::{leave_all, pump, run, run_on, spawn_member, start_group};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use windrose_model::{ClusterId, NodeId};
 use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::group::{Group, Member};
-use windrose_net::multicast::{MobConfig, MulticastProtocol, MulticastSpec};
-use windrose_net::trees::group_tree;
-use windrose_net::{
-    random_payload, run_node, run_root, NetError, NetEvent, NodeConfig, OutputSpec, RootJob,
-    RunOutcome,
-};
-use windrose_trees::TreeAlgorithm;
+use windrose_net::host_driver::GroupConfig;
+use windrose_net::random_payload;
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::Manifest;
+use windrose_proto::Report;
 
-const T: Duration = Duration::from_secs(5);
-const BOUND: Duration = Duration::from_secs(30);
-
-fn keyed(mut c: NodeConfig, encrypt: bool) -> NodeConfig {
+fn keyed(c: &mut GroupConfig, encrypt: bool) {
     let key = GroupKey::from_bytes([4; 32]);
     c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(encrypt));
-    c
-}
-
-fn chain_broadcast(group: &Group, data: bytes::Bytes) -> RootJob {
-    let tree = group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap();
-    RootJob::broadcast(tree, 64 << 10, data)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encrypted_broadcast_and_multicast_deliver_every_byte() {
+    let (group, mut members) = start_group("enc", 4, 2, |c| keyed(c, true)).await;
     for multicast in [false, true] {
-        let (group, mut ls) = loopback("enc", 4, 2).await;
-        let mut nodes = Vec::new();
-        for (i, l) in ls.drain(..).enumerate().skip(1) {
-            let mut c = keyed(config(&group, i as u32, T), true);
-            c.output = OutputSpec::Memory;
-            nodes.push(tokio::spawn(run_node(l, c)));
-        }
         let data = random_payload(3 << 20, 11);
-        let job = if multicast {
-            let spec = MulticastSpec::Mob(MobConfig::default());
-            RootJob::multicast(MulticastProtocol::Mob, spec, 64 << 10, data.clone())
+        let spec = if multicast {
+            CollectiveSpec::Multicast {
+                protocol: MulticastProtocol::Mob,
+                params: MulticastParams::Mob(MobConfig::default()),
+                manifest: ManifestSpec::of(&Manifest::build(&data, 64 << 10).unwrap()),
+            }
         } else {
-            chain_broadcast(&group, data.clone())
+            common::chain(&group, 64 << 10)
         };
-        let outcome = tokio::time::timeout(BOUND, run_root(keyed(config(&group, 0, T), true), job))
-            .await
-            .expect("the run ends")
-            .unwrap();
-        assert!(outcome.all_verified(), "{:?}", outcome.failures());
-        for n in nodes {
-            let got = n.await.unwrap().unwrap().delivered.to_vec();
-            assert!(got == data.to_vec(), "multicast {multicast}: wrong bytes");
+        let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
+        assert_eq!((finished, failed), (4, 0), "multicast {multicast}");
+        for m in &members[1..] {
+            assert!(m.got[&t] == data[..], "multicast {multicast}: wrong bytes");
         }
     }
+    leave_all(members).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_that_disagree_about_encryption_are_refused_on_both_sides() {
-    let (group, mut ls) = loopback("enc-mismatch", 2, 1).await;
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let mut node = keyed(config(&group, 1, Duration::from_secs(1)), false);
-    node.events = Some(tx);
-    let n = tokio::spawn(run_node(ls.remove(1), node));
-    let root = keyed(config(&group, 0, Duration::from_secs(1)), true);
-    let r = run_root(root, chain_broadcast(&group, random_payload(1000, 1))).await;
-    // Node 1 finds the mismatch and says why; the root passes the reason on.
+    let (dialer, acceptor) = common::refused_pair("enc-mismatch", |c| {
+        keyed(c, c.membership.me == NodeId(0));
+    })
+    .await;
+    // Member 1 finds the mismatch and says why; member 0 hears the reason.
     let want = "data-path encryption differs: node 0 runs with --encrypt, node 1 without --encrypt";
-    let e = r.unwrap_err().to_string();
-    assert!(e.contains(&format!("it rejected us: {want}")), "root: {e}");
-    let _ = tokio::time::timeout(BOUND, n).await.expect("the node ends");
-    let mut refused = Vec::new();
-    while let Ok(ev) = events.try_recv() {
-        if let NetEvent::Rejected { reason } = ev {
-            refused.push(reason);
-        }
-    }
+    assert!(acceptor.contains(want), "acceptor: {acceptor}");
     assert!(
-        refused.iter().any(|r| r.contains(want)),
-        "node: {refused:?}"
+        dialer.contains(&format!("it rejected us: {want}")),
+        "dialer: {dialer}"
     );
 }
 
@@ -124,17 +96,17 @@ async fn flipping_proxy(listener: TcpListener, target: String, flip_at: u64) {
     tokio::join!(down, up);
 }
 
-/// A root and node 1 behind a proxy that flips one bit 1 MiB into the root's stream; the
-/// root's outcome and the node's result.
-async fn run_through_flipping_proxy(
-    encrypt: bool,
-) -> (RunOutcome, Result<windrose_net::NodeOutcome, NetError>) {
+/// Members 0 and 1, member 1 behind a proxy that flips one bit 1 MiB into member 0's stream,
+/// run a 4 MiB chain broadcast from member 0 (digests of deliveries reported). Returns the
+/// members after the collective completed at member 0.
+async fn run_through_flipping_proxy(encrypt: bool) -> Vec<common::Member> {
     let real = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let own = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let members = vec![
         Member {
             id: NodeId(0),
-            addr: "127.0.0.1:1".into(),
+            addr: own.local_addr().unwrap().to_string(),
             cluster: ClusterId(0),
         },
         Member {
@@ -149,32 +121,55 @@ async fn run_through_flipping_proxy(
         real.local_addr().unwrap().to_string(),
         1 << 20,
     ));
-    let node = tokio::spawn(run_node(real, keyed(config(&group, 1, T), encrypt)));
-    let job = chain_broadcast(&group, random_payload(4 << 20, 2));
-    let outcome = tokio::time::timeout(BOUND, run_root(keyed(config(&group, 0, T), encrypt), job))
-        .await
-        .expect("the run ends")
-        .unwrap();
-    let n = tokio::time::timeout(BOUND, node)
-        .await
-        .expect("the node ends")
-        .unwrap();
-    (outcome, n)
+    let tune = |c: &mut GroupConfig| {
+        keyed(c, encrypt);
+        common::quiet(c);
+        c.digest_deliveries = true;
+    };
+    let mut members = vec![
+        spawn_member(own, common::member_config(&group, 0, &tune)),
+        spawn_member(real, common::member_config(&group, 1, &tune)),
+    ];
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected == 1)).await;
+    let data = random_payload(4 << 20, 2);
+    run_on(&mut members, &[], 0, common::chain(&group, 64 << 10), data).await;
+    members
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bit_flipped_on_the_path_is_caught_at_once_on_an_encrypted_link() {
-    let (outcome, node) = run_through_flipping_proxy(true).await;
-    assert!(!outcome.all_verified());
-    let e = node.unwrap_err().to_string();
+    let members = run_through_flipping_proxy(true).await;
+    assert_eq!(members[0].completions()[0].1, 1, "only member 0 finished");
     assert!(
-        e.contains("lost the root") && e.contains("does not decrypt with this session's keys"),
-        "node: {e}"
+        members[1]
+            .lost
+            .iter()
+            .any(|(p, why)| *p == NodeId(0)
+                && why.contains("does not decrypt with this session's keys")),
+        "member 1: {:?}",
+        members[1].lost
     );
-    // On a plain link the flip goes through, and only the root's final check sees it.
-    let (outcome, node) = run_through_flipping_proxy(false).await;
-    let n = &outcome.nodes[0];
-    assert_eq!(n.status, windrose_net::wire::RunStatus::Finished, "{n:?}");
-    assert!(!n.verified, "a flipped bit went unnoticed: {n:?}");
-    assert!(node.is_ok());
+    // On a plain link the flip goes through, and only the digest of what member 1 delivered
+    // shows it.
+    let data = random_payload(4 << 20, 2);
+    let members = run_through_flipping_proxy(false).await;
+    let digest = members[0].reports.iter().find_map(|r| match *r {
+        Report::MemberDone {
+            member: NodeId(1),
+            finished: true,
+            digest,
+            ..
+        } => digest,
+        _ => None,
+    });
+    let digest = digest.expect("member 1 finished and reported a digest");
+    assert_ne!(
+        digest,
+        *blake3::hash(&data).as_bytes(),
+        "a flipped bit went unnoticed"
+    );
+    assert_ne!(
+        members[1].digest(members[0].completions()[0].0).unwrap().0,
+        blake3::hash(&data).to_hex().to_string()
+    );
 }

@@ -1,132 +1,153 @@
-//! Failures at start and during a run: each gives a clear error on the nodes concerned, within
-//! bounded time, and no node hangs or leaves a half-written output under its final name.
+//! Failures at start and during a run of a long-lived group: each gives a clear reason on the
+//! members concerned, nobody hangs, and the collectives that can go on do.
 
 mod common;
 
-use common::{config, loopback};
+use bytes::Bytes;
+use common::{leave_all, member_config, pump, run, run_on, spawn_member, Member};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use windrose_model::NodeId;
-use windrose_net::group::{Group, Member};
-use windrose_net::trees::group_tree;
-use windrose_net::wire::{Control, FrameReader, Hello, Role, RunStatus, Welcome, WireFrame};
-use windrose_net::{random_payload, run_node, run_root, NetError, OutputSpec, RootJob};
-use windrose_proto::tree_broadcast::BroadcastMsg;
-use windrose_trees::TreeAlgorithm;
+use windrose_net::group::Group;
+use windrose_net::host_driver::GroupConfig;
+use windrose_net::random_payload;
+use windrose_net::wire::{Control, FrameReader, Hello, Role, Welcome, WireFrame};
+use windrose_net::Timeouts;
+use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
+use windrose_proto::TransferId;
 
 const SHORT: Duration = Duration::from_secs(2);
-/// Every failing run must be over well within this.
+/// Far past every deadline; only so a regression fails instead of hanging.
 const BOUND: Duration = Duration::from_secs(15);
 
-fn chain(group: &Group) -> windrose_trees::Tree {
-    group_tree(TreeAlgorithm::Chain, group, NodeId(0)).unwrap()
+/// Short connect and handshake deadlines, so refusals show at once.
+fn short(c: &mut GroupConfig) {
+    c.timeouts.connect = SHORT;
+    c.timeouts.handshake = SHORT;
 }
 
-/// Runs the root over `group` with a chain, and nodes `1..` on `listeners` with `node_group`
-/// (defaults to `group`); returns the root's result and each node's, all within [`BOUND`].
-async fn run_all(
-    group: &Arc<Group>,
-    node_groups: Vec<Arc<Group>>,
-    listeners: Vec<TcpListener>,
-) -> (
-    Result<windrose_net::RunOutcome, NetError>,
-    Vec<Result<windrose_net::NodeOutcome, NetError>>,
-) {
-    let started = Instant::now();
-    let mut nodes = Vec::new();
-    for ((i, l), g) in listeners.into_iter().enumerate().skip(1).zip(node_groups) {
-        nodes.push(tokio::spawn(run_node(l, config(&g, i as u32, SHORT))));
-    }
-    let job = RootJob::broadcast(chain(group), 1 << 16, random_payload(1 << 20, 3));
-    let root = tokio::time::timeout(BOUND, run_root(config(group, 0, SHORT), job))
-        .await
-        .expect("the root does not hang");
-    let mut results = Vec::new();
-    for n in nodes {
-        results.push(
-            tokio::time::timeout(BOUND, n)
-                .await
-                .expect("no node hangs")
-                .unwrap(),
-        );
-    }
-    assert!(started.elapsed() < BOUND);
-    (root, results)
+/// Members `0..listeners.len()` on `listeners`, member `i` with its own copy of the group
+/// `groups[i]`.
+fn spawn_with_groups(groups: &[Arc<Group>], listeners: Vec<TcpListener>) -> Vec<Member> {
+    listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| spawn_member(l, member_config(&groups[i], i, &short)))
+        .collect()
+}
+
+/// Why `m` lost `peer`, joined (empty: it did not).
+fn lost(m: &Member, peer: u32) -> String {
+    m.lost
+        .iter()
+        .filter(|(p, _)| p.0 == peer)
+        .map(|(_, why)| why.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_group_name_is_rejected_on_both_sides() {
-    let (group, listeners) = loopback("alpha", 4, 1).await;
+async fn wrong_group_name_is_rejected_on_both_sides_and_the_rest_runs() {
+    let (group, listeners) = common::loopback("alpha", 4, 1).await;
     let renamed = Arc::new(Group::new("beta", group.members().to_vec()).unwrap());
-    let groups = vec![group.clone(), renamed, group.clone()];
-    let (root, nodes) = run_all(&group, groups, listeners).await;
-    let root_err = root.unwrap_err().to_string();
-    assert!(
-        root_err.contains("node 2") && root_err.contains("group name mismatch"),
-        "{root_err}"
-    );
-    // Node 2 refused the root, and says so when it gives up waiting for a job.
-    let err2 = nodes[1].as_ref().unwrap_err().to_string();
-    assert!(err2.contains("group name mismatch"), "{err2}");
-    assert!(
-        err2.contains("\"alpha\"") && err2.contains("\"beta\""),
-        "{err2}"
-    );
-    // The others were told the run is off.
-    for i in [0, 2] {
-        let e = nodes[i].as_ref().unwrap_err();
-        assert!(matches!(e, NetError::Aborted(_)), "{e}");
-        assert!(e.to_string().contains("group name mismatch"), "{e}");
+    let groups = [group.clone(), group.clone(), renamed, group.clone()];
+    let mut members = spawn_with_groups(&groups, listeners);
+    // Members 0 and 1 dial member 2 and are refused; member 2 dials 3 and is refused.
+    pump(&mut members, |ms| {
+        !lost(&ms[0], 2).is_empty() && !lost(&ms[1], 2).is_empty() && ms[2].refused.len() >= 2
+    })
+    .await;
+    for i in [0, 1] {
+        let e = lost(&members[i], 2);
+        assert!(e.contains("group name mismatch"), "member {i}: {e}");
     }
+    for r in &members[2].refused {
+        assert!(r.contains("group name mismatch"), "{r}");
+        assert!(r.contains("\"alpha\"") && r.contains("\"beta\""), "{r}");
+    }
+    // A broadcast from member 0 leaves member 2 out (it was never in) and reaches the others,
+    // member 3 too although the chain ran through member 2.
+    let data = random_payload(1 << 20, 3);
+    let (t, finished, failed) = run_on(
+        &mut members,
+        &[0, 1, 3],
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
+    assert_eq!((finished, failed), (3, 0));
+    assert!(members[1].got[&t] == data[..] && members[3].got[&t] == data[..]);
+    assert_eq!(members[2].ended(t), None);
+    leave_all(members).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_id_mismatch_is_rejected_on_both_sides() {
-    let (group, listeners) = loopback("ids", 3, 1).await;
-    // The root believes node 1 listens where node 2 does, and the other way round.
+async fn member_id_mismatch_is_rejected_on_both_sides() {
+    let (group, listeners) = common::loopback("ids", 3, 1).await;
+    // Member 0 believes member 1 listens where member 2 does, and the other way round.
     let mut swapped = group.members().to_vec();
     let (a1, a2) = (swapped[1].addr.clone(), swapped[2].addr.clone());
     swapped[1].addr = a2;
     swapped[2].addr = a1;
-    let root_group = Arc::new(Group::new("ids", swapped).unwrap());
-    let (root, nodes) = run_all(&root_group, vec![group.clone(), group.clone()], listeners).await;
-    let root_err = root.unwrap_err().to_string();
-    assert!(root_err.contains("node id mismatch"), "{root_err}");
-    for n in &nodes {
-        let e = n.as_ref().unwrap_err().to_string();
-        assert!(e.contains("node id mismatch"), "{e}");
+    let swapped = Arc::new(Group::new("ids", swapped).unwrap());
+    let mut members = spawn_with_groups(&[swapped, group.clone(), group.clone()], listeners);
+    pump(&mut members, |ms| {
+        !lost(&ms[0], 1).is_empty()
+            && !lost(&ms[0], 2).is_empty()
+            && !ms[1].refused.is_empty()
+            && !ms[2].refused.is_empty()
+    })
+    .await;
+    for p in [1, 2] {
+        let e = lost(&members[0], p);
+        assert!(e.contains("node id mismatch"), "member 0 about {p}: {e}");
+        let r = members[p as usize].refused.join("; ");
+        assert!(r.contains("node id mismatch"), "member {p}: {r}");
     }
+    // Members 1 and 2 agree with each other.
+    assert!(members[1].connected >= 1 && members[2].connected >= 1);
+    leave_all(members).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreachable_node_at_start() {
-    let (group, mut listeners) = loopback("gone", 4, 1).await;
-    // Node 3 never runs: nothing listens on its address (one no other test binds, so its port
-    // cannot be taken meanwhile).
+async fn an_unreachable_member_is_named_and_left_out() {
+    let (group, mut listeners) = common::loopback("gone", 4, 1).await;
+    // Member 3 never runs: nothing listens on its address (one no other test binds, so its
+    // port cannot be taken meanwhile).
     let port = listeners.pop().unwrap().local_addr().unwrap().port();
-    let mut members = group.members().to_vec();
-    members[3].addr = format!("127.0.0.253:{port}");
-    let group = Arc::new(Group::new("gone", members).unwrap());
-    let groups = vec![group.clone(); 2];
-    let started = Instant::now();
-    let (root, nodes) = run_all(&group, groups, listeners).await;
-    // The root, or node 2 (node 3's parent, which dials it too), finds node 3 unreachable first.
-    let e = root.unwrap_err().to_string();
-    assert!(
-        e.contains("node 3 at 127.0.0.253:") && e.contains("is unreachable"),
-        "{e}"
-    );
-    // Gave up after about the connect timeout, not later.
-    assert!(started.elapsed() < SHORT * 4, "{:?}", started.elapsed());
-    for n in &nodes {
-        let e = n.as_ref().unwrap_err();
-        assert!(e.to_string().contains("node 3"), "{e}");
+    let mut all = group.members().to_vec();
+    all[3].addr = format!("127.0.0.253:{port}");
+    let group = Arc::new(Group::new("gone", all).unwrap());
+    let mut members = spawn_with_groups(&[group.clone(), group.clone(), group.clone()], listeners);
+    pump(&mut members, |ms| ms.iter().all(|m| !lost(m, 3).is_empty())).await;
+    for (i, m) in members.iter().enumerate() {
+        let e = lost(m, 3);
+        assert!(
+            e.contains("node 3 at 127.0.0.253:") && e.contains("is unreachable"),
+            "member {i}: {e}"
+        );
     }
+    // The chain's leaf was never there: the collective runs among the others (a member down
+    // when a collective starts is left out, not counted failed), and they get every byte.
+    let data = random_payload(1 << 20, 3);
+    let (t, finished, failed) = run(
+        &mut members,
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
+    assert_eq!((finished, failed), (3, 0));
+    for m in &members[1..] {
+        assert!(m.got[&t] == data[..]);
+    }
+    leave_all(members).await;
 }
 
-/// What the fake relay sends its child once the run starts.
+/// What the fake member sends member 2 once connected.
 #[derive(Copy, Clone, Debug)]
 enum Bad {
     /// Bytes that are no frame at all.
@@ -148,13 +169,13 @@ async fn read_control(stream: &mut TcpStream, reader: &mut FrameReader) -> Contr
     }
 }
 
-/// Node 1 of a chain 0 -> 1 -> 2, played by hand: it passes every handshake and readiness check
-/// like a real node, then sends its child `bad` instead of data.
-async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
-    let (mut root, _) = listener.accept().await.unwrap();
-    let mut rr = FrameReader::new(1 << 20);
-    rr.set_control_limit(1 << 24);
-    let Control::Hello(h) = read_control(&mut root, &mut rr).await else {
+/// Member 1 of a group of three, played by hand: it passes the handshakes with members 0
+/// (which dials it) and 2 (which it dials) like a real member, then sends member 2 `bad`
+/// instead of frames, and keeps member 0's connection open without a word.
+async fn fake_member(listener: TcpListener, group: Arc<Group>, bad: Bad) {
+    let (mut zero, _) = listener.accept().await.unwrap();
+    let mut zr = FrameReader::new(1 << 20);
+    let Control::Hello(h) = read_control(&mut zero, &mut zr).await else {
         panic!("expected a hello")
     };
     let welcome = Control::Welcome(Welcome {
@@ -164,11 +185,8 @@ async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
         node: NodeId(1),
         group_digest: h.group_digest.clone(),
     });
-    root.write_all(&welcome.encode()).await.unwrap();
-    let Control::Job(job) = read_control(&mut root, &mut rr).await else {
-        panic!("expected a job")
-    };
-    let mut child = TcpStream::connect(&group.member(NodeId(2)).unwrap().addr)
+    zero.write_all(&welcome.encode()).await.unwrap();
+    let mut two = TcpStream::connect(&group.member(NodeId(2)).unwrap().addr)
         .await
         .unwrap();
     let hello = Control::Hello(Hello {
@@ -180,129 +198,97 @@ async fn fake_relay(listener: TcpListener, group: Arc<Group>, bad: Bad) {
         role: Role::Peer,
         group_digest: group.digest(),
     });
-    child.write_all(&hello.encode()).await.unwrap();
-    let mut cr = FrameReader::new(1 << 20);
+    two.write_all(&hello.encode()).await.unwrap();
+    let mut tr = FrameReader::new(1 << 20);
     assert!(matches!(
-        read_control(&mut child, &mut cr).await,
+        read_control(&mut two, &mut tr).await,
         Control::Welcome(_)
     ));
-    root.write_all(&Control::Ready.encode()).await.unwrap();
-    assert_eq!(read_control(&mut root, &mut rr).await, Control::Go);
-    // Node 2 gets its Go at about the same time; give it a moment so that the bad bytes
-    // usually arrive once it runs (before, they end its setup instead: both are checked).
-    tokio::time::sleep(Duration::from_millis(300)).await;
     match bad {
-        Bad::Garbage => child.write_all(&[0x42; 64]).await.unwrap(),
+        Bad::Garbage => two.write_all(&[0x42; 64]).await.unwrap(),
         Bad::Truncated => {
             let frame = windrose_proto::frame::encode(&windrose_proto::Message::Broadcast(
-                BroadcastMsg::Data(windrose_proto::tree_broadcast::DataSegment {
-                    transfer: job.transfer,
+                BroadcastMsg::Data(DataSegment {
+                    transfer: TransferId(1),
                     offset: 0,
-                    total_len: job.total_len,
-                    payload: bytes::Bytes::from(vec![7u8; 1000]),
+                    total_len: 1000,
+                    payload: Bytes::from(vec![7u8; 1000]),
                 }),
             ))
             .unwrap();
-            child.write_all(&frame[..500]).await.unwrap();
-            // Close the sending half, and read until node 2 closes too (an orderly close: a
-            // reset would lose the half frame).
-            child.shutdown().await.unwrap();
-            let mut rest = Vec::new();
-            let _ = tokio::time::timeout(BOUND, child.read_to_end(&mut rest)).await;
+            two.write_all(&frame[..500]).await.unwrap();
+            // Close the sending half, and read until member 2 closes too (an orderly close:
+            // a reset would lose the half frame).
+            two.shutdown().await.unwrap();
         }
     }
-    // Keep the root's connection until the root ends the run.
-    let mut sink = Vec::new();
-    let _ = tokio::time::timeout(BOUND, root.read_to_end(&mut sink)).await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(BOUND, two.read_to_end(&mut rest)).await;
+    // Member 0's connection stays until member 0 gives the fake up.
+    let _ = tokio::time::timeout(BOUND, zero.read_to_end(&mut rest)).await;
 }
 
-async fn bad_parent(bad: Bad) {
-    let (group, mut listeners) = loopback("hostile", 3, 1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("node-2.bin");
+/// Member 2 drops the fake member 1 with the reason; a broadcast from member 0 over a chain
+/// through member 1 counts the silent fake out, and member 2 still gets every byte.
+async fn bad_member(bad: Bad) {
+    let (group, mut listeners) = common::loopback("hostile", 3, 1).await;
     let l2 = listeners.pop().unwrap();
     let l1 = listeners.pop().unwrap();
-    let fake = tokio::spawn(fake_relay(l1, group.clone(), bad));
-    let mut c2 = config(&group, 2, SHORT);
-    c2.output = OutputSpec::File(out.clone());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    c2.events = Some(tx);
-    let node2 = tokio::spawn(run_node(l2, c2));
-    let payload = random_payload(1 << 20, 3);
-    let job = RootJob::broadcast(chain(&group), 1 << 16, payload.clone());
-    let started = Instant::now();
-    let outcome = tokio::time::timeout(BOUND, run_root(config(&group, 0, SHORT), job))
-        .await
-        .expect("the root does not hang")
-        .unwrap();
-    let r2 = tokio::time::timeout(BOUND, node2)
-        .await
-        .expect("node 2 does not hang")
-        .unwrap();
-    assert!(started.elapsed() < BOUND);
-    let want = match bad {
-        // Byte 129: the stream began with node 1's 129-byte hello.
-        Bad::Garbage => "node 1 sent an invalid stream: not a windrose frame at byte 129: first byte 0x42",
-        Bad::Truncated => "node 1 sent an invalid stream: the connection closed in the middle of a frame (500 bytes of it received, at byte 129)",
+    let fake = tokio::spawn(fake_member(l1, group.clone(), bad));
+    // No probe lanes (the fake takes one connection from member 0); heartbeats find it silent.
+    let tune = |c: &mut GroupConfig| {
+        c.probe_period = None;
+        c.timeouts = Timeouts {
+            silent: SHORT,
+            ..Timeouts::default()
+        };
     };
-    let r1 = outcome.nodes.iter().find(|n| n.node == NodeId(1)).unwrap();
-    assert_eq!(r1.status, RunStatus::Failed);
-    assert!(!outcome.all_verified());
-    let root_view = outcome.nodes.iter().find(|n| n.node == NodeId(2)).unwrap();
-    match r2 {
-        Ok(o2) => {
-            // Running: node 2 dropped node 1, saying why, re-attached to the root and got
-            // every byte from it.
-            let mut reasons = Vec::new();
-            while let Ok(ev) = rx.try_recv() {
-                if let windrose_net::NetEvent::PeerFailed { peer, reason } = ev {
-                    reasons.push((peer, reason));
-                }
-            }
-            assert!(
-                reasons
-                    .iter()
-                    .any(|(p, r)| *p == NodeId(1) && r.contains(want)),
-                "{reasons:?}"
-            );
-            assert_eq!(o2.report.bytes_received, payload.len() as u64);
-            assert_eq!(std::fs::read(&out).unwrap(), payload[..]);
-            assert_eq!(root_view.status, RunStatus::Finished);
-            assert!(root_view.verified, "{root_view:?}");
+    let mut members = vec![
+        spawn_member(listeners.pop().unwrap(), member_config(&group, 0, &tune)),
+        spawn_member(l2, member_config(&group, 2, &tune)),
+    ];
+    let want = match bad {
+        Bad::Garbage => "node 1 sent an invalid stream: not a windrose frame at byte",
+        Bad::Truncated => {
+            "node 1 sent an invalid stream: the connection closed in the middle of a frame (500 bytes of it received"
         }
-        Err(e) => {
-            // Still setting up: the run fails at node 2 with the reason, and nothing is left
-            // under its final name.
-            let e = e.to_string();
-            assert!(e.contains(want), "{e}");
-            assert_eq!(root_view.status, RunStatus::Failed);
-            assert!(
-                root_view.error.as_deref().unwrap().contains(want),
-                "{:?}",
-                root_view.error
-            );
-            assert!(!out.exists());
-            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        }
+    };
+    pump(&mut members, |ms| !lost(&ms[1], 1).is_empty()).await;
+    let e = lost(&members[1], 1);
+    assert!(e.contains(want), "{e}");
+    if matches!(bad, Bad::Garbage) {
+        assert!(e.contains("first byte 0x42"), "{e}");
     }
-    fake.await.unwrap();
+    let data = random_payload(1 << 20, 3);
+    let (t, finished, failed) = run_on(
+        &mut members,
+        &[0, 1],
+        0,
+        common::chain(&group, 1 << 16),
+        data.clone(),
+    )
+    .await;
+    assert_eq!((finished, failed), (2, 1));
+    assert!(members[1].got[&t] == data[..]);
+    leave_all(members).await;
+    fake.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn garbage_from_the_parent_is_dropped_or_ends_the_setup_cleanly() {
-    bad_parent(Bad::Garbage).await;
+async fn garbage_from_a_member_drops_it_and_the_others_go_on() {
+    bad_member(Bad::Garbage).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn truncated_frame_from_the_parent_is_dropped_or_ends_the_setup_cleanly() {
-    bad_parent(Bad::Truncated).await;
+async fn a_truncated_frame_from_a_member_drops_it_and_the_others_go_on() {
+    bad_member(Bad::Truncated).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_mismatch_and_strangers_are_told_why() {
-    let (group, mut listeners) = loopback("versions", 2, 1).await;
+    let (group, mut listeners) = common::loopback("versions", 2, 1).await;
     let l1 = listeners.pop().unwrap();
-    let node = tokio::spawn(run_node(l1, config(&group, 1, Duration::from_millis(1500))));
+    let mut members = vec![spawn_member(l1, member_config(&group, 1, &short))];
     let addr = group.member(NodeId(1)).unwrap().addr.clone();
     let ask = |hello: Hello| {
         let addr = addr.clone();
@@ -319,7 +305,7 @@ async fn version_mismatch_and_strangers_are_told_why() {
         wire_version: windrose_proto::frame::VERSION,
         from: NodeId(0),
         to: NodeId(1),
-        role: Role::Root,
+        role: Role::Peer,
         group_digest: group.digest(),
     };
     let cases = [
@@ -351,29 +337,18 @@ async fn version_mismatch_and_strangers_are_told_why() {
             other => panic!("expected a reject, got {other:?}"),
         }
     }
-    // Garbage instead of a hello: the node drops the connection and keeps waiting.
+    // Garbage instead of a hello: the member drops the connection and keeps serving.
     let mut s = TcpStream::connect(&addr).await.unwrap();
     s.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
     let mut rest = Vec::new();
-    let _ = tokio::time::timeout(SHORT, s.read_to_end(&mut rest)).await;
-    // No root ever came: the node gives up after its join timeout, listing what it refused.
-    let e = tokio::time::timeout(BOUND, node)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap_err()
-        .to_string();
+    let _ = tokio::time::timeout(BOUND, s.read_to_end(&mut rest)).await;
+    // The member said why for each of the four.
+    pump(&mut members, |ms| ms[0].refused.len() >= 4).await;
+    let refused = members[0].refused.join("\n");
+    assert_eq!(members[0].refused.len(), 4, "{refused}");
     assert!(
-        e.contains("timed out") && e.contains("refused 4 connection(s)"),
-        "{e}"
+        refused.contains("not a windrose frame at byte 0: first byte 0x47"),
+        "{refused}"
     );
-    assert!(
-        e.contains("not a windrose frame at byte 0: first byte 0x47"),
-        "{e}"
-    );
-    let _ = Member {
-        id: NodeId(0),
-        addr: String::new(),
-        cluster: windrose_model::ClusterId(0),
-    };
+    leave_all(members).await;
 }

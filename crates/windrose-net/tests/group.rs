@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::loopback;
+use common::{leave_all, pump, real_frames, sim_frames, spawn_group, spawn_member, Member, LIMIT};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::Group;
-use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
+use windrose_net::host_driver::GroupConfig;
 use windrose_net::piece_file::FileShelf;
 use windrose_net::random_payload;
 use windrose_net::trees::magpie_spec;
@@ -31,8 +31,6 @@ use windrose_sim::group::{group as sim_group, start_input};
 use windrose_trees::static_trees::binomial_all;
 
 const N: usize = 4;
-/// Bound on each wait of these tests (loopback runs take well under a second).
-const LIMIT: Duration = Duration::from_secs(30);
 
 fn broadcast(root: u32) -> CollectiveSpec {
     CollectiveSpec::Broadcast {
@@ -50,26 +48,15 @@ fn mob(data: &Bytes) -> CollectiveSpec {
     }
 }
 
-struct Member {
-    handle: GroupHandle,
-    task: tokio::task::JoinHandle<Result<(), windrose_net::NetError>>,
-    /// Bytes delivered per transfer, reassembled in order.
-    got: BTreeMap<TransferId, Vec<u8>>,
-    reports: Vec<Report>,
-    connected: usize,
-    lanes: usize,
-    failed: Vec<windrose_proto::host::Failure>,
-}
-
 async fn start_group(name: &str) -> (Arc<Group>, Vec<Member>) {
-    start_group_with(name, |_| {}).await
+    spawn_group(name, N, 2, |_| {}).await
 }
 
 async fn start_group_with(
     name: &str,
     tune: impl Fn(&mut GroupConfig),
 ) -> (Arc<Group>, Vec<Member>) {
-    start_group_of(name, N, tune).await
+    spawn_group(name, N, 2, tune).await
 }
 
 async fn start_group_of(
@@ -77,94 +64,11 @@ async fn start_group_of(
     n: usize,
     tune: impl Fn(&mut GroupConfig),
 ) -> (Arc<Group>, Vec<Member>) {
-    let (group, listeners) = loopback(name, n, 2).await;
-    let mut members = Vec::new();
-    for (i, l) in listeners.into_iter().enumerate() {
-        let mut c = GroupConfig::new(Membership {
-            group: group.clone(),
-            me: NodeId::from(i),
-        });
-        c.seed = 5;
-        tune(&mut c);
-        let (handle, ports) = group_channel();
-        let task = tokio::spawn(serve_group(l, c, ports));
-        members.push(Member {
-            handle,
-            task,
-            got: BTreeMap::new(),
-            reports: Vec::new(),
-            connected: 0,
-            lanes: 0,
-            failed: Vec::new(),
-        });
-    }
-    (group, members)
-}
-
-/// Takes every member's events until `done` holds, bounded by [`LIMIT`].
-async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    // Once `done` holds, one more pass takes what the others had already emitted (a member's
-    // deliveries precede its report, which precedes the initiator's completion).
-    let mut last_pass = false;
-    while !last_pass {
-        last_pass = done(members);
-        let mut progressed = false;
-        for m in members.iter_mut() {
-            while let Ok(ev) = m.handle.events.try_recv() {
-                progressed = true;
-                match ev {
-                    GroupEvent::Delivered {
-                        transfer,
-                        offset,
-                        data,
-                    } => {
-                        let buf = m.got.entry(transfer).or_default();
-                        assert_eq!(offset as usize, buf.len(), "out of order");
-                        buf.extend_from_slice(&data);
-                    }
-                    GroupEvent::Report(r) => m.reports.push(r),
-                    GroupEvent::Connected(_) => m.connected += 1,
-                    GroupEvent::LaneUp(_) => m.lanes += 1,
-                    GroupEvent::Failed(f) => m.failed.push(f),
-                    _ => {}
-                }
-            }
-        }
-        if !progressed && !last_pass {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the group did not get there in time"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
+    spawn_group(name, n, 2, tune).await
 }
 
 fn completions(m: &Member) -> Vec<(TransferId, u32, u32)> {
-    m.reports
-        .iter()
-        .filter_map(|r| match *r {
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => Some((transfer, finished, failed)),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn leave_all(members: Vec<Member>) {
-    for m in &members {
-        assert!(m.handle.request(AppRequest::Leave));
-    }
-    for (i, m) in members.into_iter().enumerate() {
-        let r = tokio::time::timeout(LIMIT, m.task)
-            .await
-            .unwrap_or_else(|_| panic!("member {i} did not leave"));
-        r.unwrap().unwrap();
-    }
+    m.completions()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,9 +144,6 @@ async fn many_small_broadcasts_back_to_back_over_one_group() {
     leave_all(members).await;
 }
 
-/// `(from, to, kind)` -> `(frames, wire bytes)`.
-type FrameSet = BTreeMap<(u32, u32, String), (u64, u64)>;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulator_runs_the_same_group_with_the_same_bytes_and_frames() {
     // No heartbeats and no probes: what remains is the session and the protocols, which move
@@ -275,16 +176,7 @@ async fn the_simulator_runs_the_same_group_with_the_same_bytes_and_frames() {
         completions(&ms[0]).len() == 1 && completions(&ms[3]).len() == 1
     })
     .await;
-    let mut real = FrameSet::new();
-    for (i, m) in members.iter().enumerate() {
-        for c in m.handle.frames_sent() {
-            let e = real
-                .entry((i as u32, c.to.0, c.kind.name().to_string()))
-                .or_default();
-            e.0 += c.frames;
-            e.1 += c.bytes;
-        }
-    }
+    let real = real_frames(&members);
     let real_got: Vec<BTreeMap<TransferId, Vec<u8>>> =
         members.iter().map(|m| m.got.clone()).collect();
     leave_all(members).await;
@@ -309,23 +201,7 @@ async fn the_simulator_runs_the_same_group_with_the_same_bytes_and_frames() {
     }
     let metrics = sim.run().unwrap();
     assert!(metrics.errors.is_empty(), "{:?}", metrics.errors);
-    let mut simulated = FrameSet::new();
-    for line in String::from_utf8(log.contents()).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
-        if v["ev"] != "send" {
-            continue;
-        }
-        let e = simulated
-            .entry((
-                v["node"].as_u64().unwrap() as u32,
-                v["peer"].as_u64().unwrap() as u32,
-                v["msg"].as_str().unwrap().to_string(),
-            ))
-            .or_default();
-        e.0 += 1;
-        e.1 += v["bytes"].as_u64().unwrap();
-    }
+    let simulated = sim_frames(&log);
     assert!(simulated.keys().any(|k| k.2 == "session"));
     assert_eq!(simulated, real);
     for (i, got) in real_got.iter().enumerate() {
@@ -518,16 +394,7 @@ async fn the_mst_collective_over_tcp_matches_the_simulator_frame_for_frame() {
     pump(&mut members, |ms| completions(&ms[3]).len() == 1).await;
     let (t, finished, failed) = completions(&members[3])[0];
     assert_eq!((finished, failed), (M as u32, 0));
-    let mut real = FrameSet::new();
-    for (i, m) in members.iter().enumerate() {
-        for c in m.handle.frames_sent() {
-            let e = real
-                .entry((i as u32, c.to.0, c.kind.name().to_string()))
-                .or_default();
-            e.0 += c.frames;
-            e.1 += c.bytes;
-        }
-    }
+    let real = real_frames(&members);
     let real_results = mst_results(|v| members[v as usize].got[&t].clone(), M as u32);
     leave_all(members).await;
 
@@ -574,23 +441,7 @@ async fn the_mst_collective_over_tcp_matches_the_simulator_frame_for_frame() {
         .unwrap();
     let metrics = sim.run().unwrap();
     assert!(metrics.errors.is_empty(), "{:?}", metrics.errors);
-    let mut simulated = FrameSet::new();
-    for line in String::from_utf8(log.contents()).unwrap().lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
-        if v["ev"] != "send" {
-            continue;
-        }
-        let e = simulated
-            .entry((
-                v["node"].as_u64().unwrap() as u32,
-                v["peer"].as_u64().unwrap() as u32,
-                v["msg"].as_str().unwrap().to_string(),
-            ))
-            .or_default();
-        e.0 += 1;
-        e.1 += v["bytes"].as_u64().unwrap();
-    }
+    let simulated = sim_frames(&log);
     let sim_results = mst_results(
         |v| {
             let d = sim.delivered_of(NodeId(v), t);
@@ -895,19 +746,7 @@ async fn a_member_restarted_mid_mob_resumes_from_its_piece_file() {
     c.seed = 5;
     c.shelf = Some(shelf.clone());
     let listener = windrose_net::bind(&group, NodeId(2)).await.unwrap();
-    let (handle, ports) = group_channel();
-    members.insert(
-        2,
-        Member {
-            handle,
-            task: tokio::spawn(serve_group(listener, c, ports)),
-            got: BTreeMap::new(),
-            reports: Vec::new(),
-            connected: 0,
-            lanes: 0,
-            failed: Vec::new(),
-        },
-    );
+    members.insert(2, spawn_member(listener, c));
     pump(&mut members, |ms| {
         ms[0].reports.contains(&Report::PeerRejoined {
             peer: NodeId(2),

@@ -1,30 +1,29 @@
-//! Hostile input at a node's port (issue 8): strangers that connect and send nothing, drip a
-//! handshake a byte at a time (slowloris), claim a huge frame, or send garbage are each cut off
-//! within the handshake deadline, with a reason in the node's log, and none of them keeps the
-//! node from its run: with a hundred more silent ones at it, a keyed broadcast still completes.
+//! Hostile input at a group member's port (issue 8): strangers that connect and send nothing,
+//! drip a handshake a byte at a time (slowloris), claim a huge frame, or send garbage are each
+//! cut off within the handshake deadline, with a reason (`GroupEvent::Refused`), and none of
+//! them keeps the member from the group: with a hundred more silent ones at it, a keyed
+//! broadcast still completes.
 
 mod common;
 
-use common::{config, loopback};
+use common::{leave_all, member_config, pump, run, spawn_member};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use windrose_model::NodeId;
 use windrose_net::auth::{GroupKey, NoiseHandshake};
-use windrose_net::trees::group_tree;
+use windrose_net::host_driver::GroupConfig;
+use windrose_net::random_payload;
 use windrose_net::wire::{CONTROL_MAGIC, CONTROL_VERSION};
-use windrose_net::{random_payload, run_node, run_root, NetEvent, RootJob};
-use windrose_trees::TreeAlgorithm;
 
-/// The nodes' deadlines (the handshake's among them).
+/// The members' handshake deadline.
 const T: Duration = Duration::from_secs(1);
 /// How long any hostile connection may stay open: far past the handshake deadline, only so a
 /// regression fails instead of hanging.
 const GUARD: Duration = Duration::from_secs(20);
 
-/// Reads from `s` until the node closes the connection (EOF or reset); false if it is still
+/// Reads from `s` until the member closes the connection (EOF or reset); false if it is still
 /// open after `within`.
 async fn closed_by_node(s: &mut TcpStream, within: Duration) -> bool {
     let mut buf = [0u8; 4096];
@@ -48,19 +47,15 @@ fn hello_header(len: u32) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strangers_are_cut_off_and_the_node_still_serves_its_run() {
-    let (group, mut listeners) = loopback("hostile", 2, 1).await;
+async fn strangers_are_cut_off_and_the_member_still_serves_the_group() {
+    let (group, mut listeners) = common::loopback("hostile", 2, 1).await;
     let key = GroupKey::from_bytes([7; 32]);
-    let keyed = |i: u32| {
-        let mut c = config(&group, i, T);
+    let keyed = |c: &mut GroupConfig| {
         c.handshake = Arc::new(NoiseHandshake::new(key.clone()));
-        c
+        c.timeouts.handshake = T;
     };
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let mut node_config = keyed(1);
-    node_config.events = Some(tx);
-    node_config.timeouts.join = GUARD * 2;
-    let node = tokio::spawn(run_node(listeners.pop().unwrap(), node_config));
+    let one = spawn_member(listeners.pop().unwrap(), member_config(&group, 1, &keyed));
+    let mut members = vec![one];
     let addr = group.member(NodeId(1)).unwrap().addr.clone();
 
     // Silent: connects and says nothing, many times over.
@@ -124,14 +119,8 @@ async fn strangers_are_cut_off_and_the_node_still_serves_its_run() {
         closed && !finished_dripping,
         "the slow dripper was not cut off"
     );
-    let mut reasons = Vec::new();
-    while reasons.len() < 103 {
-        match tokio::time::timeout(GUARD, events.recv()).await {
-            Ok(Some(NetEvent::Rejected { reason })) => reasons.push(reason),
-            Ok(Some(_)) => {}
-            _ => break,
-        }
-    }
+    pump(&mut members, |ms| ms[0].refused.len() >= 103).await;
+    let reasons = members[0].refused.clone();
     let count = |needle: &str| reasons.iter().filter(|r| r.contains(needle)).count();
     assert_eq!(count("exceeds the limit"), 1, "{reasons:#?}");
     assert_eq!(
@@ -150,18 +139,14 @@ async fn strangers_are_cut_off_and_the_node_still_serves_its_run() {
     for _ in 0..100 {
         more.push(TcpStream::connect(&addr).await.unwrap());
     }
-    let tree = group_tree(TreeAlgorithm::Chain, &group, NodeId(0)).unwrap();
-    let job = RootJob::broadcast(tree, 1 << 16, random_payload(4 << 20, 5));
-    let outcome = tokio::time::timeout(GUARD, run_root(keyed(0), job))
-        .await
-        .expect("the root does not hang")
-        .unwrap();
-    assert!(outcome.all_verified(), "{:?}", outcome.failures());
-    tokio::time::timeout(GUARD, node)
-        .await
-        .expect("the node does not hang")
-        .unwrap()
-        .unwrap();
-
+    let zero = spawn_member(listeners.pop().unwrap(), member_config(&group, 0, &keyed));
+    members.insert(0, zero);
+    pump(&mut members, |ms| ms[0].connected >= 1).await;
+    let spec = common::chain(&group, 1 << 16);
+    let data = random_payload(4 << 20, 5);
+    let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
+    assert_eq!((finished, failed), (2, 0));
+    assert!(members[1].got[&t] == data[..]);
+    leave_all(members).await;
     drop(more);
 }

@@ -1,126 +1,189 @@
-//! Sim-vs-real equivalence: the same group, tree (or schedule) and payload run once in the
-//! discrete-event simulator (`windrose-sim`) and once for real over loopback TCP (one task per
-//! node, each with its own connections). Both must
+//! Sim-vs-real through the Host, for every protocol: the same collective, started by the same
+//! member of the same group, run once by the discrete-event simulator (`windrose-sim`, one
+//! `Host` per node) and once over loopback TCP (`host_driver`, one `Host` per member task).
+//! Both must
 //!
-//! - deliver identical bytes: a broadcast's receivers the root's whole payload (the simulator's
-//!   `Output::Deliver`s reassembled, the runtime's in-memory output), a scatter's nodes the same
-//!   share `(offset, len, BLAKE3)` to compute (hashed from the `Output::Compute` data on both
-//!   sides);
-//! - send the same multiset of `(from, to, message kind)` frames, with the same frame counts and
-//!   wire bytes per entry: the simulator's from the `send` lines of its JSONL event log, the
-//!   runtime's from every node's `frames_sent` (link probes off, so only the collective talks).
+//! - deliver identical bytes: every member the same bytes of the collective (a broadcast's and
+//!   a multicast's receivers the root's whole payload); a scatter's members the same share
+//!   `(offset, len)` to compute, whose BLAKE3 (computed by the real members) is that slice's;
+//! - send the same multiset of `(from, to, kind)` frames, with the same frame counts and wire
+//!   bytes per entry, the session's frames included: the simulator's from the `send` lines of
+//!   its JSONL event log, the members' from `frames_sent` (heartbeats and probes off, so only
+//!   the session and the collective talk).
 //!
-//! Several tree kinds, segment sizes, frame sizes and both scatter send modes are covered.
+//! MOB and BitTorrent choose pieces and peers by timing, so for them the delivered bytes, the
+//! session's frames and the kinds carrying the data are compared, and every member must have
+//! received every piece at least once.
+//!
+//! The MST (GHS) and HeteroSort collectives are compared the same way in `group.rs`.
 
 mod common;
 
 use bytes::Bytes;
-use common::loopback;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use windrose_model::platform::{ClusterSpec, Platform};
+use common::{leave_all, quiet, run, sim_frames, sim_platform, start_group, FrameSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use windrose_model::NodeId;
 use windrose_net::group::Group;
+use windrose_net::random_payload;
 use windrose_net::trees::group_tree;
-use windrose_net::wire::{FrameCount, RunStatus};
-use windrose_net::{random_payload, Collective, RootJob};
-use windrose_net::{NodeOutcome, RunOutcome};
-use windrose_proto::scatter::ScatterMsg;
-use windrose_proto::scatter::{Scatter, ScatterConfig, SendMode};
-use windrose_proto::tree_broadcast::BroadcastConfig;
-use windrose_proto::tree_broadcast::BroadcastMsg;
-use windrose_proto::{Input, MessageKind, Output, Outputs, Protocol, ProtocolError, Status};
-use windrose_proto::{Time, TransferId};
-use windrose_sim::engine::{broadcast_with, ComputeModel, MemoryLog, SimConfig, Simulation};
-use windrose_trees::dlt::{self, OrderPolicy, Schedule};
-use windrose_trees::Tree;
+use windrose_proto::collective::{CollectiveSpec, TreeSpec};
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::PieceMsg;
+use windrose_proto::scatter::{ScatterConfig, ScatterMsg};
+use windrose_proto::tree_broadcast::{BroadcastConfig, BroadcastMsg};
+use windrose_proto::{MessageKind, TransferId};
+use windrose_sim::engine::{MemoryLog, SimConfig};
+use windrose_sim::group::{group as sim_group, start_input};
+use windrose_trees::dlt::{self, OrderPolicy};
 use windrose_trees::TreeAlgorithm;
-
-/// `(from, to, kind)` → `(frames, wire bytes)`.
-type FrameSet = BTreeMap<(u32, u32, String), (u64, u64)>;
-
-/// A share a node computed: `(offset, len, BLAKE3)`.
-type Share = (u64, u64, String);
 
 const NODES: usize = 7;
 const CLUSTERS: usize = 2;
-/// Bound on one real run (it takes tens of milliseconds).
-const RUN_LIMIT: Duration = Duration::from_secs(60);
+/// The session's frames (announce, ready, reports, ...), one kind name for the family.
+const SESSION: &str = "session";
 
-/// A platform with the group's clusters (contiguous blocks, as `common::loopback` makes them):
-/// 100 MB/s node links, 1 GB/s access links, 0.1 ms inside a cluster, 10 MB/s and 5 ms between.
-fn platform(group: &Group) -> Platform {
-    let mut sizes = vec![0usize; group.cluster_count()];
-    for c in group.clusters() {
-        sizes[c.index()] += 1;
-    }
-    let mut b = Platform::builder();
-    for n in sizes {
-        b = b.cluster(ClusterSpec::uniform(n, 1e8, 1e9, 1e-4));
-    }
-    b.wan_all(1e7, 5e-3).build().unwrap()
+/// What one run of a collective left behind, on either side.
+struct Run {
+    /// The collective.
+    transfer: TransferId,
+    /// Every frame sent.
+    frames: FrameSet,
+    /// What each member was delivered, in order.
+    delivered: Vec<Vec<u8>>,
+    /// The share each member computed, `(offset, len)`.
+    shares: BTreeMap<u32, (u64, u64)>,
 }
 
-/// The frames of a simulated run, from the `send` lines of its event log (and no `drop`s).
-fn sim_frames(log: &MemoryLog) -> FrameSet {
-    let mut set = FrameSet::new();
+/// The collective for real: a fresh quiet group of [`NODES`] members, `who` starts `spec`, and
+/// every member's share is checked against the load it was cut from.
+async fn real(name: &str, who: usize, spec: &CollectiveSpec, data: &Bytes) -> Run {
+    let (_, mut members) = start_group("sim-vs-real", NODES, CLUSTERS, quiet).await;
+    let (transfer, finished, failed) = run(&mut members, who, spec.clone(), data.clone()).await;
+    assert_eq!((finished, failed), (NODES as u32, 0), "{name}");
+    let frames = common::real_frames(&members);
+    let delivered = members
+        .iter()
+        .map(|m| m.got.get(&transfer).cloned().unwrap_or_default())
+        .collect();
+    let mut shares = BTreeMap::new();
+    for (i, m) in members.iter().enumerate() {
+        for (offset, len, hash) in &m.computed {
+            let slice = &data[*offset as usize..(*offset + *len) as usize];
+            assert_eq!(blake3::hash(slice).to_hex().as_str(), hash, "{name}: {i}");
+            assert!(shares.insert(i as u32, (*offset, *len)).is_none());
+        }
+    }
+    leave_all(members).await;
+    Run {
+        transfer,
+        frames,
+        delivered,
+        shares,
+    }
+}
+
+/// The same collective in the simulator: one host per node of a platform with the group's
+/// clusters, started by `who` at time 0.
+fn simulated(group: &Group, who: usize, spec: &CollectiveSpec, data: &Bytes, t: TransferId) -> Run {
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let mut sim = sim_group(sim_platform(group), config, 5, |c| c.heartbeat = None).unwrap();
+    let log = MemoryLog::new();
+    sim.set_event_log(Box::new(log.clone()));
+    sim.input_at(
+        NodeId::from(who),
+        0.0,
+        start_input(spec.clone(), data.clone(), None),
+    )
+    .unwrap();
+    let metrics = sim.run().unwrap();
+    assert!(metrics.errors.is_empty(), "{:?}", metrics.errors);
+    let mut delivered = Vec::new();
+    for i in 0..NODES {
+        let mut bytes = Vec::new();
+        for (offset, piece) in sim.delivered_of(NodeId::from(i), t) {
+            assert_eq!(offset, bytes.len() as u64, "node {i}: in order");
+            bytes.extend_from_slice(&piece);
+        }
+        delivered.push(bytes);
+    }
+    let mut shares = BTreeMap::new();
     for line in String::from_utf8(log.contents()).unwrap().lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_ne!(v["ev"], "drop", "the simulator dropped a message: {line}");
-        if v["ev"] != "send" {
-            continue;
+        if v["ev"] == "compute" {
+            let share = (v["offset"].as_u64().unwrap(), v["bytes"].as_u64().unwrap());
+            let node = v["node"].as_u64().unwrap() as u32;
+            assert!(
+                shares.insert(node, share).is_none(),
+                "node {node}: one share"
+            );
         }
-        let key = (
-            v["node"].as_u64().unwrap() as u32,
-            v["peer"].as_u64().unwrap() as u32,
-            v["msg"].as_str().unwrap().to_string(),
+    }
+    Run {
+        transfer: t,
+        frames: sim_frames(&log),
+        delivered,
+        shares,
+    }
+}
+
+/// Runs `spec` both ways and checks the bytes (and, when `exact`, every frame) agree.
+/// Returns the simulated run.
+async fn compare(what: &str, who: usize, spec: CollectiveSpec, data: &Bytes, exact: bool) -> Run {
+    let group = shape().await;
+    let r = real(what, who, &spec, data).await;
+    let s = simulated(&group, who, &spec, data, r.transfer);
+    for i in 0..NODES {
+        assert!(
+            r.delivered[i] == s.delivered[i],
+            "{what}: node {i} got different bytes for real and in the simulator"
         );
-        let e = set.entry(key).or_default();
-        e.0 += 1;
-        e.1 += v["bytes"].as_u64().unwrap();
     }
-    set
-}
-
-/// The frames of a real run: the root's and every node's `frames_sent`.
-fn real_frames(outcome: &RunOutcome) -> FrameSet {
-    let mut set = FrameSet::new();
-    let mut add = |from: NodeId, counts: &[FrameCount]| {
-        for c in counts {
-            let e = set
-                .entry((from.0, c.to.0, c.kind.name().to_string()))
-                .or_default();
-            e.0 += c.frames;
-            e.1 += c.bytes;
-        }
-    };
-    add(outcome.root, &outcome.root_frames_sent);
-    for n in &outcome.nodes {
-        let r = n.report.as_ref().expect("every node reported");
-        add(n.node, &r.frames_sent);
+    assert_eq!(r.shares, s.shares, "{what}: shares");
+    assert!(s.frames.keys().any(|k| k.2 == SESSION), "{what}");
+    if exact {
+        assert_eq!(r.frames, s.frames, "{what}: frames (from, to, kind)");
+    } else {
+        let session = |set: &FrameSet| -> FrameSet {
+            set.iter()
+                .filter(|(k, _)| k.2 == SESSION)
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        };
+        assert_eq!(session(&r.frames), session(&s.frames), "{what}: session");
+        let kinds = |set: &FrameSet| -> BTreeSet<String> {
+            set.keys()
+                .filter(|k| k.2 == PieceMsg::PIECE.name() || k.2 == BroadcastMsg::DATA.name())
+                .map(|k| k.2.clone())
+                .collect()
+        };
+        assert_eq!(kinds(&r.frames), kinds(&s.frames), "{what}: data kinds");
     }
-    set
+    s
 }
 
-/// Runs `job` for real on a fresh loopback group like `group` (same size and clusters); the
-/// nodes keep what they receive in memory. Returns the root's outcome and every node's.
-async fn run_real(job: RootJob) -> (RunOutcome, BTreeMap<NodeId, NodeOutcome>) {
-    let timeout = Duration::from_secs(20);
-    common::run_in_memory("sim-vs-real", NODES, CLUSTERS, job, timeout, RUN_LIMIT).await
-}
-
-/// A group like the real runs' (only its shape matters: trees and the platform).
+/// A group like the real runs' (only its shape matters: trees, plans and the platform).
 async fn shape() -> Arc<Group> {
-    loopback("shape", NODES, CLUSTERS).await.0
+    common::loopback("shape", NODES, CLUSTERS).await.0
 }
 
-fn tree(group: &Group, kind: TreeAlgorithm) -> Tree {
-    group_tree(kind, group, NodeId(0)).unwrap()
+/// Frames of `kind` in `set`, by receiver.
+fn received(set: &FrameSet, kind: MessageKind) -> BTreeMap<u32, u64> {
+    let mut got = BTreeMap::new();
+    for ((_, to, k), (frames, _)) in set {
+        if k == kind.name() {
+            *got.entry(*to).or_default() += frames;
+        }
+    }
+    got
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broadcast_matches_the_simulator() {
+async fn broadcast_over_every_tree_matches_the_simulator() {
     let group = shape().await;
     let payload = random_payload((1 << 20) + 12_345, 3);
     // (segment bytes, largest frame payload): pipelined in whole frames, segments cut into
@@ -132,48 +195,25 @@ async fn broadcast_matches_the_simulator() {
     ];
     let mut runs = 0;
     for kind in TreeAlgorithm::ALL {
-        let tree = tree(&group, kind);
-        for &(segment_bytes, max_frame_payload) in &cases {
+        let tree = group_tree(kind, &group, NodeId(0)).unwrap();
+        for (segment_bytes, max_frame_payload) in cases {
             let what =
                 format!("{kind}, segments of {segment_bytes}, frames of {max_frame_payload}");
-            // The simulator.
-            let log = MemoryLog::new();
-            let cfg = BroadcastConfig {
+            let spec = CollectiveSpec::Broadcast {
+                tree: TreeSpec::of(&tree),
+                segment_bytes,
                 max_frame_payload,
-                ..BroadcastConfig::new(TransferId(1), segment_bytes)
             };
-            let sim_config = SimConfig {
-                record_deliveries: true,
-                strict: true,
-                ..SimConfig::default()
-            };
-            let mut sim =
-                broadcast_with(platform(&group), &tree, payload.clone(), cfg, sim_config).unwrap();
-            sim.set_event_log(Box::new(log.clone()));
-            let metrics = sim.run().unwrap();
-            assert!(metrics.all_finished(), "{what}: the simulated run finished");
-            // The real nodes.
-            let mut job = RootJob::broadcast(tree.clone(), segment_bytes, payload.clone());
-            job.probe_period = None;
-            job.max_frame_payload = max_frame_payload;
-            let (outcome, outs) = run_real(job).await;
-
-            for n in 1..NODES {
-                let id = NodeId::from(n);
-                let mut sim_bytes = Vec::new();
-                for (offset, piece) in sim.delivered(id) {
-                    assert_eq!(*offset, sim_bytes.len() as u64, "{what}: in order");
-                    sim_bytes.extend_from_slice(piece);
-                }
-                let real_bytes = outs[&id].delivered.to_vec();
-                assert!(sim_bytes == payload, "{what}: node {n} in the simulator");
-                assert!(real_bytes == sim_bytes, "{what}: node {n} for real");
+            let s = compare(&what, 0, spec, &payload, true).await;
+            for i in 1..NODES {
+                assert!(s.delivered[i] == payload[..], "{what}: node {i}");
             }
-            let (sim_set, real_set) = (sim_frames(&log), real_frames(&outcome));
-            assert_eq!(real_set, sim_set, "{what}: frames (from, to, kind)");
-            // One edge per non-root node, all data.
-            assert_eq!(sim_set.len(), NODES - 1, "{what}");
-            assert!(sim_set.keys().all(|k| k.2 == BroadcastMsg::DATA.name()));
+            // Data down one edge per non-root member, nothing else but the session.
+            assert_eq!(received(&s.frames, BroadcastMsg::DATA).len(), NODES - 1);
+            assert!(s
+                .frames
+                .keys()
+                .all(|k| k.2 == SESSION || k.2 == BroadcastMsg::DATA.name()));
             runs += 1;
         }
     }
@@ -181,97 +221,20 @@ async fn broadcast_matches_the_simulator() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn empty_broadcast_matches_the_simulator() {
+async fn empty_broadcast_from_another_member_matches_the_simulator() {
     let group = shape().await;
-    let tree = tree(&group, TreeAlgorithm::Binomial);
-    let log = MemoryLog::new();
-    let mut sim = broadcast_with(
-        platform(&group),
-        &tree,
-        Bytes::new(),
-        BroadcastConfig::new(TransferId(1), 1 << 20),
-        SimConfig::default(),
-    )
-    .unwrap();
-    sim.set_event_log(Box::new(log.clone()));
-    assert!(sim.run().unwrap().all_finished());
-    let mut job = RootJob::broadcast(tree, 1 << 20, Bytes::new());
-    job.probe_period = None;
-    let (outcome, outs) = run_real(job).await;
-    assert!(outs.values().all(|o| o.delivered.to_vec().is_empty()));
-    let sim_set = sim_frames(&log);
-    assert_eq!(real_frames(&outcome), sim_set);
+    let tree = group_tree(TreeAlgorithm::Binomial, &group, NodeId(4)).unwrap();
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&tree),
+        segment_bytes: 1 << 20,
+        max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+    };
+    let s = compare("empty", 4, spec, &Bytes::new(), true).await;
+    assert!(s.delivered.iter().all(Vec::is_empty));
     // One empty frame per edge.
-    assert!(sim_set.values().all(|&(frames, _)| frames == 1));
-}
-
-/// A scatter machine that also records the share its node is asked to compute, hashed from the
-/// very bytes of the `Output::Compute` (what the runtime hashes as its real compute step).
-struct Recording {
-    inner: Scatter,
-    shares: Arc<Mutex<BTreeMap<NodeId, Share>>>,
-}
-
-impl Protocol for Recording {
-    fn node(&self) -> NodeId {
-        self.inner.node()
-    }
-
-    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
-        let before = out.len();
-        self.inner.handle(now, input, out)?;
-        for o in &out.as_slice()[before..] {
-            if let Output::Compute(task) = o {
-                let mut h = blake3::Hasher::new();
-                for piece in &task.data {
-                    h.update(piece);
-                }
-                let share = (task.offset, task.len, h.finalize().to_hex().to_string());
-                self.shares.lock().unwrap().insert(self.node(), share);
-            }
-        }
-        Ok(())
-    }
-
-    fn status(&self) -> Status {
-        self.inner.status()
-    }
-}
-
-/// The scatter in the simulator: every node computing at the speed its schedule entry says.
-/// Returns the shares computed and the frames sent.
-fn sim_scatter(
-    group: &Group,
-    schedule: &Schedule,
-    load: &Bytes,
-    config: ScatterConfig,
-) -> (BTreeMap<NodeId, Share>, FrameSet) {
-    let shares = Arc::new(Mutex::new(BTreeMap::new()));
-    let log = MemoryLog::new();
-    let mut sim = Simulation::new(
-        platform(group),
-        SimConfig {
-            strict: true,
-            ..SimConfig::default()
-        },
-    );
-    for m in Scatter::all(schedule, load.clone(), config).unwrap() {
-        let n = m.node();
-        sim.add_node(Recording {
-            inner: m,
-            shares: shares.clone(),
-        })
-        .unwrap();
-        let s = schedule.node(n).unwrap();
-        let bytes_s = load.len().max(1) as f64 / s.compute_s_per_unit;
-        sim.set_compute(n, ComputeModel::BytesPerSecond(bytes_s))
-            .unwrap();
-    }
-    sim.set_event_log(Box::new(log.clone()));
-    let metrics = sim.run().unwrap();
-    assert!(metrics.all_finished(), "the simulated scatter finished");
-    let shares = shares.lock().unwrap().clone();
-    (shares, sim_frames(&log))
+    let data = received(&s.frames, BroadcastMsg::DATA);
+    assert_eq!(data.len(), NODES - 1);
+    assert!(data.values().all(|&frames| frames == 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,12 +252,7 @@ async fn scatter_matches_the_simulator() {
         ),
         (TreeAlgorithm::Binomial, true, 64 << 10),
         (TreeAlgorithm::Chain, false, 100_000),
-        (
-            TreeAlgorithm::Flat,
-            true,
-            ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
-        ),
-        (TreeAlgorithm::Flat, false, 64 << 10),
+        (TreeAlgorithm::Flat, true, 64 << 10),
         (TreeAlgorithm::Magpie, false, 256 << 10),
         (TreeAlgorithm::BalancedPath, true, 100_000),
         (
@@ -305,60 +263,58 @@ async fn scatter_matches_the_simulator() {
     ];
     for (kind, parallel, max_frame_payload) in cases {
         let what = format!("{kind}, parallel {parallel}, frames of {max_frame_payload}");
-        let tree = tree(&group, kind);
+        let tree = group_tree(kind, &group, NodeId(0)).unwrap();
         let schedule = dlt::schedule(&tree, &compute_s, &link_s, OrderPolicy::Optimal).unwrap();
-        let config = ScatterConfig {
-            transfer: TransferId(1),
+        let spec = CollectiveSpec::Scatter {
+            schedule,
             max_frame_payload,
-            send_mode: if parallel {
-                SendMode::Parallel
-            } else {
-                SendMode::Sequential
-            },
+            parallel,
         };
-        let (sim_shares, sim_set) = sim_scatter(&group, &schedule, &load, config);
-
-        let job = RootJob {
-            collective: Collective::Scatter {
-                schedule: schedule.clone(),
-                parallel,
-            },
-            data: load.clone(),
-            seed: 1,
-            probe_period: None,
-            max_frame_payload,
-            source: None,
-        };
-        let (outcome, outs) = run_real(job).await;
-        let mut real_shares = BTreeMap::new();
-        let root = outcome.root_share.as_ref().expect("the root computed");
-        real_shares.insert(NodeId(0), (root.offset, root.len, root.blake3.clone()));
-        for n in &outcome.nodes {
-            assert_eq!(n.status, RunStatus::Finished, "{what}");
-            let s = n.share.as_ref().expect("every node computed");
-            real_shares.insert(n.node, (s.offset, s.len, s.blake3.clone()));
-            assert_eq!(outs[&n.node].report.share.as_ref(), Some(s), "{what}");
-        }
-        assert_eq!(sim_shares.len(), NODES, "{what}");
-        assert_eq!(real_shares, sim_shares, "{what}: shares computed");
-        // The kept shares partition the load, and hash to its slices.
-        let mut next = 0;
-        let mut by_offset: Vec<&Share> = sim_shares.values().collect();
+        let s = compare(&what, 0, spec, &load, true).await;
+        // Every member computed one share, and the shares partition the load.
+        assert_eq!(s.shares.len(), NODES, "{what}");
+        let mut by_offset: Vec<(u64, u64)> = s.shares.values().copied().collect();
         by_offset.sort();
-        for (offset, len, hash) in by_offset {
-            assert_eq!(*offset, next, "{what}");
-            let slice = &load[*offset as usize..(*offset + *len) as usize];
-            assert_eq!(blake3::hash(slice).to_hex().as_str(), hash, "{what}");
+        let mut next = 0;
+        for (offset, len) in by_offset {
+            assert_eq!(offset, next, "{what}");
             next += len;
         }
         assert_eq!(next, load.len() as u64, "{what}");
-
-        let real_set = real_frames(&outcome);
-        assert_eq!(real_set, sim_set, "{what}: frames (from, to, kind)");
         // Shares go down every edge, finish reports up every edge.
-        let kinds = |k: MessageKind| sim_set.keys().filter(|key| key.2 == k.name()).count();
-        assert_eq!(kinds(ScatterMsg::SHARE), NODES - 1, "{what}");
-        assert_eq!(kinds(ScatterMsg::SHARE_FINISHED), NODES - 1, "{what}");
-        assert_eq!(sim_set.len(), 2 * (NODES - 1), "{what}");
+        let edges = |k: MessageKind| s.frames.keys().filter(|key| key.2 == k.name()).count();
+        assert_eq!(edges(ScatterMsg::SHARE), NODES - 1, "{what}");
+        assert_eq!(edges(ScatterMsg::SHARE_FINISHED), NODES - 1, "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_multicast_protocol_matches_the_simulator() {
+    let group = shape().await;
+    let payload = random_payload((1 << 20) + 12_345, 5);
+    let root: usize = 2;
+    for protocol in MulticastProtocol::ALL {
+        // Tree multicasts move the same frames whatever the timing; swarms do not.
+        let exact = matches!(
+            protocol,
+            MulticastProtocol::Magpie | MulticastProtocol::Balanced
+        );
+        for piece in [64u32 << 10, 100_000] {
+            let what = format!("{}, pieces of {piece}", protocol.name());
+            let manifest = common::manifest(&payload, piece);
+            let spec = common::multicast(&group, protocol, NodeId::from(root), manifest);
+            let s = compare(&what, root, spec, &payload, exact).await;
+            let pieces = payload.len().div_ceil(piece as usize) as u64;
+            let got = received(&s.frames, PieceMsg::PIECE);
+            for i in (0..NODES).filter(|&i| i != root) {
+                assert!(s.delivered[i] == payload[..], "{what}: node {i}");
+                let n = got.get(&(i as u32)).copied().unwrap_or(0);
+                if exact {
+                    assert_eq!(n, pieces, "{what}: node {i} once per piece");
+                } else {
+                    assert!(n >= pieces, "{what}: node {i} got {n} of {pieces}");
+                }
+            }
+        }
     }
 }

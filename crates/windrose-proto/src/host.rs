@@ -1051,7 +1051,13 @@ impl Host {
         };
         let machine = match built {
             Ok(b) => b.machine,
-            Err(_) => {
+            Err(why) => {
+                // The initiator's own reason, for its application (`Report` carries no text).
+                self.failures.push(Failure {
+                    transfer: t,
+                    member: me,
+                    why,
+                });
                 refused(t, out);
                 return;
             }
@@ -1384,7 +1390,18 @@ impl Host {
         };
         state.joins += 1;
         if state.joins == 1 {
-            return; // its first life joining, as every member does at its start
+            // Its first life joining, as every member does at its start. A member counted
+            // failed before it ever joined (a stranger that used its name and hung up, a dial
+            // that failed before it was up) is alive now: collectives it starts or is part of
+            // must not count it out.
+            if state.failed && !state.left {
+                state.failed = false;
+                state.last_heard = now;
+                if let Some(prober) = self.prober.as_mut() {
+                    prober.revive(peer);
+                }
+            }
+            return;
         }
         let was_failed = self.peers.get(&peer).is_some_and(|p| p.failed);
         if !was_failed && !self.slots.is_empty() {

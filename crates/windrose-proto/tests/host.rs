@@ -173,6 +173,52 @@ fn a_member_that_refuses_cancels_the_collective_everywhere() {
 }
 
 #[test]
+fn a_spec_the_initiator_cannot_build_is_refused_with_its_reason() {
+    let mut hosts = vec![host(0, 3), host(1, 3), host(2, 3)];
+    let mut q = started_all(&hosts);
+    // A tree of four nodes in a group of three.
+    q.push_back((NodeId(0), start(broadcast(4), b"abcdefgh")));
+    let seen = pump(&mut hosts, q);
+    assert!(seen[0]
+        .iter()
+        .any(|o| matches!(o, Output::Report(Report::CollectiveRefused { .. }))));
+    let f = hosts[0].take_failures();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0].member, NodeId(0));
+    assert!(!f[0].why.is_empty());
+    // Nobody else heard of it.
+    assert!(seen[1..]
+        .iter()
+        .flatten()
+        .all(|o| !matches!(o, Output::Report(_))));
+    assert!(hosts[1].take_failures().is_empty());
+}
+
+#[test]
+fn a_member_given_up_before_it_ever_joined_is_alive_once_it_joins() {
+    // Host 1 loses "member 0" before member 0 runs (a stranger that used its name, a dial
+    // that failed); then member 0 starts, joins and starts a broadcast.
+    let mut hosts = vec![host(0, 2), host(1, 2)];
+    let q = VecDeque::from([
+        (NodeId(1), Input::Start),
+        (NodeId(1), Input::PeerFailed(NodeId(0))),
+        (NodeId(0), Input::Start),
+        (NodeId(0), start(broadcast(2), b"abcdefgh")),
+    ]);
+    let seen = pump(&mut hosts, q);
+    assert_eq!(delivered(&seen[1]), b"abcdefgh");
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::CollectiveComplete {
+            finished: 2,
+            failed: 0,
+            ..
+        })
+    )));
+    assert!(hosts[1].take_failures().is_empty());
+}
+
+#[test]
 fn two_collectives_on_one_host_get_distinct_timer_ids_and_their_own_timeouts() {
     let mut hosts = vec![host(0, 2), host(1, 2)];
     // Two broadcasts from node 0; node 1 gets only their announcements and Go, no data, so
