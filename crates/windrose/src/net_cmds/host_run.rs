@@ -20,11 +20,11 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::{Handshake, Membership};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::multicast::MulticastProtocol;
-use windrose_net::sink::partial_path;
+use windrose_net::piece_file::OutputShelf;
 use windrose_net::wire::{NodeReport, RunStatus};
 use windrose_net::{NetEvent, NodeResult, RunOutcome, Timeouts};
 use windrose_proto::collective::CollectiveSpec;
-use windrose_proto::host::AppRequest;
+use windrose_proto::host::{AppRequest, PieceShelf};
 use windrose_proto::{Report, TransferId};
 
 /// A member's end as the initiator's host reported it.
@@ -115,6 +115,7 @@ impl RootRun<'_> {
         let mut done: BTreeMap<NodeId, Done> = BTreeMap::new();
         let mut why: BTreeMap<NodeId, String> = BTreeMap::new();
         let mut lost: BTreeMap<NodeId, String> = BTreeMap::new();
+        let mut resumed: BTreeMap<NodeId, u64> = BTreeMap::new();
         let mut go: Option<Instant> = None;
         let mut elapsed = None;
         let mut left = false;
@@ -142,6 +143,10 @@ impl RootRun<'_> {
                     }
                     GroupEvent::Failed(f) if f.transfer == transfer => {
                         why.insert(f.member, f.why);
+                    }
+                    GroupEvent::Resumed(r) if r.transfer == transfer => {
+                        let _ = progress.send(NetEvent::Rejoined { peer: r.member });
+                        resumed.insert(r.member, r.bytes);
                     }
                     GroupEvent::Lost(peer, reason) => {
                         let _ = progress.send(NetEvent::PeerFailed { peer, reason: reason.clone() });
@@ -203,7 +208,7 @@ impl RootRun<'_> {
                     share: None,
                     predicted_finish_s: None,
                     measured_finish_s: None,
-                    resumed_bytes: None,
+                    resumed_bytes: resumed.get(&m.id).copied(),
                     report: None,
                 }
             })
@@ -224,22 +229,24 @@ impl RootRun<'_> {
     }
 }
 
-/// Where a member's received bytes go: a file written under its partial name and renamed
-/// once its part finished, or only hashed.
+/// Where a member's received bytes go: its output's partial file (the shelf's: a multicast's
+/// pieces are already there), renamed over the output once its part finished, or only hashed.
 struct Received {
     hasher: blake3::Hasher,
     bytes: u64,
-    file: Option<(std::fs::File, PathBuf, PathBuf)>,
+    /// The partial file, and the handle this member writes it through (None: the shelf's
+    /// piece file holds the bytes).
+    file: Option<(PathBuf, Option<std::fs::File>)>,
 }
 
 impl Received {
-    fn new(out: Option<&Path>) -> anyhow::Result<Received> {
-        let file = match out {
-            Some(path) => {
-                let part = partial_path(path, rand::random());
+    fn new(shelf: Option<&OutputShelf>, transfer: TransferId) -> anyhow::Result<Received> {
+        let file = match shelf.and_then(|s| s.partial(transfer)) {
+            Some((part, true)) => Some((part, None)),
+            Some((part, false)) => {
                 let f = std::fs::File::create(&part)
                     .with_context(|| format!("creating {}", part.display()))?;
-                Some((f, part, path.to_path_buf()))
+                Some((part, Some(f)))
             }
             None => None,
         };
@@ -254,29 +261,29 @@ impl Received {
         // Deliveries of a collective come in order: the hash is of the bytes as delivered.
         self.hasher.update(data);
         self.bytes += data.len() as u64;
-        if let Some((f, part, _)) = &self.file {
+        if let Some((part, Some(f))) = &self.file {
             f.write_all_at(data, offset)
                 .with_context(|| format!("writing {}", part.display()))?;
         }
         Ok(())
     }
 
-    /// Renames the file over its final name when `keep`, removes it otherwise.
-    fn finish(self, keep: bool) -> anyhow::Result<Option<PathBuf>> {
-        let Some((f, part, path)) = self.file else {
+    /// Renames the partial file over `out` when `keep`, removes it otherwise.
+    fn finish(self, out: Option<&Path>, keep: bool) -> anyhow::Result<Option<PathBuf>> {
+        let (Some((part, f)), Some(out)) = (self.file, out) else {
             return Ok(None);
         };
         if !keep {
-            drop(f);
             let _ = std::fs::remove_file(&part);
             return Ok(None);
         }
-        f.sync_all()
-            .with_context(|| format!("writing {}", part.display()))?;
-        drop(f);
-        std::fs::rename(&part, &path)
-            .with_context(|| format!("renaming {} to {}", part.display(), path.display()))?;
-        Ok(Some(path))
+        if let Some(f) = f {
+            f.sync_all()
+                .with_context(|| format!("writing {}", part.display()))?;
+        }
+        std::fs::rename(&part, out)
+            .with_context(|| format!("renaming {} to {}", part.display(), out.display()))?;
+        Ok(Some(out.to_path_buf()))
     }
 }
 
@@ -292,7 +299,9 @@ pub(super) async fn node_once(
     let listener = windrose_net::bind(&membership.group, me)
         .await
         .map_err(net_err)?;
-    let config = member_config(membership, handshake, Timeouts::default());
+    let mut config = member_config(membership, handshake, Timeouts::default());
+    let shelf = out.map(|o| Arc::new(OutputShelf::new(o)));
+    config.shelf = shelf.clone().map(|s| s as Arc<dyn PieceShelf>);
     let (mut handle, ports) = group_channel();
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let deadline = tokio::time::sleep(wait);
@@ -311,7 +320,7 @@ pub(super) async fn node_once(
                 GroupEvent::Report(Report::CollectiveStarted { transfer, .. }) if ours.is_none() => {
                     ours = Some(transfer);
                     go = Instant::now();
-                    received = Some(Received::new(out)?);
+                    received = Some(Received::new(shelf.as_deref(), transfer)?);
                 }
                 GroupEvent::Delivered { transfer, offset, data } if Some(transfer) == ours => {
                     if let Some(r) = received.as_mut() {
@@ -349,7 +358,7 @@ pub(super) async fn node_once(
     let (bytes, blake3, written) = match received {
         Some(r) => {
             let (bytes, hash) = (r.bytes, r.hasher.finalize().to_hex().to_string());
-            (bytes, Some(hash), r.finish(finished)?)
+            (bytes, Some(hash), r.finish(out, finished)?)
         }
         None => (0, None, None),
     };
@@ -370,7 +379,9 @@ pub(super) async fn node_once(
         share: None,
         measurements: handle.measurements(),
         frames_sent: handle.frames_sent(),
-        resumed_bytes: None,
+        resumed_bytes: ours
+            .zip(shelf.as_ref())
+            .and_then(|(t, s)| s.resumed_bytes(t)),
     };
     Ok((report, written))
 }
