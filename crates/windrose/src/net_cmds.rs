@@ -492,6 +492,7 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
             config.handshake.clone(),
             args.out.as_deref(),
             config.timeouts.join,
+            args.json || !args.quiet,
         ))?;
         let delivered = written.map_or(Delivered::Nothing, Delivered::File);
         return print_node(&report, &delivered, &args);
@@ -1687,7 +1688,9 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         // A broadcast or multicast runs on the host; the scatter waits for the members'
         // computed shares in their reports to the root (the one-shot driver has them).
         if !args.scatter {
-            cmd.arg("--once");
+            // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's
+            // own second pass over the data would only repeat it in its log.
+            cmd.arg("--once").arg("--quiet");
         }
         let child = cmd
             .spawn()

@@ -232,7 +232,7 @@ impl RootRun<'_> {
 /// Where a member's received bytes go: its output's partial file (the shelf's: a multicast's
 /// pieces are already there), renamed over the output once its part finished, or only hashed.
 struct Received {
-    hasher: blake3::Hasher,
+    hasher: Option<blake3::Hasher>,
     bytes: u64,
     /// The partial file, and the handle this member writes it through (None: the shelf's
     /// piece file holds the bytes).
@@ -240,7 +240,11 @@ struct Received {
 }
 
 impl Received {
-    fn new(shelf: Option<&OutputShelf>, transfer: TransferId) -> anyhow::Result<Received> {
+    fn new(
+        shelf: Option<&OutputShelf>,
+        transfer: TransferId,
+        hash: bool,
+    ) -> anyhow::Result<Received> {
         let file = match shelf.and_then(|s| s.partial(transfer)) {
             Some((part, true)) => Some((part, None)),
             Some((part, false)) => {
@@ -251,7 +255,7 @@ impl Received {
             None => None,
         };
         Ok(Received {
-            hasher: blake3::Hasher::new(),
+            hasher: hash.then(blake3::Hasher::new),
             bytes: 0,
             file,
         })
@@ -259,7 +263,9 @@ impl Received {
 
     fn take(&mut self, offset: u64, data: &Bytes) -> anyhow::Result<()> {
         // Deliveries of a collective come in order: the hash is of the bytes as delivered.
-        self.hasher.update(data);
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(data);
+        }
         self.bytes += data.len() as u64;
         if let Some((part, Some(f))) = &self.file {
             f.write_all_at(data, offset)
@@ -289,11 +295,16 @@ impl Received {
 
 /// `windrose node --once` on the host: serves the first collective announced to it, then
 /// leaves. Returns its report and where its data went.
+///
+/// `hash`: BLAKE3 what it receives for its own report (the host digests it for the root's
+/// check anyway; a second pass costs a core's worth of time on a crowded machine, so a
+/// member that prints no report skips it).
 pub(super) async fn node_once(
     membership: Membership,
     handshake: Arc<dyn Handshake>,
     out: Option<&Path>,
     wait: Duration,
+    hash: bool,
 ) -> anyhow::Result<(NodeReport, Option<PathBuf>)> {
     let me = membership.me;
     let listener = windrose_net::bind(&membership.group, me)
@@ -320,7 +331,7 @@ pub(super) async fn node_once(
                 GroupEvent::Report(Report::CollectiveStarted { transfer, .. }) if ours.is_none() => {
                     ours = Some(transfer);
                     go = Instant::now();
-                    received = Some(Received::new(shelf.as_deref(), transfer)?);
+                    received = Some(Received::new(shelf.as_deref(), transfer, hash)?);
                 }
                 GroupEvent::Delivered { transfer, offset, data } if Some(transfer) == ours => {
                     if let Some(r) = received.as_mut() {
@@ -357,8 +368,8 @@ pub(super) async fn node_once(
     let finished = ended.is_some_and(|e| e.0);
     let (bytes, blake3, written) = match received {
         Some(r) => {
-            let (bytes, hash) = (r.bytes, r.hasher.finalize().to_hex().to_string());
-            (bytes, Some(hash), r.finish(out, finished)?)
+            let hex = r.hasher.as_ref().map(|h| h.finalize().to_hex().to_string());
+            (r.bytes, hex, r.finish(out, finished)?)
         }
         None => (0, None, None),
     };
