@@ -50,7 +50,7 @@ use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
-use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
+use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf, Resumed};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{
@@ -182,6 +182,9 @@ pub enum GroupEvent {
     /// key, another copy of the group, a handshake that broke off), and why: the acceptor's
     /// side of what the dialer sees as [`GroupEvent::Lost`].
     Refused(String),
+    /// At the initiator: a member taken back into a collective after a restart, and the bytes
+    /// it resumed from what its earlier life kept (after its report).
+    Resumed(Resumed),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -614,6 +617,9 @@ impl Driver {
         for f in self.host.take_failures() {
             let _ = self.events.send(GroupEvent::Failed(f));
         }
+        for r in self.host.take_resumed() {
+            let _ = self.events.send(GroupEvent::Resumed(r));
+        }
     }
 
     fn perform(&mut self, o: Output) {
@@ -697,7 +703,11 @@ impl Driver {
                 if let Report::PeerDown { peer } = r {
                     // The host gave the member up (silent): so does the transport.
                     self.give_up(peer);
-                    self.drop_link(peer, format!("node {peer} went silent"));
+                    let silent = self.config.timeouts.silent;
+                    self.drop_link(
+                        peer,
+                        format!("node {peer} sent nothing, not even an answer to a ping, for {silent:?}"),
+                    );
                 }
                 if let Report::RoundTrip { peer, rtt } = r {
                     let at = self.epoch.elapsed().as_secs_f64();

@@ -219,6 +219,105 @@ impl PieceShelf for FileShelf {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A one-shot member's output file (`windrose node --once --out FILE`).
+
+/// One collective's partial output file: where it is, the multicast's piece file in it, and
+/// whether this life was taken back into a running collective.
+struct Partial {
+    path: PathBuf,
+    pieces: Option<Arc<PieceFile>>,
+    rejoined: bool,
+}
+
+/// A one-shot member's [`PieceShelf`] over its output file: each collective is written under
+/// the output's partial name ([`partial_path`](crate::sink::partial_path), this process's id
+/// and the transfer's), a multicast's pieces at their offsets as they verify. A member killed
+/// mid-run leaves that file; its next life, taken back by the initiator, adopts it (renamed to
+/// its own partial name) and resumes from every piece in it that verifies again. A collective
+/// heard of for the first time starts over, removing what an earlier life left.
+pub struct OutputShelf {
+    out: PathBuf,
+    partials: Mutex<BTreeMap<TransferId, Partial>>,
+}
+
+impl OutputShelf {
+    /// A shelf writing to the partial files of `out`.
+    pub fn new(out: &Path) -> OutputShelf {
+        OutputShelf {
+            out: out.to_path_buf(),
+            partials: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The partial file of `transfer` and whether its pieces are written there already (a
+    /// multicast); None before the collective was built here.
+    pub fn partial(&self, transfer: TransferId) -> Option<(PathBuf, bool)> {
+        self.lock()
+            .get(&transfer)
+            .map(|p| (p.path.clone(), p.pieces.is_some()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<TransferId, Partial>> {
+        self.partials.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PieceShelf for OutputShelf {
+    fn shelf(
+        &self,
+        transfer: TransferId,
+        spec: &CollectiveSpec,
+        total_len: u64,
+        rejoin: bool,
+    ) -> Result<Shelved, String> {
+        let nonce = u64::from(transfer.0);
+        let path = crate::sink::partial_path(&self.out, nonce);
+        let earlier = crate::sink::partials_of(&self.out, nonce);
+        let mut adopt = None;
+        for p in earlier.into_iter().filter(|p| *p != path) {
+            if rejoin && adopt.is_none() {
+                adopt = Some(p); // the largest: the earlier life's
+            } else {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        if let Some(p) = adopt {
+            std::fs::rename(&p, &path).map_err(|e| format!("adopting {}: {e}", p.display()))?;
+        }
+        let (pieces, held) = match spec {
+            CollectiveSpec::Multicast { manifest, .. } => {
+                let manifest = manifest.to_manifest(total_len)?;
+                let file = Arc::new(PieceFile::open(&path, total_len).map_err(|e| e.to_string())?);
+                let held = if rejoin {
+                    file.read_back(&manifest)
+                } else {
+                    Vec::new()
+                };
+                (Some(file), held)
+            }
+            // In order: the member writes them itself, from the start.
+            _ => (None, Vec::new()),
+        };
+        let keeper = pieces.as_ref().map(|f| f.keeper());
+        self.lock().insert(
+            transfer,
+            Partial {
+                path,
+                pieces,
+                rejoined: rejoin,
+            },
+        );
+        Ok(Shelved { keeper, held })
+    }
+
+    fn resumed_bytes(&self, transfer: TransferId) -> Option<u64> {
+        let partials = self.lock();
+        let p = partials.get(&transfer).filter(|p| p.rejoined)?;
+        Some(p.pieces.as_ref().map_or(0, |f| f.resumed_bytes()))
+    }
+}
+
 impl PieceKeeper for PieceFile {
     fn keep(&self, _piece: u32, offset: u64, data: Bytes) -> Bytes {
         use std::os::unix::fs::FileExt;

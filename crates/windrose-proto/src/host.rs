@@ -292,6 +292,10 @@ pub struct MemberReport {
     /// timing, so the simulator's byte counts stay the runtime's.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
     pub elapsed_ns: Option<u64>,
+    /// Set when this life of the member was taken back into a running collective: the bytes
+    /// it resumed from what an earlier life kept ([`PieceShelf::resumed_bytes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
+    pub resumed_bytes: Option<u64>,
 }
 
 /// An optional u64 as exactly 16 hex digits.
@@ -321,6 +325,7 @@ impl MemberReport {
             bytes_delivered: 0,
             digest: None,
             elapsed_ns: None,
+            resumed_bytes: None,
         }
     }
 
@@ -584,6 +589,8 @@ pub struct Host {
     scratch: Outputs,
     /// Why members' parts did not finish, for [`Host::take_failures`].
     failures: Vec<Failure>,
+    /// Members taken back into a collective and what they resumed ([`Host::take_resumed`]).
+    resumed: Vec<Resumed>,
 }
 
 /// A collective that could not start ends at its initiator: refused, then complete with
@@ -690,6 +697,7 @@ impl Host {
             status: Status::Running,
             scratch: Outputs::new(),
             failures: Vec::new(),
+            resumed: Vec::new(),
             config,
         })
     }
@@ -837,6 +845,7 @@ impl Host {
             elapsed_ns: slot
                 .started_at
                 .map(|at| now.as_nanos().saturating_sub(at.as_nanos())),
+            resumed_bytes: self.config.shelf.as_ref().and_then(|s| s.resumed_bytes(t)),
         };
         let initiator = slot.initiator;
         if initiator == me {
@@ -885,6 +894,13 @@ impl Host {
                 transfer: t,
                 member,
                 why: why.clone(),
+            });
+        }
+        if let Some(bytes) = report.resumed_bytes {
+            self.resumed.push(Resumed {
+                transfer: t,
+                member,
+                bytes,
             });
         }
         out.push(Output::Report(Report::MemberDone {
@@ -1943,6 +1959,24 @@ pub trait PieceShelf: Send + Sync {
         total_len: u64,
         rejoin: bool,
     ) -> Result<Shelved, String>;
+
+    /// When this life was taken back into `transfer` (`rejoin`): the bytes it resumed from
+    /// what an earlier life kept, for its report to the initiator; None otherwise.
+    fn resumed_bytes(&self, _transfer: TransferId) -> Option<u64> {
+        None
+    }
+}
+
+/// A member taken back into a running collective after a restart, and the bytes it resumed
+/// from what its earlier life kept, as it reported them to the initiator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resumed {
+    /// The collective.
+    pub transfer: TransferId,
+    /// The member.
+    pub member: NodeId,
+    /// Bytes resumed (0: it started over).
+    pub bytes: u64,
 }
 
 /// What a [`PieceShelf`] holds for one collective.
@@ -1973,6 +2007,12 @@ impl Host {
         std::mem::take(&mut self.failures)
     }
 
+    /// At an initiator: the members taken back after a restart whose reports arrived since
+    /// the last call ([`MemberReport::resumed_bytes`]), in order.
+    pub fn take_resumed(&mut self) -> Vec<Resumed> {
+        std::mem::take(&mut self.resumed)
+    }
+
     /// A member's machine for an announced collective: a multicast's pieces on the
     /// configured shelf, a restarted member resuming from those its earlier life kept.
     fn build_member(
@@ -1986,8 +2026,10 @@ impl Host {
         let mut ctx = self.context(t, root, total_len, spec);
         let mut held = Vec::new();
         if let Some(shelf) = self.config.shelf.as_ref() {
+            // Asked for every collective: a shelf over an output file prepares it (and knows
+            // a rejoin) for in-order deliveries too; only piece-verifying ones get a keeper.
+            let s = shelf.shelf(t, spec, total_len, rejoin)?;
             if spec.descriptor().verifies_pieces {
-                let s = shelf.shelf(t, spec, total_len, rejoin)?;
                 ctx.keeper = s.keeper;
                 held = s.held;
             }

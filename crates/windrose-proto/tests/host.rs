@@ -10,7 +10,9 @@ use windrose_proto::collective::{CollectiveSpec, TreeSpec};
 use windrose_proto::collective::{ManifestSpec, MulticastParams};
 use windrose_proto::frame::{self, Decoder, Message, TransferId};
 use windrose_proto::host::SessionFrame;
-use windrose_proto::host::{App, AppRequest, Host, HostConfig, PieceShelf, SessionMsg, Shelved};
+use windrose_proto::host::{
+    App, AppRequest, Host, HostConfig, PieceShelf, Resumed, SessionMsg, Shelved,
+};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::{Manifest, PieceKeeper, PieceMsg};
@@ -537,6 +539,7 @@ fn a_done_message_has_one_length_whatever_the_timing() {
             bytes_delivered: 5,
             digest: None,
             elapsed_ns,
+            resumed_bytes: None,
         },
     };
     let lens: Vec<usize> = [Some(0), Some(123), Some(u64::MAX)]
@@ -798,6 +801,13 @@ impl PieceShelf for TestShelf {
             held,
         })
     }
+
+    fn resumed_bytes(&self, transfer: TransferId) -> Option<u64> {
+        let calls = self.calls.lock().unwrap();
+        calls
+            .contains(&(transfer, true))
+            .then_some(u64::from(self.kept) * self.piece as u64)
+    }
 }
 
 /// Issue 8's restart through the Host: a MOB receiver is lost mid-run and its new life joins
@@ -889,5 +899,15 @@ fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
             failed: 0
         }))
     );
+    // The restarted life's report says what it resumed; only the initiator hears it.
+    assert_eq!(
+        hosts[0].take_resumed(),
+        vec![Resumed {
+            transfer: t,
+            member: NodeId(2),
+            bytes: 4 * piece as u64
+        }]
+    );
+    assert!(hosts[2].take_resumed().is_empty());
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }

@@ -42,13 +42,18 @@ use windrose_net::sink::output_path_problem;
 use windrose_net::trees::{
     balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
 };
-use windrose_net::wire::{Role, RunStatus};
+use windrose_net::wire::{NodeReport, Role, RunStatus};
 use windrose_net::{
     bind, random_data, random_payload, run_node, run_root, Delivered, NetError, NetEvent,
     NodeConfig, OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
 };
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
+use windrose_proto::pieces::Manifest;
+use windrose_proto::tree_broadcast::BroadcastConfig;
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::TreeAlgorithm;
+
+mod host_run;
 
 /// `windrose node`: one member of a group, serving one run.
 #[derive(Debug, Args)]
@@ -75,6 +80,11 @@ pub struct NodeArgs {
     /// Print nothing on success.
     #[arg(long)]
     quiet: bool,
+    /// Serve the first collective as a member of the group's long-lived session (the
+    /// root's host announces it; see `windrose group`), then leave: what `windrose local`
+    /// runs. Without it the node serves one run of the one-shot protocol.
+    #[arg(long)]
+    once: bool,
 }
 
 /// The group key (every command that joins a group). Never a command-line value: a file, or
@@ -476,6 +486,17 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
     config.handshake = handshake_of(&args.key, true)?;
     config.timeouts.join = secs(args.wait, "--wait")?;
     let rt = runtime()?;
+    if args.once {
+        let (report, written) = rt.block_on(host_run::node_once(
+            membership,
+            config.handshake.clone(),
+            args.out.as_deref(),
+            config.timeouts.join,
+            args.json || !args.quiet,
+        ))?;
+        let delivered = written.map_or(Delivered::Nothing, Delivered::File);
+        return print_node(&report, &delivered, &args);
+    }
     // Refused connections (failed authentication, mismatches) are logged as they happen.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     config.events = Some(tx);
@@ -492,11 +513,15 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
         run_node(listener, config).await
     });
     let outcome = outcome.map_err(net_err)?;
+    print_node(&outcome.report, &outcome.delivered, &args)
+}
+
+/// `windrose node`'s result: its report as JSON, or one line.
+fn print_node(r: &NodeReport, delivered: &Delivered, args: &NodeArgs) -> anyhow::Result<()> {
     if args.json {
-        return print_json(&outcome.report);
+        return print_json(r);
     }
     if !args.quiet {
-        let r = &outcome.report;
         let mut line = format!("node {}: received {} bytes", r.node, r.bytes_received);
         if let Some(h) = &r.blake3 {
             let _ = write!(line, ", BLAKE3 {h}");
@@ -520,7 +545,7 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
                 " (rejoined the run after a restart; {kept} bytes resumed from disk)"
             );
         }
-        if let Delivered::File(p) = &outcome.delivered {
+        if let Delivered::File(p) = delivered {
             let _ = write!(line, ", written to {}", p.display());
         }
         print(&format!("{line}\n"))?;
@@ -566,6 +591,9 @@ struct RootRun<'a> {
     timeouts: Timeouts,
     /// How connections are verified (the group key's handshake, or the plain one).
     handshake: Arc<dyn Handshake>,
+    /// The other members run `windrose node --once`: the collective runs on the host
+    /// ([`host_run`]) rather than the one-shot driver.
+    on_host: bool,
 }
 
 impl RootRun<'_> {
@@ -604,7 +632,16 @@ fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Re
         return Err(bad_input("--segment must be at least 1 byte"));
     }
     let tree = build_tree(&run.group, tree_opts, run.root)?;
-    let outcome = run.execute(RootJob::broadcast(tree, segment, run.data.clone()), false)?;
+    let outcome = if run.on_host {
+        let spec = CollectiveSpec::Broadcast {
+            tree: TreeSpec::of(&tree),
+            segment_bytes: segment,
+            max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+        };
+        run.execute_on_host(spec, "broadcast", None)?
+    } else {
+        run.execute(RootJob::broadcast(tree, segment, run.data.clone()), false)?
+    };
     if opts.json {
         print_json(&outcome)?;
     } else {
@@ -1163,6 +1200,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
+        on_host: false,
     };
     let outcome = scatter(run, &args.opts, &args.scatter)?;
     check(&outcome)
@@ -1264,6 +1302,7 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
+        on_host: false,
     };
     let outcome = broadcast(run, &args.opts, args.segment)?;
     check(&outcome)
@@ -1400,9 +1439,20 @@ fn multicast(
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
     let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts.platform.as_deref())?;
     // MAX_PIECE_BYTES < 2^32, checked above.
-    let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
-    job.seed = seed;
-    let outcome = run.execute(job, false)?;
+    let outcome = if run.on_host {
+        let manifest = Manifest::build(&run.data, piece as u32)
+            .or_bad_input_about(format_args!("--piece {piece}"))?;
+        let spec = CollectiveSpec::Multicast {
+            protocol,
+            params: MulticastParams::of(&spec),
+            manifest: ManifestSpec::of(&manifest),
+        };
+        run.execute_on_host(spec, "multicast", Some(protocol))?
+    } else {
+        let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
+        job.seed = seed;
+        run.execute(job, false)?
+    };
     if watch.json {
         print_json(&MulticastOutput {
             piece_bytes: piece,
@@ -1491,6 +1541,7 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         watch: &args.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
+        on_host: false,
     };
     let outcome = multicast(run, args.protocol, &args.multicast, args.seed)?;
     check(&outcome)
@@ -1634,6 +1685,13 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         if args.key.encrypt {
             cmd.arg("--encrypt");
         }
+        // A broadcast or multicast runs on the host; the scatter waits for the members'
+        // computed shares in their reports to the root (the one-shot driver has them).
+        if !args.scatter {
+            // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's
+            // own second pass over the data would only repeat it in its log.
+            cmd.arg("--once").arg("--quiet");
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("starting node {i} ({})", exe.display()))?;
@@ -1655,6 +1713,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake,
+        on_host: !args.scatter,
     };
     let result = match args.protocol {
         RunProtocol::Multicast(p) => multicast(run, p, &args.multicast_opts, args.seed),

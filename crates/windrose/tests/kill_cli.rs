@@ -133,12 +133,13 @@ fn two_receivers_killed_mid_mob_the_others_complete_and_verify() {
     check_result(child, dir.path(), 16, &victims, 256 << 20, "");
 }
 
-/// Starts `windrose node` again for `node` of the group `local` wrote to `dir`, with the
-/// run's key file and the same output file.
+/// Starts `windrose node --once` again (as `local` starts its nodes) for `node` of the group
+/// `local` wrote to `dir`, with the run's key file and the same output file.
 fn restart_node(dir: &Path, key: &Path, node: u32) -> Child {
     Command::new(env!("CARGO_BIN_EXE_windrose"))
         .args([
             "node",
+            "--once",
             "--id",
             &node.to_string(),
             "--wait",
