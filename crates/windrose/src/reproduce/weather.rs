@@ -40,7 +40,6 @@ use windrose_proto::probe::ProbeConfig;
 use windrose_proto::Input;
 use windrose_sim::engine::{SimConfig, Simulation};
 use windrose_sim::group::{group, start_input};
-use windrose_sim::metrics::ReportData;
 use windrose_sim::network::Change;
 use windrose_trees::TreeAlgorithm;
 
@@ -305,29 +304,27 @@ fn simulate(policy: &str, a: &WeatherArgs) -> anyhow::Result<Outcome> {
                 continue;
             }
             let m = sim.metrics();
-            let reports = &m.nodes[0].reports;
-            let done = reports.iter().filter_map(|r| match r.report {
-                ReportData::CollectiveComplete {
-                    transfer,
-                    finished,
-                    failed,
-                } => Some((transfer, finished, failed, r.at_s)),
-                _ => None,
-            });
-            if let Some((transfer, finished, failed, at)) = done.clone().nth(k - 1) {
-                if (finished, failed) != (n, 0) {
-                    bail!("{policy}, broadcast {k}: {finished} finished, {failed} failed");
+            if let Some(done) = m.completions(NodeId(0)).nth(k - 1) {
+                if !done.is_whole(n as usize) {
+                    bail!(
+                        "{policy}, broadcast {k}: {} finished, {} failed",
+                        done.finished,
+                        done.failed
+                    );
                 }
-                let start = reports
+                let start = m.nodes[0]
+                    .reports
                     .iter()
                     .find_map(|r| match r.report {
-                        ReportData::CollectiveStarted { transfer: x, .. } if x == transfer => {
+                        windrose_proto::Report::CollectiveStarted { transfer, .. }
+                            if transfer == done.transfer =>
+                        {
                             Some(r.at_s)
                         }
                         _ => None,
                     })
                     .context("a completion without its start")?;
-                break (start, at);
+                break (start, done.at_s);
             }
             if sim.now() > t + 3600.0 {
                 bail!("{policy}, broadcast {k}: not complete after an hour of simulated time");
