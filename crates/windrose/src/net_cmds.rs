@@ -85,6 +85,10 @@ pub struct NodeArgs {
     /// runs. Without it the node serves one run of the one-shot protocol.
     #[arg(long)]
     once: bool,
+    /// With --once: the seed of this member's random choices in the collective it serves (a
+    /// multicast's piece picks); `windrose local --seed` passes its own to every node.
+    #[arg(long, default_value_t = 1, requires = "once")]
+    seed: u64,
 }
 
 /// The group key (every command that joins a group). Never a command-line value: a file, or
@@ -493,6 +497,7 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
             args.out.as_deref(),
             config.timeouts.join,
             args.json || !args.quiet,
+            args.seed,
         ))?;
         let delivered = written.map_or(Delivered::Nothing, Delivered::File);
         return print_node(&report, &delivered, &args);
@@ -594,6 +599,9 @@ struct RootRun<'a> {
     /// The other members run `windrose node --once`: the collective runs on the host
     /// ([`host_run`]) rather than the one-shot driver.
     on_host: bool,
+    /// The seed of the run's random choices (a multicast's piece picks): the job's on the
+    /// one-shot driver; on the host every member's (`local` passes it to its nodes).
+    seed: u64,
 }
 
 impl RootRun<'_> {
@@ -1201,6 +1209,7 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         timeouts,
         handshake: handshake_of(&args.key, false)?,
         on_host: false,
+        seed: args.seed,
     };
     let outcome = scatter(run, &args.opts, &args.scatter)?;
     check(&outcome)
@@ -1303,6 +1312,7 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         timeouts,
         handshake: handshake_of(&args.key, false)?,
         on_host: false,
+        seed: 1, // a broadcast makes no random choices
     };
     let outcome = broadcast(run, &args.opts, args.segment)?;
     check(&outcome)
@@ -1432,7 +1442,6 @@ fn multicast(
     run: RootRun<'_>,
     protocol: MulticastProtocol,
     mopts: &MulticastOpts,
-    seed: u64,
 ) -> anyhow::Result<RunOutcome> {
     let (watch, source) = (run.watch, run.source.clone());
     mopts.check(protocol)?;
@@ -1450,7 +1459,7 @@ fn multicast(
         run.execute_on_host(spec, "multicast", Some(protocol))?
     } else {
         let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
-        job.seed = seed;
+        job.seed = run.seed;
         run.execute(job, false)?
     };
     if watch.json {
@@ -1542,8 +1551,9 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         timeouts,
         handshake: handshake_of(&args.key, false)?,
         on_host: false,
+        seed: args.seed,
     };
-    let outcome = multicast(run, args.protocol, &args.multicast, args.seed)?;
+    let outcome = multicast(run, args.protocol, &args.multicast)?;
     check(&outcome)
 }
 
@@ -1691,6 +1701,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's
             // own second pass over the data would only repeat it in its log.
             cmd.arg("--once").arg("--quiet");
+            cmd.arg("--seed").arg(args.seed.to_string());
         }
         let child = cmd
             .spawn()
@@ -1714,9 +1725,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         timeouts,
         handshake,
         on_host: !args.scatter,
+        seed: args.seed,
     };
     let result = match args.protocol {
-        RunProtocol::Multicast(p) => multicast(run, p, &args.multicast_opts, args.seed),
+        RunProtocol::Multicast(p) => multicast(run, p, &args.multicast_opts),
         RunProtocol::Broadcast if args.scatter => scatter(run, &args.opts, &args.scatter_opts),
         RunProtocol::Broadcast => broadcast(run, &args.opts, args.segment),
     };

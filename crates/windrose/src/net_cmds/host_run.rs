@@ -36,17 +36,19 @@ struct Done {
 }
 
 /// The member's configuration shared by the root and `node --once`: the group key's
-/// handshake, the deadlines, and every member digesting what it receives for the root's check.
+/// handshake, the deadlines, the seed of its random choices, and every member digesting what
+/// it receives for the root's check.
 fn member_config(
     membership: Membership,
     handshake: Arc<dyn Handshake>,
     timeouts: Timeouts,
+    seed: u64,
 ) -> GroupConfig {
     let mut config = GroupConfig::new(membership);
     config.handshake = handshake;
     config.timeouts = timeouts;
     config.digest_deliveries = true;
-    config.seed = 1;
+    config.seed = seed;
     config
 }
 
@@ -92,7 +94,7 @@ impl RootRun<'_> {
         let listener = windrose_net::bind(&self.group, self.root)
             .await
             .map_err(net_err)?;
-        let config = member_config(membership, self.handshake.clone(), self.timeouts);
+        let config = member_config(membership, self.handshake.clone(), self.timeouts, self.seed);
         let (mut handle, ports) = group_channel();
         let mut serving = tokio::spawn(serve_group(listener, config, ports));
         // The first id of this member's own sequence: no other member draws it.
@@ -305,12 +307,13 @@ pub(super) async fn node_once(
     out: Option<&Path>,
     wait: Duration,
     hash: bool,
+    seed: u64,
 ) -> anyhow::Result<(NodeReport, Option<PathBuf>)> {
     let me = membership.me;
     let listener = windrose_net::bind(&membership.group, me)
         .await
         .map_err(net_err)?;
-    let mut config = member_config(membership, handshake, Timeouts::default());
+    let mut config = member_config(membership, handshake, Timeouts::default(), seed);
     let shelf = out.map(|o| Arc::new(OutputShelf::new(o)));
     config.shelf = shelf.clone().map(|s| s as Arc<dyn PieceShelf>);
     let (mut handle, ports) = group_channel();
