@@ -2,31 +2,10 @@
 //! completion time it implies, the Balanced Multicasting plan beside it, JSON, and exit code 2
 //! for a bad scenario.
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::Path;
+#[path = "support/procs.rs"]
+mod procs;
 
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn scenario(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/scenarios")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = windrose()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use procs::{ok_json as json, scenario, windrose};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * b.abs().max(1.0)

@@ -3,20 +3,15 @@
 //! node finishes at the same instant), a tree straight from `tree build --json`, and one-line
 //! errors with exit code 2 for bad input.
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+#[path = "support/procs.rs"]
+mod procs;
 
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
+use procs::{bad, ok, ok_json, windrose};
+use serde_json::Value;
+use std::path::PathBuf;
 
 fn data(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data")
-        .join(rel)
-        .display()
-        .to_string()
+    procs::data(rel).display().to_string()
 }
 
 fn ex1_tree() -> String {
@@ -48,33 +43,6 @@ impl Temp {
         std::fs::write(&path, text).unwrap();
         path.display().to_string()
     }
-}
-
-/// Runs windrose expecting success and returns stdout.
-fn ok(args: &[&str]) -> String {
-    let out = windrose()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    serde_json::from_str(&ok(args)).expect("stdout is one JSON object")
-}
-
-/// Runs windrose expecting bad-input failure: exit 2, exactly one stderr line starting with
-/// `error: `, no panic. Returns that line.
-fn bad(args: &[&str]) -> String {
-    let out = windrose().args(args).assert().code(2).get_output().clone();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line expected:\n{stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    stderr.trim_end().to_string()
 }
 
 fn f(v: &Value) -> f64 {

@@ -2,32 +2,12 @@
 //! completion in the table, JSON for machines, one-line errors naming file:line:key with exit
 //! code 2, a byte-identical event log run after run, and the seed-004 paths.
 
-use assert_cmd::Command;
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::{ok, scenario, windrose};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn windrose() -> Command {
-    Command::cargo_bin("windrose").unwrap()
-}
-
-fn scenario(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/scenarios")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-/// Runs windrose expecting success and returns stdout.
-fn ok(args: &[&str]) -> String {
-    let out = windrose()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    String::from_utf8(out.stdout).unwrap()
-}
+use std::path::PathBuf;
 
 /// Runs windrose expecting exit code `code` and returns stderr.
 fn fails(args: &[&str], code: i32) -> String {

@@ -21,6 +21,11 @@ pub fn data(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// A scenario file under the repository's `data/scenarios/`, as a command-line argument.
+pub fn scenario(name: &str) -> String {
+    data("scenarios").join(name).display().to_string()
+}
+
 /// A file in a fresh temporary directory (kept alive by the returned guard).
 pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
