@@ -460,75 +460,29 @@ fn paths_and_options_that_do_not_fit_are_refused() {
     assert!(e.contains("named for two members"), "{e}");
     let e = err(&["--input", s(&i), "--output", s(&o)]);
     assert!(e.contains("--local --nodes N"), "{e}");
-    let e = err(&[
-        "--local",
-        "--nodes",
-        "2",
-        "--speeds",
-        "1,2",
-        "--protocol",
-        "sample-sort",
-        "--input",
-        s(&i),
-        "--output",
-        s(&o),
-    ]);
-    assert!(e.contains("--speeds is for --protocol heterosort"), "{e}");
-    let e = err(&[
-        "--local",
-        "--nodes",
-        "2",
-        "--speeds",
-        "1,2",
-        "--slicing",
-        "equal",
-        "--input",
-        s(&i),
-        "--output",
-        s(&o),
-    ]);
-    assert!(
-        e.contains("--speeds is for --protocol heterosort --slicing speeds"),
-        "{e}"
-    );
-    let e = err(&[
-        "--local",
-        "--nodes",
-        "2",
-        "--slicing",
-        "equal",
-        "--protocol",
-        "sample-sort",
-        "--input",
-        s(&i),
-        "--output",
-        s(&o),
-    ]);
-    assert!(e.contains("--slicing is for --protocol heterosort"), "{e}");
-    let e = err(&[
-        "--local",
-        "--nodes",
-        "2",
-        "--slicing",
-        "speed",
-        "--input",
-        s(&i),
-        "--output",
-        s(&o),
-    ]);
-    assert!(e.contains("expected speeds or equal"), "{e}");
-    let e = err(&[
-        "--local",
-        "--nodes",
-        "2",
-        "--protocol",
-        "heterosort-equal",
-        "--input",
-        s(&i),
-        "--output",
-        s(&o),
-    ]);
-    assert!(e.contains("heterosort-equal"), "{e}");
+    // Two local members, one input and output: flags that do not go together.
+    for (flags, says) in [
+        (
+            &["--speeds", "1,2", "--protocol", "sample-sort"][..],
+            "--speeds is for --protocol heterosort",
+        ),
+        (
+            &["--speeds", "1,2", "--slicing", "equal"],
+            "--speeds is for --protocol heterosort --slicing speeds",
+        ),
+        (
+            &["--slicing", "equal", "--protocol", "sample-sort"],
+            "--slicing is for --protocol heterosort",
+        ),
+        (&["--slicing", "speed"], "expected speeds or equal"),
+        (&["--protocol", "heterosort-equal"], "heterosort-equal"),
+    ] {
+        let mut args = vec!["--local", "--nodes", "2"];
+        args.extend_from_slice(flags);
+        args.extend(["--input", s(&i), "--output", s(&o)]);
+        let e = err(&args);
+        assert!(e.contains(says), "{flags:?}: {e}");
+    }
 }
 
 #[test]
