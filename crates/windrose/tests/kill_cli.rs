@@ -178,7 +178,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// The run must still be going when the restarted node comes back, however fast the rest of
 /// it is on this machine: a third node, `held`, is stopped with SIGSTOP just before the kills
 /// (the root waits for its report, so the run cannot end) and continued with SIGCONT once the
-/// root has taken the restarted node back (its new process writes the partial file). The hold
+/// root has taken the restarted node back (its new process's partial file holds data the
+/// earlier life's did not). The hold
 /// lasts about the new process's start-up, far below the silence timeout (10 s) after which
 /// `held` would be given up.
 fn kill_and_restart(
@@ -216,10 +217,26 @@ fn kill_and_restart(
         // SAFETY: kill(2) of node processes this test started (through `windrose local`).
         assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     }
+    let kept = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(&format!(
+                ".node-{restarted}.bin.windrose-partial-{}-",
+                held_pid[0]
+            ))
+        })
+        .map(|e| bytes_held(&e.path()))
+        .max()
+        .unwrap_or(0);
     let node = restart_node(&out, &key, restarted);
     let new_pid = node.id() as i32;
+    // Taken back means more than that the new life adopted the partial file (it does so before
+    // its rejoin reaches the root): data arrived that the earlier life did not hold, so the
+    // root's machine (a swarm's tracker) counts it live again and the run cannot end without it.
     wait_until("the root to take the restarted node back", || {
-        writer_of(&out, restarted, 0) == Some(new_pid)
+        writer_of(&out, restarted, kept + 1) == Some(new_pid)
     });
     // SAFETY: kill(2) of a node process this test started and stopped.
     assert_eq!(unsafe { libc::kill(held_pid[2], libc::SIGCONT) }, 0);
