@@ -920,15 +920,17 @@ impl Host {
         }
         if slot.ended && slot.awaiting_done.is_empty() {
             let (finished, failed) = slot.tally;
+            // The closing frames first: an application that hears the collective complete
+            // then sees every frame it caused already handed to the driver.
+            let close = SessionMsg::Close { transfer: t };
+            for p in self.live_peers() {
+                self.send_session(now, p, &close, out);
+            }
             out.push(Output::Report(Report::CollectiveComplete {
                 transfer: t,
                 finished,
                 failed,
             }));
-            let close = SessionMsg::Close { transfer: t };
-            for p in self.live_peers() {
-                self.send_session(now, p, &close, out);
-            }
             self.retire(t);
             self.maybe_leave(now, out);
         }
