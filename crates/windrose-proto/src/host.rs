@@ -58,13 +58,13 @@
 
 use crate::app::{self, Application};
 use crate::collective::TreeSpec;
-use crate::collective::{self, BuildContext, CollectiveSpec, Start};
+use crate::collective::{self, BuildContext, CollectiveSpec, Delivers, Start};
 use crate::frame::{encoded_len, Message, TransferId};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
 use crate::mst_service::{MstLiveConfig, MstLiveState, MstService};
 use crate::node::{
-    node_rng, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Report,
-    SendId, SetupError, Status, TaskId, TimerId, Transmit,
+    node_rng, Command, ComputeTask, ComputedShare, Input, Output, Outputs, Protocol, ProtocolError,
+    Report, SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
 use crate::pieces::PieceVerifier;
 use crate::planner::{Planner, TreePolicy};
@@ -296,6 +296,45 @@ pub struct MemberReport {
     /// it resumed from what an earlier life kept ([`PieceShelf::resumed_bytes`]).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
     pub resumed_bytes: Option<u64>,
+    /// The share it kept and computed (collectives that deliver shares, when its host
+    /// digests what it is handed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareReport>,
+}
+
+/// A member's computed share in its report: [`ComputedShare`] with every number as 16 hex
+/// digits and the digest as 64, so the message's length does not depend on the values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareReport {
+    #[serde(with = "fixed_hex")]
+    offset: Option<u64>,
+    #[serde(with = "fixed_hex")]
+    len: Option<u64>,
+    digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "fixed_hex")]
+    computed_ns: Option<u64>,
+}
+
+impl ShareReport {
+    /// The report's form of `share`.
+    pub fn of(share: &ComputedShare) -> ShareReport {
+        ShareReport {
+            offset: Some(share.offset),
+            len: Some(share.len),
+            digest: to_hex(&share.digest),
+            computed_ns: share.computed.map(|d| d.as_nanos() as u64),
+        }
+    }
+
+    /// Back to the report's form (None when a field is missing or malformed).
+    pub fn share(&self) -> Option<ComputedShare> {
+        Some(ComputedShare {
+            offset: self.offset?,
+            len: self.len?,
+            digest: from_hex(&self.digest)?,
+            computed: self.computed_ns.map(Duration::from_nanos),
+        })
+    }
 }
 
 /// An optional u64 as exactly 16 hex digits.
@@ -326,26 +365,32 @@ impl MemberReport {
             digest: None,
             elapsed_ns: None,
             resumed_bytes: None,
+            share: None,
         }
     }
 
     /// The digest as bytes (None when absent or not 64 hex digits).
     fn digest_bytes(&self) -> Option<[u8; 32]> {
-        let hex = self.digest.as_deref()?.as_bytes();
-        if hex.len() != 64 {
-            return None;
-        }
-        let mut d = [0u8; 32];
-        for (i, pair) in hex.chunks(2).enumerate() {
-            let s = std::str::from_utf8(pair).ok()?;
-            d[i] = u8::from_str_radix(s, 16).ok()?;
-        }
-        Some(d)
+        from_hex(self.digest.as_deref()?)
     }
 }
 
 fn to_hex(d: &[u8; 32]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A 32-byte digest from 64 hex digits (None otherwise).
+fn from_hex(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut d = [0u8; 32];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        d[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(d)
 }
 
 /// A session message: the body of a [`Message::Session`] frame, JSON-encoded (small and rare
@@ -486,6 +531,11 @@ struct Slot {
     bytes_delivered: u64,
     /// The digest of what the machine delivered ([`HostConfig::digest_deliveries`]).
     digest: Option<Box<dyn app::DeliveryDigest>>,
+    /// The collective's members compute a share ([`Delivers::Share`]): the host digests the
+    /// share it hands the application and reports it with the member's end.
+    digests_share: bool,
+    /// That share, once handed over (its `computed` set when the application is done).
+    share: Option<ComputedShare>,
     /// At the initiator: members whose Ready is awaited.
     awaiting_ready: BTreeSet<NodeId>,
     /// At the initiator: members whose Done is awaited.
@@ -583,6 +633,8 @@ pub struct Host {
     last_compute_done: Time,
     /// The time of the last input.
     now: Time,
+    /// When the heartbeat tick is due (its timer's `at`).
+    tick_due: Time,
     started: bool,
     leaving: bool,
     status: Status,
@@ -622,6 +674,11 @@ impl Host {
         } else {
             None
         }
+    }
+
+    /// Whether a slot of `spec` digests the share its machine computes.
+    fn digests_share(&self, spec: &CollectiveSpec) -> bool {
+        self.config.digest_deliveries && spec.descriptor().delivers == Delivers::Share
     }
 
     /// A host for `config.me`. Errors when `me` is not a member.
@@ -678,6 +735,7 @@ impl Host {
             last_compute_done: Time::ZERO,
             planner: Planner::new(),
             now: Time::ZERO,
+            tick_due: Time::ZERO,
             verifier: config.app.verifier(),
             rank,
             slots: BTreeMap::new(),
@@ -786,6 +844,19 @@ impl Host {
                         TaskId(*next - 1)
                     });
                     self.computing.insert(id, (now, task.len));
+                    if let Some(s) = self.slots.get_mut(&t).filter(|s| s.digests_share) {
+                        if let Some(mut d) = self.config.app.delivery_digest() {
+                            for piece in &task.data {
+                                d.update(piece);
+                            }
+                            s.share = Some(ComputedShare {
+                                offset: task.offset,
+                                len: task.len,
+                                digest: d.finish(),
+                                computed: None,
+                            });
+                        }
+                    }
                     out.push(Output::Compute(ComputeTask { task: id, ..task }));
                 }
                 Output::Deliver {
@@ -846,6 +917,7 @@ impl Host {
                 .started_at
                 .map(|at| now.as_nanos().saturating_sub(at.as_nanos())),
             resumed_bytes: self.config.shelf.as_ref().and_then(|s| s.resumed_bytes(t)),
+            share: slot.share.as_ref().map(ShareReport::of),
         };
         let initiator = slot.initiator;
         if initiator == me {
@@ -910,6 +982,7 @@ impl Host {
             bytes_delivered: report.bytes_delivered,
             digest: report.digest_bytes(),
             elapsed: report.elapsed_ns.map(Duration::from_nanos),
+            share: report.share.as_ref().and_then(ShareReport::share),
         }));
         if finished {
             slot.tally.0 += 1;
@@ -1092,6 +1165,8 @@ impl Host {
                 held: Vec::new(),
                 bytes_delivered: 0,
                 digest: self.new_digest(),
+                digests_share: self.digests_share(spec),
+                share: None,
                 awaiting_ready: if eager {
                     BTreeSet::new()
                 } else {
@@ -1193,6 +1268,8 @@ impl Host {
                                 held: Vec::new(),
                                 bytes_delivered: 0,
                                 digest: self.new_digest(),
+                                digests_share: self.digests_share(&spec),
+                                share: None,
                                 awaiting_ready: BTreeSet::new(),
                                 awaiting_done: BTreeSet::new(),
                                 tally: (0, 0),
@@ -1528,6 +1605,19 @@ impl Host {
                 }
                 None => continue,
             }
+            // The initiator gone, nobody counts this member's part or closes the collective:
+            // its part ends here, failed, instead of waiting for a close that cannot come.
+            if self
+                .slots
+                .get(&t)
+                .is_some_and(|s| s.initiator == peer && !s.ended)
+            {
+                let why = format!("lost the collective's initiator, node {peer}");
+                self.machine_ended(now, t, Some(why), out);
+                self.retire(t);
+                self.maybe_leave(now, out);
+                continue;
+            }
             // At an initiator, a lost member neither readies nor reports.
             let me = self.config.me;
             let Some(slot) = self.slots.get_mut(&t) else {
@@ -1708,6 +1798,15 @@ impl Host {
             return;
         };
         let silent = self.config.silent_after;
+        // A late tick means this node itself was not running (a loaded machine, a stopped
+        // process): frames that came meanwhile may still be queued behind this timer, so the
+        // delay does not count as the peers' silence. (A simulator's timers are never late.)
+        let late = now.saturating_since(self.tick_due);
+        if !late.is_zero() {
+            for p in self.peers.values_mut() {
+                p.last_heard = (p.last_heard + late).min(now);
+            }
+        }
         // The live MST's late start (`build_after`) needs a clock.
         self.mst_forecast(out);
         if let Some(row) = self.weather.gossip_due(now) {
@@ -1731,9 +1830,10 @@ impl Host {
                 self.send_session(now, p, &SessionMsg::Heartbeat, out);
             }
         }
+        self.tick_due = now + period;
         out.push(Output::SetTimer {
             timer: TICK,
-            at: now + period,
+            at: self.tick_due,
         });
     }
 }
@@ -1759,9 +1859,10 @@ impl Protocol for Host {
                     p.last_sent = now;
                 }
                 if let Some(h) = self.config.heartbeat {
+                    self.tick_due = now + h;
                     out.push(Output::SetTimer {
                         timer: TICK,
-                        at: now + h,
+                        at: self.tick_due,
                     });
                 }
                 if let Some(prober) = self.prober.as_mut() {
@@ -1875,6 +1976,11 @@ impl Protocol for Host {
                     return Err(ProtocolError::UnknownTask { task });
                 };
                 self.compute_timed(now, task, out);
+                if let Some(s) = self.slots.get_mut(&t) {
+                    if let (Some(share), Some(at)) = (s.share.as_mut(), s.started_at) {
+                        share.computed = Some(now.saturating_since(at));
+                    }
+                }
                 self.feed_machine(
                     now,
                     t,

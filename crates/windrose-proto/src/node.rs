@@ -148,6 +148,21 @@ pub struct ComputeTask {
     pub data: Vec<Bytes>,
 }
 
+/// The share of a load one member kept and computed, as its report to the initiator says:
+/// the initiator checks it against the same bytes of its own data.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputedShare {
+    /// First byte of the share in the load.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The digest of those bytes (the application's delivery digest: BLAKE3 by default).
+    pub digest: [u8; 32],
+    /// From the member's Go to the end of its computation, on its clock.
+    #[serde(rename = "computed_s", with = "crate::time::secs")]
+    pub computed: Option<Duration>,
+}
+
 /// Progress and measurements, for users and metrics; a driver may ignore them.
 ///
 /// Its serde form is the one users read in the simulator's `--json` metrics: tagged by `kind`
@@ -225,6 +240,10 @@ pub enum Report {
         /// From its machine's start to its end, on its clock (None: it never started).
         #[serde(rename = "elapsed_s", with = "crate::time::secs")]
         elapsed: Option<Duration>,
+        /// The share of the load it kept and computed, for collectives whose members compute
+        /// a share (a scatter), when its host digests what it computes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        share: Option<ComputedShare>,
     },
     /// The host declared a member failed: nothing arrived from it for too long.
     PeerDown {

@@ -17,7 +17,9 @@ use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::{Manifest, PieceKeeper, PieceMsg};
 use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
-use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time, TimerId};
+use windrose_proto::{
+    Command, ComputedShare, Input, Output, Outputs, Protocol, Report, Time, TimerId,
+};
 use windrose_trees::static_trees::binomial_all;
 
 fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {
@@ -115,6 +117,10 @@ fn pump_routed(
         for o in out.drain() {
             match o {
                 Output::Send(t) => {
+                    // Transmitted at once.
+                    if let Some(id) = t.notify {
+                        queue.push_back((node, Input::SendComplete { to: t.to, id }));
+                    }
                     let mut d = Decoder::new();
                     d.push(&frame::encode(&t.message).unwrap());
                     let message = d.next_message().unwrap().unwrap();
@@ -136,7 +142,16 @@ fn pump_routed(
                         Route::Hold => aside.push_back(item),
                     }
                 }
-                other => seen[node.index()].push(other),
+                other => {
+                    // The application computes at once.
+                    if let Output::Compute(t) = &other {
+                        queue.push_back((
+                            node,
+                            Input::Command(Command::ComputeDone { task: t.task }),
+                        ));
+                    }
+                    seen[node.index()].push(other)
+                }
             }
         }
     }
@@ -540,6 +555,7 @@ fn a_done_message_has_one_length_whatever_the_timing() {
             digest: None,
             elapsed_ns,
             resumed_bytes: None,
+            share: None,
         },
     };
     let lens: Vec<usize> = [Some(0), Some(123), Some(u64::MAX)]
@@ -910,4 +926,142 @@ fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
     );
     assert!(hosts[2].take_resumed().is_empty());
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}
+
+/// A scatter's members each report the share they kept and computed: the initiator hears,
+/// per member, the share's place in the load and the digest of its bytes, the shares tile the
+/// load, and each digest is the root's own bytes at that place. A share report's length does
+/// not depend on its values either.
+#[test]
+fn scatter_members_report_the_share_they_computed() {
+    use windrose_proto::host::{MemberReport, ShareReport};
+    use windrose_trees::dlt::{self, OrderPolicy};
+    let data: &'static [u8] = b"a load of bytes cut into shares, one per member of the group";
+    let tree = binomial_all(4, NodeId(0)).unwrap();
+    let schedule = dlt::schedule(
+        &tree,
+        &[1.0, 2.0, 3.0, 4.0],
+        &[0.5; 4],
+        OrderPolicy::Optimal,
+    )
+    .unwrap();
+    let spec = CollectiveSpec::Scatter {
+        schedule,
+        max_frame_payload: 8,
+        parallel: false,
+    };
+    let mut hosts: Vec<Host> = (0..4)
+        .map(|i| {
+            let mut c = HostConfig::new(NodeId(i), members(4), 1);
+            c.heartbeat = None;
+            c.digest_deliveries = true;
+            Host::new(c).unwrap()
+        })
+        .collect();
+    let mut queue = started_all(&hosts);
+    queue.push_back((NodeId(0), start(spec, data)));
+    let seen = pump(&mut hosts, queue);
+    let mut shares: Vec<(u32, ComputedShare)> = seen[0]
+        .iter()
+        .filter_map(|o| match o {
+            Output::Report(Report::MemberDone {
+                member,
+                finished: true,
+                share: Some(s),
+                ..
+            }) => Some((member.0, *s)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shares.len(), 4, "{:?}", seen[0]);
+    shares.sort_by_key(|(_, s)| s.offset);
+    let mut at = 0;
+    for (member, s) in &shares {
+        assert_eq!(s.offset, at, "member {member}'s share");
+        let bytes = &data[s.offset as usize..(s.offset + s.len) as usize];
+        assert_eq!(s.digest, *blake3::hash(bytes).as_bytes(), "member {member}");
+        assert!(s.computed.is_some());
+        at += s.len;
+    }
+    assert_eq!(at, data.len() as u64);
+    // Not for a broadcast, whose members compute nothing.
+    let done = |share: Option<ComputedShare>| SessionMsg::Done {
+        transfer: TransferId(7),
+        report: MemberReport {
+            finished: true,
+            error: None,
+            bytes_delivered: 5,
+            digest: None,
+            elapsed_ns: Some(1),
+            resumed_bytes: None,
+            share: share.as_ref().map(ShareReport::of),
+        },
+    };
+    let lens: Vec<usize> = [
+        (0, 0, Some(Duration::ZERO)),
+        (123_456, u64::MAX, Some(Duration::from_secs(99))),
+    ]
+    .map(|(offset, len, computed)| {
+        let s = ComputedShare {
+            offset,
+            len,
+            digest: [7; 32],
+            computed,
+        };
+        frame::encode(&done(Some(s)).to_message()).unwrap().len()
+    })
+    .to_vec();
+    assert_eq!(lens[0], lens[1]);
+    let s = ComputedShare {
+        offset: 3,
+        len: 9,
+        digest: [1; 32],
+        computed: Some(Duration::from_nanos(42)),
+    };
+    let Message::Session(f) = done(Some(s)).to_message() else {
+        unreachable!()
+    };
+    assert_eq!(SessionMsg::from_frame(&f).unwrap(), done(Some(s)));
+}
+
+/// A host that was not running (its heartbeat tick fires late: a loaded machine, a stopped
+/// process) does not count its own pause as its peers' silence; a peer that stays silent
+/// while the host runs is declared down.
+#[test]
+fn a_late_tick_is_not_the_peers_silence() {
+    let mut c = HostConfig::new(NodeId(0), members(2), 1);
+    c.heartbeat = Some(Duration::from_millis(500));
+    c.silent_after = Duration::from_secs(2);
+    let mut h = Host::new(c).unwrap();
+    let mut out = Outputs::new();
+    let t = |ms: u64| Time::from_nanos(ms * 1_000_000);
+    h.handle(t(0), Input::Start, &mut out).unwrap();
+    let downs = |out: &mut Outputs| {
+        out.drain()
+            .filter(|o| matches!(o, Output::Report(Report::PeerDown { .. })))
+            .count()
+    };
+    h.handle(t(500), Input::Timer(TimerId(0)), &mut out)
+        .unwrap();
+    assert_eq!(downs(&mut out), 0);
+    // The next tick was due at 1 s; the host ran again only at 4 s.
+    h.handle(t(4_000), Input::Timer(TimerId(0)), &mut out)
+        .unwrap();
+    assert_eq!(
+        downs(&mut out),
+        0,
+        "the host's own pause is not node 1's silence"
+    );
+    // Ticks on time from now on, node 1 still silent: down once it has been silent for 2 s
+    // of the host's running time (0-1 s and 4-5 s).
+    let mut at = 4_000;
+    let mut down_at = None;
+    while down_at.is_none() && at < 10_000 {
+        at += 500;
+        h.handle(t(at), Input::Timer(TimerId(0)), &mut out).unwrap();
+        if downs(&mut out) > 0 {
+            down_at = Some(at);
+        }
+    }
+    assert_eq!(down_at, Some(5_000));
 }

@@ -566,6 +566,7 @@ mod tests {
             bytes_delivered: 10,
             digest: None,
             elapsed: None,
+            share: None,
         };
         assert_eq!(
             json(done),

@@ -424,6 +424,32 @@ pub fn run(cmd: GroupCommand) -> anyhow::Result<()> {
     }
 }
 
+/// `windrose node` without `--once`: a long-lived member, `group serve` with its defaults.
+pub(crate) fn serve_node(
+    group: PathBuf,
+    id: u32,
+    key: crate::net_cmds::KeyOpts,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    run(GroupCommand::Serve(ServeArgs {
+        group,
+        id,
+        listen: None,
+        control: None,
+        out_dir: None,
+        measurements: None,
+        no_probe_lane: false,
+        mst_live: None,
+        mst_threshold: 0.1,
+        mst_every: 4,
+        key,
+        sort_input: None,
+        sort_output: None,
+        once: false,
+        quiet,
+    }))
+}
+
 /// One request read from a control connection, with where its replies go.
 struct Call {
     request: ControlRequest,
@@ -630,7 +656,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan });
                     }
                 }
-                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed }) => {
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, .. }) => {
                     if let Some(s) = started.get_mut(&transfer) {
                         s.members.push(MemberView {
                             member: member.0,

@@ -33,7 +33,7 @@ use windrose_model::units::parse_size;
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
 use windrose_net::bootstrap::{
-    Bootstrap, BoxFuture, Established, GroupFile, Handshake, Membership, PlainHandshake, Transport,
+    Bootstrap, BoxFuture, Established, GroupFile, Handshake, PlainHandshake, Transport,
 };
 use windrose_net::group::Group;
 use windrose_net::measure;
@@ -44,11 +44,11 @@ use windrose_net::trees::{
 };
 use windrose_net::wire::{NodeReport, Role, RunStatus};
 use windrose_net::{
-    bind, random_data, random_payload, run_node, run_root, Delivered, NetError, NetEvent,
-    NodeConfig, OutputSpec, RootJob, RunOutcome, SourceFile, Timeouts,
+    random_data, random_payload, Delivered, NetError, NetEvent, RunOutcome, SourceFile, Timeouts,
 };
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::pieces::Manifest;
+use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::tree_broadcast::BroadcastConfig;
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::TreeAlgorithm;
@@ -479,46 +479,36 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
     }
     .membership()
     .map_err(net_err)?;
-    let mut config = NodeConfig::new(membership.clone());
     if let Some(out) = &args.out {
         // Before waiting for a job: a FIFO, device, link or directory is never renamed over.
         if let Some(why) = output_path_problem(out) {
             return Err(bad_input(format!("--out {why}")));
         }
-        config.output = OutputSpec::File(out.clone());
     }
-    config.handshake = handshake_of(&args.key, true)?;
-    config.timeouts.join = secs(args.wait, "--wait")?;
-    let rt = runtime()?;
-    if args.once {
-        let (report, written) = rt.block_on(host_run::node_once(
-            membership,
-            config.handshake.clone(),
-            args.out.as_deref(),
-            config.timeouts.join,
-            args.json || !args.quiet,
-            args.seed,
-        ))?;
-        let delivered = written.map_or(Delivered::Nothing, Delivered::File);
-        return print_node(&report, &delivered, &args);
-    }
-    // Refused connections (failed authentication, mismatches) are logged as they happen.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    config.events = Some(tx);
-    let me = membership.me;
-    rt.spawn(async move {
-        while let Some(ev) = rx.recv().await {
-            if let NetEvent::Rejected { reason } = ev {
-                eprintln!("node {me}: refused a connection: {reason}");
+    if !args.once {
+        for (given, flag) in [(args.out.is_some(), "--out"), (args.json, "--json")] {
+            if given {
+                return Err(bad_input(format!(
+                    "{flag} describes one collective's result: add --once, or serve many with \
+                     `windrose group serve --out-dir DIR`"
+                )));
             }
         }
-    });
-    let outcome = rt.block_on(async {
-        let listener = bind(&membership.group, membership.me).await?;
-        run_node(listener, config).await
-    });
-    let outcome = outcome.map_err(net_err)?;
-    print_node(&outcome.report, &outcome.delivered, &args)
+        return group_cmd::serve_node(args.group, args.id, args.key, args.quiet);
+    }
+    let handshake = handshake_of(&args.key, true)?;
+    let wait = secs(args.wait, "--wait")?;
+    let rt = runtime()?;
+    let (report, written) = rt.block_on(host_run::node_once(
+        membership,
+        handshake,
+        args.out.as_deref(),
+        wait,
+        args.json || !args.quiet,
+        args.seed,
+    ))?;
+    let delivered = written.map_or(Delivered::Nothing, Delivered::File);
+    print_node(&report, &delivered, &args)
 }
 
 /// `windrose node`'s result: its report as JSON, or one line.
@@ -596,41 +586,9 @@ struct RootRun<'a> {
     timeouts: Timeouts,
     /// How connections are verified (the group key's handshake, or the plain one).
     handshake: Arc<dyn Handshake>,
-    /// The other members run `windrose node --once`: the collective runs on the host
-    /// ([`host_run`]) rather than the one-shot driver.
-    on_host: bool,
     /// The seed of the run's random choices (a multicast's piece picks): the job's on the
     /// one-shot driver; on the host every member's (`local` passes it to its nodes).
     seed: u64,
-}
-
-impl RootRun<'_> {
-    /// Runs `job` as the root, with a progress bar unless quiet or JSON (`scatter`: counting
-    /// nodes done rather than bytes), then writes the measurements if asked.
-    fn execute(&self, mut job: RootJob, scatter: bool) -> anyhow::Result<RunOutcome> {
-        job.source = self.file.clone();
-        let mut config = NodeConfig::new(Membership {
-            group: self.group.clone(),
-            me: self.root,
-        });
-        config.timeouts = self.timeouts;
-        config.handshake = self.handshake.clone();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        config.events = Some(tx);
-        let bar = self.rt.spawn(progress(
-            rx,
-            job.data.len() as u64,
-            self.group.len() - 1,
-            !(self.watch.quiet || self.watch.json),
-            scatter,
-            self.watch.announce_go,
-        ));
-        let result = self.rt.block_on(run_root(config, job));
-        let _ = self.rt.block_on(bar);
-        let outcome = result.map_err(net_err)?;
-        write_measurements(&outcome, self.watch)?;
-        Ok(outcome)
-    }
 }
 
 /// Runs the root of a broadcast in segments of `segment` bytes and prints the result.
@@ -640,16 +598,12 @@ fn broadcast(run: RootRun<'_>, tree_opts: &TreeOpts, segment: u64) -> anyhow::Re
         return Err(bad_input("--segment must be at least 1 byte"));
     }
     let tree = build_tree(&run.group, tree_opts, run.root)?;
-    let outcome = if run.on_host {
-        let spec = CollectiveSpec::Broadcast {
-            tree: TreeSpec::of(&tree),
-            segment_bytes: segment,
-            max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
-        };
-        run.execute_on_host(spec, "broadcast", None)?
-    } else {
-        run.execute(RootJob::broadcast(tree, segment, run.data.clone()), false)?
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&tree),
+        segment_bytes: segment,
+        max_frame_payload: BroadcastConfig::DEFAULT_MAX_FRAME_PAYLOAD,
     };
+    let outcome = run.execute_on_host(spec, "broadcast", None)?;
     if opts.json {
         print_json(&outcome)?;
     } else {
@@ -1020,8 +974,12 @@ fn scatter(
     let tree = build_tree(&run.group, tree_opts, root)?;
     let (schedule, prediction) =
         scatter_schedule(&run.group, &run.data, &tree, tree_opts.tree, sopts)?;
-    let job = RootJob::scatter(schedule.clone(), sopts.parallel, run.data.clone());
-    let outcome = run.execute(job, true)?;
+    let spec = CollectiveSpec::Scatter {
+        schedule: schedule.clone(),
+        max_frame_payload: ScatterConfig::DEFAULT_MAX_FRAME_PAYLOAD,
+        parallel: sopts.parallel,
+    };
+    let outcome = run.execute_on_host(spec, "scatter", None)?;
     let root_predicted = schedule.node(root).map(|s| s.predicted_finish_s);
     let root_measured = outcome
         .root_share
@@ -1208,7 +1166,6 @@ pub fn run_scatter(args: ScatterArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
-        on_host: false,
         seed: args.seed,
     };
     let outcome = scatter(run, &args.opts, &args.scatter)?;
@@ -1311,7 +1268,6 @@ pub fn run_bcast(args: BcastArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
-        on_host: false,
         seed: 1, // a broadcast makes no random choices
     };
     let outcome = broadcast(run, &args.opts, args.segment)?;
@@ -1448,20 +1404,14 @@ fn multicast(
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
     let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts.platform.as_deref())?;
     // MAX_PIECE_BYTES < 2^32, checked above.
-    let outcome = if run.on_host {
-        let manifest = Manifest::build(&run.data, piece as u32)
-            .or_bad_input_about(format_args!("--piece {piece}"))?;
-        let spec = CollectiveSpec::Multicast {
-            protocol,
-            params: MulticastParams::of(&spec),
-            manifest: ManifestSpec::of(&manifest),
-        };
-        run.execute_on_host(spec, "multicast", Some(protocol))?
-    } else {
-        let mut job = RootJob::multicast(protocol, spec, piece as u32, run.data.clone());
-        job.seed = run.seed;
-        run.execute(job, false)?
+    let manifest = Manifest::build(&run.data, piece as u32)
+        .or_bad_input_about(format_args!("--piece {piece}"))?;
+    let spec = CollectiveSpec::Multicast {
+        protocol,
+        params: MulticastParams::of(&spec),
+        manifest: ManifestSpec::of(&manifest),
     };
+    let outcome = run.execute_on_host(spec, "multicast", Some(protocol))?;
     if watch.json {
         print_json(&MulticastOutput {
             piece_bytes: piece,
@@ -1550,7 +1500,6 @@ pub fn run_multicast(args: MulticastArgs) -> anyhow::Result<()> {
         watch: &args.watch,
         timeouts,
         handshake: handshake_of(&args.key, false)?,
-        on_host: false,
         seed: args.seed,
     };
     let outcome = multicast(run, args.protocol, &args.multicast)?;
@@ -1695,14 +1644,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         if args.key.encrypt {
             cmd.arg("--encrypt");
         }
-        // A broadcast or multicast runs on the host; the scatter waits for the members'
-        // computed shares in their reports to the root (the one-shot driver has them).
-        if !args.scatter {
-            // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's
-            // own second pass over the data would only repeat it in its log.
-            cmd.arg("--once").arg("--quiet");
-            cmd.arg("--seed").arg(args.seed.to_string());
-        }
+        // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's own
+        // second pass over the data would only repeat it in its log.
+        cmd.arg("--once").arg("--quiet");
+        cmd.arg("--seed").arg(args.seed.to_string());
         let child = cmd
             .spawn()
             .with_context(|| format!("starting node {i} ({})", exe.display()))?;
@@ -1724,7 +1669,6 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         watch: &args.opts.watch,
         timeouts,
         handshake,
-        on_host: !args.scatter,
         seed: args.seed,
     };
     let result = match args.protocol {

@@ -939,7 +939,9 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             .to_string_lossy()
             .into_owned();
         let id = i.to_string();
-        let mut args = vec!["node", "--group", &group_s, "--id", &id, "--quiet"];
+        let mut args = vec![
+            "node", "--once", "--group", &group_s, "--id", &id, "--quiet",
+        ];
         if restarting.contains(&NodeId::from(i)) {
             args.extend(["--out", &out]);
         }

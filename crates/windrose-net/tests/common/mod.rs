@@ -116,6 +116,24 @@ impl Member {
         progressed
     }
 
+    /// What this member saw, for a failed wait's message.
+    fn summary(&self, index: usize) -> String {
+        format!(
+            "member [{index}]: {} connections, {} lanes, reports {:?}, lost {:?}, failed {:?}, \
+             refused {:?}, delivered {:?}",
+            self.connected,
+            self.lanes,
+            self.reports,
+            self.lost,
+            self.failed,
+            self.refused,
+            self.digests
+                .iter()
+                .map(|(t, (_, len))| (*t, *len))
+                .collect::<Vec<_>>()
+        )
+    }
+
     /// The BLAKE3 (hex) and length of what `transfer` delivered here (None: nothing).
     pub fn digest(&self, transfer: TransferId) -> Option<(String, u64)> {
         self.digests
@@ -252,7 +270,13 @@ pub async fn pump(members: &mut [Member], done: impl Fn(&[Member]) -> bool) {
         if !progressed && !last_pass {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the group did not get there in time"
+                "the group did not get there in time; what each member saw:\n{}",
+                members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| m.summary(i))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }

@@ -21,11 +21,11 @@ use windrose_net::bootstrap::{Handshake, Membership};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::multicast::MulticastProtocol;
 use windrose_net::piece_file::OutputShelf;
-use windrose_net::wire::{NodeReport, RunStatus};
+use windrose_net::wire::{NodeReport, RunStatus, ShareResult};
 use windrose_net::{NetEvent, NodeResult, RunOutcome, Timeouts};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::host::{AppRequest, PieceShelf};
-use windrose_proto::{Report, TransferId};
+use windrose_proto::{ComputedShare, Report, TransferId};
 
 /// A member's end as the initiator's host reported it.
 struct Done {
@@ -33,6 +33,69 @@ struct Done {
     bytes: u64,
     digest: Option<[u8; 32]>,
     elapsed: Option<Duration>,
+    /// A scatter's share, as the member computed it.
+    share: Option<ComputedShare>,
+}
+
+/// What a member's hash must be: the whole data's (a broadcast or multicast), or the bytes of
+/// the share the schedule gives it (a scatter).
+struct Expected {
+    whole: String,
+    /// A scatter's planned shares: `(offset, len, BLAKE3 hex)` per member.
+    shares: Option<BTreeMap<NodeId, (u64, u64, String)>>,
+}
+
+impl Expected {
+    fn of(spec: &CollectiveSpec, data: &Bytes) -> anyhow::Result<Expected> {
+        let whole = blake3::hash(data).to_hex().to_string();
+        let shares = match spec {
+            CollectiveSpec::Scatter { schedule, .. } => Some(
+                windrose_proto::scatter::plan(schedule, data.len() as u64)
+                    .context("planning the scatter's shares")?
+                    .into_iter()
+                    .map(|p| {
+                        let bytes = &data[p.kept.start as usize..p.kept.end as usize];
+                        let hex = blake3::hash(bytes).to_hex().to_string();
+                        (p.node, (p.kept.start, p.kept.end - p.kept.start, hex))
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        Ok(Expected { whole, shares })
+    }
+
+    /// The hash `member` must report, and the one it reported.
+    fn check(&self, member: NodeId, d: Option<&Done>) -> (Option<String>, Option<String>) {
+        let hex = |h: [u8; 32]| blake3::Hash::from_bytes(h).to_hex().to_string();
+        match &self.shares {
+            None => (Some(self.whole.clone()), d.and_then(|d| d.digest).map(hex)),
+            Some(plans) => {
+                let want = plans.get(&member);
+                // A share in the wrong place is not the planned share, whatever its bytes.
+                let got = d.and_then(|d| d.share).map(|s| match want {
+                    Some(&(offset, len, _)) if (s.offset, s.len) == (offset, len) => hex(s.digest),
+                    _ => format!(
+                        "{} (bytes {}..{})",
+                        hex(s.digest),
+                        s.offset,
+                        s.offset + s.len
+                    ),
+                });
+                (want.map(|w| w.2.clone()), got)
+            }
+        }
+    }
+}
+
+/// A share as the one-shot driver's reports gave it.
+fn share_result(s: &ComputedShare) -> ShareResult {
+    ShareResult {
+        offset: s.offset,
+        len: s.len,
+        blake3: blake3::Hash::from_bytes(s.digest).to_hex().to_string(),
+        computed_ns: s.computed.map_or(0, |d| d.as_nanos() as u64),
+    }
 }
 
 /// The member's configuration shared by the root and `node --once`: the group key's
@@ -68,7 +131,7 @@ impl RootRun<'_> {
             self.data.len() as u64,
             self.group.len() - 1,
             !(self.watch.quiet || self.watch.json),
-            false,
+            matches!(spec, CollectiveSpec::Scatter { .. }),
             self.watch.announce_go,
         ));
         let result = self
@@ -90,6 +153,11 @@ impl RootRun<'_> {
         let membership = Membership {
             group: self.group.clone(),
             me: self.root,
+        };
+        let expected = Expected::of(&spec, &self.data)?;
+        let schedule = match &spec {
+            CollectiveSpec::Scatter { schedule, .. } => Some(schedule.clone()),
+            _ => None,
         };
         let listener = windrose_net::bind(&self.group, self.root)
             .await
@@ -129,12 +197,12 @@ impl RootRun<'_> {
                         go = Some(Instant::now());
                         let _ = progress.send(NetEvent::Started { total_len: self.data.len() as u64 });
                     }
-                    GroupEvent::Report(Report::MemberDone { transfer: t, member, finished, bytes_delivered, digest, elapsed }) if t == transfer => {
+                    GroupEvent::Report(Report::MemberDone { transfer: t, member, finished, bytes_delivered, digest, elapsed, share }) if t == transfer => {
                         if member != self.root {
                             let status = if finished { RunStatus::Finished } else { RunStatus::Failed };
                             let _ = progress.send(NetEvent::Reported { node: member, status });
                         }
-                        done.insert(member, Done { finished, bytes: bytes_delivered, digest, elapsed });
+                        done.insert(member, Done { finished, bytes: bytes_delivered, digest, elapsed, share });
                     }
                     GroupEvent::Report(Report::CollectiveComplete { transfer: t, .. }) if t == transfer => {
                         elapsed = Some(go.map_or(0.0, |g| g.elapsed().as_secs_f64()));
@@ -167,7 +235,6 @@ impl RootRun<'_> {
         let Some(elapsed_s) = elapsed else {
             anyhow::bail!("the root left the group before its collective completed");
         };
-        let root_blake3 = blake3::hash(&self.data).to_hex().to_string();
         let nodes = self
             .group
             .members()
@@ -176,10 +243,8 @@ impl RootRun<'_> {
             .map(|m| {
                 let d = done.get(&m.id);
                 let finished = d.is_some_and(|d| d.finished);
-                let blake3 = d
-                    .and_then(|d| d.digest)
-                    .map(|h| blake3::Hash::from_bytes(h).to_hex().to_string());
-                let verified = finished && blake3.as_deref() == Some(root_blake3.as_str());
+                let (want, blake3) = expected.check(m.id, d);
+                let verified = finished && blake3.is_some() && blake3 == want;
                 let completion_s = d
                     .filter(|d| d.finished)
                     .and_then(|d| d.elapsed)
@@ -205,11 +270,17 @@ impl RootRun<'_> {
                         .filter(|&c| c > 0.0)
                         .map(|c| self.data.len() as f64 / c / 1e6),
                     blake3,
-                    expected_blake3: Some(root_blake3.clone()),
+                    expected_blake3: want,
                     verified,
-                    share: None,
-                    predicted_finish_s: None,
-                    measured_finish_s: None,
+                    share: d.and_then(|d| d.share.as_ref()).map(share_result),
+                    predicted_finish_s: schedule
+                        .as_ref()
+                        .and_then(|s| s.node(m.id))
+                        .map(|s| s.predicted_finish_s),
+                    measured_finish_s: d
+                        .and_then(|d| d.share)
+                        .and_then(|s| s.computed)
+                        .map(|c| c.as_secs_f64()),
                     resumed_bytes: resumed.get(&m.id).copied(),
                     report: None,
                 }
@@ -221,10 +292,13 @@ impl RootRun<'_> {
             protocol,
             root: self.root,
             total_len: self.data.len() as u64,
-            root_blake3,
+            root_blake3: expected.whole,
             elapsed_s,
             nodes,
-            root_share: None,
+            root_share: done
+                .get(&self.root)
+                .and_then(|d| d.share.as_ref())
+                .map(share_result),
             root_measurements: handle.measurements(),
             root_frames_sent: handle.frames_sent(),
         })
@@ -326,6 +400,7 @@ pub(super) async fn node_once(
     // (finished, nanoseconds from Go to the end).
     let mut ended: Option<(bool, u64)> = None;
     let mut error: Option<String> = None;
+    let mut share: Option<ShareResult> = None;
     let mut left = false;
     loop {
         tokio::select! {
@@ -347,6 +422,10 @@ pub(super) async fn node_once(
                         left = true;
                         handle.request(AppRequest::Leave);
                     }
+                }
+                GroupEvent::Computed { offset, len, blake3 } if ours.is_some() => {
+                    let computed_ns = go.elapsed().as_nanos() as u64;
+                    share = Some(ShareResult { offset, len, blake3, computed_ns });
                 }
                 GroupEvent::Failed(f) if Some(f.transfer) == ours && f.member == me => {
                     error = Some(f.why);
@@ -390,7 +469,7 @@ pub(super) async fn node_once(
         blake3,
         finished_ns: ended.map(|e| e.1),
         complete_ns: None,
-        share: None,
+        share,
         measurements: handle.measurements(),
         frames_sent: handle.frames_sent(),
         resumed_bytes: ours

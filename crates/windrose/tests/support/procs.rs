@@ -119,7 +119,8 @@ pub fn write_group(path: &Path, name: &str, addrs: &[String]) {
     std::fs::write(path, text).unwrap();
 }
 
-/// `windrose node` for `id` of `group`, writing to `out`, waiting up to 30 s for a job.
+/// `windrose node --once` for `id` of `group`, writing to `out`, waiting up to 30 s for a
+/// collective.
 pub fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
         .args([
@@ -129,7 +130,7 @@ pub fn spawn_node(group: &Path, id: u32, out: &Path) -> Child {
             "--id",
             &id.to_string(),
         ])
-        .args(["--out", out.to_str().unwrap(), "--wait", "30"])
+        .args(["--once", "--out", out.to_str().unwrap(), "--wait", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
