@@ -12,10 +12,12 @@
 //! - `csrc/shim.c`: the only code that sees the MPI library's types (compiled per ABI);
 //! - [`ffi`]: the C side's view of the Rust core (ABI-neutral);
 //! - `intercept`: the exported MPI_* trampolines (ABI-dependent handle types);
-//! - [`driver`]: the Host's driver over a [`driver::Transport`].
+//! - [`driver`]: the Host's driver over a [`driver::Transport`];
+//! - [`sites`]: host leaders clustered into sites by their measured round trips.
 
 pub mod driver;
 pub mod ffi;
+pub mod sites;
 #[cfg(windrose_mpi_shim)]
 mod intercept;
 
