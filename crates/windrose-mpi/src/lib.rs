@@ -17,9 +17,9 @@
 
 pub mod driver;
 pub mod ffi;
-pub mod sites;
 #[cfg(windrose_mpi_shim)]
 mod intercept;
+pub mod sites;
 
 /// The ABI this build's shim was compiled for: `openmpi`, `mpich`, or `none` (built without
 /// an MPI compiler).

@@ -123,7 +123,9 @@ pub fn describe(leaders: &[i32], sites: &[u32], rtt: &[f64], floor: Duration) ->
     let smallest = off_diagonal().fold(f64::INFINITY, f64::min);
     let largest = off_diagonal().fold(0.0, f64::max);
     let count = sites.iter().max().map_or(0, |s| s + 1);
-    let mut line = format!("windrose-mpi sites: {n} hosts in {count} sites: leaders {leaders:?} sites {sites:?}");
+    let mut line = format!(
+        "windrose-mpi sites: {n} hosts in {count} sites: leaders {leaders:?} sites {sites:?}"
+    );
     let _ = write!(
         line,
         " (same site when the round trip <= {:.3} ms; measured {:.3} to {:.3} ms)",
