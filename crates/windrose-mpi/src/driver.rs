@@ -328,7 +328,8 @@ impl<T: Transport> Driver<T> {
     }
 
     /// The driver with `options`. Each host group is a cluster of the Host's members, so a
-    /// link nobody measured is guessed from the measured links between the same two hosts.
+    /// link nobody measured is guessed from the measured links between the same two hosts
+    /// (between host leaders, `hosts[r]` is leader r's site: see [`crate::sites`]).
     pub fn with_options(
         rank: u32,
         hosts: &[i32],

@@ -281,9 +281,9 @@ mod tests {
                     }
                 }
             }
-            for i in 0..n as usize {
-                for j in 0..n as usize {
-                    prop_assert_eq!(met[i][j], u32::from(i != j), "{} {}", i, j);
+            for (i, row) in met.iter().enumerate() {
+                for (j, &times) in row.iter().enumerate() {
+                    prop_assert_eq!(times, u32::from(i != j), "{} {}", i, j);
                 }
             }
             prop_assert_eq!(probe_partner(n, probe_rounds(n), 0), None);
