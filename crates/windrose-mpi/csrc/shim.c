@@ -46,7 +46,7 @@ int windrose_sites(int n, const double *rtt, const int *leaders, int log, int *o
 #define WR_PAYLOAD_TAG 7718
 /* The host leaders' round-trip probes at MPI_Init (on a private duplicate of MPI_COMM_WORLD). */
 #define WR_PROBE_TAG 7719
-/* Round trips each leader times towards each partner (must match sites::PROBES). */
+/* Round trips each leader times towards each partner (the pair's is the smallest of both sides'). */
 #define WR_PROBES 4
 
 /* One communicator windrose broadcasts on. */
@@ -220,6 +220,15 @@ static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     return MPI_SUCCESS;
 }
 
+/* The host of `rank` in `comm`: its shared-memory communicator in *shm (ranks in `comm`'s
+ * order) and the lowest rank of `comm` there, which leads the host. */
+static int wr_host_leader(MPI_Comm comm, int rank, MPI_Comm *shm) {
+    int leader = rank;
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, shm);
+    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, *shm);
+    return leader;
+}
+
 /* At MPI_Init, inside collectives every rank must reach: a rank cannot just skip its part. */
 static void wr_out_of_memory(const char *what) {
     fprintf(stderr, "windrose-mpi: out of memory %s at MPI_Init\n", what);
@@ -283,12 +292,11 @@ static double wr_probe_pair(MPI_Comm net, int me, int peer, const int *world_ran
  * rank ends with the same wr_world_site. */
 static void wr_measure_sites(void) {
     MPI_Comm world, shm, net;
-    int rank = 0, size = 0, leader = 0, site = 0;
+    int rank = 0, size = 0, site = 0;
     if (PMPI_Comm_dup(MPI_COMM_WORLD, &world) != MPI_SUCCESS) return;
     PMPI_Comm_rank(world, &rank);
     PMPI_Comm_size(world, &size);
-    PMPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
-    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shm);
+    int leader = wr_host_leader(world, rank, &shm);
     PMPI_Comm_split(world, leader == rank ? 0 : MPI_UNDEFINED, rank, &net);
     if (net != MPI_COMM_NULL) {
         int n = 0, me = 0, ok = 1;
@@ -324,7 +332,7 @@ static void wr_measure_sites(void) {
 }
 
 /* Reads the settings; MPI_ERR_ARG (raised on MPI_COMM_WORLD, fatal by default) when one of
- * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT) is bad: the core printed which. */
+ * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT, _SITE_MS) is bad: the core printed which. */
 static int wr_setup(void) {
     const char *off = getenv("WINDROSE_MPI");
     wr_enabled = !(off && strcmp(off, "off") == 0);
@@ -434,11 +442,9 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     /* Which host each rank is on (named by the lowest rank there): the cost guess, and in
      * hosts mode the two levels. */
     MPI_Comm shm;
-    int leader = rank;
     int *hosts = malloc(sizeof(int) * (size_t)size);
     if (!hosts) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
-    PMPI_Comm_split_type(c->dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
-    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shm);
+    int leader = wr_host_leader(c->dup, rank, &shm);
     PMPI_Allgather(&leader, 1, MPI_INT, hosts, 1, MPI_INT, c->dup);
     c->transport.ctx = c;
     c->transport.isend = wr_isend;

@@ -19,12 +19,9 @@ pub const RATIO: f64 = 2.0;
 /// The floor when `WINDROSE_MPI_SITE_MS` is unset.
 pub const DEFAULT_FLOOR: Duration = Duration::from_millis(1);
 
-/// Round trips each leader times towards each other leader (the smallest counts: queueing and
-/// a descheduled peer only ever add).
-pub const PROBES: u32 = 4;
-
 /// The site of each of `n` hosts from `rtt` (row-major `n x n`, seconds; entry `i * n + j` is
-/// what host i measured to host j; the diagonal is ignored and a pair's two entries are
+/// what host i measured to host j: the best of its pings (`WR_PROBES` in csrc/shim.c), as
+/// queueing and a descheduled peer only ever add; the diagonal is ignored and a pair's two entries are
 /// combined by taking the smaller). Errors name the bad entry.
 pub fn sites(n: usize, rtt: &[f64], floor: Duration) -> Result<Vec<u32>, String> {
     if rtt.len() != n * n {
