@@ -9,10 +9,12 @@
 #include <mpi.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Must match `Transport` in src/ffi.rs. */
 typedef struct {
@@ -32,6 +34,9 @@ int windrose_group_progress(void *group);
 int windrose_group_quiescent(void *group);
 void windrose_group_free(void *group);
 int windrose_check_settings(void);
+int windrose_probe_rounds(int n);
+int windrose_probe_partner(int n, int round, int me);
+int windrose_sites(int n, const double *rtt, const int *leaders, int log, int *out);
 
 /* Every frame's head on the private communicator carries this tag; a large payload follows
  * its head as a second message on WR_PAYLOAD_TAG, sent from the payload's own buffer (a
@@ -39,6 +44,10 @@ int windrose_check_settings(void);
  * the head's sender right after the head). */
 #define WR_TAG 7717
 #define WR_PAYLOAD_TAG 7718
+/* The host leaders' round-trip probes at MPI_Init (on a private duplicate of MPI_COMM_WORLD). */
+#define WR_PROBE_TAG 7719
+/* Round trips each leader times towards each partner (the pair's is the smallest of both sides'). */
+#define WR_PROBES 4
 
 /* One communicator windrose broadcasts on. */
 typedef struct wr_comm {
@@ -64,6 +73,10 @@ static int wr_stats = 0;
 static int wr_topology_hosts = 0;
 /* Hosts mode: the most hosts a communicator spanned (printed with the stats). */
 static int wr_max_hosts = 0;
+/* Hosts mode: per rank of MPI_COMM_WORLD, the site of its host (from the leaders' round trips
+ * at MPI_Init, src/sites.rs); NULL before, or when the measurement could not run. */
+static int *wr_world_site = NULL;
+static int wr_world_size = 0;
 /* Every live group, for MPI_Finalize. The lock guards only the list: holding it across a
  * collective could deadlock two threads creating groups on different communicators. */
 static wr_comm *wr_comms = NULL;
@@ -207,8 +220,119 @@ static int wr_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     return MPI_SUCCESS;
 }
 
+/* The host of `rank` in `comm`: its shared-memory communicator in *shm (ranks in `comm`'s
+ * order) and the lowest rank of `comm` there, which leads the host. */
+static int wr_host_leader(MPI_Comm comm, int rank, MPI_Comm *shm) {
+    int leader = rank;
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, shm);
+    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, *shm);
+    return leader;
+}
+
+/* At MPI_Init, inside collectives every rank must reach: a rank cannot just skip its part. */
+static void wr_out_of_memory(const char *what) {
+    fprintf(stderr, "windrose-mpi: out of memory %s at MPI_Init\n", what);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Tests only (WINDROSE_MPI_TEST_PROBE_DELAY=US:SPLIT): a leader answers a probe from a leader
+ * on the other side of world rank SPLIT US microseconds late, emulating two sites on one
+ * machine. */
+static void wr_test_probe_delay(int me, int peer) {
+    const char *v = getenv("WINDROSE_MPI_TEST_PROBE_DELAY");
+    unsigned long us = 0;
+    int split = 0;
+    if (!v || sscanf(v, "%lu:%d", &us, &split) != 2) return;
+    if ((me < split) == (peer < split)) return;
+    struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) != 0) {}
+}
+
+/* A one-byte receive of a probe that yields the core while it waits: MPICH's blocking receive
+ * polls, and on a machine with more ranks than cores the partner then waits for the poller's
+ * time slice (loopback round trips of 16 ms, the best of 8, were seen that way). */
+static void wr_probe_recv(char *b, int peer, MPI_Comm net) {
+    MPI_Request req;
+    int done = 0;
+    PMPI_Irecv(b, 1, MPI_BYTE, peer, WR_PROBE_TAG, net, &req);
+    for (;;) {
+        PMPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        sched_yield();
+    }
+}
+
+/* The smallest of WR_PROBES round trips from this leader to `peer` and back (seconds), each
+ * side timing its own pings: the lower rank pings first, then answers. */
+static double wr_probe_pair(MPI_Comm net, int me, int peer, const int *world_rank) {
+    double best = -1;
+    char b = 0;
+    for (int turn = 0; turn < 2; turn++) {
+        int pinging = (turn == 0) == (me < peer);
+        for (int k = 0; k < WR_PROBES; k++) {
+            if (pinging) {
+                double t0 = PMPI_Wtime();
+                PMPI_Send(&b, 1, MPI_BYTE, peer, WR_PROBE_TAG, net);
+                wr_probe_recv(&b, peer, net);
+                double rtt = PMPI_Wtime() - t0;
+                if (best < 0 || rtt < best) best = rtt;
+            } else {
+                wr_probe_recv(&b, peer, net);
+                wr_test_probe_delay(world_rank[me], world_rank[peer]);
+                PMPI_Send(&b, 1, MPI_BYTE, peer, WR_PROBE_TAG, net);
+            }
+        }
+    }
+    return best;
+}
+
+/* Hosts mode, at MPI_Init: the host leaders probe each other (pairs in parallel, each pair
+ * once), the first leader clusters the round trips into sites (src/sites.rs; printed with
+ * WINDROSE_MPI_STATS=path) and hands them to every leader, each leader to its host: every
+ * rank ends with the same wr_world_site. */
+static void wr_measure_sites(void) {
+    MPI_Comm world, shm, net;
+    int rank = 0, size = 0, site = 0;
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &world) != MPI_SUCCESS) return;
+    PMPI_Comm_rank(world, &rank);
+    PMPI_Comm_size(world, &size);
+    int leader = wr_host_leader(world, rank, &shm);
+    PMPI_Comm_split(world, leader == rank ? 0 : MPI_UNDEFINED, rank, &net);
+    if (net != MPI_COMM_NULL) {
+        int n = 0, me = 0, ok = 1;
+        PMPI_Comm_size(net, &n);
+        PMPI_Comm_rank(net, &me);
+        double *row = calloc((size_t)n, sizeof *row);
+        double *all = me == 0 ? calloc((size_t)n * (size_t)n, sizeof *all) : NULL;
+        int *leaders = malloc(sizeof(int) * (size_t)n), *sites = malloc(sizeof(int) * (size_t)n);
+        if (!row || !leaders || !sites || (me == 0 && !all)) wr_out_of_memory("measuring sites");
+        PMPI_Allgather(&rank, 1, MPI_INT, leaders, 1, MPI_INT, net);
+        for (int round = 0; round < windrose_probe_rounds(n); round++) {
+            int p = windrose_probe_partner(n, round, me);
+            if (p >= 0) row[p] = wr_probe_pair(net, me, p, leaders);
+        }
+        PMPI_Gather(row, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, net);
+        if (me == 0) ok = windrose_sites(n, all, leaders, wr_stats, sites) == 0;
+        if (!ok) {
+            for (int k = 0; k < n; k++) sites[k] = k; /* the core said why: each host alone */
+        }
+        PMPI_Bcast(sites, n, MPI_INT, 0, net);
+        site = sites[me];
+        free(row); free(all); free(leaders); free(sites);
+        PMPI_Comm_free(&net);
+    }
+    PMPI_Bcast(&site, 1, MPI_INT, 0, shm); /* the leader is the host's rank 0 */
+    int *all_sites = malloc(sizeof(int) * (size_t)size);
+    if (!all_sites) wr_out_of_memory("measuring sites");
+    PMPI_Allgather(&site, 1, MPI_INT, all_sites, 1, MPI_INT, world);
+    wr_world_site = all_sites;
+    wr_world_size = size;
+    PMPI_Comm_free(&shm);
+    PMPI_Comm_free(&world);
+}
+
 /* Reads the settings; MPI_ERR_ARG (raised on MPI_COMM_WORLD, fatal by default) when one of
- * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT) is bad: the core printed which. */
+ * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT, _SITE_MS) is bad: the core printed which. */
 static int wr_setup(void) {
     const char *off = getenv("WINDROSE_MPI");
     wr_enabled = !(off && strcmp(off, "off") == 0);
@@ -243,6 +367,7 @@ static int wr_setup(void) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) != MPI_SUCCESS) {
         wr_enabled = 0;
     }
+    if (wr_enabled && wr_topology_hosts) wr_measure_sites();
     return MPI_SUCCESS;
 }
 
@@ -272,7 +397,33 @@ int wr_MPI_Finalize(void) {
     while (wr_comms) wr_release_locked(wr_comms);
     pthread_mutex_unlock(&wr_comms_lock);
     if (wr_keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&wr_keyval);
+    free(wr_world_site);
+    wr_world_site = NULL;
     return PMPI_Finalize();
+}
+
+/* Hosts mode: in `ids`, per leader of `comm` (in rank order), the site of its host, which the
+ * Host takes as its cluster; a leader outside MPI_COMM_WORLD (or without the measurement) is
+ * its own site. */
+static void wr_site_ids(MPI_Comm comm, int size, const int *hosts, int *ids) {
+    int *ranks = malloc(sizeof(int) * (size_t)size), *world = malloc(sizeof(int) * (size_t)size);
+    MPI_Group g = MPI_GROUP_NULL, wg = MPI_GROUP_NULL;
+    int ok = ranks && world && wr_world_site && PMPI_Comm_group(comm, &g) == MPI_SUCCESS &&
+             PMPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS;
+    if (ok) {
+        for (int r = 0; r < size; r++) ranks[r] = r;
+        ok = PMPI_Group_translate_ranks(g, size, ranks, wg, world) == MPI_SUCCESS;
+    }
+    for (int r = 0, k = 0; r < size; r++) {
+        if (hosts[r] != r) continue;
+        int w = ok ? world[r] : MPI_UNDEFINED;
+        ids[k] = w >= 0 && w < wr_world_size ? wr_world_site[w] : wr_world_size + k;
+        k++;
+    }
+    if (g != MPI_GROUP_NULL) PMPI_Group_free(&g);
+    if (wg != MPI_GROUP_NULL) PMPI_Group_free(&wg);
+    free(ranks);
+    free(world);
 }
 
 /* The communicator's windrose state, created at its first windrose broadcast (a collective
@@ -291,11 +442,9 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     /* Which host each rank is on (named by the lowest rank there): the cost guess, and in
      * hosts mode the two levels. */
     MPI_Comm shm;
-    int leader = rank;
     int *hosts = malloc(sizeof(int) * (size_t)size);
     if (!hosts) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
-    PMPI_Comm_split_type(c->dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
-    PMPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shm);
+    int leader = wr_host_leader(c->dup, rank, &shm);
     PMPI_Allgather(&leader, 1, MPI_INT, hosts, 1, MPI_INT, c->dup);
     c->transport.ctx = c;
     c->transport.isend = wr_isend;
@@ -311,7 +460,7 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
         free(hosts);
         if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
     } else {
-        /* Leaders, in rank order, form `net`; each is its own host there. */
+        /* Leaders, in rank order, form `net`; each host is a member there, its site its cluster. */
         int *index = malloc(sizeof(int) * (size_t)size);
         int *ids = malloc(sizeof(int) * (size_t)size);
         int nhosts = 0;
@@ -320,9 +469,8 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
             free(c);
             return NULL;
         }
-        for (int r = 0; r < size; r++) {
-            if (hosts[r] == r) ids[nhosts] = nhosts, nhosts++;
-        }
+        wr_site_ids(comm, size, hosts, ids);
+        for (int r = 0; r < size; r++) nhosts += hosts[r] == r;
         for (int r = 0, k = 0; r < size; r++) {
             if (hosts[r] == r) index[r] = k++;
         }

@@ -192,6 +192,8 @@ pub struct Options {
     pub probe: Option<Duration>,
     /// A fixed segment size (`WINDROSE_MPI_SEGMENT`) instead of [`segment_bytes`]'s choice.
     pub segment: Option<u64>,
+    /// The sites' floor (`WINDROSE_MPI_SITE_MS`; None: [`crate::sites::DEFAULT_FLOOR`]).
+    pub site_floor: Option<Duration>,
 }
 
 /// Reads the options from `var` (the environment), with errors naming the variable.
@@ -216,6 +218,14 @@ pub fn options_from(var: impl Fn(&str) -> Option<String>) -> Result<Options, Str
             windrose_model::parse_size(&v).map_err(|e| format!("WINDROSE_MPI_SEGMENT={v}: {e}"))?;
         check_segment(bytes).map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
         o.segment = Some(bytes);
+    }
+    if let Some(v) = var("WINDROSE_MPI_SITE_MS").filter(|v| !v.is_empty()) {
+        let ms = v
+            .parse::<f64>()
+            .ok()
+            .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 1e9)
+            .ok_or_else(|| format!("WINDROSE_MPI_SITE_MS={v}: expected milliseconds (>= 0)"))?;
+        o.site_floor = Some(Duration::from_secs_f64(ms / 1e3));
     }
     Ok(o)
 }
@@ -318,7 +328,8 @@ impl<T: Transport> Driver<T> {
     }
 
     /// The driver with `options`. Each host group is a cluster of the Host's members, so a
-    /// link nobody measured is guessed from the measured links between the same two hosts.
+    /// link nobody measured is guessed from the measured links between the same two hosts
+    /// (between host leaders, `hosts[r]` is leader r's site: see [`crate::sites`]).
     pub fn with_options(
         rank: u32,
         hosts: &[i32],
@@ -1204,6 +1215,8 @@ mod tests {
         assert_eq!(o.probe, Some(Duration::from_millis(250)));
         let o = options_from(env(&[("WINDROSE_MPI_SEGMENT", "256KiB")])).unwrap();
         assert_eq!(o.segment, Some(256 << 10));
+        let o = options_from(env(&[("WINDROSE_MPI_SITE_MS", "2.5")])).unwrap();
+        assert_eq!(o.site_floor, Some(Duration::from_micros(2500)));
         let o = options_from(env(&[("WINDROSE_MPI_TREE", "adapt:path:0.5")])).unwrap();
         assert_eq!(
             o.policy,
@@ -1219,6 +1232,8 @@ mod tests {
             ("WINDROSE_MPI_SEGMENT", "2000000"),
             ("WINDROSE_MPI_SEGMENT", "2MB"),
             ("WINDROSE_MPI_SEGMENT", "64kb"),
+            ("WINDROSE_MPI_SITE_MS", "-1"),
+            ("WINDROSE_MPI_SITE_MS", "near"),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(vec![(k, v)].into_boxed_slice());

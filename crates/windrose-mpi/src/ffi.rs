@@ -279,3 +279,70 @@ pub unsafe extern "C" fn windrose_group_free(group: *mut Group) {
         }
     })
 }
+
+/// Rounds of the leaders' probe schedule for `n` leaders (see [`crate::sites::probe_rounds`]).
+#[no_mangle]
+pub extern "C" fn windrose_probe_rounds(n: c_int) -> c_int {
+    guard("windrose_probe_rounds", || {
+        crate::sites::probe_rounds(n.max(0) as u32) as c_int
+    })
+}
+
+/// Whom leader `me` of `n` probes in `round`, or -1 (it sits the round out).
+#[no_mangle]
+pub extern "C" fn windrose_probe_partner(n: c_int, round: c_int, me: c_int) -> c_int {
+    guard("windrose_probe_partner", || {
+        if n < 0 || round < 0 || me < 0 {
+            return -1;
+        }
+        crate::sites::probe_partner(n as u32, round as u32, me as u32).map_or(-1, |p| p as c_int)
+    })
+}
+
+/// The site of each of `n` host leaders from their round trips (`rtt`: `n * n` seconds,
+/// row i what leader i measured), written to `out`; with `log`, the sites line is printed
+/// (`leaders`: each leader's rank in MPI_COMM_WORLD). 0, or 1 with the reason printed.
+///
+/// # Safety
+/// `rtt` points to `n * n` doubles, `leaders` and `out` to `n` ints.
+#[no_mangle]
+pub unsafe extern "C" fn windrose_sites(
+    n: c_int,
+    rtt: *const f64,
+    leaders: *const c_int,
+    log: c_int,
+    out: *mut c_int,
+) -> c_int {
+    guard("windrose_sites", || {
+        if n <= 0 || rtt.is_null() || leaders.is_null() || out.is_null() {
+            say!("windrose-mpi: bad sites arguments ({n} leaders)");
+            return 1;
+        }
+        let n = n as usize;
+        // SAFETY: the caller's contract.
+        let (rtt, leaders, out) = unsafe {
+            (
+                std::slice::from_raw_parts(rtt, n * n),
+                std::slice::from_raw_parts(leaders, n),
+                std::slice::from_raw_parts_mut(out, n),
+            )
+        };
+        let floor = options_from(|k| std::env::var(k).ok())
+            .map(|o| o.site_floor.unwrap_or(crate::sites::DEFAULT_FLOOR));
+        match floor.and_then(|f| crate::sites::sites(n, rtt, f).map(|s| (f, s))) {
+            Ok((floor, sites)) => {
+                if log != 0 {
+                    say!("{}", crate::sites::describe(leaders, &sites, rtt, floor));
+                }
+                for (o, s) in out.iter_mut().zip(&sites) {
+                    *o = *s as c_int;
+                }
+                0
+            }
+            Err(e) => {
+                say!("windrose-mpi: sites: {e}");
+                1
+            }
+        }
+    })
+}

@@ -12,12 +12,14 @@
 //! - `csrc/shim.c`: the only code that sees the MPI library's types (compiled per ABI);
 //! - [`ffi`]: the C side's view of the Rust core (ABI-neutral);
 //! - `intercept`: the exported MPI_* trampolines (ABI-dependent handle types);
-//! - [`driver`]: the Host's driver over a [`driver::Transport`].
+//! - [`driver`]: the Host's driver over a [`driver::Transport`];
+//! - [`sites`]: host leaders clustered into sites by their measured round trips.
 
 pub mod driver;
 pub mod ffi;
 #[cfg(windrose_mpi_shim)]
 mod intercept;
+pub mod sites;
 
 /// The ABI this build's shim was compiled for: `openmpi`, `mpich`, or `none` (built without
 /// an MPI compiler).

@@ -441,3 +441,80 @@ fn a_bad_topology_fails_at_init() {
         "{stderr}"
     );
 }
+
+/// The `leaders [..] sites [..]` of the sites line rank 0 printed at MPI_Init.
+fn sites_line(stderr: &str) -> (Vec<u32>, Vec<u32>) {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("windrose-mpi sites:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one sites line (from rank 0):\n{stderr}");
+    let list = |key: &str| -> Vec<u32> {
+        let from = lines[0]
+            .find(key)
+            .unwrap_or_else(|| panic!("{key} in {}", lines[0]))
+            + key.len();
+        let to = from + lines[0][from..].find(']').expect("a closing bracket");
+        lines[0][from..to]
+            .split(", ")
+            .map(|x| x.parse().expect("a number"))
+            .collect()
+    };
+    (list("leaders ["), list("sites ["))
+}
+
+/// WINDROSE_MPI_TOPOLOGY=hosts on four emulated hosts (MPICH's cliques; one rank each): the
+/// leaders' round trips at MPI_Init give `want` sites, and the checked broadcasts run over
+/// the leaders' Host with those sites as its clusters. `delay`: the test hook that answers
+/// probes across world rank 2 late, emulating two sites on this machine.
+///
+/// The floor (WINDROSE_MPI_SITE_MS) is 50 ms, not the default 1 ms: with four ranks on two
+/// cores shared with builds (load ~11) the best of eight loopback ping-pongs was seen at up to
+/// 5 ms (a peer waiting for a time slice); the injected delay (250 ms) stays far above it.
+fn sites(delay: Option<&str>, want: &[u32]) {
+    if !available(MPICH) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let mut env = vec![
+        ("WINDROSE_MPI_THRESHOLD", "1000"),
+        ("WINDROSE_MPI_TOPOLOGY", "hosts"),
+        ("WINDROSE_MPI_SITE_MS", "50"),
+        ("MPIR_CVAR_NUM_CLIQUES", "4"),
+    ];
+    if let Some(d) = delay {
+        env.push(("WINDROSE_MPI_TEST_PROBE_DELAY", d));
+    }
+    let ranks = 4;
+    let r = mpirun(MPICH, ranks, &env, &["1000", "300000", "10"]);
+    r.complete(ranks);
+    assert_eq!(r.windrose, r.expected, "windrose calls per rank");
+    assert!(r.windrose.values().all(|&n| n > 20), "{:?}", r.windrose);
+    let (leaders, found) = sites_line(&r.stderr);
+    assert_eq!(leaders, [0, 1, 2, 3], "{}", r.stderr);
+    assert_eq!(found, want, "{}", r.stderr);
+}
+
+#[test]
+fn mpich_four_emulated_hosts_on_loopback_are_one_site() {
+    sites(None, &[0, 0, 0, 0]);
+}
+
+#[test]
+fn mpich_a_delay_between_two_host_pairs_makes_two_sites() {
+    sites(Some("250000:2"), &[0, 0, 1, 1]);
+}
+
+#[test]
+fn openmpi_one_host_is_one_site() {
+    if !available(OPENMPI) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let env = [
+        ("WINDROSE_MPI_THRESHOLD", "1000"),
+        ("WINDROSE_MPI_TOPOLOGY", "hosts"),
+    ];
+    let r = mpirun(OPENMPI, 3, &env, &["1000", "2000", "1"]);
+    assert_eq!(sites_line(&r.stderr), (vec![0], vec![0]), "{}", r.stderr);
+}

@@ -4,8 +4,8 @@
 //! stops the daemons it started at the end.
 //!
 //! Open MPI goes through `--mpi=pmix` (Debian's Open MPI does not work with pmi2); MPICH 4
-//! through `--mpi=pmi2` (under pmix each of its ranks starts as a singleton of one rank). The
-//! MPI 5 standard ABI (MPICH 5's pip package) is not run here: neither plugin starts it.
+//! through `--mpi=pmi2` (under pmix each of its ranks starts as a singleton of one rank); the
+//! MPI 5 standard ABI (MPICH 5's pip package) through `--mpi=pmi2` as well.
 //!
 //! Skipped, with a message, only when Slurm is not installed; a cluster that does not come up
 //! fails the test with the daemons' logs.
@@ -275,8 +275,10 @@ fn check(r: &RunResult, ranks: u32) {
     }
 }
 
-#[test]
-fn the_same_program_passes_under_srun() {
+/// Starts a cluster and runs the program under `srun` for each installed `(ABI, plugin)`.
+/// Skipped, saying why, when Slurm is not installed; an ABI whose compiler is missing is
+/// skipped the same way.
+fn under_srun(cases: &[(Abi, &str)], args: &[&str]) {
     let (Some(munged), Some(slurmctld), Some(slurmd)) =
         (daemon("munged"), daemon("slurmctld"), daemon("slurmd"))
     else {
@@ -286,19 +288,54 @@ fn the_same_program_passes_under_srun() {
         );
         return;
     };
-    let cluster = Cluster::start(&munged, &slurmctld, &slurmd);
-    let mut ran = 0;
-    for (abi, plugin) in [(OPENMPI, "pmix"), (MPICH, "pmi2")] {
-        if find(abi.mpicc).is_none() {
-            eprintln!(
-                "SKIPPED: {} is not installed, so its srun test did not run ({})",
-                abi.mpicc, abi.install
-            );
-            continue;
-        }
-        let r = cluster.srun(abi, plugin, 4, &["1000", "2000000", "10"]);
-        check(&r, 4);
-        ran += 1;
+    if find("srun").is_none() {
+        eprintln!("SKIPPED: srun is not on PATH (apt-get install slurm-client)");
+        return;
     }
-    eprintln!("srun: {ran} MPI(s) passed on a one-machine Slurm cluster");
+    let installed: Vec<(Abi, &str)> = cases
+        .iter()
+        .copied()
+        .filter(|(abi, _)| {
+            let found = find(abi.mpicc).is_some();
+            if !found {
+                eprintln!(
+                    "SKIPPED: {} is not installed, so its srun test did not run ({})",
+                    abi.mpicc, abi.install
+                );
+            }
+            found
+        })
+        .collect();
+    if installed.is_empty() {
+        return;
+    }
+    // One cluster at a time: each takes two ports and a share of a small machine.
+    let _one_at_a_time = serial();
+    let cluster = Cluster::start(&munged, &slurmctld, &slurmd);
+    for (abi, plugin) in &installed {
+        let r = cluster.srun(*abi, plugin, 4, args);
+        check(&r, 4);
+        eprintln!(
+            "srun: {} passed under --mpi={plugin} on a one-machine Slurm cluster",
+            abi.name
+        );
+    }
+}
+
+#[test]
+fn the_same_program_passes_under_srun() {
+    under_srun(
+        &[(OPENMPI, "pmix"), (MPICH, "pmi2")],
+        &["1000", "2000000", "10"],
+    );
+}
+
+/// MPICH 5's standard-ABI build (the pip package) through Slurm's PMI-2 plugin: its default
+/// PMI-1 client speaks the wire protocol that plugin serves (its PMI-2 client
+/// (`MPIR_CVAR_PMI_VERSION=2`) and its PMIx client fail at MPI_Init under Slurm 22.05).
+/// Broadcasts up to 300 kB: on a loaded machine this MPI ran the same program about 3x slower
+/// under srun than under its own hydra (45 s against 15 s), for reasons not found yet.
+#[test]
+fn the_standard_abi_passes_under_srun() {
+    under_srun(&[(STANDARD, "pmi2")], &["1000", "300000", "5"]);
 }
