@@ -1543,10 +1543,7 @@ pub(crate) struct MeasuredLink {
 /// --group` weighs the graph from them. A member whose socket does not answer is an error
 /// naming it (the command reads every member's weather, so every member must run here).
 pub(crate) fn measured_links(group: &Group) -> anyhow::Result<Vec<MeasuredLink>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let rt = client_runtime()?;
     let mut out = Vec::new();
     for m in group.members() {
         let socket = running_member(group, m.id.0).ok_or_else(|| {
@@ -1585,10 +1582,7 @@ pub(crate) struct GroupMstRun {
 
 /// Runs GHS on `spec` through the member at `socket` and waits for its end.
 pub(crate) fn run_mst(socket: &Path, spec: MstSpec) -> anyhow::Result<GroupMstRun> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let rt = client_runtime()?;
     for r in rt.block_on(call(socket, &ControlRequest::Mst(spec)))? {
         match r {
             ControlReply::Error(e) => return Err(bad_input(e)),
@@ -1614,4 +1608,12 @@ pub(crate) fn run_mst(socket: &Path, spec: MstSpec) -> anyhow::Result<GroupMstRu
         }
     }
     anyhow::bail!("the member closed the control connection before the MST run ended")
+}
+
+/// The runtime of a control client's calls.
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
 }
