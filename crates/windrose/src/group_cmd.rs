@@ -62,6 +62,7 @@ use windrose_proto::choice::Choice;
 use windrose_proto::collective::{
     CollectiveSpec, Delivers, ManifestSpec, MulticastParams, TreeSpec,
 };
+use windrose_proto::ghs::{MstResult, MstSpec};
 use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
@@ -327,6 +328,9 @@ pub(crate) enum ControlRequest {
     },
     /// A sort of the members' own records (their `--sort-input` files).
     Sort(CollectiveSpec),
+    /// GHS on these weights (`windrose mst --group`): the data-less `mst` collective, its
+    /// initiator's result and GHS frames in the Complete reply ([`MstView`]).
+    Mst(MstSpec),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -359,6 +363,9 @@ enum ControlReply {
         /// A calibrated scatter: the speeds its plan took and its prediction.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         plan: Option<PlanView>,
+        /// An `mst` run: the initiator's result and frames.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mst: Option<MstView>,
     },
     Leaving,
     Error(String),
@@ -462,6 +469,8 @@ struct Started {
     at: Instant,
     members: Vec<MemberView>,
     plan: Option<PlanView>,
+    /// An `mst` run: what the initiator learns of it.
+    mst: Option<MstWatch>,
 }
 
 /// Where a member's received bytes of one collective go.
@@ -612,7 +621,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let t = TransferId(seq.wrapping_mul(n).wrapping_add(rank).wrapping_add(n << 20));
                         seq = seq.wrapping_add(1);
                         let _ = call.replies.send(ControlReply::Started { transfer: t.0, bytes: data.len() as u64, predicted_finish_s });
-                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new(), plan: None });
+                        let mst = MstWatch::of(&request, &handle);
+                        started.insert(t, Started { replies: call.replies, at: Instant::now(), members: Vec::new(), plan: None, mst });
                         handle.request(match job {
                             Job::Fixed(spec) => AppRequest::StartCollective { spec, data, transfer: Some(t) },
                             Job::Scatter(r) => AppRequest::StartScatter(ScatterRequest { data, transfer: Some(t), ..r }),
@@ -632,6 +642,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             Some(ev) = handle.events.recv() => match ev {
                 // A sort's range: its application wrote it.
                 GroupEvent::Delivered { transfer, .. } if sort_app.as_ref().is_some_and(|s| s.is_sort(transfer)) => {}
+                GroupEvent::Delivered { transfer, data, .. } if started.get(&transfer).is_some_and(|s| s.mst.is_some()) => {
+                    if let Some(w) = started.get_mut(&transfer).and_then(|s| s.mst.as_mut()) {
+                        w.result.extend_from_slice(&data);
+                    }
+                }
                 GroupEvent::Delivered { transfer, offset, data } => {
                     let r = received.entry(transfer).or_insert_with(|| open_received(a.out_dir.as_deref(), transfer));
                     if let Err(e) = write_received(r, offset, &data) {
@@ -653,7 +668,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     if let Some(s) = started.remove(&transfer) {
                         let seconds = s.at.elapsed().as_secs_f64();
                         say(format!("transfer {transfer}: {finished} members finished, {failed} failed, {seconds:.3} s"));
-                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan });
+                        let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan, mst: s.mst.map(|w| w.view(&handle)) });
                     }
                 }
                 GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, .. }) => {
@@ -861,6 +876,13 @@ fn spec_for(
                 _ => Err(format!("a {} is not a sort", spec.name())),
             };
         }
+        ControlRequest::Mst(spec) => {
+            return Ok((
+                Job::Fixed(CollectiveSpec::Mst(spec.clone())),
+                Bytes::new(),
+                None,
+            ))
+        }
         ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
     };
     if !std::fs::metadata(file)
@@ -971,6 +993,7 @@ fn spec_for(
         ControlRequest::Leave
         | ControlRequest::Weather
         | ControlRequest::Sort(_)
+        | ControlRequest::Mst(_)
         | ControlRequest::Auto { .. } => {
             unreachable!("handled above")
         }
@@ -1197,6 +1220,7 @@ pub(crate) async fn start_explained(
                 mut members,
                 initiator,
                 plan,
+                ..
             } => {
                 let predicted = plan.as_ref().map(|p| p.predicted_finish_s).or(predicted);
                 members.sort_by_key(|m| m.member);
@@ -1464,4 +1488,158 @@ async fn leave(a: LeaveArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// What an initiator gathers of an `mst` run it started ([`ControlRequest::Mst`]): its own
+/// delivered result, and its GHS frame counts at the start (the run's are the difference).
+struct MstWatch {
+    result: Vec<u8>,
+    before: BTreeMap<String, u64>,
+}
+
+impl MstWatch {
+    fn of(
+        request: &ControlRequest,
+        handle: &windrose_net::host_driver::GroupHandle,
+    ) -> Option<MstWatch> {
+        matches!(request, ControlRequest::Mst(_)).then(|| MstWatch {
+            result: Vec::new(),
+            before: ghs_frames_sent(handle),
+        })
+    }
+
+    fn view(self, handle: &windrose_net::host_driver::GroupHandle) -> MstView {
+        let mut frames = ghs_frames_sent(handle);
+        for (kind, n) in &mut frames {
+            *n -= self.before.get(kind).copied().unwrap_or(0);
+        }
+        frames.retain(|_, n| *n > 0);
+        MstView {
+            result: MstResult::parse(&self.result).ok().map(|r| MstOwn {
+                nodes: r.nodes,
+                total: r.total_weight,
+                branches: r.branches.into_iter().map(|(to, w)| (to.0, w)).collect(),
+            }),
+            frames,
+        }
+    }
+}
+
+/// The GHS frames this member has sent so far, by kind.
+fn ghs_frames_sent(handle: &windrose_net::host_driver::GroupHandle) -> BTreeMap<String, u64> {
+    let mut by_kind = BTreeMap::new();
+    for c in handle.frames_sent() {
+        if c.kind.name().starts_with("ghs_") {
+            *by_kind.entry(c.kind.name().to_string()).or_default() += c.frames;
+        }
+    }
+    by_kind
+}
+
+/// An `mst` run as its initiator saw it (in the Complete reply).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MstView {
+    /// Its own result (None: it delivered none, or bytes that do not parse).
+    pub result: Option<MstOwn>,
+    /// The GHS frames it sent during the run, by kind.
+    pub frames: BTreeMap<String, u64>,
+}
+
+/// A member's [`MstResult`], ids as numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MstOwn {
+    pub nodes: u32,
+    /// In the spec's unit, bit for bit (the workspace's JSON round-trips floats exactly).
+    pub total: f64,
+    pub branches: Vec<(u32, f64)>,
+}
+
+/// One member's measurement of its link to `peer`, as its weather reply gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct MeasuredLink {
+    pub member: u32,
+    pub peer: u32,
+    /// The round-trip forecast (the last sample before there is one), ms; None: not measured.
+    pub rtt_ms: Option<f64>,
+    /// The bandwidth forecast of this member's sends to `peer`, MB/s.
+    pub mb_s: Option<f64>,
+}
+
+/// Every member's view of its links, read from its default control socket: `windrose mst
+/// --group` weighs the graph from them. A member whose socket does not answer is an error
+/// naming it (the command reads every member's weather, so every member must run here).
+pub(crate) fn measured_links(group: &Group) -> anyhow::Result<Vec<MeasuredLink>> {
+    let rt = client_runtime()?;
+    let mut out = Vec::new();
+    for m in group.members() {
+        let socket = running_member(group, m.id.0).ok_or_else(|| {
+            bad_input(format!(
+                "member {} of group {} does not answer on {}: every member's weather is read \
+                 from its default control socket on this machine",
+                m.id,
+                group.name(),
+                default_socket(group, m.id.0).display()
+            ))
+        })?;
+        for r in rt.block_on(call(&socket, &ControlRequest::Weather))? {
+            if let ControlReply::Weather { links, .. } = r {
+                out.extend(links.into_iter().map(|l| MeasuredLink {
+                    member: m.id.0,
+                    peer: l.peer,
+                    rtt_ms: l.forecast_ms.or((l.samples > 0).then_some(l.last_ms)),
+                    mb_s: l.mb_s,
+                }));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How a group's `mst` run ended, as its initiator replied.
+pub(crate) struct GroupMstRun {
+    pub finished: u32,
+    pub failed: u32,
+    /// From the request to the initiator's Complete, on its clock.
+    pub seconds: f64,
+    /// Each member's BLAKE3 of what it delivered (None: it reported none).
+    pub digests: BTreeMap<u32, Option<String>>,
+    pub view: MstView,
+}
+
+/// Runs GHS on `spec` through the member at `socket` and waits for its end.
+pub(crate) fn run_mst(socket: &Path, spec: MstSpec) -> anyhow::Result<GroupMstRun> {
+    let rt = client_runtime()?;
+    for r in rt.block_on(call(socket, &ControlRequest::Mst(spec)))? {
+        match r {
+            ControlReply::Error(e) => return Err(bad_input(e)),
+            ControlReply::Complete {
+                finished,
+                failed,
+                seconds,
+                members,
+                mst,
+                ..
+            } => {
+                return Ok(GroupMstRun {
+                    finished,
+                    failed,
+                    seconds,
+                    digests: members.into_iter().map(|m| (m.member, m.blake3)).collect(),
+                    view: mst.context(
+                        "the member's Complete reply has no MST result: is it an older windrose?",
+                    )?,
+                })
+            }
+            _ => {}
+        }
+    }
+    anyhow::bail!("the member closed the control connection before the MST run ended")
+}
+
+/// The runtime of a control client's calls.
+fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
 }

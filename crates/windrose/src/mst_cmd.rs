@@ -4,6 +4,16 @@
 //! simulated build time (first GHS frame to the last node knowing the end) and the message
 //! delays on the causal chain that ended it, beside GHS's time bound.
 //!
+//! **On a running group** (`--group G --id I`): the weights are the members' own measurements,
+//! read from every member's weather (its control socket): a link's one-way latency is half
+//! the mean of its two ends' round-trip forecasts (as the Hosts' group view joins them), its
+//! inverse bandwidth from the lower of its two ends' bandwidth forecasts. Member I runs the
+//! `mst` collective on them ([`ControlRequest::Mst`](crate::group_cmd)); the build time is
+//! measured at I (request to completion, the session's start included), the frames are the
+//! ones I sent. The tree printed is the central MST of the same weights, and every member's
+//! delivered result (its BLAKE3, as it reported it) must be exactly its part of that tree with
+//! the total I learnt: else the run is an error.
+//!
 //! The run is the `mst` collective ([`CollectiveSpec::Mst`]) on the complete graph of the
 //! members, started by one member through the session like any collective, so its time
 //! includes what the Hosts add (the session's Announce, Ready and Go come first and are not
@@ -15,6 +25,7 @@
 //! one. The chain is the count of the frame whose handling let the last node learn the end.
 
 use crate::error::{bad_input, OrBadInput};
+use crate::group_cmd::{measured_links, run_mst, running_member, MeasuredLink};
 use crate::output::{num, print, print_json, vtable};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -22,11 +33,12 @@ use clap::Args;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
+use windrose_net::group::load_group;
 use windrose_proto::collective::CollectiveSpec;
-use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
+use windrose_proto::ghs::{EdgeKey, MstResult, MstSpec, WeightMetric};
 use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
 use windrose_proto::mst_service::MstMetric;
 use windrose_sim::engine::{MemoryLog, SimConfig};
@@ -42,14 +54,25 @@ pub struct MstArgs {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with = "costs",
-        required_unless_present = "costs"
+        conflicts_with_all = ["costs", "group"],
+        required_unless_present_any = ["costs", "group"]
     )]
     scenario: Option<PathBuf>,
     /// A cost file in latency_ms (each link that latency, 100 Mbit/s) or bandwidth_mb_s (each
     /// link that capacity, 1 ms): one site per node.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "group")]
     costs: Option<PathBuf>,
+    /// A running group's file: GHS on its members' measured links (see the module docs).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "id",
+        conflicts_with = "initiator"
+    )]
+    group: Option<PathBuf>,
+    /// With --group: the member that starts the run (its default control socket).
+    #[arg(long, value_name = "ID", requires = "group")]
+    id: Option<u32>,
     /// What the weights measure: latency (one-way, ms) or inverse-bandwidth (ms per MB, the
     /// maximum-bottleneck tree for large messages).
     #[arg(long, value_name = "METRIC", default_value = "latency")]
@@ -91,18 +114,36 @@ pub(crate) struct MstRun {
     pub frames_total: u64,
     /// `5 n log2 n + 2 e` for the classic kinds (`ghs_done` is not in it).
     pub message_bound: f64,
+    /// On a group: the member whose frames these are (None: every node's, simulated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames_of: Option<u32>,
     /// First GHS frame sent, and the last node learning the end, simulated seconds.
-    pub first_frame_s: f64,
-    pub last_end_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_frame_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_end_s: Option<f64>,
+    /// Simulated: first frame to the last end; on a group: request to completion at the
+    /// initiator, wall seconds.
     pub build_s: f64,
-    /// Message delays on the chain that ended the build (see the module docs).
-    pub chain: u32,
+    /// Message delays on the chain that ended the build (see the module docs; simulated only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<u32>,
     /// GHS's time bound in message delays, `5 n log2 n`.
     pub time_bound: f64,
 }
 
 /// Runs `windrose mst`.
 pub fn run(a: MstArgs) -> Result<()> {
+    if let (Some(g), Some(id)) = (&a.group, a.id) {
+        let r = on_group(g, id, a.metric)?;
+        if a.json {
+            return print_json(&r);
+        }
+        return print(&render(
+            &r,
+            &format!("group {}, started by member {id}", g.display()),
+        ));
+    }
     let (platform, source) = match (&a.scenario, &a.costs) {
         (Some(p), _) => (
             load_scenario(p).or_bad_input()?.platform,
@@ -113,7 +154,11 @@ pub fn run(a: MstArgs) -> Result<()> {
                 .with_context(|| format!("--costs {}", p.display()))?,
             format!("cost file {}", p.display()),
         ),
-        (None, None) => return Err(bad_input("give --scenario FILE or --costs FILE")),
+        (None, None) => {
+            return Err(bad_input(
+                "give --scenario FILE, --costs FILE or --group FILE --id N",
+            ))
+        }
     };
     if a.initiator as usize >= platform.node_count() {
         return Err(bad_input(format!(
@@ -312,6 +357,26 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
             .copied()
             .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
     let first_frame_s = stats.first_s.unwrap_or(last_end_s);
+    Ok(MstRun {
+        nodes: n as u32,
+        metric: metric.to_string(),
+        unit,
+        edges: tree_edges(edges, factor),
+        total: f64::from_bits(total.unwrap_or(0)) * factor,
+        frames_total: stats.frames.values().sum(),
+        frames: stats.frames,
+        frames_of: None,
+        message_bound: ghs_message_bound(n, edge_count),
+        first_frame_s: Some(first_frame_s),
+        last_end_s: Some(last_end_s),
+        build_s: last_end_s - first_frame_s,
+        chain: Some(chain),
+        time_bound: ghs_time_bound(n),
+    })
+}
+
+/// A tree's `(lo, hi) -> weight` edges in the report's unit, lightest first.
+fn tree_edges(edges: impl IntoIterator<Item = ((u32, u32), f64)>, factor: f64) -> Vec<TreeEdge> {
     let mut edges: Vec<TreeEdge> = edges
         .into_iter()
         .map(|((a, b), w)| TreeEdge {
@@ -325,19 +390,144 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
             .total_cmp(&y.weight)
             .then((x.a, x.b).cmp(&(y.a, y.b)))
     });
+    edges
+}
+
+/// The weights of a group's links from its members' measurements ([`MeasuredLink`]; see the
+/// module docs): the member ids in group order and the symmetric matrix over them in the
+/// spec's unit (s or s/byte), with the shown unit and the factor to it.
+fn group_weights(
+    ids: &[u32],
+    links: &[MeasuredLink],
+    metric: MstMetric,
+) -> Result<(Vec<Vec<f64>>, WeightMetric, &'static str, f64)> {
+    let n = ids.len();
+    let ends = |a: u32, b: u32| {
+        links
+            .iter()
+            .filter(move |l| (l.member, l.peer) == (a, b) || (l.member, l.peer) == (b, a))
+    };
+    let mut w = vec![vec![0.0; n]; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let (a, b) = (ids[i], ids[j]);
+            let x = match metric {
+                MstMetric::Latency => {
+                    let rtts: Vec<f64> = ends(a, b).filter_map(|l| l.rtt_ms).collect();
+                    if rtts.is_empty() {
+                        return Err(bad_input(format!("link {a}-{b}: neither end has measured a round trip yet (the members' probers measure every link within seconds of their start: try again)")));
+                    }
+                    rtts.iter().sum::<f64>() / rtts.len() as f64 / 2.0 / 1e3
+                }
+                MstMetric::InverseBandwidth => {
+                    let mb_s = ends(a, b)
+                        .filter_map(|l| l.mb_s)
+                        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
+                    match mb_s {
+                        Some(x) if x > 0.0 => 1.0 / (x * 1e6),
+                        _ => return Err(bad_input(format!("link {a}-{b}: neither end has measured its bandwidth yet (sends of several MB measure it: run a broadcast over it first, or use --metric latency)"))),
+                    }
+                }
+            };
+            (w[i][j], w[j][i]) = (x, x);
+        }
+    }
+    Ok(match metric {
+        MstMetric::Latency => (w, WeightMetric::LatencyS, "ms", 1e3),
+        MstMetric::InverseBandwidth => (w, WeightMetric::InverseBandwidth, "ms/MB", 1e9),
+    })
+}
+
+/// `windrose mst --group G --id I` (see the module docs).
+fn on_group(path: &Path, id: u32, metric: MstMetric) -> Result<MstRun> {
+    let group =
+        load_group(path).map_err(|e| bad_input(format!("--group {}: {e}", path.display())))?;
+    let ids: Vec<u32> = group.members().iter().map(|m| m.id.0).collect();
+    if !ids.contains(&id) {
+        return Err(bad_input(format!(
+            "--id {id}: no such member in {} (members {ids:?})",
+            path.display()
+        )));
+    }
+    let (w, wm, unit, factor) = group_weights(&ids, &measured_links(&group)?, metric)?;
+    let spec = MstSpec {
+        metric: wm,
+        edges: (0..ids.len())
+            .flat_map(|i| (i + 1..ids.len()).map(move |j| (i, j)))
+            .map(|(i, j)| (NodeId(ids[i]), NodeId(ids[j]), w[i][j]))
+            .collect(),
+    };
+    let edge_count = spec.edges.len();
+    let n = ids.len();
+    let central: Vec<(usize, usize)> = central_mst(&w)?
+        .into_iter()
+        .map(|(a, b)| (a as usize, b as usize))
+        .collect();
+    let socket = running_member(&group, id).ok_or_else(|| {
+        bad_input(format!(
+            "member {id} of {} is not running here",
+            path.display()
+        ))
+    })?;
+    let r = run_mst(&socket, spec)?;
+    if r.failed > 0 || r.finished < n as u32 {
+        bail!(
+            "the MST run ended with {} of {n} members finished, {} failed",
+            r.finished,
+            r.failed
+        );
+    }
+    let own = r
+        .view
+        .result
+        .as_ref()
+        .context("the initiator delivered no MST result")?;
+    // Every member's part of the central tree, in GHS's order, with the total the initiator
+    // learnt: what each must have delivered, bit for bit.
+    for (v, &vid) in ids.iter().enumerate() {
+        let mut branches: Vec<(NodeId, f64)> = central
+            .iter()
+            .filter_map(|&(a, b)| match (a == v, b == v) {
+                (true, _) => Some(b),
+                (_, true) => Some(a),
+                _ => None,
+            })
+            .map(|u| (NodeId(ids[u]), w[v][u]))
+            .collect();
+        branches.sort_by_key(|&(u, x)| EdgeKey::new(NodeId(vid), u, x));
+        let want = MstResult {
+            nodes: n as u32,
+            total_weight: own.total,
+            branches,
+        };
+        let want = blake3::hash(&want.encode()).to_hex().to_string();
+        match r.digests.get(&vid) {
+            Some(Some(got)) if *got == want => {}
+            Some(Some(_)) => bail!("member {vid} delivered another tree (or total) than the central MST of the measured weights"),
+            _ => bail!("member {vid} reported no digest of its MST result"),
+        }
+    }
+    let frames = r.view.frames.clone();
     Ok(MstRun {
         nodes: n as u32,
         metric: metric.to_string(),
         unit,
-        edges,
-        total: f64::from_bits(total.unwrap_or(0)) * factor,
-        frames_total: stats.frames.values().sum(),
-        frames: stats.frames,
+        edges: tree_edges(
+            central.iter().map(|&(a, b)| {
+                let (x, y) = (ids[a].min(ids[b]), ids[a].max(ids[b]));
+                ((x, y), w[a][b])
+            }),
+            factor,
+        ),
+        total: own.total * factor,
+        frames_total: frames.values().sum(),
+        frames,
+        frames_of: Some(id),
         message_bound: ghs_message_bound(n, edge_count),
-        first_frame_s,
-        last_end_s,
-        build_s: last_end_s - first_frame_s,
-        chain,
+        first_frame_s: None,
+        last_end_s: None,
+        build_s: r.seconds,
+        chain: None,
         time_bound: ghs_time_bound(n),
     })
 }
@@ -375,9 +565,13 @@ pub(crate) fn tree_pairs(t: &Tree) -> Vec<(u32, u32)> {
 
 fn render(r: &MstRun, source: &str) -> String {
     let mut out = String::new();
+    let how = match r.frames_of {
+        None => "simulated, Hosts",
+        Some(_) => "measured by the members",
+    };
     let _ = writeln!(
         out,
-        "GHS on the complete graph of {} nodes ({source}), weights: {} in {}; simulated, Hosts",
+        "GHS on the complete graph of {} nodes ({source}), weights: {} in {}; {how}",
         r.nodes, r.metric, r.unit
     );
     let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
@@ -395,7 +589,12 @@ fn render(r: &MstRun, source: &str) -> String {
         num(r.total),
         r.unit
     );
-    out.push_str("\nGHS frames by kind\n");
+    match r.frames_of {
+        None => out.push_str("\nGHS frames by kind\n"),
+        Some(id) => {
+            let _ = writeln!(out, "\nGHS frames by kind, sent by member {id}");
+        }
+    }
     let rows: Vec<Vec<String>> = r
         .frames
         .iter()
@@ -409,12 +608,24 @@ fn render(r: &MstRun, source: &str) -> String {
         "  {} in all; GHS's bound 5 n log2 n + 2 e = {:.0} (for the classic kinds, without ghs_done)",
         r.frames_total, r.message_bound
     );
-    let _ = writeln!(
-        out,
-        "\nBuild: first GHS frame at {:.3} s, the last node knew the end at {:.3} s: {:.3} s simulated;\n\
-         {} message delays on the chain that ended it (GHS's bound: 5 n log2 n = {:.0})",
-        r.first_frame_s, r.last_end_s, r.build_s, r.chain, r.time_bound
-    );
+    match (r.first_frame_s, r.last_end_s, r.chain) {
+        (Some(first), Some(last), Some(chain)) => {
+            let _ = writeln!(
+                out,
+                "\nBuild: first GHS frame at {first:.3} s, the last node knew the end at {last:.3} s: {:.3} s simulated;\n\
+                 {chain} message delays on the chain that ended it (GHS's bound: 5 n log2 n = {:.0})",
+                r.build_s, r.time_bound
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "\nBuild: {:.3} s at member {}, from its request to every member's report (the session's start included)",
+                r.build_s,
+                r.frames_of.unwrap_or(0)
+            );
+        }
+    }
     out
 }
 
@@ -467,7 +678,8 @@ mod tests {
         assert_eq!(r.frames["ghs_done"], 22);
         let classic = r.frames_total - r.frames["ghs_done"];
         assert!((classic as f64) <= r.message_bound);
-        assert!(r.chain >= 3 && (r.chain as f64) <= r.time_bound);
+        let chain = r.chain.unwrap();
+        assert!(chain >= 3 && (chain as f64) <= r.time_bound);
         // The S1-S2 link (364.1 ms) must be found, tested and connected over at least.
         assert!(r.build_s > 3.0 * 0.3641, "{}", r.build_s);
     }

@@ -1,12 +1,15 @@
 //! `windrose mst` end to end: GHS by Hosts in the simulator on the paper's six sites and on
-//! cost files, as tables and JSON, and one-line errors with exit code 2 for bad input.
+//! cost files, and on a running group of loopback members, as tables and JSON, and one-line
+//! errors with exit code 2 for bad input.
 
 #[path = "support/procs.rs"]
 mod procs;
 
 use predicates::prelude::*;
-use procs::{bad, data, temp_file, windrose};
+use procs::{bad, data, free_ports, spawn_members, temp_file, wait_for, windrose, write_group};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn six_sites() -> String {
     data("scenarios/seed004-six-sites.toml")
@@ -192,7 +195,135 @@ fn reproduce_mst_collectives_smoke() {
         .success()
         .stdout(predicate::str::contains("Repair after one change"))
         .stdout(predicate::str::contains("GHS's growth"))
-        .stdout(predicate::str::contains("18.6x and 29.1x"));
+        .stdout(predicate::str::contains("18.6x and 29.1x"))
+        .stdout(predicate::str::contains("Fig. 5: 16 broadcasts"))
+        .stdout(predicate::str::contains("AGM-adap, threshold 70 %"))
+        .stdout(predicate::str::contains("not run here yet").not());
     let csv = std::fs::read_to_string(dir.path().join("mst-collectives-ghs.csv")).unwrap();
     assert!(csv.starts_with("row,nodes,messages"));
+}
+
+/// The default control socket of member `i` of the group named `name` (`group serve`'s).
+fn default_socket(name: &str, i: usize) -> PathBuf {
+    std::env::temp_dir().join(format!("windrose-{name}-{i}.sock"))
+}
+
+/// Whether member `i`'s prober has a round-trip forecast of each of the other `n - 1`.
+fn measured_all(group: &Path, i: usize, n: usize) -> bool {
+    let o = windrose()
+        .args([
+            "group",
+            "weather",
+            "--json",
+            "--id",
+            &i.to_string(),
+            "--group",
+        ])
+        .arg(group)
+        .output()
+        .unwrap();
+    let Ok(v) = serde_json::from_slice::<Value>(&o.stdout) else {
+        return false;
+    };
+    let links = v.as_array().cloned().unwrap_or_default();
+    links.len() == n - 1 && links.iter().all(|l| l["forecast_ms"].is_f64())
+}
+
+/// Four loopback members: `windrose mst --group` builds the tree from their measured round
+/// trips. The command itself refuses a run where any member's delivered part differs from
+/// the central MST of those weights; here the printed tree must span the four members once,
+/// its total the sum of its edges, the initiator's GHS frames counted. Then bad input.
+#[test]
+fn on_a_group_of_four() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("mstcli-{}", std::process::id());
+    let group = dir.path().join("group.toml");
+    write_group(&group, &name, &free_ports(4));
+    let _members = spawn_members(&group, 4, &["--quiet"], |i, _| default_socket(&name, i));
+    for i in 0..4 {
+        wait_for(
+            &format!("member {i}'s round trips"),
+            Duration::from_secs(60),
+            || measured_all(&group, i, 4),
+        );
+    }
+    let g = group.to_str().unwrap();
+    let out = windrose()
+        .args(["mst", "--group", g, "--id", "2", "--json"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let edges = v["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 3, "{v}");
+    // Spanning: union-find over the four members joins them all with three edges.
+    let mut parent: Vec<usize> = (0..4).collect();
+    fn root(p: &mut [usize], x: usize) -> usize {
+        if p[x] == x {
+            x
+        } else {
+            let r = root(p, p[x]);
+            p[x] = r;
+            r
+        }
+    }
+    for e in edges {
+        let (a, b) = (
+            e["a"].as_u64().unwrap() as usize,
+            e["b"].as_u64().unwrap() as usize,
+        );
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        assert_ne!(ra, rb, "a cycle: {v}");
+        parent[ra] = rb;
+    }
+    let sum: f64 = edges.iter().map(|e| e["weight"].as_f64().unwrap()).sum();
+    let total = v["total"].as_f64().unwrap();
+    assert!((sum - total).abs() <= 1e-9 * total.max(1.0), "{v}");
+    assert!(total > 0.0, "{v}");
+    assert_eq!(v["frames_of"], 2);
+    assert!(v["frames"]["ghs_connect"].as_u64() >= Some(1), "{v}");
+    assert!(v["build_s"].as_f64().unwrap() > 0.0);
+    assert!(v.get("chain").is_none(), "{v}");
+    // The table, from another member.
+    windrose()
+        .args(["mst", "--group", g, "--id", "0"])
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("measured by the members"))
+        .stdout(predicate::str::contains("sent by member 0"));
+    // Bad input: a member the group has not, a group nobody serves, a missing --id.
+    let line = bad(&["mst", "--group", g, "--id", "9"]);
+    assert!(line.contains("--id 9: no such member"), "{line}");
+    let other = dir.path().join("other.toml");
+    write_group(&other, &format!("{name}-none"), &free_ports(2));
+    let line = bad(&["mst", "--group", other.to_str().unwrap(), "--id", "0"]);
+    assert!(line.contains("does not answer"), "{line}");
+    windrose()
+        .args(["mst", "--group", g])
+        .assert()
+        .code(2)
+        .stdout("");
+    let line = bad(&[
+        "mst",
+        "--group",
+        g,
+        "--id",
+        "0",
+        "--metric",
+        "inverse-bandwidth",
+    ]);
+    assert!(line.contains("bandwidth"), "{line}");
+    for i in 0..4 {
+        windrose()
+            .args(["group", "leave", "--id", &i.to_string(), "--group", g])
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
 }
