@@ -74,9 +74,10 @@
 //! - [`Network::send`]: O(log E) (one hash lookup, one heap push when the connection was idle);
 //! - a message completing on a connection whose next message is already transferable: O(log E)
 //!   and no re-sharing (the connection keeps its route, weight and rate);
-//! - any other instant: one solve, O(k·(H_R + T·b) + A·(log d + 5) + C·(5 log d + log E)) for
-//!   the `C ≤ R` connections whose rate changed (b ≤ 64 the key bits of the filling's monotone
-//!   radix heap, a few bucket moves in practice). The worst case is the whole component in
+//! - any other instant: one solve, O(k·(H_R + Q·log T) + A·(log d + 5) + C·(5 log d + log E))
+//!   for the `C ≤ R` connections whose rate changed, with `Q ≤ T + H_R` the fill queue's
+//!   entries per round (a binary heap of the region's links). The worst case is the whole
+//!   component in
 //!   `R` and `k` up to `R`; in practice `R` is close to the connections whose rate really
 //!   changes and `k` about 2-3.
 //!
@@ -121,8 +122,8 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
 
-mod radix_heap;
-use radix_heap::RadixHeap;
+mod fill_queue;
+use fill_queue::FillQueue;
 
 /// How active connections share the links they cross.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -509,7 +510,7 @@ pub struct Network {
     adj: Vec<u32>,
     comp_links: Vec<u32>,
     comp_flows: Vec<u32>,
-    fill: RadixHeap,
+    fill: FillQueue,
     stats: NetworkStats,
 }
 
@@ -542,7 +543,7 @@ impl Network {
             adj: Vec::new(),
             comp_links: Vec::new(),
             comp_flows: Vec::new(),
-            fill: RadixHeap::default(),
+            fill: FillQueue::default(),
             stats: NetworkStats::default(),
         }
     }
@@ -1201,9 +1202,7 @@ impl Network {
             conn.scheduled = true;
             conn.version = conn.version.wrapping_add(1);
             let (remaining, version) = (conn.remaining, conn.version);
-            self.unlist(f);
-            self.hot[f as usize].rate = h.new_rate;
-            self.list(f);
+            self.relist(f, h.new_rate);
             if moved > 0.0 {
                 for &l in h.route() {
                     self.links[l as usize].bytes += moved;
@@ -1234,6 +1233,48 @@ impl Network {
                 .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
             link.levels.remove(at);
             link.add_load(-h.rate, &self.hot);
+        }
+    }
+
+    /// Moves active connection `f` to rate `rate` in its links' level sets and loads: what
+    /// [`Network::unlist`] then [`Network::list`] at the new rate do, with the same loads to the
+    /// last bit, but one binary search per link for each key and only the entries between the
+    /// old and the new position moved (a rate change usually moves a connection a few places).
+    fn relist(&mut self, f: u32, rate: f64) {
+        let h = self.hot[f as usize];
+        let old = (self.conns[f as usize].listed_level, f);
+        let new = (Key::new(rate * h.penalty).0, f);
+        self.conns[f as usize].listed_level = new.0;
+        self.hot[f as usize].rate = rate;
+        let hot = &self.hot;
+        for &l in h.route() {
+            let link = &mut self.links[l as usize];
+            let at = link
+                .levels
+                .binary_search(&old)
+                .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
+            // The load as `unlist` leaves it: `f` off the set (a re-sum skips its entry).
+            link.load_updates += 1;
+            if link.load_updates >= LOAD_RESUM {
+                link.load_updates = 0;
+                link.load = (link.levels[..at].iter().chain(&link.levels[at + 1..]))
+                    .map(|&(_, g)| hot[g as usize].rate)
+                    .sum();
+            } else {
+                link.load += -h.rate;
+            }
+            if link.levels.len() == 1 {
+                link.load = 0.0;
+            }
+            let (Ok(to) | Err(to)) = link.levels.binary_search(&new);
+            if to > at {
+                link.levels[at..to].rotate_left(1);
+                link.levels[to - 1] = new;
+            } else {
+                link.levels[to..=at].rotate_right(1);
+                link.levels[to] = new;
+            }
+            link.add_load(rate, hot);
         }
     }
 
@@ -1328,7 +1369,8 @@ impl Network {
         // at most their level), so a queued entry can only underestimate its link's level:
         // entries are not updated in place but re-queued with the current level when they
         // surface out of date (version stamp), which saves a queue operation per route hop. As
-        // levels only rise, the queue is a radix heap (see `radix_heap`). Filling stops as soon
+        // levels only rise, the first entry of a link that surfaces current is its level (see
+        // `fill_queue` for the order of ties). Filling stops as soon
         // as every connection is fixed: the links still queued are then all unsaturated.
         let mut unfixed_flows = comp_flows.len();
         while unfixed_flows > 0 {
