@@ -8,36 +8,20 @@
 //!
 //! Order among equal keys: last pushed, first popped (a push counter in the low bits of the
 //! compared word), the order the radix heap had, so the filling fixes tied links in the same
-//! order and its rates are the same to the last bit.
+//! order and its rates are the same to the last bit. The push counter also names the entry:
+//! the filling keeps each link's latest one and treats the others as out of date, so an entry
+//! is one 16-byte word.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// An entry: the key's bits and a payload (link index, version stamp).
-pub(super) type Entry = (u64, u32, u32);
-
-/// Min-heap over `u64` keys with `(u32, u32)` payloads; ties popped last pushed first.
+/// Min-heap of `(key, link)` entries; ties popped last pushed first.
 #[derive(Clone, Debug, Default)]
 pub(super) struct FillQueue {
-    /// `(key << 64 | !seq << 32 | link, version)`: the first word alone orders the entries
-    /// (`seq` is unique), the version only rides along.
-    heap: BinaryHeap<Reverse<Packed>>,
+    /// `key << 64 | !seq << 32 | link`: `seq` (the push number) is unique, so the word orders
+    /// the entries by key, then last pushed first.
+    heap: BinaryHeap<Reverse<u128>>,
     seq: u32,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Packed(u128, u32);
-
-impl Ord for Packed {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.cmp(&other.0)
-    }
-}
-
-impl PartialOrd for Packed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 impl FillQueue {
@@ -47,17 +31,21 @@ impl FillQueue {
         self.seq = 0;
     }
 
-    /// Adds an entry.
-    pub(super) fn push(&mut self, (key, link, version): Entry) {
-        let word = (key as u128) << 64 | ((!self.seq as u128) << 32) | link as u128;
-        self.seq = self.seq.checked_add(1).expect("2^32 pushes in one filling");
-        self.heap.push(Reverse(Packed(word, version)));
+    /// Adds an entry and returns its push number (below `u32::MAX`).
+    pub(super) fn push(&mut self, key: u64, link: u32) -> u32 {
+        let seq = self.seq;
+        assert!(seq < u32::MAX, "2^32 - 1 pushes in one filling");
+        self.seq += 1;
+        self.heap.push(Reverse(
+            (key as u128) << 64 | ((!seq as u128) << 32) | link as u128,
+        ));
+        seq
     }
 
-    /// Removes an entry with the smallest key (of those, the last pushed).
-    pub(super) fn pop(&mut self) -> Option<Entry> {
-        let Reverse(Packed(word, version)) = self.heap.pop()?;
-        Some(((word >> 64) as u64, word as u32, version))
+    /// Removes an entry with the smallest key (of those, the last pushed): `(key, link, seq)`.
+    pub(super) fn pop(&mut self) -> Option<(u64, u32, u32)> {
+        let Reverse(word) = self.heap.pop()?;
+        Some(((word >> 64) as u64, word as u32, !((word >> 32) as u32)))
     }
 }
 
@@ -73,13 +61,13 @@ mod tests {
     fn pops_smallest_key_then_last_pushed() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut q = FillQueue::default();
-        for round in 0..50u32 {
+        for _ in 0..50 {
             q.clear();
-            let mut reference: Vec<(u64, u32, u32, u32)> = Vec::new(); // key, seq, link, version
+            let mut reference: Vec<(u64, u32, u32)> = Vec::new(); // key, seq, link
             let mut seq = 0;
             let mut push = |q: &mut FillQueue, reference: &mut Vec<_>, key: u64, link: u32| {
-                q.push((key, link, round));
-                reference.push((key, seq, link, round));
+                assert_eq!(q.push(key, link), seq);
+                reference.push((key, seq, link));
                 seq += 1;
             };
             for link in 0..100u32 {
@@ -90,8 +78,8 @@ mod tests {
                 let best = (0..reference.len())
                     .min_by_key(|&i| (reference[i].0, Reverse(reference[i].1)))
                     .unwrap();
-                let (key, _, link, version) = reference.swap_remove(best);
-                assert_eq!(q.pop(), Some((key, link, version)));
+                let (key, seq, link) = reference.swap_remove(best);
+                assert_eq!(q.pop(), Some((key, link, seq)));
                 if rng.gen_bool(0.3) {
                     let up = f64::from_bits(key) + rng.gen_range(0..3u32) as f64 * 0.5;
                     push(&mut q, &mut reference, up.to_bits(), rng.gen_range(0..100));
