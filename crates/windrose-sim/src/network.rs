@@ -480,14 +480,23 @@ impl Link {
     /// Adds `delta` to the load; every [`LOAD_RESUM`] updates the load is summed afresh from
     /// the connections' rates, so rounding cannot pile up.
     fn add_load(&mut self, delta: f64, hot: &[Hot]) {
+        self.add_load_skipping(delta, hot, None);
+    }
+
+    /// [`Link::add_load`] as if the entry at `skip` were not in the level set (a connection
+    /// being moved within it).
+    fn add_load_skipping(&mut self, delta: f64, hot: &[Hot], skip: Option<usize>) {
         self.load_updates += 1;
         if self.load_updates >= LOAD_RESUM {
             self.load_updates = 0;
-            self.load = self.levels.iter().map(|&(_, g)| hot[g as usize].rate).sum();
+            self.load = (self.levels.iter().enumerate())
+                .filter(|&(i, _)| Some(i) != skip)
+                .map(|(_, &(_, g))| hot[g as usize].rate)
+                .sum();
         } else {
             self.load += delta;
         }
-        if self.levels.is_empty() {
+        if self.levels.len() == usize::from(skip.is_some()) {
             self.load = 0.0;
         }
     }
@@ -1276,19 +1285,8 @@ impl Network {
                 .levels
                 .binary_search(&old)
                 .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
-            // The load as `unlist` leaves it: `f` off the set (a re-sum skips its entry).
-            link.load_updates += 1;
-            if link.load_updates >= LOAD_RESUM {
-                link.load_updates = 0;
-                link.load = (link.levels[..at].iter().chain(&link.levels[at + 1..]))
-                    .map(|&(_, g)| hot[g as usize].rate)
-                    .sum();
-            } else {
-                link.load += -h.rate;
-            }
-            if link.levels.len() == 1 {
-                link.load = 0.0;
-            }
+            // The load as `unlist` leaves it: `f` off the set.
+            link.add_load_skipping(-h.rate, hot, Some(at));
             let (Ok(to) | Err(to)) = link.levels.binary_search(&new);
             if to > at {
                 link.levels[at..to].rotate_left(1);
