@@ -9,7 +9,7 @@
 //!                                              --mib 64 --budget-s 600]
 //! ```
 //!
-//! Each run is a child process (this binary with `--child PROTOCOL N`), so its peak memory is
+//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE]`), so its peak memory is
 //! its own VmHWM from `/proc/self/status` (Linux; `-` elsewhere) and a run past `--budget-s`
 //! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
 //! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
@@ -79,12 +79,18 @@ fn peak_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// One run in this process: `events wall_s peak_kib fraction` on one line.
-fn child(protocol: &str, n: usize, mib: u64) -> String {
+/// One run in this process: `events wall_s peak_kib fraction` on one line; with `log`, the
+/// event log is written there (to compare two builds' runs line by line).
+fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>) -> String {
     let text = scenario(protocol, n, mib);
     let t = Instant::now();
     let s = parse_scenario(&text, Path::new("scale.toml")).expect("the scale scenario parses");
-    let report = run_scenario(&s, 1, None).expect("the scale scenario runs");
+    let mut file = log.map(|p| {
+        std::io::BufWriter::new(std::fs::File::create(p).expect("the log file can be created"))
+    });
+    let report = run_scenario(&s, 1, file.as_mut().map(|f| f as &mut dyn std::io::Write))
+        .expect("the scale scenario runs");
+    drop(file);
     let wall = t.elapsed().as_secs_f64();
     assert!(
         report.all_finished(),
@@ -105,13 +111,17 @@ fn main() {
         let protocol = &args[i + 1];
         let n: usize = args[i + 2].parse().expect("N");
         let mib = arg(&args, "--mib", 64u64);
-        println!("{}", child(protocol, n, mib));
+        let log = args
+            .iter()
+            .position(|a| a == "--log")
+            .map(|i| Path::new(&args[i + 1]));
+        println!("{}", child(protocol, n, mib, log));
         return;
     }
     // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
     if !args.iter().any(|a| a == "--bench") {
         for p in protocols() {
-            let line = child(&p, 64, 4);
+            let line = child(&p, 64, 4, None);
             println!("smoke {p} N=64 4 MiB: {line}");
         }
         return;

@@ -74,15 +74,21 @@
 //! - [`Network::send`]: O(log E) (one hash lookup, one heap push when the connection was idle);
 //! - a message completing on a connection whose next message is already transferable: O(log E)
 //!   and no re-sharing (the connection keeps its route, weight and rate);
-//! - any other instant: one solve, O(k·(H_R + T·b) + A·(log d + 5) + C·(5 log d + log E)) for
-//!   the `C ≤ R` connections whose rate changed (b ≤ 64 the key bits of the filling's monotone
-//!   radix heap, a few bucket moves in practice). The worst case is the whole component in
-//!   `R` and `k` up to `R`; in practice `R` is close to the connections whose rate really
-//!   changes and `k` about 2-3.
+//! - any other instant: one solve, O(k·(H_R + Q·log T) + A·(log d + 5) + C·(5·(log d + m) +
+//!   log E)) for the `C ≤ R` connections whose rate changed, with `Q ≤ T + H_R` the fill
+//!   queue's entries per round (a binary heap of the region's links, 16 bytes an entry) and
+//!   `m` the places a connection moves in a link's level set when its rate changes (usually
+//!   a few; at worst `d`). The worst case is the whole component in `R` and `k` up to `R`; in
+//!   practice `R` is close to the connections whose rate really changes and `k` about 2-3.
 //!
 //! None of these terms depends on N by itself. Measured on MOB (4 clusters, 64 MiB in
 //! 256 KiB pieces) at N = 1,024: 23 connections and 25 links re-shared per solve in 2.7 rounds
-//! on average for 21.5 rate changes, where the component solve re-shared 606 and 265.
+//! on average for 21.5 rate changes (13.8 M rate changes, 63 M fill-queue pops and 106 M
+//! level-set entries walked by the checks over the run's 643 k solves), where the component
+//! solve re-shared 606 and 265. What a solve touches per connection is kept in two dense
+//! arrays, `Hot` (route, weight, rate: one cache line) and `Sched` (progress and completion
+//! stamp: 32 bytes), so that at N = 4,096 (60 k connections) they stay in cache; the rest of a
+//! connection (its queue and statistics) is read only when a message is sent or delivered.
 //!
 //! Completion times live in one binary heap of `(time, kind, id, version)` entries; bumping a
 //! connection's version stamp makes its older entry stale, and stale entries are skipped when
@@ -121,8 +127,8 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
 
-mod radix_heap;
-use radix_heap::RadixHeap;
+mod fill_queue;
+use fill_queue::FillQueue;
 
 /// How active connections share the links they cross.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -386,15 +392,12 @@ impl Hot {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Conn {
-    src: NodeId,
-    dst: NodeId,
-    latency_s: f64,
-    queue: VecDeque<Msg>,
-    active: bool,
-    /// Position of this connection in each route link's `flows`, when active.
-    pos: [u32; 5],
+/// A connection's transfer progress and completion entry, kept apart from [`Conn`] (its queue
+/// and statistics) like [`Hot`]: a solve settles and reschedules every connection whose rate
+/// changed, and every event popped is checked for staleness, so these 32 bytes are read far
+/// more often than the rest, and a dense array keeps them in cache at large N.
+#[derive(Copy, Clone, Debug, Default)]
+struct Sched {
     /// Bytes of the head message left at `t_last`.
     remaining: f64,
     t_last: f64,
@@ -404,6 +407,17 @@ struct Conn {
     version: u32,
     /// Whether a live (non-stale) completion entry is in the event heap.
     scheduled: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Conn {
+    src: NodeId,
+    dst: NodeId,
+    latency_s: f64,
+    queue: VecDeque<Msg>,
+    active: bool,
+    /// Position of this connection in each route link's `flows`, when active.
+    pos: [u32; 5],
     active_since: f64,
     active_s: f64,
     // Statistics.
@@ -431,7 +445,9 @@ struct Link {
     remaining: f64,
     usage: f64,
     unfixed: u32,
-    version: u32,
+    /// The fill queue's current entry for the link (its push number), or `STALE` once a
+    /// connection fixed elsewhere raised the link's level.
+    queued: u32,
     /// Level at which the filling saturated the link this round (infinite if it did not).
     level: f64,
     /// Over the region's connections on the link: their old rates, their new rates, and
@@ -464,18 +480,30 @@ impl Link {
     /// Adds `delta` to the load; every [`LOAD_RESUM`] updates the load is summed afresh from
     /// the connections' rates, so rounding cannot pile up.
     fn add_load(&mut self, delta: f64, hot: &[Hot]) {
+        self.add_load_skipping(delta, hot, None);
+    }
+
+    /// [`Link::add_load`] as if the entry at `skip` were not in the level set (a connection
+    /// being moved within it).
+    fn add_load_skipping(&mut self, delta: f64, hot: &[Hot], skip: Option<usize>) {
         self.load_updates += 1;
         if self.load_updates >= LOAD_RESUM {
             self.load_updates = 0;
-            self.load = self.levels.iter().map(|&(_, g)| hot[g as usize].rate).sum();
+            self.load = (self.levels.iter().enumerate())
+                .filter(|&(i, _)| Some(i) != skip)
+                .map(|(_, &(_, g))| hot[g as usize].rate)
+                .sum();
         } else {
             self.load += delta;
         }
-        if self.levels.is_empty() {
+        if self.levels.len() == usize::from(skip.is_some()) {
             self.load = 0.0;
         }
     }
 }
+
+/// [`Link::queued`] of a link whose fill queue entries are all out of date.
+const STALE: u32 = u32::MAX;
 
 /// See [`Link::add_load`].
 const LOAD_RESUM: u32 = 256;
@@ -490,6 +518,8 @@ pub struct Network {
     conns: Vec<Conn>,
     /// Solver state of each connection, same index as `conns`.
     hot: Vec<Hot>,
+    /// Progress and completion entry of each connection, same index as `conns`.
+    sched: Vec<Sched>,
     /// Lookup only (never iterated): `(src, dst)` → index in `conns`.
     conn_of: HashMap<(u32, u32), u32>,
     events: BinaryHeap<Reverse<Event>>,
@@ -509,7 +539,7 @@ pub struct Network {
     adj: Vec<u32>,
     comp_links: Vec<u32>,
     comp_flows: Vec<u32>,
-    fill: RadixHeap,
+    fill: FillQueue,
     stats: NetworkStats,
 }
 
@@ -529,6 +559,7 @@ impl Network {
             links,
             conns: Vec::new(),
             hot: Vec::new(),
+            sched: Vec::new(),
             conn_of: HashMap::new(),
             events: BinaryHeap::new(),
             stale: 0,
@@ -542,7 +573,7 @@ impl Network {
             adj: Vec::new(),
             comp_links: Vec::new(),
             comp_flows: Vec::new(),
-            fill: RadixHeap::default(),
+            fill: FillQueue::default(),
             stats: NetworkStats::default(),
         }
     }
@@ -651,6 +682,10 @@ impl Network {
             weight: 1.0 / self.policy.penalty(latency_s),
             ..Hot::default()
         });
+        self.sched.push(Sched {
+            t_last: self.now,
+            ..Sched::default()
+        });
         self.conns.push(Conn {
             src,
             dst,
@@ -658,11 +693,6 @@ impl Network {
             queue: VecDeque::new(),
             active: false,
             pos: [0; 5],
-            listed_level: 0,
-            remaining: 0.0,
-            t_last: self.now,
-            version: 0,
-            scheduled: false,
             active_since: 0.0,
             active_s: 0.0,
             messages_sent: 0,
@@ -701,10 +731,10 @@ impl Network {
             if conn.active {
                 // Settle the head's bytes moved so far, then release the links.
                 let h = self.hot[c];
-                let conn = &mut self.conns[c];
-                let moved = (h.rate * (now - conn.t_last)).clamp(0.0, conn.remaining);
-                conn.remaining = 0.0;
-                conn.t_last = now;
+                let sc = &mut self.sched[c];
+                let moved = (h.rate * (now - sc.t_last)).clamp(0.0, sc.remaining);
+                sc.remaining = 0.0;
+                sc.t_last = now;
                 if moved > 0.0 {
                     for &l in h.route() {
                         self.links[l as usize].bytes += moved;
@@ -827,17 +857,17 @@ impl Network {
     }
 
     fn is_stale(&self, ev: &Event) -> bool {
-        ev.kind == EV_COMPLETE && self.conns[ev.id as usize].version != ev.version
+        ev.kind == EV_COMPLETE && self.sched[ev.id as usize].version != ev.version
     }
 
     /// Makes connection `c`'s completion entry, if any, stale.
     fn invalidate(&mut self, c: u32) {
-        let conn = &mut self.conns[c as usize];
-        if conn.scheduled {
-            conn.scheduled = false;
+        let sc = &mut self.sched[c as usize];
+        if sc.scheduled {
+            sc.scheduled = false;
             self.stale += 1;
         }
-        conn.version = conn.version.wrapping_add(1);
+        sc.version = sc.version.wrapping_add(1);
     }
 
     /// Pops the top event; `None` if it was stale.
@@ -848,7 +878,7 @@ impl Network {
             return None;
         }
         if ev.kind == EV_COMPLETE {
-            self.conns[ev.id as usize].scheduled = false;
+            self.sched[ev.id as usize].scheduled = false;
         }
         Some(ev)
     }
@@ -858,9 +888,9 @@ impl Network {
     /// per stale entry).
     fn compact_events(&mut self) {
         if self.stale > 1024 && 2 * self.stale > self.events.len() {
-            let conns = &self.conns;
+            let sched = &self.sched;
             self.events.retain(|Reverse(ev)| {
-                ev.kind != EV_COMPLETE || conns[ev.id as usize].version == ev.version
+                ev.kind != EV_COMPLETE || sched[ev.id as usize].version == ev.version
             });
             self.stale = 0;
         }
@@ -1042,9 +1072,10 @@ impl Network {
             .queue
             .pop_front()
             .expect("a completing connection has a head");
-        let done = conn.remaining;
-        conn.remaining = 0.0;
-        conn.t_last = self.now;
+        let sc = &mut self.sched[c as usize];
+        let done = sc.remaining;
+        sc.remaining = 0.0;
+        sc.t_last = self.now;
         let h = self.hot[c as usize];
         for &l in h.route() {
             self.links[l as usize].bytes += done;
@@ -1079,14 +1110,16 @@ impl Network {
                 self.deliver(c, msg, out);
                 continue;
             }
-            conn.remaining = head.bytes as f64;
-            conn.t_last = now;
+            let remaining = head.bytes as f64;
+            let sc = &mut self.sched[c as usize];
+            sc.remaining = remaining;
+            sc.t_last = now;
             if conn.active {
                 // Streaming on: same route, same weight, same rate.
-                let t = now + conn.remaining / self.hot[c as usize].rate;
+                let t = now + remaining / self.hot[c as usize].rate;
                 self.invalidate(c);
-                self.conns[c as usize].scheduled = true;
-                let v = self.conns[c as usize].version;
+                self.sched[c as usize].scheduled = true;
+                let v = self.sched[c as usize].version;
                 self.push(t, EV_COMPLETE, c, v);
             } else {
                 self.activate(c);
@@ -1184,26 +1217,24 @@ impl Network {
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
             if h.new_rate == h.rate {
-                if self.conns[f as usize].listed_level != Key::new(h.rate * h.penalty).0 {
+                if self.sched[f as usize].listed_level != Key::new(h.rate * h.penalty).0 {
                     // Re-weighted, same rate.
                     self.unlist(f);
                     self.list(f);
                 }
                 continue;
             }
-            let conn = &mut self.conns[f as usize];
-            let moved = (h.rate * (now - conn.t_last)).min(conn.remaining);
-            conn.remaining -= moved;
-            conn.t_last = now;
-            if conn.scheduled {
+            let sc = &mut self.sched[f as usize];
+            let moved = (h.rate * (now - sc.t_last)).min(sc.remaining);
+            sc.remaining -= moved;
+            sc.t_last = now;
+            if sc.scheduled {
                 self.stale += 1;
             }
-            conn.scheduled = true;
-            conn.version = conn.version.wrapping_add(1);
-            let (remaining, version) = (conn.remaining, conn.version);
-            self.unlist(f);
-            self.hot[f as usize].rate = h.new_rate;
-            self.list(f);
+            sc.scheduled = true;
+            sc.version = sc.version.wrapping_add(1);
+            let (remaining, version) = (sc.remaining, sc.version);
+            self.relist(f, h.new_rate);
             if moved > 0.0 {
                 for &l in h.route() {
                     self.links[l as usize].bytes += moved;
@@ -1225,7 +1256,7 @@ impl Network {
     /// and loads.
     fn unlist(&mut self, f: u32) {
         let h = self.hot[f as usize];
-        let key = (self.conns[f as usize].listed_level, f);
+        let key = (self.sched[f as usize].listed_level, f);
         for &l in h.route() {
             let link = &mut self.links[l as usize];
             let at = link
@@ -1237,12 +1268,43 @@ impl Network {
         }
     }
 
+    /// Moves active connection `f` to rate `rate` in its links' level sets and loads: what
+    /// [`Network::unlist`] then [`Network::list`] at the new rate do, with the same loads to the
+    /// last bit, but one binary search per link for each key and only the entries between the
+    /// old and the new position moved (a rate change usually moves a connection a few places).
+    fn relist(&mut self, f: u32, rate: f64) {
+        let h = self.hot[f as usize];
+        let old = (self.sched[f as usize].listed_level, f);
+        let new = (Key::new(rate * h.penalty).0, f);
+        self.sched[f as usize].listed_level = new.0;
+        self.hot[f as usize].rate = rate;
+        let hot = &self.hot;
+        for &l in h.route() {
+            let link = &mut self.links[l as usize];
+            let at = link
+                .levels
+                .binary_search(&old)
+                .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
+            // The load as `unlist` leaves it: `f` off the set.
+            link.add_load_skipping(-h.rate, hot, Some(at));
+            let (Ok(to) | Err(to)) = link.levels.binary_search(&new);
+            if to > at {
+                link.levels[at..to].rotate_left(1);
+                link.levels[to - 1] = new;
+            } else {
+                link.levels[to..=at].rotate_right(1);
+                link.levels[to] = new;
+            }
+            link.add_load(rate, hot);
+        }
+    }
+
     /// Puts active connection `f` (at its current rate and penalty) on its links' level sets
     /// and loads.
     fn list(&mut self, f: u32) {
         let h = self.hot[f as usize];
         let key = (Key::new(h.rate * h.penalty).0, f);
-        self.conns[f as usize].listed_level = key.0;
+        self.sched[f as usize].listed_level = key.0;
         for &l in h.route() {
             let link = &mut self.links[l as usize];
             let at = link.levels.binary_search(&key).unwrap_err();
@@ -1314,9 +1376,9 @@ impl Network {
             let link = &mut links[l as usize];
             let outside = link.load - link.old_sum;
             link.remaining = (link.capacity - outside).max(0.0);
-            link.version = link.version.wrapping_add(1);
+            link.queued = STALE;
             if link.unfixed > 0 {
-                fill.push((Key::new(link.remaining / link.usage).0, l, link.version));
+                link.queued = fill.push(Key::new(link.remaining / link.usage).0, l);
             }
         }
 
@@ -1327,12 +1389,13 @@ impl Network {
         // Fixing a connection at level λ raises the level of every other link it crosses (λ is
         // at most their level), so a queued entry can only underestimate its link's level:
         // entries are not updated in place but re-queued with the current level when they
-        // surface out of date (version stamp), which saves a queue operation per route hop. As
-        // levels only rise, the queue is a radix heap (see `radix_heap`). Filling stops as soon
+        // surface out of date (`Link::queued`), which saves a queue operation per route hop. As
+        // levels only rise, the first entry of a link that surfaces current is its level (see
+        // `fill_queue` for the order of ties). Filling stops as soon
         // as every connection is fixed: the links still queued are then all unsaturated.
         let mut unfixed_flows = comp_flows.len();
         while unfixed_flows > 0 {
-            let Some((key, l, version)) = fill.pop() else {
+            let Some((key, l, entry)) = fill.pop() else {
                 break;
             };
             let l = l as usize;
@@ -1347,7 +1410,7 @@ impl Network {
                     (link.adj_start + link.adj_len) as usize,
                 )
             };
-            if links[l].version != version {
+            if links[l].queued != entry {
                 if links[l].usage <= 0.0 {
                     // Rounding ate the weights: recompute them exactly.
                     let usage = adj[start..end]
@@ -1357,10 +1420,10 @@ impl Network {
                         .fold(0.0, |u, g| u + g.weight);
                     links[l].usage = usage;
                 }
-                let link = &links[l];
+                let link = &mut links[l];
                 // The level only rose since the entry was queued; clamp rounding.
                 let current = (link.remaining / link.usage).max(key);
-                fill.push((Key::new(current).0, l as u32, link.version));
+                link.queued = fill.push(Key::new(current).0, l as u32);
                 continue;
             }
             let level = key;
@@ -1384,7 +1447,7 @@ impl Network {
                     if m != l {
                         link.remaining -= rate;
                         link.usage -= weight;
-                        link.version = link.version.wrapping_add(1);
+                        link.queued = STALE;
                     }
                 }
             }
@@ -1567,8 +1630,8 @@ impl Network {
         let mut bytes = l.bytes;
         let mut rate = 0.0;
         for &f in &l.flows {
-            let (c, h) = (&self.conns[f as usize], &self.hot[f as usize]);
-            bytes += (h.rate * (self.now - c.t_last)).min(c.remaining);
+            let (sc, h) = (&self.sched[f as usize], &self.hot[f as usize]);
+            bytes += (h.rate * (self.now - sc.t_last)).min(sc.remaining);
             rate += h.rate;
         }
         LinkStats {
