@@ -65,11 +65,13 @@ fn the_views_links_join_both_ends_and_drop_poisoned_entries() {
                 peer: NodeId(0),
                 rtt_ms: Some((30.0, 1.0)),
                 mb_s: Some((4.0, 0.5)),
+                mb_s_age_ms: None,
             },
             LinkEntry {
                 peer: NodeId(1),
                 rtt_ms: Some((f64::NAN, 0.0)),
                 mb_s: None,
+                mb_s_age_ms: None,
             },
         ],
     );
@@ -80,6 +82,7 @@ fn the_views_links_join_both_ends_and_drop_poisoned_entries() {
             peer: NodeId(2),
             rtt_ms: None,
             mb_s: Some((-1.0, 0.0)),
+            mb_s_age_ms: None,
         }],
     );
     let v = w.view(ms(3), &members);
