@@ -799,6 +799,35 @@ impl LinkTable {
         self.links[a.min(b) * self.n + a.max(b)]
     }
 
+    /// What a broadcast of `bytes` over these links is bound by: bandwidth when moving the
+    /// bytes over the median link between sites (the median link, with one site) takes
+    /// longer than its one-way latency (the alpha-beta model's crossover), else latency.
+    pub fn bound(&self, bytes: u64) -> crate::planner::Bound {
+        let (mut inter, mut all) = (Vec::new(), Vec::new());
+        for a in 0..self.n {
+            for b in a + 1..self.n {
+                let (ca, cb) = (self.clusters[a], self.clusters[b]);
+                if ca.is_none() || cb.is_none() {
+                    continue;
+                }
+                let (rtt, mb_s) = self.links[a * self.n + b];
+                let l = (bytes as f64 / (mb_s * 1e3), rtt / 2.0);
+                all.push(l);
+                if ca != cb {
+                    inter.push(l);
+                }
+            }
+        }
+        let links = if inter.is_empty() { all } else { inter };
+        let ms = median(links.iter().map(|l| l.0).collect()).unwrap_or(0.0);
+        let latency = median(links.iter().map(|l| l.1).collect()).unwrap_or(0.0);
+        if ms > latency {
+            crate::planner::Bound::Bandwidth
+        } else {
+            crate::planner::Bound::Latency
+        }
+    }
+
     /// What each link adds to a pipelined broadcast of `bytes` in segments of `segment`
     /// bytes, in ms, as a symmetric cost matrix: its one-way latency (half the round trip),
     /// one segment at its bandwidth (filling the pipeline), and the rest of the bytes at its
@@ -975,7 +1004,10 @@ mod tests {
 
     /// Node 9's service (no links of its own) with `rows`: (when received, from, [(peer,
     /// MB/s, age ms)]).
-    fn view(rows: &[(u64, u32, &[(u32, f64, f64)])], now: u64) -> GroupView {
+    /// A row's bandwidths: (peer, MB/s, age ms).
+    type Links<'a> = &'a [(u32, f64, f64)];
+
+    fn view(rows: &[(u64, u32, Links)], now: u64) -> GroupView {
         let mut w = Weather::new(NodeId(9), WeatherConfig::default()).unwrap();
         for &(at, from, links) in rows {
             let row = links
@@ -1043,18 +1075,18 @@ mod tests {
     fn an_older_pair_figure_does_not_mask_a_newer_site_step_and_a_fresher_one_wins() {
         // 1 - 3 was measured at 5 MB/s at 1 s; 0 - 2's step at 10 s is newer: 1 - 3 follows
         // it, though its own figure is still within its TTL.
-        let step: &[(u32, f64, f64)] = &[(0, 0.5, 0.0)];
+        let step: Links = &[(0, 0.5, 0.0)];
         let v = view(&[(1, 1, &BEFORE_1), (10, 2, step)], 11);
         assert_eq!(bw(&v, 1, 3), (0.5, Basis::Guessed));
         // 1 - 3 measured again after the step, at 0.4 (within the step factor of 0.5): its
         // own figure.
-        let again: &[(u32, f64, f64)] = &[(1, 0.4, 0.0)];
+        let again: Links = &[(1, 0.4, 0.0)];
         let v = view(&[(1, 1, &BEFORE_1), (10, 2, step), (12, 3, again)], 13);
         assert_eq!(bw(&v, 1, 3), (0.4, Basis::Measured));
         assert_eq!(bw(&v, 0, 2), (0.5, Basis::Measured));
         // The age a row carries decides, not when it arrived: a figure sampled before the
         // step (20 s old on arrival at 12 s) is out of date.
-        let stale: &[(u32, f64, f64)] = &[(1, 5.0, 20_000.0)];
+        let stale: Links = &[(1, 5.0, 20_000.0)];
         let v = view(&[(10, 2, step), (12, 3, stale)], 13);
         assert_eq!(bw(&v, 1, 3), (0.5, Basis::Guessed));
     }
@@ -1077,8 +1109,7 @@ mod tests {
 
     #[test]
     fn readings_sampled_at_one_instant_are_both_current_whatever_the_rows_order() {
-        let (slow, fast): (&[(u32, f64, f64)], &[(u32, f64, f64)]) =
-            (&[(0, 0.5, 0.0)], &[(1, 40.0, 0.0)]);
+        let (slow, fast): (Links, Links) = (&[(0, 0.5, 0.0)], &[(1, 40.0, 0.0)]);
         let v = view(&[(10, 2, slow), (10, 3, fast)], 11);
         // Neither is newer: both keep their figures, the unmeasured pairs take their median.
         assert_eq!(bw(&v, 0, 2), (0.5, Basis::Measured));
