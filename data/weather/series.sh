@@ -6,8 +6,12 @@
 # 5 MB/s (as fast as the fastest) and slowed to 0.5 MB/s after the CHANGE_AFTER-th broadcast. Each policy
 # gets a fresh group (a fresh weather view).
 #
-# The oracle knows the change in advance: static:ALGO trees planned on a view that has
-# learnt the network they will run on. Before the first timed broadcast, untimed 4 MiB
+# The oracles know the change in advance: trees planned on a view that has learnt the network
+# they will run on. `oracle` (the issue's, judged against adapt) plans with adapt's freedom:
+# its first tree for the message (binomial-shaped; site-ordered for these sizes) built on that
+# view and kept, i.e. adapt:position with a threshold no change reaches. `oracle:ALGO` plans
+# static:ALGO trees (oracle:mst, an MST: any shape). Warm-ups use rebuild:ALGO (rebuild:mst for
+# `oracle`). Before the first timed broadcast, untimed 4 MiB
 # broadcasts under rebuild:ALGO measure the links (two); broadcasts 1..CHANGE_AFTER run under
 # static:ALGO, built on that view. At the change, untimed rebuild:ALGO broadcasts run until
 # the tree avoids the slowed link (at most ten), so the view holds every pair it would use;
@@ -36,9 +40,10 @@ CHANGE_AFTER=${4:-5}
 shift $(( $# < 4 ? $# : 4 ))
 POLICIES=("$@")
 if [ ${#POLICIES[@]} -eq 0 ]; then
-  POLICIES=(static:balanced-path adapt rebuild:mst oracle:mst)
+  POLICIES=(static:balanced-path adapt rebuild:mst oracle:mst oracle)
 fi
-NAME=wxser
+# The testbed's name (its namespaces are named after it): SERIES_NAME=... to run beside another.
+NAME=${SERIES_NAME:-wxser}
 DIR=$(mktemp -d /tmp/windrose-series-XXXXXX)
 cleanup() {
   for s in "$DIR"/c*.sock; do
@@ -125,27 +130,31 @@ broadcast() {
 echo "policy,broadcast,seconds,start_s,slow_link_bytes,plan"
 for policy in "${POLICIES[@]}"; do
   case $policy in
-    oracle:*)
-      algo=${policy#oracle:}
+    oracle*)
+      if [ "$policy" = oracle ]; then
+        warm=rebuild:mst timed=adapt:position:1e300
+      else
+        warm=rebuild:${policy#oracle:} timed=static:${policy#oracle:}
+      fi
       set_link 5e6
       serve
       unset CHANGED_AT
       for w in 1 2; do
-        broadcast "$policy" 0 "rebuild:$algo" "$DIR/warm.bin"
+        broadcast "$policy" 0 "$warm" "$DIR/warm.bin"
         sleep 2.5 # a gossip period, so every sender's row is in the root's view
       done
       for k in $(seq 1 "$CHANGE_AFTER"); do
-        broadcast "$policy" "$k" "static:$algo" "$DIR/data.bin"
+        broadcast "$policy" "$k" "$timed" "$DIR/data.bin"
       done
       set_link 5e5
       CHANGED_AT=$(date +%s.%N)
       for w in $(seq 1 10); do
-        broadcast "$policy" 0 "rebuild:$algo" "$DIR/warm.bin"
+        broadcast "$policy" 0 "$warm" "$DIR/warm.bin"
         [ "$AVOIDED" = 1 ] && break
         sleep 2.5
       done
       for k in $(seq $((CHANGE_AFTER + 1)) "$COUNT"); do
-        broadcast "$policy" "$k" "static:$algo" "$DIR/data.bin"
+        broadcast "$policy" "$k" "$timed" "$DIR/data.bin"
       done
       ;;
     *)

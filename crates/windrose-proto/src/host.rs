@@ -1731,9 +1731,11 @@ impl Host {
         bytes: u64,
         segment_bytes: u64,
     ) -> Result<crate::planner::Plan, String> {
-        let costs =
-            self.group_view()
-                .transfer_costs(bytes, segment_bytes, self.config.weather.guesses);
+        let links = self.group_view().links(self.config.weather.guesses);
+        let (costs, bound) = (
+            links.transfer_costs(bytes, segment_bytes),
+            links.bound(bytes),
+        );
         let mut clusters = vec![ClusterId(0); costs.node_count()];
         for &(m, c) in self.config.members.iter() {
             clusters[m.index()] = c;
@@ -1749,7 +1751,7 @@ impl Host {
             Some(Err(e)) => Err(e.to_string()),
             None => self
                 .planner
-                .plan(me, policy, &costs, &clusters, &failed)
+                .plan(me, policy, &costs, &clusters, &failed, bound)
                 .map_err(|e| e.to_string()),
         }
     }

@@ -5,8 +5,8 @@
 //! - [`TreePolicy::Static`]: built on the view of the first broadcast from this root and kept
 //!   whatever the weather does (what MPI libraries and our old runtime do);
 //! - [`TreePolicy::Rebuild`]: built from scratch on the current view at every broadcast;
-//! - [`TreePolicy::Adapt`]: Balanced-Path at the first broadcast, then repaired with the
-//!   seed-000 swap strategies: a link whose cost moved by more than `threshold` (relative)
+//! - [`TreePolicy::Adapt`]: a first tree fit for the message (see below), then repaired
+//!   with the seed-000 swap strategies: a link whose cost moved by more than `threshold` (relative)
 //!   since the tree last took it in is taken in ([`AdaptiveTree::on_link_cost_change`]: a rise
 //!   on a tree link makes the strategy look for a swap back to the old cost, anything else
 //!   only updates the path costs). Smaller moves are not taken in, so noise costs nothing and
@@ -20,6 +20,34 @@
 //!   broadcast's); the `(generation, epoch)` it used is in its [`Plan`]. Before the first tree
 //!   is complete (or with no service configured) the root falls back to `rebuild:mst` on its
 //!   view, and says so (`built`, no epoch).
+//!
+//! # Adapt's first tree: latency- or bandwidth-bound
+//!
+//! The swap strategies repair a binomial-shaped tree (its positions hold the nodes) and rank
+//! trees by their costliest root-to-leaf path, where each link's cost is what it adds to the
+//! broadcast of this size ([`LinkTable::transfer_costs`](crate::weather::LinkTable)). That
+//! ranking cannot see several tree edges crossing the same WAN path and sharing its
+//! bandwidth, which is what a *bandwidth-bound* broadcast's time hinges on: Balanced-Path,
+//! whose greedy fills a node's child slots with the cheapest nodes left, crossed one slow
+//! WAN path three times in issue 16's series and ran ~4x slower than an MST. So the first
+//! tree depends on the message ([`Bound`], decided by the caller from the view:
+//! [`LinkTable::bound`](crate::weather::LinkTable::bound)):
+//!
+//! - latency-bound: Balanced-Path (seed 000's own start);
+//! - bandwidth-bound: the *site-ordered* binomial tree ([`site_ordered`]) when it puts fewer
+//!   tree edges on its busiest WAN path than Balanced-Path does ([`most_shared`]), else
+//!   Balanced-Path. Site-ordered fills the positions site by site (the root's first), so
+//!   every site is one contiguous range of positions; a binomial subtree is a contiguous
+//!   range, so sites of one power-of-two size are whole subtrees joined by one edge each and
+//!   every WAN path is crossed at most once (issue 16's 4 x 4 series). Other sizes do not
+//!   align (three sites of three cross one path twice), and there Balanced-Path, the start
+//!   the swaps were designed for, is kept: measured in crates/windrose-sim/tests/weather.rs,
+//!   the site-ordered start left Position_Swapping at 4.3 s per broadcast after the change
+//!   where Balanced-Path's reached 1.35 s. The order of the other sites is the one of least
+//!   tree cost (every order up to 7 other sites, else nearest first).
+//!
+//! Either way the swap strategies are what repairs it afterwards. A root whose messages
+//! change bound gets a new first tree (`built`), as a policy change does.
 //!
 //! # Which collective sees a new tree
 //!
@@ -60,7 +88,8 @@ pub enum TreePolicy {
         /// The algorithm.
         algorithm: TreeAlgorithm,
     },
-    /// Balanced-Path, then repaired by swaps when links' costs move.
+    /// Balanced-Path or a site-ordered tree ([`Bound`]), then repaired by swaps when links'
+    /// costs move.
     Adapt {
         /// The swap strategy.
         strategy: Strategy,
@@ -70,6 +99,138 @@ pub enum TreePolicy {
     /// The group's live MST, kept by its members ([`crate::mst_service`]; its threshold and
     /// check period are the service's configuration).
     MstLive,
+}
+
+/// What a broadcast's time is bound by: decides `adapt`'s first tree (see the module docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Small messages: the links' latencies decide.
+    Latency,
+    /// Large messages: the links' bandwidths decide.
+    Bandwidth,
+}
+
+/// Adapt's first tree (see the module docs): Balanced-Path, unless the broadcast is
+/// bandwidth-bound and the site-ordered tree puts fewer tree edges on its busiest WAN path.
+fn first_tree(
+    costs: &DenseCostMatrix,
+    clusters: &[ClusterId],
+    root: NodeId,
+    bound: Bound,
+) -> Result<AdaptiveTree, TreeError> {
+    let bp = AdaptiveTree::balanced_path(costs, root)?;
+    if bound == Bound::Latency {
+        return Ok(bp);
+    }
+    let so = site_ordered(costs, clusters, root)?;
+    let busiest = |t: &AdaptiveTree| most_shared(&t.to_tree(), clusters);
+    Ok(if busiest(&so) < busiest(&bp) { so } else { bp })
+}
+
+/// The most tree edges that join one pair of distinct sites (`clusters`: one per node): the
+/// number of copies of the message its busiest WAN path carries.
+pub fn most_shared(tree: &Tree, clusters: &[ClusterId]) -> usize {
+    let mut count: BTreeMap<(ClusterId, ClusterId), usize> = BTreeMap::new();
+    for (a, b) in tree.edges() {
+        let (Some(&x), Some(&y)) = (clusters.get(a.index()), clusters.get(b.index())) else {
+            continue;
+        };
+        if x != y {
+            *count.entry((x.min(y), x.max(y))).or_default() += 1;
+        }
+    }
+    count.into_values().max().unwrap_or(0)
+}
+
+/// Other sites up to which [`site_ordered`] tries every order of them (7! = 5040 trees).
+const MAX_SITE_PERMUTATIONS: usize = 7;
+
+/// Adapt's first tree for a bandwidth-bound broadcast: binomial positions filled site by site,
+/// the root first and its site's other members next (by id), then each other site's members
+/// (by id), the sites in the order of least tree cost on `costs`. `clusters` holds one site
+/// per node of `costs`.
+pub fn site_ordered(
+    costs: &DenseCostMatrix,
+    clusters: &[ClusterId],
+    root: NodeId,
+) -> Result<AdaptiveTree, TreeError> {
+    let n = costs.node_count();
+    if clusters.len() != n {
+        return Err(TreeError::Invalid(format!(
+            "{} clusters given for {n} nodes",
+            clusters.len()
+        )));
+    }
+    if root.index() >= n {
+        return Err(TreeError::UnknownNode {
+            node: root,
+            node_count: n,
+        });
+    }
+    let mut sites: BTreeMap<ClusterId, Vec<NodeId>> = BTreeMap::new();
+    for (i, &c) in clusters.iter().enumerate() {
+        if i != root.index() {
+            sites.entry(c).or_default().push(NodeId(i as u32));
+        }
+    }
+    let mut first = vec![root];
+    first.extend(sites.remove(&clusters[root.index()]).unwrap_or_default());
+    let others: Vec<Vec<NodeId>> = sites.into_values().collect();
+    let order_of = |perm: &[usize]| -> Vec<NodeId> {
+        let mut nodes = first.clone();
+        for &i in perm {
+            nodes.extend(&others[i]);
+        }
+        nodes
+    };
+    let mut perm: Vec<usize> = (0..others.len()).collect();
+    if others.len() > MAX_SITE_PERMUTATIONS {
+        // Nearest first: the next site is the one with the cheapest link from a node placed.
+        let mut placed = first.clone();
+        let mut left = perm.clone();
+        perm.clear();
+        while !left.is_empty() {
+            let cheapest = |i: &usize| {
+                let mut c = f64::INFINITY;
+                for &a in &placed {
+                    for &b in &others[*i] {
+                        c = c.min(costs.cost(a, b));
+                    }
+                }
+                c
+            };
+            let k = (0..left.len())
+                .min_by(|&x, &y| cheapest(&left[x]).total_cmp(&cheapest(&left[y])))
+                .expect("not empty");
+            let i = left.remove(k);
+            placed.extend(&others[i]);
+            perm.push(i);
+        }
+        return AdaptiveTree::from_positions(costs, order_of(&perm));
+    }
+    let mut best = AdaptiveTree::from_positions(costs, order_of(&perm))?;
+    while next_permutation(&mut perm) {
+        let t = AdaptiveTree::from_positions(costs, order_of(&perm))?;
+        if t.cost() < best.cost() {
+            best = t;
+        }
+    }
+    Ok(best)
+}
+
+/// The next permutation of `v` in lexicographic order; false (and `v` unchanged) at the last.
+fn next_permutation(v: &mut [usize]) -> bool {
+    let Some(i) = (1..v.len()).rev().find(|&i| v[i - 1] < v[i]) else {
+        return false;
+    };
+    let j = (i..v.len())
+        .rev()
+        .find(|&j| v[j] > v[i - 1])
+        .expect("v[i] is one");
+    v.swap(i - 1, j);
+    v[i..].reverse();
+    true
 }
 
 /// Swaps `adapt` may make after taking changes in, beyond the one per changed link
@@ -198,6 +359,8 @@ enum Kept {
 #[derive(Clone)]
 struct Live {
     policy: TreePolicy,
+    /// The bound its tree was first built for.
+    bound: Bound,
     kept: Kept,
 }
 
@@ -225,8 +388,8 @@ impl Planner {
     }
 
     /// The tree of the next broadcast from `root` under `policy`, on `costs` (every member:
-    /// ids `0..costs.node_count()`), with `clusters` (one per node) and the members now
-    /// `failed`.
+    /// ids `0..costs.node_count()`), with `clusters` (one per node), the members now
+    /// `failed`, and what the broadcast is bound by (`adapt`'s first tree).
     pub fn plan(
         &mut self,
         root: NodeId,
@@ -234,6 +397,7 @@ impl Planner {
         costs: &DenseCostMatrix,
         clusters: &[ClusterId],
         failed: &[NodeId],
+        bound: Bound,
     ) -> Result<Plan, TreeError> {
         if policy == TreePolicy::MstLive {
             // The fallback before the live tree is whole: the central MST of the view.
@@ -248,19 +412,28 @@ impl Planner {
                 mst: None,
             });
         }
-        let reuse = self.live.get(&root).is_some_and(|l| l.policy == policy);
+        let reuse = self.live.get(&root).is_some_and(|l| {
+            l.policy == policy && (l.bound == bound || !matches!(policy, TreePolicy::Adapt { .. }))
+        });
         if !reuse {
             let kept = match policy {
                 TreePolicy::Static { algorithm } | TreePolicy::Rebuild { algorithm } => {
                     Kept::Fixed(algorithm.build(costs, Some(clusters), root)?)
                 }
                 TreePolicy::Adapt { .. } => Kept::Adaptive {
-                    tree: AdaptiveTree::balanced_path(costs, root)?,
+                    tree: first_tree(costs, clusters, root, bound)?,
                     taken: costs.clone(),
                 },
                 TreePolicy::MstLive => unreachable!("returned above"),
             };
-            self.live.insert(root, Live { policy, kept });
+            self.live.insert(
+                root,
+                Live {
+                    policy,
+                    bound,
+                    kept,
+                },
+            );
         }
         let live = self.live.get_mut(&root).expect("inserted above");
         let (mut built, mut changed_links, mut swaps) = (!reuse, 0, 0);

@@ -54,6 +54,21 @@
 //! flows one way; the sender measured it). Links nobody measured take [`Guesses`]: the median
 //! of the measured links of the same class (inside a cluster, between clusters), else fixed
 //! defaults; a member whose compute nobody measured, the median of the measured members.
+//!
+//! # One WAN path, many member pairs
+//!
+//! Between two sites (the group file's clusters) every member pair shares one WAN path, so a
+//! step on that path is learnt from the first pair that measures it, not pair by pair (a
+//! root would otherwise move its tree to the next pair between the same sites, as slow, up to
+//! once per pair). Each shared bandwidth carries its age ([`LinkEntry::mb_s_age_ms`]), so the
+//! view knows when every pair was last measured; the pair measured last between two sites is
+//! their reference, and an older pair whose figure is more than [`SITE_STEP`] away from it
+//! is out of date: it takes the median of the up-to-date pairs between those sites (the site
+//! pair's estimate, which unmeasured pairs take too) until it is measured again, when its own
+//! figure wins. Readings closer than the factor keep their own figures (pairs differ, and a
+//! tree's flows sharing the path read less each). Pairs inside a site share no path and are
+//! never carried over. The view is a pure function of the rows and their ages, so the
+//! simulator's hosts and the TCP driver's (both through [`Weather::view`]) plan alike.
 
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -230,6 +245,11 @@ pub struct LinkEntry {
     /// Bandwidth forecast from this end's sends, MB/s (10^6 bytes), and its error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mb_s: Option<(f64, f64)>,
+    /// How long before the row was made the bandwidth's last sample came, ms: lets the view
+    /// tell which of two links between the same sites was measured last (absent from older
+    /// versions' rows: taken as fresh when the row arrives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mb_s_age_ms: Option<f64>,
 }
 
 /// What the host knows of one link's weather.
@@ -424,10 +444,15 @@ impl Weather {
     pub fn row(&self, now: Time) -> Vec<LinkEntry> {
         self.links
             .iter()
-            .map(|(&peer, l)| LinkEntry {
-                peer,
-                rtt_ms: l.rtt.forecaster.forecast().map(|f| (f.value, f.error)),
-                mb_s: self.bandwidth_of(now, l).map(|f| (f.value, f.error)),
+            .map(|(&peer, l)| {
+                let mb_s = self.bandwidth_of(now, l).map(|f| (f.value, f.error));
+                LinkEntry {
+                    peer,
+                    rtt_ms: l.rtt.forecaster.forecast().map(|f| (f.value, f.error)),
+                    mb_s,
+                    mb_s_age_ms: mb_s
+                        .map(|_| now.saturating_since(l.bandwidth.at).as_secs_f64() * 1e3),
+                }
             })
             .filter(|e| e.rtt_ms.is_some() || e.mb_s.is_some())
             .collect()
@@ -474,7 +499,8 @@ impl Weather {
         let ok = |v: Option<(f64, f64)>| {
             v.is_none_or(|(x, e)| x.is_finite() && x >= 0.0 && e.is_finite() && e >= 0.0)
         };
-        row.retain(|e| e.peer != from && ok(e.rtt_ms) && ok(e.mb_s));
+        let age_ok = |a: Option<f64>| a.is_none_or(|a| a.is_finite() && a >= 0.0);
+        row.retain(|e| e.peer != from && ok(e.rtt_ms) && ok(e.mb_s) && age_ok(e.mb_s_age_ms));
         self.rows.insert(from, (now, row));
     }
 
@@ -502,9 +528,9 @@ impl Weather {
             }
         }
         let own = self.row(now);
-        let rows =
-            std::iter::once((self.me, &own)).chain(self.rows.iter().map(|(f, (_, r))| (*f, r)));
-        for (from, row) in rows {
+        let rows = std::iter::once((self.me, now, &own))
+            .chain(self.rows.iter().map(|(f, (at, r))| (*f, *at, r)));
+        for (from, received, row) in rows {
             for e in row {
                 if from.index() >= n || e.peer.index() >= n {
                     continue;
@@ -515,7 +541,10 @@ impl Weather {
                     view.rtt[lo * n + hi].push(v);
                 }
                 if let Some((v, _)) = e.mb_s {
-                    view.mb_s[lo * n + hi].push(v);
+                    // Nanoseconds, so a fractional age is not rounded to a later time.
+                    let age = e.mb_s_age_ms.map_or(0, |a| (a * 1e6) as u64);
+                    let at = Time::from_nanos(received.as_nanos().saturating_sub(age));
+                    view.mb_s[lo * n + hi].push((v, at));
                 }
             }
         }
@@ -564,8 +593,9 @@ pub struct GroupView {
     clusters: Vec<Option<ClusterId>>,
     /// Per unordered pair (lo * n + hi): the round-trip forecasts of its ends.
     rtt: Vec<Vec<f64>>,
-    /// Per unordered pair: the bandwidth forecasts of its ends.
-    mb_s: Vec<Vec<f64>>,
+    /// Per unordered pair: the bandwidth forecasts of its ends, with when their last samples
+    /// came (on this node's clock).
+    mb_s: Vec<Vec<(f64, Time)>>,
     /// Per member: its compute speed forecast, MB/s.
     compute_mb_s: Vec<Option<f64>>,
 }
@@ -598,7 +628,15 @@ impl GroupView {
 
     /// The link's bandwidth (MB/s): the lower of its ends' forecasts, if any end sent on it.
     pub fn mb_s(&self, a: NodeId, b: NodeId) -> Option<f64> {
-        self.mb_s[self.pair(a, b)?].iter().copied().reduce(f64::min)
+        self.mb_s_at(a, b).map(|(v, _)| v)
+    }
+
+    /// [`GroupView::mb_s`] and when the newer of its ends' last samples came.
+    pub fn mb_s_at(&self, a: NodeId, b: NodeId) -> Option<(f64, Time)> {
+        self.mb_s[self.pair(a, b)?]
+            .iter()
+            .copied()
+            .reduce(|(v, t), (w, u)| (v.min(w), t.max(u)))
     }
 
     /// The member's compute speed (MB/s), as it measured it.
@@ -644,11 +682,11 @@ impl GroupView {
         }
     }
 
-    /// Per pair of clusters (lo, hi): the medians of the measured links between them (round
-    /// trip, bandwidth). Between sites the links of different node pairs share one WAN path,
-    /// so a pair nobody measured is best guessed from its sites' measured pairs.
-    fn site_medians(&self) -> BTreeMap<(ClusterId, ClusterId), (Option<f64>, Option<f64>)> {
-        let mut acc: BTreeMap<(ClusterId, ClusterId), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    /// Per pair of clusters (lo, hi): what the measured links between them say of the links
+    /// nobody measured, and which measurements are out of date ([`Site`]).
+    fn sites(&self) -> BTreeMap<(ClusterId, ClusterId), Site> {
+        type Acc = (Vec<f64>, Vec<(f64, Time)>);
+        let mut acc: BTreeMap<(ClusterId, ClusterId), Acc> = BTreeMap::new();
         for a in 0..self.n {
             for b in a + 1..self.n {
                 let (Some(ca), Some(cb)) = (self.clusters[a], self.clusters[b]) else {
@@ -659,13 +697,43 @@ impl GroupView {
                 if let Some(r) = self.rtt_ms(na, nb) {
                     e.0.push(r);
                 }
-                if let Some(w) = self.mb_s(na, nb) {
+                if let Some(w) = self.mb_s_at(na, nb) {
                     e.1.push(w);
                 }
             }
         }
         acc.into_iter()
-            .map(|(k, (r, w))| (k, (median(r), median(w))))
+            .map(|((ca, cb), (r, w))| {
+                // Inside a cluster the pairs share no one path: no step is carried over.
+                let newest = (ca != cb)
+                    .then(|| {
+                        w.iter().copied().reduce(|x, y| match y.1.cmp(&x.1) {
+                            std::cmp::Ordering::Greater => y,
+                            std::cmp::Ordering::Less => x,
+                            // Two samples at one instant: the slower is the safer plan.
+                            std::cmp::Ordering::Equal => {
+                                if y.0 < x.0 {
+                                    y
+                                } else {
+                                    x
+                                }
+                            }
+                        })
+                    })
+                    .flatten();
+                let site = Site {
+                    rtt_ms: median(r),
+                    mb_s: None,
+                    newest,
+                };
+                let current = w
+                    .iter()
+                    .filter(|&&(v, t)| !site.supersedes(v, t))
+                    .map(|&(v, _)| v)
+                    .collect();
+                let mb_s = median(current);
+                ((ca, cb), Site { mb_s, ..site })
+            })
             .collect()
     }
 
@@ -731,6 +799,35 @@ impl LinkTable {
         self.links[a.min(b) * self.n + a.max(b)]
     }
 
+    /// What a broadcast of `bytes` over these links is bound by: bandwidth when moving the
+    /// bytes over the median link between sites (the median link, with one site) takes
+    /// longer than its one-way latency (the alpha-beta model's crossover), else latency.
+    pub fn bound(&self, bytes: u64) -> crate::planner::Bound {
+        let (mut inter, mut all) = (Vec::new(), Vec::new());
+        for a in 0..self.n {
+            for b in a + 1..self.n {
+                let (ca, cb) = (self.clusters[a], self.clusters[b]);
+                if ca.is_none() || cb.is_none() {
+                    continue;
+                }
+                let (rtt, mb_s) = self.links[a * self.n + b];
+                let l = (bytes as f64 / (mb_s * 1e3), rtt / 2.0);
+                all.push(l);
+                if ca != cb {
+                    inter.push(l);
+                }
+            }
+        }
+        let links = if inter.is_empty() { all } else { inter };
+        let ms = median(links.iter().map(|l| l.0).collect()).unwrap_or(0.0);
+        let latency = median(links.iter().map(|l| l.1).collect()).unwrap_or(0.0);
+        if ms > latency {
+            crate::planner::Bound::Bandwidth
+        } else {
+            crate::planner::Bound::Latency
+        }
+    }
+
     /// What each link adds to a pipelined broadcast of `bytes` in segments of `segment`
     /// bytes, in ms, as a symmetric cost matrix: its one-way latency (half the round trip),
     /// one segment at its bandwidth (filling the pipeline), and the rest of the bytes at its
@@ -777,7 +874,34 @@ pub struct Estimator<'a> {
     view: &'a GroupView,
     defaults: Guesses,
     guesses: Guesses,
-    sites: BTreeMap<(ClusterId, ClusterId), (Option<f64>, Option<f64>)>,
+    sites: BTreeMap<(ClusterId, ClusterId), Site>,
+}
+
+/// A bandwidth measured between two sites that differs from the newest measurement between
+/// the same two sites by more than this factor (either way) is out of date: the sites' WAN
+/// path changed since, and the newest stands for every pair between them until the pair is
+/// measured again. Above the factor by which a tree's own flows sharing one WAN path (two or
+/// three of them) lower each other's readings, so sharing alone carries nothing over; below
+/// the steps worth planning around (issue 16's series: 5 to 0.5 MB/s).
+pub const SITE_STEP: f64 = 3.0;
+
+/// What the measured links between one pair of sites (or inside one site) say.
+#[derive(Copy, Clone, Debug, Default)]
+struct Site {
+    /// The median round trip of the measured links.
+    rtt_ms: Option<f64>,
+    /// The median bandwidth of the measured links that are not out of date.
+    mb_s: Option<f64>,
+    /// Between two sites: the bandwidth measured last, and when.
+    newest: Option<(f64, Time)>,
+}
+
+impl Site {
+    /// True when a pair's bandwidth `v` last sampled at `t` is out of date ([`SITE_STEP`]).
+    fn supersedes(&self, v: f64, t: Time) -> bool {
+        self.newest
+            .is_some_and(|(w, at)| at > t && v.max(w) > SITE_STEP * v.min(w).max(f64::MIN_POSITIVE))
+    }
 }
 
 impl GroupView {
@@ -788,13 +912,13 @@ impl GroupView {
             view: self,
             defaults,
             guesses: self.guesses(defaults),
-            sites: self.site_medians(),
+            sites: self.sites(),
         }
     }
 }
 
 impl Estimator<'_> {
-    fn site(&self, a: NodeId, b: NodeId) -> (Option<f64>, Option<f64>) {
+    fn site(&self, a: NodeId, b: NodeId) -> Site {
         let v = self.view;
         let c = |x: NodeId| v.clusters.get(x.index()).copied().flatten();
         match (c(a), c(b)) {
@@ -802,8 +926,8 @@ impl Estimator<'_> {
                 .sites
                 .get(&(ca.min(cb), ca.max(cb)))
                 .copied()
-                .unwrap_or((None, None)),
-            _ => (None, None),
+                .unwrap_or_default(),
+            _ => Site::default(),
         }
     }
 
@@ -818,7 +942,7 @@ impl Estimator<'_> {
         let g = &self.guesses;
         self.view
             .rtt_ms(a, b)
-            .or(self.site(a, b).0)
+            .or(self.site(a, b).rtt_ms)
             .unwrap_or(if self.intra(a, b) {
                 g.intra_rtt_ms
             } else {
@@ -826,15 +950,25 @@ impl Estimator<'_> {
             })
     }
 
-    /// The link's bandwidth, MB/s (at least 1e-6), and whether it was measured.
+    /// The link's bandwidth, MB/s (at least 1e-6), and whether it was measured: its own
+    /// forecast, unless a newer measurement between the same two sites moved past
+    /// [`SITE_STEP`] from it (a WAN path's step is learnt for every pair it carries from the
+    /// first pair that measures it; the pair's own figure wins again once measured after
+    /// it); else the median of the up-to-date measured links between the same sites (or
+    /// inside the same one).
     pub fn mb_s(&self, a: NodeId, b: NodeId) -> (f64, Basis) {
-        if let Some(v) = self.view.mb_s(a, b) {
-            return (v.max(1e-6), Basis::Measured);
+        let site = self.site(a, b);
+        if let Some((v, t)) = self.view.mb_s_at(a, b) {
+            match site.mb_s {
+                Some(s) if site.supersedes(v, t) => return (s.max(1e-6), Basis::Guessed),
+                _ => return (v.max(1e-6), Basis::Measured),
+            }
         }
-        // Bandwidth unknown between two sites: the configured default, not the median of
-        // other sites' links, so a path nobody has tried looks as good as a fresh one and
-        // gets tried (one slow site pair must not make every untried pair look slow).
-        let v = self.site(a, b).1.unwrap_or(if self.intra(a, b) {
+        // Bandwidth unknown between two sites nobody measured: the configured default, not
+        // the median of other sites' links, so a path nobody has tried looks as good as a
+        // fresh one and gets tried (one slow site pair must not make every untried pair look
+        // slow).
+        let v = site.mb_s.unwrap_or(if self.intra(a, b) {
             self.guesses.intra_mb_s
         } else {
             self.defaults.inter_mb_s
@@ -849,5 +983,139 @@ impl Estimator<'_> {
             Some(v) => (v, Basis::Measured),
             None => (self.guesses.compute_mb_s, Basis::Guessed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The sites' bandwidth estimate: a step measured on one pair between two sites moves
+    //! every pair between them, and nothing else.
+    use super::*;
+    use windrose_model::LinkCosts;
+
+    /// Clusters 0 {0, 1}, 1 {2, 3}, 2 {4, 5}.
+    fn members() -> Vec<(NodeId, ClusterId)> {
+        (0..6).map(|i| (NodeId(i), ClusterId(i / 2))).collect()
+    }
+
+    fn secs(s: u64) -> Time {
+        Time::from_millis(1000 * s)
+    }
+
+    /// Node 9's service (no links of its own) with `rows`: (when received, from, [(peer,
+    /// MB/s, age ms)]).
+    /// A row's bandwidths: (peer, MB/s, age ms).
+    type Links<'a> = &'a [(u32, f64, f64)];
+
+    fn view(rows: &[(u64, u32, Links)], now: u64) -> GroupView {
+        let mut w = Weather::new(NodeId(9), WeatherConfig::default()).unwrap();
+        for &(at, from, links) in rows {
+            let row = links
+                .iter()
+                .map(|&(peer, v, age)| LinkEntry {
+                    peer: NodeId(peer),
+                    rtt_ms: None,
+                    mb_s: Some((v, 0.0)),
+                    mb_s_age_ms: Some(age),
+                })
+                .collect();
+            w.take_row(secs(at), NodeId(from), row);
+        }
+        w.view(secs(now), &members())
+    }
+
+    fn bw(v: &GroupView, a: u32, b: u32) -> (f64, Basis) {
+        v.estimator(Guesses::default()).mb_s(NodeId(a), NodeId(b))
+    }
+
+    /// Every pair between clusters 0 and 1 measured at 5 MB/s at 1 s (rows of 0 and 1), the
+    /// pair 0 - 4 at 3 MB/s and 0 - 1 at 100 MB/s.
+    const BEFORE: [(u32, f64, f64); 4] =
+        [(2, 5.0, 0.0), (3, 5.0, 0.0), (4, 3.0, 0.0), (1, 100.0, 0.0)];
+    const BEFORE_1: [(u32, f64, f64); 2] = [(2, 5.0, 0.0), (3, 5.0, 0.0)];
+
+    #[test]
+    fn a_step_on_one_pair_moves_every_pair_between_the_same_two_sites() {
+        // At 10 s, member 2 reports 0 - 2 at 0.5 MB/s, sampled 1 s before.
+        let v = view(
+            &[
+                (1, 0, &BEFORE),
+                (1, 1, &BEFORE_1),
+                (10, 2, &[(0, 0.5, 1000.0)]),
+            ],
+            11,
+        );
+        assert_eq!(bw(&v, 0, 2), (0.5, Basis::Measured));
+        for (a, b) in [(0, 3), (1, 2), (1, 3)] {
+            assert_eq!(bw(&v, a, b), (0.5, Basis::Guessed), "{a} - {b}");
+        }
+        // Another site pair and the pairs inside a site are untouched.
+        assert_eq!(bw(&v, 0, 4), (3.0, Basis::Measured));
+        assert_eq!(bw(&v, 0, 1), (100.0, Basis::Measured));
+        // Untried pairs between sites 1 and 2 keep the default: nobody measured that path.
+        assert_eq!(bw(&v, 2, 4).0, Guesses::default().inter_mb_s);
+        // And the plan's costs follow: every 0 - 1 site pair now costs the same.
+        let c = v.transfer_costs(4 << 20, 256 << 10, Guesses::default());
+        let slow = c.cost(NodeId(0), NodeId(2));
+        for (a, b) in [(0, 3), (1, 2), (1, 3)] {
+            assert_eq!(c.cost(NodeId(a), NodeId(b)), slow);
+        }
+    }
+
+    #[test]
+    fn a_step_inside_a_site_carries_over_to_no_other_pair() {
+        // Site 1's pair 2 - 3 reads 1 MB/s after 0 - 1 read 100: different paths.
+        let v = view(&[(1, 0, &BEFORE), (10, 2, &[(3, 1.0, 0.0)])], 11);
+        assert_eq!(bw(&v, 0, 1), (100.0, Basis::Measured));
+        assert_eq!(bw(&v, 2, 3), (1.0, Basis::Measured));
+        assert_eq!(bw(&v, 0, 2), (5.0, Basis::Measured));
+    }
+
+    #[test]
+    fn an_older_pair_figure_does_not_mask_a_newer_site_step_and_a_fresher_one_wins() {
+        // 1 - 3 was measured at 5 MB/s at 1 s; 0 - 2's step at 10 s is newer: 1 - 3 follows
+        // it, though its own figure is still within its TTL.
+        let step: Links = &[(0, 0.5, 0.0)];
+        let v = view(&[(1, 1, &BEFORE_1), (10, 2, step)], 11);
+        assert_eq!(bw(&v, 1, 3), (0.5, Basis::Guessed));
+        // 1 - 3 measured again after the step, at 0.4 (within the step factor of 0.5): its
+        // own figure.
+        let again: Links = &[(1, 0.4, 0.0)];
+        let v = view(&[(1, 1, &BEFORE_1), (10, 2, step), (12, 3, again)], 13);
+        assert_eq!(bw(&v, 1, 3), (0.4, Basis::Measured));
+        assert_eq!(bw(&v, 0, 2), (0.5, Basis::Measured));
+        // The age a row carries decides, not when it arrived: a figure sampled before the
+        // step (20 s old on arrival at 12 s) is out of date.
+        let stale: Links = &[(1, 5.0, 20_000.0)];
+        let v = view(&[(10, 2, step), (12, 3, stale)], 13);
+        assert_eq!(bw(&v, 1, 3), (0.5, Basis::Guessed));
+    }
+
+    #[test]
+    fn readings_within_the_step_factor_keep_their_own_figures() {
+        // 2.5 MB/s after 5 (two flows sharing the path read half each): no step.
+        let v = view(
+            &[
+                (1, 0, &BEFORE),
+                (1, 1, &BEFORE_1),
+                (10, 2, &[(0, 2.5, 0.0)]),
+            ],
+            11,
+        );
+        assert_eq!(bw(&v, 0, 2), (2.5, Basis::Measured));
+        assert_eq!(bw(&v, 0, 3), (5.0, Basis::Measured));
+        assert_eq!(bw(&v, 1, 2), (5.0, Basis::Measured));
+    }
+
+    #[test]
+    fn readings_sampled_at_one_instant_are_both_current_whatever_the_rows_order() {
+        let (slow, fast): (Links, Links) = (&[(0, 0.5, 0.0)], &[(1, 40.0, 0.0)]);
+        let v = view(&[(10, 2, slow), (10, 3, fast)], 11);
+        // Neither is newer: both keep their figures, the unmeasured pairs take their median.
+        assert_eq!(bw(&v, 0, 2), (0.5, Basis::Measured));
+        assert_eq!(bw(&v, 1, 3), (40.0, Basis::Measured));
+        assert_eq!(bw(&v, 0, 3), (20.25, Basis::Guessed));
+        let w = view(&[(10, 3, fast), (10, 2, slow)], 11);
+        assert_eq!(w, v);
     }
 }

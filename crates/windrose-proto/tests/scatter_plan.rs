@@ -36,6 +36,7 @@ fn view(t: &Tree, compute: &[Option<f64>], link: &[Option<f64>]) -> GroupView {
                     peer: c,
                     rtt_ms: None,
                     mb_s: Some((l, 0.0)),
+                    mb_s_age_ms: None,
                 })
             })
             .collect();

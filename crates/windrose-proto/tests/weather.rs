@@ -4,9 +4,10 @@
 use proptest::prelude::*;
 use std::time::Duration;
 use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, LinkCostsMut, NodeId};
-use windrose_proto::planner::{Planner, TreePolicy};
-use windrose_proto::weather::{Guesses, LinkEntry, SendMeter, Weather, WeatherConfig};
+use windrose_proto::planner::{most_shared, site_ordered, Bound, Planner, TreePolicy};
+use windrose_proto::weather::{Guesses, LinkEntry, LinkTable, SendMeter, Weather, WeatherConfig};
 use windrose_proto::Time;
+use windrose_trees::adaptive::AdaptiveTree;
 use windrose_trees::adaptive::Strategy;
 use windrose_trees::TreeAlgorithm;
 
@@ -65,11 +66,13 @@ fn the_views_links_join_both_ends_and_drop_poisoned_entries() {
                 peer: NodeId(0),
                 rtt_ms: Some((30.0, 1.0)),
                 mb_s: Some((4.0, 0.5)),
+                mb_s_age_ms: None,
             },
             LinkEntry {
                 peer: NodeId(1),
                 rtt_ms: Some((f64::NAN, 0.0)),
                 mb_s: None,
+                mb_s_age_ms: None,
             },
         ],
     );
@@ -80,6 +83,7 @@ fn the_views_links_join_both_ends_and_drop_poisoned_entries() {
             peer: NodeId(2),
             rtt_ms: None,
             mb_s: Some((-1.0, 0.0)),
+            mb_s_age_ms: None,
         }],
     );
     let v = w.view(ms(3), &members);
@@ -179,7 +183,9 @@ fn static_keeps_its_tree_and_rebuild_follows_the_costs() {
     let st = TreePolicy::Static {
         algorithm: TreeAlgorithm::BalancedPath,
     };
-    let first = p.plan(NodeId(0), st, &costs, &clusters, &[]).unwrap();
+    let first = p
+        .plan(NodeId(0), st, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     assert!(first.built);
     // Every link of the tree's first site-crossing edge becomes very slow.
     let (a, b) = first
@@ -189,14 +195,18 @@ fn static_keeps_its_tree_and_rebuild_follows_the_costs() {
         .find(|(c, par)| clusters[c.index()] != clusters[par.index()])
         .unwrap();
     costs.set_cost(a, b, 1000.0).unwrap();
-    let again = p.plan(NodeId(0), st, &costs, &clusters, &[]).unwrap();
+    let again = p
+        .plan(NodeId(0), st, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     assert!(!again.built);
     assert_eq!(again.tree.edges(), first.tree.edges());
     assert!((again.cost - again.tree.cost(&costs)).abs() < 1e-9);
     let rb = TreePolicy::Rebuild {
         algorithm: TreeAlgorithm::BalancedPath,
     };
-    let rebuilt = p.plan(NodeId(0), rb, &costs, &clusters, &[]).unwrap();
+    let rebuilt = p
+        .plan(NodeId(0), rb, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     let direct = TreeAlgorithm::BalancedPath
         .build(&costs, Some(&clusters), NodeId(0))
         .unwrap();
@@ -217,18 +227,24 @@ fn adapt_ignores_small_moves_and_takes_in_large_ones() {
         strategy: Strategy::Position,
         threshold: 0.2,
     };
-    let first = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    let first = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     // +10 % everywhere: below the threshold, nothing taken in.
     let noisy = DenseCostMatrix::from_fn(CostUnit::LatencyMs, 6, |a, b| {
         costs.cost(NodeId(a as u32), NodeId(b as u32)) * 1.1
     });
-    let same = p.plan(NodeId(0), pol, &noisy, &clusters, &[]).unwrap();
+    let same = p
+        .plan(NodeId(0), pol, &noisy, &clusters, &[], Bound::Latency)
+        .unwrap();
     assert_eq!((same.changed_links, same.swaps), (0, 0));
     assert_eq!(same.tree.edges(), first.tree.edges());
     // A tree link 30x dearer: taken in, and the tree's cost is what the costs give it.
     let (a, b) = first.tree.edges()[0];
     costs.set_cost(a, b, costs.cost(a, b) * 30.0).unwrap();
-    let moved = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    let moved = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     assert_eq!(moved.changed_links, 1);
     let taken = p.taken_costs(NodeId(0)).unwrap();
     assert!((moved.cost - moved.tree.cost(taken)).abs() < 1e-9);
@@ -239,7 +255,9 @@ fn adapt_parks_a_failed_member_at_a_leaf() {
     let (costs, clusters) = two_sites();
     let mut p = Planner::new();
     let pol = TreePolicy::default();
-    let first = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+    let first = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
     // The root's first child has children of its own (6 nodes, binomial shape).
     let inner = *first
         .tree
@@ -247,9 +265,84 @@ fn adapt_parks_a_failed_member_at_a_leaf() {
         .iter()
         .find(|c| !first.tree.children(**c).is_empty())
         .unwrap();
-    let plan = p.plan(NodeId(0), pol, &costs, &clusters, &[inner]).unwrap();
+    let plan = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[inner], Bound::Latency)
+        .unwrap();
     assert!(plan.tree.children(inner).is_empty(), "{:?}", plan.tree);
     assert_eq!(plan.tree.len(), 6);
+}
+
+/// `sites` sites of `size` nodes (site of node i: i / size), 1 inside a site, `wan[x][y]`
+/// between sites x and y.
+fn sites_of(size: usize, wan: &[Vec<f64>]) -> (DenseCostMatrix, Vec<ClusterId>) {
+    let n = size * wan.len();
+    let clusters: Vec<ClusterId> = (0..n).map(|i| ClusterId((i / size) as u32)).collect();
+    let c = DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| {
+        let (x, y) = (a / size, b / size);
+        if x == y {
+            1.0
+        } else {
+            wan[x][y]
+        }
+    });
+    (c, clusters)
+}
+
+/// How many of `tree`'s edges join two distinct sites.
+fn site_crossings(tree: &windrose_trees::Tree, clusters: &[ClusterId]) -> usize {
+    tree.edges()
+        .into_iter()
+        .filter(|(a, b)| clusters[a.index()] != clusters[b.index()])
+        .count()
+}
+
+#[test]
+fn adapt_starts_from_balanced_path_when_latency_bound_and_site_ordered_when_bandwidth_bound() {
+    let wan = vec![
+        vec![0.0, 40.0, 30.0, 30.0],
+        vec![40.0, 0.0, 45.0, 50.0],
+        vec![30.0, 45.0, 0.0, 40.0],
+        vec![30.0, 50.0, 40.0, 0.0],
+    ];
+    let (costs, clusters) = sites_of(4, &wan);
+    let pol = TreePolicy::default();
+    let mut p = Planner::new();
+    let small = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency)
+        .unwrap();
+    let bp = AdaptiveTree::balanced_path(&costs, NodeId(0)).unwrap();
+    assert_eq!(small.tree.edges(), bp.to_tree().edges());
+    // Balanced-Path fills the root's slots with the cheapest nodes left: it crosses one WAN
+    // path more than once (what a bandwidth-bound broadcast cannot afford).
+    assert!(most_shared(&small.tree, &clusters) > 1, "{:?}", small.tree);
+    // The bound changed: a new first tree, site-ordered.
+    let large = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Bandwidth)
+        .unwrap();
+    assert!(large.built);
+    let so = site_ordered(&costs, &clusters, NodeId(0)).unwrap();
+    assert_eq!(large.tree.edges(), so.to_tree().edges());
+    let again = p
+        .plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Bandwidth)
+        .unwrap();
+    assert!(!again.built);
+}
+
+#[test]
+fn a_broadcast_is_bandwidth_bound_past_the_alpha_beta_crossover() {
+    // Two sites, 20 ms round trips and 5 MB/s between them: the bytes take longer than the
+    // 10 ms one way from 50 kB on.
+    let links = LinkTable::from_fn((0..4).map(|i| Some(ClusterId(i / 2))).collect(), |a, b| {
+        if a / 2 == b / 2 {
+            (0.2, 117.0)
+        } else {
+            (20.0, 5.0)
+        }
+    });
+    assert_eq!(links.bound(1 << 10), Bound::Latency);
+    assert_eq!(links.bound(40_000), Bound::Latency);
+    assert_eq!(links.bound(60_000), Bound::Bandwidth);
+    assert_eq!(links.bound(16 << 20), Bound::Bandwidth);
 }
 
 proptest! {
@@ -270,14 +363,14 @@ proptest! {
         let mut costs = DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| seed_costs[idx(a, b)]);
         let pol = TreePolicy::Adapt { strategy: Strategy::ALL[strategy], threshold: 0.2 };
         let mut p = Planner::new();
-        p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+        p.plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency).unwrap();
         for (a, b, f) in storm {
             let (a, b) = (a % n, b % n);
             if a == b { continue; }
             let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
             let c = costs.cost(na, nb) * f;
             costs.set_cost(na, nb, c).unwrap();
-            let plan = p.plan(NodeId(0), pol, &costs, &clusters, &[]).unwrap();
+            let plan = p.plan(NodeId(0), pol, &costs, &clusters, &[], Bound::Latency).unwrap();
             let taken = p.taken_costs(NodeId(0)).unwrap();
             prop_assert_eq!(plan.tree.len(), n);
             let scratch = plan.tree.cost(taken);
@@ -441,4 +534,65 @@ fn compute_speeds_are_timed_shared_and_guessed_for_members_nobody_measured() {
             ..
         }
     ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// With sites of one power-of-two size, the site-ordered tree keeps every site one
+    /// subtree and crosses each WAN path at most once (sites - 1 crossings), and its cost is
+    /// the least over every order of the other sites, each computed from scratch on the
+    /// plain tree (not the adaptive tree's incremental costs).
+    #[test]
+    fn site_ordered_crosses_each_wan_path_once_at_the_least_cost_order(
+        log_size in 0u32..3,
+        sites in 2usize..6,
+        root in 0usize..64,
+        wan_costs in proptest::collection::vec(2.0f64..100.0, 15),
+    ) {
+        let size = 1usize << log_size;
+        // Site pair (x, y), x < y, is the k-th in row-major order of the upper triangle.
+        let pair = |x: usize, y: usize| {
+            let (x, y) = (x.min(y), x.max(y));
+            x * (2 * sites - x - 1) / 2 + (y - x - 1)
+        };
+        let wan: Vec<Vec<f64>> = (0..sites)
+            .map(|x| (0..sites).map(|y| if x == y { 0.0 } else { wan_costs[pair(x, y)] }).collect())
+            .collect();
+        let (costs, clusters) = sites_of(size, &wan);
+        let root = NodeId((root % (size * sites)) as u32);
+        let tree = site_ordered(&costs, &clusters, root).unwrap().to_tree();
+        prop_assert_eq!(tree.len(), size * sites);
+        prop_assert_eq!(site_crossings(&tree, &clusters), sites - 1, "{:?}", tree);
+        prop_assert_eq!(most_shared(&tree, &clusters), 1);
+        // Brute force over the other sites' orders.
+        let rs = clusters[root.index()].0 as usize;
+        let others: Vec<usize> = (0..sites).filter(|&x| x != rs).collect();
+        let mut best = f64::INFINITY;
+        let mut perm = others.clone();
+        permutations(&mut perm, 0, &mut |order| {
+            let mut nodes = vec![root];
+            nodes.extend((0..size).map(|i| NodeId((rs * size + i) as u32)).filter(|&v| v != root));
+            for &x in order {
+                nodes.extend((0..size).map(|i| NodeId((x * size + i) as u32)));
+            }
+            let t = AdaptiveTree::from_positions(&costs, nodes).unwrap().to_tree();
+            best = best.min(t.cost(&costs));
+        });
+        let got = tree.cost(&costs);
+        prop_assert!((got - best).abs() <= 1e-9 * best, "{} vs {}", got, best);
+    }
+}
+
+/// Calls `f` with every permutation of `v[k..]` (after `v[..k]`).
+fn permutations(v: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
+    if k == v.len() {
+        f(v);
+        return;
+    }
+    for i in k..v.len() {
+        v.swap(k, i);
+        permutations(v, k + 1, f);
+        v.swap(k, i);
+    }
 }

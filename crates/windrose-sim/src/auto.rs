@@ -77,7 +77,14 @@ pub fn planned_tree(
         .map(|i| links.cluster(NodeId(i as u32)).unwrap_or(ClusterId(0)))
         .collect();
     Planner::new()
-        .plan(root, settings.policy, &costs, &clusters, &[])
+        .plan(
+            root,
+            settings.policy,
+            &costs,
+            &clusters,
+            &[],
+            links.bound(bytes),
+        )
         .map(|p| p.tree)
         .map_err(|e| AutoError::Plan(e.to_string()))
 }

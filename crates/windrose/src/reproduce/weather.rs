@@ -8,13 +8,24 @@
 //! the other (each starts when the previous one's completion reached the root), and that WAN
 //! slowed to 0.5 MB/s after the `--change-after`-th. One fresh group per policy:
 //! `static:balanced-path`, `adapt` (position swaps, threshold 0.2), `rebuild:balanced-path`,
-//! `rebuild:mst`, and an oracle that knows the change in advance: MSTs planned on the
-//! platform's true costs (a perfect view), the pre-change platform's up to the change and the
-//! post-change one's after it (on the testbed, static:mst trees built on a view that has
-//! learnt each network first). The oracle is an MST because Balanced-Path is no oracle here:
-//! on the testbed, rebuild:balanced-path planned from a view that had measured the slowed
-//! pairs crossed the link in eight warm-up broadcasts of eight (its greedy fills each node's
-//! binomial child slots with the nearest nodes left, some of them across the link).
+//! `rebuild:mst`, and two oracles that know the true costs (the platform's, a perfect view)
+//! and the change in advance: the pre-change platform's tree up to the change, the
+//! post-change one's from the first broadcast after it.
+//!
+//! - `oracle` (the issue's, against which adapt is judged): plans with the freedom `adapt`
+//!   has, i.e. the planner's `adapt` policy itself on each phase's true costs: its first tree
+//!   for the message's [`Bound`](windrose_proto::planner::Bound) (for these sizes the site-ordered binomial tree), built on
+//!   the true costs. Binomial-shaped, like every tree the swap strategies can reach, so
+//!   adapt / oracle measures what learning the weather costs, not a tree shape adapt may not
+//!   use.
+//! - `oracle:mst`: MSTs on the true costs (any shape; the previous oracle, kept as a
+//!   reference): what a tree free of the binomial shape would do. On the testbed it is
+//!   static:mst trees built on a view that has learnt each network first (series.sh).
+//!
+//! Balanced-Path is no oracle here: it ranks trees by their costliest path, which cannot see
+//! several tree edges sharing one WAN path (on the testbed, rebuild:balanced-path planned from
+//! a view that had measured the slowed pairs crossed the link in eight warm-up broadcasts of
+//! eight).
 //!
 //! Which broadcasts used the slowed link is read from the bytes that crossed it (the
 //! simulator's link counters; on the testbed, its WAN classes' counters): a broadcast avoids
@@ -35,7 +46,7 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_proto::choice::platform_links;
 use windrose_proto::collective::{CollectiveSpec, TreeSpec};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest};
-use windrose_proto::planner::TreePolicy;
+use windrose_proto::planner::{Planner, TreePolicy};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::Input;
 use windrose_sim::engine::{SimConfig, Simulation};
@@ -86,12 +97,13 @@ pub struct WeatherArgs {
 
 /// The policies of the series, by the names the testbed script uses; the first, second and
 /// last are the static, adaptive and oracle.
-const POLICIES: [&str; 5] = [
+const POLICIES: [&str; 6] = [
     "static:balanced-path",
     "adapt",
     "rebuild:balanced-path",
     "rebuild:mst",
     "oracle:mst",
+    "oracle",
 ];
 
 /// One broadcast of a series.
@@ -193,9 +205,10 @@ fn slow_link() -> [LinkId; 2] {
     [wan(0, 1), wan(1, 0)]
 }
 
-/// The tree of `algorithm` from node 0 on `platform`'s true costs.
+/// The oracle's tree from node 0 on `platform`'s true costs: `algorithm`'s, or (None) the
+/// one the `adapt` policy would start from with a perfect view.
 fn perfect_tree(
-    algorithm: TreeAlgorithm,
+    algorithm: Option<TreeAlgorithm>,
     platform: &Platform,
     bytes: u64,
 ) -> anyhow::Result<TreeSpec> {
@@ -204,21 +217,39 @@ fn perfect_tree(
     let clusters: Vec<ClusterId> = (0..platform.node_count() as u32)
         .map(|i| platform.cluster_of(NodeId(i)))
         .collect();
-    let tree = algorithm.build(&costs, Some(&clusters), NodeId(0))?;
+    let tree = match algorithm {
+        Some(algorithm) => algorithm.build(&costs, Some(&clusters), NodeId(0))?,
+        None => {
+            Planner::new()
+                .plan(
+                    NodeId(0),
+                    TreePolicy::default(),
+                    &costs,
+                    &clusters,
+                    &[],
+                    links.bound(bytes),
+                )?
+                .tree
+        }
+    };
     Ok(TreeSpec::of(&tree))
 }
 
 /// The series under `policy` in the simulator.
 fn simulate(policy: &str, a: &WeatherArgs) -> anyhow::Result<Outcome> {
     let before = platform(FAST)?;
-    let oracle = match policy.strip_prefix("oracle:") {
-        Some(algo) => {
-            let algo: TreeAlgorithm = algo.parse().map_err(anyhow::Error::msg)?;
-            Some((
-                perfect_tree(algo, &before, a.size)?,
-                perfect_tree(algo, &platform(SLOW)?, a.size)?,
-            ))
-        }
+    let algorithm = match (policy, policy.strip_prefix("oracle:")) {
+        ("oracle", _) => Some(None),
+        (_, Some(algo)) => Some(Some(
+            algo.parse::<TreeAlgorithm>().map_err(anyhow::Error::msg)?,
+        )),
+        _ => None,
+    };
+    let oracle = match algorithm {
+        Some(algo) => Some((
+            perfect_tree(algo, &before, a.size)?,
+            perfect_tree(algo, &platform(SLOW)?, a.size)?,
+        )),
         None => None,
     };
     let live: Option<TreePolicy> = match oracle {
