@@ -1606,14 +1606,18 @@ impl Host {
                 None => continue,
             }
             // The initiator gone, nobody counts this member's part or closes the collective:
-            // its part ends here, failed, instead of waiting for a close that cannot come.
-            if self
+            // its part ends here (failed, unless its machine ended on its own) and the
+            // collective is retired, instead of waiting for a close that cannot come.
+            if let Some(ended) = self
                 .slots
                 .get(&t)
-                .is_some_and(|s| s.initiator == peer && !s.ended)
+                .filter(|s| s.initiator == peer)
+                .map(|s| s.ended)
             {
-                let why = format!("lost the collective's initiator, node {peer}");
-                self.machine_ended(now, t, Some(why), out);
+                if !ended {
+                    let why = format!("lost the collective's initiator, node {peer}");
+                    self.machine_ended(now, t, Some(why), out);
+                }
                 self.retire(t);
                 self.maybe_leave(now, out);
                 continue;

@@ -1065,3 +1065,55 @@ fn a_late_tick_is_not_the_peers_silence() {
     }
     assert_eq!(down_at, Some(5_000));
 }
+
+/// A member whose collective's initiator is lost mid-run ends its part at once, failed with
+/// the reason, and can leave: nobody else would count its part or close the collective.
+#[test]
+fn a_member_that_loses_the_initiator_ends_its_part() {
+    let mut hosts: Vec<Host> = (0..3).map(|i| host(i, 3)).collect();
+    let mut queue = started_all(&hosts);
+    queue.push_back((NodeId(0), start(broadcast(3), b"0123456789abcdef")));
+    // Every data frame lost: the members wait for the root's bytes.
+    let (seen, _, _) = pump_routed(&mut hosts, queue, |_, m| {
+        if matches!(m, Message::Broadcast(_)) {
+            Route::Drop
+        } else {
+            Route::Deliver
+        }
+    });
+    assert!(!seen[1]
+        .iter()
+        .any(|o| matches!(o, Output::Report(Report::CollectiveEnded { .. }))));
+    let mut out = Outputs::new();
+    hosts[1]
+        .handle(
+            Time::from_millis(1_000_000),
+            Input::PeerFailed(NodeId(0)),
+            &mut out,
+        )
+        .unwrap();
+    let outs: Vec<Output> = out.drain().collect();
+    let ended: Vec<bool> = outs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Report(Report::CollectiveEnded { finished, .. }) => Some(*finished),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, vec![false], "{outs:?}");
+    let why = hosts[1].take_failures();
+    // The broadcast's machine hears its parent failed first and says so.
+    assert!(why.iter().any(|f| f.why.contains("peer 0")), "{why:?}");
+    hosts[1]
+        .handle(
+            Time::from_millis(2_000_000),
+            Input::App(App::new(AppRequest::Leave)),
+            &mut out,
+        )
+        .unwrap();
+    let outs: Vec<Output> = out.drain().collect();
+    assert!(
+        outs.iter().any(|o| matches!(o, Output::Finished)),
+        "{outs:?}"
+    );
+}

@@ -314,10 +314,13 @@ fn a_source_changed_during_a_mob_run_ends_it_with_a_clear_error() {
         err.contains("data.bin was modified during the run"),
         "{err}"
     );
+    // Node 1 hears the root call the run off, or (the root's file watch is 200 ms apart)
+    // has already given up on the piece that keeps failing its check.
     let (status, err) = wait_bounded(node1, "node 1", Duration::from_secs(60));
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
-        err.contains("the root aborted the run") && err.contains("modified during the run"),
+        (err.contains("called the collective off") && err.contains("modified during the run"))
+            || err.contains("failed verification (does the root's data still match its manifest?)"),
         "{err}"
     );
     // SAFETY: kill(2) of a process this test started and stopped.

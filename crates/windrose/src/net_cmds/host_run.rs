@@ -232,6 +232,14 @@ impl RootRun<'_> {
             }
         }
         drop(progress);
+        // A source changed under a run that failed is why it failed, whatever each member
+        // saw first (pieces failing their check, a truncated mapping's write errors).
+        let unfinished = self.group.len() - done.values().filter(|d| d.finished).count();
+        if let Some(reason) = self.file.as_ref().and_then(|f| f.changed()) {
+            if unfinished > 0 {
+                anyhow::bail!("{reason} ({unfinished} members did not finish)");
+            }
+        }
         let Some(elapsed_s) = elapsed else {
             anyhow::bail!("the root left the group before its collective completed");
         };
