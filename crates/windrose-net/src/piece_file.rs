@@ -271,6 +271,14 @@ impl PieceShelf for OutputShelf {
         total_len: u64,
         rejoin: bool,
     ) -> Result<Shelved, String> {
+        // Only a collective that hands this member the root's data has anything for `--out`
+        // (a scatter's share is computed, a sort writes its own range).
+        if spec.descriptor().delivers != windrose_proto::collective::Delivers::AllData {
+            return Ok(Shelved {
+                keeper: None,
+                held: Vec::new(),
+            });
+        }
         let nonce = u64::from(transfer.0);
         let path = crate::sink::partial_path(&self.out, nonce);
         let earlier = crate::sink::partials_of(&self.out, nonce);

@@ -170,11 +170,14 @@ fn unreachable_node_fails_fast_with_its_address() {
             addrs[2]
         )));
     assert!(started.elapsed() < Duration::from_secs(20));
-    // Node 1 was told the run is off, exits with the reason, and wrote nothing.
+    // The group goes on without the unreachable member: node 1 gets the data.
     let out = node1.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("the root aborted the run"));
-    assert!(!dir.path().join("got.bin").exists());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(dir.path().join("got.bin")).unwrap(), b"hello");
 }
 
 #[test]
