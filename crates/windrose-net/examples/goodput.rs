@@ -2,12 +2,8 @@
 //! TCP copy of the same bytes, alternating in one run; prints every repetition and the medians.
 //!
 //! ```text
-//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process] [--drivers]
+//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process]
 //! ```
-//!
-//! `--drivers` instead alternates the plain copy, the one-shot driver (`run_root` +
-//! `run_node`) and the Host driver, without hashing or keys, and prints their medians: the
-//! before and after of moving onto the Host (it goes with the one-shot driver).
 //!
 //! The receiver runs in a process of its own (this binary, started again with `--child-*`),
 //! each process with the two-worker runtime the `windrose` CLI uses: that is how the runtime is
@@ -39,7 +35,7 @@ use windrose_net::auth::{GroupKey, NoiseHandshake};
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
-use windrose_net::{random_payload, run_node, run_root, NodeConfig, RootJob};
+use windrose_net::random_payload;
 use windrose_proto::collective::{CollectiveSpec, TreeSpec};
 use windrose_proto::host::AppRequest;
 use windrose_proto::Report;
@@ -192,20 +188,6 @@ impl Key {
     }
 }
 
-fn config(group: &Arc<Group>, i: u32, mode: Mode) -> NodeConfig {
-    let mut c = NodeConfig::new(Membership {
-        group: group.clone(),
-        me: NodeId(i),
-    });
-    c.verify = mode.verify;
-    if mode.key != Key::None {
-        let key = GroupKey::from_bytes([1; 32]);
-        let encrypt = mode.key == Key::Encrypt;
-        c.handshake = Arc::new(NoiseHandshake::new(key).with_encryption(encrypt));
-    }
-    c
-}
-
 /// Member `i`'s configuration: no heartbeats or probes (only the broadcast talks), the
 /// receiver hashing its deliveries when `mode.verify`.
 fn member_config(group: &Arc<Group>, i: u32, mode: Mode) -> GroupConfig {
@@ -336,65 +318,6 @@ fn windrose(
     (part.expect("the receiver's time"), wall.elapsed())
 }
 
-/// One broadcast to one receiver through the one-shot driver (`run_root` + `run_node`), for
-/// `--drivers`: (the receiver's completion time, the root's whole run).
-fn oneshot(
-    rt: &tokio::runtime::Runtime,
-    data: bytes::Bytes,
-    segment: u64,
-    mode: Mode,
-    place: Place,
-) -> (Duration, Duration) {
-    let wall = Instant::now();
-    let (group, node, child) = match place {
-        Place::InProcess => {
-            let l1 = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
-            let group = group("127.0.0.1:1".into(), l1.local_addr().unwrap().to_string());
-            let node = rt.spawn(run_node(l1, config(&group, 1, mode)));
-            (group, Some(node), None)
-        }
-        Place::Child => {
-            let (child, _out, addr) = spawn_child(&[
-                "--child-windrose".into(),
-                mode.verify.to_string(),
-                mode.key.name().into(),
-            ]);
-            (group("127.0.0.1:1".into(), addr), None, Some(child))
-        }
-    };
-    let mut job = RootJob::broadcast(chain_all(2, NodeId(0)).unwrap(), segment, data);
-    job.probe_period = None;
-    job.max_frame_payload = (arg("--frame-kib", 1024) << 10) as u32;
-    let outcome = rt
-        .block_on(run_root(
-            config(
-                &group,
-                0,
-                Mode {
-                    verify: false,
-                    ..mode
-                },
-            ),
-            job,
-        ))
-        .unwrap();
-    if let Some(node) = node {
-        rt.block_on(node).unwrap().unwrap();
-    }
-    if let Some(mut child) = child {
-        assert!(
-            child.wait().unwrap().success(),
-            "the windrose receiver failed"
-        );
-    }
-    let wall = wall.elapsed();
-    let n = &outcome.nodes[0];
-    assert_eq!(n.bytes_received, outcome.total_len);
-    assert!(n.verified || !mode.verify, "{:?}", outcome.failures());
-    let completion = n.completion_s.unwrap();
-    (Duration::from_secs_f64(completion), wall)
-}
-
 /// The receiving end of a `Place::Child` run: prints its address, then (plain) its time.
 fn child_main(which: &str, args: &[String]) {
     let rt = runtime();
@@ -417,15 +340,7 @@ fn child_main(which: &str, args: &[String]) {
             rt.block_on(receive_one(handle));
             rt.block_on(task).unwrap().unwrap();
         }
-        _ => {
-            let group = group("127.0.0.1:1".into(), addr);
-            let mode = Mode {
-                verify: args[0] == "true",
-                key: Key::from_name(&args[1]),
-            };
-            rt.block_on(run_node(listener, config(&group, 1, mode)))
-                .unwrap();
-        }
+        other => panic!("unknown child mode {other}"),
     }
 }
 
@@ -513,38 +428,6 @@ fn main() {
             let (w, _) = windrose(&rt, data.clone(), segment, PLAIN, place);
             println!("windrose {:.1} MB/s", mb / w.as_secs_f64());
         }
-        return;
-    }
-    if args.iter().any(|a| a == "--drivers") {
-        // Before and after the move onto the Host, alternated in one run.
-        let (mut plain, mut before, mut after) = (Vec::new(), Vec::new(), Vec::new());
-        println!(
-            "{:>4}  {:>11}  {:>16}  {:>16}",
-            "rep", "plain_MB/s", "one-shot_MB/s", "host_MB/s"
-        );
-        for rep in 0..reps {
-            plain.push(mb / plain_copy(&rt, data.clone(), place).as_secs_f64());
-            before.push(
-                mb / oneshot(&rt, data.clone(), segment, PLAIN, place)
-                    .0
-                    .as_secs_f64(),
-            );
-            after.push(
-                mb / windrose(&rt, data.clone(), segment, PLAIN, place)
-                    .0
-                    .as_secs_f64(),
-            );
-            println!(
-                "{rep:>4}  {:>11.1}  {:>16.1}  {:>16.1}",
-                plain[rep], before[rep], after[rep]
-            );
-        }
-        let (p, b, a) = (median(plain), median(before), median(after));
-        println!(
-            "medians: plain {p:.1} MB/s; one-shot driver {b:.1} MB/s = {:.1} % of plain; Host driver {a:.1} MB/s = {:.1} % of plain",
-            100.0 * b / p,
-            100.0 * a / p
-        );
         return;
     }
     let with_iperf = iperf3(1 << 20, 5201).is_some();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::SendId;
@@ -36,7 +36,6 @@ const MAX_IOV: usize = 64;
 pub(crate) struct Conn {
     pub(crate) peer: NodeId,
     pub(crate) role: Role,
-    pub(crate) rtt: Option<Duration>,
     pub(crate) io: Transport,
     /// The session's keys when the data path is encrypted.
     pub(crate) cipher: Option<Arc<Cipher>>,
@@ -56,15 +55,11 @@ pub(crate) enum Event {
     ReadEnd(LinkRef, Option<NetError>),
     /// The writer to the peer stopped: after a shutdown (None) or on an error.
     WriteEnd(LinkRef, Option<NetError>),
-    /// The last byte of a notified send was written (machine index, id, when: a bandwidth
-    /// meter needs the writer's time, not the time the loop got to the event).
-    SendDone(LinkRef, usize, SendId, Instant),
-    /// Everything queued to the peer before the flush marker is written.
-    Flushed(LinkRef),
+    /// The last byte of a notified send was written (its id, and when: a bandwidth meter
+    /// needs the writer's time, not the time the loop got to the event).
+    SendDone(LinkRef, SendId, Instant),
     /// A compute task finished: (task, blake3 hex, when it finished).
     ComputeDone(windrose_proto::TaskId, String, Instant),
-    /// The output thread finished.
-    SinkDone(Result<crate::sink::SinkSummary, NetError>),
 }
 
 /// The connection an event came from: the peer and which of its connections (a peer that
@@ -82,8 +77,7 @@ impl Event {
             Event::Frame(l, _)
             | Event::ReadEnd(l, _)
             | Event::WriteEnd(l, _)
-            | Event::SendDone(l, _, _, _)
-            | Event::Flushed(l) => Some(*l),
+            | Event::SendDone(l, _, _) => Some(*l),
             _ => None,
         }
     }
@@ -91,73 +85,14 @@ impl Event {
 
 /// What a writer sends, in order.
 pub(crate) enum Outgoing {
-    /// A frame as its head and zero-copy payload; `notify` asks for [`Event::SendDone`]. Its
-    /// length was added to the node's [`Flow`] (if any) when it was queued.
+    /// A frame as its head and zero-copy payload; `notify` asks for [`Event::SendDone`].
     Frame {
         head: Bytes,
         payload: Bytes,
-        notify: Option<(usize, SendId)>,
+        notify: Option<SendId>,
     },
-    /// Report [`Event::Flushed`] once everything before is written.
-    Flush,
     /// Write what is before, then shut the sending half down and stop.
     Shutdown,
-}
-
-/// Bytes queued in a node's writers, for backpressure on its readers: a relay stops reading
-/// while it holds more than `high` bytes it has yet to forward, and resumes below `low`.
-pub(crate) struct Flow {
-    queued: AtomicUsize,
-    disabled: std::sync::atomic::AtomicBool,
-    high: usize,
-    low: usize,
-    notify: Notify,
-}
-
-impl Flow {
-    pub(crate) fn new(high: usize) -> Flow {
-        Flow {
-            queued: AtomicUsize::new(0),
-            disabled: std::sync::atomic::AtomicBool::new(false),
-            high,
-            low: high / 2,
-            notify: Notify::new(),
-        }
-    }
-
-    pub(crate) fn add(&self, n: usize) {
-        self.queued.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn sub(&self, n: usize) {
-        let before = saturating_sub(&self.queued, n);
-        if before > self.low && before.saturating_sub(n) <= self.low {
-            self.notify.notify_waiters();
-        }
-    }
-
-    /// Stops throttling for good (a run where every node is both a sender and a receiver);
-    /// paused readers resume.
-    pub(crate) fn disable(&self) {
-        self.disabled.store(true, Ordering::Relaxed);
-        self.notify.notify_waiters();
-    }
-
-    /// Waits until the queue is below the high-water mark (re-checking periodically, so a
-    /// missed wake-up costs at most a few milliseconds).
-    async fn wait_room(&self) {
-        while !self.disabled.load(Ordering::Relaxed)
-            && self.queued.load(Ordering::Relaxed) > self.high
-        {
-            let notified = self.notify.notified();
-            if self.disabled.load(Ordering::Relaxed)
-                || self.queued.load(Ordering::Relaxed) <= self.low
-            {
-                return;
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(20), notified).await;
-        }
-    }
 }
 
 /// Byte counters of one connection, read by the event loop's throughput samples.
@@ -177,19 +112,15 @@ fn saturating_sub(a: &AtomicUsize, n: usize) -> usize {
     .unwrap_or(0)
 }
 
-/// Releases a writer's unwritten bytes from its link's and node's counters when the writer
-/// stops, however it stops (returned, failed, or aborted by the event loop).
+/// Releases a writer's unwritten bytes from its link's counter when the writer stops, however
+/// it stops (returned, failed, or aborted by the event loop).
 struct Release {
-    flow: Option<Arc<Flow>>,
     stats: Arc<LinkStats>,
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let rest = self.stats.queued.swap(0, Ordering::Relaxed);
-        if let Some(flow) = &self.flow {
-            flow.sub(rest);
-        }
+        self.stats.queued.store(0, Ordering::Relaxed);
     }
 }
 
@@ -292,7 +223,6 @@ fn conn_of(est: Established, mut io: Transport) -> Conn {
     Conn {
         peer: est.peer,
         role: est.role,
-        rtt: est.rtt,
         io,
         cipher: est.cipher,
     }
@@ -385,15 +315,13 @@ impl BufferPool {
     }
 }
 
-/// Reads frames from `rd` until the stream ends or fails; pauses while `flow` is over its
-/// high-water mark.
+/// Reads frames from `rd` until the stream ends or fails.
 pub(crate) async fn read_loop(
     link: LinkRef,
     mut rd: OwnedReadHalf,
     mut reader: FrameReader,
     cipher: Option<Arc<Cipher>>,
     events: mpsc::Sender<Event>,
-    flow: Option<Arc<Flow>>,
     stats: Arc<LinkStats>,
 ) {
     let peer = link.peer;
@@ -428,9 +356,6 @@ pub(crate) async fn read_loop(
                     return;
                 }
             }
-        }
-        if let Some(flow) = &flow {
-            flow.wait_room().await;
         }
         // Read exactly the rest of a frame whose header is known, so that every frame ends up
         // alone in one allocation: no partial frame is ever copied to a larger buffer, and the
@@ -499,13 +424,11 @@ pub(crate) async fn write_loop(
     cipher: Option<Arc<Cipher>>,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     events: mpsc::Sender<Event>,
-    flow: Option<Arc<Flow>>,
     stats: Arc<LinkStats>,
     stall: Duration,
 ) {
     let peer = link.peer;
     let _release = Release {
-        flow: flow.clone(),
         stats: stats.clone(),
     };
     let mut queue: VecDeque<Outgoing> = VecDeque::new();
@@ -530,9 +453,6 @@ pub(crate) async fn write_loop(
         sealer.seal(payload, &mut out)?;
         let overhead = out.len() - plain;
         stats.queued.fetch_add(overhead, Ordering::Relaxed);
-        if let Some(flow) = &flow {
-            flow.add(overhead);
-        }
         Ok(Outgoing::Frame {
             head: Bytes::from(out),
             payload: Bytes::new(),
@@ -553,17 +473,9 @@ pub(crate) async fn write_loop(
                     Err(_) => break,
                 }
             }
-            match queue.front() {
-                Some(Outgoing::Flush) => {
-                    queue.pop_front();
-                    let _ = events.send(Event::Flushed(link)).await;
-                    continue;
-                }
-                Some(Outgoing::Shutdown) => {
-                    let _ = tokio::time::timeout(stall, wr.shutdown()).await;
-                    return Ok(true);
-                }
-                _ => {}
+            if let Some(Outgoing::Shutdown) = queue.front() {
+                let _ = tokio::time::timeout(stall, wr.shutdown()).await;
+                return Ok(true);
             }
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
             for o in &queue {
@@ -621,16 +533,11 @@ pub(crate) async fn write_loop(
                 }
                 let notify = *notify;
                 queue.pop_front();
-                if let Some((machine, id)) = notify {
-                    let _ = events
-                        .send(Event::SendDone(link, machine, id, written_at))
-                        .await;
+                if let Some(id) = notify {
+                    let _ = events.send(Event::SendDone(link, id, written_at)).await;
                 }
             }
             saturating_sub(&stats.queued, n);
-            if let Some(flow) = &flow {
-                flow.sub(n);
-            }
         }
     }
     .await;
@@ -665,7 +572,6 @@ pub(crate) fn serve(
     c: Conn,
     link: LinkRef,
     events: &mpsc::Sender<Event>,
-    flow: Option<Arc<Flow>>,
     stall: Duration,
 ) -> Served {
     let (rd, wr) = c.io.stream.into_split();
@@ -677,7 +583,6 @@ pub(crate) fn serve(
         c.io.reader,
         c.cipher.clone(),
         events.clone(),
-        flow.clone(),
         stats.clone(),
     ));
     let writer = tokio::spawn(write_loop(
@@ -686,7 +591,6 @@ pub(crate) fn serve(
         c.cipher,
         rx,
         events.clone(),
-        flow,
         stats.clone(),
         stall,
     ));

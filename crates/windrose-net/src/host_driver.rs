@@ -4,8 +4,8 @@
 //! silence, leaving) is the proto crate's [`Host`]; this driver only moves bytes, time and
 //! application I/O, in the shape of quinn's `ConnectionDriver`:
 //!
-//! - **transport**: a connection to every other member (the lower id dials, as in
-//!   [`crate::node`]; a lost connection is redialed by its dialer every second while the
+//! - **transport**: a connection to every other member (the lower id dials; a lost
+//!   connection is redialed by its dialer every second while the
 //!   group lives), frames decoded and fed to the host as `Input::Message`, the host's sends
 //!   encoded and queued to the peer's writer (zero-copy payloads);
 //! - **timers**: the host's `SetTimer`/`CancelTimer` kept in a map, fired as `Input::Timer`;
@@ -644,7 +644,7 @@ impl Driver {
                 let frame = Outgoing::Frame {
                     head: parts.head,
                     payload: parts.payload,
-                    notify: t.notify.map(|id| (0, id)),
+                    notify: t.notify,
                 };
                 let frame = match (&t.message, self.lanes.get(&t.to)) {
                     (Message::Probe(_), Some(lane)) => match lane.tx.send(frame) {
@@ -766,11 +766,10 @@ impl Driver {
                 );
                 self.drop_link(peer, reason);
             }
-            Event::SendDone(LinkRef { peer, .. }, _, id, at) => {
+            Event::SendDone(LinkRef { peer, .. }, id, at) => {
                 self.pending
                     .push_back((Input::SendComplete { to: peer, id }, Some(at)));
             }
-            Event::Flushed(_) => {}
             Event::ComputeDone(task, hex, at) => {
                 if let Some((offset, len)) = self.compute.remove(&task) {
                     let _ = self.events.send(GroupEvent::Computed {
@@ -782,7 +781,6 @@ impl Driver {
                 self.pending
                     .push_back((Input::Command(Command::ComputeDone { task }), Some(at)));
             }
-            Event::SinkDone(_) => {}
         }
     }
 
@@ -835,8 +833,9 @@ impl Driver {
         self.lives += 1;
         self.host
             .set_link_buffer(peer, link_buffer_bytes(&c.io.stream));
-        // No reader is throttled: every member both sends and receives (see crate::node's
-        // Memory section).
+        // No reader is throttled: every member both sends and receives, so two members each
+        // paused for their own full writers could wait on each other for ever; the machines
+        // bound what they request.
         let link = self.serve_conn(c);
         self.links.insert(peer, link);
         self.redials.remove(&peer);
@@ -869,7 +868,7 @@ impl Driver {
             peer,
             life: self.lives,
         };
-        let s = conn::serve(c, link, &self.tx, None, self.config.timeouts.stall);
+        let s = conn::serve(c, link, &self.tx, self.config.timeouts.stall);
         Link {
             tx: s.tx,
             life: self.lives,

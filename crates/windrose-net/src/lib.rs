@@ -12,10 +12,10 @@
 //!   `Host` per process over TCP (transport, timers, application I/O; the session is the
 //!   host's). [`serve_group`](host_driver::serve_group) runs a member until it leaves; its
 //!   handle also gives the member's link measurements and watches a root's source file, and
-//!   [`piece_file::FileShelf`] keeps a multicast's pieces across a member's restart. (The
-//!   one-shot commands still run on [`node`]; these are what they need to move onto the Host.)
-//! - [`node`]: the event loop that feeds the machines and performs their outputs, and the
-//!   session: [`run_root`] drives a run, [`run_node`] serves one.
+//!   [`piece_file::FileShelf`] keeps a multicast's pieces across a member's restart. Every
+//!   command runs its members on it (the one-shot driver and its session are gone).
+//! - [`outcome`]: a run as its root saw it ([`RunOutcome`], built from the members' end
+//!   reports to the root's host), what root commands print.
 //! - [`measure`]: round-trip and throughput series per link; [`trees`]: the trees a run can use
 //!   (including the `chain`); [`sink`]: where received data goes (memory or a file renamed
 //!   into place when complete).
@@ -95,7 +95,7 @@ pub mod error;
 pub mod group;
 pub mod host_driver;
 pub mod measure;
-pub mod node;
+pub mod outcome;
 pub mod piece_file;
 pub mod secure;
 pub mod sink;
@@ -104,14 +104,12 @@ pub mod trees;
 pub mod wire;
 
 pub use error::NetError;
-pub use node::{
-    bind, run_node, run_root, Collective, NetEvent, NodeConfig, NodeOutcome, NodeResult, RootJob,
-    RunOutcome, Timeouts, MAX_PIECE_BYTES,
-};
+pub use outcome::{bind, NetEvent, NodeResult, RunOutcome, MAX_PIECE_BYTES};
 pub use sink::{Delivered, OutputSpec};
+pub use timeouts::Timeouts;
 
-/// The protocol crate's multicast vocabulary, so a caller can describe a
-/// [`crate::Collective::Multicast`] without depending on `windrose-proto` itself.
+/// The protocol crate's multicast vocabulary, so a caller can describe a multicast without
+/// depending on `windrose-proto` itself.
 pub mod multicast {
     pub use windrose_proto::bittorrent::BitTorrentConfig;
     pub use windrose_proto::mob::MobConfig;
@@ -232,7 +230,7 @@ impl SourceFile {
 /// When the file system cannot hold them either, an error says how much each has, before
 /// anything is written (a payload built in memory regardless aborted the process).
 pub fn random_data(n: u64, seed: u64) -> Result<bytes::Bytes, NetError> {
-    if node::fits_in_memory(n) {
+    if outcome::fits_in_memory(n) {
         if let Ok(len) = usize::try_from(n) {
             return Ok(random_payload(len, seed));
         }

@@ -1,5 +1,4 @@
-//! Every deadline a member keeps, shared by both drivers (the one-shot [`crate::node`] and
-//! the long-lived [`crate::host_driver`]).
+//! Every deadline a member keeps ([`crate::host_driver`]): every wait is bounded.
 
 use std::time::Duration;
 
@@ -15,7 +14,9 @@ pub fn handshake_deadline(base: Duration, members: usize) -> Duration {
     base.max(HANDSHAKE_PER_MEMBER.saturating_mul(members))
 }
 
-/// The deadlines of a node (see [`crate::node`'s docs](crate::node#bounded-waiting)).
+/// The deadlines of a member: dialing (retries with backoff until `connect`), each handshake,
+/// a write that makes no progress (`stall`) and the orderly close (`close`), and the waits of
+/// the commands built on it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Dialing a peer, retries included.
