@@ -435,6 +435,14 @@ fn leaving_waits_for_running_collectives_then_tells_every_member() {
     let _ = Duration::ZERO;
 }
 
+/// A host without heartbeats that digests what it delivers when `on`.
+fn digesting(me: u32, group: u32, on: bool) -> Host {
+    let mut c = HostConfig::new(NodeId(me), members(group), 1);
+    c.heartbeat = None;
+    c.digest_deliveries = on;
+    Host::new(c).unwrap()
+}
+
 fn member_reports(outputs: &[Output]) -> Vec<(u32, bool, u64, Option<[u8; 32]>)> {
     outputs
         .iter()
@@ -459,13 +467,7 @@ fn member_reports(outputs: &[Output]) -> Vec<(u32, bool, u64, Option<[u8; 32]>)>
 #[test]
 fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered() {
     let data: &'static [u8] = b"the same bytes at every member of the group";
-    let digesting = |me: u32, on: bool| {
-        let mut c = HostConfig::new(NodeId(me), members(4), 1);
-        c.heartbeat = None;
-        c.digest_deliveries = on;
-        Host::new(c).unwrap()
-    };
-    let mut hosts: Vec<Host> = (0..4).map(|i| digesting(i, i != 3)).collect();
+    let mut hosts: Vec<Host> = (0..4).map(|i| digesting(i, 4, i != 3)).collect();
     let mut queue = started_all(&hosts);
     queue.push_back((NodeId(0), start(broadcast(4), data)));
     let seen = pump(&mut hosts, queue);
@@ -508,14 +510,7 @@ fn the_initiator_reports_every_members_end_with_the_digest_of_what_it_delivered(
     }
 
     // Node 2 of a three-member group never answers: lost, it counts as not finished.
-    let mut hosts: Vec<Host> = (0..2)
-        .map(|i| {
-            let mut c = HostConfig::new(NodeId(i), members(3), 1);
-            c.heartbeat = None;
-            c.digest_deliveries = true;
-            Host::new(c).unwrap()
-        })
-        .collect();
+    let mut hosts: Vec<Host> = (0..2).map(|i| digesting(i, 3, true)).collect();
     let mut queue = started_all(&hosts);
     queue.push_back((NodeId(0), start(broadcast(3), data)));
     let first = pump(&mut hosts, queue);
@@ -950,14 +945,7 @@ fn scatter_members_report_the_share_they_computed() {
         max_frame_payload: 8,
         parallel: false,
     };
-    let mut hosts: Vec<Host> = (0..4)
-        .map(|i| {
-            let mut c = HostConfig::new(NodeId(i), members(4), 1);
-            c.heartbeat = None;
-            c.digest_deliveries = true;
-            Host::new(c).unwrap()
-        })
-        .collect();
+    let mut hosts: Vec<Host> = (0..4).map(|i| digesting(i, 4, true)).collect();
     let mut queue = started_all(&hosts);
     queue.push_back((NodeId(0), start(spec, data)));
     let seen = pump(&mut hosts, queue);

@@ -371,6 +371,14 @@ impl Received {
             f.sync_all()
                 .with_context(|| format!("writing {}", part.display()))?;
         }
+        // Checked again at the end: a FIFO, device or link put at the name during the run is
+        // not renamed over either; the data stays in the partial file, named in the error.
+        if let Some(why) = windrose_net::sink::output_path_problem(out) {
+            anyhow::bail!(
+                "--out {why}; what was received is kept in {}",
+                part.display()
+            );
+        }
         std::fs::rename(&part, out)
             .with_context(|| format!("renaming {} to {}", part.display(), out.display()))?;
         Ok(Some(out.to_path_buf()))
@@ -485,4 +493,36 @@ pub(super) async fn node_once(
             .and_then(|(t, s)| s.resumed_bytes(t)),
     };
     Ok((report, written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileTypeExt as _;
+
+    /// A FIFO put at `--out`'s name during the run is not renamed over: the finish fails,
+    /// naming it, and the received bytes stay in the partial file.
+    #[test]
+    fn a_name_taken_by_a_fifo_meanwhile_is_not_renamed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.bin");
+        let part = dir.path().join(".out.bin.partial");
+        let file = std::fs::File::create(&part).unwrap();
+        let mut r = Received {
+            hasher: None,
+            bytes: 0,
+            file: Some((part.clone(), Some(file))),
+        };
+        r.take(0, &Bytes::from_static(b"received")).unwrap();
+        let c = std::ffi::CString::new(out.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a path in this test's own directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = r.finish(Some(&out), true).unwrap_err().to_string();
+        assert!(e.contains("FIFO") && e.contains(".out.bin.partial"), "{e}");
+        assert_eq!(std::fs::read(&part).unwrap(), b"received");
+        assert!(std::fs::symlink_metadata(&out)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+    }
 }
