@@ -194,10 +194,7 @@ impl PieceShelf for FileShelf {
         rejoin: bool,
     ) -> Result<Shelved, String> {
         let CollectiveSpec::Multicast { manifest, .. } = spec else {
-            return Ok(Shelved {
-                keeper: None,
-                held: Vec::new(),
-            });
+            return Ok(Shelved::default());
         };
         let manifest = manifest.to_manifest(total_len)?;
         let path = self.path(transfer);
@@ -220,7 +217,7 @@ impl PieceShelf for FileShelf {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A one-shot member's output file (`windrose node --once --out FILE`).
+// A `--once` member's output file (`windrose node --once --out FILE`).
 
 /// One collective's partial output file: where it is, the multicast's piece file in it, and
 /// whether this life was taken back into a running collective.
@@ -230,7 +227,7 @@ struct Partial {
     rejoined: bool,
 }
 
-/// A one-shot member's [`PieceShelf`] over its output file: each collective is written under
+/// A `--once` member's [`PieceShelf`] over its output file: each collective is written under
 /// the output's partial name ([`partial_path`](crate::sink::partial_path), this process's id
 /// and the transfer's), a multicast's pieces at their offsets as they verify. A member killed
 /// mid-run leaves that file; its next life, taken back by the initiator, adopts it (renamed to
@@ -274,10 +271,7 @@ impl PieceShelf for OutputShelf {
         // Only a collective that hands this member the root's data has anything for `--out`
         // (a scatter's share is computed, a sort writes its own range).
         if spec.descriptor().delivers != windrose_proto::collective::Delivers::AllData {
-            return Ok(Shelved {
-                keeper: None,
-                held: Vec::new(),
-            });
+            return Ok(Shelved::default());
         }
         let nonce = u64::from(transfer.0);
         let path = crate::sink::partial_path(&self.out, nonce);

@@ -276,7 +276,7 @@ fn keys_from_the_environment() {
 /// changed after the MAC was made) is refused by every member before it builds its machine,
 /// even over authenticated connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "host_driver neither MACs a keyed group's manifests nor checks them (only the one-shot driver did)"]
+#[ignore = "host_driver neither MACs a keyed group's manifests nor checks them (the deleted one-shot driver did)"]
 async fn tampered_manifest_is_refused() {
     let k = key(8);
     let (_, mut members) = start_group("auth-manifest", 2, 1, |c| keyed(c, Some(k.clone()))).await;

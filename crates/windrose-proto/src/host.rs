@@ -2055,7 +2055,7 @@ impl std::fmt::Debug for Host {
 }
 
 // ---------------------------------------------------------------------------------------------
-// What the one-shot commands (`windrose node`, `local`, `bcast`, `multicast`) need of the
+// What the commands' members (`windrose node`, `local`, `bcast`, `multicast`) need of the
 // session: pieces kept across a restart, a collective called off by its initiator, and why
 // members did not finish.
 
@@ -2093,7 +2093,9 @@ pub struct Resumed {
     pub bytes: u64,
 }
 
-/// What a [`PieceShelf`] holds for one collective.
+/// What a [`PieceShelf`] holds for one collective (the default: nothing, the machine keeps
+/// its pieces in memory).
+#[derive(Default)]
 pub struct Shelved {
     /// Takes every verified piece (None: the machine holds them in memory).
     pub keeper: Option<Arc<dyn crate::pieces::PieceKeeper>>,

@@ -1075,7 +1075,7 @@ fn a_member_that_loses_the_initiator_ends_its_part() {
     let mut out = Outputs::new();
     hosts[1]
         .handle(
-            Time::from_millis(1_000_000),
+            Time::from_secs_f64(1.0),
             Input::PeerFailed(NodeId(0)),
             &mut out,
         )
@@ -1094,7 +1094,7 @@ fn a_member_that_loses_the_initiator_ends_its_part() {
     assert!(why.iter().any(|f| f.why.contains("peer 0")), "{why:?}");
     hosts[1]
         .handle(
-            Time::from_millis(2_000_000),
+            Time::from_secs_f64(2.0),
             Input::App(App::new(AppRequest::Leave)),
             &mut out,
         )

@@ -431,30 +431,30 @@ pub fn run(cmd: GroupCommand) -> anyhow::Result<()> {
     }
 }
 
-/// `windrose node` without `--once`: a long-lived member, `group serve` with its defaults.
+/// `windrose node` without `--once`: a long-lived member, `group serve` with its defaults
+/// (parsed from its own declaration, so they are stated once).
 pub(crate) fn serve_node(
     group: PathBuf,
     id: u32,
     key: crate::net_cmds::KeyOpts,
     quiet: bool,
 ) -> anyhow::Result<()> {
-    run(GroupCommand::Serve(ServeArgs {
-        group,
-        id,
-        listen: None,
-        control: None,
-        out_dir: None,
-        measurements: None,
-        no_probe_lane: false,
-        mst_live: None,
-        mst_threshold: 0.1,
-        mst_every: 4,
-        key,
-        sort_input: None,
-        sort_output: None,
-        once: false,
-        quiet,
-    }))
+    use clap::{Args as _, FromArgMatches as _};
+    let args = [
+        "serve".into(),
+        "--group".into(),
+        group.into_os_string(),
+        "--id".into(),
+        id.to_string().into(),
+    ];
+    let matches = ServeArgs::augment_args(clap::Command::new("serve"))
+        .try_get_matches_from(args)
+        .context("the defaults of `group serve`")?;
+    let mut serve =
+        ServeArgs::from_arg_matches(&matches).context("the defaults of `group serve`")?;
+    serve.key = key;
+    serve.quiet = quiet;
+    run(GroupCommand::Serve(serve))
 }
 
 /// One request read from a control connection, with where its replies go.

@@ -80,9 +80,9 @@ pub struct NodeArgs {
     /// Print nothing on success.
     #[arg(long)]
     quiet: bool,
-    /// Serve the first collective as a member of the group's long-lived session (the
-    /// root's host announces it; see `windrose group`), then leave: what `windrose local`
-    /// runs. Without it the node serves one run of the one-shot protocol.
+    /// Serve the first collective announced to this member, then leave: what `windrose
+    /// local` runs. Without it the node serves collectives until told to leave (`windrose
+    /// group serve` with its defaults).
     #[arg(long)]
     once: bool,
     /// With --once: the seed of this member's random choices in the collective it serves (a
@@ -586,8 +586,8 @@ struct RootRun<'a> {
     timeouts: Timeouts,
     /// How connections are verified (the group key's handshake, or the plain one).
     handshake: Arc<dyn Handshake>,
-    /// The seed of the run's random choices (a multicast's piece picks): the job's on the
-    /// one-shot driver; on the host every member's (`local` passes it to its nodes).
+    /// The seed of the root's random choices (a multicast's piece picks); every member has
+    /// its own (`local` passes its seed to its nodes).
     seed: u64,
 }
 

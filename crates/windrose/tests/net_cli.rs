@@ -399,3 +399,62 @@ fn scatter_arguments_are_checked_before_the_run() {
         .code(2)
         .stderr(predicate::str::contains("--segment"));
 }
+
+/// `windrose node` without `--once` stays in the group: three root commands in a row (each
+/// root joining for its run and leaving) all reach it, then it leaves when told to.
+#[test]
+fn a_long_lived_node_serves_root_after_root_until_told_to_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "lab-long-lived", &[free_port(), free_port()]);
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, vec![7u8; 300_000]).unwrap();
+    let g = group.to_str().unwrap();
+    /// Kills the node if the test fails before it leaves.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut node = Reap(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+            .args(["node", "--group", g, "--id", "1", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let socket = std::env::temp_dir().join("windrose-lab-long-lived-1.sock");
+    procs::wait_for("node 1's control socket", Duration::from_secs(60), || {
+        socket.exists()
+    });
+    for kind in [
+        &["bcast"][..],
+        &["bcast"],
+        &["multicast", "--protocol", "mob"],
+    ] {
+        windrose()
+            .args(kind)
+            .args(["--group", g, "--file", data.to_str().unwrap(), "--quiet"])
+            .timeout(Duration::from_secs(120))
+            .assert()
+            .success();
+    }
+    assert!(node.0.try_wait().unwrap().is_none(), "node 1 left early");
+    windrose()
+        .args(["group", "leave", "--group", g, "--id", "1"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = node.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "node 1 did not leave");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+}

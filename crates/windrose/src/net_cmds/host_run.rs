@@ -4,9 +4,8 @@
 //! [`serve_group`](windrose_net::host_driver::serve_group); the session (announcing,
 //! readiness, reports, failures, leaving) is the host's, not this file's.
 //!
-//! The root builds the same [`RunOutcome`] the one-shot driver did, from the host's
-//! [`Report::MemberDone`] reports (each member's bytes, BLAKE3 digest and time) and failures,
-//! so the commands' text and `--json` keep their shape.
+//! The root builds its [`RunOutcome`] from the host's [`Report::MemberDone`] reports (each
+//! member's bytes, BLAKE3 digest, time and computed share) and failures.
 
 use super::{net_err, RootRun};
 use anyhow::Context as _;
@@ -88,7 +87,7 @@ impl Expected {
     }
 }
 
-/// A share as the one-shot driver's reports gave it.
+/// A member's computed share in the outcome's form.
 fn share_result(s: &ComputedShare) -> ShareResult {
     ShareResult {
         offset: s.offset,
@@ -165,14 +164,19 @@ impl RootRun<'_> {
         let config = member_config(membership, self.handshake.clone(), self.timeouts, self.seed);
         let (mut handle, ports) = group_channel();
         let mut serving = tokio::spawn(serve_group(listener, config, ports));
-        // The first id of this member's own sequence: no other member draws it.
+        // An id of this member's own sequence (rank + n k: no other member draws it), k drawn
+        // afresh: long-lived members remember the ids of the collectives they took part in,
+        // so a second run from the same root must not reuse the first one's. Below the ids a
+        // `group serve` member draws (from n 2^20 on).
+        let n = self.group.len() as u32;
         let rank = self
             .group
             .members()
             .iter()
             .position(|m| m.id == self.root)
             .unwrap_or(0) as u32;
-        let transfer = TransferId(rank);
+        let k = rand::random::<u32>() % (1 << 19);
+        let transfer = TransferId(rank.wrapping_add(n.wrapping_mul(k)));
         let _watch = self
             .file
             .as_ref()
