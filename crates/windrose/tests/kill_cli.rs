@@ -62,21 +62,42 @@ fn writer_of(dir: &Path, node: u32, min_bytes: u64) -> Option<i32> {
     None
 }
 
-/// Waits until every victim holds `min_bytes`, then sends each `signal`; returns their pids.
-fn signal_when_holding(dir: &Path, victims: &[u32], min_bytes: u64, signal: i32) -> Vec<i32> {
+/// When [`signal_when_holding`] signals its victims.
+#[derive(Copy, Clone, Debug)]
+enum Holding {
+    /// Once every victim holds this many bytes: nodes that progress together (a swarm).
+    Each(u64),
+    /// Once the first victim holds this many bytes, whatever the others hold: nodes of a chain,
+    /// where one above the others may run arbitrarily far ahead (a relay keeps reading while
+    /// its child is slow), so that waiting for the last could find the first holding
+    /// everything.
+    First(u64),
+}
+
+/// Waits until the victims hold what `when` says, then sends each `signal`; returns their
+/// pids.
+fn signal_when_holding(dir: &Path, victims: &[u32], when: Holding, signal: i32) -> Vec<i32> {
     let deadline = Instant::now() + BOUND;
-    let mut pids = Vec::new();
-    while pids.len() < victims.len() {
-        pids = victims
+    let pids = loop {
+        let (each, first) = match when {
+            Holding::Each(b) => (b, b),
+            Holding::First(b) => (0, b),
+        };
+        let pids: Vec<i32> = victims
             .iter()
-            .filter_map(|&v| writer_of(dir, v, min_bytes))
+            .filter_map(|&v| writer_of(dir, v, each))
             .collect();
+        if pids.len() == victims.len()
+            && victims.iter().any(|&v| writer_of(dir, v, first).is_some())
+        {
+            break pids;
+        }
         assert!(
             Instant::now() < deadline,
-            "the victims never received {min_bytes} bytes"
+            "the victims never held what {when:?} asks"
         );
         std::thread::sleep(Duration::from_millis(5));
-    }
+    };
     for &pid in &pids {
         // SAFETY: kill(2) of a node process this test started (through `windrose local`).
         assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
@@ -128,7 +149,7 @@ fn two_receivers_killed_mid_mob_the_others_complete_and_verify() {
     ];
     let child = local(&args, dir.path());
     let victims = [5u32, 9];
-    signal_when_holding(dir.path(), &victims, 8 << 20, libc::SIGKILL);
+    signal_when_holding(dir.path(), &victims, Holding::Each(8 << 20), libc::SIGKILL);
     // "node 5 closed the connection", "connection reset by peer", ...
     check_result(child, dir.path(), 16, &victims, 256 << 20, "");
 }
@@ -170,7 +191,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// Runs `windrose local ARGS` over `mib` MiB of a known file with a group key, kills
-/// `restarted` and `dead` with SIGKILL once both hold `kill_at` bytes, starts `restarted` again
+/// `restarted` and `dead` with SIGKILL once the three victims hold what `kill_at` says, starts
+/// `restarted` again
 /// at once, and checks: it finishes with the root's bytes (its file equals the data, the root
 /// verified its hash) having resumed at least `min_resumed` bytes from disk; `dead` is reported
 /// failed; every other node finishes and verifies; no partial file is left.
@@ -185,7 +207,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 fn kill_and_restart(
     args: &[&str],
     mib: u32,
-    kill_at: u64,
+    kill_at: Holding,
     [restarted, dead, held]: [u32; 3],
     min_resumed: u64,
 ) {
@@ -230,6 +252,11 @@ fn kill_and_restart(
         .map(|e| bytes_held(&e.path()))
         .max()
         .unwrap_or(0);
+    assert!(
+        kept < u64::from(mib) << 20,
+        "node {restarted}'s earlier life held all {mib} MiB when it was stopped: no new data can \
+         show that the root took it back"
+    );
     let node = restart_node(&out, &key, restarted);
     let new_pid = node.id() as i32;
     // Taken back means more than that the new life adopted the partial file (it does so before
@@ -296,7 +323,7 @@ fn kill_and_restart(
 #[test]
 fn a_receiver_killed_mid_mob_and_restarted_resumes_from_disk_and_completes() {
     let args = ["--nodes", "16", "--clusters", "4", "--protocol", "mob"];
-    kill_and_restart(&args, 256, 16 << 20, [5, 9, 13], 15 << 20);
+    kill_and_restart(&args, 256, Holding::Each(16 << 20), [5, 9, 13], 15 << 20);
 }
 
 /// The same for Balanced Multicasting: the restarted node asks the root for every piece it
@@ -304,7 +331,7 @@ fn a_receiver_killed_mid_mob_and_restarted_resumes_from_disk_and_completes() {
 #[test]
 fn a_receiver_restarted_mid_balanced_multicast_resumes_and_completes() {
     let args = ["--nodes", "8", "--clusters", "2", "--protocol", "balanced"];
-    kill_and_restart(&args, 64, 8 << 20, [3, 6, 7], 7 << 20);
+    kill_and_restart(&args, 64, Holding::Each(8 << 20), [3, 6, 7], 7 << 20);
 }
 
 /// The same for BitTorrent: the tracker counts the restarted node live again. Its pieces come
@@ -320,18 +347,19 @@ fn a_receiver_restarted_mid_bittorrent_rejoins_and_completes() {
         "--protocol",
         "bittorrent",
     ];
-    kill_and_restart(&args, 128, 8 << 20, [3, 6, 7], 7 << 20);
+    kill_and_restart(&args, 128, Holding::Each(8 << 20), [3, 6, 7], 7 << 20);
 }
 
 /// A relay of a chain broadcast killed and restarted: a broadcast has no piece hashes to check
 /// what it kept, so the restarted node starts over, asking the root for everything, while its
-/// old subtree already hangs under the root.
+/// old subtree already hangs under the root. The victims are signalled once the relay (the
+/// first of them in the chain) holds 8 MiB: the two below it hold no more.
 #[test]
 fn a_relay_killed_mid_broadcast_and_restarted_starts_over_and_completes() {
     kill_and_restart(
         &["--nodes", "8", "--tree", "chain"],
         128,
-        8 << 20,
+        Holding::First(8 << 20),
         [3, 6, 7],
         0,
     );
@@ -348,7 +376,7 @@ fn a_relay_killed_mid_broadcast_its_subtree_reattaches_and_completes() {
         dir.path(),
     );
     let victims = [3u32];
-    signal_when_holding(dir.path(), &victims, 8 << 20, libc::SIGKILL);
+    signal_when_holding(dir.path(), &victims, Holding::Each(8 << 20), libc::SIGKILL);
     check_result(child, dir.path(), 8, &victims, 256 << 20, "");
 }
 
@@ -371,7 +399,7 @@ fn two_receivers_stopped_mid_mob_are_declared_failed_the_others_complete() {
     ];
     let child = local(&args, dir.path());
     let victims = [3u32, 6];
-    let pids = signal_when_holding(dir.path(), &victims, 4 << 20, libc::SIGSTOP);
+    let pids = signal_when_holding(dir.path(), &victims, Holding::Each(4 << 20), libc::SIGSTOP);
     let stopped_at = Instant::now();
     // The others finish (their files appear under the final names): MOB's acknowledgement
     // tree let them, so every node had given the stopped ones up, and their connections are
