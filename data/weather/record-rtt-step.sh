@@ -17,7 +17,7 @@ trap '"$W" testbed down "$NAME" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
 cd "$DIR"
 cat > group.toml <<'TOML'
 name = "testbed"
-protocol_version = 1
+protocol_version = 2
 [[node]]
 id = 0
 addr = "10.77.0.1:7100"

@@ -61,7 +61,7 @@ for i in $(seq 0 15); do
 done
 {
   echo 'name = "weather-series"'
-  echo 'protocol_version = 1'
+  echo 'protocol_version = 2'
   for c in 0 1 2 3; do
     for k in 0 1 2 3; do
       echo "[[node]]"

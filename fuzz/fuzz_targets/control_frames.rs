@@ -1,5 +1,5 @@
 //! Fuzzes `windrose_net::wire::FrameReader`, which splits a connection's stream into proto
-//! frames (`0xB2`) and control frames (`0xC1`, JSON bodies: hello, welcome, job, report, ...).
+//! frames (`0xB2`) and control frames (`0xC1`, JSON bodies: hello, welcome, reject, abort).
 //!
 //! Input layout: `[split_seed, config, stream...]`. `config` bit 0 picks the control body limit
 //! (0: the handshake limit `HANDSHAKE_MAX_BODY`, 64 KiB; 1: a small limit of `4 * (config >> 1)`
@@ -144,7 +144,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Some(first) = &failed {
-        r.push(&windrose_net::wire::Control::Bye.encode());
+        r.push(&windrose_net::wire::Control::Abort("end".into()).encode());
         assert_eq!(
             r.next_frame().as_ref(),
             Err(first),

@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! name = "lab"              # every member must use the same name (checked in the handshake)
-//! protocol_version = 1      # the windrose-net session protocol this group speaks
+//! protocol_version = 2      # the windrose-net session protocol this group speaks
 //!
 //! [[node]]
 //! id = 0                    # ids are dense: 0, 1, ..., N-1 (any order in the file)
@@ -297,7 +297,13 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
         return Err(at(
             Some(doc.protocol_version.span()),
             format!(
-                "protocol_version {version} is not supported: this build speaks version {PROTOCOL_VERSION}"
+                "protocol_version {version} is not supported: this build speaks version {PROTOCOL_VERSION}{}",
+                if version == 1 {
+                    " (version 1 was the one-shot session before the long-lived Host; write \
+                     protocol_version = 2, and run this build on every member)"
+                } else {
+                    ""
+                }
             ),
         ));
     }
@@ -388,7 +394,7 @@ pub fn load_group(path: &Path) -> Result<Group, NetError> {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "name = \"lab\"\nprotocol_version = 1\n\n[[node]]\nid = 1\naddr = \"127.0.0.3:7000\"\ncluster = 1\n\n[[node]]\nid = 0\naddr = \"127.0.0.2:7000\"\n";
+    const GOOD: &str = "name = \"lab\"\nprotocol_version = 2\n\n[[node]]\nid = 1\naddr = \"127.0.0.3:7000\"\ncluster = 1\n\n[[node]]\nid = 0\naddr = \"127.0.0.2:7000\"\n";
 
     #[test]
     fn parses_and_round_trips() {
@@ -416,8 +422,14 @@ mod tests {
                 "g.toml:10:6: node 0 is listed twice",
             ),
             (
-                GOOD.replace("protocol_version = 1", "protocol_version = 7"),
-                "g.toml:2:20: protocol_version 7 is not supported: this build speaks version 1",
+                GOOD.replace("protocol_version = 2", "protocol_version = 7"),
+                "g.toml:2:20: protocol_version 7 is not supported: this build speaks version 2",
+            ),
+            (
+                GOOD.replace("protocol_version = 2", "protocol_version = 1"),
+                "g.toml:2:20: protocol_version 1 is not supported: this build speaks version 2 \
+                 (version 1 was the one-shot session before the long-lived Host; write \
+                 protocol_version = 2, and run this build on every member)",
             ),
             (
                 GOOD.replace("127.0.0.3:7000", "127.0.0.3:http"),

@@ -117,9 +117,11 @@ pub mod multicast {
     pub use windrose_proto::tree_multicast::{PlanTree, TreeMulticastConfig, TreePlan};
 }
 
-/// The session protocol version this build speaks (group files and handshakes carry it): the
-/// control frames of [`wire`] around the proto crate's wire format.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The session protocol version this build speaks (group files and handshakes carry it).
+/// Version 2: the session is the Host's, in proto frames; [`wire`]'s control frames only open
+/// (and refuse) connections. Version 1 was the one-shot session of control frames (job, ready,
+/// go, report, bye) that a root ran over every node.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Maps a file read-only as [`bytes::Bytes`] without reading it into memory: the root of a
 /// broadcast sends it straight from the page cache, and payload slices stay zero-copy.

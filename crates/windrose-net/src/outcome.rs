@@ -5,12 +5,81 @@
 use crate::error::NetError;
 use crate::group::Group;
 use crate::measure::LinkMeasurements;
-use crate::wire::{FrameCount, NodeReport, RunStatus, ShareResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::frame::MessageKind;
 use windrose_proto::multicast::MulticastProtocol;
+
+/// How a node's collective ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Completed.
+    Finished,
+    /// The protocol gave up (a peer failed, nothing arrived in time) or the driver failed.
+    Failed,
+}
+
+/// What a scatter node computed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareResult {
+    /// First byte of the kept share in the load.
+    pub offset: u64,
+    /// Bytes kept.
+    pub len: u64,
+    /// BLAKE3 of the kept share (hex).
+    pub blake3: String,
+    /// When the computation ended, nanoseconds after the collective started on the node's
+    /// clock.
+    pub computed_ns: u64,
+}
+
+/// Frames one node sent to one peer, by kind (for sim-vs-real comparisons).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FrameCount {
+    /// The receiver.
+    pub to: NodeId,
+    /// The message kind.
+    pub kind: MessageKind,
+    /// How many frames.
+    pub frames: u64,
+    /// Their encoded bytes.
+    pub bytes: u64,
+}
+
+/// A member's account of its part in a collective (`windrose node --json`, and each node of
+/// a root command's result).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// The node.
+    pub node: NodeId,
+    /// How its collective ended.
+    pub status: RunStatus,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+    /// Bytes of the collective's data it received.
+    pub bytes_received: u64,
+    /// BLAKE3 (hex) of the bytes delivered to it, in order (broadcast receivers).
+    pub blake3: Option<String>,
+    /// Nanoseconds from the collective's start to its end, on its own clock.
+    pub finished_ns: Option<u64>,
+    /// Nanoseconds from the start until it held all the data, on its own clock: a multicast node may
+    /// keep serving its peers long after that, so its completion is this, not `finished_ns`.
+    #[serde(default)]
+    pub complete_ns: Option<u64>,
+    /// The scatter share it computed.
+    pub share: Option<ShareResult>,
+    /// Its link measurements.
+    pub measurements: LinkMeasurements,
+    /// Protocol frames it sent, by peer and kind.
+    pub frames_sent: Vec<FrameCount>,
+    /// Set when the node rejoined the run after a restart: the bytes it found verified on disk
+    /// from its earlier life and did not fetch again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_bytes: Option<u64>,
+}
 
 /// Largest multicast piece: one piece travels in one protocol frame.
 pub const MAX_PIECE_BYTES: u32 =

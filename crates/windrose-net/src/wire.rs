@@ -1,6 +1,6 @@
-//! What a windrose-net connection carries: the protocol frames of `windrose-proto`, and this
-//! crate's own **control frames** for everything around a collective (the handshake, the job,
-//! readiness, progress, reports, the end of the run).
+//! What a windrose-net connection carries: the protocol frames of `windrose-proto` (the
+//! Host's session messages among them), and this crate's own **control frames** for the
+//! handshake that opens every connection and the refusal that may close it.
 //!
 //! # Control frames
 //!
@@ -23,37 +23,28 @@
 //! their own (smaller) limit before their body is awaited. Errors name the byte offset in the
 //! stream. A stream that failed cannot be resynchronised: the reader keeps returning the error.
 //!
-//! # The session
+//! # The handshake
 //!
-//! 1. **Handshake** (every connection; see [`crate::bootstrap`]): the dialer sends
-//!    [`Control::Hello`] (group name, protocol and wire versions, its id, the id it expects to
-//!    reach, its role, the digest of its group file's members, addresses and clusters); the
-//!    acceptor checks every field and answers [`Control::Welcome`] (its own group, versions, id
-//!    and digest, which the dialer checks in turn) or [`Control::Reject`] with the
-//!    reason. A dialer that finds a mismatch in the welcome sends a reject too, so both sides
-//!    always learn why.
-//!    With a group key the same hello and welcome travel encrypted inside a Noise handshake
-//!    that proves both sides hold the key (see [`crate::auth`]), and a multicast job's
-//!    manifest carries a MAC made with a key derived from it.
-//! 2. **Job**: the root dials every node (role `Root`) and sends the [`Job`]; each node dials its
-//!    tree neighbours (for a multicast: every member) with higher ids (role `Peer`; the lower
-//!    id dials, so every unordered pair has exactly one connection) and answers [`Control::Ready`] once all its neighbours are
-//!    connected, or [`Control::Abort`].
-//! 3. **Go**: when every node is ready the root sends [`Control::Go`] and starts its machine;
-//!    a node starts its machines on Go. Protocol frames flow. Nodes send [`Control::Progress`]
-//!    to the root a few times per second.
-//! 4. **Reports**: a node whose collective ended (finished or aborted) flushes its sends and its
-//!    output, then sends its [`NodeReport`] (status, bytes, BLAKE3 of what it received, finish
-//!    time, link measurements, frame counts) to the root.
-//! 5. **Bye**: when the root has every report (or gave up waiting), it sends [`Control::Bye`];
-//!    every side then shuts its sending half down and reads until the peer did the same, so no
-//!    byte in flight is lost to a reset. [`Control::Abort`] ends the run early from either side.
+//! Every connection starts with one (see [`crate::bootstrap`]): the dialer sends
+//! [`Control::Hello`] (group name, protocol and wire versions, its id, the id it expects to
+//! reach, its role, the digest of its group file's members, addresses and clusters); the
+//! acceptor checks every field and answers [`Control::Welcome`] (its own group, versions, id
+//! and digest, which the dialer checks in turn) or [`Control::Reject`] with the reason. A
+//! dialer that finds a mismatch in the welcome sends a reject too, so both sides always learn
+//! why. With a group key the same hello and welcome travel encrypted inside a Noise handshake
+//! that proves both sides hold the key (see [`crate::auth`]). [`Control::Abort`] closes a
+//! connection that is refused later, with the reason.
+//!
+//! Everything after the handshake is proto frames: the session (join, announcements,
+//! readiness, reports, heartbeats, leave) is the Host's (`windrose_proto::host`), so the
+//! simulator runs it too. Protocol version 1 had a session of control frames here (job, ready,
+//! go, progress, report, bye: kinds 4 to 9); a version-1 peer is refused at its hello, and those
+//! kinds are refused by name if they ever arrive.
 
-use crate::measure::LinkMeasurements;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use windrose_model::NodeId;
-use windrose_proto::frame::{self, FrameError, Message, MessageKind, TransferId, HEADER_LEN};
+use windrose_proto::frame::{self, FrameError, Message, HEADER_LEN};
 
 /// The high nibble of a control frame's first byte.
 pub const CONTROL_MAGIC: u8 = 0xC0;
@@ -65,13 +56,11 @@ pub const HANDSHAKE_MAX_BODY: u32 = 64 << 10;
 /// link measurements).
 pub const CONTROL_MAX_BODY: u32 = 16 << 20;
 
-/// Who dials: the root of a run, or a node dialing a tree neighbour.
+/// Why a member dials another.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
-    /// The root, setting up a run.
-    Root,
-    /// A node connecting to a tree neighbour.
+    /// A member's connection to a peer, for everything but the link probes.
     Peer,
     /// A group member's second connection to a peer, for the link probes: small frames that
     /// must not queue behind bulk data in the first connection's buffers (see
@@ -116,112 +105,6 @@ pub struct Welcome {
     pub group_digest: String,
 }
 
-pub use windrose_proto::collective::{
-    CollectiveSpec, ManifestSpec, MulticastParams, PlanTreeSpec, TreeSpec,
-};
-
-/// What the root asks every node to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Job {
-    /// Random id of this run (in logs and reports).
-    pub session: u64,
-    /// The root.
-    pub root: NodeId,
-    /// The transfer id of every protocol frame.
-    pub transfer: TransferId,
-    /// Bytes of the root's data.
-    pub total_len: u64,
-    /// The collective.
-    pub collective: CollectiveSpec,
-    /// A non-root node aborts when nothing arrives from its parent for this long.
-    pub idle_timeout_ms: u64,
-    /// Link probe period (0: no probes).
-    pub probe_period_ms: u64,
-    /// Seed of the per-node RNGs (`windrose_proto::node_rng`).
-    pub seed: u64,
-    /// Set when the root takes the node back mid-run after losing it (the node restarted):
-    /// the nodes the root counts as failed at that moment, which the node neither dials nor
-    /// waits for. The node starts at once (no Ready, no Go) with a machine built to rejoin.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejoin: Option<Vec<NodeId>>,
-}
-
-/// How a node's collective ended.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Completed.
-    Finished,
-    /// The protocol gave up (a peer failed, nothing arrived in time) or the driver failed.
-    Failed,
-}
-
-/// What a scatter node computed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShareResult {
-    /// First byte of the kept share in the load.
-    pub offset: u64,
-    /// Bytes kept.
-    pub len: u64,
-    /// BLAKE3 of the kept share (hex).
-    pub blake3: String,
-    /// When the computation ended, nanoseconds after Go on the node's clock.
-    pub computed_ns: u64,
-}
-
-/// Frames one node sent to one peer, by kind (for sim-vs-real comparisons).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FrameCount {
-    /// The receiver.
-    pub to: NodeId,
-    /// The message kind.
-    pub kind: MessageKind,
-    /// How many frames.
-    pub frames: u64,
-    /// Their encoded bytes.
-    pub bytes: u64,
-}
-
-/// A node's account of its run, sent to the root at the end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NodeReport {
-    /// The node.
-    pub node: NodeId,
-    /// How its collective ended.
-    pub status: RunStatus,
-    /// Why it failed, when it did.
-    pub error: Option<String>,
-    /// Bytes of the collective's data it received.
-    pub bytes_received: u64,
-    /// BLAKE3 (hex) of the bytes delivered to it, in order (broadcast receivers).
-    pub blake3: Option<String>,
-    /// Nanoseconds from Go to the end of its collective, on its own clock.
-    pub finished_ns: Option<u64>,
-    /// Nanoseconds from Go until it held all the data, on its own clock: a multicast node may
-    /// keep serving its peers long after that, so its completion is this, not `finished_ns`.
-    #[serde(default)]
-    pub complete_ns: Option<u64>,
-    /// The scatter share it computed.
-    pub share: Option<ShareResult>,
-    /// Its link measurements.
-    pub measurements: LinkMeasurements,
-    /// Protocol frames it sent, by peer and kind.
-    pub frames_sent: Vec<FrameCount>,
-    /// Set when the node rejoined the run after a restart: the bytes it found verified on disk
-    /// from its earlier life and did not fetch again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resumed_bytes: Option<u64>,
-}
-
-/// A data-less progress note.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    /// Bytes held.
-    pub done_bytes: u64,
-    /// Bytes expected.
-    pub total_bytes: u64,
-}
-
 /// Every control message.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Control {
@@ -229,21 +112,9 @@ pub enum Control {
     Hello(Hello),
     /// Handshake accepted.
     Welcome(Welcome),
-    /// Handshake (or job) refused, with the reason in plain words.
+    /// Handshake refused, with the reason in plain words.
     Reject(String),
-    /// The run to do (root to node).
-    Job(Box<Job>),
-    /// The node is connected to all its neighbours (node to root).
-    Ready,
-    /// Start (root to node).
-    Go,
-    /// Progress of a node (node to root).
-    Progress(Progress),
-    /// The node's collective ended (node to root).
-    Report(Box<NodeReport>),
-    /// The run is over (root to node).
-    Bye,
-    /// The run is called off, with the reason.
+    /// The connection is refused after the handshake, with the reason.
     Abort(String),
 }
 
@@ -257,30 +128,21 @@ pub enum ControlKind {
     Welcome = 2,
     /// [`Control::Reject`].
     Reject = 3,
-    /// [`Control::Job`].
-    Job = 4,
-    /// [`Control::Ready`].
-    Ready = 5,
-    /// [`Control::Go`].
-    Go = 6,
-    /// [`Control::Progress`].
-    Progress = 7,
-    /// [`Control::Report`].
-    Report = 8,
-    /// [`Control::Bye`].
-    Bye = 9,
+    // 4 to 9: protocol version 1's session (see [`RETIRED_KINDS`]).
     /// [`Control::Abort`].
     Abort = 10,
 }
 
+/// The control kinds of protocol version 1's session, by kind byte (4 to 9): never sent since
+/// version 2, and named when refused.
+pub const RETIRED_KINDS: [&str; 6] = ["job", "ready", "go", "progress", "report", "bye"];
+
 impl ControlKind {
     fn from_byte(b: u8) -> Option<ControlKind> {
         use ControlKind::*;
-        [
-            Hello, Welcome, Reject, Job, Ready, Go, Progress, Report, Bye, Abort,
-        ]
-        .into_iter()
-        .find(|k| *k as u8 == b)
+        [Hello, Welcome, Reject, Abort]
+            .into_iter()
+            .find(|k| *k as u8 == b)
     }
 }
 
@@ -291,28 +153,16 @@ impl Control {
             Control::Hello(_) => ControlKind::Hello,
             Control::Welcome(_) => ControlKind::Welcome,
             Control::Reject(_) => ControlKind::Reject,
-            Control::Job(_) => ControlKind::Job,
-            Control::Ready => ControlKind::Ready,
-            Control::Go => ControlKind::Go,
-            Control::Progress(_) => ControlKind::Progress,
-            Control::Report(_) => ControlKind::Report,
-            Control::Bye => ControlKind::Bye,
             Control::Abort(_) => ControlKind::Abort,
         }
     }
 
-    /// A short name for messages: `hello`, `job`, ...
+    /// A short name for messages: `hello`, `abort`, ...
     pub fn name(&self) -> &'static str {
         match self {
             Control::Hello(_) => "hello",
             Control::Welcome(_) => "welcome",
             Control::Reject(_) => "reject",
-            Control::Job(_) => "job",
-            Control::Ready => "ready",
-            Control::Go => "go",
-            Control::Progress(_) => "progress",
-            Control::Report(_) => "report",
-            Control::Bye => "bye",
             Control::Abort(_) => "abort",
         }
     }
@@ -322,10 +172,6 @@ impl Control {
             Control::Hello(h) => serde_json::to_vec(h),
             Control::Welcome(w) => serde_json::to_vec(w),
             Control::Reject(r) | Control::Abort(r) => serde_json::to_vec(r),
-            Control::Job(j) => serde_json::to_vec(j),
-            Control::Ready | Control::Go | Control::Bye => Ok(b"{}".to_vec()),
-            Control::Progress(p) => serde_json::to_vec(p),
-            Control::Report(r) => serde_json::to_vec(r),
         };
         // Serialising these plain structs cannot fail (no maps with non-string keys, no
         // non-finite floats are rejected by serde_json: they become null).
@@ -349,12 +195,6 @@ impl Control {
             ControlKind::Hello => Control::Hello(serde_json::from_slice(body)?),
             ControlKind::Welcome => Control::Welcome(serde_json::from_slice(body)?),
             ControlKind::Reject => Control::Reject(serde_json::from_slice(body)?),
-            ControlKind::Job => Control::Job(Box::new(serde_json::from_slice(body)?)),
-            ControlKind::Ready => Control::Ready,
-            ControlKind::Go => Control::Go,
-            ControlKind::Progress => Control::Progress(serde_json::from_slice(body)?),
-            ControlKind::Report => Control::Report(Box::new(serde_json::from_slice(body)?)),
-            ControlKind::Bye => Control::Bye,
             ControlKind::Abort => Control::Abort(serde_json::from_slice(body)?),
         })
     }
@@ -515,8 +355,17 @@ impl FrameReader {
                 if self.buf.len() < HEADER_LEN {
                     return Ok(None);
                 }
-                let kind = ControlKind::from_byte(self.buf[1])
-                    .ok_or_else(|| bad(format!("unknown control kind {}", self.buf[1])))?;
+                let kind = ControlKind::from_byte(self.buf[1]).ok_or_else(|| {
+                    let b = self.buf[1];
+                    bad(match RETIRED_KINDS.get(usize::from(b).wrapping_sub(4)) {
+                        Some(name) => format!(
+                            "control kind {b} ({name}) belongs to protocol version 1's session, \
+                             which this build (version {}) no longer speaks",
+                            crate::PROTOCOL_VERSION
+                        ),
+                        None => format!("unknown control kind {b}"),
+                    })
+                })?;
                 let flags = u16::from_be_bytes([self.buf[2], self.buf[3]]);
                 if flags != 0 {
                     return Err(bad(format!("reserved flags set: {flags:#06x}")));
@@ -553,6 +402,8 @@ pub fn proto_frame_len(message: &Message) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use windrose_proto::collective::{ManifestSpec, TreeSpec};
+    use windrose_proto::frame::TransferId;
     use windrose_proto::pieces::Manifest;
     use windrose_proto::probe::{Probe, ProbeMsg};
     use windrose_proto::tree_broadcast::{BroadcastMsg, DataSegment};
@@ -572,11 +423,11 @@ mod tests {
     fn interleaved_frames_round_trip_byte_by_byte() {
         let hello = Control::Hello(Hello {
             group: "g".into(),
-            protocol_version: 1,
+            protocol_version: 2,
             wire_version: 1,
             from: NodeId(0),
             to: NodeId(2),
-            role: Role::Root,
+            role: Role::Peer,
             group_digest: "0123456789abcdef".into(),
         });
         let ping = Message::Probe(ProbeMsg::Ping(Probe {
@@ -586,7 +437,7 @@ mod tests {
         let mut stream = Vec::new();
         stream.extend_from_slice(&hello.encode());
         stream.extend_from_slice(&frame::encode(&data()).unwrap());
-        stream.extend_from_slice(&Control::Bye.encode());
+        stream.extend_from_slice(&Control::Abort("done".into()).encode());
         stream.extend_from_slice(&frame::encode(&ping).unwrap());
         let mut r = FrameReader::new(1 << 20);
         let mut got = Vec::new();
@@ -601,7 +452,7 @@ mod tests {
             vec![
                 WireFrame::Control(hello),
                 WireFrame::Proto(data()),
-                WireFrame::Control(Control::Bye),
+                WireFrame::Control(Control::Abort("done".into())),
                 WireFrame::Proto(ping)
             ]
         );
@@ -639,12 +490,24 @@ mod tests {
 
         // Oversized control body, rejected from its header alone.
         let mut c = FrameReader::new(1 << 20);
-        c.push(&[0xC1, 4, 0, 0, 0x10, 0, 0, 0]);
+        c.push(&[0xC1, 1, 0, 0, 0x10, 0, 0, 0]);
         assert!(c
             .next_frame()
             .unwrap_err()
             .to_string()
             .contains("exceeds the limit"));
+        // A version-1 session frame (a job), refused by name.
+        let mut v1 = FrameReader::new(1 << 20);
+        v1.push(&[0xC1, 4, 0, 0, 0, 0, 0, 2, b'{', b'}']);
+        let e = v1.next_frame().unwrap_err().to_string();
+        assert!(
+            e.contains("control kind 4 (job)") && e.contains("version 1"),
+            "{e}"
+        );
+        let mut unknown = FrameReader::new(1 << 20);
+        unknown.push(&[0xC1, 11, 0, 0, 0, 0, 0, 0]);
+        let e = unknown.next_frame().unwrap_err().to_string();
+        assert!(e.contains("unknown control kind 11"), "{e}");
         // Garbage JSON.
         let mut j = FrameReader::new(1 << 20);
         j.push(&[0xC1, 1, 0, 0, 0, 0, 0, 2, b'{', b'x']);

@@ -310,11 +310,12 @@ async fn version_mismatch_and_strangers_are_told_why() {
     };
     let cases = [
         (
+            // A build of version 1 (the one-shot session before the Host).
             Hello {
-                protocol_version: 99,
+                protocol_version: 1,
                 ..good.clone()
             },
-            "protocol version mismatch: the dialer (node 0) speaks version 99, this node version 1",
+            "protocol version mismatch: the dialer (node 0) speaks version 1, this node version 2",
         ),
         (
             Hello {

@@ -38,11 +38,12 @@ use windrose_net::bootstrap::{
 use windrose_net::group::Group;
 use windrose_net::measure;
 use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
+use windrose_net::outcome::{NodeReport, RunStatus};
 use windrose_net::sink::output_path_problem;
 use windrose_net::trees::{
     balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
 };
-use windrose_net::wire::{NodeReport, Role, RunStatus};
+use windrose_net::wire::Role;
 use windrose_net::{
     random_data, random_payload, Delivered, NetError, NetEvent, RunOutcome, SourceFile, Timeouts,
 };

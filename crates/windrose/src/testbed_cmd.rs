@@ -899,7 +899,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             "/tmp"
         })?;
     let group = dir.path().join("group.toml");
-    let mut g = String::from("name = \"testbed\"\nprotocol_version = 1\n");
+    let mut g = String::from("name = \"testbed\"\nprotocol_version = 2\n");
     for i in 0..n {
         g += &format!(
             "\n[[node]]\nid = {i}\naddr = \"{}:7100\"\ncluster = {}\n",

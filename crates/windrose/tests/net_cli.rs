@@ -186,7 +186,7 @@ fn bad_group_files_and_arguments_exit_2() {
     let group = dir.path().join("group.toml");
     std::fs::write(
         &group,
-        "name = \"lab\"\nprotocol_version = 1\n[[node]]\nid = 0\naddr = \"127.0.0.1:x\"\n",
+        "name = \"lab\"\nprotocol_version = 2\n[[node]]\nid = 0\naddr = \"127.0.0.1:x\"\n",
     )
     .unwrap();
     windrose()

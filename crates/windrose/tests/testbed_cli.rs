@@ -420,7 +420,7 @@ fn group_probes_read_the_wan_round_trip_while_mob_saturates_it() {
     );
     let dir = tempfile::tempdir().unwrap();
     let group = dir.path().join("group.toml");
-    let mut toml = String::from("name = \"ci-lane\"\nprotocol_version = 1\n");
+    let mut toml = String::from("name = \"ci-lane\"\nprotocol_version = 2\n");
     for (id, (c, k)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
         toml += &format!(
             "[[node]]\nid = {id}\naddr = \"10.77.{c}.{}:7100\"\ncluster = {c}\n",

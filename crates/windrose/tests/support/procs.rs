@@ -104,7 +104,7 @@ pub fn free_ports(n: usize) -> Vec<String> {
 /// A group file with node i at `addrs[i]` (a bare port means 127.0.0.1:port), in cluster
 /// i % 2 (clusters interleaved, not in blocks).
 pub fn write_group(path: &Path, name: &str, addrs: &[String]) {
-    let mut text = format!("name = \"{name}\"\nprotocol_version = 1\n");
+    let mut text = format!("name = \"{name}\"\nprotocol_version = 2\n");
     for (i, a) in addrs.iter().enumerate() {
         let addr = if a.contains(':') {
             a.clone()

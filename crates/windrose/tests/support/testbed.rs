@@ -64,7 +64,7 @@ impl Members {
     /// socket is open.
     pub fn serve(testbed: &str, dir: &Path, clusters: &[u32], port: u16) -> Members {
         let group = dir.join("group.toml");
-        let mut toml = format!("name = \"{testbed}\"\nprotocol_version = 1\n");
+        let mut toml = format!("name = \"{testbed}\"\nprotocol_version = 2\n");
         let mut seen = std::collections::BTreeMap::<u32, u32>::new();
         for (id, &c) in clusters.iter().enumerate() {
             let k = seen.entry(c).or_default();
