@@ -70,6 +70,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use windrose_model::NodeId;
+use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::frame::VERSION as WIRE_VERSION;
 
 /// The Noise protocol of [`NoiseHandshake`].
@@ -292,6 +293,73 @@ pub fn verify_manifest_mac(
     ) {
         (Ok(got), Ok(want)) => got == want,
         _ => false,
+    }
+}
+
+/// A keyed group's proof that a multicast's manifest comes from a member: the initiator's Host
+/// puts [`manifest_mac`] in every manifest it announces, and each member's Host checks it before
+/// it builds its machine, so a manifest altered on its way, or made without the key, is refused
+/// even where the connections are authenticated. Collectives without a manifest carry nothing
+/// to forge (their data is checked end to end by the initiator's digests).
+#[derive(Clone)]
+pub struct ManifestMac {
+    key: [u8; 32],
+}
+
+impl ManifestMac {
+    /// With the manifest key of a group key ([`GroupKey::manifest_key`]).
+    pub fn new(manifest_key: [u8; 32]) -> ManifestMac {
+        ManifestMac { key: manifest_key }
+    }
+}
+
+impl fmt::Debug for ManifestMac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ManifestMac(..)")
+    }
+}
+
+impl windrose_proto::host::AnnounceAuth for ManifestMac {
+    fn seal(&self, spec: &mut CollectiveSpec, total_len: u64) {
+        if let CollectiveSpec::Multicast { manifest, .. } = spec {
+            if manifest.mac.is_none() {
+                manifest.mac = Some(manifest_mac(
+                    &self.key,
+                    total_len,
+                    manifest.piece_len,
+                    &manifest.hashes,
+                ));
+            }
+        }
+    }
+
+    fn check(&self, spec: &CollectiveSpec, total_len: u64) -> Option<String> {
+        let CollectiveSpec::Multicast { manifest, .. } = spec else {
+            return None;
+        };
+        match &manifest.mac {
+            None => Some(
+                "the multicast's manifest carries no MAC and this group has a key: refused \
+                 (the initiator runs without the group key, or an older build)"
+                    .into(),
+            ),
+            Some(mac)
+                if !verify_manifest_mac(
+                    &self.key,
+                    total_len,
+                    manifest.piece_len,
+                    &manifest.hashes,
+                    mac,
+                ) =>
+            {
+                Some(
+                    "the multicast manifest's MAC does not match: its hashes or lengths were \
+                     altered, or it was made with another group key; refused"
+                        .into(),
+                )
+            }
+            Some(_) => None,
+        }
     }
 }
 
@@ -750,6 +818,65 @@ impl Handshake for NoiseHandshake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use windrose_proto::collective::ManifestSpec;
+    use windrose_proto::host::AnnounceAuth;
+    use windrose_proto::mob::MobConfig;
+    use windrose_proto::multicast::MulticastProtocol;
+    use windrose_proto::pieces::Manifest;
+
+    #[test]
+    fn an_announced_manifest_is_sealed_once_and_checked() {
+        let data = vec![3u8; 10_000];
+        let spec = |mac: Option<String>| CollectiveSpec::Multicast {
+            protocol: MulticastProtocol::Mob,
+            params: windrose_proto::collective::MulticastParams::Mob(MobConfig::default()),
+            manifest: ManifestSpec {
+                mac,
+                ..ManifestSpec::of(&Manifest::build(&data, 4096).unwrap())
+            },
+        };
+        let ours = ManifestMac::new(GroupKey::from_bytes([1; 32]).manifest_key());
+        let theirs = ManifestMac::new(GroupKey::from_bytes([2; 32]).manifest_key());
+        let mut sealed = spec(None);
+        ours.seal(&mut sealed, 10_000);
+        assert_eq!(ours.check(&sealed, 10_000), None);
+        // Sealing again keeps the proof it has.
+        let mut again = sealed.clone();
+        theirs.seal(&mut again, 10_000);
+        assert_eq!(again, sealed);
+        // Another key, another length, altered hashes, no MAC: refused.
+        assert!(theirs
+            .check(&sealed, 10_000)
+            .unwrap()
+            .contains("MAC does not match"));
+        assert!(ours
+            .check(&sealed, 10_001)
+            .unwrap()
+            .contains("MAC does not match"));
+        let CollectiveSpec::Multicast { manifest, .. } = &mut again else {
+            unreachable!()
+        };
+        manifest.hashes.replace_range(0..1, "f");
+        assert!(ours
+            .check(&again, 10_000)
+            .unwrap()
+            .contains("MAC does not match"));
+        assert!(ours
+            .check(&spec(None), 10_000)
+            .unwrap()
+            .contains("carries no MAC"));
+        // Nothing to prove for a collective without a manifest.
+        let bcast = CollectiveSpec::Broadcast {
+            tree: windrose_proto::collective::TreeSpec {
+                node_count: 1,
+                root: NodeId(0),
+                edges: Vec::new(),
+            },
+            segment_bytes: 1024,
+            max_frame_payload: 1024,
+        };
+        assert_eq!(ours.check(&bcast, 5), None);
+    }
 
     #[test]
     fn hex_round_trip_and_errors() {

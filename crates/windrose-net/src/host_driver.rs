@@ -38,8 +38,9 @@ use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
 use crate::error::NetError;
 use crate::group::Group;
 use crate::measure::{LinkMeasurements, Metric, Recorder};
+use crate::outcome::FrameCount;
 use crate::timeouts::Timeouts;
-use crate::wire::{FrameCount, Role, WireFrame};
+use crate::wire::{Role, WireFrame};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -141,6 +142,10 @@ impl GroupConfig {
         c.digest_deliveries = self.digest_deliveries;
         c.mst = self.mst;
         c.shelf = self.shelf.clone();
+        c.announce_auth = self.handshake.manifest_key().map(|k| {
+            Arc::new(crate::auth::ManifestMac::new(k))
+                as Arc<dyn windrose_proto::host::AnnounceAuth>
+        });
         c
     }
 }

@@ -173,6 +173,10 @@ pub struct HostConfig {
     /// those an earlier life of it kept ([`PieceShelf`]; None: in memory, and a restarted
     /// member fetches everything again).
     pub shelf: Option<Arc<dyn PieceShelf>>,
+    /// Proves to the members that a collective was announced by a member of the group (a
+    /// keyed group's manifest MAC, [`AnnounceAuth`]); None: announcements are taken as they
+    /// come (the connections may still be authenticated).
+    pub announce_auth: Option<Arc<dyn AnnounceAuth>>,
 }
 
 impl HostConfig {
@@ -193,6 +197,7 @@ impl HostConfig {
             eager: false,
             mst: None,
             shelf: None,
+            announce_auth: None,
         }
     }
 }
@@ -1129,6 +1134,16 @@ impl Host {
         let me = self.config.me;
         let t = self.draw_transfer(transfer);
         let total_len = data.len() as u64;
+        let sealed;
+        let spec = match &self.config.announce_auth {
+            Some(auth) => {
+                let mut s = spec.clone();
+                auth.seal(&mut s, total_len);
+                sealed = s;
+                &sealed
+            }
+            None => spec,
+        };
         let built = if self.leaving {
             Err("this node is leaving the group".to_string())
         } else if self.slots.contains_key(&t) || self.ended.contains(&t) {
@@ -1304,6 +1319,12 @@ impl Host {
                     Err(reason) => {
                         self.ended.insert(t);
                         self.early.remove(&t);
+                        // Why, for this member's application; the initiator hears it too.
+                        self.failures.push(Failure {
+                            transfer: t,
+                            member: me,
+                            why: reason.clone(),
+                        });
                         out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
                         self.send_session(
                             now,
@@ -1361,6 +1382,11 @@ impl Host {
                     .copied()
                     .filter(|&p| p != from)
                     .collect();
+                self.failures.push(Failure {
+                    transfer: t,
+                    member: from,
+                    why: reason.clone(),
+                });
                 self.cancel(
                     now,
                     t,
@@ -2081,6 +2107,19 @@ pub trait PieceShelf: Send + Sync {
     }
 }
 
+/// Authenticates what an initiator announces, for a driver that holds a secret of the group
+/// (a keyed group's manifest key): the Host seals every collective it starts before it builds
+/// its own machine and announces it, and checks every announcement before it builds a
+/// member's machine; a member refuses a collective that fails the check, with the reason, and
+/// the initiator counts it failed. The Host itself holds no secret.
+pub trait AnnounceAuth: Send + Sync {
+    /// Adds the initiator's proof to `spec` of `total_len` bytes; a spec that already carries
+    /// one keeps it (the members then check what the application gave).
+    fn seal(&self, spec: &mut CollectiveSpec, total_len: u64);
+    /// Why a member must refuse `spec`, or None.
+    fn check(&self, spec: &CollectiveSpec, total_len: u64) -> Option<String>;
+}
+
 /// A member taken back into a running collective after a restart, and the bytes it resumed
 /// from what its earlier life kept, as it reported them to the initiator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -2139,6 +2178,14 @@ impl Host {
         spec: &CollectiveSpec,
         rejoin: bool,
     ) -> Result<collective::Built, String> {
+        if let Some(why) = self
+            .config
+            .announce_auth
+            .as_ref()
+            .and_then(|a| a.check(spec, total_len))
+        {
+            return Err(why);
+        }
         let mut ctx = self.context(t, root, total_len, spec);
         let mut held = Vec::new();
         if let Some(shelf) = self.config.shelf.as_ref() {
