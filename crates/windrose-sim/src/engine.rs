@@ -109,7 +109,7 @@ use crate::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 use bytes::Bytes;
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
@@ -545,6 +545,72 @@ struct InFlight {
     waiting: bool,
 }
 
+/// The messages in the network or paying their send cost, by slot (the tag the network carries
+/// back). A freed slot is reused, last freed first, so the table holds what is in flight now
+/// rather than everything sent since the oldest message still in flight (a broadcast's first
+/// message to its last child kept a whole run's messages alive).
+#[derive(Default)]
+struct InFlightTable {
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u64>,
+}
+
+impl InFlightTable {
+    /// The slot the next [`insert`](Self::insert) uses.
+    fn next_slot(&self) -> u64 {
+        self.free.last().copied().unwrap_or(self.slots.len() as u64)
+    }
+
+    fn insert(&mut self, m: InFlight) -> u64 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(m);
+                slot
+            }
+            None => {
+                self.slots.push(Some(m));
+                self.slots.len() as u64 - 1
+            }
+        }
+    }
+
+    fn get_mut(&mut self, slot: u64) -> Option<&mut InFlight> {
+        self.slots.get_mut(usize::try_from(slot).ok()?)?.as_mut()
+    }
+
+    /// Takes the message out and frees its slot.
+    fn take(&mut self, slot: u64) -> Option<InFlight> {
+        let m = self.slots.get_mut(usize::try_from(slot).ok()?)?.take()?;
+        self.free.push(slot);
+        Some(m)
+    }
+
+    /// Frees a slot emptied by [`drop_waiting`](Self::drop_waiting), when the injection event
+    /// that names it comes.
+    fn release(&mut self, slot: u64) {
+        debug_assert!(self.slots[slot as usize].is_none());
+        self.free.push(slot);
+    }
+
+    /// Drops the messages still paying their send cost that `dead` selects and returns how
+    /// many; their slots stay taken until their injection events come (which
+    /// [`release`](Self::release) them), so that those events cannot name a reused slot.
+    fn drop_waiting(&mut self, dead: impl Fn(&InFlight) -> bool) -> u64 {
+        let mut n = 0;
+        for m in &mut self.slots {
+            if m.as_ref().is_some_and(|m| m.waiting && dead(m)) {
+                *m = None;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        self.slots.len() == self.free.len()
+    }
+}
+
 /// One node of the platform, as the engine sees it.
 #[derive(Default)]
 struct Slot {
@@ -646,9 +712,8 @@ pub struct Simulation {
     seq: u64,
     now: f64,
     events: u64,
-    /// Messages in the network; slot `in_flight_base + i` is `in_flight[i]`.
-    in_flight: VecDeque<Option<InFlight>>,
-    in_flight_base: u64,
+    /// Messages in the network, by network tag.
+    in_flight: InFlightTable,
     timer_gen: u64,
     arrivals: Vec<Delivered>,
     out: Outputs,
@@ -694,8 +759,7 @@ impl Simulation {
             seq: 0,
             now: 0.0,
             events: 0,
-            in_flight: VecDeque::new(),
-            in_flight_base: 0,
+            in_flight: InFlightTable::default(),
             timer_gen: 0,
             arrivals: Vec::new(),
             out: Outputs::new(),
@@ -1095,13 +1159,7 @@ impl Simulation {
     }
 
     fn take_in_flight(&mut self, slot: u64) -> Option<InFlight> {
-        let i = usize::try_from(slot.checked_sub(self.in_flight_base)?).ok()?;
-        let item = self.in_flight.get_mut(i)?.take();
-        while matches!(self.in_flight.front(), Some(None)) {
-            self.in_flight.pop_front();
-            self.in_flight_base += 1;
-        }
-        item
+        self.in_flight.take(slot)
     }
 
     fn log_line(&mut self, line: LogLine<'_>) -> Result<(), SimError> {
@@ -1392,11 +1450,10 @@ impl Simulation {
 
     /// A message whose send cost is paid enters the network, unless an end failed meanwhile.
     fn inject(&mut self, from: NodeId, slot: u64) -> Result<(), SimError> {
-        let i = slot
-            .checked_sub(self.in_flight_base)
-            .and_then(|i| usize::try_from(i).ok());
-        let Some(m) = i.and_then(|i| self.in_flight.get_mut(i)?.as_mut()) else {
-            return Ok(()); // dropped at a failure of one of its ends
+        let Some(m) = self.in_flight.get_mut(slot) else {
+            // Dropped at a failure of one of its ends.
+            self.in_flight.release(slot);
+            return Ok(());
         };
         m.waiting = false;
         let (to, wire_bytes) = (m.to, m.wire_bytes);
@@ -1445,14 +1502,9 @@ impl Simulation {
         }
         // What is left from or to the node is still paying a send cost: it dies with the node
         // (even if the node restarts before its injection time).
-        for m in self.in_flight.iter_mut() {
-            if m.as_ref()
-                .is_some_and(|m| m.waiting && (m.from == node || m.to == node))
-            {
-                *m = None;
-                self.totals.messages_dropped += 1;
-            }
-        }
+        self.totals.messages_dropped += self
+            .in_flight
+            .drop_waiting(|m| m.from == node || m.to == node);
         let at = self.now + self.config.failure_notice.delay_s.max(0.0);
         for (p, &c) in connected.iter().enumerate() {
             let s = &self.slots[p];
@@ -1540,7 +1592,7 @@ impl Simulation {
                     l.id = t.notify.map(|s| s.0);
                     self.log_line(l)?;
                 }
-                let slot = self.in_flight_base + self.in_flight.len() as u64;
+                let slot = self.in_flight.next_slot();
                 let leave = self.leave_time(i);
                 match leave {
                     Some(at) => self.push(at, K_INJECT, node, Ev::Inject { slot }),
@@ -1548,14 +1600,15 @@ impl Simulation {
                         self.net.send(self.now, node, t.to, wire_bytes, slot)?;
                     }
                 }
-                self.in_flight.push_back(Some(InFlight {
+                let taken = self.in_flight.insert(InFlight {
                     from: node,
                     to: t.to,
                     message: t.message,
                     notify: t.notify,
                     wire_bytes,
                     waiting: leave.is_some(),
-                }));
+                });
+                debug_assert_eq!(taken, slot);
                 Ok(())
             }
             Output::SetTimer { timer, at } => {
