@@ -611,12 +611,21 @@ impl InFlightTable {
     }
 }
 
+/// What every message checks of both its ends, kept apart from [`Slot`] in one dense array:
+/// the slots are large and, at N = 16,384, reading a peer's slot for these two flags missed
+/// the cache on most messages.
+#[derive(Copy, Clone, Default)]
+struct NodeState {
+    /// The node has a machine (set once: a machine is replaced, never removed).
+    machine: bool,
+    failed: bool,
+}
+
 /// One node of the platform, as the engine sees it.
 #[derive(Default)]
 struct Slot {
     machine: Option<Box<dyn Protocol + Send>>,
     started: bool,
-    failed: bool,
     /// Inputs that arrived before the start.
     waiting: Vec<Input>,
     /// Armed timers and their generation.
@@ -708,6 +717,8 @@ pub struct Simulation {
     net: Network,
     config: SimConfig,
     slots: Vec<Slot>,
+    /// Same index as `slots`.
+    state: Vec<NodeState>,
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     now: f64,
@@ -755,6 +766,7 @@ impl Simulation {
             net: Network::new(platform, config.policy),
             config,
             slots,
+            state: vec![NodeState::default(); n],
             heap: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
@@ -796,11 +808,12 @@ impl Simulation {
     ) -> Result<(), SimError> {
         let node = machine.node();
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_some() {
+        if self.state[slot].machine {
             return Err(SimError::DuplicateNode { node });
         }
         self.check_time("start time", start_at_s)?;
         self.slots[slot].machine = Some(machine);
+        self.state[slot].machine = true;
         self.slots[slot].metrics = Some(NodeMetrics::new(node));
         self.push(start_at_s, K_START, node, Ev::Start);
         Ok(())
@@ -837,7 +850,7 @@ impl Simulation {
     ) -> Result<(), SimError> {
         let node = machine.node();
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_none() {
+        if !self.state[slot].machine {
             return Err(SimError::NoMachine { node });
         }
         self.check_time("restart time", at_s)?;
@@ -855,7 +868,7 @@ impl Simulation {
     /// Errors: the node is outside the platform or has no machine; a bad time.
     pub fn input_at(&mut self, node: NodeId, at_s: f64, input: Input) -> Result<(), SimError> {
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_none() {
+        if !self.state[slot].machine {
             return Err(SimError::NoMachine { node });
         }
         self.check_time("input time", at_s)?;
@@ -940,7 +953,7 @@ impl Simulation {
     /// The nodes that have a machine, by id.
     pub fn node_ids(&self) -> Vec<NodeId> {
         (0..self.slots.len())
-            .filter(|&i| self.slots[i].machine.is_some())
+            .filter(|&i| self.state[i].machine)
             .map(NodeId::from)
             .collect()
     }
@@ -1207,8 +1220,9 @@ impl Simulation {
         let Ev::Timer { timer, gen, .. } = e.ev else {
             return false;
         };
-        let slot = &self.slots[NodeId(e.node).index()];
-        slot.failed || !slot.timers.iter().any(|&(t, g)| t == timer && g == gen)
+        let i = NodeId(e.node).index();
+        let slot = &self.slots[i];
+        self.state[i].failed || !slot.timers.iter().any(|&(t, g)| t == timer && g == gen)
     }
 
     fn process(&mut self, e: Entry) -> Result<(), SimError> {
@@ -1217,7 +1231,7 @@ impl Simulation {
         match e.ev {
             Ev::Fail => self.on_fail(node),
             Ev::Start => {
-                if self.slots[i].failed || self.slots[i].started {
+                if self.state[i].failed || self.slots[i].started {
                     return Ok(());
                 }
                 self.slots[i].started = true;
@@ -1227,7 +1241,7 @@ impl Simulation {
                 }
                 self.dispatch(node, Input::Start, None, self.time_now())?;
                 for input in std::mem::take(&mut self.slots[i].waiting) {
-                    if self.slots[i].failed {
+                    if self.state[i].failed {
                         break;
                     }
                     let peer = match &input {
@@ -1245,7 +1259,7 @@ impl Simulation {
                 self.on_arrival(m)
             }
             Ev::SendDone { to, id } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1257,7 +1271,7 @@ impl Simulation {
                 self.input(node, Input::SendComplete { to, id }, Some(to))
             }
             Ev::ComputeDone { task } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 self.slots[i].metrics().compute_done_at_s = Some(self.now);
@@ -1269,10 +1283,10 @@ impl Simulation {
                 self.input(node, Input::Command(Command::ComputeDone { task }), None)
             }
             Ev::Timer { timer, gen, at } => {
-                let slot = &mut self.slots[i];
-                if slot.failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
+                let slot = &mut self.slots[i];
                 let Some(k) = slot
                     .timers
                     .iter()
@@ -1291,7 +1305,7 @@ impl Simulation {
                 self.dispatch(node, Input::Timer(timer), None, now)
             }
             Ev::PeerFailed { peer } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1312,7 +1326,7 @@ impl Simulation {
                 let input = self.app_inputs[index]
                     .take()
                     .expect("an application input is taken once");
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1329,7 +1343,7 @@ impl Simulation {
         machine: Box<dyn Protocol + Send>,
     ) -> Result<(), SimError> {
         let i = node.index();
-        if !self.slots[i].failed {
+        if !self.state[i].failed {
             let at = self.now;
             return self.error(
                 node,
@@ -1345,7 +1359,7 @@ impl Simulation {
         let now = self.now;
         let slot = &mut self.slots[i];
         slot.machine = Some(machine);
-        slot.failed = false;
+        self.state[i].failed = false;
         slot.started = true;
         slot.timers.clear();
         slot.waiting.clear();
@@ -1370,7 +1384,7 @@ impl Simulation {
         // A restarted process finds the nodes that are down by failing to reach them: it is
         // told before it starts, so it does not count on them.
         let down: Vec<NodeId> = (0..self.slots.len())
-            .filter(|&j| j != i && self.slots[j].machine.is_some() && self.slots[j].failed)
+            .filter(|&j| j != i && self.state[j].machine && self.state[j].failed)
             .map(NodeId::from)
             .collect();
         for p in down {
@@ -1381,10 +1395,10 @@ impl Simulation {
 
     /// Feeds `input` to a live node now, or keeps it for after its start.
     fn input(&mut self, node: NodeId, input: Input, peer: Option<NodeId>) -> Result<(), SimError> {
-        let slot = &mut self.slots[node.index()];
-        if slot.failed {
+        if self.state[node.index()].failed {
             return Ok(());
         }
+        let slot = &mut self.slots[node.index()];
         if !slot.started {
             slot.waiting.push(input);
             return Ok(());
@@ -1394,12 +1408,13 @@ impl Simulation {
 
     fn on_arrival(&mut self, m: InFlight) -> Result<(), SimError> {
         let to = m.to.index();
-        if self.slots[m.from.index()].machine.is_some() && !self.slots[m.from.index()].failed {
+        let from = self.state[m.from.index()];
+        if from.machine && !from.failed {
             if let Some(id) = m.notify {
                 self.push(self.now, K_SEND_DONE, m.from, Ev::SendDone { to: m.to, id });
             }
         }
-        if self.slots[to].machine.is_none() || self.slots[to].failed {
+        if !self.state[to].machine || self.state[to].failed {
             self.totals.messages_dropped += 1;
             if self.logging() {
                 let mut l = LogLine::new(self.now, m.to, "drop").message(&m.message);
@@ -1457,7 +1472,7 @@ impl Simulation {
         };
         m.waiting = false;
         let (to, wire_bytes) = (m.to, m.wire_bytes);
-        if self.slots[from.index()].failed || self.slots[to.index()].failed {
+        if self.state[from.index()].failed || self.state[to.index()].failed {
             self.take_in_flight(slot);
             self.totals.messages_dropped += 1;
             return Ok(());
@@ -1468,11 +1483,11 @@ impl Simulation {
 
     fn on_fail(&mut self, node: NodeId) -> Result<(), SimError> {
         let i = node.index();
-        if self.slots[i].failed {
+        if self.state[i].failed {
             return Ok(());
         }
+        self.state[i].failed = true;
         let slot = &mut self.slots[i];
-        slot.failed = true;
         slot.timers.clear();
         slot.waiting.clear();
         if let Some(m) = slot.metrics.as_mut() {
@@ -1507,8 +1522,8 @@ impl Simulation {
             .drop_waiting(|m| m.from == node || m.to == node);
         let at = self.now + self.config.failure_notice.delay_s.max(0.0);
         for (p, &c) in connected.iter().enumerate() {
-            let s = &self.slots[p];
-            if c && p != i && s.machine.is_some() && !s.failed {
+            let s = self.state[p];
+            if c && p != i && s.machine && !s.failed {
                 self.push(
                     at,
                     K_PEER_FAILED,
@@ -1575,7 +1590,7 @@ impl Simulation {
                 m.wire_bytes_sent += wire_bytes;
                 self.totals.messages_sent += 1;
                 self.totals.wire_bytes_sent += wire_bytes;
-                if self.slots[t.to.index()].failed {
+                if self.state[t.to.index()].failed {
                     self.totals.messages_dropped += 1;
                     if self.logging() {
                         let mut l = LogLine::new(self.now, node, "drop").message(&t.message);
