@@ -43,7 +43,10 @@
 //! link on which its level `rate · penalty` is the highest. So a solve re-computes a *region*:
 //!
 //! 1. it starts from the connections whose own terms changed (started, re-weighted, or crossing
-//!    a link whose capacity changed) — a connection that stopped only leaves its links dirty;
+//!    a link whose capacity changed) and every connection listed on a saturated link one of
+//!    them crosses (without these, the first filling gives such a seed almost nothing and the
+//!    check of step 3 adds them anyway, one round later) — a connection that stopped only
+//!    leaves its links dirty;
 //! 2. it fills the region by progressive filling with the rates of every other connection
 //!    taken off the capacities, which keeps the region's links feasible and gives each of the
 //!    region's connections a saturated link where it is highest among the region;
@@ -315,6 +318,8 @@ pub struct NetworkStats {
     pub solved_links: u64,
     /// Connections whose rate changed (each needs a new completion time).
     pub rate_changes: u64,
+    /// Filling rounds, summed over solves (the region is filled again each time it grows).
+    pub rounds: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1179,8 +1184,8 @@ impl Network {
     /// changed.
     ///
     /// The re-shared *region* starts as the connections whose own terms changed (`seeds`:
-    /// started, re-weighted, or crossing a link whose capacity changed); every other connection
-    /// keeps its rate. The region is filled (progressive filling with the other connections'
+    /// started, re-weighted, or crossing a link whose capacity changed) and the connections of
+    /// the saturated links they cross; every other connection keeps its rate. The region is filled (progressive filling with the other connections'
     /// rates taken off the capacities), then checked against the bottleneck characterization
     /// of max-min fairness: an allocation is the (weighted) max-min one iff it is feasible and
     /// every connection crosses a saturated link on which its level (`rate · penalty`) is the
@@ -1200,8 +1205,10 @@ impl Network {
                 self.comp_flows.push(f);
             }
         }
+        self.seed_saturated();
         self.seeds.clear();
         loop {
+            self.stats.rounds += 1;
             self.next_round();
             self.fill_region();
             if !self.grow_region() {
@@ -1250,6 +1257,37 @@ impl Network {
         }
         self.dirty.clear();
         self.next_epoch();
+    }
+
+    /// Adds to the region every connection listed on a saturated link that a seed crosses. A
+    /// seed on such a link gets almost nothing in a filling without them (the others' rates
+    /// take the whole capacity), which makes the check add the link's connections above that
+    /// level (nearly all of them) and fill again, and a second saturated link of the seed's
+    /// route is only found in a third round. Seeding them at once saves those rounds: it
+    /// changes what the filling sums first, so rates may differ in their last bits from the
+    /// rounds' result (both are the max-min allocation to rounding).
+    fn seed_saturated(&mut self) {
+        let epoch = self.epoch;
+        for i in 0..self.seeds.len() {
+            let f = self.seeds[i] as usize;
+            if !self.conns[f].active {
+                continue;
+            }
+            let h = self.hot[f];
+            for &l in h.route() {
+                let link = &self.links[l as usize];
+                if link.load < link.capacity * (1.0 - SATURATION_TOL) {
+                    continue;
+                }
+                for &(_, g) in &link.levels {
+                    let hg = &mut self.hot[g as usize];
+                    if hg.seen != epoch {
+                        hg.seen = epoch;
+                        self.comp_flows.push(g);
+                    }
+                }
+            }
+        }
     }
 
     /// Takes active connection `f` (at its current rate and penalty) off its links' level sets
