@@ -88,8 +88,8 @@
 //!   practice `R` is close to the connections whose rate really changes and `k` about 2-3.
 //!
 //! None of these terms depends on N by itself. Measured on MOB (4 clusters, 64 MiB in
-//! 256 KiB pieces) at N = 1,024: 23.8 connections and 25.3 links re-shared per solve in 2.49
-//! rounds on average for 22.3 rate changes (14.3 M rate changes over the run's 643 k solves;
+//! 256 KiB pieces) at N = 1,024: 22.9 connections and 24.7 links re-shared per solve in 2.48
+//! rounds on average for 20.8 rate changes (13.4 M rate changes over the run's 644 k solves;
 //! [`NetworkStats`] counts them), where the component solve re-shared 606 and 265. Before the
 //! region was seeded from saturated links it took 2.69 rounds (2.97 at N = 4,096, now 2.73).
 //! 58 % of the solves follow departures only; their first round fills nothing and their
