@@ -9,7 +9,7 @@
 //!                                              --mib 64 --budget-s 600]
 //! ```
 //!
-//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE]`), so its peak memory is
+//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress]`), so its peak memory is
 //! its own VmHWM from `/proc/self/status` (Linux; `-` elsewhere) and a run past `--budget-s`
 //! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
 //! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{arg, median};
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_sim::scenario::{parse_scenario, run_scenario};
+use windrose_sim::scenario::{parse_scenario, run_scenario_with, Progress};
 use windrose_trees::TreeAlgorithm;
 
 /// The tree broadcasts the bench runs (those that read no costs), as `tree-ALGO`.
@@ -80,16 +80,39 @@ fn peak_kib() -> Option<u64> {
 }
 
 /// One run in this process: `events wall_s peak_kib fraction` on one line; with `log`, the
-/// event log is written there (to compare two builds' runs line by line).
-fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>) -> String {
+/// event log is written there (to compare two builds' runs line by line); with `progress`,
+/// simulated time, engine events and wall seconds go to stderr every 10 wall seconds (to
+/// extrapolate a run too long to finish).
+fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool) -> String {
     let text = scenario(protocol, n, mib);
     let t = Instant::now();
     let s = parse_scenario(&text, Path::new("scale.toml")).expect("the scale scenario parses");
     let mut file = log.map(|p| {
         std::io::BufWriter::new(std::fs::File::create(p).expect("the log file can be created"))
     });
-    let report = run_scenario(&s, 1, file.as_mut().map(|f| f as &mut dyn std::io::Write))
-        .expect("the scale scenario runs");
+    let mut last = Instant::now();
+    let mut tell = |p: &Progress| {
+        if progress && last.elapsed() >= Duration::from_secs(10) {
+            last = Instant::now();
+            eprintln!(
+                "progress: simulated {:.3} s, {} of {} nodes ended, {} events, {:.1} wall s, \
+                 peak {} KiB",
+                p.time_s,
+                p.nodes_ended,
+                p.nodes,
+                p.events,
+                t.elapsed().as_secs_f64(),
+                peak_kib().map_or("-".to_string(), |k| k.to_string())
+            );
+        }
+    };
+    let report = run_scenario_with(
+        &s,
+        1,
+        file.as_mut().map(|f| f as &mut dyn std::io::Write),
+        &mut tell,
+    )
+    .expect("the scale scenario runs");
     drop(file);
     let wall = t.elapsed().as_secs_f64();
     assert!(
@@ -115,13 +138,14 @@ fn main() {
             .iter()
             .position(|a| a == "--log")
             .map(|i| Path::new(&args[i + 1]));
-        println!("{}", child(protocol, n, mib, log));
+        let progress = args.iter().any(|a| a == "--progress");
+        println!("{}", child(protocol, n, mib, log, progress));
         return;
     }
     // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
     if !args.iter().any(|a| a == "--bench") {
         for p in protocols() {
-            let line = child(&p, 64, 4, None);
+            let line = child(&p, 64, 4, None, false);
             println!("smoke {p} N=64 4 MiB: {line}");
         }
         return;

@@ -57,7 +57,8 @@
 //! Per event: O(log Q) for the engine's queue of Q pending events, one call of a machine, and
 //! per message sent or delivered the network's cost (see [`crate::network`]: O(log E) when a
 //! connection keeps streaming, one incremental re-sharing otherwise). Messages in flight live in
-//! a table indexed by network tag (O(1) per send and arrival). Nothing is proportional to the
+//! a table indexed by network tag (O(1) per send and arrival) whose freed slots are reused, so
+//! it holds only what is in flight now. Nothing is proportional to the
 //! number of nodes except setup, failures (O(N + connections)) and [`Simulation::metrics`]. The
 //! `broadcast` bench (64 nodes, 1 GiB in 256 KiB segments over a MagPIe tree: 258 048 messages)
 //! runs in about 0.1 s.
@@ -109,7 +110,7 @@ use crate::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 use bytes::Bytes;
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
@@ -545,12 +546,87 @@ struct InFlight {
     waiting: bool,
 }
 
+/// The messages in the network or paying their send cost, by slot (the tag the network carries
+/// back). A freed slot is reused, last freed first, so the table holds what is in flight now
+/// rather than everything sent since the oldest message still in flight (a broadcast's first
+/// message to its last child kept a whole run's messages alive).
+#[derive(Default)]
+struct InFlightTable {
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u64>,
+}
+
+impl InFlightTable {
+    /// The slot the next [`insert`](Self::insert) uses.
+    fn next_slot(&self) -> u64 {
+        self.free.last().copied().unwrap_or(self.slots.len() as u64)
+    }
+
+    fn insert(&mut self, m: InFlight) -> u64 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(m);
+                slot
+            }
+            None => {
+                self.slots.push(Some(m));
+                self.slots.len() as u64 - 1
+            }
+        }
+    }
+
+    fn get_mut(&mut self, slot: u64) -> Option<&mut InFlight> {
+        self.slots.get_mut(usize::try_from(slot).ok()?)?.as_mut()
+    }
+
+    /// Takes the message out and frees its slot.
+    fn take(&mut self, slot: u64) -> Option<InFlight> {
+        let m = self.slots.get_mut(usize::try_from(slot).ok()?)?.take()?;
+        self.free.push(slot);
+        Some(m)
+    }
+
+    /// Frees a slot emptied by [`drop_waiting`](Self::drop_waiting), when the injection event
+    /// that names it comes.
+    fn release(&mut self, slot: u64) {
+        debug_assert!(self.slots[slot as usize].is_none());
+        self.free.push(slot);
+    }
+
+    /// Drops the messages still paying their send cost that `dead` selects and returns how
+    /// many; their slots stay taken until their injection events come (which
+    /// [`release`](Self::release) them), so that those events cannot name a reused slot.
+    fn drop_waiting(&mut self, dead: impl Fn(&InFlight) -> bool) -> u64 {
+        let mut n = 0;
+        for m in &mut self.slots {
+            if m.as_ref().is_some_and(|m| m.waiting && dead(m)) {
+                *m = None;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn is_empty(&self) -> bool {
+        self.slots.len() == self.free.len()
+    }
+}
+
+/// What every message checks of both its ends, kept apart from [`Slot`] in one dense array:
+/// the slots are large and, at N = 16,384, reading a peer's slot for these two flags missed
+/// the cache on most messages.
+#[derive(Copy, Clone, Default)]
+struct NodeState {
+    /// The node has a machine (set once: a machine is replaced, never removed).
+    machine: bool,
+    failed: bool,
+}
+
 /// One node of the platform, as the engine sees it.
 #[derive(Default)]
 struct Slot {
     machine: Option<Box<dyn Protocol + Send>>,
     started: bool,
-    failed: bool,
     /// Inputs that arrived before the start.
     waiting: Vec<Input>,
     /// Armed timers and their generation.
@@ -642,13 +718,14 @@ pub struct Simulation {
     net: Network,
     config: SimConfig,
     slots: Vec<Slot>,
+    /// Same index as `slots`.
+    state: Vec<NodeState>,
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     now: f64,
     events: u64,
-    /// Messages in the network; slot `in_flight_base + i` is `in_flight[i]`.
-    in_flight: VecDeque<Option<InFlight>>,
-    in_flight_base: u64,
+    /// Messages in the network, by network tag.
+    in_flight: InFlightTable,
     timer_gen: u64,
     arrivals: Vec<Delivered>,
     out: Outputs,
@@ -690,12 +767,12 @@ impl Simulation {
             net: Network::new(platform, config.policy),
             config,
             slots,
+            state: vec![NodeState::default(); n],
             heap: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
             events: 0,
-            in_flight: VecDeque::new(),
-            in_flight_base: 0,
+            in_flight: InFlightTable::default(),
             timer_gen: 0,
             arrivals: Vec::new(),
             out: Outputs::new(),
@@ -732,11 +809,12 @@ impl Simulation {
     ) -> Result<(), SimError> {
         let node = machine.node();
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_some() {
+        if self.state[slot].machine {
             return Err(SimError::DuplicateNode { node });
         }
         self.check_time("start time", start_at_s)?;
         self.slots[slot].machine = Some(machine);
+        self.state[slot].machine = true;
         self.slots[slot].metrics = Some(NodeMetrics::new(node));
         self.push(start_at_s, K_START, node, Ev::Start);
         Ok(())
@@ -773,7 +851,7 @@ impl Simulation {
     ) -> Result<(), SimError> {
         let node = machine.node();
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_none() {
+        if !self.state[slot].machine {
             return Err(SimError::NoMachine { node });
         }
         self.check_time("restart time", at_s)?;
@@ -791,7 +869,7 @@ impl Simulation {
     /// Errors: the node is outside the platform or has no machine; a bad time.
     pub fn input_at(&mut self, node: NodeId, at_s: f64, input: Input) -> Result<(), SimError> {
         let slot = self.slot_index(node)?;
-        if self.slots[slot].machine.is_none() {
+        if !self.state[slot].machine {
             return Err(SimError::NoMachine { node });
         }
         self.check_time("input time", at_s)?;
@@ -876,7 +954,7 @@ impl Simulation {
     /// The nodes that have a machine, by id.
     pub fn node_ids(&self) -> Vec<NodeId> {
         (0..self.slots.len())
-            .filter(|&i| self.slots[i].machine.is_some())
+            .filter(|&i| self.state[i].machine)
             .map(NodeId::from)
             .collect()
     }
@@ -1095,13 +1173,7 @@ impl Simulation {
     }
 
     fn take_in_flight(&mut self, slot: u64) -> Option<InFlight> {
-        let i = usize::try_from(slot.checked_sub(self.in_flight_base)?).ok()?;
-        let item = self.in_flight.get_mut(i)?.take();
-        while matches!(self.in_flight.front(), Some(None)) {
-            self.in_flight.pop_front();
-            self.in_flight_base += 1;
-        }
-        item
+        self.in_flight.take(slot)
     }
 
     fn log_line(&mut self, line: LogLine<'_>) -> Result<(), SimError> {
@@ -1149,8 +1221,9 @@ impl Simulation {
         let Ev::Timer { timer, gen, .. } = e.ev else {
             return false;
         };
-        let slot = &self.slots[NodeId(e.node).index()];
-        slot.failed || !slot.timers.iter().any(|&(t, g)| t == timer && g == gen)
+        let i = NodeId(e.node).index();
+        let slot = &self.slots[i];
+        self.state[i].failed || !slot.timers.iter().any(|&(t, g)| t == timer && g == gen)
     }
 
     fn process(&mut self, e: Entry) -> Result<(), SimError> {
@@ -1159,7 +1232,7 @@ impl Simulation {
         match e.ev {
             Ev::Fail => self.on_fail(node),
             Ev::Start => {
-                if self.slots[i].failed || self.slots[i].started {
+                if self.state[i].failed || self.slots[i].started {
                     return Ok(());
                 }
                 self.slots[i].started = true;
@@ -1169,7 +1242,7 @@ impl Simulation {
                 }
                 self.dispatch(node, Input::Start, None, self.time_now())?;
                 for input in std::mem::take(&mut self.slots[i].waiting) {
-                    if self.slots[i].failed {
+                    if self.state[i].failed {
                         break;
                     }
                     let peer = match &input {
@@ -1187,7 +1260,7 @@ impl Simulation {
                 self.on_arrival(m)
             }
             Ev::SendDone { to, id } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1199,7 +1272,7 @@ impl Simulation {
                 self.input(node, Input::SendComplete { to, id }, Some(to))
             }
             Ev::ComputeDone { task } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 self.slots[i].metrics().compute_done_at_s = Some(self.now);
@@ -1211,10 +1284,10 @@ impl Simulation {
                 self.input(node, Input::Command(Command::ComputeDone { task }), None)
             }
             Ev::Timer { timer, gen, at } => {
-                let slot = &mut self.slots[i];
-                if slot.failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
+                let slot = &mut self.slots[i];
                 let Some(k) = slot
                     .timers
                     .iter()
@@ -1233,7 +1306,7 @@ impl Simulation {
                 self.dispatch(node, Input::Timer(timer), None, now)
             }
             Ev::PeerFailed { peer } => {
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1254,7 +1327,7 @@ impl Simulation {
                 let input = self.app_inputs[index]
                     .take()
                     .expect("an application input is taken once");
-                if self.slots[i].failed {
+                if self.state[i].failed {
                     return Ok(());
                 }
                 if self.logging() {
@@ -1271,7 +1344,7 @@ impl Simulation {
         machine: Box<dyn Protocol + Send>,
     ) -> Result<(), SimError> {
         let i = node.index();
-        if !self.slots[i].failed {
+        if !self.state[i].failed {
             let at = self.now;
             return self.error(
                 node,
@@ -1287,7 +1360,7 @@ impl Simulation {
         let now = self.now;
         let slot = &mut self.slots[i];
         slot.machine = Some(machine);
-        slot.failed = false;
+        self.state[i].failed = false;
         slot.started = true;
         slot.timers.clear();
         slot.waiting.clear();
@@ -1312,7 +1385,7 @@ impl Simulation {
         // A restarted process finds the nodes that are down by failing to reach them: it is
         // told before it starts, so it does not count on them.
         let down: Vec<NodeId> = (0..self.slots.len())
-            .filter(|&j| j != i && self.slots[j].machine.is_some() && self.slots[j].failed)
+            .filter(|&j| j != i && self.state[j].machine && self.state[j].failed)
             .map(NodeId::from)
             .collect();
         for p in down {
@@ -1323,10 +1396,10 @@ impl Simulation {
 
     /// Feeds `input` to a live node now, or keeps it for after its start.
     fn input(&mut self, node: NodeId, input: Input, peer: Option<NodeId>) -> Result<(), SimError> {
-        let slot = &mut self.slots[node.index()];
-        if slot.failed {
+        if self.state[node.index()].failed {
             return Ok(());
         }
+        let slot = &mut self.slots[node.index()];
         if !slot.started {
             slot.waiting.push(input);
             return Ok(());
@@ -1336,12 +1409,13 @@ impl Simulation {
 
     fn on_arrival(&mut self, m: InFlight) -> Result<(), SimError> {
         let to = m.to.index();
-        if self.slots[m.from.index()].machine.is_some() && !self.slots[m.from.index()].failed {
+        let from = self.state[m.from.index()];
+        if from.machine && !from.failed {
             if let Some(id) = m.notify {
                 self.push(self.now, K_SEND_DONE, m.from, Ev::SendDone { to: m.to, id });
             }
         }
-        if self.slots[to].machine.is_none() || self.slots[to].failed {
+        if !self.state[to].machine || self.state[to].failed {
             self.totals.messages_dropped += 1;
             if self.logging() {
                 let mut l = LogLine::new(self.now, m.to, "drop").message(&m.message);
@@ -1392,15 +1466,14 @@ impl Simulation {
 
     /// A message whose send cost is paid enters the network, unless an end failed meanwhile.
     fn inject(&mut self, from: NodeId, slot: u64) -> Result<(), SimError> {
-        let i = slot
-            .checked_sub(self.in_flight_base)
-            .and_then(|i| usize::try_from(i).ok());
-        let Some(m) = i.and_then(|i| self.in_flight.get_mut(i)?.as_mut()) else {
-            return Ok(()); // dropped at a failure of one of its ends
+        let Some(m) = self.in_flight.get_mut(slot) else {
+            // Dropped at a failure of one of its ends.
+            self.in_flight.release(slot);
+            return Ok(());
         };
         m.waiting = false;
         let (to, wire_bytes) = (m.to, m.wire_bytes);
-        if self.slots[from.index()].failed || self.slots[to.index()].failed {
+        if self.state[from.index()].failed || self.state[to.index()].failed {
             self.take_in_flight(slot);
             self.totals.messages_dropped += 1;
             return Ok(());
@@ -1411,11 +1484,11 @@ impl Simulation {
 
     fn on_fail(&mut self, node: NodeId) -> Result<(), SimError> {
         let i = node.index();
-        if self.slots[i].failed {
+        if self.state[i].failed {
             return Ok(());
         }
+        self.state[i].failed = true;
         let slot = &mut self.slots[i];
-        slot.failed = true;
         slot.timers.clear();
         slot.waiting.clear();
         if let Some(m) = slot.metrics.as_mut() {
@@ -1445,18 +1518,13 @@ impl Simulation {
         }
         // What is left from or to the node is still paying a send cost: it dies with the node
         // (even if the node restarts before its injection time).
-        for m in self.in_flight.iter_mut() {
-            if m.as_ref()
-                .is_some_and(|m| m.waiting && (m.from == node || m.to == node))
-            {
-                *m = None;
-                self.totals.messages_dropped += 1;
-            }
-        }
+        self.totals.messages_dropped += self
+            .in_flight
+            .drop_waiting(|m| m.from == node || m.to == node);
         let at = self.now + self.config.failure_notice.delay_s.max(0.0);
         for (p, &c) in connected.iter().enumerate() {
-            let s = &self.slots[p];
-            if c && p != i && s.machine.is_some() && !s.failed {
+            let s = self.state[p];
+            if c && p != i && s.machine && !s.failed {
                 self.push(
                     at,
                     K_PEER_FAILED,
@@ -1523,7 +1591,7 @@ impl Simulation {
                 m.wire_bytes_sent += wire_bytes;
                 self.totals.messages_sent += 1;
                 self.totals.wire_bytes_sent += wire_bytes;
-                if self.slots[t.to.index()].failed {
+                if self.state[t.to.index()].failed {
                     self.totals.messages_dropped += 1;
                     if self.logging() {
                         let mut l = LogLine::new(self.now, node, "drop").message(&t.message);
@@ -1540,7 +1608,7 @@ impl Simulation {
                     l.id = t.notify.map(|s| s.0);
                     self.log_line(l)?;
                 }
-                let slot = self.in_flight_base + self.in_flight.len() as u64;
+                let slot = self.in_flight.next_slot();
                 let leave = self.leave_time(i);
                 match leave {
                     Some(at) => self.push(at, K_INJECT, node, Ev::Inject { slot }),
@@ -1548,14 +1616,15 @@ impl Simulation {
                         self.net.send(self.now, node, t.to, wire_bytes, slot)?;
                     }
                 }
-                self.in_flight.push_back(Some(InFlight {
+                let taken = self.in_flight.insert(InFlight {
                     from: node,
                     to: t.to,
                     message: t.message,
                     notify: t.notify,
                     wire_bytes,
                     waiting: leave.is_some(),
-                }));
+                });
+                debug_assert_eq!(taken, slot);
                 Ok(())
             }
             Output::SetTimer { timer, at } => {

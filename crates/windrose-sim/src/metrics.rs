@@ -337,6 +337,8 @@ pub struct NetworkWork {
     pub solved_links: u64,
     /// Rate changes.
     pub rate_changes: u64,
+    /// Filling rounds, summed over solves.
+    pub rounds: u64,
 }
 
 impl From<&NetworkStats> for NetworkWork {
@@ -347,6 +349,7 @@ impl From<&NetworkStats> for NetworkWork {
             solved_connections: s.solved_connections,
             solved_links: s.solved_links,
             rate_changes: s.rate_changes,
+            rounds: s.rounds,
         }
     }
 }

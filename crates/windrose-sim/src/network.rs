@@ -43,7 +43,10 @@
 //! link on which its level `rate · penalty` is the highest. So a solve re-computes a *region*:
 //!
 //! 1. it starts from the connections whose own terms changed (started, re-weighted, or crossing
-//!    a link whose capacity changed) — a connection that stopped only leaves its links dirty;
+//!    a link whose capacity changed) and every connection listed on a saturated link one of
+//!    them crosses (without these, the first filling gives such a seed almost nothing and the
+//!    check of step 3 adds them anyway, one round later) — a connection that stopped only
+//!    leaves its links dirty;
 //! 2. it fills the region by progressive filling with the rates of every other connection
 //!    taken off the capacities, which keeps the region's links feasible and gives each of the
 //!    region's connections a saturated link where it is highest among the region;
@@ -57,7 +60,10 @@
 //! solve). Every connection outside it kept a valid bottleneck, so the result is the max-min
 //! allocation. The checks compare loads and levels with a relative slack of 1e-10
 //! (`SATURATION_TOL`, rounding of sums); the property tests compare the rates with a filling
-//! from scratch to 1e-9 after every event.
+//! from scratch to 1e-9 after every event. A connection of the region whose new rate is above
+//! its old one by less than 1e-13 of it (`ROUNDING_RISE`: a filling that summed in another
+//! order, not a change) keeps its old rate and its completion entry; a lower rate keeps every
+//! link feasible.
 //!
 //! What makes it cheap: each link keeps its active connections ordered by level (a sorted vector
 //! of `(level, id)`) and its load, both updated when a rate changes (the load is summed afresh
@@ -82,13 +88,20 @@
 //!   practice `R` is close to the connections whose rate really changes and `k` about 2-3.
 //!
 //! None of these terms depends on N by itself. Measured on MOB (4 clusters, 64 MiB in
-//! 256 KiB pieces) at N = 1,024: 23 connections and 25 links re-shared per solve in 2.7 rounds
-//! on average for 21.5 rate changes (13.8 M rate changes, 63 M fill-queue pops and 106 M
-//! level-set entries walked by the checks over the run's 643 k solves), where the component
-//! solve re-shared 606 and 265. What a solve touches per connection is kept in two dense
-//! arrays, `Hot` (route, weight, rate: one cache line) and `Sched` (progress and completion
-//! stamp: 32 bytes), so that at N = 4,096 (60 k connections) they stay in cache; the rest of a
-//! connection (its queue and statistics) is read only when a message is sent or delivered.
+//! 256 KiB pieces) at N = 1,024: 22.9 connections and 24.7 links re-shared per solve in 2.48
+//! rounds on average for 20.8 rate changes (13.4 M rate changes over the run's 644 k solves;
+//! [`NetworkStats`] counts them), where the component solve re-shared 606 and 265. Before the
+//! region was seeded from saturated links it took 2.69 rounds (2.97 at N = 4,096, now 2.73).
+//! 58 % of the solves follow departures only; their first round fills nothing and their
+//! region grows along the links whose top connections can rise, one hop per round, which is
+//! where the remaining rounds come from. `d` is where N shows through: with 4 clusters every
+//! connection between two clusters crosses one of 12 WAN links, and a connection starting on a
+//! saturated one changes the rate of every connection bottlenecked there.
+//!
+//! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
+//! rate: one cache line) and `Sched` (progress and completion stamp: 32 bytes), so that at
+//! N = 4,096 (60 k connections) they stay in cache; the rest of a connection (its queue and
+//! statistics) is read only when a message is sent or delivered.
 //!
 //! Completion times live in one binary heap of `(time, kind, id, version)` entries; bumping a
 //! connection's version stamp makes its older entry stale, and stale entries are skipped when
@@ -315,6 +328,8 @@ pub struct NetworkStats {
     pub solved_links: u64,
     /// Connections whose rate changed (each needs a new completion time).
     pub rate_changes: u64,
+    /// Filling rounds, summed over solves (the region is filled again each time it grows).
+    pub rounds: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,6 +356,11 @@ impl Key {
 /// Relative slack of the region's checks: a link within it of its capacity is saturated, a
 /// level within it of a link's highest is the highest (rounding of sums of rates).
 const SATURATION_TOL: f64 = 1e-10;
+
+/// Relative rise of a connection's rate that a solve takes for rounding (see `solve`): far
+/// below `SATURATION_TOL`, far above the few ulps sums of rates differ by when taken in another
+/// order.
+const ROUNDING_RISE: f64 = 1e-13;
 
 /// Event kinds, in the order they are handled at one instant.
 const EV_CHANGE: u8 = 0;
@@ -1179,8 +1199,8 @@ impl Network {
     /// changed.
     ///
     /// The re-shared *region* starts as the connections whose own terms changed (`seeds`:
-    /// started, re-weighted, or crossing a link whose capacity changed); every other connection
-    /// keeps its rate. The region is filled (progressive filling with the other connections'
+    /// started, re-weighted, or crossing a link whose capacity changed) and the connections of
+    /// the saturated links they cross; every other connection keeps its rate. The region is filled (progressive filling with the other connections'
     /// rates taken off the capacities), then checked against the bottleneck characterization
     /// of max-min fairness: an allocation is the (weighted) max-min one iff it is feasible and
     /// every connection crosses a saturated link on which its level (`rate · penalty`) is the
@@ -1200,8 +1220,10 @@ impl Network {
                 self.comp_flows.push(f);
             }
         }
+        self.seed_saturated();
         self.seeds.clear();
         loop {
+            self.stats.rounds += 1;
             self.next_round();
             self.fill_region();
             if !self.grow_region() {
@@ -1216,7 +1238,12 @@ impl Network {
         for i in 0..self.comp_flows.len() {
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
-            if h.new_rate == h.rate {
+            // A rise by rounding only (a connection of the region whose bottleneck kept its
+            // level, re-filled from sums taken in another order) keeps the old rate: moving and
+            // rescheduling it would cost a level-set move and a heap push per link for nothing,
+            // and the old rate, being lower, keeps every link feasible.
+            let same = h.new_rate >= h.rate && h.new_rate - h.rate <= h.rate * ROUNDING_RISE;
+            if same {
                 if self.sched[f as usize].listed_level != Key::new(h.rate * h.penalty).0 {
                     // Re-weighted, same rate.
                     self.unlist(f);
@@ -1250,6 +1277,37 @@ impl Network {
         }
         self.dirty.clear();
         self.next_epoch();
+    }
+
+    /// Adds to the region every connection listed on a saturated link that a seed crosses. A
+    /// seed on such a link gets almost nothing in a filling without them (the others' rates
+    /// take the whole capacity), which makes the check add the link's connections above that
+    /// level (nearly all of them) and fill again, and a second saturated link of the seed's
+    /// route is only found in a third round. Seeding them at once saves those rounds: it
+    /// changes what the filling sums first, so rates may differ in their last bits from the
+    /// rounds' result (both are the max-min allocation to rounding).
+    fn seed_saturated(&mut self) {
+        let epoch = self.epoch;
+        for i in 0..self.seeds.len() {
+            let f = self.seeds[i] as usize;
+            if !self.conns[f].active {
+                continue;
+            }
+            let h = self.hot[f];
+            for &l in h.route() {
+                let link = &self.links[l as usize];
+                if link.load < link.capacity * (1.0 - SATURATION_TOL) {
+                    continue;
+                }
+                for &(_, g) in &link.levels {
+                    let hg = &mut self.hot[g as usize];
+                    if hg.seen != epoch {
+                        hg.seen = epoch;
+                        self.comp_flows.push(g);
+                    }
+                }
+            }
+        }
     }
 
     /// Takes active connection `f` (at its current rate and penalty) off its links' level sets

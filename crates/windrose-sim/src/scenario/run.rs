@@ -369,12 +369,12 @@ pub fn run_scenario_shared(
             };
             let state = sim.run_until(target).map_err(engine_err)?;
             pipe.drain(&mut log, start)?;
-            let m = sim.metrics();
+            // Not `sim.metrics()`: it clones every node's record, O(N) allocations per chunk.
             progress(&Progress {
                 repetition: rep,
                 repetitions: w.repetitions,
                 time_s: start + sim.now(),
-                nodes_ended: m.nodes.iter().filter(|n| n.outcome.is_ended()).count(),
+                nodes_ended: sim.ended_count(),
                 nodes: participants,
                 events: events_total + sim.events(),
             });
