@@ -1303,7 +1303,7 @@ pub fn start_sort(
     id: Option<u32>,
     control: Option<&Path>,
     spec: CollectiveSpec,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, crate::sort_cmd::FinishTimes), Failed> {
     let via = Via {
         control: control.map(Path::to_path_buf),
         group: Some(group.to_path_buf()),
@@ -1324,10 +1324,17 @@ pub fn start_sort(
                 transfer: t,
                 finished,
                 failed,
+                members,
                 ..
             } => {
                 let t = TransferId(t);
                 let n = load_group(group).map(|g| g.len()).unwrap_or(0) as u32;
+                let mut times = vec![None; n as usize];
+                for m in members.iter().filter(|m| m.finished) {
+                    if let Some(x) = times.get_mut(m.member as usize) {
+                        *x = m.seconds;
+                    }
+                }
                 if failed > 0 || finished < n {
                     return Err(Failed::of(
                         anyhow::anyhow!(
@@ -1338,7 +1345,7 @@ pub fn start_sort(
                         Some(t),
                     ));
                 }
-                return Ok(t);
+                return Ok((t, times));
             }
             _ => {}
         }

@@ -267,6 +267,10 @@ impl Application for SortApp {
     }
 }
 
+/// Each member's time from its machine's start to its end, seconds, by id (None: not
+/// reported), as the initiator's Host heard them.
+pub type FinishTimes = Vec<Option<f64>>;
+
 /// One member's part of the result.
 #[derive(Debug, Serialize)]
 struct MemberResult {
@@ -275,6 +279,8 @@ struct MemberResult {
     output: PathBuf,
     input_records: u64,
     output_records: u64,
+    /// Its machine's start to its end, seconds.
+    finish_s: Option<f64>,
 }
 
 /// What `windrose sort` prints.
@@ -289,6 +295,10 @@ struct SortReport {
     checksum: String,
     /// From the start request to every member's part ended, seconds.
     sort_seconds: f64,
+    /// The latest and the mean of the members' finish times, seconds (their ratio is the
+    /// load imbalance at the end).
+    max_finish_s: Option<f64>,
+    mean_finish_s: Option<f64>,
     verified: bool,
     per_member: Vec<MemberResult>,
 }
@@ -350,7 +360,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
         crate::group_cmd::start_sort(group, a.id, a.control.as_deref(), spec)
     };
     bar.finish_and_clear();
-    let t = match ran {
+    let (t, finish) = match ran {
         Ok(t) => t,
         Err(f) => {
             // Members may have written part of a range before the run failed.
@@ -380,6 +390,9 @@ pub fn sort(a: SortArgs) -> Result<()> {
         bytes: want.records * RECORD_LEN as u64,
         checksum: want.checksum.to_string(),
         sort_seconds,
+        max_finish_s: finish.iter().flatten().copied().reduce(f64::max),
+        mean_finish_s: (finish.iter().flatten().count() == n)
+            .then(|| finish.iter().flatten().sum::<f64>() / n as f64),
         verified: true,
         per_member: (0..n)
             .map(|i| MemberResult {
@@ -388,6 +401,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
                 output: outputs[i].clone(),
                 input_records: per_input[i],
                 output_records: per_output[i],
+                finish_s: finish.get(i).copied().flatten(),
             })
             .collect(),
     };
@@ -409,13 +423,19 @@ pub fn sort(a: SortArgs) -> Result<()> {
             sort_seconds,
             report.checksum
         );
+        if let (Some(max), Some(mean)) = (report.max_finish_s, report.mean_finish_s) {
+            println!("members finished in {max:.3} s at the latest, {mean:.3} s on average");
+        }
         for m in &report.per_member {
             println!(
-                "member {:>3}: {:>10} records in -> {:>10} records in {}",
+                "member {:>3}: {:>10} records in -> {:>10} records in {}{}",
                 m.id,
                 m.input_records,
                 m.output_records,
-                m.output.display()
+                m.output.display(),
+                m.finish_s
+                    .map(|s| format!(" (done at {s:.3} s)"))
+                    .unwrap_or_default()
             );
         }
     }
@@ -584,7 +604,7 @@ fn run_local(
     outputs: &[PathBuf],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, FinishTimes), Failed> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -635,8 +655,9 @@ async fn drive_local(
     handles: &mut [windrose_net::host_driver::GroupHandle],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, FinishTimes), Failed> {
     let n = handles.len();
+    let mut finish: FinishTimes = vec![None; n];
     let mut connected = vec![0usize; n];
     let deadline = tokio::time::Instant::now() + CONNECT_LIMIT;
     let mut transfer = None;
@@ -659,6 +680,16 @@ async fn drive_local(
                     GroupEvent::Report(Report::CollectiveEnded { .. }) => {
                         ended += 1;
                         bar.set_message(format!("sorting: {ended} of {n} members done"));
+                    }
+                    GroupEvent::Report(Report::MemberDone {
+                        member,
+                        finished: true,
+                        elapsed,
+                        ..
+                    }) if i == 0 => {
+                        if let Some(x) = finish.get_mut(member.index()) {
+                            *x = elapsed.map(|d| d.as_secs_f64());
+                        }
                     }
                     GroupEvent::Report(Report::CollectiveStarted { transfer: t, .. }) if i == 0 => {
                         transfer = Some(Some(t));
@@ -683,7 +714,7 @@ async fn drive_local(
                                 Some(t),
                             ));
                         }
-                        return Ok(t);
+                        return Ok((t, finish));
                     }
                     _ => {}
                 }
