@@ -11,7 +11,10 @@
 //! member's temporary output in rank order and checks that the records are in order across
 //! all of them and that their count and order-independent checksum equal the inputs'; only
 //! then does it rename every temporary file to its final name. On any failure (a member
-//! refused, a record lost, a write failed) it removes them all.
+//! refused, a record lost, a write failed) it removes them all. A member lost mid-sort (killed)
+//! is not a failure by itself: HeteroSort restores its records on the survivors from their
+//! backup copies, so the check runs over the survivors' ranges, which must hold the whole
+//! input; the lost member gets no output file and the report lists it under `lost`.
 //!
 //! - `--local --nodes N` hosts N members in this process on loopback (127.0.0.2, ...), which
 //!   is the one-machine path: `gensort` -> `sort --local` -> `valsort`.
@@ -267,8 +270,8 @@ impl Application for SortApp {
     }
 }
 
-/// Each member's time from its machine's start to its end, seconds, by id (None: not
-/// reported), as the initiator's Host heard them.
+/// Each member's time from its machine's start to its end, seconds, by id, as the initiator's
+/// Host heard them: None for a member that did not finish (lost mid-sort).
 pub type FinishTimes = Vec<Option<f64>>;
 
 /// One member's part of the result.
@@ -279,7 +282,8 @@ struct MemberResult {
     output: PathBuf,
     input_records: u64,
     output_records: u64,
-    /// Its machine's start to its end, seconds.
+    /// Its machine's start to its end, seconds (None: it was lost mid-sort, holds no range
+    /// and gets no output file).
     finish_s: Option<f64>,
 }
 
@@ -299,6 +303,8 @@ struct SortReport {
     /// load imbalance at the end).
     max_finish_s: Option<f64>,
     mean_finish_s: Option<f64>,
+    /// Members lost during the sort (their records are in the survivors' ranges).
+    lost: Vec<u32>,
     verified: bool,
     per_member: Vec<MemberResult>,
 }
@@ -371,14 +377,47 @@ pub fn sort(a: SortArgs) -> Result<()> {
         }
     };
     let sort_seconds = started.elapsed().as_secs_f64();
-    let per_output = match verify(&outputs, t, &want, show) {
+    let lost: Vec<u32> = (0..n as u32)
+        .filter(|&i| finish[i as usize].is_none())
+        .collect();
+    let survivors: Vec<PathBuf> = (0..n)
+        .filter(|&i| finish[i].is_some())
+        .map(|i| outputs[i].clone())
+        .collect();
+    if !lost.is_empty() && !a.json {
+        eprintln!(
+            "members {} were lost during the sort: checking that the {} survivors hold every record",
+            lost.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+            survivors.len()
+        );
+    }
+    let survived = match verify(&survivors, t, &want, show) {
         Ok(v) => v,
         Err(e) => {
             remove_temps(&outputs, t);
-            return Err(e);
+            return Err(if lost.is_empty() {
+                e
+            } else {
+                e.context(format!(
+                    "{} of {n} members finished the sort (lost: {lost:?})",
+                    survivors.len()
+                ))
+            });
         }
     };
-    for o in &outputs {
+    // A lost member may have written part of a range before it died.
+    remove_temps(
+        &lost
+            .iter()
+            .map(|&i| outputs[i as usize].clone())
+            .collect::<Vec<_>>(),
+        t,
+    );
+    let mut per_output = vec![0; n];
+    for (i, c) in (0..n).filter(|&i| finish[i].is_some()).zip(survived) {
+        per_output[i] = c;
+    }
+    for o in &survivors {
         std::fs::rename(sort_temp_path(o, t), o)
             .with_context(|| format!("renaming the verified range into {}", o.display()))?;
     }
@@ -391,8 +430,9 @@ pub fn sort(a: SortArgs) -> Result<()> {
         checksum: want.checksum.to_string(),
         sort_seconds,
         max_finish_s: finish.iter().flatten().copied().reduce(f64::max),
-        mean_finish_s: (finish.iter().flatten().count() == n)
-            .then(|| finish.iter().flatten().sum::<f64>() / n as f64),
+        mean_finish_s: (!survivors.is_empty())
+            .then(|| finish.iter().flatten().sum::<f64>() / survivors.len() as f64),
+        lost,
         verified: true,
         per_member: (0..n)
             .map(|i| MemberResult {
@@ -427,16 +467,20 @@ pub fn sort(a: SortArgs) -> Result<()> {
             println!("members finished in {max:.3} s at the latest, {mean:.3} s on average");
         }
         for m in &report.per_member {
-            println!(
-                "member {:>3}: {:>10} records in -> {:>10} records in {}{}",
-                m.id,
-                m.input_records,
-                m.output_records,
-                m.output.display(),
-                m.finish_s
-                    .map(|s| format!(" (done at {s:.3} s)"))
-                    .unwrap_or_default()
-            );
+            match m.finish_s {
+                Some(s) => println!(
+                    "member {:>3}: {:>10} records in -> {:>10} records in {} (done at {s:.3} s)",
+                    m.id,
+                    m.input_records,
+                    m.output_records,
+                    m.output.display(),
+                ),
+                None => println!(
+                    "member {:>3}: {:>10} records in -> lost during the sort (no output; its \
+                     records are in the others' ranges)",
+                    m.id, m.input_records,
+                ),
+            }
         }
     }
     Ok(())
