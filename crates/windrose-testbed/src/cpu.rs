@@ -63,12 +63,14 @@ impl Quotas {
         self.controller.mount.join(format!("windrose-{name}"))
     }
 
+    /// Node `node`'s share of a core, if it has a quota.
+    pub fn share(&self, node: u32) -> Option<f64> {
+        self.cpu.get(node as usize).copied().flatten()
+    }
+
     /// Node `node`'s group, if it has a quota.
     pub fn node_dir(&self, name: &str, node: u32) -> Option<PathBuf> {
-        self.cpu
-            .get(node as usize)
-            .copied()
-            .flatten()
+        self.share(node)
             .map(|_| self.testbed_dir(name).join(format!("n{node}")))
     }
 

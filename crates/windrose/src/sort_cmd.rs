@@ -377,13 +377,9 @@ pub fn sort(a: SortArgs) -> Result<()> {
         }
     };
     let sort_seconds = started.elapsed().as_secs_f64();
-    let lost: Vec<u32> = (0..n as u32)
-        .filter(|&i| finish[i as usize].is_none())
-        .collect();
-    let survivors: Vec<PathBuf> = (0..n)
-        .filter(|&i| finish[i].is_some())
-        .map(|i| outputs[i].clone())
-        .collect();
+    let (alive, lost): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| finish[i].is_some());
+    let lost: Vec<u32> = lost.into_iter().map(|i| i as u32).collect();
+    let survivors: Vec<PathBuf> = alive.iter().map(|&i| outputs[i].clone()).collect();
     if !lost.is_empty() && !a.json {
         eprintln!(
             "members {} were lost during the sort: checking that the {} survivors hold every record",
@@ -414,7 +410,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
         t,
     );
     let mut per_output = vec![0; n];
-    for (i, c) in (0..n).filter(|&i| finish[i].is_some()).zip(survived) {
+    for (&i, c) in alive.iter().zip(survived) {
         per_output[i] = c;
     }
     for o in &survivors {

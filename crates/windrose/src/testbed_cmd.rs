@@ -249,7 +249,7 @@ fn cpu_share(state: &State, i: usize) -> String {
     state
         .cpu
         .as_ref()
-        .and_then(|q| q.cpu.get(i).copied().flatten())
+        .and_then(|q| q.share(i as u32))
         .map_or_else(|| "-".to_string(), windrose_model::error::compact)
 }
 
