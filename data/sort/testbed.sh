@@ -8,7 +8,8 @@
 #
 # Prints CSV: sort, records, bytes, seconds (the sort's start request to every member's end),
 # max_finish_s and mean_finish_s (each member's own start to end, as the initiator heard them),
-# valsort (ok or FAILED).
+# valsort (ok or FAILED; a sort that failed is a line with only its name and FAILED, the
+# members' last log lines on stderr).
 #
 # Run from the repository root:
 #   bash data/sort/testbed.sh [WINDROSE_BINARY] [RECORDS_PER_NODE] [REPS] [SORTS...]
@@ -65,7 +66,7 @@ done
 
 serve() {
   for i in $(seq 0 15); do
-    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
+    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --id "$i" \
       --group "$DIR/group.toml" --control "$DIR/c$i.sock" \
       --sort-input "$DIR/in-{id}" --sort-output "$DIR/out-{id}" >"$DIR/m$i.log" 2>&1 &
     pids+=($!)
@@ -90,8 +91,14 @@ for rep in $(seq "$REPS"); do
     esac
     serve
     echo "rep $rep: $s ..." >&2
-    out=$("$W" sort --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" --json "${args[@]}" \
-      --input "$DIR/in-{id}" --output "$DIR/out-{id}")
+    if ! out=$("$W" sort --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" --json "${args[@]}" \
+      --input "$DIR/in-{id}" --output "$DIR/out-{id}"); then
+      # A failed sort: a CSV line saying so, and what the members said.
+      echo "$s,,,,,,FAILED"
+      for i in $(seq 0 15); do echo "member $i:"; tail -n 5 "$DIR/m$i.log"; done >&2
+      leave
+      continue
+    fi
     if "$W" valsort $(for i in $(seq 0 15); do echo "$DIR/out-$i"; done) \
       --against $(for i in $(seq 0 15); do echo "$DIR/in-$i"; done) >&2; then
       v=ok

@@ -649,6 +649,10 @@ fn a_node_under_a_cpu_quota_gets_its_share() {
     }
     let (c_slow, c_fast) = (cpu_seconds(p_slow), cpu_seconds(p_fast));
     let throttled = windrose_testbed::cpu::throttled(&slow, controller.version);
+    eprintln!(
+        "CPU seconds over the same interval: 0.1-core node {c_slow:.2}, 1-core node {c_fast:.2}; \
+         throttled {throttled:?}"
+    );
     for l in &mut loops {
         let _ = l.kill();
     }
