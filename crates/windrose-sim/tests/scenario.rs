@@ -179,9 +179,30 @@ fn parse_errors_name_file_line_and_key() {
             "workload.sharing",
         ),
         (
-            small("") + "compute_bytes_s = 1e6\n",
-            "compute_bytes_s = 1e6",
+            small("") + "compute_bytes_s = -1e6\n",
+            "compute_bytes_s = -1e6",
             "workload.compute_bytes_s",
+        ),
+        (small("[compute]\ncpu = 0\n"), "cpu = 0", "compute.cpu"),
+        (
+            small("[compute]\ncore_bytes_s = \"fast\"\n"),
+            "core_bytes_s",
+            "compute.core_bytes_s",
+        ),
+        (
+            small("[compute]\n[[compute.cluster]]\nid = 2\ncpu = 0.5\n"),
+            "id = 2",
+            "compute.cluster[0].id",
+        ),
+        (
+            small("[compute]\n[[compute.node]]\nid = 1\ncpu = 2000\n"),
+            "cpu = 2000",
+            "compute.node[0].cpu",
+        ),
+        (
+            small("[compute]\n[[compute.node]]\nid = 9\ncpu = 0.5\n"),
+            "id = 9",
+            "compute.node[0].id",
         ),
         // The platform's own errors keep their file:line:column and key.
         (
@@ -871,5 +892,84 @@ fn generated_platform_errors_name_the_field() {
     assert!(
         e.contains("`generated_platform` and `platform` are both given"),
         "{e}"
+    );
+}
+
+/// `[compute]`: shares of a core, the table's default under each cluster's under each node's;
+/// the old per-workload speeds now apply to every workload but not beside `[compute]`.
+#[test]
+fn node_speeds_come_from_compute_shares_for_every_workload() {
+    let text = small(
+        "[compute]\ncore_bytes_s = 4e6\ncpu = 0.5\n[[compute.cluster]]\nid = 1\ncpu = 0.25\n\
+         [[compute.node]]\nid = 4\ncpu = 2\n",
+    );
+    let s = parse_scenario(&text, Path::new("s.toml")).unwrap();
+    let c = s.compute.as_ref().unwrap();
+    assert_eq!(
+        c.cpu,
+        [Some(0.5), Some(0.5), Some(0.5), Some(0.25), Some(2.0)]
+    );
+    assert_eq!(s.workload.compute_bytes_s, [2e6, 2e6, 2e6, 1e6, 8e6]);
+    // Nodes without a share: one core in the simulator, unthrottled on a testbed.
+    let s = parse_scenario(
+        &small("[compute]\n[[compute.node]]\nid = 1\ncpu = 0.5\n"),
+        Path::new("s.toml"),
+    )
+    .unwrap();
+    assert_eq!(s.compute.as_ref().unwrap().cpu[..2], [None, Some(0.5)]);
+    assert_eq!(s.workload.compute_bytes_s[..2], [1e8, 5e7]);
+    // A broadcast given no speed computes instantly (as before); given one, at that speed.
+    assert!(example_free(&small("")).iter().all(|v| v.is_infinite()));
+    assert_eq!(
+        example_free(&(small("") + "compute_bytes_s = 3e6\n"))[..],
+        [3e6; 5]
+    );
+    let e = err(&(small("[compute]\ncpu = 1\n") + "compute_bytes_s = 3e6\n"));
+    assert!(
+        e.starts_with(&format!(
+            "s.toml:{}:",
+            line_of(
+                &(small("[compute]\ncpu = 1\n") + "compute_bytes_s = 3e6\n"),
+                "compute_bytes_s = 3e6"
+            )
+        )) && e.contains("both give node speeds"),
+        "{e}"
+    );
+    let e = err(&small(
+        "[compute]\n[[compute.node]]\nid = 1\ncpu = 0.5\n[[compute.node]]\nid = 1\ncpu = 1\n",
+    ));
+    assert!(e.contains("node 1 is given twice"), "{e}");
+}
+
+fn example_free(text: &str) -> Vec<f64> {
+    parse_scenario(text, Path::new("s.toml"))
+        .unwrap()
+        .workload
+        .compute_bytes_s
+}
+
+/// The same speeds written as `[compute]` shares or as the scatter's bytes/s give the same run;
+/// slower shares finish later.
+#[test]
+fn compute_shares_charge_the_simulated_compute() {
+    let base = std::fs::read_to_string(data_dir().join("scatter-two-sites.toml")).unwrap();
+    let (head, _) = base.split_once("compute_bytes_s = 2e7").unwrap();
+    let shares = |fast: f64| {
+        format!(
+            "{head}send_mode = \"sequential\"\n[compute]\ncore_bytes_s = 8e7\ncpu = 0.25\n\
+             [[compute.node]]\nid = 3\ncpu = {fast}\n[[compute.node]]\nid = 12\ncpu = {fast}\n"
+        )
+    };
+    let run = |text: &str| {
+        let s = parse_scenario(text, Path::new("s.toml")).unwrap();
+        run_scenario(&s, 1, None).unwrap()
+    };
+    let old = run(&base);
+    let new = run(&shares(1.0));
+    assert_eq!(old.nodes, new.nodes);
+    let slow = run(&shares(0.25));
+    assert!(
+        slow.end_s > new.end_s,
+        "two nodes four times slower must finish the scatter later"
     );
 }

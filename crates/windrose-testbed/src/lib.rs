@@ -8,7 +8,8 @@
 //! (`tbf` on node links, `htb` on cluster uplinks with one class per destination cluster, `htb`
 //! on cluster downlinks), and a user-space delay line in the core gives every WAN pair its
 //! one-way latency (this kernel has no netem). See [`plan`] for the layout, [`testbed`] for the
-//! lifecycle and [`delay_line`] for the latency.
+//! lifecycle, [`delay_line`] for the latency and [`cpu`] for the nodes' CPU quotas (each
+//! node's compute speed).
 //!
 //! What it does not emulate: latency inside a cluster (the bridge adds none), and IPv6 (turned
 //! off in every namespace so nothing bypasses the shapers).
@@ -28,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cpu;
 pub mod delay_line;
 pub mod limits;
 pub mod measure;

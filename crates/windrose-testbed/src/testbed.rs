@@ -41,12 +41,31 @@ pub struct State {
     /// The scenario file it was made from, when known (for `set`).
     #[serde(default)]
     pub scenario: Option<PathBuf>,
+    /// The nodes' CPU quotas, when any node has one (recorded before their groups are made).
+    #[serde(default)]
+    pub cpu: Option<crate::cpu::Quotas>,
 }
 
 impl State {
     /// The namespace of node `node`.
     pub fn node_ns(&self, node: u32) -> String {
         crate::plan::node_ns(&self.name, windrose_model::NodeId(node))
+    }
+
+    /// Node `node`'s CPU group, if it has a quota.
+    pub fn node_cgroup(&self, node: u32) -> Option<PathBuf> {
+        self.cpu.as_ref()?.node_dir(&self.name, node)
+    }
+
+    /// A command run in node `node`'s namespace (`ip netns exec`) and, when the node has a
+    /// CPU quota, in its group: the program is `argv[0]`.
+    pub fn command_in(&self, node: u32, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.node_ns(node)]).arg(program);
+        if let Some(dir) = self.node_cgroup(node) {
+            crate::cpu::join_on_exec(&mut c, &dir);
+        }
+        c
     }
 }
 
@@ -111,19 +130,41 @@ pub fn record_pid(name: &str, pid: u32) -> Result<(), TestbedError> {
     save_state(&s)
 }
 
-/// Brings testbed `name` up for `platform`: see the [module docs](self). `progress` hears one
-/// line per step. On any error everything made so far is removed again; so it is when
-/// `cancel` becomes true (a signal handler sets it), checked between commands:
+/// Brings testbed `name` up for `platform`, node `i` under a CPU quota of `cpu[i]` cores when
+/// given (see [`crate::cpu`]; `cpu` may be empty): see the [module docs](self). `progress`
+/// hears one line per step. On any error everything made so far is removed again; so it is
+/// when `cancel` becomes true (a signal handler sets it), checked between commands:
 /// [`TestbedError::Interrupted`].
 pub fn up(
     name: &str,
     platform: &Platform,
+    cpu: &[Option<f64>],
     delay: &DelayMode,
     progress: &mut dyn FnMut(&str),
     cancel: &AtomicBool,
 ) -> Result<State, TestbedError> {
     let plan = plan(name, platform)?;
+    if cpu.len() > platform.node_count() {
+        return Err(TestbedError::TooBig {
+            what: format!(
+                "CPU shares for {} nodes on a platform of {}",
+                cpu.len(),
+                platform.node_count()
+            ),
+        });
+    }
+    crate::cpu::check_shares(cpu, crate::cpu::machine_cores())?;
     preflight()?;
+    let quotas = if cpu.iter().any(Option::is_some) {
+        let mut cpu = cpu.to_vec();
+        cpu.resize(platform.node_count(), None);
+        Some(crate::cpu::Quotas {
+            controller: crate::cpu::detect()?,
+            cpu,
+        })
+    } else {
+        None
+    };
     if load_state(name)?.is_some()
         || list_namespaces()?
             .iter()
@@ -141,6 +182,7 @@ pub fn up(
         node_clusters: plan.node_clusters.iter().map(|c| c.0).collect(),
         delay_config: None,
         scenario: None,
+        cpu: quotas,
     };
     save_state(&state)?;
     match build(&plan, delay, &mut state, progress, cancel) {
@@ -193,6 +235,16 @@ fn build(
     for (ns, argv) in &plan.commands {
         check()?;
         run(ns.as_deref(), argv)?;
+    }
+    if let Some(q) = &state.cpu {
+        check()?;
+        progress(&format!(
+            "CPU quotas: {} nodes, {:.2} cores in all (cgroup {})",
+            q.cpu.iter().flatten().count(),
+            q.total(),
+            q.controller.version
+        ));
+        crate::cpu::create(&plan.name, q)?;
     }
     let needs_delay = plan.wan_latency_s.iter().flatten().any(|&l| l > 0.0);
     if let (true, DelayMode::Process(exe)) = (needs_delay, delay) {
@@ -271,6 +323,8 @@ pub struct Removed {
     pub namespaces: usize,
     /// Processes stopped.
     pub processes: usize,
+    /// CPU groups removed (the nodes' and the testbed's own).
+    pub cgroups: usize,
 }
 
 fn alive(pid: u32) -> bool {
@@ -331,6 +385,14 @@ pub fn down(name: &str) -> Result<Removed, TestbedError> {
             &["ip".into(), "netns".into(), "del".into(), n.clone()],
         )?;
         removed.namespaces += 1;
+    }
+    // After the namespaces' processes were killed: their groups are empty, or soon.
+    let controller = match state.as_ref().and_then(|s| s.cpu.as_ref()) {
+        Some(q) => Some(q.controller.clone()),
+        None => crate::cpu::detect().ok(),
+    };
+    if let Some(c) = controller {
+        removed.cgroups = crate::cpu::remove(name, &c)?;
     }
     if let Some(s) = &state {
         if let Some(p) = &s.delay_config {

@@ -653,6 +653,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         eprintln!("member {}: transfer {transfer}: {e}", a.id);
                     }
                 }
+                // The instant a member's part begins (tests and scripts wait for it, e.g. to
+                // kill a member mid-sort).
+                GroupEvent::Report(Report::CollectiveStarted { transfer, initiator }) => {
+                    say(format!("transfer {transfer}: started by member {initiator}"));
+                }
                 GroupEvent::Report(Report::CollectiveEnded { transfer, finished }) => {
                     if let Some(r) = received.remove(&transfer) {
                         say(finish_received(r, a.out_dir.as_deref(), transfer, finished));
@@ -1303,7 +1308,7 @@ pub fn start_sort(
     id: Option<u32>,
     control: Option<&Path>,
     spec: CollectiveSpec,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, crate::sort_cmd::FinishTimes), Failed> {
     let via = Via {
         control: control.map(Path::to_path_buf),
         group: Some(group.to_path_buf()),
@@ -1324,11 +1329,20 @@ pub fn start_sort(
                 transfer: t,
                 finished,
                 failed,
+                members,
                 ..
             } => {
                 let t = TransferId(t);
                 let n = load_group(group).map(|g| g.len()).unwrap_or(0) as u32;
-                if failed > 0 || finished < n {
+                let mut times = vec![None; n as usize];
+                for m in members.iter().filter(|m| m.finished) {
+                    if let Some(x) = times.get_mut(m.member as usize) {
+                        *x = m.seconds;
+                    }
+                }
+                // Members lost mid-sort are the caller's to judge (HeteroSort restores their
+                // records on the survivors); a sort nobody finished was refused.
+                if finished == 0 {
                     return Err(Failed::of(
                         anyhow::anyhow!(
                             "sort {t}: {finished} of {n} members finished, {failed} failed (a \
@@ -1338,7 +1352,7 @@ pub fn start_sort(
                         Some(t),
                     ));
                 }
-                return Ok(t);
+                return Ok((t, times));
             }
             _ => {}
         }

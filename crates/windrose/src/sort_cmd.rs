@@ -11,7 +11,10 @@
 //! member's temporary output in rank order and checks that the records are in order across
 //! all of them and that their count and order-independent checksum equal the inputs'; only
 //! then does it rename every temporary file to its final name. On any failure (a member
-//! refused, a record lost, a write failed) it removes them all.
+//! refused, a record lost, a write failed) it removes them all. A member lost mid-sort (killed)
+//! is not a failure by itself: HeteroSort restores its records on the survivors from their
+//! backup copies, so the check runs over the survivors' ranges, which must hold the whole
+//! input; the lost member gets no output file and the report lists it under `lost`.
 //!
 //! - `--local --nodes N` hosts N members in this process on loopback (127.0.0.2, ...), which
 //!   is the one-machine path: `gensort` -> `sort --local` -> `valsort`.
@@ -267,6 +270,10 @@ impl Application for SortApp {
     }
 }
 
+/// Each member's time from its machine's start to its end, seconds, by id, as the initiator's
+/// Host heard them: None for a member that did not finish (lost mid-sort).
+pub type FinishTimes = Vec<Option<f64>>;
+
 /// One member's part of the result.
 #[derive(Debug, Serialize)]
 struct MemberResult {
@@ -275,6 +282,9 @@ struct MemberResult {
     output: PathBuf,
     input_records: u64,
     output_records: u64,
+    /// Its machine's start to its end, seconds (None: it was lost mid-sort, holds no range
+    /// and gets no output file).
+    finish_s: Option<f64>,
 }
 
 /// What `windrose sort` prints.
@@ -289,6 +299,12 @@ struct SortReport {
     checksum: String,
     /// From the start request to every member's part ended, seconds.
     sort_seconds: f64,
+    /// The latest and the mean of the members' finish times, seconds (their ratio is the
+    /// load imbalance at the end).
+    max_finish_s: Option<f64>,
+    mean_finish_s: Option<f64>,
+    /// Members lost during the sort (their records are in the survivors' ranges).
+    lost: Vec<u32>,
     verified: bool,
     per_member: Vec<MemberResult>,
 }
@@ -350,7 +366,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
         crate::group_cmd::start_sort(group, a.id, a.control.as_deref(), spec)
     };
     bar.finish_and_clear();
-    let t = match ran {
+    let (t, finish) = match ran {
         Ok(t) => t,
         Err(f) => {
             // Members may have written part of a range before the run failed.
@@ -361,14 +377,43 @@ pub fn sort(a: SortArgs) -> Result<()> {
         }
     };
     let sort_seconds = started.elapsed().as_secs_f64();
-    let per_output = match verify(&outputs, t, &want, show) {
+    let (alive, lost): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| finish[i].is_some());
+    let lost: Vec<u32> = lost.into_iter().map(|i| i as u32).collect();
+    let survivors: Vec<PathBuf> = alive.iter().map(|&i| outputs[i].clone()).collect();
+    if !lost.is_empty() && !a.json {
+        eprintln!(
+            "members {} were lost during the sort: checking that the {} survivors hold every record",
+            lost.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+            survivors.len()
+        );
+    }
+    let survived = match verify(&survivors, t, &want, show) {
         Ok(v) => v,
         Err(e) => {
             remove_temps(&outputs, t);
-            return Err(e);
+            return Err(if lost.is_empty() {
+                e
+            } else {
+                e.context(format!(
+                    "{} of {n} members finished the sort (lost: {lost:?})",
+                    survivors.len()
+                ))
+            });
         }
     };
-    for o in &outputs {
+    // A lost member may have written part of a range before it died.
+    remove_temps(
+        &lost
+            .iter()
+            .map(|&i| outputs[i as usize].clone())
+            .collect::<Vec<_>>(),
+        t,
+    );
+    let mut per_output = vec![0; n];
+    for (&i, c) in alive.iter().zip(survived) {
+        per_output[i] = c;
+    }
+    for o in &survivors {
         std::fs::rename(sort_temp_path(o, t), o)
             .with_context(|| format!("renaming the verified range into {}", o.display()))?;
     }
@@ -380,6 +425,10 @@ pub fn sort(a: SortArgs) -> Result<()> {
         bytes: want.records * RECORD_LEN as u64,
         checksum: want.checksum.to_string(),
         sort_seconds,
+        max_finish_s: finish.iter().flatten().copied().reduce(f64::max),
+        mean_finish_s: (!survivors.is_empty())
+            .then(|| finish.iter().flatten().sum::<f64>() / survivors.len() as f64),
+        lost,
         verified: true,
         per_member: (0..n)
             .map(|i| MemberResult {
@@ -388,6 +437,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
                 output: outputs[i].clone(),
                 input_records: per_input[i],
                 output_records: per_output[i],
+                finish_s: finish.get(i).copied().flatten(),
             })
             .collect(),
     };
@@ -409,14 +459,24 @@ pub fn sort(a: SortArgs) -> Result<()> {
             sort_seconds,
             report.checksum
         );
+        if let (Some(max), Some(mean)) = (report.max_finish_s, report.mean_finish_s) {
+            println!("members finished in {max:.3} s at the latest, {mean:.3} s on average");
+        }
         for m in &report.per_member {
-            println!(
-                "member {:>3}: {:>10} records in -> {:>10} records in {}",
-                m.id,
-                m.input_records,
-                m.output_records,
-                m.output.display()
-            );
+            match m.finish_s {
+                Some(s) => println!(
+                    "member {:>3}: {:>10} records in -> {:>10} records in {} (done at {s:.3} s)",
+                    m.id,
+                    m.input_records,
+                    m.output_records,
+                    m.output.display(),
+                ),
+                None => println!(
+                    "member {:>3}: {:>10} records in -> lost during the sort (no output; its \
+                     records are in the others' ranges)",
+                    m.id, m.input_records,
+                ),
+            }
         }
     }
     Ok(())
@@ -584,7 +644,7 @@ fn run_local(
     outputs: &[PathBuf],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, FinishTimes), Failed> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -635,8 +695,9 @@ async fn drive_local(
     handles: &mut [windrose_net::host_driver::GroupHandle],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<TransferId, Failed> {
+) -> Result<(TransferId, FinishTimes), Failed> {
     let n = handles.len();
+    let mut finish: FinishTimes = vec![None; n];
     let mut connected = vec![0usize; n];
     let deadline = tokio::time::Instant::now() + CONNECT_LIMIT;
     let mut transfer = None;
@@ -659,6 +720,16 @@ async fn drive_local(
                     GroupEvent::Report(Report::CollectiveEnded { .. }) => {
                         ended += 1;
                         bar.set_message(format!("sorting: {ended} of {n} members done"));
+                    }
+                    GroupEvent::Report(Report::MemberDone {
+                        member,
+                        finished: true,
+                        elapsed,
+                        ..
+                    }) if i == 0 => {
+                        if let Some(x) = finish.get_mut(member.index()) {
+                            *x = elapsed.map(|d| d.as_secs_f64());
+                        }
                     }
                     GroupEvent::Report(Report::CollectiveStarted { transfer: t, .. }) if i == 0 => {
                         transfer = Some(Some(t));
@@ -683,7 +754,7 @@ async fn drive_local(
                                 Some(t),
                             ));
                         }
-                        return Ok(t);
+                        return Ok((t, finish));
                     }
                     _ => {}
                 }

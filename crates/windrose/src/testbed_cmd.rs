@@ -188,13 +188,15 @@ fn scenario(path: &Path) -> Result<Scenario> {
 }
 
 /// Brings testbed `name` up; a SIGINT or SIGTERM meanwhile stops it and removes what it made.
-fn bring_up(name: &str, platform: &Platform, quiet: bool) -> Result<State> {
+fn bring_up(name: &str, s: &Scenario, quiet: bool) -> Result<State> {
     let exe = std::env::current_exe().context("locating the windrose executable")?;
     let started = Instant::now();
     catch_interrupts();
+    let cpu = s.compute.as_ref().map_or(&[][..], |c| &c.cpu[..]);
     let state = testbed::up(
         name,
-        platform,
+        &s.platform,
+        cpu,
         &DelayMode::Process(exe),
         &mut |line| {
             if !quiet {
@@ -217,7 +219,7 @@ fn bring_up(name: &str, platform: &Platform, quiet: bool) -> Result<State> {
 fn up(a: UpArgs) -> Result<()> {
     windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
     let s = scenario(&a.scenario)?;
-    let mut state = bring_up(&a.name, &s.platform, false)?;
+    let mut state = bring_up(&a.name, &s, false)?;
     state.scenario = Some(std::fs::canonicalize(&a.scenario)?);
     testbed::save_state(&state)?;
     let rows: Vec<Vec<String>> = (0..state.node_addrs.len())
@@ -227,18 +229,28 @@ fn up(a: UpArgs) -> Result<()> {
                 state.node_clusters[i].to_string(),
                 state.node_addrs[i].to_string(),
                 state.node_ns(i as u32),
+                cpu_share(&state, i),
             ]
         })
         .collect();
     println!(
         "{}",
-        vtable(&["node", "cluster", "address", "namespace"], &rows).join("\n")
+        vtable(&["node", "cluster", "address", "namespace", "cpu"], &rows).join("\n")
     );
     println!(
         "run a command in a node: windrose testbed exec --name {} NODE -- CMD; take it down: windrose testbed down {}",
         a.name, a.name
     );
     Ok(())
+}
+
+/// Node `i`'s CPU quota as `up` shows it: a share of a core, or `-` (unthrottled).
+fn cpu_share(state: &State, i: usize) -> String {
+    state
+        .cpu
+        .as_ref()
+        .and_then(|q| q.share(i as u32))
+        .map_or_else(|| "-".to_string(), windrose_model::error::compact)
 }
 
 fn down(a: DownArgs) -> Result<()> {
@@ -270,8 +282,8 @@ fn down(a: DownArgs) -> Result<()> {
     for n in names {
         let r = testbed::down(&n)?;
         println!(
-            "testbed {n}: removed {} namespaces, stopped {} processes",
-            r.namespaces, r.processes
+            "testbed {n}: removed {} namespaces and {} CPU groups, stopped {} processes",
+            r.namespaces, r.cgroups, r.processes
         );
     }
     Ok(())
@@ -290,6 +302,25 @@ struct StatusRow {
     /// Packets the WAN delay line dropped because it held its most (as of its last report, at
     /// most a second old).
     delay_line_dropped: Option<u64>,
+    /// The nodes' CPU quotas, when any node has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu: Option<CpuStatus>,
+}
+
+#[derive(Serialize)]
+struct CpuStatus {
+    /// `v1` or `v2`.
+    cgroup: windrose_testbed::cpu::Version,
+    /// Nodes under a quota.
+    nodes: usize,
+    /// Their quotas' sum, cores.
+    cores: f64,
+    /// Each node's share of a core (None: unthrottled).
+    per_node: Vec<Option<f64>>,
+    /// Groups present of those made (a group missing: removed behind the testbed's back).
+    groups_present: usize,
+    /// Periods in which the nodes' quotas held them back, summed.
+    throttled_periods: u64,
 }
 
 fn status(a: StatusArgs) -> Result<()> {
@@ -312,6 +343,23 @@ fn status(a: StatusArgs) -> Result<()> {
                 .as_deref()
                 .and_then(windrose_testbed::delay_line::load_stats)
                 .map(|d| d.dropped_packets),
+            cpu: s.cpu.as_ref().map(|q| {
+                let dirs: Vec<_> = (0..q.cpu.len() as u32)
+                    .filter_map(|i| s.node_cgroup(i))
+                    .collect();
+                CpuStatus {
+                    cgroup: q.controller.version,
+                    nodes: dirs.len(),
+                    cores: q.total(),
+                    per_node: q.cpu.clone(),
+                    groups_present: dirs.iter().filter(|d| d.is_dir()).count(),
+                    throttled_periods: dirs
+                        .iter()
+                        .filter_map(|d| windrose_testbed::cpu::throttled(d, q.controller.version))
+                        .map(|t| t.0)
+                        .sum(),
+                }
+            }),
         };
         if a.measure {
             let a0 = s.node_clusters.iter().position(|&c| c == 0);
@@ -354,6 +402,20 @@ fn status(a: StatusArgs) -> Result<()> {
                 f(r.rtt_ms),
                 r.delay_line_dropped
                     .map_or_else(|| "-".to_string(), |d| d.to_string()),
+                r.cpu.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |c| {
+                        format!(
+                            "{:.2} cores on {} nodes (cgroup {}, {}/{} groups, {} periods throttled)",
+                            c.cores,
+                            c.nodes,
+                            c.cgroup,
+                            c.groups_present,
+                            c.nodes,
+                            c.throttled_periods
+                        )
+                    },
+                ),
             ]
         })
         .collect();
@@ -368,7 +430,8 @@ fn status(a: StatusArgs) -> Result<()> {
                 "processes",
                 "0->1 MB/s",
                 "0->1 RTT ms",
-                "WAN drops"
+                "WAN drops",
+                "CPU quotas"
             ],
             &table
         )
@@ -400,9 +463,9 @@ fn exec(a: ExecArgs) -> Result<()> {
         )));
     }
     let shown = a.command.join(" ");
-    let status = Command::new("ip")
-        .args(["netns", "exec", &s.node_ns(a.node)])
-        .args(&a.command)
+    let status = s
+        .command_in(a.node, &a.command[0])
+        .args(&a.command[1..])
         .status()
         .with_context(|| format!("running `{shown}` in node {}", a.node))?;
     if !status.success() {
@@ -603,11 +666,13 @@ impl Drop for Teardown {
     }
 }
 
-/// A child that dies with this process (PR_SET_PDEATHSIG), in namespace `ns`.
-fn spawn_in(ns: &str, args: &[&str], log: Option<&Path>) -> Result<Child> {
+/// A windrose child that dies with this process (PR_SET_PDEATHSIG), in node `node`'s
+/// namespace and CPU group.
+fn spawn_in(state: &State, node: u32, args: &[&str], log: Option<&Path>) -> Result<Child> {
     let exe = std::env::current_exe()?;
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns]).arg(exe).args(args);
+    let ns = state.node_ns(node);
+    let mut c = state.command_in(node, exe);
+    c.args(args);
     c.stdin(Stdio::null());
     match log {
         Some(p) => {
@@ -885,7 +950,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         )));
     }
 
-    let state = bring_up(&a.name, &s.platform, false)?;
+    let state = bring_up(&a.name, &s, false)?;
     let _teardown = Teardown(a.name.clone());
     let mut st = state.clone();
     st.scenario = Some(std::fs::canonicalize(&a.scenario)?);
@@ -945,7 +1010,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         if restarting.contains(&NodeId::from(i)) {
             args.extend(["--out", &out]);
         }
-        let c = spawn_in(&state.node_ns(i as u32), &args, Some(&log))?;
+        let c = spawn_in(&state, i as u32, &args, Some(&log))?;
         testbed::record_pid(&a.name, c.id())?;
         Ok(c)
     };
@@ -992,7 +1057,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         format_size(data_bytes),
         n
     );
-    let mut root_child = spawn_in(&state.node_ns(root.0), &args, None)?;
+    let mut root_child = spawn_in(&state, root.0, &args, None)?;
     testbed::record_pid(&a.name, root_child.id())?;
     let mut applied = 0;
     let mut stdout = root_child.stdout.take().expect("piped");

@@ -568,3 +568,123 @@ fn group_probes_read_the_wan_round_trip_while_mob_saturates_it() {
         );
     }
 }
+
+/// CPU seconds (user + system) process `pid` has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / hz
+}
+
+/// Issue 19 point 6: `[compute]` shares become CPU quotas. A busy loop in a node held to 0.1
+/// of a core does clearly less work than one in a node allowed a whole core over the same
+/// interval, its group counts throttled periods, `status` shows the quotas, and `down` leaves
+/// no group behind.
+#[test]
+fn a_node_under_a_cpu_quota_gets_its_share() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let controller = match windrose_testbed::cpu::detect() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = Down("cpu1");
+    let dir = tempfile::tempdir().unwrap();
+    let path = edited_two_by_two(dir.path(), |t| {
+        t + "\n[compute]\n[[compute.node]]\nid = 0\ncpu = 0.1\n[[compute.node]]\nid = 1\ncpu = 1\n"
+    });
+    testbed::up("cpu1", &path);
+    let state = load_state("cpu1").unwrap().expect("the state file");
+    let (slow, fast) = (state.node_cgroup(0).unwrap(), state.node_cgroup(1).unwrap());
+    assert!(state.node_cgroup(2).is_none(), "node 2 has no quota");
+    let status = testbed::ok(&["testbed", "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let row = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "cpu1")
+        .unwrap();
+    assert_eq!(row["cpu"]["nodes"], 2, "{status}");
+    assert_eq!(row["cpu"]["groups_present"], 2, "{status}");
+    let spin = |node: &str| {
+        windrose()
+            .args(["testbed", "exec", "--name", "cpu1", node, "--"])
+            .args(["sh", "-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut loops = [spin("0"), spin("1")];
+    let pid_in = |group: &std::path::Path| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(&p) = windrose_testbed::cpu::procs(group).first() {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "no process in {group:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let (p_slow, p_fast) = (pid_in(&slow), pid_in(&fast));
+    // Until the unthrottled loop has had a second of CPU, however loaded the machine is.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while cpu_seconds(p_fast) < 1.0 {
+        assert!(Instant::now() < deadline, "the loop in node 1 never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (c_slow, c_fast) = (cpu_seconds(p_slow), cpu_seconds(p_fast));
+    let throttled = windrose_testbed::cpu::throttled(&slow, controller.version);
+    eprintln!(
+        "CPU seconds over the same interval: 0.1-core node {c_slow:.2}, 1-core node {c_fast:.2}; \
+         throttled {throttled:?}"
+    );
+    for l in &mut loops {
+        let _ = l.kill();
+    }
+    testbed::ok(&["testbed", "down", "cpu1"]);
+    for mut l in loops {
+        let _ = l.wait();
+    }
+    assert!(
+        c_slow < 0.6 * c_fast,
+        "the 0.1-core node used {c_slow:.2} CPU s while the 1-core node used {c_fast:.2}"
+    );
+    assert!(
+        throttled.is_some_and(|t| t.0 > 0),
+        "the 0.1-core group was never throttled: {throttled:?}"
+    );
+    assert!(
+        !controller.mount.join("windrose-cpu1").exists(),
+        "down left the testbed's CPU group"
+    );
+}
+
+/// Quotas that add up to more than the machine's cores are refused before anything is made,
+/// naming the field and the range.
+#[test]
+fn cpu_quotas_beyond_the_machine_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = edited_two_by_two(dir.path(), |t| t + "\n[compute]\ncpu = 1000\n");
+    let (code, err) = code_and_stderr(&["testbed", "up", "--name", "cpu2", path.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("compute: the sum of the nodes' cpu shares = 4000 is out of range: the quotas must fit this machine's"),
+        "{err}"
+    );
+    assert!(namespaces_of("cpu2").is_empty());
+}

@@ -47,6 +47,16 @@
 //! node = 7
 //! at_s = 0.2
 //!
+//! [compute]                          # optional: each node's compute speed, a share of a core
+//! core_bytes_s = 1e8                 # bytes/s one whole core computes, simulator (default 1e8)
+//! cpu = 1.0                          # every node's share (default: not limited)
+//! [[compute.cluster]]                # a cluster's nodes (any number) ...
+//! id = 1
+//! cpu = 0.5
+//! [[compute.node]]                   # ... and single nodes, over their cluster's share
+//! id = 7
+//! cpu = 0.25
+//!
 //! [workload]
 //! protocol = "broadcast"             # "broadcast" | "scatter"
 //! tree = "balanced-path"             # balanced-path binomial magpie mst max-bottleneck flat chain
@@ -64,10 +74,24 @@
 //! a latency (`latency_s`: `wan:…` and `intra:…` only), or both. `fraction` is relative to the
 //! link's *nominal* capacity, the one the `[platform]` gives.
 //!
-//! A scatter workload ([`WorkloadKind::Scatter`]) also takes `compute_bytes_s` (every node's
-//! compute speed, bytes/s; default 1e8), per-node overrides `[[workload.node]]` with `id` and
-//! `compute_bytes_s`, and `send_mode = "sequential" | "parallel"` (default sequential, the
-//! divisible-load model).
+//! # Node speeds
+//!
+//! `[compute]` gives each node a share of one CPU core, in one place for both drivers: the
+//! simulator charges every `Output::Compute` of every workload at `cpu x core_bytes_s`
+//! bytes/s, and `windrose testbed up` runs each node's processes under a CPU quota of `cpu`
+//! cores (a node without a share runs unthrottled there and at one core's speed here). A share
+//! is a positive number up to [`MAX_CPU`]; a node's own entry wins over its cluster's, which
+//! wins over the table's `cpu`. Speed factors are shares too: 1x/2x/4x nodes are e.g.
+//! `cpu = 0.0625`, `0.125`, `0.25`.
+//!
+//! Without `[compute]`, the older per-workload speeds still apply: `workload.compute_bytes_s`
+//! (every node's compute speed, bytes/s; default 1e8) and per-node overrides
+//! `[[workload.node]]` with `id` and `compute_bytes_s`. They were a scatter's only and now
+//! apply to every workload; a broadcast or multicast that gives neither computes instantly,
+//! as before. Giving both `[compute]` and these is an error.
+//!
+//! A scatter workload ([`WorkloadKind::Scatter`]) also takes `send_mode = "sequential" |
+//! "parallel"` (default sequential, the divisible-load model).
 //!
 //! A node that joins (`[[join]]` with `node` and `at_s`, like `[[fail]]`) is absent until
 //! `at_s` (failed from the start of every repetition before it, so the others go on without
@@ -490,7 +514,7 @@ pub struct Workload {
     pub sharing: SharingPolicy,
     /// What latency trees minimise.
     pub tree_costs: TreeCosts,
-    /// Scatter: each node's compute speed, bytes/s (indexed by node id).
+    /// Each node's compute speed, bytes/s (indexed by node id; infinite: instant).
     pub compute_bytes_s: Vec<f64>,
     /// Scatter: sequential or parallel sends.
     pub send_mode: ScatterSends,
@@ -532,6 +556,29 @@ impl MobVariant {
     }
 }
 
+/// The largest share of a core a node may be given in `[compute]` (a machine of 1024 cores).
+pub const MAX_CPU: f64 = 1024.0;
+
+/// A core's speed in the simulator when `[compute]` gives none, bytes/s (the scatter's old
+/// default node speed).
+pub const DEFAULT_CORE_BYTES_S: f64 = 1e8;
+
+/// Each node's compute speed: the `[compute]` table (see the [module docs](self#node-speeds)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeCompute {
+    /// Bytes/s one whole core computes in the simulator.
+    pub core_bytes_s: f64,
+    /// Each node's share of a core, by node id (None: not limited; one core in the simulator).
+    pub cpu: Vec<Option<f64>>,
+}
+
+impl NodeCompute {
+    /// Node `i`'s simulated speed, bytes/s.
+    pub fn bytes_s(&self, i: usize) -> f64 {
+        self.cpu.get(i).copied().flatten().unwrap_or(1.0) * self.core_bytes_s
+    }
+}
+
 /// The piece size of a multicast workload that gives none: 1 MiB.
 pub const DEFAULT_PIECE_BYTES: u32 = 1 << 20;
 
@@ -558,6 +605,8 @@ pub struct Scenario {
     pub joins: Vec<NodeFailure>,
     /// The workload.
     pub workload: Workload,
+    /// Node speeds from `[compute]`, if given (they are also in `workload.compute_bytes_s`).
+    pub compute: Option<NodeCompute>,
 }
 
 impl Scenario {
@@ -743,6 +792,23 @@ struct Doc {
     fail: Option<Vec<Spanned<FailDoc>>>,
     join: Option<Vec<Spanned<FailDoc>>>,
     workload: Option<Spanned<WorkloadDoc>>,
+    compute: Option<Spanned<ComputeDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ComputeDoc {
+    core_bytes_s: Val,
+    cpu: Val,
+    cluster: Option<Vec<Spanned<ComputeEntryDoc>>>,
+    node: Option<Vec<Spanned<ComputeEntryDoc>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ComputeEntryDoc {
+    id: Val,
+    cpu: Val,
 }
 
 #[derive(Deserialize)]
@@ -1106,10 +1172,15 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         let at_s = src.time(at, &key("at_s"))?;
         failures.push(NodeFailure { node, at_s });
     }
+    let compute = doc
+        .compute
+        .as_ref()
+        .map(|c| parse_compute(&src, c, &platform))
+        .transpose()?;
     let w = doc.workload.as_ref().ok_or_else(|| {
         src.no_pos("no `[workload]` table: expected `protocol`, `tree`, `root` and `message_bytes`")
     })?;
-    let workload = parse_workload(&src, w, &platform)?;
+    let workload = parse_workload(&src, w, &platform, compute.as_ref())?;
     let mut joins: Vec<NodeFailure> = Vec::new();
     for (k, j) in doc.join.iter().flatten().enumerate() {
         let span = j.span();
@@ -1153,7 +1224,92 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         failures,
         joins,
         workload,
+        compute,
     })
+}
+
+/// The `[compute]` table: every node's share of a core.
+fn parse_compute(src: &Src<'_>, c: &Spanned<ComputeDoc>, platform: &Platform) -> R<NodeCompute> {
+    let d = c.get_ref();
+    let share = |v: &Spanned<Value>, key: &str| -> R<f64> {
+        let x = src.f64(v, key)?;
+        if x.is_finite() && x > 0.0 && x <= MAX_CPU {
+            Ok(x)
+        } else {
+            Err(src.err(
+                &v.span(),
+                format!(
+                    "`{key}` must be a share of a CPU core above 0 and at most {} (0.25: a \
+                     quarter of a core), found {}",
+                    compact(MAX_CPU),
+                    compact(x)
+                ),
+            ))
+        }
+    };
+    let core_bytes_s = match &d.core_bytes_s {
+        Some(v) => src.positive(v, "compute.core_bytes_s", "bytes/s")?,
+        None => DEFAULT_CORE_BYTES_S,
+    };
+    let default = d
+        .cpu
+        .as_ref()
+        .map(|v| share(v, "compute.cpu"))
+        .transpose()?;
+    let mut cpu = vec![default; platform.node_count()];
+    let clusters = platform.cluster_count();
+    let mut seen = vec![false; clusters];
+    for (k, e) in d.cluster.iter().flatten().enumerate() {
+        let key = |name: &str| format!("compute.cluster[{k}].{name}");
+        let id = src.need(&e.get_ref().id, &e.span(), &key("id"), "the cluster")?;
+        let i = src.int(id, &key("id"))?;
+        if i < 0 || i as u64 >= clusters as u64 {
+            return Err(src.err(
+                &id.span(),
+                format!(
+                    "`{}`: cluster {i} does not exist: the platform has {clusters} clusters ({})",
+                    key("id"),
+                    ids_in_words(clusters)
+                ),
+            ));
+        }
+        if std::mem::replace(&mut seen[i as usize], true) {
+            return Err(src.err(
+                &id.span(),
+                format!("cluster {i} is given twice in `[[compute.cluster]]`"),
+            ));
+        }
+        let v = src.need(
+            &e.get_ref().cpu,
+            &e.span(),
+            &key("cpu"),
+            "its nodes' share of a core",
+        )?;
+        let x = share(v, &key("cpu"))?;
+        for n in platform.nodes_of(ClusterId(i as u32)) {
+            cpu[n as usize] = Some(x);
+        }
+    }
+    let mut seen = vec![false; platform.node_count()];
+    for (k, e) in d.node.iter().flatten().enumerate() {
+        let key = |name: &str| format!("compute.node[{k}].{name}");
+        let id = src.need(&e.get_ref().id, &e.span(), &key("id"), "the node")?;
+        let node = src.node(id, &key("id"), platform)?;
+        if std::mem::replace(&mut seen[node.index()], true) {
+            return Err(src.err(
+                &id.span(),
+                format!("node {node} is given twice in `[[compute.node]]`"),
+            ));
+        }
+        let v = src.need(
+            &e.get_ref().cpu,
+            &e.span(),
+            &key("cpu"),
+            "its share of a core",
+        )?;
+        cpu[node.index()] = Some(share(v, &key("cpu"))?);
+    }
+    Ok(NodeCompute { core_bytes_s, cpu })
 }
 
 fn parse_change(
@@ -1357,7 +1513,12 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>, platform: &Platform) -> R
     Ok(mayhem)
 }
 
-fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) -> R<Workload> {
+fn parse_workload(
+    src: &Src<'_>,
+    w: &Spanned<WorkloadDoc>,
+    platform: &Platform,
+    compute: Option<&NodeCompute>,
+) -> R<Workload> {
     let span = w.span();
     let d = w.get_ref();
     let kinds = [
@@ -1559,22 +1720,29 @@ fn parse_workload(src: &Src<'_>, w: &Spanned<WorkloadDoc>, platform: &Platform) 
             _ => Ok(()),
         }
     };
-    scatter_only(&d.compute_bytes_s, "compute_bytes_s")?;
     scatter_only(&d.send_mode, "send_mode")?;
-    if let (Some(n), true) = (
-        d.node.as_ref().and_then(|v| v.first()),
-        kind != WorkloadKind::Scatter,
-    ) {
+    let given = d
+        .compute_bytes_s
+        .as_ref()
+        .map(|v| v.span())
+        .or_else(|| d.node.as_ref().and_then(|v| v.first()).map(|n| n.span()));
+    if let (Some(span), Some(_)) = (&given, compute) {
         return Err(src.err(
-            &n.span(),
-            "`workload.node` (compute speeds) applies to scatters only",
+            span,
+            "`workload.compute_bytes_s` / `[[workload.node]]` and `[compute]` both give node \
+             speeds: keep `[compute]` (it also sets the testbed's CPU quotas)",
         ));
     }
     let default_speed = match &d.compute_bytes_s {
         Some(v) => src.positive(v, "workload.compute_bytes_s", "bytes/s")?,
-        None => 1e8,
+        // A broadcast or multicast given no speed computes instantly, as it always did.
+        None if given.is_none() && kind != WorkloadKind::Scatter => f64::INFINITY,
+        None => DEFAULT_CORE_BYTES_S,
     };
-    let mut compute_bytes_s = vec![default_speed; platform.node_count()];
+    let mut compute_bytes_s: Vec<f64> = match compute {
+        Some(c) => (0..platform.node_count()).map(|i| c.bytes_s(i)).collect(),
+        None => vec![default_speed; platform.node_count()],
+    };
     let mut seen = vec![false; platform.node_count()];
     for (k, nd) in d.node.iter().flatten().enumerate() {
         let nspan = nd.span();
@@ -1707,6 +1875,8 @@ mod tests {
         assert_eq!(s.workload.message_bytes, 8 << 20);
         assert_eq!(s.workload.segment_bytes, 256 << 10);
         assert_eq!(s.mayhem.unwrap().links, MayhemLinks::All);
+        let cpu = &s.compute.as_ref().unwrap().cpu;
+        assert_eq!((cpu[0], cpu[4], cpu[7]), (Some(1.0), Some(0.5), Some(0.25)));
         s.tree().unwrap();
     }
 }

@@ -567,9 +567,10 @@ fn build_sim(
         }
         // Each repetition is a run of its own: its own node generators.
         let run_seed = seed.wrapping_add(rep);
-        let (sim, probe) =
+        let (mut sim, probe) =
             multicast::prepare(platform, w.root, data, &spec, run_seed, transfer, config)
                 .map_err(setup)?;
+        set_speeds(&mut sim, &w.compute_bytes_s).map_err(engine_err)?;
         return Ok((sim, Some(probe)));
     }
     let tree = tree.ok_or_else(|| ScenarioError::Setup("the workload has no tree".into()))?;
@@ -592,11 +593,27 @@ fn build_sim(
         }
         _ => {
             let cfg = BroadcastConfig::new(transfer, w.segment_bytes);
-            engine::broadcast_with(platform.clone(), tree, payload, cfg, config)
+            engine::broadcast_with(platform.clone(), tree, payload, cfg, config).and_then(
+                |mut sim| {
+                    set_speeds(&mut sim, &w.compute_bytes_s)?;
+                    Ok(sim)
+                },
+            )
         }
     }
     .map(|sim| (sim, None))
     .map_err(|e| ScenarioError::Setup(format!("cannot set up the simulation: {e}")))
+}
+
+/// Charges every node's `Output::Compute` at its speed (bytes/s; infinite: instant), for every
+/// workload (a scatter's machines get theirs from [`engine::scatter_with`]).
+fn set_speeds(sim: &mut Simulation, bytes_s: &[f64]) -> Result<(), SimError> {
+    for (i, &speed) in bytes_s.iter().enumerate() {
+        if speed.is_finite() {
+            sim.set_compute(NodeId::from(i), engine::ComputeModel::BytesPerSecond(speed))?;
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

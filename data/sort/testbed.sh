@@ -1,0 +1,117 @@
+#!/bin/bash
+# Issue 19's sort benchmark on the emulated heterogeneous testbed (as root):
+# data/scenarios/testbed/sort-hetero.toml (16 nodes in 4 clusters, 3-5 MB/s WAN, nodes at
+# 1x/2x/4x as CPU quotas of 0.05/0.1/0.2 core). Every node gets an equal share of one seeded
+# data set (`windrose gensort`), 16 long-lived members (`windrose group serve --sort-input
+# --sort-output`, one per namespace, each under its node's quota) sort it with each SORT in turn
+# (`windrose sort --group`), and `windrose valsort` checks every output against the inputs.
+#
+# Prints CSV: sort, records, bytes, seconds (the sort's start request to every member's end),
+# max_finish_s and mean_finish_s (each member's own start to end, as the initiator heard them),
+# valsort (ok or FAILED; a sort that failed is a line with only its name and FAILED, the
+# members' last log lines on stderr).
+#
+# Run from the repository root:
+#   bash data/sort/testbed.sh [WINDROSE_BINARY] [RECORDS_PER_NODE] [REPS] [SORTS...]
+# SORTS: heterosort-speeds, heterosort-equal, sample-sort (default: all three).
+# e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
+# The data goes under $SORT_DIR (default: a new directory in /tmp): 2 x 100 bytes x 16 x
+# RECORDS_PER_NODE bytes at once, plus the members' memory for the same.
+set -euo pipefail
+W=$(realpath "${1:-target/release/windrose}")
+PER_NODE=${2:-10000}
+REPS=${3:-1}
+shift $(( $# < 3 ? $# : 3 ))
+SORTS=("$@")
+if [ ${#SORTS[@]} -eq 0 ]; then
+  SORTS=(heterosort-speeds heterosort-equal sample-sort)
+fi
+NAME=${SORT_TESTBED:-hsort}
+SCENARIO=data/scenarios/testbed/sort-hetero.toml
+# The relative speeds the scenario gives nodes 0..15 (1x, 1x, 2x, 4x in every cluster).
+SPEEDS=1,1,2,4,1,1,2,4,1,1,2,4,1,1,2,4
+DIR=$(mktemp -d "${SORT_DIR:-/tmp}/windrose-sort-XXXXXX")
+pids=()
+leave() {
+  for i in $(seq 0 15); do
+    [ -S "$DIR/c$i.sock" ] && timeout 30 "$W" group leave --control "$DIR/c$i.sock" >/dev/null 2>&1 || true
+  done
+  [ ${#pids[@]} -gt 0 ] && { wait "${pids[@]}" 2>/dev/null || true; }
+  pids=()
+  rm -f "$DIR"/c*.sock
+}
+cleanup() {
+  leave
+  "$W" testbed down "$NAME" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+"$W" testbed up "$SCENARIO" --name "$NAME" >&2
+{
+  echo "name = \"$NAME\""
+  echo 'protocol_version = 1'
+  for c in 0 1 2 3; do
+    for k in 0 1 2 3; do
+      echo "[[node]]"
+      echo "id = $((c * 4 + k))"
+      echo "addr = \"10.77.$c.$((k + 1)):7300\""
+      echo "cluster = $c"
+    done
+  done
+} > "$DIR/group.toml"
+for i in $(seq 0 15); do
+  "$W" gensort --records "$PER_NODE" --start $((i * PER_NODE)) --seed 19 "$DIR/in-$i" >/dev/null
+done
+
+serve() {
+  for i in $(seq 0 15); do
+    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --id "$i" \
+      --group "$DIR/group.toml" --control "$DIR/c$i.sock" \
+      --sort-input "$DIR/in-{id}" --sort-output "$DIR/out-{id}" >"$DIR/m$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 600); do
+    ready=1
+    for i in $(seq 0 15); do [ -S "$DIR/c$i.sock" ] || ready=0; done
+    [ $ready = 1 ] && break
+    sleep 0.1
+  done
+  sleep 2 # the members' connections
+}
+
+echo "sort,records,bytes,seconds,max_finish_s,mean_finish_s,valsort"
+for rep in $(seq "$REPS"); do
+  for s in "${SORTS[@]}"; do
+    case "$s" in
+      heterosort-speeds) args=(--protocol heterosort --slicing speeds --speeds "$SPEEDS") ;;
+      heterosort-equal) args=(--protocol heterosort --slicing equal) ;;
+      sample-sort) args=(--protocol sample-sort) ;;
+      *) echo "unknown sort $s" >&2; exit 2 ;;
+    esac
+    serve
+    echo "rep $rep: $s ..." >&2
+    if ! out=$("$W" sort --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" --json "${args[@]}" \
+      --input "$DIR/in-{id}" --output "$DIR/out-{id}"); then
+      # A failed sort: a CSV line saying so, and what the members said.
+      echo "$s,,,,,,FAILED"
+      for i in $(seq 0 15); do echo "member $i:"; tail -n 5 "$DIR/m$i.log"; done >&2
+      leave
+      continue
+    fi
+    if "$W" valsort $(for i in $(seq 0 15); do echo "$DIR/out-$i"; done) \
+      --against $(for i in $(seq 0 15); do echo "$DIR/in-$i"; done) >&2; then
+      v=ok
+    else
+      v=FAILED
+    fi
+    echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+f = lambda x: "" if x is None else "%.3f" % x
+print(",".join([sys.argv[1], str(r["records"]), str(r["bytes"]), f(r["sort_seconds"]),
+                f(r["max_finish_s"]), f(r["mean_finish_s"]), sys.argv[2]]))' "$s" "$v"
+    leave
+    rm -f "$DIR"/out-*
+  done
+done
