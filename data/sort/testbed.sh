@@ -48,18 +48,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$W" testbed up "$SCENARIO" --name "$NAME" >&2
-{
-  echo "name = \"$NAME\""
-  echo 'protocol_version = 1'
-  for c in 0 1 2 3; do
-    for k in 0 1 2 3; do
-      echo "[[node]]"
-      echo "id = $((c * 4 + k))"
-      echo "addr = \"10.77.$c.$((k + 1)):7300\""
-      echo "cluster = $c"
-    done
-  done
-} > "$DIR/group.toml"
+"$W" testbed group --name "$NAME" --port 7300 --out "$DIR/group.toml"
 for i in $(seq 0 15); do
   "$W" gensort --records "$PER_NODE" --start $((i * PER_NODE)) --seed 19 "$DIR/in-$i" >/dev/null
 done

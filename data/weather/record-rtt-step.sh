@@ -15,29 +15,10 @@ trap '"$W" testbed down "$NAME" >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT
 
 "$W" testbed up data/scenarios/testbed/two-by-two.toml --name "$NAME"
 cd "$DIR"
-cat > group.toml <<'TOML'
-name = "testbed"
-protocol_version = 2
-[[node]]
-id = 0
-addr = "10.77.0.1:7100"
-cluster = 0
-[[node]]
-id = 1
-addr = "10.77.0.2:7100"
-cluster = 0
-[[node]]
-id = 2
-addr = "10.77.1.1:7100"
-cluster = 1
-[[node]]
-id = 3
-addr = "10.77.1.2:7100"
-cluster = 1
-TOML
+"$W" testbed group --name "$NAME" --group-name testbed --out group.toml
 head -c 200000000 /dev/urandom > data.bin
 for i in 1 2 3; do
-  "$W" testbed exec --name "$NAME" "$i" -- "$W" node --group group.toml --id "$i" --quiet \
+  "$W" testbed exec --name "$NAME" "$i" -- "$W" node --once --group group.toml --id "$i" --quiet \
     > "node-$i.log" 2>&1 &
 done
 sleep 1

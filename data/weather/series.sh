@@ -59,18 +59,7 @@ for i in $(seq 0 15); do
   "$W" testbed exec --name "$NAME" "$i" -- sysctl -qw "net.ipv4.tcp_wmem=4096 65536 1048576"
   "$W" testbed exec --name "$NAME" "$i" -- sysctl -qw "net.ipv4.tcp_rmem=4096 131072 1048576"
 done
-{
-  echo 'name = "weather-series"'
-  echo 'protocol_version = 2'
-  for c in 0 1 2 3; do
-    for k in 0 1 2 3; do
-      echo "[[node]]"
-      echo "id = $((c * 4 + k))"
-      echo "addr = \"10.77.$c.$((k + 1)):7200\""
-      echo "cluster = $c"
-    done
-  done
-} > "$DIR/group.toml"
+"$W" testbed group --name "$NAME" --group-name weather-series --port 7200 --out "$DIR/group.toml"
 head -c "$((MIB << 20))" /dev/urandom > "$DIR/data.bin"
 head -c "$((4 << 20))" /dev/urandom > "$DIR/warm.bin"
 

@@ -39,6 +39,9 @@ pub enum TestbedCommand {
     /// Bytes each cluster's router has sent towards each other cluster since `up` (the WAN
     /// classes' counters): which WAN links a collective used, read from the network itself.
     Traffic(TrafficArgs),
+    /// Print the group file of a testbed that is up (node i at its namespace's address, in its
+    /// cluster), for `group serve`, `node` and the root commands run with `testbed exec`.
+    Group(GroupArgs),
     /// Bring a testbed up, run the scenario's multicast across it with real windrose nodes, and
     /// print per-node completion, WAN bytes and the fraction of the bound beside the
     /// simulator's prediction for the same file; always takes the testbed down again.
@@ -118,6 +121,24 @@ pub struct TrafficArgs {
     json: bool,
 }
 
+/// `testbed group`.
+#[derive(Debug, Args)]
+pub struct GroupArgs {
+    /// The testbed's name.
+    #[arg(long, default_value = "tb")]
+    name: String,
+    /// The port every member listens on.
+    #[arg(long, default_value_t = 7100)]
+    port: u16,
+    /// The group's name (default: the testbed's).
+    #[arg(long)]
+    group_name: Option<String>,
+    /// Write the group file to FILE (under a temporary name until complete) instead of
+    /// printing it.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 /// `testbed run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -157,6 +178,7 @@ pub fn run(cmd: TestbedCommand) -> Result<()> {
         TestbedCommand::Exec(a) => exec(a),
         TestbedCommand::Set(a) => set(a),
         TestbedCommand::Traffic(a) => traffic(a),
+        TestbedCommand::Group(a) => group_file(a),
         TestbedCommand::Run(a) => run_scenario_on_testbed(a),
         TestbedCommand::DelayLine(a) => {
             let stats = windrose_testbed::delay_line::run_from_file(&a.config)?;
@@ -550,6 +572,62 @@ fn set(a: SetArgs) -> Result<()> {
     let link = parse_link(&a.link, &sc.platform)?;
     testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s).map_err(testbed_error)?;
     println!("testbed {}: {} set", a.name, a.link);
+    Ok(())
+}
+
+/// The group of a testbed's nodes: node i at its namespace's address and `port`, in its
+/// cluster.
+fn testbed_group(state: &State, name: &str, port: u16) -> Result<windrose_net::group::Group> {
+    if port == 0 {
+        return Err(bad_input(
+            "--port 0: members must listen on a port they can be dialed at".to_string(),
+        ));
+    }
+    let members = state
+        .node_addrs
+        .iter()
+        .zip(&state.node_clusters)
+        .enumerate()
+        .map(|(i, (addr, &cluster))| windrose_net::group::Member {
+            id: NodeId(i as u32),
+            addr: format!("{addr}:{port}"),
+            cluster: ClusterId(cluster),
+        })
+        .collect();
+    windrose_net::group::Group::new(name, members).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn group_file(a: GroupArgs) -> Result<()> {
+    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
+    let s = testbed::load_state(&a.name)?.ok_or_else(|| {
+        bad_input(format!(
+            "testbed {} is not up (windrose testbed up SCENARIO --name {})",
+            a.name, a.name
+        ))
+    })?;
+    if let Some(why) = a
+        .out
+        .as_deref()
+        .and_then(windrose_net::sink::output_path_problem)
+    {
+        return Err(bad_input(why));
+    }
+    let group_name = a.group_name.clone().unwrap_or_else(|| a.name.clone());
+    if group_name.trim().is_empty() {
+        return Err(bad_input("--group-name is empty".to_string()));
+    }
+    let toml = testbed_group(&s, &group_name, a.port)?.to_toml();
+    match &a.out {
+        None => print!("{toml}"),
+        Some(path) => {
+            let tmp = windrose_net::sink::partial_path(path, 0);
+            std::fs::write(&tmp, &toml).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, path).with_context(|| {
+                let _ = std::fs::remove_file(&tmp);
+                format!("renaming {} to {}", tmp.display(), path.display())
+            })?;
+        }
+    }
     Ok(())
 }
 
@@ -964,14 +1042,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
             "/tmp"
         })?;
     let group = dir.path().join("group.toml");
-    let mut g = String::from("name = \"testbed\"\nprotocol_version = 2\n");
-    for i in 0..n {
-        g += &format!(
-            "\n[[node]]\nid = {i}\naddr = \"{}:7100\"\ncluster = {}\n",
-            state.node_addrs[i], state.node_clusters[i]
-        );
-    }
-    std::fs::write(&group, g)?;
+    std::fs::write(&group, testbed_group(&state, "testbed", 7100)?.to_toml())?;
     let file = dir.path().join("data.bin");
     {
         use rand::{RngCore, SeedableRng};

@@ -57,6 +57,36 @@ fn a_two_cluster_testbed_gives_its_rate_and_delay_and_carries_a_verified_mob() {
     );
     let state = load_state("ci1").unwrap().expect("the state file");
     assert_eq!(namespaces_of("ci1").len(), 4 + 2 + 1);
+    // Its group file: member i at node i's address, in its cluster.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("group.toml");
+    let out = windrose()
+        .args([
+            "testbed", "group", "--name", "ci1", "--port", "7400", "--out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let group = windrose_net::group::load_group(&file).unwrap();
+    assert_eq!(group.name(), "ci1");
+    let members: Vec<(String, u32)> = group
+        .members()
+        .iter()
+        .map(|m| (m.addr.clone(), m.cluster.0))
+        .collect();
+    let expected: Vec<(String, u32)> = state
+        .node_addrs
+        .iter()
+        .zip(&state.node_clusters)
+        .map(|(a, &c)| (format!("{a}:7400"), c))
+        .collect();
+    assert_eq!(members, expected);
+    assert_eq!(expected[2], ("10.77.1.1:7400".to_string(), 1));
     let (from, to) = (state.node_ns(0), state.node_ns(2));
     let rtt = windrose_testbed::measure::round_trip(&from, &to, state.node_addrs[2], 21).unwrap();
     assert!(
@@ -336,10 +366,14 @@ fn down_of_an_unknown_testbed_and_a_bad_name_exit_2() {
     let (code, err) = code_and_stderr(&["testbed", "down", "bnd9"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("testbed bnd9 is not up"), "{err}");
+    let (code, err) = code_and_stderr(&["testbed", "group", "--name", "bnd9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("testbed bnd9 is not up"), "{err}");
     for args in [
         &["testbed", "down", "Bad-Name"][..],
         &["testbed", "up", "--name", "Bad-Name", "x.toml"],
         &["testbed", "exec", "--name", "Bad-Name", "0", "--", "true"],
+        &["testbed", "group", "--name", "Bad-Name"],
         &[
             "testbed",
             "set",
