@@ -6,8 +6,9 @@
 //!   is verified ([`bootstrap::Handshake`]) — both traits, so authentication and launchers such
 //!   as mpirun can be added without touching the driver; [`auth`]: the group key and the
 //!   handshake that proves it (Noise, through `snow`).
-//! - [`wire`]: what a connection carries: proto frames, plus this crate's control frames for the
-//!   handshake and the session around a collective (job, ready, go, progress, report, bye).
+//! - [`wire`]: what a connection carries: proto frames (the Host's session among them), plus this
+//!   crate's control frames for the handshake that opens a connection and a refusal that closes
+//!   it.
 //! - [`host_driver`]: the thin driver of a long-lived group member: one `windrose_proto`
 //!   `Host` per process over TCP (transport, timers, application I/O; the session is the
 //!   host's). [`serve_group`](host_driver::serve_group) runs a member until it leaves; its
