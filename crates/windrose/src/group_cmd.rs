@@ -406,6 +406,23 @@ struct MemberView {
     /// Its digest is the root's (None: not checked, e.g. the root itself or a scatter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     verified: Option<bool>,
+    /// A scatter's member: the share it computed, as its host reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    share: Option<ShareView>,
+}
+
+/// A scatter member's share: where it lies in the load and what the member computed of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct ShareView {
+    /// First byte of the share in the load.
+    offset: u64,
+    /// Its length in bytes.
+    len: u64,
+    /// The BLAKE3 of those bytes, as the member computed it.
+    blake3: String,
+    /// Seconds from the member's start to the end of its computation, on its clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    computed_s: Option<f64>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -676,7 +693,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan, mst: s.mst.map(|w| w.view(&handle)) });
                     }
                 }
-                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, .. }) => {
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, share }) => {
                     if let Some(s) = started.get_mut(&transfer) {
                         s.members.push(MemberView {
                             member: member.0,
@@ -685,6 +702,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                             blake3: digest.map(|d| blake3::Hash::from_bytes(d).to_hex().to_string()),
                             seconds: elapsed.map(|d| d.as_secs_f64()),
                             verified: None,
+                            share: share.map(|c| ShareView {
+                                offset: c.offset,
+                                len: c.len,
+                                blake3: blake3::Hash::from_bytes(c.digest).to_hex().to_string(),
+                                computed_s: c.computed.map(|d| d.as_secs_f64()),
+                            }),
                         });
                     }
                 }
@@ -1367,6 +1390,18 @@ pub fn start_sort(
 /// received the root's bytes.
 fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) -> String {
     let short = |h: &str| h.chars().take(16).collect::<String>();
+    let share = |sh: &ShareView| {
+        let mut t = format!(
+            "share [{}, {}) BLAKE3 {}",
+            sh.offset,
+            sh.offset + sh.len,
+            short(&sh.blake3)
+        );
+        if let Some(c) = sh.computed_s {
+            t += &format!(", computed at {c:.3} s");
+        }
+        t
+    };
     let mut s = String::new();
     for m in members {
         let mut line = format!("member {:>3}: ", m.member);
@@ -1375,8 +1410,13 @@ fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) ->
             if let Some(h) = root_hash {
                 line += &format!(", BLAKE3 {}", short(h));
             }
+            if let Some(sh) = &m.share {
+                line += &format!(", {}", share(sh));
+            }
         } else if !m.finished {
             line += &format!("did not finish ({} bytes received)", m.bytes);
+        } else if let Some(sh) = &m.share {
+            line += &format!("finished, {}", share(sh));
         } else {
             line += &format!("finished, {} bytes received", m.bytes);
             if let Some(s) = m.seconds.filter(|&s| s > 0.0) {

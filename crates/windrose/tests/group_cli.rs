@@ -608,6 +608,33 @@ fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_v
         (first["finished"].as_u64(), first["failed"].as_u64()),
         (Some(3), Some(0))
     );
+    // The reply gives every member's share: each one's BLAKE3 is its range of the file, and
+    // the ranges cover the file once.
+    let mut reported: Vec<(usize, usize)> = first["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let sh = &m["share"];
+            let (a, len) = (
+                sh["offset"].as_u64().unwrap() as usize,
+                sh["len"].as_u64().unwrap() as usize,
+            );
+            assert_eq!(
+                sh["blake3"].as_str(),
+                Some(blake3::hash(&load[a..a + len]).to_hex().as_str()),
+                "{m}"
+            );
+            (a, a + len)
+        })
+        .collect();
+    reported.sort();
+    assert_eq!(reported.len(), n, "{first}");
+    assert_eq!((reported[0].0, reported[n - 1].1), (0, load.len()));
+    assert!(
+        reported.windows(2).all(|w| w[0].1 == w[1].0),
+        "{reported:?}"
+    );
     let plan = &first["plan"];
     assert_eq!(plan["nodes"].as_array().unwrap().len(), n, "{first}");
     assert_eq!(
@@ -638,6 +665,7 @@ fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_v
         text.contains("plan: predicted finish") && text.contains("(measured)"),
         "{text}"
     );
+    assert_eq!(text.matches(", share [").count(), n, "{text}");
     for i in 0..n {
         windrose()
             .args(["group", "leave", "--control"])
