@@ -41,9 +41,14 @@ fn send_chooses_a_protocol_per_file_and_every_member_gets_each_copy_whole() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    // The small file: the tree, on latency.
+    // The small file: a tree, on latency. The broadcast and a balanced plan start up alike on
+    // this view (one tree hop each way, from the same measured round trips: 0.0015 s against
+    // 0.0015 s in one run), so which of the two wins is noise; MOB, which pays its pull, is not.
     let text = send(&small, &[]);
-    assert!(text.contains("protocol: broadcast"), "{text}");
+    assert!(
+        text.contains("protocol: broadcast") || text.contains("protocol: balanced"),
+        "{text}"
+    );
     assert!(text.contains("latency decides"), "{text}");
     for c in ["broadcast", "balanced", "mob"] {
         assert!(text.contains(c), "{text}");
