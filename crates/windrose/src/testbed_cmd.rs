@@ -467,14 +467,18 @@ unsafe fn libc_kill0(pid: u32) -> bool {
     libc::kill(pid as libc::pid_t, 0) == 0
 }
 
-fn exec(a: ExecArgs) -> Result<()> {
-    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
-    let s = testbed::load_state(&a.name)?.ok_or_else(|| {
+/// The state of testbed `name`, which must be up (a bad name or one not up: exit 2).
+fn up_state(name: &str) -> Result<State> {
+    windrose_testbed::plan::check_name(name).map_err(testbed_error)?;
+    testbed::load_state(name)?.ok_or_else(|| {
         bad_input(format!(
-            "testbed {} is not up (windrose testbed up SCENARIO --name {})",
-            a.name, a.name
+            "testbed {name} is not up (windrose testbed up SCENARIO --name {name})"
         ))
-    })?;
+    })
+}
+
+fn exec(a: ExecArgs) -> Result<()> {
+    let s = up_state(&a.name)?;
     if a.node as usize >= s.node_addrs.len() {
         return Err(bad_input(format!(
             "node {} does not exist: testbed {} has {} nodes ({})",
@@ -560,8 +564,7 @@ fn parse_set_values(values: &[String]) -> Result<(Option<f64>, Option<f64>)> {
 fn set(a: SetArgs) -> Result<()> {
     windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
     let (bytes_s, latency_s) = parse_set_values(&a.values)?;
-    let s = testbed::load_state(&a.name)?
-        .ok_or_else(|| bad_input(format!("testbed {} is not up", a.name)))?;
+    let s = up_state(&a.name)?;
     let path = s.scenario.clone().ok_or_else(|| {
         anyhow!(
             "testbed {} has no scenario recorded; bring it up again",
@@ -598,13 +601,7 @@ fn testbed_group(state: &State, name: &str, port: u16) -> Result<windrose_net::g
 }
 
 fn group_file(a: GroupArgs) -> Result<()> {
-    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
-    let s = testbed::load_state(&a.name)?.ok_or_else(|| {
-        bad_input(format!(
-            "testbed {} is not up (windrose testbed up SCENARIO --name {})",
-            a.name, a.name
-        ))
-    })?;
+    let s = up_state(&a.name)?;
     if let Some(why) = a
         .out
         .as_deref()
@@ -632,9 +629,7 @@ fn group_file(a: GroupArgs) -> Result<()> {
 }
 
 fn traffic(a: TrafficArgs) -> Result<()> {
-    windrose_testbed::plan::check_name(&a.name).map_err(testbed_error)?;
-    let s = testbed::load_state(&a.name)?
-        .ok_or_else(|| bad_input(format!("testbed {} is not up", a.name)))?;
+    let s = up_state(&a.name)?;
     let clusters = s.node_clusters.iter().max().map_or(0, |&c| c as usize + 1);
     let wan = wan_bytes(&a.name, clusters);
     if a.json {

@@ -60,18 +60,16 @@ fn a_two_cluster_testbed_gives_its_rate_and_delay_and_carries_a_verified_mob() {
     // Its group file: member i at node i's address, in its cluster.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("group.toml");
-    let out = windrose()
-        .args([
-            "testbed", "group", "--name", "ci1", "--port", "7400", "--out",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testbed::ok(&[
+        "testbed",
+        "group",
+        "--name",
+        "ci1",
+        "--port",
+        "7400",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
     let group = windrose_net::group::load_group(&file).unwrap();
     assert_eq!(group.name(), "ci1");
     let members: Vec<(String, u32)> = group
