@@ -321,7 +321,7 @@ impl fmt::Debug for ManifestMac {
 
 impl windrose_proto::host::AnnounceAuth for ManifestMac {
     fn seal(&self, spec: &mut CollectiveSpec, total_len: u64) {
-        if let CollectiveSpec::Multicast { manifest, .. } = spec {
+        if let Some(manifest) = spec.manifest_mut() {
             if manifest.mac.is_none() {
                 manifest.mac = Some(manifest_mac(
                     &self.key,
@@ -334,12 +334,10 @@ impl windrose_proto::host::AnnounceAuth for ManifestMac {
     }
 
     fn check(&self, spec: &CollectiveSpec, total_len: u64) -> Option<String> {
-        let CollectiveSpec::Multicast { manifest, .. } = spec else {
-            return None;
-        };
+        let manifest = spec.manifest()?;
         match &manifest.mac {
             None => Some(
-                "the multicast's manifest carries no MAC and this group has a key: refused \
+                "the collective's manifest carries no MAC and this group has a key: refused \
                  (the initiator runs without the group key, or an older build)"
                     .into(),
             ),
@@ -353,7 +351,7 @@ impl windrose_proto::host::AnnounceAuth for ManifestMac {
                 ) =>
             {
                 Some(
-                    "the multicast manifest's MAC does not match: its hashes or lengths were \
+                    "the manifest's MAC does not match: its hashes or lengths were \
                      altered, or it was made with another group key; refused"
                         .into(),
                 )

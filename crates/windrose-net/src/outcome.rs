@@ -36,6 +36,19 @@ pub struct ShareResult {
     pub computed_ns: u64,
 }
 
+impl From<&windrose_proto::node::ComputedShare> for ShareResult {
+    /// The share a member reported to the initiator's Host, in the form the replies print
+    /// (an unknown computation time is 0).
+    fn from(s: &windrose_proto::node::ComputedShare) -> ShareResult {
+        ShareResult {
+            offset: s.offset,
+            len: s.len,
+            blake3: blake3::Hash::from_bytes(s.digest).to_hex().to_string(),
+            computed_ns: s.computed.map_or(0, |d| d.as_nanos() as u64),
+        }
+    }
+}
+
 /// Frames one node sent to one peer, by kind (for sim-vs-real comparisons).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FrameCount {

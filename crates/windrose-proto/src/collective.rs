@@ -150,6 +150,25 @@ impl CollectiveSpec {
             CollectiveSpec::SampleSort(_) => &REGISTRY[5],
         }
     }
+
+    /// The root's manifest of piece hashes, for collectives that announce one (the piece-based
+    /// multicasts). A driver that authenticates announcements seals and checks this, whatever
+    /// the protocol; the others carry nothing to forge (the initiator checks their data end to
+    /// end by digests).
+    pub fn manifest(&self) -> Option<&ManifestSpec> {
+        match self {
+            CollectiveSpec::Multicast { manifest, .. } => Some(manifest),
+            _ => None,
+        }
+    }
+
+    /// [`CollectiveSpec::manifest`], to seal it.
+    pub fn manifest_mut(&mut self) -> Option<&mut ManifestSpec> {
+        match self {
+            CollectiveSpec::Multicast { manifest, .. } => Some(manifest),
+            _ => None,
+        }
+    }
 }
 
 /// What a protocol's nodes hand to their application.

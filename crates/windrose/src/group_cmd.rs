@@ -57,6 +57,7 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
+use windrose_net::outcome::ShareResult;
 use windrose_net::trees::group_tree;
 use windrose_proto::choice::Choice;
 use windrose_proto::collective::{
@@ -408,21 +409,7 @@ struct MemberView {
     verified: Option<bool>,
     /// A scatter's member: the share it computed, as its host reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    share: Option<ShareView>,
-}
-
-/// A scatter member's share: where it lies in the load and what the member computed of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct ShareView {
-    /// First byte of the share in the load.
-    offset: u64,
-    /// Its length in bytes.
-    len: u64,
-    /// The BLAKE3 of those bytes, as the member computed it.
-    blake3: String,
-    /// Seconds from the member's start to the end of its computation, on its clock.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    computed_s: Option<f64>,
+    share: Option<ShareResult>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -702,12 +689,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                             blake3: digest.map(|d| blake3::Hash::from_bytes(d).to_hex().to_string()),
                             seconds: elapsed.map(|d| d.as_secs_f64()),
                             verified: None,
-                            share: share.map(|c| ShareView {
-                                offset: c.offset,
-                                len: c.len,
-                                blake3: blake3::Hash::from_bytes(c.digest).to_hex().to_string(),
-                                computed_s: c.computed.map(|d| d.as_secs_f64()),
-                            }),
+                            share: share.as_ref().map(ShareResult::from),
                         });
                     }
                 }
@@ -1390,15 +1372,15 @@ pub fn start_sort(
 /// received the root's bytes.
 fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) -> String {
     let short = |h: &str| h.chars().take(16).collect::<String>();
-    let share = |sh: &ShareView| {
+    let share = |sh: &ShareResult| {
         let mut t = format!(
             "share [{}, {}) BLAKE3 {}",
             sh.offset,
             sh.offset + sh.len,
             short(&sh.blake3)
         );
-        if let Some(c) = sh.computed_s {
-            t += &format!(", computed at {c:.3} s");
+        if sh.computed_ns > 0 {
+            t += &format!(", computed at {:.3} s", sh.computed_ns as f64 * 1e-9);
         }
         t
     };

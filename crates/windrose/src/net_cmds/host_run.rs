@@ -87,16 +87,6 @@ impl Expected {
     }
 }
 
-/// A member's computed share in the outcome's form.
-fn share_result(s: &ComputedShare) -> ShareResult {
-    ShareResult {
-        offset: s.offset,
-        len: s.len,
-        blake3: blake3::Hash::from_bytes(s.digest).to_hex().to_string(),
-        computed_ns: s.computed.map_or(0, |d| d.as_nanos() as u64),
-    }
-}
-
 /// The member's configuration shared by the root and `node --once`: the group key's
 /// handshake, the deadlines, the seed of its random choices, and every member digesting what
 /// it receives for the root's check.
@@ -284,7 +274,7 @@ impl RootRun<'_> {
                     blake3,
                     expected_blake3: want,
                     verified,
-                    share: d.and_then(|d| d.share.as_ref()).map(share_result),
+                    share: d.and_then(|d| d.share.as_ref()).map(ShareResult::from),
                     predicted_finish_s: schedule
                         .as_ref()
                         .and_then(|s| s.node(m.id))
@@ -310,7 +300,7 @@ impl RootRun<'_> {
             root_share: done
                 .get(&self.root)
                 .and_then(|d| d.share.as_ref())
-                .map(share_result),
+                .map(ShareResult::from),
             root_measurements: handle.measurements(),
             root_frames_sent: handle.frames_sent(),
         })
