@@ -109,28 +109,53 @@ fn pattern_file(path: &Path, mib: u32) {
 /// port for the 300 s of the finish timeout, and leave no file.
 #[test]
 fn a_receiver_resumed_after_its_root_gave_up_on_it_ends_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let group = dir.path().join("group.toml");
-    let ports = free_ports(3);
-    write_group(&group, "lab-stopped", &ports);
-    let data = dir.path().join("data.bin");
-    pattern_file(&data, 256);
-    let (outs, mut nodes) = procs::spawn_nodes(&group, dir.path(), 2);
-    let root = std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
-        .args(["multicast", "--protocol", "mob", "--quiet"])
-        .args(["--group", group.to_str().unwrap()])
-        .args(["--file", data.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut victim = nodes.pop().unwrap();
-    let pid = victim.id();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while partial_held(dir.path(), "got-2.bin", pid) < 8 << 20 {
-        assert!(Instant::now() < deadline, "node 2 never received 8 MiB");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    // Node 2 is stopped once it holds 8 MiB. On a loaded machine the poll may not run while
+    // node 2 receives the whole 256 MiB: then the scenario did not happen, and it starts over
+    // (a run never checks anything it did not set up).
+    let mut attempt = 0;
+    let (dir, ports, data, outs, nodes, root, mut victim, pid) = loop {
+        attempt += 1;
+        let dir = tempfile::tempdir().unwrap();
+        let group = dir.path().join("group.toml");
+        let ports = free_ports(3);
+        write_group(&group, "lab-stopped", &ports);
+        let data = dir.path().join("data.bin");
+        pattern_file(&data, 256);
+        let (outs, mut nodes) = procs::spawn_nodes(&group, dir.path(), 2);
+        let root = std::process::Command::new(assert_cmd::cargo::cargo_bin("windrose"))
+            .args(["multicast", "--protocol", "mob", "--quiet"])
+            .args(["--group", group.to_str().unwrap()])
+            .args(["--file", data.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut victim = nodes.pop().unwrap();
+        let pid = victim.id();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let held = loop {
+            if partial_held(dir.path(), "got-2.bin", pid) >= 8 << 20 {
+                break true;
+            }
+            if victim.try_wait().unwrap().is_some() || outs[1].exists() {
+                break false;
+            }
+            assert!(Instant::now() < deadline, "node 2 never received 8 MiB");
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        if held {
+            break (dir, ports, data, outs, nodes, root, victim, pid);
+        }
+        // Node 2 finished before the poll saw it hold 8 MiB: tear down and start again.
+        assert!(
+            attempt < 5,
+            "node 2 received everything before it could be stopped, 5 times"
+        );
+        for mut c in nodes.into_iter().chain([root, victim]) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    };
     // SAFETY: kill(2) of a process this test started.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
     let out = root.wait_with_output().unwrap();
