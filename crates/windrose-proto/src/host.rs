@@ -63,8 +63,8 @@ use crate::frame::{encoded_len, Message, TransferId};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind};
 use crate::mst_service::{MstLiveConfig, MstLiveState, MstService};
 use crate::node::{
-    node_rng, Command, ComputeTask, ComputedShare, Input, Output, Outputs, Protocol, ProtocolError,
-    Report, SendId, SetupError, Status, TaskId, TimerId, Transmit,
+    node_rng, AbortReason, Command, ComputeTask, ComputedShare, Input, Output, Outputs, Protocol,
+    ProtocolError, Report, SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
 use crate::pieces::PieceVerifier;
 use crate::planner::{Planner, TreePolicy};
@@ -378,6 +378,12 @@ impl MemberReport {
     fn digest_bytes(&self) -> Option<[u8; 32]> {
         from_hex(self.digest.as_deref()?)
     }
+}
+
+/// Why a member's part ended when the collective's initiator failed, whichever of the machine
+/// (its `PeerFailed` abort) and the Host (its silence) noticed first.
+fn lost_initiator(peer: NodeId) -> String {
+    format!("lost the collective's initiator, node {peer}")
 }
 
 fn to_hex(d: &[u8; 32]) -> String {
@@ -883,6 +889,13 @@ impl Host {
                 }
                 Output::Report(r) => out.push(Output::Report(r)),
                 Output::Finished => ended = Some(None),
+                // The initiator lost: one wording whether the machine or the Host noticed
+                // first (see `collectives_lose`).
+                Output::Aborted(AbortReason::PeerFailed { peer })
+                    if self.slots.get(&t).is_some_and(|s| s.initiator == peer) =>
+                {
+                    ended = Some(Some(lost_initiator(peer)))
+                }
                 Output::Aborted(reason) => ended = Some(Some(reason.to_string())),
             }
         }
@@ -1641,7 +1654,7 @@ impl Host {
                 .map(|s| s.ended)
             {
                 if !ended {
-                    let why = format!("lost the collective's initiator, node {peer}");
+                    let why = lost_initiator(peer);
                     self.machine_ended(now, t, Some(why), out);
                 }
                 self.retire(t);
