@@ -1555,10 +1555,13 @@ impl Host {
         let rejoinable: Vec<TransferId> = self
             .slots
             .iter()
-            // A member that already finished its part is not taken back. The root's machine
-            // may have ended: whether it still serves a rejoining member is the protocol's
-            // business (a tree broadcast's root resends; a swarm's says the run ended).
-            .filter(|(_, s)| s.initiator == me && s.started && !s.counted_finished.contains(&peer))
+            // A member whose earlier life finished its part is taken back too: what that life
+            // received went with it (or its shelf keeps it, and the new life resumes from
+            // there), and a new life left out would wait for a collective that never comes.
+            // The root's machine may have ended: whether it still serves a rejoining member is
+            // the protocol's business (a tree broadcast's root resends; a swarm's says the
+            // run ended).
+            .filter(|(_, s)| s.initiator == me && s.started)
             .filter(|(_, s)| {
                 s.announced
                     .as_ref()
@@ -1572,6 +1575,9 @@ impl Host {
             };
             if slot.counted_failed.remove(&peer) {
                 slot.tally.1 -= 1;
+            }
+            if slot.counted_finished.remove(&peer) {
+                slot.tally.0 -= 1;
             }
             // Its new life takes part: a later failure is a new one.
             slot.excluded.remove(&peer);

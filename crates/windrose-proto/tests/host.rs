@@ -923,6 +923,54 @@ fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }
 
+/// A member that finished its part and then restarted while the collective still runs (node
+/// 3 is held) is taken back: its new life gets the data again instead of waiting for a
+/// collective nobody announces to it, and the collective completes with each member counted
+/// once.
+#[test]
+fn a_member_restarted_after_it_finished_is_taken_back() {
+    let data: &'static [u8] = b"0123456789abcdefghijklmnopqrstuv";
+    let mut hosts: Vec<Host> = (0..4).map(|i| host(i, 4)).collect();
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(broadcast(4), data)));
+    let (seen, _, held) = pump_routed(&mut hosts, q, |to, m| match to.0 {
+        3 if !matches!(m, Message::Session(_)) => Route::Hold,
+        _ => Route::Deliver,
+    });
+    let t = started_transfer(&seen[0]);
+    assert_eq!(delivered(&seen[2]), data.to_vec());
+    assert!(seen[0].iter().any(|o| matches!(
+        o,
+        Output::Report(Report::MemberDone {
+            member: NodeId(2),
+            finished: true,
+            ..
+        })
+    )));
+    assert_eq!(hosts[0].running().collect::<Vec<_>>(), vec![t]);
+
+    // Node 2 restarts (a new host) while node 3 is still held; then node 3 is continued.
+    hosts[2] = host(2, 4);
+    let mut q: VecDeque<(NodeId, Input)> = [(NodeId(2), Input::Start)].into();
+    q.extend(held);
+    let seen = pump(&mut hosts, q);
+    assert!(seen[0].contains(&Output::Report(Report::PeerRejoined {
+        peer: NodeId(2),
+        transfer: t
+    })));
+    assert_eq!(delivered(&seen[2]), data.to_vec(), "the new life's data");
+    assert!(
+        seen[0].contains(&Output::Report(Report::CollectiveComplete {
+            transfer: t,
+            finished: 4,
+            failed: 0
+        })),
+        "{:?}",
+        seen[0]
+    );
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}
+
 /// A scatter's members each report the share they kept and computed: the initiator hears,
 /// per member, the share's place in the load and the digest of its bytes, the shares tile the
 /// load, and each digest is the root's own bytes at that place. A share report's length does

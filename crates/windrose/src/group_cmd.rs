@@ -682,6 +682,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 }
                 GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, share }) => {
                     if let Some(s) = started.get_mut(&transfer) {
+                        // A member restarted and taken back reports again: its last life counts.
+                        s.members.retain(|m| m.member != member.0);
                         s.members.push(MemberView {
                             member: member.0,
                             finished,
