@@ -102,6 +102,10 @@ pub struct GroupConfig {
     /// compute speed is known (and shared) before its first scatter; None: learn it from the
     /// scatters only.
     pub calibrate_compute: Option<usize>,
+    /// Members tell the initiator of a broadcast or multicast how much they hold this many
+    /// times per collective ([`HostConfig::progress_parts`], whose default it takes; 0:
+    /// never), for its progress bar.
+    pub progress_parts: u32,
 }
 
 impl GroupConfig {
@@ -123,6 +127,7 @@ impl GroupConfig {
             mst: None,
             shelf: None,
             calibrate_compute: None,
+            progress_parts: windrose_proto::host::DEFAULT_PROGRESS_PARTS,
         }
     }
 
@@ -142,6 +147,7 @@ impl GroupConfig {
         c.digest_deliveries = self.digest_deliveries;
         c.mst = self.mst;
         c.shelf = self.shelf.clone();
+        c.progress_parts = self.progress_parts;
         c.announce_auth = self.handshake.manifest_key().map(|k| {
             Arc::new(crate::auth::ManifestMac::new(k))
                 as Arc<dyn windrose_proto::host::AnnounceAuth>

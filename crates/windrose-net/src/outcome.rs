@@ -102,34 +102,12 @@ pub const MAX_PIECE_BYTES: u32 =
 /// progress).
 #[derive(Clone, Debug, PartialEq)]
 pub enum NetEvent {
-    /// A connection to a peer is established.
-    Connected {
-        /// The peer.
-        peer: NodeId,
-    },
-    /// An incoming connection was refused or a handshake failed.
-    Rejected {
-        /// Who and why.
-        reason: String,
-    },
-    /// A job arrived from the root (non-root nodes).
-    Job {
-        /// `broadcast`, `scatter` or `multicast`.
-        collective: &'static str,
-        /// Bytes of the root's data.
-        total_len: u64,
-    },
-    /// A node is connected to its neighbours (seen at the root).
-    Ready {
-        /// The node.
-        node: NodeId,
-    },
     /// The collective started (Go).
     Started {
         /// Bytes of the data.
         total_len: u64,
     },
-    /// A node's progress (at the root: each node's, at a node: its own).
+    /// A node's progress, as it reported it to the root.
     Progress {
         /// The node.
         node: NodeId,

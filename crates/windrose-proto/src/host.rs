@@ -177,6 +177,12 @@ pub struct HostConfig {
     /// keyed group's manifest MAC, [`AnnounceAuth`]); None: announcements are taken as they
     /// come (the connections may still be authenticated).
     pub announce_auth: Option<Arc<dyn AnnounceAuth>>,
+    /// A member receiving a collective's whole data ([`Delivers::AllData`]) tells the
+    /// initiator how much it holds each time it passes another `1 / progress_parts` of it
+    /// (at least [`PROGRESS_MIN_STEP`] apart; 0: never), which the initiator reports as
+    /// [`Report::MemberProgress`] for its application's progress bar. Keyed to bytes, not
+    /// time, so a run sends the same frames in every driver.
+    pub progress_parts: u32,
 }
 
 impl HostConfig {
@@ -198,6 +204,7 @@ impl HostConfig {
             mst: None,
             shelf: None,
             announce_auth: None,
+            progress_parts: DEFAULT_PROGRESS_PARTS,
         }
     }
 }
@@ -380,6 +387,14 @@ impl MemberReport {
     }
 }
 
+/// How many progress messages a member sends per collective by default
+/// ([`HostConfig::progress_parts`]).
+pub const DEFAULT_PROGRESS_PARTS: u32 = 16;
+
+/// Smallest step between two of a member's progress messages ([`HostConfig::progress_parts`]):
+/// a small collective sends none.
+pub const PROGRESS_MIN_STEP: u64 = 1 << 20;
+
 /// Why a member's part ended when the collective's initiator failed, whichever of the machine
 /// (its `PeerFailed` abort) and the Host (its silence) noticed first.
 fn lost_initiator(peer: NodeId) -> String {
@@ -466,6 +481,14 @@ pub enum SessionMsg {
         /// How.
         report: MemberReport,
     },
+    /// A member's progress: the bytes of the collective it holds now
+    /// ([`HostConfig::progress_parts`]).
+    Progress {
+        /// The transfer.
+        transfer: TransferId,
+        /// Bytes delivered to its application so far.
+        bytes: u64,
+    },
     /// Every member's part ended: forget the collective.
     Close {
         /// The transfer.
@@ -519,6 +542,7 @@ impl SessionMsg {
             | SessionMsg::Go { transfer, .. }
             | SessionMsg::Cancel { transfer, .. }
             | SessionMsg::Done { transfer, .. }
+            | SessionMsg::Progress { transfer, .. }
             | SessionMsg::Close { transfer }
             | SessionMsg::Abort { transfer, .. } => Some(*transfer),
             SessionMsg::Heartbeat
@@ -540,6 +564,9 @@ struct Slot {
     /// Inputs that arrived before Go, in order.
     held: Vec<Input>,
     bytes_delivered: u64,
+    /// At a member: the step between its progress messages to the initiator (0: none) and
+    /// the bytes delivered at which the next goes out.
+    progress: (u64, u64),
     /// The digest of what the machine delivered ([`HostConfig::digest_deliveries`]).
     digest: Option<Box<dyn app::DeliveryDigest>>,
     /// The collective's members compute a share ([`Delivers::Share`]): the host digests the
@@ -678,6 +705,20 @@ fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
 }
 
 impl Host {
+    /// A member's progress step and first threshold for a collective of `total_len` bytes
+    /// (see [`HostConfig::progress_parts`]); (0, 0) when it sends none.
+    fn progress_step(&self, spec: &CollectiveSpec, total_len: u64) -> (u64, u64) {
+        let parts = u64::from(self.config.progress_parts);
+        if parts == 0 || spec.descriptor().delivers != Delivers::AllData {
+            return (0, 0);
+        }
+        let step = (total_len / parts).max(PROGRESS_MIN_STEP);
+        if step >= total_len {
+            return (0, 0);
+        }
+        (step, step)
+    }
+
     /// A fresh digest for a collective's deliveries, when this host makes them.
     fn new_digest(&self) -> Option<Box<dyn app::DeliveryDigest>> {
         if self.config.digest_deliveries {
@@ -803,6 +844,8 @@ impl Host {
     /// Performs a machine's outputs as the host's: ids renamed, ends reported.
     fn forward(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         let mut ended = None;
+        // The last progress message this step calls for: (initiator, bytes).
+        let mut progress = None;
         // The machine's outputs, taken out of the reused buffer (no allocation per step).
         let mut scratch = std::mem::take(&mut self.scratch);
         for o in scratch.drain() {
@@ -880,6 +923,11 @@ impl Host {
                         if let Some(d) = s.digest.as_mut() {
                             d.update(&data);
                         }
+                        let (step, next) = s.progress;
+                        if step > 0 && s.bytes_delivered >= next {
+                            s.progress.1 = (s.bytes_delivered / step + 1) * step;
+                            progress = Some((s.initiator, s.bytes_delivered));
+                        }
                     }
                     out.push(Output::Deliver {
                         transfer,
@@ -900,6 +948,11 @@ impl Host {
             }
         }
         self.scratch = scratch;
+        // Not with the last bytes: the member's Done says that.
+        if let Some((initiator, bytes)) = progress.filter(|_| ended.is_none()) {
+            let msg = SessionMsg::Progress { transfer: t, bytes };
+            self.send_session(now, initiator, &msg, out);
+        }
         if let Some(error) = ended {
             self.machine_ended(now, t, error, out);
         }
@@ -1192,6 +1245,7 @@ impl Host {
                 started_at: None,
                 held: Vec::new(),
                 bytes_delivered: 0,
+                progress: (0, 0),
                 digest: self.new_digest(),
                 digests_share: self.digests_share(spec),
                 share: None,
@@ -1295,6 +1349,7 @@ impl Host {
                                 started_at: None,
                                 held: Vec::new(),
                                 bytes_delivered: 0,
+                                progress: self.progress_step(&spec, total_len),
                                 digest: self.new_digest(),
                                 digests_share: self.digests_share(&spec),
                                 share: None,
@@ -1449,6 +1504,24 @@ impl Host {
                 }
                 self.tally(now, t, from, &report, out);
                 Ok(())
+            }
+            SessionMsg::Progress { transfer: t, bytes } => {
+                match self.slots.get(&t) {
+                    Some(s) if s.initiator != me => Err(inconsistent(
+                        from,
+                        "reports progress on a collective this node did not start",
+                    )),
+                    Some(s) if s.awaiting_done.contains(&from) => {
+                        out.push(Output::Report(Report::MemberProgress {
+                            transfer: t,
+                            member: from,
+                            bytes,
+                        }));
+                        Ok(())
+                    }
+                    // Ended, or counted out already: late news.
+                    _ => Ok(()),
+                }
             }
             SessionMsg::Close { transfer: t } => {
                 match self.slots.get(&t) {

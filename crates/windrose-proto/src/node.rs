@@ -245,6 +245,17 @@ pub enum Report {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         share: Option<ComputedShare>,
     },
+    /// At the initiator: how much of the collective a member holds, as it reported it
+    /// ([`HostConfig::progress_parts`](crate::host::HostConfig::progress_parts)); its last
+    /// word is its [`Report::MemberDone`].
+    MemberProgress {
+        /// The collective.
+        transfer: TransferId,
+        /// The member.
+        member: NodeId,
+        /// Bytes it holds.
+        bytes: u64,
+    },
     /// The host declared a member failed: nothing arrived from it for too long.
     PeerDown {
         /// The member.

@@ -971,6 +971,59 @@ fn a_member_restarted_after_it_finished_is_taken_back() {
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }
 
+/// Members of a broadcast tell the initiator how much they hold every 1/16 of the data (at
+/// least 1 MiB apart), keyed to bytes, so the initiator's application can draw a progress bar;
+/// the last bytes are the member's Done, and a small collective sends no progress at all.
+#[test]
+fn members_report_their_progress_to_the_initiator_every_sixteenth() {
+    let big: &'static [u8] = Box::leak(vec![7u8; 32 << 20].into_boxed_slice());
+    let spec = CollectiveSpec::Broadcast {
+        tree: TreeSpec::of(&binomial_all(3, NodeId(0)).unwrap()),
+        segment_bytes: 1 << 20,
+        max_frame_payload: 1 << 20,
+    };
+    let mut hosts: Vec<Host> = (0..3).map(|i| host(i, 3)).collect();
+    let mut q = started_all(&hosts);
+    q.push_back((NodeId(0), start(spec, big)));
+    let (seen, sent, _) = pump_routed(&mut hosts, q, |_, _| Route::Deliver);
+    for member in [1u32, 2] {
+        let told: Vec<u64> = sent
+            .iter()
+            .filter_map(|(from, to, m)| match m {
+                SessionMsg::Progress { bytes, .. } if from.0 == member && to.0 == 0 => Some(*bytes),
+                _ => None,
+            })
+            .collect();
+        let step = (32u64 << 20) / 16;
+        assert_eq!(
+            told,
+            (1..16).map(|k| k * step).collect::<Vec<_>>(),
+            "member {member}"
+        );
+        let reported: Vec<u64> = seen[0]
+            .iter()
+            .filter_map(|o| match o {
+                Output::Report(Report::MemberProgress {
+                    member: m, bytes, ..
+                }) if m.0 == member => Some(*bytes),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reported, told, "member {member}");
+    }
+    // 32 bytes: no progress, only Done.
+    let mut hosts: Vec<Host> = (0..3).map(|i| host(i, 3)).collect();
+    let mut q = started_all(&hosts);
+    q.push_back((
+        NodeId(0),
+        start(broadcast(3), b"0123456789abcdefghijklmnopqrstuv"),
+    ));
+    let (_, sent, _) = pump_routed(&mut hosts, q, |_, _| Route::Deliver);
+    assert!(!sent
+        .iter()
+        .any(|(_, _, m)| matches!(m, SessionMsg::Progress { .. })));
+}
+
 /// A scatter's members each report the share they kept and computed: the initiator hears,
 /// per member, the share's place in the load and the digest of its bytes, the shares tile the
 /// load, and each digest is the root's own bytes at that place. A share report's length does

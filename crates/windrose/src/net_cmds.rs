@@ -654,13 +654,9 @@ async fn progress(
     );
     bar.set_message("connecting");
     let mut held: BTreeMap<NodeId, u64> = BTreeMap::new();
-    let (mut ready, mut reported) = (0, 0);
+    let mut reported = 0;
     while let Some(ev) = rx.recv().await {
         match ev {
-            NetEvent::Ready { .. } => {
-                ready += 1;
-                bar.set_message(format!("{ready}/{receivers} nodes ready"));
-            }
             NetEvent::Started { .. } => {
                 if announce_go {
                     use std::io::Write as _;

@@ -198,6 +198,10 @@ impl RootRun<'_> {
                         }
                         done.insert(member, Done { finished, bytes: bytes_delivered, digest, elapsed, share });
                     }
+                    GroupEvent::Report(Report::MemberProgress { transfer: t, member, bytes }) if t == transfer => {
+                        let total_bytes = self.data.len() as u64;
+                        let _ = progress.send(NetEvent::Progress { node: member, done_bytes: bytes, total_bytes });
+                    }
                     GroupEvent::Report(Report::CollectiveComplete { transfer: t, .. }) if t == transfer => {
                         elapsed = Some(go.map_or(0.0, |g| g.elapsed().as_secs_f64()));
                         if !left {
