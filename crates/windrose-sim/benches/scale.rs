@@ -9,7 +9,7 @@
 //!                                              --mib 64 --budget-s 600]
 //! ```
 //!
-//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress]`), so its peak memory is
+//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress] [--setup]`), so its peak memory is
 //! its own VmHWM from `/proc/self/status` (Linux; `-` elsewhere) and a run past `--budget-s`
 //! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
 //! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
@@ -82,8 +82,17 @@ fn peak_kib() -> Option<u64> {
 /// One run in this process: `events wall_s peak_kib fraction` on one line; with `log`, the
 /// event log is written there (to compare two builds' runs line by line); with `progress`,
 /// simulated time, engine events and wall seconds go to stderr every 10 wall seconds (to
-/// extrapolate a run too long to finish).
-fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool) -> String {
+/// extrapolate a run too long to finish); with `setup`, the process prints
+/// `setup WALL_S PEAK_KIB EVENTS` and exits at the first progress callback (after the first
+/// millisecond of simulated time), to measure the setup alone (under `/usr/bin/time`).
+fn child(
+    protocol: &str,
+    n: usize,
+    mib: u64,
+    log: Option<&Path>,
+    progress: bool,
+    setup: bool,
+) -> String {
     let text = scenario(protocol, n, mib);
     let t = Instant::now();
     let s = parse_scenario(&text, Path::new("scale.toml")).expect("the scale scenario parses");
@@ -92,6 +101,15 @@ fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool)
     });
     let mut last = Instant::now();
     let mut tell = |p: &Progress| {
+        if setup {
+            println!(
+                "setup {:.6} {} {}",
+                t.elapsed().as_secs_f64(),
+                peak_kib().map_or("-".to_string(), |k| k.to_string()),
+                p.events
+            );
+            std::process::exit(0);
+        }
         if progress && last.elapsed() >= Duration::from_secs(10) {
             last = Instant::now();
             eprintln!(
@@ -139,13 +157,14 @@ fn main() {
             .position(|a| a == "--log")
             .map(|i| Path::new(&args[i + 1]));
         let progress = args.iter().any(|a| a == "--progress");
-        println!("{}", child(protocol, n, mib, log, progress));
+        let setup = args.iter().any(|a| a == "--setup");
+        println!("{}", child(protocol, n, mib, log, progress, setup));
         return;
     }
     // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
     if !args.iter().any(|a| a == "--bench") {
         for p in protocols() {
-            let line = child(&p, 64, 4, None, false);
+            let line = child(&p, 64, 4, None, false, false);
             println!("smoke {p} N=64 4 MiB: {line}");
         }
         return;
