@@ -1,8 +1,8 @@
 //! Bench binary: the simulator at scale (issue 20). For every protocol and N = 64, 256, ...
 //! 16,384 nodes in 4 equal clusters (the seed-002 fast WAN links, 10 ms one way, 10 Gbit/s
 //! nodes), 64 MiB from node 0 in 256 KiB pieces or segments, prints the engine events, the
-//! wall time, events per wall second, peak memory and (multicasts) the fraction of the
-//! max-flow bound.
+//! wall time, the setup time (to the first simulated millisecond), events per wall second,
+//! peak memory and (multicasts) the fraction of the max-flow bound.
 //!
 //! ```text
 //! cargo bench -p windrose-sim --bench scale [-- --max-n 1024 --runs 3 --protocols mob,binomial
@@ -79,7 +79,9 @@ fn peak_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// One run in this process: `events wall_s peak_kib fraction` on one line; with `log`, the
+/// One run in this process: `events wall_s peak_kib fraction setup_s` on one line (`setup_s`:
+/// wall seconds to the first progress callback, i.e. parsing, the bound, the machines and the
+/// first simulated millisecond); with `log`, the
 /// event log is written there (to compare two builds' runs line by line); with `progress`,
 /// simulated time, engine events and wall seconds go to stderr every 10 wall seconds (to
 /// extrapolate a run too long to finish); with `setup`, the process prints
@@ -100,7 +102,9 @@ fn child(
         std::io::BufWriter::new(std::fs::File::create(p).expect("the log file can be created"))
     });
     let mut last = Instant::now();
+    let mut setup_s: Option<f64> = None;
     let mut tell = |p: &Progress| {
+        setup_s.get_or_insert_with(|| t.elapsed().as_secs_f64());
         if setup {
             println!(
                 "setup {:.6} {} {}",
@@ -143,7 +147,8 @@ fn child(
         .and_then(|m| m.fraction_of_bound)
         .map_or("-".to_string(), |f| format!("{:.3}", f));
     let peak = peak_kib().map_or("-".to_string(), |k| k.to_string());
-    format!("{} {wall:.6} {peak} {fraction}", report.events)
+    let setup_s = setup_s.unwrap_or(wall);
+    format!("{} {wall:.6} {peak} {fraction} {setup_s:.6}", report.events)
 }
 
 fn main() {
@@ -181,13 +186,14 @@ fn main() {
         budget.as_secs_f64()
     );
     println!(
-        "{:>14} {:>6} {:>10} {:>9} {:>12} {:>9} {:>8}",
-        "protocol", "N", "events", "wall s", "events/s", "peak MB", "bound"
+        "{:>14} {:>6} {:>10} {:>9} {:>9} {:>12} {:>9} {:>8}",
+        "protocol", "N", "events", "wall s", "setup s", "events/s", "peak MB", "bound"
     );
     for protocol in list.split(',').filter(|p| !p.is_empty()) {
         let mut n = 64;
         while n <= max_n {
             let mut walls = Vec::new();
+            let mut setups = Vec::new();
             let mut last: Option<Vec<String>> = None;
             let mut timed_out = false;
             for _ in 0..runs {
@@ -221,12 +227,13 @@ fn main() {
                 let out = c.wait_with_output().expect("child output");
                 let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
                 let f: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-                if !out.status.success() || f.len() != 4 {
+                if !out.status.success() || f.len() != 5 {
                     println!("{protocol:>14} {n:>6} failed: {line}");
                     timed_out = true;
                     break;
                 }
                 walls.push(f[1].parse::<f64>().unwrap_or(f64::NAN));
+                setups.push(f[4].parse::<f64>().unwrap_or(f64::NAN));
                 last = Some(f);
             }
             if timed_out {
@@ -239,11 +246,12 @@ fn main() {
             let f = last.expect("at least one run");
             let events: f64 = f[0].parse().unwrap_or(f64::NAN);
             let wall = median(&mut walls);
+            let setup = median(&mut setups);
             let peak = f[2]
                 .parse::<f64>()
                 .map_or("-".to_string(), |k| format!("{:.0}", k / 1024.0));
             println!(
-                "{protocol:>14} {n:>6} {:>10} {wall:>9.3} {:>12.0} {peak:>9} {:>8}",
+                "{protocol:>14} {n:>6} {:>10} {wall:>9.3} {setup:>9.3} {:>12.0} {peak:>9} {:>8}",
                 f[0],
                 events / wall,
                 f[3]
