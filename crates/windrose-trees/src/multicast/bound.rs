@@ -21,6 +21,11 @@
 //!
 //! The multicast throughput from `root` can never exceed the max-flow from the root to any one
 //! receiver, so the bound is the minimum over receivers of the max-flow ([`multicast_bound`]).
+//! By Edmonds' branching theorem it is also achievable by a fractional packing of spanning
+//! arborescences when relaying nodes may forward at will (Edmonds 1973); with routes that share
+//! access and WAN links it is an upper bound. The max-flow is Dinic's algorithm
+//! ([`FlowNetwork::max_flow`]) on `f64` capacities, with a tolerance relative to the largest
+//! capacity.
 //!
 //! One max-flow per cluster is enough, not one per receiver. A receiver `v` of cluster `c` is
 //! entered only by its downlink arc `down(c) → v`, and a simple path from the root to `down(c)`
@@ -31,11 +36,6 @@
 //! to `v`. The bound costs `clusters` max-flows on a network of `nodes + 4 × clusters`
 //! vertices, near-linear in the nodes for a fixed number of clusters (it was one max-flow per
 //! receiver, quadratic: about 10 CPU seconds at 16,384 nodes in 4 clusters).
-//! By Edmonds' branching theorem it is also achievable by a fractional packing of spanning
-//! arborescences when relaying nodes may forward at will (Edmonds 1973); with routes that share
-//! access and WAN links it is an upper bound. The max-flow is Dinic's algorithm
-//! ([`FlowNetwork::max_flow`]) on `f64` capacities, with a tolerance relative to the largest
-//! capacity.
 //!
 //! For a platform whose capacities change over time, [`completion_time_s`] integrates a
 //! piecewise-constant bound until a message is delivered. That is not an upper bound on what a
