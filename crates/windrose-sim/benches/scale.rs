@@ -1,15 +1,15 @@
 //! Bench binary: the simulator at scale (issue 20). For every protocol and N = 64, 256, ...
 //! 16,384 nodes in 4 equal clusters (the seed-002 fast WAN links, 10 ms one way, 10 Gbit/s
 //! nodes), 64 MiB from node 0 in 256 KiB pieces or segments, prints the engine events, the
-//! wall time, events per wall second, peak memory and (multicasts) the fraction of the
-//! max-flow bound.
+//! wall time, the setup time (to the first simulated millisecond), events per wall second,
+//! peak memory and (multicasts) the fraction of the max-flow bound.
 //!
 //! ```text
 //! cargo bench -p windrose-sim --bench scale [-- --max-n 1024 --runs 3 --protocols mob,binomial
 //!                                              --mib 64 --budget-s 600]
 //! ```
 //!
-//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress]`), so its peak memory is
+//! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress] [--setup]`), so its peak memory is
 //! its own VmHWM from `/proc/self/status` (Linux; `-` elsewhere) and a run past `--budget-s`
 //! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
 //! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
@@ -79,11 +79,22 @@ fn peak_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// One run in this process: `events wall_s peak_kib fraction` on one line; with `log`, the
+/// One run in this process: `events wall_s peak_kib fraction setup_s` on one line (`setup_s`:
+/// wall seconds to the first progress callback, i.e. parsing, the bound, the machines and the
+/// first simulated millisecond); with `log`, the
 /// event log is written there (to compare two builds' runs line by line); with `progress`,
 /// simulated time, engine events and wall seconds go to stderr every 10 wall seconds (to
-/// extrapolate a run too long to finish).
-fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool) -> String {
+/// extrapolate a run too long to finish); with `setup`, the process prints
+/// `setup WALL_S PEAK_KIB EVENTS` and exits at the first progress callback (after the first
+/// millisecond of simulated time), to measure the setup alone (under `/usr/bin/time`).
+fn child(
+    protocol: &str,
+    n: usize,
+    mib: u64,
+    log: Option<&Path>,
+    progress: bool,
+    setup: bool,
+) -> String {
     let text = scenario(protocol, n, mib);
     let t = Instant::now();
     let s = parse_scenario(&text, Path::new("scale.toml")).expect("the scale scenario parses");
@@ -91,7 +102,18 @@ fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool)
         std::io::BufWriter::new(std::fs::File::create(p).expect("the log file can be created"))
     });
     let mut last = Instant::now();
+    let mut setup_s: Option<f64> = None;
     let mut tell = |p: &Progress| {
+        setup_s.get_or_insert_with(|| t.elapsed().as_secs_f64());
+        if setup {
+            println!(
+                "setup {:.6} {} {}",
+                t.elapsed().as_secs_f64(),
+                peak_kib().map_or("-".to_string(), |k| k.to_string()),
+                p.events
+            );
+            std::process::exit(0);
+        }
         if progress && last.elapsed() >= Duration::from_secs(10) {
             last = Instant::now();
             eprintln!(
@@ -125,7 +147,8 @@ fn child(protocol: &str, n: usize, mib: u64, log: Option<&Path>, progress: bool)
         .and_then(|m| m.fraction_of_bound)
         .map_or("-".to_string(), |f| format!("{:.3}", f));
     let peak = peak_kib().map_or("-".to_string(), |k| k.to_string());
-    format!("{} {wall:.6} {peak} {fraction}", report.events)
+    let setup_s = setup_s.unwrap_or(wall);
+    format!("{} {wall:.6} {peak} {fraction} {setup_s:.6}", report.events)
 }
 
 fn main() {
@@ -139,13 +162,14 @@ fn main() {
             .position(|a| a == "--log")
             .map(|i| Path::new(&args[i + 1]));
         let progress = args.iter().any(|a| a == "--progress");
-        println!("{}", child(protocol, n, mib, log, progress));
+        let setup = args.iter().any(|a| a == "--setup");
+        println!("{}", child(protocol, n, mib, log, progress, setup));
         return;
     }
     // `cargo test --benches` runs this without `--bench`: a smoke at N = 64, in-process.
     if !args.iter().any(|a| a == "--bench") {
         for p in protocols() {
-            let line = child(&p, 64, 4, None, false);
+            let line = child(&p, 64, 4, None, false, false);
             println!("smoke {p} N=64 4 MiB: {line}");
         }
         return;
@@ -162,13 +186,14 @@ fn main() {
         budget.as_secs_f64()
     );
     println!(
-        "{:>14} {:>6} {:>10} {:>9} {:>12} {:>9} {:>8}",
-        "protocol", "N", "events", "wall s", "events/s", "peak MB", "bound"
+        "{:>14} {:>6} {:>10} {:>9} {:>9} {:>12} {:>9} {:>8}",
+        "protocol", "N", "events", "wall s", "setup s", "events/s", "peak MB", "bound"
     );
     for protocol in list.split(',').filter(|p| !p.is_empty()) {
         let mut n = 64;
         while n <= max_n {
             let mut walls = Vec::new();
+            let mut setups = Vec::new();
             let mut last: Option<Vec<String>> = None;
             let mut timed_out = false;
             for _ in 0..runs {
@@ -202,12 +227,13 @@ fn main() {
                 let out = c.wait_with_output().expect("child output");
                 let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
                 let f: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-                if !out.status.success() || f.len() != 4 {
+                if !out.status.success() || f.len() != 5 {
                     println!("{protocol:>14} {n:>6} failed: {line}");
                     timed_out = true;
                     break;
                 }
                 walls.push(f[1].parse::<f64>().unwrap_or(f64::NAN));
+                setups.push(f[4].parse::<f64>().unwrap_or(f64::NAN));
                 last = Some(f);
             }
             if timed_out {
@@ -220,11 +246,12 @@ fn main() {
             let f = last.expect("at least one run");
             let events: f64 = f[0].parse().unwrap_or(f64::NAN);
             let wall = median(&mut walls);
+            let setup = median(&mut setups);
             let peak = f[2]
                 .parse::<f64>()
                 .map_or("-".to_string(), |k| format!("{:.0}", k / 1024.0));
             println!(
-                "{protocol:>14} {n:>6} {:>10} {wall:>9.3} {:>12.0} {peak:>9} {:>8}",
+                "{protocol:>14} {n:>6} {:>10} {wall:>9.3} {setup:>9.3} {:>12.0} {peak:>9} {:>8}",
                 f[0],
                 events / wall,
                 f[3]

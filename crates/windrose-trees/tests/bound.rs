@@ -309,3 +309,135 @@ proptest! {
         prop_assert!(t >= message / fastest * (1.0 - 1e-6), "{} < {}", t, message / fastest);
     }
 }
+
+/// The bound as it was computed before one max-flow per cluster: one max-flow from the root to
+/// every receiver (the reference for `one_max_flow_per_cluster_equals_one_per_receiver`).
+fn reference_bound(p: &Platform, root: NodeId) -> (f64, NodeId, Vec<f64>) {
+    let mut g = platform_network(p);
+    let s = g.vertex(root);
+    let n = p.node_count();
+    let mut per = vec![f64::INFINITY; n];
+    let mut best: Option<(f64, NodeId)> = None;
+    for v in (0..n as u32).map(NodeId).filter(|&v| v != root) {
+        let f = g.network.max_flow(s, g.vertex(v));
+        per[v.0 as usize] = f;
+        match best {
+            Some((b, _)) if f >= b => {}
+            _ => best = Some((f, v)),
+        }
+    }
+    let (b, at) = best.unwrap();
+    (b, at, per)
+}
+
+/// Platforms of 1-4 clusters of 1-4 nodes; capacities drawn from a few values (so receivers
+/// tie, within and across clusters) or from a range, WAN and access links included.
+fn wider_platform() -> impl Strategy<Value = Platform> {
+    prop::collection::vec(1usize..=4, 1..=4)
+        .prop_flat_map(|sizes| {
+            let c = sizes.len();
+            let n: usize = sizes.iter().sum();
+            (
+                Just(sizes),
+                prop::collection::vec(capacity(), 2 * n + 2 * c + c * c),
+            )
+        })
+        .prop_map(|(sizes, caps)| {
+            let mut it = caps.into_iter();
+            let mut b = Platform::builder();
+            for &s in &sizes {
+                b = b.cluster(ClusterSpec::uniform(s, 1.0, 1.0, 1e-4));
+            }
+            let c = sizes.len();
+            for i in 0..c {
+                for j in 0..c {
+                    let w = it.next().unwrap();
+                    if i != j {
+                        b = b.wan(ClusterId(i as u32), ClusterId(j as u32), w, 0.01);
+                    }
+                }
+            }
+            let mut p = b.build().unwrap();
+            let links: Vec<LinkId> = p
+                .links()
+                .filter(|l| !matches!(l, LinkId::Wan { .. }))
+                .collect();
+            for l in links {
+                p.set_capacity(l, it.next().unwrap()).unwrap();
+            }
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `multicast_bound` (one max-flow per cluster, `min(downlink, flow into the cluster)` per
+    /// receiver) gives every receiver the max-flow the per-receiver reference computes, and the
+    /// same bound and bottleneck receiver.
+    #[test]
+    fn one_max_flow_per_cluster_equals_one_per_receiver(p in wider_platform(), r in 0u32..16) {
+        let n = p.node_count() as u32;
+        prop_assume!(n >= 2);
+        let root = NodeId(r % n);
+        let (bytes_s, at, per) = reference_bound(&p, root);
+        let b = multicast_bound(&p, root).unwrap();
+        prop_assert_eq!(b.per_receiver_bytes_s.len(), per.len());
+        for (v, (&new, &old)) in b.per_receiver_bytes_s.iter().zip(&per).enumerate() {
+            prop_assert!(new == old || close(new, old), "receiver {}: {} vs {}", v, new, old);
+        }
+        prop_assert!(close(b.bytes_s, bytes_s), "bound {} vs {}", b.bytes_s, bytes_s);
+        // The same receiver unless two tie within rounding; then the lowest id at the bound.
+        let at_new = b.bottleneck_receiver;
+        prop_assert!(at_new == at || close(per[at_new.0 as usize], bytes_s), "{} vs {}", at_new, at);
+        for v in (0..at_new.0).filter(|&v| v != root.0) {
+            prop_assert!(b.per_receiver_bytes_s[v as usize] > b.bytes_s);
+        }
+    }
+}
+
+/// At 1,024 nodes in 4 clusters (three node speeds, so classes differ within a cluster) the
+/// bound equals the per-receiver reference on every receiver.
+#[test]
+fn one_max_flow_per_cluster_at_a_thousand_nodes() {
+    let mut b = Platform::builder();
+    for k in 0..4 {
+        b = b.cluster(ClusterSpec::uniform(
+            256,
+            1.25e9,
+            1.25e9 * (k + 1) as f64,
+            1e-4,
+        ));
+    }
+    let wan = [
+        [0.0, 3.5e6, 3.0e6, 3.0e6],
+        [3.5e6, 0.0, 4.5e6, 5.0e6],
+        [3.0e6, 4.5e6, 0.0, 4.0e6],
+        [3.0e6, 5.0e6, 4.0e6, 0.0],
+    ];
+    for (i, row) in wan.iter().enumerate() {
+        for (j, &w) in row.iter().enumerate() {
+            if i != j {
+                b = b.wan(ClusterId(i as u32), ClusterId(j as u32), w, 0.01);
+            }
+        }
+    }
+    let mut p = b.build().unwrap();
+    for v in 0..1024u32 {
+        let speed = [1.0, 0.5, 1e-3][v as usize % 3] * 1.25e9;
+        p.set_capacity(LinkId::NodeDown(NodeId(v)), speed).unwrap();
+        p.set_capacity(LinkId::NodeUp(NodeId(v)), speed).unwrap();
+    }
+    for root in [NodeId(0), NodeId(300), NodeId(1023)] {
+        let (bytes_s, at, per) = reference_bound(&p, root);
+        let b = multicast_bound(&p, root).unwrap();
+        for (v, (&new, &old)) in b.per_receiver_bytes_s.iter().zip(&per).enumerate() {
+            assert!(
+                new == old || close(new, old),
+                "root {root}, receiver {v}: {new} vs {old}"
+            );
+        }
+        assert!(close(b.bytes_s, bytes_s));
+        assert_eq!(b.bottleneck_receiver, at);
+    }
+}
