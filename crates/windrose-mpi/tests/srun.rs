@@ -373,7 +373,8 @@ fn the_standard_abi_passes_under_srun() {
 ///
 /// Not run for the standard ABI: its step (2 MB broadcasts, a cluster of its own) hung with
 /// all four tasks alive and nothing printed in 3 of 4 runs here, so rank 1 never reached its
-/// kill point; the cause is not known (its srun runs are already slow with large broadcasts).
+/// kill point. The plain srun test of that ABI hung once too, every rank inside MPICH 5's own
+/// PMPI_Init (gdb), before the shim runs.
 ///
 /// Without `--kill-on-bad-exit` (Slurm's default `KillOnBadExit=0`, `WaitTime=0`) only Open
 /// MPI's PMIx error handler ends the step: under MPICH 4 and the standard ABI a survivor
