@@ -28,7 +28,8 @@ typedef struct {
 } wr_transport;
 
 /* The Rust core (src/ffi.rs). */
-void *windrose_group_new(int rank, int size, const int *hosts, const wr_transport *t);
+void *windrose_group_new(int rank, int size, const int *hosts, const wr_transport *t,
+                         unsigned long long world_plan);
 int windrose_group_bcast(void *group, void *buf, size_t len, int root);
 int windrose_group_progress(void *group);
 int windrose_group_quiescent(void *group);
@@ -77,6 +78,11 @@ static int wr_max_hosts = 0;
  * at MPI_Init, src/sites.rs); NULL before, or when the measurement could not run. */
 static int *wr_world_site = NULL;
 static int wr_world_size = 0;
+/* The plan every rank agreed at MPI_Init (wr_agree): a digest of whether windrose runs, the
+ * threshold, the topology and the sites. Each group's plan version adds its members' hosts
+ * (src/driver.rs plan_version) and goes before every frame; ranks of two versions refuse each
+ * other's frames instead of mixing two plans. */
+static unsigned long long wr_world_plan = 0;
 /* Every live group, for MPI_Finalize. The lock guards only the list: holding it across a
  * collective could deadlock two threads creating groups on different communicators. */
 static wr_comm *wr_comms = NULL;
@@ -331,15 +337,65 @@ static void wr_measure_sites(void) {
     PMPI_Comm_free(&world);
 }
 
-/* Reads the settings; MPI_ERR_ARG (raised on MPI_COMM_WORLD, fatal by default) when one of
- * the core's (WINDROSE_MPI_TREE, _PROBE_MS, _SEGMENT, _SITE_MS) is bad: the core printed which. */
+/* FNV-1a over one 64-bit value, for the plan's digest. */
+static unsigned long long wr_digest(unsigned long long h, unsigned long long v) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Every rank must take the same path for a call, and in hosts mode the same steps: the
+ * settings that decide them (WINDROSE_MPI, WINDROSE_MPI_THRESHOLD, WINDROSE_MPI_TOPOLOGY) are
+ * rank 0's on every rank. A launch that sets them differently per rank (an MPMD command line,
+ * a rank's own environment) would otherwise make ranks disagree: one in PMPI_Bcast, another in
+ * windrose's. A rank whose own settings differ says so and uses rank 0's. (The others only
+ * shape what a root sends, which travels with its frames.) */
+static void wr_agree(void) {
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    long long mine[3] = { wr_enabled, (long long)wr_threshold, wr_topology_hosts };
+    long long zero[3] = { mine[0], mine[1], mine[2] };
+    PMPI_Bcast(zero, 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    static const char *what[3] = { "WINDROSE_MPI (1: on, 0: off)", "WINDROSE_MPI_THRESHOLD (bytes)",
+                                   "WINDROSE_MPI_TOPOLOGY (1: hosts, 0: flat)" };
+    for (int k = 0; k < 3; k++) {
+        if (mine[k] != zero[k]) {
+            fprintf(stderr, "windrose-mpi: rank %d: %s is %lld here and %lld on rank 0; every rank "
+                            "uses rank 0's, so all take the same path\n",
+                    rank, what[k], mine[k], zero[k]);
+        }
+    }
+    wr_enabled = (int)zero[0];
+    wr_threshold = (size_t)zero[1];
+    wr_topology_hosts = (int)zero[2];
+}
+
+/* The agreed plan's digest (after wr_agree and the sites). WINDROSE_MPI_TEST_PLAN_SKEW=R, for
+ * tests only: world rank R's plan differs from the others', as a rank that adopted a
+ * re-measured plan alone would. */
+static void wr_plan_digest(void) {
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    h = wr_digest(h, (unsigned long long)wr_enabled);
+    h = wr_digest(h, (unsigned long long)wr_threshold);
+    h = wr_digest(h, (unsigned long long)wr_topology_hosts);
+    h = wr_digest(h, (unsigned long long)wr_world_size);
+    for (int w = 0; wr_world_site && w < wr_world_size; w++)
+        h = wr_digest(h, (unsigned long long)(unsigned)wr_world_site[w]);
+    const char *skew = getenv("WINDROSE_MPI_TEST_PLAN_SKEW");
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (skew && *skew && atoi(skew) == rank) h ^= 1;
+    wr_world_plan = h;
+}
+
+/* Reads the settings and agrees them with rank 0 (wr_agree); MPI_ERR_ARG (raised on
+ * MPI_COMM_WORLD, fatal by default) when one of the core's (WINDROSE_MPI_TREE, _PROBE_MS,
+ * _SEGMENT, _SITE_MS) is bad: the core printed which. */
 static int wr_setup(void) {
     const char *off = getenv("WINDROSE_MPI");
     wr_enabled = !(off && strcmp(off, "off") == 0);
-    if (wr_enabled && windrose_check_settings() != 0) {
-        PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
-        return MPI_ERR_ARG;
-    }
     const char *th = getenv("WINDROSE_MPI_THRESHOLD");
     if (th && *th) {
         char *end = NULL;
@@ -352,10 +408,10 @@ static int wr_setup(void) {
         }
     }
     const char *topo = getenv("WINDROSE_MPI_TOPOLOGY");
-    if (wr_enabled && topo && *topo) {
+    if (topo && *topo) {
         if (strcmp(topo, "hosts") == 0) {
             wr_topology_hosts = 1;
-        } else if (strcmp(topo, "flat") != 0) {
+        } else if (wr_enabled && strcmp(topo, "flat") != 0) {
             fprintf(stderr, "windrose-mpi: WINDROSE_MPI_TOPOLOGY=%s: expected flat or hosts\n", topo);
             PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
             return MPI_ERR_ARG;
@@ -363,11 +419,24 @@ static int wr_setup(void) {
     }
     const char *st = getenv("WINDROSE_MPI_STATS");
     wr_stats = st && strcmp(st, "path") == 0;
-    if (wr_enabled &&
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) != MPI_SUCCESS) {
-        wr_enabled = 0;
+    wr_agree();
+    if (wr_enabled && windrose_check_settings() != 0) {
+        PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+        return MPI_ERR_ARG;
+    }
+    /* Every rank, or none (a failed keyval would leave this rank on PMPI_Bcast alone). */
+    int keyed = wr_enabled &&
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wr_delete, &wr_keyval, NULL) == MPI_SUCCESS;
+    if (wr_enabled) {
+        int all = keyed;
+        PMPI_Allreduce(&keyed, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (keyed) PMPI_Comm_free_keyval(&wr_keyval);
+            wr_enabled = 0;
+        }
     }
     if (wr_enabled && wr_topology_hosts) wr_measure_sites();
+    wr_plan_digest();
     return MPI_SUCCESS;
 }
 
@@ -456,7 +525,7 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     if (!wr_topology_hosts) {
         PMPI_Comm_free(&shm);
         c->net = c->dup;
-        c->group = windrose_group_new(rank, size, hosts, &c->transport);
+        c->group = windrose_group_new(rank, size, hosts, &c->transport, wr_world_plan);
         free(hosts);
         if (!c->group) { PMPI_Comm_free(&c->dup); free(c); return NULL; }
     } else {
@@ -481,7 +550,7 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
         PMPI_Comm_split(c->dup, leader == rank ? 0 : MPI_UNDEFINED, rank, &c->net);
         c->group = NULL;
         if (leader == rank && nhosts > 1) {
-            c->group = windrose_group_new(index[rank], nhosts, ids, &c->transport);
+            c->group = windrose_group_new(index[rank], nhosts, ids, &c->transport, wr_world_plan);
             if (!c->group) {
                 free(ids);
                 wr_release_locked(c); /* not linked yet: frees what it holds */

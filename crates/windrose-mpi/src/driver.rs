@@ -20,6 +20,14 @@
 //! first segments at once, a member starts when the announcement reaches it (holding data
 //! that came first), and no Ready/Go round trip stands before the data. The announcement
 //! carries the root's tree, so the ranks cannot disagree on it.
+//!
+//! What the root's tree does not carry (which broadcasts take windrose's path, the group's
+//! members and their hosts or sites) every rank derives itself, so it is versioned: every
+//! head on the wire starts with the sender's plan version ([`PLAN_LEN`] bytes, see
+//! [`plan_version`]), and a rank refuses a frame of another version
+//! ([`BcastError::PlanMismatch`]) and every later call on the group, rather than mix two
+//! plans. Every rank greets every other when its group starts, so each one hears every
+//! peer's version before it can wait on that peer.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -103,6 +111,16 @@ pub enum BcastError {
     Failed(String),
     /// Invalid arguments (root out of range).
     Argument(String),
+    /// A peer's frame carries another plan version than this rank's: the two were built
+    /// under different plans (settings, topology or sites), so nothing from it is taken.
+    PlanMismatch {
+        /// The rank it came from.
+        from: u32,
+        /// Its plan version.
+        theirs: u64,
+        /// This rank's.
+        mine: u64,
+    },
 }
 
 impl fmt::Display for BcastError {
@@ -120,6 +138,12 @@ impl fmt::Display for BcastError {
             ),
             BcastError::Failed(why) => write!(f, "the broadcast failed: {why}"),
             BcastError::Argument(why) => write!(f, "bad argument: {why}"),
+            BcastError::PlanMismatch { from, theirs, mine } => write!(
+                f,
+                "rank {from} runs plan version {theirs:016x} and this rank {mine:016x}: the ranks \
+                 disagree on the broadcasts' path, topology or sites, so this rank refuses its \
+                 frames (and every later broadcast on this communicator) rather than mix two plans"
+            ),
         }
     }
 }
@@ -132,6 +156,28 @@ impl From<TransportError> for BcastError {
 
 /// Largest frame body accepted: a segment's payload and its fixed fields.
 const MAX_BODY: u32 = (1 << 20) + 64;
+
+/// Bytes before every frame head on the wire: the sender's plan version, little-endian.
+pub const PLAN_LEN: usize = 8;
+
+/// The version of a group's plan: an FNV-1a digest of `world` (the settings every rank of the
+/// job agreed at MPI_Init: whether windrose runs, its threshold, the topology, the sites) and
+/// the group's `hosts` (per member, its host or site). Ranks that computed different versions
+/// would run different plans; the driver refuses each other's frames.
+pub fn plan_version(world: u64, hosts: &[i32]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let words = [world, hosts.len() as u64]
+        .into_iter()
+        .chain(hosts.iter().map(|&x| x as u32 as u64));
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    h
+}
 
 /// Payloads below this many bytes (session messages, small segments) travel in one message
 /// with their head: copying them costs less than a second message.
@@ -194,6 +240,9 @@ pub struct Options {
     pub segment: Option<u64>,
     /// The sites' floor (`WINDROSE_MPI_SITE_MS`; None: [`crate::sites::DEFAULT_FLOOR`]).
     pub site_floor: Option<Duration>,
+    /// The plan every rank agreed at MPI_Init (see [`plan_version`], which adds the group's
+    /// hosts); not read from the environment.
+    pub world_plan: u64,
 }
 
 /// Reads the options from `var` (the environment), with errors naming the variable.
@@ -318,6 +367,10 @@ pub struct Driver<T: Transport> {
     target: Option<Target>,
     /// Held by every alias of the caller's buffer: one count means none is left.
     aliases: Arc<()>,
+    /// This group's plan version, sent before every head and checked on every head received.
+    plan: u64,
+    /// Set once a peer's plan differed: every later call fails with it.
+    refused: Option<BcastError>,
 }
 
 impl<T: Transport> Driver<T> {
@@ -375,6 +428,8 @@ impl<T: Transport> Driver<T> {
             segment: options.segment,
             target: None,
             aliases: Arc::new(()),
+            plan: plan_version(options.world_plan, hosts),
+            refused: None,
         };
         d.feed(Input::Start).map_err(|e| e.to_string())?;
         Ok(d)
@@ -390,6 +445,11 @@ impl<T: Transport> Driver<T> {
     /// Counters so far.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// This group's plan version (see [`plan_version`]).
+    pub fn plan(&self) -> u64 {
+        self.plan
     }
 
     fn now(&self) -> Time {
@@ -420,6 +480,9 @@ impl<T: Transport> Driver<T> {
                 "root {root} is not a rank of this communicator (size {})",
                 self.size
             )));
+        }
+        if let Some(e) = &self.refused {
+            return Err(e.clone());
         }
         let t = TransferId(self.next_transfer);
         self.next_transfer = self.next_transfer.wrapping_add(1);
@@ -516,6 +579,9 @@ impl<T: Transport> Driver<T> {
     /// One round: every message that is there, send completions, due timers. True when
     /// something happened.
     pub fn progress(&mut self) -> Result<bool, BcastError> {
+        if let Some(e) = &self.refused {
+            return Err(e.clone());
+        }
         let mut busy = false;
         // A bounded batch, so sends and timers get their turn under a flood.
         for _ in 0..64 {
@@ -564,10 +630,28 @@ impl<T: Transport> Driver<T> {
     /// Receives the head the probe found (`len` bytes from `from`) and the payload its
     /// header announces: into the caller's buffer when it is a segment of the broadcast this
     /// rank is receiving, else into one buffer with the head.
-    fn receive(&mut self, from: u32, len: usize) -> Result<Message, BcastError> {
-        let mut head = vec![0u8; len];
-        self.transport.recv(&mut head)?;
+    fn receive(&mut self, from: u32, wire_len: usize) -> Result<Message, BcastError> {
+        let mut wire = vec![0u8; wire_len];
+        self.transport.recv(&mut wire)?;
         let bad = |why: String| BcastError::BadFrame { from, why };
+        let Some(version) = wire.get(..PLAN_LEN) else {
+            return Err(bad(format!(
+                "{wire_len} bytes, shorter than a plan version"
+            )));
+        };
+        let theirs = u64::from_le_bytes(version.try_into().expect("PLAN_LEN bytes"));
+        if theirs != self.plan {
+            let e = BcastError::PlanMismatch {
+                from,
+                theirs,
+                mine: self.plan,
+            };
+            self.refused = Some(e.clone());
+            return Err(e);
+        }
+        let whole = Bytes::from(wire);
+        let head = whole.slice(PLAN_LEN..);
+        let len = head.len();
         let header = peek_header(&head, MAX_BODY)
             .map_err(|e| bad(e.to_string()))?
             .ok_or_else(|| bad(format!("a truncated frame of {len} bytes")))?;
@@ -596,7 +680,7 @@ impl<T: Transport> Driver<T> {
             unsafe { frame.set_len(frame_len) };
             return decode(from, Bytes::from(frame));
         }
-        decode(from, Bytes::from(head))
+        decode(from, head)
     }
 
     /// Receives a segment's payload straight into the caller's buffer when the head is a
@@ -686,7 +770,12 @@ impl<T: Transport> Driver<T> {
                         encode_parts(&tx.message).map(|p| (p.head, p.payload))
                     };
                     let (head, payload) = match parts {
-                        Ok(p) => p,
+                        Ok((frame_head, payload)) => {
+                            let mut wire = Vec::with_capacity(PLAN_LEN + frame_head.len());
+                            wire.extend_from_slice(&self.plan.to_le_bytes());
+                            wire.extend_from_slice(&frame_head);
+                            (Bytes::from(wire), payload)
+                        }
                         Err(e) => {
                             result = Err(BcastError::Failed(format!("cannot encode a frame: {e}")));
                             continue;
@@ -807,7 +896,7 @@ mod tests {
             if len >= BIG {
                 *w.data_bytes.entry(pair).or_default() += len as u64;
             }
-            let whole = Bytes::from([&head[..], &payload[..]].concat());
+            let whole = Bytes::from([&head[PLAN_LEN..], &payload[..]].concat());
             if let Ok(Some((Message::Session(s), _))) = decode_bytes(&whole, MAX_BODY) {
                 // The variant's name: `Announce { .. }` counts as "announce".
                 let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
@@ -871,6 +960,33 @@ mod tests {
 
     /// Virtual time per round of progress at every rank.
     const STEP_NS: u64 = 1_000_000;
+
+    /// A group whose rank r builds its driver from `views[r]` (its view of every rank's host
+    /// or site): ranks that disagree get different plan versions.
+    fn group_of_views(views: &[Vec<i32>]) -> (Net, Vec<Driver<Loopback>>) {
+        let net: Net = Rc::new(RefCell::new(Wires {
+            mail: vec![VecDeque::new(); views.len()],
+            ..Wires::default()
+        }));
+        let clock = Arc::new(AtomicU64::new(0));
+        let drivers = views
+            .iter()
+            .enumerate()
+            .map(|(r, hosts)| {
+                let t = Loopback {
+                    me: r as u32,
+                    net: net.clone(),
+                    clock: clock.clone(),
+                    probed: None,
+                };
+                let mut d =
+                    Driver::with_options(r as u32, hosts, t, 7, Options::default()).unwrap();
+                d.clock = Clock::Manual(clock.clone());
+                d
+            })
+            .collect();
+        (net, drivers)
+    }
 
     fn group_with(hosts: &[i32], options: Options) -> (Net, Arc<AtomicU64>, Vec<Driver<Loopback>>) {
         let net: Net = Rc::new(RefCell::new(Wires {
@@ -1115,23 +1231,24 @@ mod tests {
 
     #[test]
     fn a_foreign_frame_is_reported_with_its_sender() {
-        let (net, mut drivers) = group(&[0, 0, 0]);
-        net.borrow_mut().mail[1].push_back((
-            2,
-            Bytes::from_static(b"not a frame at all"),
-            0,
-            false,
-        ));
-        let mut found = None;
-        for _ in 0..10 {
-            if let Err(e) = drivers[1].progress() {
-                found = Some(e);
-                break;
+        // Behind the group's own plan version, and too short to hold one.
+        let (_, drivers) = group(&[0, 0, 0]);
+        let plan = drivers[1].plan();
+        let versioned = [&plan.to_le_bytes()[..], b"not a frame at all"].concat();
+        for foreign in [versioned, b"short".to_vec()] {
+            let (net, mut drivers) = group(&[0, 0, 0]);
+            net.borrow_mut().mail[1].push_back((2, Bytes::from(foreign), 0, false));
+            let mut found = None;
+            for _ in 0..10 {
+                if let Err(e) = drivers[1].progress() {
+                    found = Some(e);
+                    break;
+                }
             }
-        }
-        match found {
-            Some(BcastError::BadFrame { from: 2, .. }) => {}
-            other => panic!("expected a bad frame from rank 2, got {other:?}"),
+            match found {
+                Some(BcastError::BadFrame { from: 2, .. }) => {}
+                other => panic!("expected a bad frame from rank 2, got {other:?}"),
+            }
         }
     }
 
@@ -1243,6 +1360,135 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// The ends of one broadcast from `root` in a group that may disagree on its plan: each
+    /// rank's call result (its buffer in `bufs`), once every call ended; panics if one never
+    /// does (a hang).
+    fn run_to_the_end(
+        drivers: &mut [Driver<Loopback>],
+        bufs: &mut [Vec<u8>],
+        root: u32,
+    ) -> Vec<Result<(), BcastError>> {
+        let n = drivers.len();
+        let t = TransferId(drivers[0].next_transfer);
+        for (r, d) in drivers.iter_mut().enumerate() {
+            d.next_transfer += 1;
+            if r as u32 != root {
+                d.target = Some(Target {
+                    transfer: t,
+                    buf: bufs[r].as_mut_ptr(),
+                    len: bufs[r].len(),
+                });
+            }
+        }
+        let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
+        drivers[root as usize].start(root_data, t).unwrap();
+        let mut ended: Vec<Option<Result<(), BcastError>>> = vec![None; n];
+        for _ in 0..100_000 {
+            for (r, d) in drivers.iter_mut().enumerate() {
+                if ended[r].is_some() {
+                    continue;
+                }
+                if let Err(e) = d.progress() {
+                    ended[r] = Some(Err(e));
+                } else if let Some(outcome) = d.outcomes.remove(&t) {
+                    let pieces = d.deliveries.remove(&t).unwrap_or_default();
+                    ended[r] = Some(d.assemble(&mut bufs[r], root, outcome, pieces, t));
+                }
+            }
+            if ended.iter().all(Option::is_some) {
+                for d in drivers.iter_mut() {
+                    d.target = None;
+                }
+                return ended.into_iter().map(Option::unwrap).collect();
+            }
+            if let Clock::Manual(c) = &drivers[0].clock {
+                c.fetch_add(STEP_NS, Ordering::Relaxed);
+            }
+        }
+        panic!("broadcast from {root} did not end: {ended:?}");
+    }
+
+    /// A rank whose plan changed alone (its sites re-measured as [0, 0, 1, 1] while the
+    /// others still hold [0, 0, 0, 0], as a re-measurement reaching one rank first would) is
+    /// refused by version: it takes no frame of the others' plan, the others none of its, no
+    /// call hangs, a call that ends well holds the root's bytes, and every later call on the
+    /// group fails with the mismatch. The same broadcast with the views agreed passes.
+    #[test]
+    fn a_rank_whose_plan_changed_alone_is_refused_and_nobody_hangs() {
+        let agreed = vec![0, 0, 0, 0];
+        let remeasured = vec![0, 0, 1, 1];
+        assert_ne!(plan_version(0, &agreed), plan_version(0, &remeasured));
+        assert_ne!(plan_version(0, &agreed), plan_version(1, &agreed));
+        let len = 2_000_000;
+        let want: Vec<u8> = (0..len)
+            .map(|k| (k as u8).wrapping_mul(13) ^ 0x5a)
+            .collect();
+        let fresh = || -> Vec<Vec<u8>> {
+            (0..4)
+                .map(|r| {
+                    if r == 0 {
+                        want.clone()
+                    } else {
+                        vec![0xEE; len]
+                    }
+                })
+                .collect()
+        };
+        for changed in [1usize, 2, 0] {
+            let mut views = vec![agreed.clone(); 4];
+            views[changed] = remeasured.clone();
+            let (_net, mut drivers) = group_of_views(&views);
+            let (mine, theirs) = (drivers[changed].plan(), drivers[(changed + 1) % 4].plan());
+            let mut bufs = fresh();
+            let ends = run_to_the_end(&mut drivers, &mut bufs, 0);
+            match &ends[changed] {
+                Err(BcastError::PlanMismatch {
+                    theirs: t, mine: m, ..
+                }) => {
+                    assert_eq!((*t, *m), (theirs, mine), "rank {changed}");
+                }
+                other => panic!("rank {changed} (changed alone) ended with {other:?}"),
+            }
+            for (r, end) in ends.iter().enumerate() {
+                match end {
+                    Ok(()) => assert!(bufs[r] == want, "rank {r} ended well with other bytes"),
+                    Err(BcastError::PlanMismatch { .. }) => {}
+                    Err(e) => panic!("rank {r}: {e}"),
+                }
+            }
+            // Every rank hears the changed rank's greeting: from then on each call fails
+            // with the mismatch at once, before sending or taking anything.
+            for (r, d) in drivers.iter_mut().enumerate() {
+                let mut refused = None;
+                for _ in 0..1000 {
+                    if let Err(e) = d.progress() {
+                        refused = Some(e);
+                        break;
+                    }
+                }
+                assert!(
+                    matches!(refused, Some(BcastError::PlanMismatch { .. })),
+                    "rank {r} (rank {changed} changed) never refused: {refused:?}"
+                );
+                let mut buf = vec![0u8; 10];
+                assert!(matches!(
+                    d.bcast(&mut buf, 0),
+                    Err(BcastError::PlanMismatch { .. })
+                ));
+                assert!(
+                    refused.unwrap().to_string().contains("plan version"),
+                    "the message names the plan version"
+                );
+            }
+        }
+        // Agreed views: the same broadcast passes everywhere.
+        let (_net, mut drivers) = group_of_views(&vec![agreed.clone(); 4]);
+        let mut bufs = fresh();
+        let ends = run_to_the_end(&mut drivers, &mut bufs, 0);
+        assert!(ends.iter().all(Result::is_ok), "{ends:?}");
+        assert!(bufs.iter().all(|b| b == &want));
     }
 
     /// Bytes of data frames on each pair during one broadcast from `root` of `len` bytes.

@@ -148,7 +148,9 @@ fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// A group for `rank` of `size` ranks, `hosts[r]` naming rank r's host; null on error (printed).
+/// A group for `rank` of `size` ranks, `hosts[r]` naming rank r's host, under the plan every
+/// rank agreed at MPI_Init (`world_plan`, see [`crate::driver::plan_version`]); null on error
+/// (printed).
 ///
 /// # Safety
 /// `hosts` points to `size` ints and `t` to a transport valid for the group's life.
@@ -158,6 +160,7 @@ pub unsafe extern "C" fn windrose_group_new(
     size: c_int,
     hosts: *const c_int,
     t: *const CTransport,
+    world_plan: u64,
 ) -> *mut Group {
     guard("windrose_group_new", || {
         if hosts.is_null() || t.is_null() || size <= 0 || rank < 0 {
@@ -169,8 +172,10 @@ pub unsafe extern "C" fn windrose_group_new(
         // SAFETY: the caller's contract.
         let transport = unsafe { *t };
         let seed = 0x7769_6e64_726f_7365 ^ size as u64;
-        let made = options_from(|k| std::env::var(k).ok())
-            .and_then(|o| Driver::with_options(rank as u32, hosts, transport, seed, o));
+        let made = options_from(|k| std::env::var(k).ok()).and_then(|o| {
+            let o = crate::driver::Options { world_plan, ..o };
+            Driver::with_options(rank as u32, hosts, transport, seed, o)
+        });
         match made {
             Ok(d) => Box::into_raw(Box::new(Group {
                 rank: rank as u32,

@@ -518,3 +518,108 @@ fn openmpi_one_host_is_one_site() {
     let r = mpirun(OPENMPI, 3, &env, &["1000", "2000", "1"]);
     assert_eq!(sites_line(&r.stderr), (vec![0], vec![0]), "{}", r.stderr);
 }
+
+/// Ranks launched with different settings (an MPMD command line): rank 0 with threshold
+/// 1000, ranks 1 and 2 with 100 MB (alone they would send every call of this run to
+/// PMPI_Bcast while the others wait in windrose's), rank 3 with `WINDROSE_MPI=off`. At
+/// MPI_Init every rank takes rank 0's settings and each rank that differed says so; the
+/// checked program passes with windrose's path exactly where rank 0's threshold puts it.
+fn settings_differ(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let (status, stdout, stderr, what) = launch_parts(
+        abi,
+        &[
+            (1, &[("WINDROSE_MPI_THRESHOLD", "1000")]),
+            (2, &[("WINDROSE_MPI_THRESHOLD", "100000000")]),
+            (1, &[("WINDROSE_MPI", "off")]),
+        ],
+        &["1000", "1000000", "20"],
+        HANG_GUARD,
+    );
+    assert!(
+        status.success(),
+        "{what} failed ({status}):\n{stdout}\n{stderr}"
+    );
+    let r = RunResult::parse(stdout, stderr);
+    r.complete(4);
+    assert_eq!(r.windrose, r.expected, "windrose calls per rank");
+    assert!(r.windrose.values().all(|&n| n > 10), "{:?}", r.windrose);
+    for (rank, said) in [
+        (
+            1,
+            "WINDROSE_MPI_THRESHOLD (bytes) is 100000000 here and 1000 on rank 0",
+        ),
+        (
+            2,
+            "WINDROSE_MPI_THRESHOLD (bytes) is 100000000 here and 1000 on rank 0",
+        ),
+        (3, "WINDROSE_MPI (1: on, 0: off) is 0 here and 1 on rank 0"),
+    ] {
+        let line = format!("windrose-mpi: rank {rank}: {said}");
+        assert!(r.stderr.contains(&line), "no {line:?} in:\n{}", r.stderr);
+    }
+    assert!(!r.stderr.contains("windrose-mpi: rank 0:"), "{}", r.stderr);
+}
+
+/// A rank whose plan changed alone (the tests' hook `WINDROSE_MPI_TEST_PLAN_SKEW=2`: world
+/// rank 2's plan version differs from the others', as after a re-measurement only it
+/// adopted): the ranks refuse each other's frames by version, the communicator's error
+/// handler (fatal by default) ends the job naming the plan versions, and no rank hangs
+/// (a 120 s guard) or passes a byte the check finds wrong.
+fn plan_changed_on_one_rank(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let (status, stdout, stderr, what) = launch_guarded(
+        abi,
+        4,
+        &[
+            ("WINDROSE_MPI_THRESHOLD", "1000"),
+            ("WINDROSE_MPI_TEST_PLAN_SKEW", "2"),
+        ],
+        &["1000", "1000000", "5"],
+        Duration::from_secs(120),
+    );
+    assert!(!status.success(), "{what} succeeded:\n{stdout}\n{stderr}");
+    let all = format!("{stdout}\n{stderr}");
+    assert!(
+        all.contains("runs plan version") && all.contains("refuses its frames"),
+        "no rank named the plan versions:\n{all}"
+    );
+    assert!(!all.contains("MISMATCH"), "{all}");
+    assert!(!all.contains("checked "), "a rank finished the run:\n{all}");
+}
+
+#[test]
+fn openmpi_ranks_launched_with_different_settings_agree_on_rank_0s() {
+    settings_differ(OPENMPI);
+}
+
+#[test]
+fn mpich_ranks_launched_with_different_settings_agree_on_rank_0s() {
+    settings_differ(MPICH);
+}
+
+#[test]
+fn standard_abi_ranks_launched_with_different_settings_agree_on_rank_0s() {
+    settings_differ(STANDARD);
+}
+
+#[test]
+fn openmpi_a_plan_changed_on_one_rank_is_refused() {
+    plan_changed_on_one_rank(OPENMPI);
+}
+
+#[test]
+fn mpich_a_plan_changed_on_one_rank_is_refused() {
+    plan_changed_on_one_rank(MPICH);
+}
+
+#[test]
+fn standard_abi_a_plan_changed_on_one_rank_is_refused() {
+    plan_changed_on_one_rank(STANDARD);
+}

@@ -216,8 +216,19 @@ pub fn launch_guarded(
     args: &[&str],
     guard: Duration,
 ) -> (std::process::ExitStatus, String, String, String) {
+    launch_exe(abi, ranks, env, &program(abi), args, guard)
+}
+
+/// [`launch_guarded`] of another program, `exe`.
+pub fn launch_exe(
+    abi: Abi,
+    ranks: u32,
+    env: &[(&str, &str)],
+    exe: &Path,
+    args: &[&str],
+    guard: Duration,
+) -> (std::process::ExitStatus, String, String, String) {
     let shim = shim(abi);
-    let exe = program(abi);
     let mut all_env: Vec<(String, String)> = vec![
         ("LD_PRELOAD".into(), shim.display().to_string()),
         ("WINDROSE_MPI_STATS".into(), "path".into()),
@@ -241,13 +252,62 @@ pub fn launch_guarded(
             cmd.args(["-env", k, v]);
         }
     }
-    cmd.arg(&exe).args(args);
+    cmd.arg(exe).args(args);
     let what = format!(
         "{} -np {ranks} {} {}",
         abi.mpirun,
         exe.display(),
         args.join(" ")
     );
+    wait_guarded(cmd, what, guard)
+}
+
+/// An MPMD launch (`-np N1 env ... program : -np N2 env ... program`): every part runs the
+/// program with the shim preloaded, `WINDROSE_MPI_STATS=path` and its own extra environment
+/// (set through `env`, so each part's differs whatever the launcher's own options do).
+pub fn launch_parts(
+    abi: Abi,
+    parts: &[(u32, &[(&str, &str)])],
+    args: &[&str],
+    guard: Duration,
+) -> (std::process::ExitStatus, String, String, String) {
+    let shim = shim(abi);
+    let exe = program(abi);
+    let mut cmd = Command::new(launcher(abi).expect("checked by available"));
+    if abi.name == "openmpi" {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+            .env("OMPI_MCA_mpi_yield_when_idle", "1");
+    } else {
+        cmd.args(["-launcher", "fork"]);
+    }
+    let mut what = abi.mpirun.to_string();
+    for (i, (ranks, env)) in parts.iter().enumerate() {
+        if i > 0 {
+            cmd.arg(":");
+            what.push_str(" :");
+        }
+        cmd.args(["-np", &ranks.to_string(), "env"]);
+        cmd.arg(format!("LD_PRELOAD={}", shim.display()));
+        cmd.arg("WINDROSE_MPI_STATS=path");
+        what.push_str(&format!(" -np {ranks} env"));
+        for (k, v) in env.iter() {
+            cmd.arg(format!("{k}={v}"));
+            what.push_str(&format!(" {k}={v}"));
+        }
+        cmd.arg(&exe).args(args);
+        what.push_str(&format!(" {} {}", exe.display(), args.join(" ")));
+    }
+    wait_guarded(cmd, what, guard)
+}
+
+/// Runs `cmd`, killing it (and failing the test) after `guard`.
+fn wait_guarded(
+    mut cmd: Command,
+    what: String,
+    guard: Duration,
+) -> (std::process::ExitStatus, String, String, String) {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
