@@ -587,9 +587,9 @@ pub struct Mob {
     last_progress: Time,
     stalls: u32,
     stall_armed: bool,
-    /// Heap order of the acknowledgement tree: the root, then the others by id.
-    ack_order: Vec<NodeId>,
-    ack_pos: BTreeMap<NodeId, usize>,
+    /// The root's position among every node by id: the acknowledgement tree's heap order is
+    /// the root, then the others by id ([`Mob::ack_node`], [`Mob::ack_pos`]).
+    root_index: usize,
     acks: BTreeSet<NodeId>,
     complete_sent_to: Option<NodeId>,
     /// This machine is a restarted node's ([`Mob::rejoin`]): a guest of the run.
@@ -631,9 +631,7 @@ impl Mob {
         };
         let my_cluster = layout.cluster_of(node).expect("checked");
         let root_cluster = layout.cluster_of(setup.root).expect("checked");
-        let mut ack_order = vec![setup.root];
-        ack_order.extend(layout.nodes().filter(|&n| n != setup.root));
-        let ack_pos = ack_order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        let root_index = layout.index_of(setup.root).expect("checked");
         let pieces = manifest.piece_count();
         let mut m = Mob {
             me: node,
@@ -663,8 +661,7 @@ impl Mob {
             last_progress: Time::ZERO,
             stalls: 0,
             stall_armed: false,
-            ack_order,
-            ack_pos,
+            root_index,
             acks: BTreeSet::new(),
             complete_sent_to: None,
             rejoined: false,
@@ -1690,12 +1687,37 @@ impl Mob {
         !self.failed.contains(&n)
     }
 
+    /// The node at heap position `k` of the acknowledgement tree (the root, then the others
+    /// by id).
+    fn ack_node(&self, k: usize) -> Option<NodeId> {
+        let layout = &self.setup.layout;
+        match k {
+            0 => Some(self.setup.root),
+            k if k <= self.root_index => layout.node_at(k - 1),
+            k => layout.node_at(k),
+        }
+    }
+
+    /// The heap position of `node` in the acknowledgement tree.
+    fn ack_pos(&self, node: NodeId) -> usize {
+        let i = self
+            .setup
+            .layout
+            .index_of(node)
+            .expect("a node of the layout");
+        match i.cmp(&self.root_index) {
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Less => i + 1,
+            std::cmp::Ordering::Greater => i,
+        }
+    }
+
     /// The nearest live ancestor in the acknowledgement tree.
     fn ack_parent(&self) -> Option<NodeId> {
-        let mut k = self.ack_pos[&self.me];
+        let mut k = self.ack_pos(self.me);
         while k > 0 {
             k = (k - 1) / 2;
-            let n = self.ack_order[k];
+            let n = self.ack_node(k).expect("an ancestor's position");
             if self.is_alive(n) {
                 return Some(n);
             }
@@ -1709,10 +1731,10 @@ impl Mob {
         if self.rejoined {
             return out;
         }
-        let mut stack = vec![self.ack_pos[&self.me]];
+        let mut stack = vec![self.ack_pos(self.me)];
         while let Some(k) = stack.pop() {
             for c in [2 * k + 1, 2 * k + 2] {
-                if let Some(&n) = self.ack_order.get(c) {
+                if let Some(n) = self.ack_node(c) {
                     if self.is_alive(n) {
                         out.push(n);
                     } else {
@@ -1888,6 +1910,46 @@ impl Mob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The acknowledgement tree's positions, computed from the shared layout, are the heap
+    /// order "the root, then the others by id" (what a list of every node held per machine
+    /// gave), for any root and sparse ids.
+    #[test]
+    fn ack_positions_are_the_root_then_the_others_by_id() {
+        use rand::SeedableRng;
+        use std::sync::Arc;
+        let ids = [2u32, 3, 5, 8, 13, 21, 34];
+        let nodes = ids.iter().map(|&i| (NodeId(i), ClusterId(i % 2)));
+        let layout = Arc::new(ClusterLayout::new(nodes).unwrap());
+        let data = Bytes::from(vec![1u8; 64]);
+        let manifest = Arc::new(crate::pieces::Manifest::build(&data, 16).unwrap());
+        for &root in &ids {
+            let setup = SwarmSetup {
+                transfer: TransferId(1),
+                root: NodeId(root),
+                manifest: manifest.clone(),
+                layout: layout.clone(),
+                verifier: Arc::new(crate::pieces::Blake3Verifier),
+                keeper: None,
+            };
+            let m = Mob::new(
+                NodeId(root),
+                &setup,
+                Some(data.clone()),
+                MobConfig::default(),
+                ChaCha8Rng::seed_from_u64(1),
+            )
+            .unwrap();
+            let mut want = vec![NodeId(root)];
+            want.extend(ids.iter().map(|&i| NodeId(i)).filter(|&n| n.0 != root));
+            let got: Vec<NodeId> = (0..ids.len()).map(|k| m.ack_node(k).unwrap()).collect();
+            assert_eq!(got, want, "root {root}");
+            assert_eq!(m.ack_node(ids.len()), None);
+            for (k, &n) in want.iter().enumerate() {
+                assert_eq!(m.ack_pos(n), k, "root {root}, node {n}");
+            }
+        }
+    }
 
     #[test]
     fn shares_partition() {

@@ -714,6 +714,9 @@ impl PieceStore {
 pub struct ClusterLayout {
     cluster_of: BTreeMap<NodeId, ClusterId>,
     members: BTreeMap<ClusterId, Vec<NodeId>>,
+    /// Every node by id: positions by binary search, shared by all the machines of a run
+    /// (a per-machine map of every node was N^2 memory at scale).
+    ids: Vec<NodeId>,
 }
 
 impl ClusterLayout {
@@ -743,9 +746,11 @@ impl ClusterLayout {
         for m in members.values_mut() {
             m.sort();
         }
+        let ids = cluster_of.keys().copied().collect();
         Ok(ClusterLayout {
             cluster_of,
             members,
+            ids,
         })
     }
 
@@ -756,7 +761,17 @@ impl ClusterLayout {
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
-        self.cluster_of.len()
+        self.ids.len()
+    }
+
+    /// The position of `node` among every node by id.
+    pub fn index_of(&self, node: NodeId) -> Option<usize> {
+        self.ids.binary_search(&node).ok()
+    }
+
+    /// The node at position `i` among every node by id.
+    pub fn node_at(&self, i: usize) -> Option<NodeId> {
+        self.ids.get(i).copied()
     }
 
     /// True when `node` is in the layout.
