@@ -162,6 +162,24 @@ impl CollectiveSpec {
         }
     }
 
+    /// Where each member's share of `total_len` bytes lies, for collectives whose members
+    /// keep and compute a share ([`Delivers::Share`]); None for the others. What an initiator
+    /// checks each member's reported share against.
+    ///
+    /// Errors: the spec's plan cannot cover the load (as building it would say).
+    pub fn shares(
+        &self,
+        total_len: u64,
+    ) -> Option<Result<Vec<(NodeId, std::ops::Range<u64>)>, crate::node::SetupError>> {
+        match self {
+            CollectiveSpec::Scatter { schedule, .. } => Some(
+                crate::scatter::plan(schedule, total_len)
+                    .map(|plans| plans.into_iter().map(|p| (p.node, p.kept)).collect()),
+            ),
+            _ => None,
+        }
+    }
+
     /// [`CollectiveSpec::manifest`], to seal it.
     pub fn manifest_mut(&mut self) -> Option<&mut ManifestSpec> {
         match self {

@@ -40,27 +40,28 @@ struct Done {
 /// the share the schedule gives it (a scatter).
 struct Expected {
     whole: String,
-    /// A scatter's planned shares: `(offset, len, BLAKE3 hex)` per member.
+    /// The planned shares of a collective whose members keep one (a scatter): `(offset,
+    /// len, BLAKE3 hex)` per member.
     shares: Option<BTreeMap<NodeId, (u64, u64, String)>>,
 }
 
 impl Expected {
     fn of(spec: &CollectiveSpec, data: &Bytes) -> anyhow::Result<Expected> {
         let whole = blake3::hash(data).to_hex().to_string();
-        let shares = match spec {
-            CollectiveSpec::Scatter { schedule, .. } => Some(
-                windrose_proto::scatter::plan(schedule, data.len() as u64)
-                    .context("planning the scatter's shares")?
+        let shares = spec
+            .shares(data.len() as u64)
+            .transpose()
+            .context("planning the collective's shares")?
+            .map(|shares| {
+                shares
                     .into_iter()
-                    .map(|p| {
-                        let bytes = &data[p.kept.start as usize..p.kept.end as usize];
+                    .map(|(node, kept)| {
+                        let bytes = &data[kept.start as usize..kept.end as usize];
                         let hex = blake3::hash(bytes).to_hex().to_string();
-                        (p.node, (p.kept.start, p.kept.end - p.kept.start, hex))
+                        (node, (kept.start, kept.end - kept.start, hex))
                     })
-                    .collect(),
-            ),
-            _ => None,
-        };
+                    .collect()
+            });
         Ok(Expected { whole, shares })
     }
 
