@@ -133,6 +133,9 @@ pub enum CollectiveSpec {
     SampleSort(SampleSortSpec),
 }
 
+/// Each member's share of a load: the bytes it keeps ([`CollectiveSpec::shares`]).
+pub type MemberShares = Vec<(NodeId, std::ops::Range<u64>)>;
+
 impl CollectiveSpec {
     /// The protocol's name in the [`REGISTRY`] (`broadcast`, `scatter`, ...).
     pub fn name(&self) -> &'static str {
@@ -170,7 +173,7 @@ impl CollectiveSpec {
     pub fn shares(
         &self,
         total_len: u64,
-    ) -> Option<Result<Vec<(NodeId, std::ops::Range<u64>)>, crate::node::SetupError>> {
+    ) -> Option<Result<MemberShares, crate::node::SetupError>> {
         match self {
             CollectiveSpec::Scatter { schedule, .. } => Some(
                 crate::scatter::plan(schedule, total_len)
