@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const UP_GUARD: Duration = Duration::from_secs(120);
 /// `timeout` around every srun: an unsatisfiable request would wait forever.
 const SRUN_GUARD_SECS: &str = "600";
+/// The first guard of a plain step ([`Cluster::srun`]): long past its slowest run seen (45 s
+/// on a loaded machine), short enough that a hang at MPI_Init leaves time for a second run.
+const INIT_HANG_GUARD_SECS: &str = "240";
 
 /// An executable's path: on PATH or in /usr/sbin (daemons are often not on a user's PATH).
 fn daemon(exe: &str) -> Option<PathBuf> {
@@ -246,9 +249,22 @@ impl Cluster {
 
     /// `srun -O --mpi=PLUGIN -n RANKS` of the program with the shim preloaded, under
     /// `timeout`; it must succeed.
+    ///
+    /// A step that hangs before any rank is past MPI_Init (no `init-ok` line when the first,
+    /// shorter guard fires) is run once more: MPICH 5's standard-ABI build was seen hanging
+    /// inside its own PMPI_Init under srun (every rank there, in gdb), before the shim's code.
+    /// A hang after MPI_Init, or a second one, fails.
     fn srun(&self, abi: Abi, plugin: &str, ranks: u32, args: &[&str]) -> RunResult {
-        let (status, stdout, stderr, what) =
-            self.srun_output(abi, plugin, ranks, &[], SRUN_GUARD_SECS, args);
+        let (mut status, mut stdout, mut stderr, what) =
+            self.srun_output(abi, plugin, ranks, &[], INIT_HANG_GUARD_SECS, args);
+        if status.code() == Some(124) && !stdout.contains("init-ok") {
+            eprintln!(
+                "{what}: no rank got past MPI_Init within {INIT_HANG_GUARD_SECS} s \
+                 (the MPI library's own start-up); running the step once more"
+            );
+            (status, stdout, stderr, _) =
+                self.srun_output(abi, plugin, ranks, &[], SRUN_GUARD_SECS, args);
+        }
         assert!(
             status.success(),
             "{what} failed ({status}):\n{stdout}\n{stderr}\n{}",

@@ -170,10 +170,7 @@ impl CollectiveSpec {
     /// checks each member's reported share against.
     ///
     /// Errors: the spec's plan cannot cover the load (as building it would say).
-    pub fn shares(
-        &self,
-        total_len: u64,
-    ) -> Option<Result<MemberShares, crate::node::SetupError>> {
+    pub fn shares(&self, total_len: u64) -> Option<Result<MemberShares, crate::node::SetupError>> {
         match self {
             CollectiveSpec::Scatter { schedule, .. } => Some(
                 crate::scatter::plan(schedule, total_len)
