@@ -76,7 +76,9 @@ const ABIS: [Abi; 3] = [
         mpicc: "mpicc_abi",
         launcher: None,
         open_mpi_style: false,
-        srun_mpi: None,
+        // Its default PMI-1 client speaks what Slurm's pmi2 plugin serves (windrose-mpi's
+        // README, "srun").
+        srun_mpi: Some("pmi2"),
     },
 ];
 
@@ -246,8 +248,10 @@ fn env(args: EnvArgs) -> Result<()> {
                     commands.push(format!("{l} -np {n} -env LD_PRELOAD {s} {}", args.program));
                 }
                 if let (Some(_), Some(plugin)) = (&srun, abi.srun_mpi) {
+                    // --kill-on-bad-exit: a rank that dies ends the step; under Slurm's
+                    // default the survivors of MPICH's builds may wait for it for ever.
                     commands.push(format!(
-                        "srun -n {n} --mpi={plugin} --export=ALL,LD_PRELOAD={s} {}",
+                        "srun -n {n} --mpi={plugin} --kill-on-bad-exit=1 --export=ALL,LD_PRELOAD={s} {}",
                         args.program
                     ));
                 }

@@ -64,9 +64,9 @@ fn prints_launch_lines_for_each_installed_mpi_with_its_shim() {
     let (b, o, m) = (bin.display(), ompi.display(), mpich.display());
     for line in [
         format!("{b}/mpirun.openmpi -np 8 -x LD_PRELOAD={o} ./prog"),
-        format!("srun -n 8 --mpi=pmix --export=ALL,LD_PRELOAD={o} ./prog"),
+        format!("srun -n 8 --mpi=pmix --kill-on-bad-exit=1 --export=ALL,LD_PRELOAD={o} ./prog"),
         format!("{b}/mpiexec.mpich -np 8 -env LD_PRELOAD {m} ./prog"),
-        format!("srun -n 8 --mpi=pmi2 --export=ALL,LD_PRELOAD={m} ./prog"),
+        format!("srun -n 8 --mpi=pmi2 --kill-on-bad-exit=1 --export=ALL,LD_PRELOAD={m} ./prog"),
     ] {
         assert!(
             text.lines().any(|l| l == line),
