@@ -1015,14 +1015,8 @@ mod tests {
         (net, drivers)
     }
 
-    /// Runs one broadcast at every rank, single-threaded, as [`Driver::bcast`] does: each
-    /// non-root receives into its buffer in `bufs`, its blocking call emulated by its
-    /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
-    /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
-    /// per round.
-    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
-        let n = drivers.len();
-        let mut done = vec![false; n];
+    /// Starts the next broadcast from `root`: every other rank's buffer is its target.
+    fn begin(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> TransferId {
         let t = TransferId(drivers[0].next_transfer);
         for (r, d) in drivers.iter_mut().enumerate() {
             d.next_transfer += 1;
@@ -1036,6 +1030,18 @@ mod tests {
         }
         let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
         drivers[root as usize].start(root_data, t).unwrap();
+        t
+    }
+
+    /// Runs one broadcast at every rank, single-threaded, as [`Driver::bcast`] does: each
+    /// non-root receives into its buffer in `bufs`, its blocking call emulated by its
+    /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
+    /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
+    /// per round.
+    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
+        let n = drivers.len();
+        let mut done = vec![false; n];
+        let t = begin(drivers, bufs, root);
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {
                 d.progress().unwrap();
@@ -1371,19 +1377,7 @@ mod tests {
         root: u32,
     ) -> Vec<Result<(), BcastError>> {
         let n = drivers.len();
-        let t = TransferId(drivers[0].next_transfer);
-        for (r, d) in drivers.iter_mut().enumerate() {
-            d.next_transfer += 1;
-            if r as u32 != root {
-                d.target = Some(Target {
-                    transfer: t,
-                    buf: bufs[r].as_mut_ptr(),
-                    len: bufs[r].len(),
-                });
-            }
-        }
-        let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
-        drivers[root as usize].start(root_data, t).unwrap();
+        let t = begin(drivers, bufs, root);
         let mut ended: Vec<Option<Result<(), BcastError>>> = vec![None; n];
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {

@@ -128,7 +128,16 @@ fn capacity() -> impl Strategy<Value = f64> {
 
 /// Random platforms of 1-3 clusters with small node counts, every capacity drawn.
 fn platform() -> impl Strategy<Value = Platform> {
-    prop::collection::vec(1usize..=2, 1..=3)
+    platform_of(1..=2, 1..=3)
+}
+
+/// Platforms of `clusters` clusters of `sizes` nodes each, every capacity (WAN and access links
+/// included) drawn from [`capacity`].
+fn platform_of(
+    sizes: std::ops::RangeInclusive<usize>,
+    clusters: std::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = Platform> {
+    prop::collection::vec(sizes, clusters)
         .prop_flat_map(|sizes| {
             let c = sizes.len();
             let n: usize = sizes.iter().sum();
@@ -333,40 +342,7 @@ fn reference_bound(p: &Platform, root: NodeId) -> (f64, NodeId, Vec<f64>) {
 /// Platforms of 1-4 clusters of 1-4 nodes; capacities drawn from a few values (so receivers
 /// tie, within and across clusters) or from a range, WAN and access links included.
 fn wider_platform() -> impl Strategy<Value = Platform> {
-    prop::collection::vec(1usize..=4, 1..=4)
-        .prop_flat_map(|sizes| {
-            let c = sizes.len();
-            let n: usize = sizes.iter().sum();
-            (
-                Just(sizes),
-                prop::collection::vec(capacity(), 2 * n + 2 * c + c * c),
-            )
-        })
-        .prop_map(|(sizes, caps)| {
-            let mut it = caps.into_iter();
-            let mut b = Platform::builder();
-            for &s in &sizes {
-                b = b.cluster(ClusterSpec::uniform(s, 1.0, 1.0, 1e-4));
-            }
-            let c = sizes.len();
-            for i in 0..c {
-                for j in 0..c {
-                    let w = it.next().unwrap();
-                    if i != j {
-                        b = b.wan(ClusterId(i as u32), ClusterId(j as u32), w, 0.01);
-                    }
-                }
-            }
-            let mut p = b.build().unwrap();
-            let links: Vec<LinkId> = p
-                .links()
-                .filter(|l| !matches!(l, LinkId::Wan { .. }))
-                .collect();
-            for l in links {
-                p.set_capacity(l, it.next().unwrap()).unwrap();
-            }
-            p
-        })
+    platform_of(1..=4, 1..=4)
 }
 
 proptest! {
