@@ -97,6 +97,7 @@
 //! sort again from the inputs on a snake of the survivors. The design and the argument that no
 //! record is lost or duplicated are in [`recovery`].
 
+use crate::app::Job;
 use crate::frame::{
     inconsistent, Family, FrameError, KindLayout, Message, MessageKind, TransferId,
 };
@@ -614,12 +615,43 @@ pub fn load_target(lo: u64, hi: u64, w_lo: u64, w_hi: u64) -> u64 {
     best
 }
 
+/// `records` sorted.
+fn sort_records(mut records: Vec<Bytes>) -> Vec<Bytes> {
+    records.sort_unstable();
+    records
+}
+
+/// One trade of a cycle for the merge: (this node is the lower rank, the slice it sent, the
+/// handoff records it received, the slice it received).
+type Trade = (bool, Vec<Bytes>, Vec<Bytes>, Vec<Bytes>);
+
+/// A cycle's merge: the kept slice, and per trade the received handoff and this node's half
+/// of the two slices (the lower rank keeps the lowest records, as many as it sent), sorted.
+fn merge_cycle(mut next: Vec<Bytes>, trades: Vec<Trade>) -> Vec<Bytes> {
+    for (lower, mine, handoff, theirs) in trades {
+        next.extend(handoff);
+        let keep = mine.len();
+        let mut both = mine;
+        both.extend(theirs);
+        both.sort_unstable();
+        if lower {
+            both.truncate(keep);
+            next.extend(both);
+        } else {
+            next.extend(both.split_off(both.len() - keep));
+        }
+    }
+    next.sort_unstable();
+    next
+}
+
 /// Where a node is within its cycle.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Phase {
     /// Before `Input::Start`.
     Idle,
-    /// Started; its backup copies are not all acknowledged yet, so it trades nothing.
+    /// Started; its backup copies are not all acknowledged yet, or the epoch's records are
+    /// being sorted, so it trades nothing.
     Backing,
     /// Slices sent, waiting for the partners'.
     Trading,
@@ -671,7 +703,7 @@ pub struct HeteroSort {
     /// Every member's weight, by member rank.
     all_weights: Vec<u64>,
     backups: usize,
-    /// This node's input, sorted: every epoch starts from it.
+    /// This node's input records (unsorted): every epoch starts from them.
     input: Vec<Bytes>,
     /// Backup copies of other members' inputs, by member rank.
     held: BTreeMap<usize, Held>,
@@ -718,6 +750,10 @@ pub struct HeteroSort {
     /// The compute task in progress, and the next task id.
     task: Option<TaskId>,
     next_task: u32,
+    /// The sort or merge of the task in progress (see [`crate::app`]).
+    job: Option<Job<Vec<Bytes>>>,
+    /// The epoch's records are sorted (its first sort is done).
+    epoch_sorted: bool,
 }
 
 impl HeteroSort {
@@ -753,10 +789,10 @@ impl HeteroSort {
                 input.len()
             ));
         }
-        let mut data: Vec<Bytes> = (0..input.len() / record_len)
+        // Sorted in the epoch's first compute task, off the event loop.
+        let data: Vec<Bytes> = (0..input.len() / record_len)
             .map(|i| input.slice(i * record_len..(i + 1) * record_len))
             .collect();
-        data.sort_unstable();
         let history = vec![data.len() as u64];
         Ok(HeteroSort {
             me,
@@ -794,6 +830,8 @@ impl HeteroSort {
             history,
             task: None,
             next_task: 0,
+            job: None,
+            epoch_sorted: false,
         })
     }
 
@@ -900,19 +938,20 @@ impl HeteroSort {
                 );
             }
         }
-        self.maybe_begin(out);
+        self.begin_epoch(out);
     }
 
-    /// Starts the epoch's first cycle once every live holder has this node's whole input.
+    /// Starts the epoch's first cycle once every live holder has this node's whole input and
+    /// the epoch's records are sorted.
     fn maybe_begin(&mut self, out: &mut Outputs) {
-        if self.phase != Phase::Backing {
+        if self.phase != Phase::Backing || !self.epoch_sorted {
             return;
         }
         let waiting = recovery::holders(self.mine, self.all.len(), self.backups)
             .into_iter()
             .any(|h| !self.failed.contains(&h) && !self.acked.contains(&h));
         if !waiting {
-            self.begin_epoch(out);
+            self.start_cycle(1, out);
         }
     }
 
@@ -964,7 +1003,8 @@ impl HeteroSort {
         self.verdicts.clear();
         match self.phase {
             Phase::Idle => {}
-            Phase::Backing => self.maybe_begin(out),
+            // Nothing traded yet: the epoch's records change (a restored copy), not a restart.
+            Phase::Backing => self.begin_epoch(out),
             _ => {
                 self.restarts += 1;
                 self.begin_epoch(out);
@@ -973,7 +1013,8 @@ impl HeteroSort {
     }
 
     /// Rolls back to the inputs over the survivors: this node's input and the copies it
-    /// restores, on a `1 x m` torus in snake order; starts cycle 1.
+    /// restores, on a `1 x m` torus in snake order; sorts them (a compute task) and starts
+    /// cycle 1 once they are sorted and the backups placed ([`Self::maybe_begin`]).
     fn begin_epoch(&mut self, out: &mut Outputs) {
         let n = self.all.len();
         let live: Vec<usize> = (0..n).filter(|r| !self.failed.contains(r)).collect();
@@ -1000,8 +1041,7 @@ impl HeteroSort {
                 }
             }
         }
-        data.sort_unstable();
-        self.data = data;
+        self.data = Vec::new();
         self.cycle = 0;
         self.sent.clear();
         self.kept.clear();
@@ -1009,10 +1049,33 @@ impl HeteroSort {
         self.next_handoff = None;
         self.summaries.clear();
         self.stop_after = None;
-        self.history = vec![self.data.len() as u64];
+        self.history = vec![data.len() as u64];
         // A task of the abandoned epoch still runs: its completion is ignored.
-        self.task = None;
-        self.start_cycle(1, out);
+        self.phase = Phase::Backing;
+        self.epoch_sorted = false;
+        self.sort_job(data.len(), move || sort_records(data), out);
+    }
+
+    /// Asks for the records `f` makes (a sort or a merge of `records` records) through the
+    /// application's compute, so the work runs off the event loop ([`crate::app`]).
+    fn sort_job(
+        &mut self,
+        records: usize,
+        f: impl FnOnce() -> Vec<Bytes> + Send + 'static,
+        out: &mut Outputs,
+    ) {
+        let job = Job::new(f);
+        let task = TaskId(self.next_task);
+        self.next_task += 1;
+        self.task = Some(task);
+        out.push(Output::Compute(ComputeTask {
+            task,
+            offset: 0,
+            len: (records * self.record_len) as u64,
+            data: Vec::new(),
+            work: Some(job.work()),
+        }));
+        self.job = Some(job);
     }
 
     fn start_cycle(&mut self, c: u32, out: &mut Outputs) {
@@ -1133,29 +1196,21 @@ impl HeteroSort {
                 return;
             }
         }
-        let mut next = std::mem::take(&mut self.kept);
+        // The merge is the cycle's compute task (off the event loop); its size is known now.
+        let kept = std::mem::take(&mut self.kept);
+        let mut size = kept.len();
         let mut partner_count = None;
+        let mut trades = Vec::new();
         for (q, mine) in std::mem::take(&mut self.sent) {
             let m = self.inbox.remove(&(c, q)).expect("checked above");
-            next.extend(m.handoff);
             if Some(q) == self.matched(c) {
                 partner_count = Some(m.count);
             }
-            let keep = mine.len();
-            let mut both = mine;
-            both.extend(m.slice);
-            both.sort_unstable();
-            if self.rank < q {
-                both.truncate(keep);
-                next.extend(both);
-            } else {
-                next.extend(both.split_off(both.len() - keep));
-            }
+            size += m.handoff.len() + mine.len();
+            trades.push((self.rank < q, mine, m.handoff, m.slice));
         }
-        next.sort_unstable();
-        self.data = next;
         if let (Some(m), Some(theirs)) = (self.matched(c), partner_count) {
-            let mine = self.data.len() as u64;
+            let mine = size as u64;
             let (lo, hi, wl, wh) = if self.rank < m {
                 (mine, theirs, self.weights[self.rank], self.weights[m])
             } else {
@@ -1167,17 +1222,8 @@ impl HeteroSort {
                 self.next_handoff = Some((m, d));
             }
         }
-        self.history.push(self.data.len() as u64);
-        let len = (self.data.len() * self.record_len) as u64;
-        let task = TaskId(self.next_task);
-        self.next_task += 1;
-        self.task = Some(task);
-        out.push(Output::Compute(ComputeTask {
-            task,
-            offset: 0,
-            len,
-            data: self.data.clone(),
-        }));
+        self.history.push(size as u64);
+        self.sort_job(size, move || merge_cycle(kept, trades), out);
         self.phase = Phase::Computing;
     }
 
@@ -1469,8 +1515,20 @@ impl Protocol for HeteroSort {
                 why: "a sort node takes only HeteroSort messages",
             }),
             Input::Command(Command::ComputeDone { task }) => {
-                if self.phase == Phase::Computing && self.task == Some(task) {
-                    self.computed(out);
+                let current = self.task == Some(task);
+                if current && matches!(self.phase, Phase::Computing | Phase::Backing) {
+                    self.data = self
+                        .job
+                        .take()
+                        .and_then(|j| j.result())
+                        .expect("a current task has its job");
+                    if self.phase == Phase::Computing {
+                        self.computed(out);
+                    } else {
+                        self.task = None;
+                        self.epoch_sorted = true;
+                        self.maybe_begin(out);
+                    }
                     Ok(())
                 } else if task.0 < self.next_task && self.task != Some(task) {
                     Ok(()) // a task of an abandoned epoch (or after an abort)

@@ -536,3 +536,118 @@ fn chaos_failures_lose_and_duplicate_no_record() {
 fn chaos_failures_lose_and_duplicate_no_record_1000_runs() {
     chaos(1000);
 }
+
+/// A member whose every sort and merge takes longer than the Hosts' silence limit (10 s):
+/// the sort runs as the application's compute (off the event loop on the real driver), so
+/// its Host keeps answering heartbeats and nobody gives it up; the sort completes with every
+/// member finished and no peer reported down.
+#[test]
+fn a_member_computing_longer_than_the_silence_limit_is_not_given_up() {
+    let n = 4;
+    let input = shares(n, 9);
+    let config = SimConfig {
+        record_deliveries: true,
+        strict: true,
+        ..SimConfig::default()
+    };
+    let silent_after = std::cell::Cell::new(0.0);
+    let mut sim = group(
+        Platform::builder()
+            .cluster(ClusterSpec::uniform(n, 50e6, 1e9, 1e-4))
+            .build()
+            .unwrap(),
+        config,
+        7,
+        |c| {
+            silent_after.set(c.silent_after.as_secs_f64());
+            c.app = Arc::new(Share(input[c.me.index()].clone()));
+        },
+    )
+    .unwrap();
+    // Member 1 computes 1 kB/s: its first sort alone (10 kB) is 10 s, and so is each merge.
+    let slow = 1e3;
+    sim.set_compute(NodeId(1), ComputeModel::BytesPerSecond(slow))
+        .unwrap();
+    let silent_after = silent_after.get();
+    assert!(input[1].len() as f64 / slow >= silent_after);
+    let spec = CollectiveSpec::HeteroSort(HsortSpec {
+        rows: 2,
+        cols: 2,
+        record_len: RECORD_LEN as u32,
+        slicing: Slicing::Equal,
+        speeds: Vec::new(),
+        backups: 1,
+    });
+    sim.input_at(NodeId(0), 0.0, start_input(spec, Bytes::new(), None))
+        .unwrap();
+    for i in 0..n {
+        sim.input_at(NodeId(i as u32), 3000.0, leave_input())
+            .unwrap();
+    }
+    let m = sim.run().unwrap();
+    assert!(m.errors.is_empty(), "{:?}", m.errors);
+    let done = m.completion(NodeId(0)).expect("the sort completes");
+    assert_eq!((done.finished, done.failed), (n as u32, 0));
+    assert!(done.at_s > 2.0 * silent_after, "done at {} s", done.at_s);
+    for nm in &m.nodes {
+        assert!(
+            !nm.reports
+                .iter()
+                .any(|r| matches!(r.report, Report::PeerDown { .. })),
+            "a member was given up"
+        );
+    }
+}
+
+/// A member killed at the instant its part starts (its sort asked for, its backup copy just
+/// sent or not yet out): the survivors end, without waiting for anything, and hold every
+/// record once, the killed member's too when its copy was whole at its holder, else every
+/// record but its own (it traded none: the restorer reports it lost).
+#[test]
+fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
+    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
+    let c = FaultCase {
+        platform: platform(),
+        input: shares(16, 5),
+        speeds: speeds.clone(),
+        spec: HsortSpec {
+            rows: 4,
+            cols: 4,
+            record_len: RECORD_LEN as u32,
+            slicing: Slicing::Equal,
+            speeds,
+            backups: 1,
+        },
+    };
+    let reference = run_faults(&c, &[], true);
+    check_survivors(&c, &reference).unwrap();
+    let log = reference.log.unwrap();
+    let victim = 6usize;
+    // Its part starts when its Host starts its machine: the first compute (the sort) and the
+    // copy's frames are its outputs at that instant.
+    let started = log
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap())
+        .find(|v| v["ev"] == "compute" && v["node"] == victim as u64)
+        .map(|v| v["t"].as_f64().unwrap())
+        .expect("the victim computes");
+    for at in [started - 1e-6, started, started + 1e-6, started + 1e-3] {
+        let r = run_faults(&c, &[(victim, at)], false);
+        assert_eq!(r.killed.len(), 1);
+        let whole = check_survivors(&c, &r);
+        let mut without = FaultCase {
+            platform: c.platform.clone(),
+            input: c.input.clone(),
+            speeds: c.speeds.clone(),
+            spec: c.spec.clone(),
+        };
+        without.input[victim] = Bytes::new();
+        let lost = check_survivors(&without, &r);
+        assert!(
+            whole.is_ok() || lost.is_ok(),
+            "killed at {at} s: {whole:?} / {lost:?}"
+        );
+        println!("killed at {at:.6} s: every record {}", whole.is_ok());
+    }
+}
