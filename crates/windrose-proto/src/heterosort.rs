@@ -20,8 +20,10 @@
 //!    with the one it received; the lower-ranked node keeps the lowest records, as many as it
 //!    sent, the higher the rest. Both ends compute the same split, so one frame each way is the
 //!    whole trade. Its kept slice, the kept halves and the handoff records, sorted, are its
-//!    records for the next cycle, and the application is asked to process them
-//!    ([`Output::Compute`], which the simulator charges by the node's speed);
+//!    records for the next cycle. The merge is the cycle's compute task ([`Output::Compute`]
+//!    with a [`Job`]: the real driver runs it off the Host's event loop, so a slow node keeps
+//!    answering heartbeats; the simulator charges it by the node's speed, see [`crate::app`]).
+//!    Each epoch's records are sorted the same way before its cycle 1;
 //! 4. decides with its matched partner how many records cross their boundary next cycle (the
 //!    load decision): both know both counts (each frame carries its sender's count), and the
 //!    lower node's target is the integer `x` in `1..=T-1` minimising `x^2 / w_lo + (T-x)^2 /
@@ -74,6 +76,51 @@
 //! matched sequence partner's boundary slice is odd-even transposition along the snake, the
 //! step the proof above needs.
 //!
+//! # Splitters: one exchange, then one wave
+//! The paper's cycles move most of every node's records in every cycle, and take about `N`
+//! cycles, each with a check wave across the WAN: on the heterogeneous testbed (16 nodes,
+//! 256 MB) speed slices were 27x slower than the sample sort. [`Slicing::Splitters`] keeps the
+//! torus, the snake order, the backups, the epochs and the check wave, but moves each record
+//! about once:
+//! 1. **Sort and sample.** Every member sorts its epoch's records (its first compute task, as
+//!    in every mode) and sends every live member its count and `min(count, 8 p)` regular
+//!    samples ([`HsortMsg::Samples`], kind 7; weights as in [`crate::sample_sort`]). Samples
+//!    go out while the backup copies are still being acknowledged.
+//! 2. **Weighted splitters.** With every live member's samples in and its own copies placed,
+//!    each member computes the same `p - 1` splitters
+//!    ([`weighted_splitters`](crate::sample_sort::weighted_splitters)): snake rank `j`'s range
+//!    gets about `w_j / sum w` of the records (`w` the members' speeds), so a 0.05-core node
+//!    gets a quarter of what a 0.2-core node gets.
+//! 3. **The exchange is cycle 1.** Its partners are all the other ranks: each gets its bucket
+//!    (the node's records between two splitters, one contiguous run of its sorted records,
+//!    possibly empty) in ordinary [`HsortMsg::Slice`] frames (cycle 1, no handoff). With every
+//!    bucket in, a node merges them into its range (the cycle's compute task). No load
+//!    decision is made: the splitters are the balance.
+//! 4. **One wave confirms it.** The check wave of cycle 1 runs along the snake as above (a
+//!    node without records passes it on unchanged). Buckets are cut at the same splitters
+//!    everywhere, a record `<=` splitter `j` going to rank `j` or below, so every rank's
+//!    records are `<=` the next non-empty rank's: the verdict of cycle 1 is "sorted" and every
+//!    node delivers at once. No cycle starts before the verdict of the one before (unlike
+//!    the paper's mode, which overlaps one cycle), so nothing is traded after the exchange.
+//!    Were a verdict ever "not sorted", the paper's cycles with speed slices would run from
+//!    cycle 2 under the same rule until one is "sorted"; their termination argument assumes
+//!    no node is empty, which the splitters do not promise, so that branch is a safety net,
+//!    not a path the argument covers.
+//!
+//! A failure starts a new epoch as in every mode ([`recovery`]): the survivors restore the
+//! failed members' inputs, sort, sample and exchange again on the survivors' snake. Samples
+//! carry their epoch and are dropped, refused or kept like the cycle frames.
+//!
+//! Cost: one sort per member, `p (p - 1)` sample frames, one bucket per ordered pair (each
+//! record crosses the network at most once, plus its backup copy), one merge, one wave (`2p`
+//! hops). In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
+//! a 100 MB/s core, 4 MB/s WAN, 16 MB of records;
+//! `windrose-sim/tests/heterosort.rs::splitters_meet_the_speed_targets_on_the_heterogeneous_testbed`)
+//! the splitters finish at 0.80 s against 4.80 s for equal slices (6.0x) and 0.79 s for the
+//! sample sort: the speed-weighted ranges halve the slowest member's merge, but both sorts
+//! first wait for that member to sort its equal input share, and the sample round, the copy
+//! and the wave cost about what the lighter merge saves.
+//!
 //! # Frames (family 7)
 //!
 //! | kind | name               | fixed fields                                                | payload |
@@ -84,11 +131,12 @@
 //! | 4    | `hsort_backup`     | transfer u32, record_len u16, more u8                       | input records (a backup copy) |
 //! | 5    | `hsort_backup_ack` | transfer u32                                                | none    |
 //! | 6    | `hsort_failed`     | transfer u32                                                | the failed member ranks, u32 each, ascending |
+//! | 7    | `hsort_samples`    | transfer u32, epoch u32, count u64, record_len u16          | the sender's regular samples, in order ([`Slicing::Splitters`]) |
 //!
 //! `count` is the sender's record count after the cycle's handoffs; `validate` refuses a
 //! zero cycle, a zero record length, a payload that is not whole records or shorter than the
-//! handoff, flags other than 0 or 1, and a failure notice that is empty, not whole u32s or not
-//! strictly ascending.
+//! handoff, flags other than 0 or 1, a failure notice that is empty, not whole u32s or not
+//! strictly ascending, and more samples than the count (or none of a nonempty share).
 //!
 //! # Failures
 //! With [`HsortSpec::backups`] above 0 (the default is 1) every member's input is copied to
@@ -124,6 +172,7 @@ const K_VERDICT: u8 = 3;
 const K_BACKUP: u8 = 4;
 const K_BACKUP_ACK: u8 = 5;
 const K_FAILED: u8 = 6;
+const K_SAMPLES: u8 = 7;
 
 /// A HeteroSort message: see the frame table in the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,6 +236,20 @@ pub enum HsortMsg {
         /// The run.
         transfer: TransferId,
     },
+    /// The sender's record count and regular samples, for the splitters of
+    /// [`Slicing::Splitters`].
+    Samples {
+        /// The run.
+        transfer: TransferId,
+        /// The epoch.
+        epoch: u32,
+        /// The sender's records in the epoch.
+        count: u64,
+        /// Bytes per record.
+        record_len: u16,
+        /// The samples, `record_len` bytes each, in order.
+        samples: Bytes,
+    },
     /// The members the sender counts as failed (ascending member ranks, all it knows of).
     Failed {
         /// The run.
@@ -218,7 +281,16 @@ impl HsortMsg {
             | HsortMsg::Verdict { transfer, .. }
             | HsortMsg::Backup { transfer, .. }
             | HsortMsg::BackupAck { transfer }
+            | HsortMsg::Samples { transfer, .. }
             | HsortMsg::Failed { transfer, .. } => *transfer,
+        }
+    }
+
+    /// The epoch of a message that carries one.
+    pub fn epoch(&self) -> Option<u32> {
+        match self {
+            HsortMsg::Samples { epoch, .. } => Some(*epoch),
+            _ => self.cycle().map(|(e, _)| e),
         }
     }
 
@@ -284,6 +356,12 @@ impl Family for HsortMsg {
             fixed: 4,
             payload: true,
         },
+        KindLayout {
+            kind: K_SAMPLES,
+            name: "hsort_samples",
+            fixed: 18,
+            payload: true,
+        },
     ];
 
     fn kind(&self) -> u8 {
@@ -294,6 +372,7 @@ impl Family for HsortMsg {
             HsortMsg::Backup { .. } => K_BACKUP,
             HsortMsg::BackupAck { .. } => K_BACKUP_ACK,
             HsortMsg::Failed { .. } => K_FAILED,
+            HsortMsg::Samples { .. } => K_SAMPLES,
         }
     }
 
@@ -306,6 +385,7 @@ impl Family for HsortMsg {
             HsortMsg::Slice { records, .. } | HsortMsg::Backup { records, .. } => Some(records),
             HsortMsg::Check { max, .. } => Some(max),
             HsortMsg::Failed { ranks, .. } => Some(ranks),
+            HsortMsg::Samples { samples, .. } => Some(samples),
             HsortMsg::Verdict { .. } | HsortMsg::BackupAck { .. } => None,
         }
     }
@@ -336,6 +416,16 @@ impl Family for HsortMsg {
             } => {
                 dst.put_u16(*record_len);
                 dst.put_u8(u8::from(*more));
+            }
+            HsortMsg::Samples {
+                epoch,
+                count,
+                record_len,
+                ..
+            } => {
+                dst.put_u32(*epoch);
+                dst.put_u64(*count);
+                dst.put_u16(*record_len);
             }
             HsortMsg::BackupAck { .. } | HsortMsg::Failed { .. } => {}
         }
@@ -404,6 +494,18 @@ impl Family for HsortMsg {
                 }
             }
             K_BACKUP_ACK => HsortMsg::BackupAck { transfer },
+            K_SAMPLES => {
+                let epoch = body.get_u32();
+                let count = body.get_u64();
+                let record_len = body.get_u16();
+                HsortMsg::Samples {
+                    transfer,
+                    epoch,
+                    count,
+                    record_len,
+                    samples: body,
+                }
+            }
             K_FAILED => HsortMsg::Failed {
                 transfer,
                 ranks: body,
@@ -464,6 +566,20 @@ impl Family for HsortMsg {
             } => {
                 whole(*record_len, records)?;
             }
+            HsortMsg::Samples {
+                count,
+                record_len,
+                samples,
+                ..
+            } => {
+                let n = whole(*record_len, samples)?;
+                if n as u64 > *count || (*count > 0 && n == 0) {
+                    return Err(FrameError::Invalid {
+                        kind: k,
+                        what: format!("{n} samples of {count} records"),
+                    });
+                }
+            }
             HsortMsg::Failed { ranks, .. } => {
                 if ranks.is_empty() {
                     return Err(inconsistent(k, "no failed member named"));
@@ -497,6 +613,10 @@ pub enum Slicing {
     Equal,
     /// Slices and loads in proportion to the members' speeds (the paper's future work).
     Speed,
+    /// Speed-weighted splitters from samples and one exchange as cycle 1, then one check wave
+    /// (see [Splitters](self#splitters-one-exchange-then-one-wave)); the paper's cycles with
+    /// speed slices only if that wave finds the set unsorted.
+    Splitters,
 }
 
 /// The parameters of a HeteroSort run
@@ -577,7 +697,7 @@ impl HsortSpec {
             return Err(format!("speed {i} is {s}: must be finite and positive"));
         }
         let weights = match self.slicing {
-            Slicing::Speed if !self.speeds.is_empty() => {
+            Slicing::Speed | Slicing::Splitters if !self.speeds.is_empty() => {
                 let top = self.speeds.iter().copied().fold(0.0, f64::max);
                 self.speeds
                     .iter()
@@ -740,7 +860,8 @@ pub struct HeteroSort {
     /// Checks from rank - 1, by cycle.
     checks: BTreeMap<u32, (bool, Bytes)>,
     /// This node's (smallest, largest) record after each cycle not yet checked.
-    summaries: BTreeMap<u32, (Bytes, Bytes)>,
+    /// (None: no records, which only the exchange of [`Slicing::Splitters`] can leave.)
+    summaries: BTreeMap<u32, Option<(Bytes, Bytes)>>,
     /// Verdicts known, by cycle.
     verdicts: BTreeMap<u32, bool>,
     /// Stop after this cycle.
@@ -754,7 +875,19 @@ pub struct HeteroSort {
     job: Option<Job<Vec<Bytes>>>,
     /// The epoch's records are sorted (its first sort is done).
     epoch_sorted: bool,
+    /// [`Slicing::Splitters`]: cycle 1 is the exchange by splitters.
+    splitters_mode: bool,
+    /// Samples by member rank: (epoch, count, samples), this node's own included.
+    samples: BTreeMap<usize, (u32, u64, Vec<Bytes>)>,
+    /// This node sent its samples of the epoch.
+    sampled: bool,
+    /// The epoch's splitters (one fewer than its members), once computed.
+    splitters: Vec<Bytes>,
 }
+
+/// Samples per member and per rank for [`Slicing::Splitters`]: the heaviest rank's share is
+/// off by about `1 / SPLITTER_OVERSAMPLE` of a member's share at worst.
+pub const SPLITTER_OVERSAMPLE: u64 = 8;
 
 impl HeteroSort {
     /// The machine of `me` among `members` (any order; ranked by id), with its own records
@@ -832,6 +965,10 @@ impl HeteroSort {
             next_task: 0,
             job: None,
             epoch_sorted: false,
+            splitters_mode: spec.slicing == Slicing::Splitters,
+            samples: BTreeMap::new(),
+            sampled: false,
+            splitters: Vec::new(),
         })
     }
 
@@ -882,6 +1019,12 @@ impl HeteroSort {
         &self.history
     }
 
+    /// [`Slicing::Splitters`]: the run's cycle 1 is the exchange by splitters, and it ends at
+    /// the cycle its verdict finds sorted (not one cycle later).
+    pub fn uses_splitters(&self) -> bool {
+        self.splitters_mode
+    }
+
     /// The first cycle whose verdict was "sorted", once known here.
     pub fn sorted_at(&self) -> Option<u32> {
         self.verdicts.iter().find(|(_, &s)| s).map(|(&c, _)| c)
@@ -899,7 +1042,15 @@ impl HeteroSort {
         (m < self.n()).then_some(m)
     }
 
+    /// [`Slicing::Splitters`]' exchange: cycle 1 of every epoch.
+    fn exchange(&self, c: u32) -> bool {
+        self.splitters_mode && c == 1
+    }
+
     fn partners(&self, c: u32) -> Vec<usize> {
+        if self.exchange(c) {
+            return (0..self.n()).filter(|&q| q != self.rank).collect();
+        }
         let mut p = self
             .torus
             .trading_list(self.rank, Cycle::of(u64::from(c)))
@@ -950,9 +1101,66 @@ impl HeteroSort {
         let waiting = recovery::holders(self.mine, self.all.len(), self.backups)
             .into_iter()
             .any(|h| !self.failed.contains(&h) && !self.acked.contains(&h));
-        if !waiting {
-            self.start_cycle(1, out);
+        if waiting {
+            return;
         }
+        if self.splitters_mode {
+            // Every live member's samples of the epoch: the same splitters everywhere.
+            let live = self.ids.len();
+            let ranks: Vec<usize> = (0..self.all.len())
+                .filter(|r| !self.failed.contains(r))
+                .collect();
+            let epoch = self.epoch();
+            if !ranks
+                .iter()
+                .all(|r| self.samples.get(r).is_some_and(|s| s.0 == epoch))
+            {
+                return;
+            }
+            let mut all: Vec<(Bytes, u64)> = Vec::new();
+            for r in &ranks {
+                let (_, count, samples) = self.samples[r].clone();
+                all.extend(crate::sample_sort::with_weights(count, samples));
+            }
+            all.sort_by(|a, b| a.0.cmp(&b.0));
+            self.splitters = crate::sample_sort::weighted_splitters(&all, &self.weights);
+            debug_assert!(self.splitters.len() < live.max(1));
+        }
+        self.start_cycle(1, out);
+    }
+
+    /// [`Slicing::Splitters`]: sends this node's record count and regular samples to every
+    /// live member, once its epoch's records are sorted.
+    fn send_samples(&mut self, out: &mut Outputs) {
+        if !self.splitters_mode || self.sampled {
+            return;
+        }
+        self.sampled = true;
+        let count = self.data.len() as u64;
+        let s = count.min(SPLITTER_OVERSAMPLE * self.n() as u64);
+        let mine: Vec<Bytes> = crate::sample_sort::sample_positions(count, s)
+            .map(|i| self.data[i as usize].clone())
+            .collect();
+        let mut payload = BytesMut::with_capacity(mine.len() * self.record_len);
+        for r in &mine {
+            payload.extend_from_slice(r);
+        }
+        let payload = payload.freeze();
+        for (q, &id) in self.ids.iter().enumerate() {
+            if q != self.rank {
+                out.send(
+                    id,
+                    Message::HeteroSort(HsortMsg::Samples {
+                        transfer: self.transfer,
+                        epoch: self.epoch(),
+                        count,
+                        record_len: self.record_len as u16,
+                        samples: payload.clone(),
+                    }),
+                );
+            }
+        }
+        self.samples.insert(self.mine, (self.epoch(), count, mine));
     }
 
     /// Tells every live member which members this node counts as failed.
@@ -1049,6 +1257,12 @@ impl HeteroSort {
         self.next_handoff = None;
         self.summaries.clear();
         self.stop_after = None;
+        // Samples of this epoch may be in already (before this node's start): keep those.
+        let epoch = self.epoch();
+        let mine = self.mine;
+        self.samples.retain(|&r, s| s.0 == epoch && r != mine);
+        self.sampled = false;
+        self.splitters.clear();
         self.history = vec![data.len() as u64];
         // A task of the abandoned epoch still runs: its completion is ignored.
         self.phase = Phase::Backing;
@@ -1098,6 +1312,23 @@ impl HeteroSort {
             }
         }
         self.count = self.data.len() as u64 + self.expect_in.map_or(0, |(_, k)| k);
+        if self.exchange(c) {
+            // The exchange: every rank's bucket by the splitters (the node's records are
+            // sorted, so each bucket is a contiguous run), even an empty one.
+            let data = std::mem::take(&mut self.data);
+            let mut slices: BTreeMap<usize, Vec<Bytes>> = BTreeMap::new();
+            let mut start = 0;
+            for q in 0..self.n() {
+                let end = match self.splitters.get(q) {
+                    Some(sp) => start + data[start..].partition_point(|r| r <= sp),
+                    None => data.len(),
+                };
+                slices.insert(q, data[start..end].to_vec());
+                start = end;
+            }
+            self.send_slices(c, slices, (usize::MAX, Vec::new()), out);
+            return;
+        }
         // 2. Slices: the matched partner's from the boundary, the others in list order.
         let list = self
             .torus
@@ -1129,6 +1360,18 @@ impl HeteroSort {
         for (q, r) in rest_list.iter().zip(ranges) {
             slices.insert(*q, data[r].to_vec());
         }
+        self.send_slices(c, slices, handoff_out, out);
+    }
+
+    /// Keeps this node's own slice of `slices` and sends every other (with the handoff to its
+    /// partner first): one frame or more per partner, ascending rank.
+    fn send_slices(
+        &mut self,
+        c: u32,
+        mut slices: BTreeMap<usize, Vec<Bytes>>,
+        handoff_out: (usize, Vec<Bytes>),
+        out: &mut Outputs,
+    ) {
         self.kept = slices.remove(&self.rank).unwrap_or_default();
         // 3. One frame per partner, ascending rank.
         self.sent.clear();
@@ -1209,6 +1452,16 @@ impl HeteroSort {
             size += m.handoff.len() + mine.len();
             trades.push((self.rank < q, mine, m.handoff, m.slice));
         }
+        if self.exchange(c) {
+            // Every received bucket is this node's whole: no halves, no load decision.
+            let mut parts = vec![kept];
+            parts.extend(trades.into_iter().map(|(_, _, _, theirs)| theirs));
+            let size = parts.iter().map(Vec::len).sum::<usize>();
+            self.history.push(size as u64);
+            self.sort_job(size, move || sort_records(parts.concat()), out);
+            self.phase = Phase::Computing;
+            return;
+        }
         if let (Some(m), Some(theirs)) = (self.matched(c), partner_count) {
             let mine = size as u64;
             let (lo, hi, wl, wh) = if self.rank < m {
@@ -1230,9 +1483,8 @@ impl HeteroSort {
     fn computed(&mut self, out: &mut Outputs) {
         self.task = None;
         let c = self.cycle;
-        let first = self.data.first().cloned().unwrap_or_default();
-        let last = self.data.last().cloned().unwrap_or_default();
-        self.summaries.insert(c, (first, last));
+        let ends = self.data.first().cloned().zip(self.data.last().cloned());
+        self.summaries.insert(c, ends);
         self.phase = Phase::Waiting;
         self.wave(out);
         self.advance(out);
@@ -1253,9 +1505,14 @@ impl HeteroSort {
                     None => return,
                 }
             };
-            let (min, max) = self.summaries.remove(&c).expect("the first key");
-            let ok = incoming.0 && incoming.1 <= min;
-            let max = if incoming.1 > max { incoming.1 } else { max };
+            let (ok, max) = match self.summaries.remove(&c).expect("the first key") {
+                Some((min, max)) => (
+                    incoming.0 && incoming.1 <= min,
+                    if incoming.1 > max { incoming.1 } else { max },
+                ),
+                // A node without records passes the wave on as it came.
+                None => incoming,
+            };
             if self.rank + 1 == self.n() {
                 self.verdict(c, ok, out);
             } else {
@@ -1287,7 +1544,8 @@ impl HeteroSort {
             );
         }
         if sorted && self.stop_after.is_none() {
-            self.stop_after = Some(c + 1);
+            // With Splitters no cycle starts before the verdict of the one before.
+            self.stop_after = Some(if self.splitters_mode { c } else { c + 1 });
         }
         self.wave(out);
         self.advance(out);
@@ -1314,7 +1572,12 @@ impl HeteroSort {
             out.push(Output::Finished);
             return;
         }
-        if c < 2 || self.verdicts.get(&(c - 1)) == Some(&false) {
+        let needed = if self.splitters_mode {
+            Some(c)
+        } else {
+            c.checked_sub(1).filter(|&d| d >= 1)
+        };
+        if needed.is_none_or(|d| self.verdicts.get(&d) == Some(&false)) {
             self.start_cycle(c + 1, out);
         }
     }
@@ -1346,7 +1609,7 @@ impl HeteroSort {
             return Ok(());
         }
         let inconsistent = |what| ProtocolError::Inconsistent { from, kind, what };
-        if let Some((epoch, _)) = msg.cycle() {
+        if let Some(epoch) = msg.epoch() {
             // Its failure notice precedes a sender's frames of a new epoch on the link, so a
             // frame of a later epoch than this node's is a broken link order.
             if epoch > self.epoch() {
@@ -1400,6 +1663,35 @@ impl HeteroSort {
                         }),
                     );
                 }
+            }
+            HsortMsg::Samples {
+                count,
+                record_len,
+                samples,
+                ..
+            } => {
+                if !self.splitters_mode {
+                    return Err(unexpected("samples in a run without splitters"));
+                }
+                if usize::from(record_len) != self.record_len {
+                    return Err(inconsistent("record length differs from this run's"));
+                }
+                if self
+                    .samples
+                    .get(&sender)
+                    .is_some_and(|s| s.0 == self.epoch())
+                {
+                    return Err(unexpected("a second set of samples in one epoch"));
+                }
+                let n = samples.len() / self.record_len;
+                let s: Vec<Bytes> = (0..n)
+                    .map(|i| samples.slice(i * self.record_len..(i + 1) * self.record_len))
+                    .collect();
+                if s.windows(2).any(|w| w[0] > w[1]) {
+                    return Err(inconsistent("samples out of order"));
+                }
+                self.samples.insert(sender, (self.epoch(), count, s));
+                self.maybe_begin(out);
             }
             HsortMsg::BackupAck { .. } => {
                 if !recovery::holders(self.mine, self.all.len(), self.backups).contains(&sender) {
@@ -1527,6 +1819,7 @@ impl Protocol for HeteroSort {
                     } else {
                         self.task = None;
                         self.epoch_sorted = true;
+                        self.send_samples(out);
                         self.maybe_begin(out);
                     }
                     Ok(())

@@ -297,12 +297,22 @@ pub fn sample_positions(count: u64, s: u64) -> impl Iterator<Item = u64> {
 /// The `p - 1` splitters of weighted samples `(record, weight)` sorted by record: splitter `j`
 /// is the first sample whose running weight times `p` reaches `j` times the total.
 pub fn splitters(sorted: &[(Bytes, u64)], p: usize) -> Vec<Bytes> {
+    weighted_splitters(sorted, &vec![1; p])
+}
+
+/// The `p - 1` splitters for ranks of weights `weights` (`p` of them, positive): splitter `j`
+/// is the first sample whose running weight reaches the share `w_0 + ... + w_{j-1}` of the
+/// total weight, so rank `j` gets about `w_j / sum w` of the records. Equal weights give
+/// [`splitters`].
+pub fn weighted_splitters(sorted: &[(Bytes, u64)], weights: &[u64]) -> Vec<Bytes> {
+    let p = weights.len();
     let total: u128 = sorted.iter().map(|(_, w)| u128::from(*w)).sum();
-    let p128 = p as u128;
+    let wsum: u128 = weights.iter().map(|&w| u128::from(w)).sum();
     let mut out = Vec::with_capacity(p.saturating_sub(1));
-    let (mut run, mut next) = (0u128, 0usize);
-    for j in 1..p128 {
-        while next < sorted.len() && run * p128 < j * total {
+    let (mut run, mut next, mut cum) = (0u128, 0usize, 0u128);
+    for &w in &weights[..p.saturating_sub(1)] {
+        cum += u128::from(w);
+        while next < sorted.len() && run * wsum < cum * total {
             run += u128::from(sorted[next].1);
             next += 1;
         }
@@ -649,7 +659,7 @@ impl SampleSort {
 
 /// A member's samples with their weights (see the module docs): the differences of their
 /// positions, which add up to `count`.
-fn with_weights(count: u64, samples: Vec<Bytes>) -> Vec<(Bytes, u64)> {
+pub(crate) fn with_weights(count: u64, samples: Vec<Bytes>) -> Vec<(Bytes, u64)> {
     let s = samples.len() as u64;
     let mut prev = 0u64;
     samples

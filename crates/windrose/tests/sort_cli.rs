@@ -468,13 +468,16 @@ fn paths_and_options_that_do_not_fit_are_refused() {
         ),
         (
             &["--speeds", "1,2", "--slicing", "equal"],
-            "--speeds is for --protocol heterosort --slicing speeds",
+            "--speeds is for --protocol heterosort --slicing speeds or splitters",
         ),
         (
             &["--slicing", "equal", "--protocol", "sample-sort"],
             "--slicing is for --protocol heterosort",
         ),
-        (&["--slicing", "speed"], "expected speeds or equal"),
+        (
+            &["--slicing", "speed"],
+            "expected speeds, equal or splitters",
+        ),
         (&["--protocol", "heterosort-equal"], "heterosort-equal"),
     ] {
         let mut args = vec!["--local", "--nodes", "2"];
