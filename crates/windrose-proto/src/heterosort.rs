@@ -84,10 +84,8 @@
 //! about once:
 //! 1. **Sort and sample.** Every member sorts its epoch's records (its first compute task, as
 //!    in every mode) and sends every live member its count and `min(count, 8 p)` regular
-//!    samples ([`HsortMsg::Samples`], kind 7; weights as in [`crate::sample_sort`]). Samples
-//!    go out while the backup copies are still being acknowledged.
-//! 2. **Weighted splitters.** With every live member's samples in and its own copies placed,
-//!    each member computes the same `p - 1` splitters
+//!    samples ([`HsortMsg::Samples`], kind 7; weights as in [`crate::sample_sort`]).
+//! 2. **Weighted splitters.** With every live member's samples in, each member computes the same `p - 1` splitters
 //!    ([`weighted_splitters`](crate::sample_sort::weighted_splitters)): snake rank `j`'s range
 //!    gets about `w_j / sum w` of the records (`w` the members' speeds), so a 0.05-core node
 //!    gets a quarter of what a 0.2-core node gets.
@@ -100,7 +98,11 @@
 //!    node without records passes it on unchanged). Buckets are cut at the same splitters
 //!    everywhere, a record `<=` splitter `j` going to rank `j` or below, so every rank's
 //!    records are `<=` the next non-empty rank's: the verdict of cycle 1 is "sorted" and every
-//!    node delivers at once. No cycle starts before the verdict of the one before (unlike
+//!    node delivers at once. The backup copies travel beside the samples and the exchange
+//!    (the paper's modes wait for them before trading): a node passes the check on only once
+//!    its own copies are acknowledged, so no verdict, and no delivery, comes before every
+//!    copy is placed, and [recovery](recovery#splitters-trade-before-the-copies-are-placed)
+//!    covers the same span. No cycle starts before the verdict of the one before (unlike
 //!    the paper's mode, which overlaps one cycle), so nothing is traded after the exchange.
 //!    Were a verdict ever "not sorted", the paper's cycles with speed slices would run from
 //!    cycle 2 under the same rule until one is "sorted"; their termination argument assumes
@@ -116,10 +118,11 @@
 //! hops). In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
 //! a 100 MB/s core, 4 MB/s WAN, 16 MB of records;
 //! `windrose-sim/tests/heterosort.rs::splitters_meet_the_speed_targets_on_the_heterogeneous_testbed`)
-//! the splitters finish at 0.80 s against 4.80 s for equal slices (6.0x) and 0.79 s for the
-//! sample sort: the speed-weighted ranges halve the slowest member's merge, but both sorts
-//! first wait for that member to sort its equal input share, and the sample round, the copy
-//! and the wave cost about what the lighter merge saves.
+//! the splitters finish at 0.788 s against 4.803 s for equal slices (6.1x) and 0.793 s for the
+//! sample sort (1.01x): the speed-weighted ranges halve the slowest member's merge, but both
+//! sorts first wait for that member to sort its equal input share, and the sample round, the
+//! backup copy (the last member of a cluster copies to the next cluster, over the WAN) and the
+//! wave cost about what the lighter merge saves.
 //!
 //! # Frames (family 7)
 //!
@@ -1098,10 +1101,8 @@ impl HeteroSort {
         if self.phase != Phase::Backing || !self.epoch_sorted {
             return;
         }
-        let waiting = recovery::holders(self.mine, self.all.len(), self.backups)
-            .into_iter()
-            .any(|h| !self.failed.contains(&h) && !self.acked.contains(&h));
-        if waiting {
+        // Splitters trade at once and hold the check wave instead (see `wave`).
+        if !self.splitters_mode && !self.copies_placed() {
             return;
         }
         if self.splitters_mode {
@@ -1127,6 +1128,13 @@ impl HeteroSort {
             debug_assert!(self.splitters.len() < live.max(1));
         }
         self.start_cycle(1, out);
+    }
+
+    /// Every live holder acknowledged this node's whole copy.
+    fn copies_placed(&self) -> bool {
+        recovery::holders(self.mine, self.all.len(), self.backups)
+            .into_iter()
+            .all(|h| self.failed.contains(&h) || self.acked.contains(&h))
     }
 
     /// [`Slicing::Splitters`]: sends this node's record count and regular samples to every
@@ -1492,6 +1500,11 @@ impl HeteroSort {
 
     /// Moves the check wave on as far as this node can.
     fn wave(&mut self, out: &mut Outputs) {
+        // With Splitters a node passes no check on before its copies are placed, so no verdict
+        // (and no delivery) comes before every member's copy is placed.
+        if self.splitters_mode && !self.copies_placed() {
+            return;
+        }
         while let Some((&c, _)) = self.summaries.first_key_value() {
             let incoming = if self.rank == 0 {
                 // Rank 0 starts the wave of c once verdict c - 1 is known "not sorted".
@@ -1703,6 +1716,7 @@ impl HeteroSort {
                     return Err(unexpected("a second acknowledgement of one copy"));
                 }
                 self.maybe_begin(out);
+                self.wave(out);
             }
             HsortMsg::Slice {
                 cycle,

@@ -67,6 +67,25 @@
 //! one, so no record of an abandoned epoch reaches a delivery. Every survivor reaches the final
 //! `F`: its members' failures reach it from the Host or in an `hsort_failed` frame.
 //!
+//! # Splitters: trade before the copies are placed
+//! With [`Slicing::Splitters`](super::Slicing) a node exchanges its records while its copies
+//! are still travelling (a copy that crosses the WAN would otherwise hold the whole exchange
+//! back), and holds the check wave until they are acknowledged instead. The argument above
+//! does not use "traded only after the copy": a new epoch drops every frame and every record
+//! of the old one and starts from the inputs, so what a failed member traded is gone with the
+//! epoch, never duplicated. What changes is only which failures lose records: a member that
+//! fails before its copy is whole has now possibly traded, and its records are lost as before
+//! ([`lost`](super::HeteroSort::lost) names it). The first delivery still follows every copy's
+//! placement (the wave).
+//!
+//! The span recovery covers is shorter with Splitters: the wave of the exchange can end, and
+//! the last rank deliver at once, while the failure of a member that had already passed its
+//! check on is still travelling; that member's range (after the exchange, held by it alone)
+//! is then gone, and the survivors that heard of the failure first restart without the
+//! finished ones. A failure is recovered when the failed member had not yet passed the check
+//! on (the wave cannot end without it): the machine chaos tests kill Splitters members only
+//! before any live member has merged the exchange. Closing it is the two-phase end below.
+//!
 //! **The window that is not covered.** A node delivers and finishes at the end of its epoch.
 //! If a member fails after some survivor has delivered, the others roll back while the
 //! finished node's range is already out, and they wait for a member that no longer takes part.
