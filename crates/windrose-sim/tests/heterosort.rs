@@ -735,11 +735,11 @@ fn hetero_testbed(spec: CollectiveSpec, total: usize) -> (Vec<f64>, Vec<usize>) 
 /// records; `WINDROSE_SORT_MB` for more): HeteroSort with splitters weighted by the members'
 /// speeds against the sample sort (equal splitters) and the paper's HeteroSort with equal and
 /// with speed slices (`WINDROSE_SORT_SPEED_SLICES=1`: slow). Prints max / mean member finish
-/// (`--nocapture`). Asserts the target that holds: >= 1.3x faster than equal slices (6.1x at
-/// 16 MB). The other, >= 1.5x faster than the sample sort, does not hold (1.01x at 16 MB): both
-/// wait for the slowest member to sort its equal input share before the exchange, and the
-/// lighter merge it gets from the splitters is about what the sample round, the backup copy
-/// and the check wave cost. The test asserts the splitters are within 10 % of it.
+/// (`--nocapture`). Asserts the target that holds: >= 1.3x faster than equal slices (7.1x at
+/// 16 MB). The other, >= 1.5x faster than the sample sort, does not hold (1.17x at 16 MB): both
+/// wait for the slowest member to sort its equal input share before the exchange, and both
+/// move about three quarters of the records over the WAN. The test asserts the splitters are
+/// faster than the sample sort.
 #[test]
 fn splitters_meet_the_speed_targets_on_the_heterogeneous_testbed() {
     use windrose_proto::sample_sort::SampleSortSpec;
@@ -789,5 +789,5 @@ fn splitters_meet_the_speed_targets_on_the_heterogeneous_testbed() {
         max["heterosort equal"] / s
     );
     assert!(max["heterosort equal"] >= 1.3 * s, "{max:?}");
-    assert!(s <= 1.1 * max["sample sort"], "{max:?}");
+    assert!(s < max["sample sort"], "{max:?}");
 }
