@@ -16,6 +16,8 @@
 # SORTS: heterosort-splitters, heterosort-speeds, heterosort-equal, sample-sort (default:
 # splitters, equal and sample sort; the speed slices' cycles are slow: name them to run them).
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
+# data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
+# slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
 # The data goes under $SORT_DIR (default: a new directory in /tmp): 2 x 100 bytes x 16 x
 # RECORDS_PER_NODE bytes at once, plus the members' memory for the same.
 set -euo pipefail
