@@ -13,8 +13,11 @@
 #
 # Run from the repository root:
 #   bash data/sort/testbed.sh [WINDROSE_BINARY] [RECORDS_PER_NODE] [REPS] [SORTS...]
-# SORTS: heterosort-speeds, heterosort-equal, sample-sort (default: all three).
+# SORTS: heterosort-splitters, heterosort-speeds, heterosort-equal, sample-sort (default:
+# splitters, equal and sample sort; the speed slices' cycles are slow: name them to run them).
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
+# data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
+# slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
 # The data goes under $SORT_DIR (default: a new directory in /tmp): 2 x 100 bytes x 16 x
 # RECORDS_PER_NODE bytes at once, plus the members' memory for the same.
 set -euo pipefail
@@ -24,7 +27,7 @@ REPS=${3:-1}
 shift $(( $# < 3 ? $# : 3 ))
 SORTS=("$@")
 if [ ${#SORTS[@]} -eq 0 ]; then
-  SORTS=(heterosort-speeds heterosort-equal sample-sort)
+  SORTS=(heterosort-splitters heterosort-equal sample-sort)
 fi
 NAME=${SORT_TESTBED:-hsort}
 SCENARIO=data/scenarios/testbed/sort-hetero.toml
@@ -73,6 +76,7 @@ echo "sort,records,bytes,seconds,max_finish_s,mean_finish_s,valsort"
 for rep in $(seq "$REPS"); do
   for s in "${SORTS[@]}"; do
     case "$s" in
+      heterosort-splitters) args=(--protocol heterosort --slicing splitters --speeds "$SPEEDS") ;;
       heterosort-speeds) args=(--protocol heterosort --slicing speeds --speeds "$SPEEDS") ;;
       heterosort-equal) args=(--protocol heterosort --slicing equal) ;;
       sample-sort) args=(--protocol sample-sort) ;;

@@ -19,6 +19,19 @@
 //! machine with `Command::ComputeDone` when it returns; the simulator charges the node's
 //! `ComputeModel` time instead of running it (its results are not needed to time a run), and
 //! both hand [`verifier`](Application::verifier) to the machines they build.
+//!
+//! # Work a machine needs back: [`Job`] and [`Work`]
+//! Some machines need the *result* of heavy work (a sort needs its records sorted), and a
+//! machine's `handle()` runs on the Host's event loop: work done there stops the node
+//! answering its peers (a 0.05-core member sorting 67 MB is silent for 10 s, and the others
+//! give it up). Such a machine wraps the work in a [`Job`] and hands its [`Work`] out with the
+//! task ([`ComputeTask::work`]). A driver that runs computes off the event loop (windrose-net)
+//! runs the work on the same blocking thread, before the application's `compute`, and answers
+//! `ComputeDone` after both; the machine then takes the result ([`Job::result`]). A driver that
+//! does not run it (the simulator, which charges the task's time by the node's speed, and the
+//! tests' pumps) loses nothing: [`Job::result`] runs a job nobody ran yet, inline, when the
+//! machine takes its result at `ComputeDone`. The work is a pure function of what the machine
+//! captured, so both give the same result, and a simulated run stays deterministic.
 
 use crate::collective::CollectiveSpec;
 use crate::frame::TransferId;
@@ -26,7 +39,7 @@ use crate::node::ComputeTask;
 use crate::pieces::{Blake3Verifier, PieceVerifier};
 use bytes::Bytes;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// What a node's application does with the collectives' data.
 pub trait Application: Send + Sync + fmt::Debug {
@@ -111,6 +124,95 @@ pub fn default_app() -> Arc<dyn Application> {
     Arc::new(Blake3App)
 }
 
+/// Work handed to a driver with a compute task ([`ComputeTask::work`]): run it with
+/// [`run`](Work::run), on any thread, before answering `ComputeDone`. Running it twice, or
+/// not at all, is harmless (see [`Job`]).
+#[derive(Clone)]
+pub struct Work(Arc<dyn Runnable>);
+
+impl Work {
+    /// Runs the work unless it ran already; when another thread is running it, waits until it
+    /// is done.
+    pub fn run(&self) {
+        self.0.run();
+    }
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Work")
+    }
+}
+
+impl PartialEq for Work {
+    fn eq(&self, other: &Work) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Work {}
+
+trait Runnable: Send + Sync {
+    fn run(&self);
+}
+
+enum JobState<T> {
+    Pending(Box<dyn FnOnce() -> T + Send>),
+    Done(T),
+    Taken,
+}
+
+impl<T: Send> Runnable for Mutex<JobState<T>> {
+    fn run(&self) {
+        // The lock is held while the job runs, so a second `run` (or `result`) waits for it.
+        let mut state = self.lock().unwrap_or_else(|e| e.into_inner());
+        if let JobState::Pending(_) = &*state {
+            let JobState::Pending(f) = std::mem::replace(&mut *state, JobState::Taken) else {
+                unreachable!("matched above");
+            };
+            *state = JobState::Done(f());
+        }
+    }
+}
+
+/// A machine's handle on heavy work whose result it needs: see the [module docs](self).
+pub struct Job<T>(Arc<Mutex<JobState<T>>>);
+
+impl<T> Clone for Job<T> {
+    fn clone(&self) -> Job<T> {
+        Job(self.0.clone())
+    }
+}
+
+impl<T> fmt::Debug for Job<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Job")
+    }
+}
+
+impl<T: Send + 'static> Job<T> {
+    /// Work to be done later, by a driver's thread or by [`result`](Job::result).
+    pub fn new(f: impl FnOnce() -> T + Send + 'static) -> Job<T> {
+        Job(Arc::new(Mutex::new(JobState::Pending(Box::new(f)))))
+    }
+
+    /// The handle a driver runs ([`ComputeTask::work`]).
+    pub fn work(&self) -> Work {
+        Work(self.0.clone())
+    }
+
+    /// The result: runs the job here if no driver did (waits if one is running it). None
+    /// when the result was taken before.
+    pub fn result(&self) -> Option<T> {
+        self.0.run();
+        let mut state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::replace(&mut *state, JobState::Taken) {
+            JobState::Done(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +226,7 @@ mod tests {
             offset: 0,
             len: 11,
             data: vec![Bytes::from_static(b"hello "), Bytes::from_static(b"world")],
+            work: None,
         };
         assert_eq!(
             Blake3App.compute(&task),
@@ -134,5 +237,27 @@ mod tests {
         let v = Blake3App.verifier();
         assert!(v.verify(&manifest, 1, &data.slice(4..8)));
         assert!(!v.verify(&manifest, 1, &data.slice(0..4)));
+    }
+
+    #[test]
+    fn a_job_runs_once_wherever_it_runs() {
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = runs.clone();
+        let job = Job::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            vec![3, 1, 2].into_iter().max()
+        });
+        // A driver's thread runs it; the machine's `result` then only takes it.
+        let work = job.work();
+        std::thread::spawn(move || work.run()).join().unwrap();
+        job.work().run();
+        assert_eq!(job.result(), Some(Some(3)));
+        assert_eq!(job.result(), None, "a result is taken once");
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Nobody ran it: `result` runs it inline.
+        let inline = Job::new(|| 7u8);
+        assert_eq!(inline.result(), Some(7));
+        assert_eq!(inline.work(), inline.work());
+        assert_ne!(inline.work(), Job::new(|| 7u8).work());
     }
 }

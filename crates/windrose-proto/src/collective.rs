@@ -541,7 +541,8 @@ fn build_heterosort(
         }
     }
     let members: Vec<NodeId> = ctx.members.iter().map(|(n, _)| *n).collect();
-    let m = HeteroSort::new(ctx.me, &members, ctx.transfer, hs, ctx.local_input.clone())?;
+    let m = HeteroSort::new(ctx.me, &members, ctx.transfer, hs, ctx.local_input.clone())?
+        .with_clusters(&ctx.members);
     if hs.backups > 0 && members.len() > 1 {
         // Failure notices go to every member, and after a failure any survivor may become a
         // partner (see `heterosort::recovery`).

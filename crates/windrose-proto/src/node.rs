@@ -142,10 +142,14 @@ pub struct ComputeTask {
     pub task: TaskId,
     /// Position of the first byte in the whole data (e.g. the load of a scatter).
     pub offset: u64,
-    /// Total bytes (the sum of the pieces' lengths; may be 0).
+    /// Total bytes (the sum of the pieces' lengths; may be 0). With [`work`](Self::work), the
+    /// bytes the work processes, which the simulator charges by the node's speed.
     pub len: u64,
-    /// The bytes, in order.
+    /// The bytes, in order (empty when the machine's [`work`](Self::work) produces them).
     pub data: Vec<Bytes>,
+    /// Work whose result the machine needs, to be run off the event loop before answering
+    /// `ComputeDone` ([`crate::app::Job`]); None for most collectives.
+    pub work: Option<crate::app::Work>,
 }
 
 /// The share of a load one member kept and computed, as its report to the initiator says:

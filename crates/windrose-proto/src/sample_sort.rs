@@ -5,9 +5,9 @@
 //! sorted, contiguous range of the whole set, members ranked by id: rank 0 the smallest records.
 //!
 //! # A run
-//! 1. **Local sort.** The machine sorts its records and asks the application to process them
-//!    ([`Output::Compute`], task 1), which the simulator charges by the node's speed as it does
-//!    HeteroSort's cycles.
+//! 1. **Local sort.** The machine asks for its records sorted ([`Output::Compute`], task 1,
+//!    whose [`Job`] sorts them off the Host's event loop in the real driver; the simulator
+//!    charges it by the node's speed as it does HeteroSort's, see [`crate::app`]).
 //! 2. **Samples.** When task 1 is done the node sends every other member its record count and
 //!    `s = min(count, oversample * p)` *regular samples*: the records at sorted positions
 //!    `pos_k = (k + 1) * count / s - 1`, `k = 0..s`. Sample `k` stands for the records at
@@ -24,8 +24,8 @@
 //!    contiguous slice. It sends every other member its bucket, even an empty one (the
 //!    receiver must know it is complete), in [`SsortMsg::Bucket`] frames of at most
 //!    [`MAX_BUCKET_PAYLOAD`] bytes, `more` set on all but the last.
-//! 5. **Merge.** With every member's bucket in, the node sorts its own bucket and the received
-//!    ones into its range, asks the application to process it (task 2), then delivers it
+//! 5. **Merge.** With every member's bucket in, the node merges its own bucket and the received
+//!    ones into its range (task 2, a [`Job`] as in step 1), then delivers it
 //!    ([`Output::Deliver`] at offset 0, possibly empty: a node no splitter gives records to
 //!    ends with none) and finishes.
 //!
@@ -53,6 +53,7 @@
 //! `validate` refuses a zero record length, a payload that is not whole records, more samples
 //! than the count, and a flag other than 0 or 1.
 
+use crate::app::Job;
 use crate::collective::{BuildContext, Built, CollectiveSpec, Start};
 use crate::frame::{Family, FrameError, KindLayout, Message, MessageKind, TransferId};
 use crate::node::{
@@ -296,12 +297,22 @@ pub fn sample_positions(count: u64, s: u64) -> impl Iterator<Item = u64> {
 /// The `p - 1` splitters of weighted samples `(record, weight)` sorted by record: splitter `j`
 /// is the first sample whose running weight times `p` reaches `j` times the total.
 pub fn splitters(sorted: &[(Bytes, u64)], p: usize) -> Vec<Bytes> {
+    weighted_splitters(sorted, &vec![1; p])
+}
+
+/// The `p - 1` splitters for ranks of weights `weights` (`p` of them, positive): splitter `j`
+/// is the first sample whose running weight reaches the share `w_0 + ... + w_{j-1}` of the
+/// total weight, so rank `j` gets about `w_j / sum w` of the records. Equal weights give
+/// [`splitters`].
+pub fn weighted_splitters(sorted: &[(Bytes, u64)], weights: &[u64]) -> Vec<Bytes> {
+    let p = weights.len();
     let total: u128 = sorted.iter().map(|(_, w)| u128::from(*w)).sum();
-    let p128 = p as u128;
+    let wsum: u128 = weights.iter().map(|&w| u128::from(w)).sum();
     let mut out = Vec::with_capacity(p.saturating_sub(1));
-    let (mut run, mut next) = (0u128, 0usize);
-    for j in 1..p128 {
-        while next < sorted.len() && run * p128 < j * total {
+    let (mut run, mut next, mut cum) = (0u128, 0usize, 0u128);
+    for &w in &weights[..p.saturating_sub(1)] {
+        cum += u128::from(w);
+        while next < sorted.len() && run * wsum < cum * total {
             run += u128::from(sorted[next].1);
             next += 1;
         }
@@ -313,6 +324,36 @@ pub fn splitters(sorted: &[(Bytes, u64)], p: usize) -> Vec<Bytes> {
         }
     }
     out
+}
+
+/// Sorts the whole records (`len` bytes each) of `parts` into one packed buffer. Sorted parts
+/// are runs the sort merges rather than sorts again (a stable sort finds them), so a merge of
+/// `k` sorted buckets costs about `n log k`. Equal records are equal bytes, so stability does
+/// not matter for the result.
+pub(crate) fn sort_packed(parts: &[Bytes], len: usize) -> Bytes {
+    let mut recs: Vec<&[u8]> = parts.iter().flat_map(|p| p.chunks_exact(len)).collect();
+    recs.sort();
+    let mut out = BytesMut::with_capacity(recs.len() * len);
+    for r in recs {
+        out.extend_from_slice(r);
+    }
+    out.freeze()
+}
+
+/// Records `0..n` of packed `sorted` (`len` bytes each) that are `<= key`: the first index
+/// after them.
+pub(crate) fn upper_bound(sorted: &[u8], len: usize, from: usize, key: &[u8]) -> usize {
+    let n = sorted.len() / len;
+    let (mut lo, mut hi) = (from, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if &sorted[mid * len..(mid + 1) * len] <= key {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Where a node is.
@@ -337,8 +378,12 @@ pub struct SampleSort {
     transfer: TransferId,
     record_len: usize,
     oversample: u64,
-    /// Sorted records (the input, then the merged range).
-    data: Vec<Bytes>,
+    /// The input records (unsorted), until the local sort takes them.
+    input: Bytes,
+    /// The node's records, sorted and packed (after the local sort; then the merged range).
+    data: Bytes,
+    /// The sort or merge in progress.
+    job: Option<Job<Bytes>>,
     phase: Phase,
     status: Status,
     /// Each rank's samples with their weights, once known.
@@ -376,9 +421,6 @@ impl SampleSort {
                 input.len()
             ));
         }
-        let data: Vec<Bytes> = (0..input.len() / record_len)
-            .map(|i| input.slice(i * record_len..(i + 1) * record_len))
-            .collect();
         let p = ids.len();
         Ok(SampleSort {
             me,
@@ -387,7 +429,9 @@ impl SampleSort {
             transfer,
             record_len,
             oversample: u64::from(spec.oversample),
-            data,
+            input,
+            data: Bytes::new(),
+            job: None,
             phase: Phase::Idle,
             status: Status::Running,
             samples: vec![None; p],
@@ -410,13 +454,28 @@ impl SampleSort {
         self.ids.len()
     }
 
-    fn compute(&self, task: TaskId, out: &mut Outputs) {
+    /// Asks for `parts` sorted into one packed buffer, off the event loop (see [`crate::app`]).
+    fn sort_job(&mut self, task: TaskId, parts: Vec<Bytes>, out: &mut Outputs) {
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        let record_len = self.record_len;
+        let job = Job::new(move || sort_packed(&parts, record_len));
         out.push(Output::Compute(ComputeTask {
             task,
             offset: 0,
-            len: (self.data.len() * self.record_len) as u64,
-            data: self.data.clone(),
+            len,
+            data: Vec::new(),
+            work: Some(job.work()),
         }));
+        self.job = Some(job);
+    }
+
+    fn count(&self) -> usize {
+        self.data.len() / self.record_len
+    }
+
+    fn record(&self, i: usize) -> Bytes {
+        self.data
+            .slice(i * self.record_len..(i + 1) * self.record_len)
     }
 
     fn pack(&self, records: &[Bytes]) -> Bytes {
@@ -428,10 +487,10 @@ impl SampleSort {
     }
 
     fn sampled(&mut self, out: &mut Outputs) {
-        let count = self.data.len() as u64;
+        let count = self.count() as u64;
         let s = count.min(self.oversample * self.p() as u64);
         let mine: Vec<Bytes> = sample_positions(count, s)
-            .map(|i| self.data[i as usize].clone())
+            .map(|i| self.record(i as usize))
             .collect();
         let payload = self.pack(&mine);
         for (q, &id) in self.ids.iter().enumerate() {
@@ -464,32 +523,36 @@ impl SampleSort {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         self.splitters = splitters(&all, self.p());
         let data = std::mem::take(&mut self.data);
+        let len = self.record_len;
+        let n = data.len() / len;
         let mut start = 0;
-        let per_frame = (MAX_BUCKET_PAYLOAD / self.record_len).max(1);
+        let per_frame = (MAX_BUCKET_PAYLOAD / len).max(1) * len;
         for q in 0..self.p() {
             let end = match self.splitters.get(q) {
-                Some(sp) => start + data[start..].partition_point(|r| r <= sp),
-                None => data.len(),
+                Some(sp) => upper_bound(&data, len, start, sp),
+                None => n,
             };
-            let bucket = &data[start..end];
+            // Zero-copy: a bucket is a contiguous range of the packed, sorted records.
+            let bucket = data.slice(start * len..end * len);
             start = end;
             if q == self.rank {
-                self.buckets[q] = (bucket.to_vec(), true);
+                self.buckets[q] = (vec![bucket], true);
                 continue;
             }
-            let mut chunks = bucket.chunks(per_frame).peekable();
+            let mut at = 0;
             loop {
-                let chunk = chunks.next().unwrap_or(&[]);
-                let more = chunks.peek().is_some();
+                let to = (at + per_frame).min(bucket.len());
+                let more = to < bucket.len();
                 out.send(
                     self.ids[q],
                     Message::SampleSort(SsortMsg::Bucket {
                         transfer: self.transfer,
                         record_len: self.record_len as u16,
-                        records: self.pack(chunk),
+                        records: bucket.slice(at..to),
                         more,
                     }),
                 );
+                at = to;
                 if !more {
                     break;
                 }
@@ -507,16 +570,14 @@ impl SampleSort {
         for (b, _) in &mut self.buckets {
             range.append(b);
         }
-        range.sort_unstable();
-        self.data = range;
         self.phase = Phase::Merging;
-        self.compute(TASK_MERGE, out);
+        self.sort_job(TASK_MERGE, range, out);
     }
 
     fn finish(&mut self, out: &mut Outputs) {
         self.phase = Phase::Over;
         self.status = Status::Finished;
-        let data = self.pack(&self.data);
+        let data = self.data.clone();
         out.push(Output::Deliver {
             transfer: self.transfer,
             offset: 0,
@@ -585,7 +646,9 @@ impl SampleSort {
                 if self.buckets[q].1 {
                     return Err(unexpected("bucket records after the member's last frame"));
                 }
-                self.buckets[q].0.extend(split(&records));
+                if !records.is_empty() {
+                    self.buckets[q].0.push(records);
+                }
                 self.buckets[q].1 = !more;
                 self.try_merge(out);
             }
@@ -596,7 +659,7 @@ impl SampleSort {
 
 /// A member's samples with their weights (see the module docs): the differences of their
 /// positions, which add up to `count`.
-fn with_weights(count: u64, samples: Vec<Bytes>) -> Vec<(Bytes, u64)> {
+pub(crate) fn with_weights(count: u64, samples: Vec<Bytes>) -> Vec<(Bytes, u64)> {
     let s = samples.len() as u64;
     let mut prev = 0u64;
     samples
@@ -619,9 +682,9 @@ impl Protocol for SampleSort {
         match input {
             Input::Start => {
                 if self.phase == Phase::Idle {
-                    self.data.sort_unstable();
                     self.phase = Phase::Sorting;
-                    self.compute(TASK_SORT, out);
+                    let input = std::mem::take(&mut self.input);
+                    self.sort_job(TASK_SORT, vec![input], out);
                 }
                 Ok(())
             }
@@ -635,9 +698,16 @@ impl Protocol for SampleSort {
                 why: "a sample sort node takes only sample sort messages",
             }),
             Input::Command(Command::ComputeDone { task }) => {
+                let mut sorted = || self.job.take().and_then(|j| j.result());
                 match (self.phase, task) {
-                    (Phase::Sorting, TASK_SORT) => self.sampled(out),
-                    (Phase::Merging, TASK_MERGE) => self.finish(out),
+                    (Phase::Sorting, TASK_SORT) => {
+                        self.data = sorted().expect("the local sort's job");
+                        self.sampled(out)
+                    }
+                    (Phase::Merging, TASK_MERGE) => {
+                        self.data = sorted().expect("the merge's job");
+                        self.finish(out)
+                    }
                     _ => return Err(ProtocolError::UnknownTask { task }),
                 }
                 Ok(())

@@ -635,6 +635,7 @@ impl Scatter {
                 .into_iter()
                 .map(|(_, b)| b)
                 .collect(),
+            work: None,
         }));
         self.kept = Some(kept);
         self.compute_pending = true;

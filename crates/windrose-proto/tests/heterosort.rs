@@ -55,6 +55,25 @@ fn wire(m: &Message) -> Message {
     d.next_message().unwrap().unwrap()
 }
 
+/// Starts `node` and completes its first compute task (the sort of its input, whose job runs
+/// here as a driver would run it); returns what the node did after the sort.
+fn start_sorted(node: &mut HeteroSort, out: &mut Outputs) {
+    node.handle(Time::ZERO, Input::Start, out).unwrap();
+    let task = match out.drain().collect::<Vec<_>>().as_slice() {
+        [Output::Compute(t)] => {
+            t.work.as_ref().expect("the sort is the task's job").run();
+            t.task
+        }
+        o => panic!("a node without backups starts with its sort alone: {o:?}"),
+    };
+    node.handle(
+        Time::ZERO,
+        Input::Command(Command::ComputeDone { task }),
+        out,
+    )
+    .unwrap();
+}
+
 /// Runs one machine per member (ids `0..n` shuffled into the member list, so the rank is the
 /// id's place) to the end.
 fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
@@ -94,10 +113,9 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
                 }
                 Output::Compute(task) => {
                     assert!(computing[i].is_none(), "two tasks at once on {i}");
-                    assert_eq!(
-                        task.len,
-                        task.data.iter().map(|d| d.len() as u64).sum::<u64>()
-                    );
+                    // The sort's work is in the task's job, run here at ComputeDone.
+                    // (Its length may be 0: a rank the splitters give no records merges none.)
+                    assert!(task.work.is_some() && task.data.is_empty());
                     computing[i] = Some(task.task.0);
                 }
                 Output::Deliver { offset, data, .. } => {
@@ -168,7 +186,8 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
     let cycles = nodes[0].cycle();
     assert!(nodes.iter().all(|m| m.cycle() == cycles));
     let sorted_at = nodes[0].sorted_at().unwrap();
-    assert_eq!(cycles, sorted_at + 1);
+    // The paper's cycles overlap the wave by one cycle; the splitters' cycles wait for it.
+    assert_eq!(cycles, sorted_at + u32::from(!nodes[0].uses_splitters()));
     Outcome {
         delivered: delivered.into_iter().map(Option::unwrap).collect(),
         history: nodes.iter().map(|m| m.history().to_vec()).collect(),
@@ -235,8 +254,8 @@ fn hand_driven_two_by_two_run_sorts_the_reversed_set() {
     let mut out = Outputs::new();
     // Cycle 1 (odd): rank 0 is matched with rank 1, its partners are 1 and 3; its list is
     // [0, 1, 3]: it keeps its bottom third, trades its top record with 1 (the boundary) and
-    // the rest is cut in list order.
-    nodes[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    // the rest is cut in list order. It trades once its input is sorted (its first task).
+    start_sorted(&mut nodes[0], &mut out);
     let sends: Vec<(u32, HsortMsg)> = out
         .drain()
         .map(|o| match o {
@@ -595,6 +614,85 @@ proptest! {
     }
 }
 
+/// [`Slicing::Splitters`]' outcome: sorted and whole as [`check`], but a rank may end empty
+/// (many equal records: a splitter repeats); the exchange is the only trade (cycle 1, sorted
+/// at its wave) and moves every record at most once.
+fn check_splitters(inputs: &[Bytes], o: &Outcome) {
+    let mut want = RecordSummary::new();
+    for i in inputs {
+        want.push_all(i);
+    }
+    let mut got = RecordSummary::new();
+    for d in &o.delivered {
+        got = got.then(&RecordSummary::of(d));
+    }
+    assert_eq!(got.records, want.records, "records lost or duplicated");
+    assert_eq!(got.checksum, want.checksum, "the multiset changed");
+    assert!(got.is_sorted(), "not sorted: {got:?}");
+    let full: Vec<&Bytes> = o.delivered.iter().filter(|d| !d.is_empty()).collect();
+    for w in full.windows(2) {
+        assert!(w[0][w[0].len() - RECORD_LEN..] <= w[1][..RECORD_LEN]);
+    }
+    assert_eq!((o.sorted_at, o.cycles), (1, 1));
+    assert!(o.slice_records <= want.records, "a record moved twice");
+    assert_eq!(
+        o.frames.get("hsort_verdict").copied().unwrap_or(0),
+        o.delivered.len() as u64 - 1
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// [`Slicing::Splitters`] on the same inputs as `any_records_end_sorted_and_whole`: one
+    /// exchange and one check wave sort every set, nothing lost or duplicated.
+    #[test]
+    fn splitters_sort_any_records_in_one_exchange(
+        (rows, cols) in shapes(),
+        shape in any_shape(),
+        counts in prop::collection::vec(1usize..40, 16),
+        speeds in prop::collection::vec(0.25f64..4.0, 16),
+        seed in any::<u64>(),
+        backups in 0..3u32,
+    ) {
+        let n = (rows * cols) as usize;
+        let inputs = shares(shape, &counts[..n], seed);
+        let mut s = spec(rows, cols, RECORD_LEN as u32, Slicing::Splitters, speeds[..n].to_vec());
+        s.backups = backups.min(n as u32 - 1);
+        let o = drive(machines(&s, &inputs), seed);
+        check_splitters(&inputs, &o);
+    }
+}
+
+/// Splitters weighted by speed: on a 4 x 4 torus with speeds 1, 2 and 4 and unequal shares,
+/// every rank ends within 25 % of its speed's share of the records (the samples' error), in
+/// one exchange.
+#[test]
+fn splitters_give_each_member_its_speeds_share() {
+    let n = 16usize;
+    let speeds: Vec<f64> = (0..n).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
+    let inputs: Vec<Bytes> = (0..n)
+        .map(|i| {
+            let count = 200 + 100 * ((i * 5) % 7);
+            benchmark_records(11, (i * 1000) as u64, count, KeyDistribution::Uniform)
+        })
+        .collect();
+    let total: usize = inputs.iter().map(|b| b.len() / RECORD_LEN).sum();
+    let s = spec(4, 4, RECORD_LEN as u32, Slicing::Splitters, speeds.clone());
+    let o = drive(machines(&s, &inputs), 3);
+    check_splitters(&inputs, &o);
+    let wsum: f64 = speeds.iter().sum();
+    for (i, d) in o.delivered.iter().enumerate() {
+        let want = total as f64 * speeds[i] / wsum;
+        let got = (d.len() / RECORD_LEN) as f64;
+        assert!(
+            (got - want).abs() <= 0.25 * want,
+            "rank {i} (speed {}): {got} records, its share {want:.0}",
+            speeds[i]
+        );
+    }
+}
+
 /// Speeds 1, 2 and 4 over a 4 x 4 torus, unequal input shares (50 to 350 records): the paper's equal slices against
 /// speed-proportional ones. Prints, per mode: the cycle the loads are first within 10 % of
 /// their targets (equal shares, or shares proportional to speed), the cycle the set is
@@ -622,7 +720,7 @@ fn load_balances_before_the_set_is_sorted() {
         let sum: f64 = speeds.iter().sum();
         let target = |i: usize| match slicing {
             Slicing::Equal => total / n as f64,
-            Slicing::Speed => total * speeds[i] / sum,
+            Slicing::Speed | Slicing::Splitters => total * speeds[i] / sum,
         };
         let cycles = o.history[0].len();
         let balanced = (0..cycles).find(|&c| {
@@ -670,7 +768,7 @@ fn large_slices_travel_in_several_frames() {
     let s = spec(1, 2, RECORD_LEN as u32, Slicing::Equal, Vec::new());
     let mut nodes = machines(&s, &inputs);
     let mut out = Outputs::new();
-    nodes[0].handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    start_sorted(&mut nodes[0], &mut out);
     let sizes: Vec<(usize, bool)> = out
         .drain()
         .map(|o| match o {
@@ -839,7 +937,15 @@ fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) 
     let mut steps = 0u64;
     loop {
         let placed = acks_seen == copies;
-        let anyone_delivered = delivered.iter().any(Option::is_some);
+        // Recovery covers failures until the first delivery; with Splitters, until the first
+        // live member merged the exchange (its check may then complete the wave without a
+        // member that fails after passing it on: see `heterosort::recovery`).
+        let anyone_delivered = delivered.iter().any(Option::is_some)
+            || (nodes[0].uses_splitters()
+                && nodes
+                    .iter()
+                    .enumerate()
+                    .any(|(i, m)| !dead[i] && m.history().len() > 1));
         if let Some((v, gap)) = next_kill {
             if placed && !anyone_delivered && since >= gap && !dead[v] {
                 dead[v] = true;
@@ -889,7 +995,8 @@ fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) 
             }),
             _ => Input::PeerFailed(NodeId(notices.remove(arg).1 as u32)),
         };
-        if finished[to] {
+        // A dead member takes nothing (frames sent to it after its death are lost).
+        if finished[to] || dead[to] {
             continue;
         }
         nodes[to].handle(Time::ZERO, input, &mut out).unwrap();
@@ -921,8 +1028,9 @@ fn drive_failing(mut nodes: Vec<HeteroSort>, seed: u64, kills: &[(usize, u64)]) 
     }
 }
 
-/// The survivors' deliveries, in snake order, are exactly the inputs' records, sorted.
-fn check_survivors(inputs: &[Bytes], s: &Survived) {
+/// The survivors' deliveries, in snake order, are exactly the inputs' records, sorted; none
+/// is empty unless `may_be_empty` ([`Slicing::Splitters`]: a rank the splitters give nothing).
+fn check_survivors(inputs: &[Bytes], s: &Survived, may_be_empty: bool) {
     let mut want = RecordSummary::new();
     for i in inputs {
         want.push_all(i);
@@ -934,7 +1042,10 @@ fn check_survivors(inputs: &[Bytes], s: &Survived) {
             continue;
         }
         let d = d.as_ref().expect("every survivor delivers");
-        assert!(!d.is_empty(), "survivor {i} ends empty");
+        assert!(may_be_empty || !d.is_empty(), "survivor {i} ends empty");
+        if d.is_empty() {
+            continue;
+        }
         got = got.then(&RecordSummary::of(d));
         if let Some(prev) = &last {
             assert!(prev[prev.len() - RECORD_LEN..] <= d[..RECORD_LEN]);
@@ -987,7 +1098,9 @@ impl Net {
                         .push_back(wire(&t.message));
                 }
                 Output::Compute(task) => {
-                    assert!(self.computing[i].replace(task.task.0).is_none());
+                    // A task replaced here was abandoned (a new epoch): its completion would
+                    // be ignored.
+                    self.computing[i] = Some(task.task.0);
                 }
                 Output::Deliver { data, .. } => {
                     assert!(self.delivered[i].replace(data).is_none());
@@ -1031,6 +1144,12 @@ impl Net {
                 None => return,
             }
         }
+    }
+
+    /// Completes node `i`'s compute task; returns the frames it sent.
+    fn compute(&mut self, i: usize) -> Vec<(&'static str, usize)> {
+        let task = windrose_proto::TaskId(self.computing[i].take().expect("a task"));
+        self.feed(i, Input::Command(Command::ComputeDone { task }))
     }
 
     /// Node `v` stops: its frames both ways are lost.
@@ -1081,6 +1200,8 @@ fn a_failure_mid_cycle_rolls_back_to_the_inputs_on_the_survivors() {
             net.feed(i, Input::Start),
             vec![("hsort_backup", (i + 1) % 4)]
         );
+        // Nor before its input is sorted (its first compute task).
+        assert!(net.compute(i).is_empty());
     }
     net.flush("hsort_backup");
     // Each acknowledgement releases its owner's cycle-1 slices (2 x 2: both snake neighbours).
@@ -1092,8 +1213,10 @@ fn a_failure_mid_cycle_rolls_back_to_the_inputs_on_the_survivors() {
     net.step(0, 1);
     assert!(net.computing.iter().all(Option::is_none));
     net.kill(2);
-    let sent = net.feed(0, Input::PeerFailed(NodeId(2)));
-    // The notice to both survivors comes before the new epoch's slices (1 x 3: partners 1, 3).
+    let mut sent = net.feed(0, Input::PeerFailed(NodeId(2)));
+    // The notice to both survivors comes before the new epoch's slices (1 x 3: partners 1, 3),
+    // which follow the sort of the epoch's records.
+    sent.extend(net.compute(0));
     assert_eq!(
         sent,
         vec![
@@ -1148,14 +1271,11 @@ fn random_failures_lose_and_duplicate_nothing() {
                 benchmark_records(seed, (i * 30) as u64, count, KeyDistribution::Uniform)
             })
             .collect();
-        let slicing = if rng.gen_bool(0.5) {
-            Slicing::Speed
-        } else {
-            Slicing::Equal
-        };
+        let slicing = [Slicing::Speed, Slicing::Equal, Slicing::Splitters][rng.gen_range(0..3)];
         let speeds: Vec<f64> = (0..n).map(|_| rng.gen_range(0.5..4.0)).collect();
         let mut s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds);
         s.backups = k as u32;
+        let span = if slicing == Slicing::Splitters { 1 } else { 40 };
         let mut victims: Vec<usize> = Vec::new();
         while victims.len() < k {
             let v = rng.gen_range(0..n);
@@ -1165,10 +1285,11 @@ fn random_failures_lose_and_duplicate_nothing() {
         }
         let kills: Vec<(usize, u64)> = victims
             .iter()
-            .map(|&v| (v, rng.gen_range(0..40 * n as u64)))
+            // The splitters' runs are shorter (one exchange): their kills come earlier.
+            .map(|&v| (v, rng.gen_range(0..span * n as u64)))
             .collect();
         let out = drive_failing(machines(&s, &inputs), seed, &kills);
-        check_survivors(&inputs, &out);
+        check_survivors(&inputs, &out, slicing == Slicing::Splitters);
         restarted += usize::from(out.dead.iter().any(|&d| d));
         for (i, &(epoch, _)) in out.epochs.iter().enumerate() {
             if !out.dead[i] {

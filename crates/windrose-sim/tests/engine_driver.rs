@@ -174,6 +174,7 @@ fn compute_tasks_run_one_after_the_other_at_the_node_speed() {
                     offset: 0,
                     len,
                     data: Vec::new(),
+                    work: None,
                 }));
             }
         }

@@ -92,14 +92,15 @@ pub fn slicing_name(s: Slicing) -> &'static str {
     match s {
         Slicing::Speed => "speeds",
         Slicing::Equal => "equal",
+        Slicing::Splitters => "splitters",
     }
 }
 
 fn parse_slicing(s: &str) -> Result<Slicing, String> {
-    [Slicing::Speed, Slicing::Equal]
+    [Slicing::Speed, Slicing::Equal, Slicing::Splitters]
         .into_iter()
         .find(|&x| slicing_name(x) == s)
-        .ok_or_else(|| format!("{s:?}: expected speeds or equal"))
+        .ok_or_else(|| format!("{s:?}: expected speeds, equal or splitters"))
 }
 
 /// The squarest `rows x cols = n` (rows <= cols): HeteroSort's conceptual torus.
@@ -127,9 +128,10 @@ pub struct SortArgs {
     /// The sort.
     #[arg(long, value_enum, default_value = "heterosort")]
     protocol: SortProtocol,
-    /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default)
-    /// or `equal` (the paper's HeteroSort: equal slices and loads).
-    #[arg(long, value_name = "speeds|equal", value_parser = parse_slicing)]
+    /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default),
+    /// `equal` (the paper's HeteroSort: equal slices and loads) or `splitters` (one exchange
+    /// by splitters weighted by --speeds, then one check wave along the torus's snake).
+    #[arg(long, value_name = "speeds|equal|splitters", value_parser = parse_slicing)]
     slicing: Option<Slicing>,
     /// Relative member speeds for --protocol heterosort --slicing speeds, in id order (e.g.
     /// 1,2,4,1).
@@ -335,9 +337,9 @@ pub fn sort(a: SortArgs) -> Result<()> {
     }
     let slicing = a.slicing.unwrap_or(Slicing::Speed);
     if !a.speeds.is_empty() {
-        if a.protocol != SortProtocol::Heterosort || slicing != Slicing::Speed {
+        if a.protocol != SortProtocol::Heterosort || slicing == Slicing::Equal {
             return Err(bad_input(
-                "--speeds is for --protocol heterosort --slicing speeds",
+                "--speeds is for --protocol heterosort --slicing speeds or splitters",
             ));
         }
         if a.speeds.len() != n {

@@ -468,13 +468,16 @@ fn paths_and_options_that_do_not_fit_are_refused() {
         ),
         (
             &["--speeds", "1,2", "--slicing", "equal"],
-            "--speeds is for --protocol heterosort --slicing speeds",
+            "--speeds is for --protocol heterosort --slicing speeds or splitters",
         ),
         (
             &["--slicing", "equal", "--protocol", "sample-sort"],
             "--slicing is for --protocol heterosort",
         ),
-        (&["--slicing", "speed"], "expected speeds or equal"),
+        (
+            &["--slicing", "speed"],
+            "expected speeds, equal or splitters",
+        ),
         (&["--protocol", "heterosort-equal"], "heterosort-equal"),
     ] {
         let mut args = vec!["--local", "--nodes", "2"];
@@ -578,20 +581,19 @@ fn two_of_sixteen_members_killed_mid_sort_lose_no_record() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Each is killed once its first local sort is done ("computed ..."): its backup copy is
-    // out, and it is trading. (Killed the instant its part starts, before that, the survivors
-    // did not finish here: the protocol's case of a member lost while its backup is in flight
-    // is issue 19's to fix.)
+    // Each is killed once its first merge is done (its second "computed": the first is the
+    // sort of its input, which runs while its backup copy is still on the way; cycle 1 starts
+    // only once the copy is acknowledged): its copy is placed, and it is trading. (Killed
+    // before its copy is placed, its records are lost: the survivors end at once and the sort
+    // fails verification, naming the lost members, with nothing renamed.)
     for &k in &killed {
-        procs::wait_for(
-            "the member's first local sort",
-            Duration::from_secs(60),
-            || {
-                std::fs::read_to_string(log(k))
-                    .unwrap_or_default()
-                    .contains("computed")
-            },
-        );
+        procs::wait_for("the member's first merge", Duration::from_secs(60), || {
+            std::fs::read_to_string(log(k))
+                .unwrap_or_default()
+                .matches("computed")
+                .count()
+                >= 2
+        });
         members.0[k].kill().unwrap();
         members.0[k].wait().unwrap();
     }
