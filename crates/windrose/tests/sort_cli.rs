@@ -519,9 +519,15 @@ fn reproduce_heterosort_prints_table1_beside_the_paper_and_writes_its_curves() {
     let table = std::fs::read_to_string(dir.path().join("table1.csv")).unwrap();
     assert_eq!(table.lines().count(), 17);
     assert!(table.contains("\n1,1 2 4 8 16,1 2 4 8 16,true,"), "{table}");
-    // 5 sizes x 3 protocols, each run checked sorted and whole by the command itself.
+    // 5 sizes x 4 curves, each run checked sorted and whole by the command itself.
     let scaling = std::fs::read_to_string(dir.path().join("scaling.csv")).unwrap();
-    assert_eq!(scaling.lines().count(), 16, "{scaling}");
+    assert_eq!(scaling.lines().count(), 21, "{scaling}");
+    assert!(
+        scaling
+            .lines()
+            .any(|l| l.starts_with("64,heterosort-splitters,")),
+        "{scaling}"
+    );
     assert!(
         scaling.lines().any(|l| l.starts_with("64,sample-sort,2,")),
         "{scaling}"

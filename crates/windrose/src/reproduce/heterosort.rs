@@ -123,7 +123,7 @@ fn simulate(n: usize, protocol: Run, a: &HeterosortArgs) -> Result<Point> {
         sim.set_compute(NodeId(i as u32), ComputeModel::BytesPerSecond(s * 20e6))
             .map_err(|e| anyhow!("{e}"))?;
     }
-    let speeds = if protocol == (SortProtocol::Heterosort, Slicing::Speed) {
+    let speeds = if protocol == HETEROSORT_SPEEDS || protocol == HETEROSORT_SPLITTERS {
         speeds
     } else {
         Vec::new()
@@ -176,10 +176,12 @@ type Run = (SortProtocol, Slicing);
 
 const HETEROSORT_EQUAL: Run = (SortProtocol::Heterosort, Slicing::Equal);
 const HETEROSORT_SPEEDS: Run = (SortProtocol::Heterosort, Slicing::Speed);
+const HETEROSORT_SPLITTERS: Run = (SortProtocol::Heterosort, Slicing::Splitters);
 const SAMPLE_SORT: Run = (SortProtocol::SampleSort, Slicing::Equal);
 
 /// The curve's name in the tables and charts: `sort --protocol` and, for HeteroSort,
-/// `--slicing` (`heterosort-equal`, `heterosort-speeds`, `sample-sort`).
+/// `--slicing` (`heterosort-equal`, `heterosort-speeds`, `heterosort-splitters`,
+/// `sample-sort`).
 fn protocol_name((p, s): Run) -> String {
     match p {
         SortProtocol::Heterosort => format!("heterosort-{}", slicing_name(s)),
@@ -261,12 +263,17 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
     } else {
         &[4, 9, 16, 36, 64]
     };
-    let protocols = [HETEROSORT_EQUAL, HETEROSORT_SPEEDS, SAMPLE_SORT];
+    let protocols = [
+        HETEROSORT_EQUAL,
+        HETEROSORT_SPEEDS,
+        HETEROSORT_SPLITTERS,
+        SAMPLE_SORT,
+    ];
     println!(
         "\nSimulated: {} uniform records per node, four clusters, node speeds 1/2/4",
         a.records
     );
-    println!("  nodes | protocol         | cycles | bytes sent per record byte | complete (s)");
+    println!("  nodes | protocol             | cycles | bytes sent per record byte | complete (s)");
     let mut points = Vec::new();
     for &n in sizes {
         for p in protocols {
@@ -275,7 +282,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
             }
             let pt = simulate(n, p, a)?;
             println!(
-                "  {:>5} | {:16} | {:>6} | {:>26.2} | {:>12.3}",
+                "  {:>5} | {:20} | {:>6} | {:>26.2} | {:>12.3}",
                 pt.nodes,
                 protocol_name(pt.protocol),
                 pt.cycles,
@@ -316,6 +323,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
         &[
             line(HETEROSORT_EQUAL, |x| x.cycles as f64),
             line(HETEROSORT_SPEEDS, |x| x.cycles as f64),
+            line(HETEROSORT_SPLITTERS, |x| x.cycles as f64),
         ],
     )?;
     line_chart(
