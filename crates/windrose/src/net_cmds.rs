@@ -131,7 +131,7 @@ pub struct TreeOpts {
 }
 
 /// How a run from the root is watched and reported (every root command).
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct WatchOpts {
     /// Seconds without any progress before the run is given up.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
@@ -1622,6 +1622,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         let log = dir.join(format!("node-{i}.log"));
         let log_file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        // Its report (with its link measurements, for --measurements) as JSON on stdout.
+        let report = dir.join(format!("node-{i}.json"));
+        let report_file = std::fs::File::create(&report)
+            .with_context(|| format!("creating {}", report.display()))?;
         let mut cmd = Command::new(&exe);
         cmd.arg("node")
             .arg("--group")
@@ -1633,7 +1637,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
             .env(KEY_ENV, key.to_hex())
             .env_remove(KEY_FILE_ENV)
             .stdin(Stdio::null())
-            .stdout(log_file.try_clone()?)
+            .stdout(report_file)
             .stderr(log_file);
         if args.out_dir.is_some() && !args.scatter {
             cmd.arg("--out").arg(dir.join(format!("node-{i}.bin")));
@@ -1643,7 +1647,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         }
         // Quiet: the root reports every node's BLAKE3 (its host's digest); the node's own
         // second pass over the data would only repeat it in its log.
-        cmd.arg("--once").arg("--quiet");
+        cmd.arg("--once").arg("--quiet").arg("--json");
         cmd.arg("--seed").arg(args.seed.to_string());
         let child = cmd
             .spawn()
@@ -1656,6 +1660,10 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         ..Timeouts::default()
     };
     let rt = runtime()?;
+    // Every node's series go to --measurements once the nodes have exited (their reports),
+    // not the root's alone when the root's run ends.
+    let mut root_watch = args.opts.watch.clone();
+    let measurements = root_watch.measurements.take();
     let run = RootRun {
         rt: &rt,
         group: Arc::new(group),
@@ -1663,7 +1671,7 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         source,
         data,
         file,
-        watch: &args.opts.watch,
+        watch: &root_watch,
         timeouts,
         handshake,
         seed: args.seed,
@@ -1703,7 +1711,21 @@ pub fn run_local(args: LocalArgs) -> anyhow::Result<()> {
         }
     }
     drop(children);
-    let outcome = result?;
+    let mut outcome = result?;
+    if measurements.is_some() {
+        for n in &mut outcome.nodes {
+            let path = dir.join(format!("node-{}.json", n.node));
+            // A node that failed may have printed no report: its series are missing.
+            n.report = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|json| serde_json::from_str(&json).ok());
+        }
+        let watch = WatchOpts {
+            measurements,
+            ..args.opts.watch.clone()
+        };
+        write_measurements(&outcome, &watch)?;
+    }
     check(&outcome)?;
     if !failed.is_empty() {
         anyhow::bail!("{}", failed.join("; "));

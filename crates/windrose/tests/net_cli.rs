@@ -458,3 +458,31 @@ fn a_long_lived_node_serves_root_after_root_until_told_to_leave() {
     };
     assert!(status.success());
 }
+
+/// `local --measurements` writes every node's link series, not the root's alone: one entry per
+/// node, each with the round trips that node measured to its peers.
+#[test]
+fn local_measurements_hold_every_nodes_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.json");
+    windrose()
+        .args(["local", "--nodes", "3", "--size", "4MiB", "--quiet"])
+        .arg("--measurements")
+        .arg(&file)
+        .timeout(Duration::from_secs(120))
+        .assert()
+        .success();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let nodes: Vec<u64> = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            let series = entry["series"].as_array().unwrap();
+            assert!(!series.is_empty(), "{entry}");
+            series[0]["node"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(nodes, vec![0, 1, 2], "{m}");
+}
