@@ -564,9 +564,10 @@ struct Slot {
     /// Inputs that arrived before Go, in order.
     held: Vec<Input>,
     bytes_delivered: u64,
-    /// At a member: the step between its progress messages to the initiator (0: none) and
-    /// the bytes delivered at which the next goes out.
-    progress: (u64, u64),
+    /// At a member: the step between its progress messages to the initiator (0: none), the
+    /// bytes delivered at which the next goes out, and the collective's length (none goes out
+    /// with the last bytes: the member's Done says that).
+    progress: (u64, u64, u64),
     /// The digest of what the machine delivered ([`HostConfig::digest_deliveries`]).
     digest: Option<Box<dyn app::DeliveryDigest>>,
     /// The collective's members compute a share ([`Delivers::Share`]): the host digests the
@@ -706,17 +707,17 @@ fn inconsistent(from: NodeId, what: &'static str) -> ProtocolError {
 
 impl Host {
     /// A member's progress step and first threshold for a collective of `total_len` bytes
-    /// (see [`HostConfig::progress_parts`]); (0, 0) when it sends none.
-    fn progress_step(&self, spec: &CollectiveSpec, total_len: u64) -> (u64, u64) {
+    /// (see [`HostConfig::progress_parts`]) and the length; all 0 when it sends none.
+    fn progress_step(&self, spec: &CollectiveSpec, total_len: u64) -> (u64, u64, u64) {
         let parts = u64::from(self.config.progress_parts);
         if parts == 0 || spec.descriptor().delivers != Delivers::AllData {
-            return (0, 0);
+            return (0, 0, 0);
         }
         let step = (total_len / parts).max(PROGRESS_MIN_STEP);
         if step >= total_len {
-            return (0, 0);
+            return (0, 0, 0);
         }
-        (step, step)
+        (step, step, total_len)
     }
 
     /// A fresh digest for a collective's deliveries, when this host makes them.
@@ -844,8 +845,8 @@ impl Host {
     /// Performs a machine's outputs as the host's: ids renamed, ends reported.
     fn forward(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         let mut ended = None;
-        // The last progress message this step calls for: (initiator, bytes).
-        let mut progress = None;
+        // The progress messages this step calls for: (initiator, bytes).
+        let mut progress = Vec::new();
         // The machine's outputs, taken out of the reused buffer (no allocation per step).
         let mut scratch = std::mem::take(&mut self.scratch);
         for o in scratch.drain() {
@@ -923,10 +924,13 @@ impl Host {
                         if let Some(d) = s.digest.as_mut() {
                             d.update(&data);
                         }
-                        let (step, next) = s.progress;
-                        if step > 0 && s.bytes_delivered >= next {
+                        // One message per delivery that crosses a step: a function of the
+                        // machine's deliveries alone (their sizes and order), not of how a
+                        // driver's steps group them, so both drivers send the same frames.
+                        let (step, next, total) = s.progress;
+                        if step > 0 && s.bytes_delivered >= next && s.bytes_delivered < total {
                             s.progress.1 = (s.bytes_delivered / step + 1) * step;
-                            progress = Some((s.initiator, s.bytes_delivered));
+                            progress.push((s.initiator, s.bytes_delivered));
                         }
                     }
                     out.push(Output::Deliver {
@@ -948,8 +952,7 @@ impl Host {
             }
         }
         self.scratch = scratch;
-        // Not with the last bytes: the member's Done says that.
-        if let Some((initiator, bytes)) = progress.filter(|_| ended.is_none()) {
+        for (initiator, bytes) in progress {
             let msg = SessionMsg::Progress { transfer: t, bytes };
             self.send_session(now, initiator, &msg, out);
         }
@@ -1245,7 +1248,7 @@ impl Host {
                 started_at: None,
                 held: Vec::new(),
                 bytes_delivered: 0,
-                progress: (0, 0),
+                progress: (0, 0, 0),
                 digest: self.new_digest(),
                 digests_share: self.digests_share(spec),
                 share: None,
