@@ -123,6 +123,31 @@ pub trait Family: Sized {
     }
 }
 
+/// A boxed family is the family: what keeps a rare, large message kind from growing
+/// [`Message`].
+impl<T: Family> Family for Box<T> {
+    const FAMILY: u8 = T::FAMILY;
+    const KINDS: &'static [KindLayout] = T::KINDS;
+    fn kind(&self) -> u8 {
+        (**self).kind()
+    }
+    fn transfer(&self) -> Option<TransferId> {
+        (**self).transfer()
+    }
+    fn payload(&self) -> Option<&Bytes> {
+        (**self).payload()
+    }
+    fn put_fixed(&self, dst: &mut BytesMut) {
+        (**self).put_fixed(dst)
+    }
+    fn parse(kind: u8, body: Bytes) -> Result<Self, FrameError> {
+        T::parse(kind, body).map(Box::new)
+    }
+    fn validate(&self) -> Result<(), FrameError> {
+        (**self).validate()
+    }
+}
+
 /// A message kind: the family that owns it and the kind byte within the family.
 /// Serialized as its name.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -299,8 +324,10 @@ families! {
     HeteroSort(crate::heterosort::HsortMsg),
     /// A sample sort's samples or bucket.
     SampleSort(crate::sample_sort::SsortMsg),
-    /// A message of a node's maintained MST (its GHS builds and repairs; no transfer).
-    Mst(crate::ghs_repair::MstFrame),
+    /// A message of a node's maintained MST (its GHS builds and repairs; no transfer). Boxed:
+    /// its largest kind is twice the data path's, and every `Message` (so every output of
+    /// every machine) is as large as the largest family.
+    Mst(Box<crate::ghs_repair::MstFrame>),
 }
 
 impl Message {

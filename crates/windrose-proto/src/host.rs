@@ -2033,7 +2033,7 @@ impl Protocol for Host {
                             return Ok(()); // no service here: the sender's tree goes without
                         };
                         let mut sends = Vec::new();
-                        let r = service.handle(now, from, frame, &mut sends);
+                        let r = service.handle(now, from, *frame, &mut sends);
                         self.mst_send(now, sends, out);
                         r.map_err(|_| inconsistent(from, "sent an MST frame the live tree refuses"))
                     }

@@ -483,7 +483,7 @@ impl MstService {
     }
 
     fn push(&mut self, to: NodeId, frame: MstFrame, out: &mut Vec<(NodeId, Message)>) {
-        let m = Message::Mst(frame);
+        let m = Message::Mst(Box::new(frame));
         *self.sent.entry(m.kind().name()).or_default() += 1;
         out.push((to, m));
     }

@@ -163,13 +163,13 @@ fn mst_frame() -> impl Strategy<Value = Message> {
                         total_weight: k.weight(),
                     }),
                     _ => {
-                        return Message::Mst(MstFrame::Parent {
+                        return Message::Mst(Box::new(MstFrame::Parent {
                             generation,
                             parent: flag.then_some(NodeId(epoch)),
-                        })
+                        }))
                     }
                 };
-                Message::Mst(MstFrame::Node(node))
+                Message::Mst(Box::new(MstFrame::Node(node)))
             },
         )
 }

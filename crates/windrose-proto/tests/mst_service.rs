@@ -79,7 +79,7 @@ impl Net {
             };
             let mut out = Vec::new();
             self.nodes[to as usize]
-                .handle(Time::ZERO, NodeId(from), frame, &mut out)
+                .handle(Time::ZERO, NodeId(from), *frame, &mut out)
                 .unwrap();
             self.push(to, out);
         }

@@ -216,3 +216,21 @@ fn inconsistent_bodies() {
     assert!(outside.validate().is_err());
     assert!(data(b"ok").validate().is_ok());
 }
+
+/// Every machine output carries a `Message` by value, so the largest family sets the size of
+/// every data-path output: a large control family boxed (the MST's, 152 bytes) kept the
+/// simulator's broadcast bench at half the speed. The data path's own messages are up to 64.
+#[test]
+fn a_message_stays_as_small_as_the_data_path_needs() {
+    use crate::pieces::PieceMsg;
+    use crate::tree_broadcast::BroadcastMsg;
+    let largest_data_path = std::mem::size_of::<BroadcastMsg>()
+        .max(std::mem::size_of::<PieceMsg>())
+        .max(std::mem::size_of::<crate::scatter::ScatterMsg>());
+    assert!(
+        std::mem::size_of::<Message>() <= largest_data_path + 8,
+        "Message is {} bytes, the data path's largest message {largest_data_path}: box the \
+         family that grew it (see `Mst`)",
+        std::mem::size_of::<Message>()
+    );
+}
