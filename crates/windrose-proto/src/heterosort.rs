@@ -621,11 +621,34 @@ pub enum Slicing {
     #[default]
     Equal,
     /// Slices and loads in proportion to the members' speeds (the paper's future work).
+    #[serde(rename = "speeds", alias = "speed")]
     Speed,
     /// Speed-weighted splitters from samples and one exchange as cycle 1, then one check wave
     /// (see [Splitters](self#splitters-one-exchange-then-one-wave)); the paper's cycles with
     /// speed slices only if that wave finds the set unsorted.
     Splitters,
+}
+
+impl Slicing {
+    /// Every slicing, in the order help texts list them.
+    pub const ALL: [Slicing; 3] = [Slicing::Speed, Slicing::Equal, Slicing::Splitters];
+
+    /// Its name in files, job messages and on the command line (its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Slicing::Equal => "equal",
+            Slicing::Speed => "speeds",
+            Slicing::Splitters => "splitters",
+        }
+    }
+
+    /// The slicing named `name` (or `speed`, the older spelling of `speeds`).
+    pub fn from_name(name: &str) -> Option<Slicing> {
+        match name.trim() {
+            "speed" => Some(Slicing::Speed),
+            n => Slicing::ALL.into_iter().find(|s| s.name() == n),
+        }
+    }
 }
 
 /// The parameters of a HeteroSort run
@@ -1992,5 +2015,27 @@ impl Protocol for HeteroSort {
 
     fn status(&self) -> Status {
         self.status
+    }
+}
+
+#[cfg(test)]
+mod slicing_names {
+    use super::Slicing;
+
+    /// One name per slicing: what files and job messages carry is what the command line takes.
+    #[test]
+    fn a_slicings_name_is_its_serde_name_and_parses_back() {
+        for s in Slicing::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+            assert_eq!(Slicing::from_name(s.name()), Some(s));
+            let back: Slicing = serde_json::from_value(s.name().into()).unwrap();
+            assert_eq!(back, s);
+        }
+        let old: Slicing = serde_json::from_value("speed".into()).unwrap();
+        assert_eq!(
+            (old, Slicing::from_name("speed")),
+            (Slicing::Speed, Some(Slicing::Speed))
+        );
+        assert_eq!(Slicing::from_name("fast"), None);
     }
 }
