@@ -227,23 +227,49 @@ struct Partial {
     rejoined: bool,
 }
 
-/// A `--once` member's [`PieceShelf`] over its output file: each collective is written under
-/// the output's partial name ([`partial_path`](crate::sink::partial_path), this process's id
-/// and the transfer's), a multicast's pieces at their offsets as they verify. A member killed
+/// A member's [`PieceShelf`] over its output files: each collective is written under its
+/// output's partial name ([`partial_path`](crate::sink::partial_path), this process's id and
+/// the transfer's), a multicast's pieces at their offsets as they verify. A member killed
 /// mid-run leaves that file; its next life, taken back by the initiator, adopts it (renamed to
 /// its own partial name) and resumes from every piece in it that verifies again. A collective
 /// heard of for the first time starts over, removing what an earlier life left.
+///
+/// The output is one file for every collective (`node --once --out FILE`: a one-collective
+/// member) or `DIR/transfer-T` per collective (`group serve --out-dir DIR`).
 pub struct OutputShelf {
-    out: PathBuf,
+    out: Output,
     partials: Mutex<BTreeMap<TransferId, Partial>>,
 }
 
+/// Where an [`OutputShelf`]'s collectives go.
+enum Output {
+    File(PathBuf),
+    Dir(PathBuf),
+}
+
 impl OutputShelf {
-    /// A shelf writing to the partial files of `out`.
+    /// A shelf writing every collective to the partial files of `out`.
     pub fn new(out: &Path) -> OutputShelf {
         OutputShelf {
-            out: out.to_path_buf(),
+            out: Output::File(out.to_path_buf()),
             partials: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// A shelf writing each collective T to the partial files of `dir/transfer-T`.
+    pub fn in_dir(dir: &Path) -> OutputShelf {
+        OutputShelf {
+            out: Output::Dir(dir.to_path_buf()),
+            partials: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The output of `transfer`: where its partial file is renamed when the member's part
+    /// finished.
+    pub fn output(&self, transfer: TransferId) -> PathBuf {
+        match &self.out {
+            Output::File(f) => f.clone(),
+            Output::Dir(d) => d.join(format!("transfer-{transfer}")),
         }
     }
 
@@ -274,8 +300,9 @@ impl PieceShelf for OutputShelf {
             return Ok(Shelved::default());
         }
         let nonce = u64::from(transfer.0);
-        let path = crate::sink::partial_path(&self.out, nonce);
-        let earlier = crate::sink::partials_of(&self.out, nonce);
+        let out = self.output(transfer);
+        let path = crate::sink::partial_path(&out, nonce);
+        let earlier = crate::sink::partials_of(&out, nonce);
         let mut adopt = None;
         for p in earlier.into_iter().filter(|p| *p != path) {
             if rejoin && adopt.is_none() {
