@@ -51,7 +51,7 @@ use tokio::task::JoinHandle;
 use windrose_model::NodeId;
 use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
-use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf, Resumed};
+use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{
@@ -193,9 +193,6 @@ pub enum GroupEvent {
     /// key, another copy of the group, a handshake that broke off), and why: the acceptor's
     /// side of what the dialer sees as [`GroupEvent::Lost`].
     Refused(String),
-    /// At the initiator: a member taken back into a collective after a restart, and the bytes
-    /// it resumed from what its earlier life kept (after its report).
-    Resumed(Resumed),
 }
 
 /// The application's side of a running member: requests in, events out.
@@ -628,9 +625,6 @@ impl Driver {
         self.out = out;
         for f in self.host.take_failures() {
             let _ = self.events.send(GroupEvent::Failed(f));
-        }
-        for r in self.host.take_resumed() {
-            let _ = self.events.send(GroupEvent::Resumed(r));
         }
     }
 

@@ -680,8 +680,6 @@ pub struct Host {
     scratch: Outputs,
     /// Why members' parts did not finish, for [`Host::take_failures`].
     failures: Vec<Failure>,
-    /// Members taken back into a collective and what they resumed ([`Host::take_resumed`]).
-    resumed: Vec<Resumed>,
 }
 
 /// A collective that could not start ends at its initiator: refused, then complete with
@@ -808,7 +806,6 @@ impl Host {
             status: Status::Running,
             scratch: Outputs::new(),
             failures: Vec::new(),
-            resumed: Vec::new(),
             config,
         })
     }
@@ -1042,13 +1039,6 @@ impl Host {
                 why: why.clone(),
             });
         }
-        if let Some(bytes) = report.resumed_bytes {
-            self.resumed.push(Resumed {
-                transfer: t,
-                member,
-                bytes,
-            });
-        }
         out.push(Output::Report(Report::MemberDone {
             transfer: t,
             member,
@@ -1057,6 +1047,7 @@ impl Host {
             digest: report.digest_bytes(),
             elapsed: report.elapsed_ns.map(Duration::from_nanos),
             share: report.share.as_ref().and_then(ShareReport::share),
+            resumed_bytes: report.resumed_bytes,
         }));
         if finished {
             slot.tally.0 += 1;
@@ -2215,18 +2206,6 @@ pub trait AnnounceAuth: Send + Sync {
     fn check(&self, spec: &CollectiveSpec, total_len: u64) -> Option<String>;
 }
 
-/// A member taken back into a running collective after a restart, and the bytes it resumed
-/// from what its earlier life kept, as it reported them to the initiator.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resumed {
-    /// The collective.
-    pub transfer: TransferId,
-    /// The member.
-    pub member: NodeId,
-    /// Bytes resumed (0: it started over).
-    pub bytes: u64,
-}
-
 /// What a [`PieceShelf`] holds for one collective (the default: nothing, the machine keeps
 /// its pieces in memory).
 #[derive(Default)]
@@ -2255,12 +2234,6 @@ impl Host {
     /// (next to the step's [`Report::MemberDone`] or [`Report::CollectiveEnded`]).
     pub fn take_failures(&mut self) -> Vec<Failure> {
         std::mem::take(&mut self.failures)
-    }
-
-    /// At an initiator: the members taken back after a restart whose reports arrived since
-    /// the last call ([`MemberReport::resumed_bytes`]), in order.
-    pub fn take_resumed(&mut self) -> Vec<Resumed> {
-        std::mem::take(&mut self.resumed)
     }
 
     /// A member's machine for an announced collective: a multicast's pieces on the

@@ -227,7 +227,9 @@ pub enum Report {
         transfer: TransferId,
     },
     /// At the initiator: one member's part of a collective that started ended (or the member
-    /// was lost), as it reported it; one per member, before [`Report::CollectiveComplete`].
+    /// was lost), as it reported it; one per member, before [`Report::CollectiveComplete`]. A
+    /// member taken back after a restart reports again (with `resumed_bytes`): the later
+    /// report replaces the earlier.
     MemberDone {
         /// The collective.
         transfer: TransferId,
@@ -248,6 +250,11 @@ pub enum Report {
         /// a share (a scatter), when its host digests what it computes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         share: Option<ComputedShare>,
+        /// A member taken back into the collective after a restart: the bytes its new life
+        /// resumed from what the earlier one kept (0: it started over). This report replaces
+        /// the member's earlier one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed_bytes: Option<u64>,
     },
     /// At the initiator: how much of the collective a member holds, as it reported it
     /// ([`HostConfig::progress_parts`](crate::host::HostConfig::progress_parts)); its last

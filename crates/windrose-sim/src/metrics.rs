@@ -570,6 +570,7 @@ mod tests {
             digest: None,
             elapsed: None,
             share: None,
+            resumed_bytes: None,
         };
         assert_eq!(
             json(done),

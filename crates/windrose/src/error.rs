@@ -70,6 +70,15 @@ pub fn one_line(err: &anyhow::Error) -> String {
         .join(" ")
 }
 
+/// A library error, with the exit code its kind deserves (2 for the user's configuration).
+pub fn net_err(e: windrose_net::NetError) -> anyhow::Error {
+    if e.is_bad_input() {
+        bad_input(e.to_string())
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

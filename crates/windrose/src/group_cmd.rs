@@ -31,40 +31,46 @@
 //! speed given for every node or every link replaces the view's; a speeds file is the
 //! schedule itself, as `windrose scatter` reads it.
 //!
-//! What a member receives goes to `--out-dir` as `transfer-<id>` (written under
-//! `.transfer-<id>.part` and renamed when its part of the collective finished), or is hashed
-//! and logged. A member served with `--sort-input` and `--sort-output` takes part in sorts
+//! What a member receives goes to `--out-dir` as `transfer-<id>` (written under a partial
+//! name, `.transfer-<id>.windrose-partial-<pid>-<nonce>`, and renamed when its part of the
+//! collective finished), or is hashed and logged. A member killed mid-multicast and served
+//! again over the same `--out-dir` is taken back and resumes from every verified piece its
+//! earlier life left in that file. `windrose node --once` is this command's one-collective
+//! member with `--out FILE` instead ([`NodeOnce`]). A member served with `--sort-input` and `--sort-output` takes part in sorts
 //! (`windrose sort --group`, see [`crate::sort_cmd`]): its input file is its share, and its
 //! range goes to its output's temporary name, which `windrose sort` renames once the whole set
 //! is verified.
 
 use crate::error::bad_input;
-use crate::sort_cmd::{Failed, SortApp};
+use crate::sort_app::{Failed, FinishTimes, SortApp};
+use received::Received;
+
+mod received;
 use anyhow::Context;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
-use windrose_model::measurements::{Metric, Recorder};
+use windrose_model::measurements::LinkMeasurements;
 use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::group::{load_group, Group};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
-use windrose_net::outcome::ShareResult;
+use windrose_net::outcome::{NodeReport, RunStatus, ShareResult};
+use windrose_net::piece_file::OutputShelf;
 use windrose_net::trees::group_tree;
 use windrose_proto::choice::Choice;
 use windrose_proto::collective::{
     CollectiveSpec, Delivers, ManifestSpec, MulticastParams, TreeSpec,
 };
 use windrose_proto::ghs::{MstResult, MstSpec};
-use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest};
+use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest, PieceShelf};
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
@@ -141,8 +147,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Write this member's link measurements (the prober's round-trip series to every other
-    /// member, one probe every 500 ms on the probe lane) as JSON to FILE when it leaves: the
-    /// format `windrose bcast --measurements` writes, with this member's entry only.
+    /// member, one probe every 500 ms on the probe lane, and the throughput each connection
+    /// got) as JSON to FILE when it leaves: the format `windrose bcast --measurements` writes,
+    /// with this member's entry only.
     #[arg(long, value_name = "FILE")]
     measurements: Option<PathBuf>,
     /// Send the probes behind the data on the members' one connection instead of on a
@@ -168,7 +175,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "K", default_value_t = 4, requires = "mst_live")]
     mst_every: u32,
     #[command(flatten)]
-    key: crate::net_cmds::KeyOpts,
+    key: crate::collective_opts::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
     /// records, `{id}` replaced by the member's id.
     #[arg(long, value_name = "PATH", requires = "sort_output")]
@@ -184,6 +191,25 @@ pub struct ServeArgs {
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
+    /// `windrose node --once`'s own options (set by that command, not flags of this one).
+    #[arg(skip)]
+    node: Option<NodeOnce>,
+}
+
+/// What `windrose node --once` adds to a one-collective member (`group serve --once`): the
+/// data to one output file, a time limit for its collective to start, its report printed at
+/// the end (a line or JSON) and the seed of its random choices; it has no control socket (it
+/// starts nothing) and times no compute (a one-shot scatter is planned by its root).
+#[derive(Debug, Clone)]
+pub(crate) struct NodeOnce {
+    /// Where a broadcast's or multicast's data goes (None: only hashed).
+    pub(crate) out: Option<PathBuf>,
+    /// Give up when no collective started within this.
+    pub(crate) wait: Duration,
+    /// Print the report as JSON.
+    pub(crate) json: bool,
+    /// The seed of this member's random choices (a multicast's piece picks).
+    pub(crate) seed: u64,
 }
 
 /// `windrose group start`.
@@ -223,7 +249,7 @@ pub struct StartArgs {
     /// How a scatter is scheduled (the scatter's tree is --tree, an algorithm); the member
     /// measures what is not given, as `windrose scatter` does.
     #[command(flatten)]
-    scatter: crate::net_cmds::ScatterOpts,
+    scatter: crate::collective_opts::ScatterOpts,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -319,7 +345,7 @@ pub(crate) enum ControlRequest {
         file: PathBuf,
         /// The tree algorithm the schedule follows.
         tree: String,
-        opts: crate::net_cmds::ScatterOpts,
+        opts: crate::collective_opts::ScatterOpts,
     },
     Leave,
     Weather,
@@ -410,6 +436,10 @@ struct MemberView {
     /// A scatter's member: the share it computed, as its host reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     share: Option<ShareResult>,
+    /// A member taken back after a restart: the bytes its new life resumed from what the
+    /// earlier one had kept (0: it started over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resumed_bytes: Option<u64>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -435,13 +465,14 @@ pub fn run(cmd: GroupCommand) -> anyhow::Result<()> {
     }
 }
 
-/// `windrose node` without `--once`: a long-lived member, `group serve` with its defaults
-/// (parsed from its own declaration, so they are stated once).
-pub(crate) fn serve_node(
+/// `windrose node`: `group serve` with its defaults (parsed from its own declaration, so they
+/// are stated once), a long-lived member, or with `node` a one-collective member.
+pub(crate) fn serve_member(
     group: PathBuf,
     id: u32,
-    key: crate::net_cmds::KeyOpts,
+    key: crate::collective_opts::KeyOpts,
     quiet: bool,
+    node: Option<NodeOnce>,
 ) -> anyhow::Result<()> {
     use clap::{Args as _, FromArgMatches as _};
     let args = [
@@ -458,6 +489,8 @@ pub(crate) fn serve_node(
         ServeArgs::from_arg_matches(&matches).context("the defaults of `group serve`")?;
     serve.key = key;
     serve.quiet = quiet;
+    serve.once = node.is_some();
+    serve.node = node;
     run(GroupCommand::Serve(serve))
 }
 
@@ -477,15 +510,10 @@ struct Started {
     mst: Option<MstWatch>,
 }
 
-/// Where a member's received bytes of one collective go.
-enum Received {
-    File { part: PathBuf, file: std::fs::File },
-    Hash(Box<blake3::Hasher>, u64),
-}
-
-async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
+    let node = a.node.take();
     let group = Arc::new(load_group(&a.group).map_err(|e| bad_input(e.to_string()))?);
-    let handshake = crate::net_cmds::handshake_of(&a.key, !a.quiet)?;
+    let handshake = crate::collective_opts::handshake_of(&a.key, !a.quiet || node.is_some())?;
     let me = NodeId(a.id);
     if !group.contains(me) {
         return Err(bad_input(format!(
@@ -519,21 +547,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
             .await
             .map_err(anyhow::Error::new)?,
     };
-    let socket = a
-        .control
-        .clone()
-        .unwrap_or_else(|| default_socket(&group, a.id));
-    if UnixStream::connect(&socket).await.is_ok() {
-        return Err(bad_input(format!(
-            "control socket {} is in use: is member {} already running?",
-            socket.display(),
-            a.id
-        )));
-    }
-    let _ = std::fs::remove_file(&socket);
-    let control = UnixListener::bind(&socket)
-        .with_context(|| format!("control socket {}", socket.display()))?;
-    let _cleanup = RemoveOnDrop(socket.clone());
+    // A one-collective node starts nothing: no control socket.
+    let control = match node {
+        Some(_) => None,
+        None => Some(control_socket(&a, &group).await?),
+    };
     let (mut handle, ports) = group_channel();
     let mut config = GroupConfig::new(Membership {
         group: group.clone(),
@@ -541,6 +559,26 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     });
     config.probe_lane = !a.no_probe_lane;
     config.handshake = handshake;
+    if let Some(n) = &node {
+        config.seed = n.seed;
+    }
+    // A broadcast's or multicast's data goes to its output's partial file (a multicast's
+    // pieces as they verify, so a restarted member resumes from them), renamed when the
+    // member's part finished.
+    let shelf = match (&node, &a.out_dir) {
+        (Some(n), _) => n.out.as_deref().map(OutputShelf::new),
+        (None, Some(d)) => Some(OutputShelf::in_dir(d)),
+        (None, None) => None,
+    }
+    .map(Arc::new);
+    if let Some(s) = &shelf {
+        config.shelf = Some(s.clone() as Arc<dyn PieceShelf>);
+    }
+    // Hash what arrives where it is not written (and for a node's report).
+    let hash = match &node {
+        Some(n) => n.json || !a.quiet,
+        None => a.out_dir.is_none(),
+    };
     let sort_app = match (&a.sort_input, &a.sort_output) {
         (Some(i), Some(o)) => {
             let id = a.id.to_string();
@@ -557,7 +595,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     config.digest_deliveries = true;
     // A calibrated scatter needs every member's compute speed: time BLAKE3 over 16 MiB at the
     // start (a sort member's compute stands for work done elsewhere: nothing to time).
-    config.calibrate_compute = sort_app.is_none().then_some(16 << 20);
+    config.calibrate_compute = (sort_app.is_none() && node.is_none()).then_some(16 << 20);
     if let Some(metric) = a.mst_live {
         let live = windrose_proto::mst_service::MstLiveConfig {
             metric,
@@ -573,39 +611,62 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();
     // Each control connection's writer holds a clone; `recv` ends when the last one is done.
     let (writers, mut writers_done) = mpsc::channel::<()>(1);
-    let acceptor = tokio::spawn(accept_calls(control, calls_tx, writers));
+    let acceptor = control.map(|(c, socket)| {
+        (
+            tokio::spawn(accept_calls(c, calls_tx, writers)),
+            RemoveOnDrop(socket),
+        )
+    });
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     let say = |s: String| {
-        if !a.quiet {
+        if !a.quiet && node.is_none() {
             println!("{s}");
         }
     };
-    say(format!(
-        "member {} of group {} serving; control socket {}",
-        a.id,
-        group.name(),
-        socket.display()
-    ));
+    if let Some((_, socket)) = &acceptor {
+        say(format!(
+            "member {} of group {} serving; control socket {}",
+            a.id,
+            group.name(),
+            socket.0.display()
+        ));
+    }
     let n = group.len() as u32;
     let rank = group.members().iter().position(|m| m.id == me).unwrap_or(0) as u32;
     let mut seq: u32 = 0;
     let mut started: BTreeMap<TransferId, Started> = BTreeMap::new();
     let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
-    let serving_since = Instant::now();
-    let mut link_series = Recorder::new(me);
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
     // This member's compute speed forecast and its error, MB/s.
     let mut own_compute: Option<(f64, f64)> = None;
-    // With --once: how this member's part of its first collective ended.
-    let mut once: Option<(TransferId, bool)> = None;
+    // With --once: the first collective this member takes part in, when its part began,
+    // how and when it ended, and for a node's report what it received, computed and why it
+    // failed.
+    let once = a.once;
+    let mut ours: Option<TransferId> = None;
+    let mut go = Instant::now();
+    let mut ended: Option<(bool, u64)> = None;
+    let mut got: (u64, Option<String>, Option<PathBuf>) = (0, None, None);
+    let mut share: Option<ShareResult> = None;
+    let mut why: Option<String> = None;
+    let mut failure: Option<anyhow::Error> = None;
+    let mut left = false;
+    let wait = node.as_ref().map_or(Duration::ZERO, |n| n.wait);
+    let deadline = tokio::time::sleep(wait);
+    tokio::pin!(deadline);
     loop {
         tokio::select! {
             // Events first: the reports queued before the driver stopped (an initiator's
             // Complete under --once) reach their callers before the member exits.
             biased;
             _ = tokio::signal::ctrl_c() => { handle.request(AppRequest::Leave); }
+            () = &mut deadline, if node.is_some() && ours.is_none() && !left => {
+                left = true;
+                why = Some(format!("no collective started within {} s (--wait)", wait.as_secs_f64()));
+                handle.request(AppRequest::Leave);
+            }
             _ = sigterm.recv() => { handle.request(AppRequest::Leave); }
             Some(call) = calls.recv() => {
                 let request = match call.request {
@@ -652,25 +713,68 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                     }
                 }
                 GroupEvent::Delivered { transfer, offset, data } => {
-                    let r = received.entry(transfer).or_insert_with(|| open_received(a.out_dir.as_deref(), transfer));
-                    if let Err(e) = write_received(r, offset, &data) {
-                        eprintln!("member {}: transfer {transfer}: {e}", a.id);
+                    let r = match received.entry(transfer) {
+                        std::collections::btree_map::Entry::Occupied(r) => Ok(r.into_mut()),
+                        std::collections::btree_map::Entry::Vacant(v) => Received::new(shelf.as_deref(), transfer, hash).map(|r| v.insert(r)),
+                    };
+                    if let Err(e) = r.and_then(|r| r.take(offset, &data)) {
+                        if Some(transfer) == ours && node.is_some() {
+                            failure.get_or_insert(e);
+                        } else {
+                            eprintln!("member {}: transfer {transfer}: {e:#}", a.id);
+                        }
                     }
                 }
                 // The instant a member's part begins (tests and scripts wait for it, e.g. to
                 // kill a member mid-sort).
                 GroupEvent::Report(Report::CollectiveStarted { transfer, initiator }) => {
                     say(format!("transfer {transfer}: started by member {initiator}"));
+                    if once && ours.is_none() {
+                        ours = Some(transfer);
+                        go = Instant::now();
+                        if node.is_some() {
+                            // Its report has a hash and a count even when nothing arrives.
+                            match Received::new(shelf.as_deref(), transfer, hash) {
+                                Ok(r) => { received.insert(transfer, r); }
+                                Err(e) => { failure.get_or_insert(e); }
+                            }
+                        }
+                    }
                 }
                 GroupEvent::Report(Report::CollectiveEnded { transfer, finished }) => {
+                    let mine = once && ended.is_none() && ours.is_none_or(|t| t == transfer);
                     if let Some(r) = received.remove(&transfer) {
-                        say(finish_received(r, a.out_dir.as_deref(), transfer, finished));
+                        let (bytes, blake3) = (r.bytes(), r.blake3());
+                        let out = shelf.as_ref().map(|s| s.output(transfer)).unwrap_or_default();
+                        let written = match r.finish(&out, finished) {
+                            Ok(w) => w,
+                            Err(e) => {
+                                say(format!("transfer {transfer}: {e:#}"));
+                                if mine {
+                                    failure.get_or_insert(e);
+                                }
+                                None
+                            }
+                        };
+                        say(match (&written, finished, &blake3) {
+                            (Some(w), _, _) => format!("transfer {transfer}: received into {}", w.display()),
+                            (None, true, Some(h)) => format!("transfer {transfer}: received {bytes} bytes, blake3 {h}"),
+                            (None, true, None) => format!("transfer {transfer}: received {bytes} bytes"),
+                            (None, false, _) => format!("transfer {transfer}: aborted after {bytes} bytes, nothing kept"),
+                        });
+                        if mine {
+                            got = (bytes, blake3, written);
+                        }
                     }
-                    if a.once && once.is_none() {
+                    if mine {
                         // The host leaves once its collectives have ended (the initiator's
                         // close included).
-                        once = Some((transfer, finished));
-                        handle.request(AppRequest::Leave);
+                        ours = Some(transfer);
+                        ended = Some((finished, go.elapsed().as_nanos() as u64));
+                        if !left {
+                            left = true;
+                            handle.request(AppRequest::Leave);
+                        }
                     }
                 }
                 GroupEvent::Report(Report::CollectiveComplete { transfer, finished, failed }) => {
@@ -680,9 +784,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         let _ = s.replies.send(ControlReply::Complete { transfer: transfer.0, finished, failed, seconds, members: s.members, initiator: a.id, plan: s.plan, mst: s.mst.map(|w| w.view(&handle)) });
                     }
                 }
-                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, share }) => {
+                GroupEvent::Report(Report::MemberDone { transfer, member, finished, bytes_delivered, digest, elapsed, share, resumed_bytes }) => {
                     if let Some(s) = started.get_mut(&transfer) {
-                        // A member restarted and taken back reports again: its last life counts.
+                        // A member taken back after a restart reports again: the later report replaces the earlier.
                         s.members.retain(|m| m.member != member.0);
                         s.members.push(MemberView {
                             member: member.0,
@@ -692,12 +796,15 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                             seconds: elapsed.map(|d| d.as_secs_f64()),
                             verified: None,
                             share: share.as_ref().map(ShareResult::from),
+                            resumed_bytes,
                         });
+                    }
+                    if let Some(b) = resumed_bytes {
+                        say(format!("transfer {transfer}: member {member} was taken back after a restart and resumed {b} bytes"));
                     }
                 }
                 GroupEvent::Report(Report::RoundTrip { peer, rtt }) => {
                     let ms = rtt.as_secs_f64() * 1e3;
-                    link_series.record(peer, Metric::RttMs, serving_since.elapsed().as_secs_f64(), ms);
                     let l = links.entry(peer).or_insert_with(|| LinkView { peer: peer.0, ..LinkView::default() });
                     l.samples += 1;
                     l.last_ms = ms;
@@ -760,42 +867,144 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                         });
                     }
                 }
-                GroupEvent::Computed { offset, len, blake3 } => say(format!(
-                    "computed its scatter share [{offset}, {}): BLAKE3 {blake3}", offset + len
-                )),
+                GroupEvent::Computed { offset, len, blake3 } => {
+                    say(format!("computed its scatter share [{offset}, {}): BLAKE3 {blake3}", offset + len));
+                    if ours.is_some() {
+                        let computed_ns = go.elapsed().as_nanos() as u64;
+                        share = Some(ShareResult { offset, len, blake3, computed_ns });
+                    }
+                }
+                GroupEvent::Failed(f) if f.member == me && Some(f.transfer) == ours => {
+                    why.get_or_insert(f.why);
+                }
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
                 _ => {}
             },
             r = &mut serving => {
-                acceptor.abort();
-                let _ = acceptor.await;
+                if let Some((acceptor, _socket)) = acceptor {
+                    acceptor.abort();
+                    let _ = acceptor.await;
+                }
                 // Callers of collectives that cannot complete any more get their connection
                 // closed; every reply already handed to a control connection is written before the
                 // process exits (bounded: a client that never sent its request holds none).
                 started.clear();
                 let _ = tokio::time::timeout(Duration::from_secs(5), writers_done.recv()).await;
                 if let Some(path) = &a.measurements {
-                    write_measurements(path, &link_series)?;
+                    write_measurements(path, &handle.measurements())?;
                 }
                 r.map_err(|e| anyhow::anyhow!("the member's driver stopped: {e}"))?
                     .map_err(anyhow::Error::new)?;
-                return match once {
-                    Some((t, false)) => Err(anyhow::anyhow!(
-                        "member {}: its part of transfer {t} did not finish",
-                        a.id
-                    )),
-                    _ => Ok(()),
+                if let Some(e) = failure {
+                    return Err(e.context(format!("member {}", a.id)));
+                }
+                let finished = ended.is_some_and(|e| e.0);
+                let Some(n) = &node else {
+                    return match (ended, ours) {
+                        (Some((false, _)), Some(t)) => Err(anyhow::anyhow!(
+                            "member {}: its part of transfer {t} did not finish{}",
+                            a.id,
+                            why.map(|w| format!(": {w}")).unwrap_or_default()
+                        )),
+                        _ => Ok(()),
+                    };
                 };
+                if !finished {
+                    anyhow::bail!(
+                        "node {me}: {}",
+                        why.unwrap_or_else(|| "its part of the collective did not finish".to_string())
+                    );
+                }
+                let (bytes_received, blake3, written) = got;
+                let report = NodeReport {
+                    node: me,
+                    status: RunStatus::Finished,
+                    error: None,
+                    bytes_received,
+                    blake3,
+                    finished_ns: ended.map(|e| e.1),
+                    complete_ns: None,
+                    share,
+                    measurements: handle.measurements(),
+                    frames_sent: handle.frames_sent(),
+                    resumed_bytes: ours
+                        .zip(shelf.as_ref())
+                        .and_then(|(t, s)| s.resumed_bytes(t)),
+                };
+                return print_node(&report, written.as_deref(), n.json, a.quiet);
             }
         }
     }
 }
 
+/// Binds the member's control socket (refused when a live member holds it); returns it and
+/// its path.
+async fn control_socket(a: &ServeArgs, group: &Group) -> anyhow::Result<(UnixListener, PathBuf)> {
+    let socket = a
+        .control
+        .clone()
+        .unwrap_or_else(|| default_socket(group, a.id));
+    if UnixStream::connect(&socket).await.is_ok() {
+        return Err(bad_input(format!(
+            "control socket {} is in use: is member {} already running?",
+            socket.display(),
+            a.id
+        )));
+    }
+    let _ = std::fs::remove_file(&socket);
+    let control = UnixListener::bind(&socket)
+        .with_context(|| format!("control socket {}", socket.display()))?;
+    Ok((control, socket))
+}
+
+/// `windrose node --once`'s result: its report as JSON, or one line.
+fn print_node(
+    r: &NodeReport,
+    written: Option<&Path>,
+    json: bool,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    if json {
+        return crate::output::print_json(r);
+    }
+    if quiet {
+        return Ok(());
+    }
+    let mut line = format!("node {}: received {} bytes", r.node, r.bytes_received);
+    if let Some(h) = &r.blake3 {
+        let _ = write!(line, ", BLAKE3 {h}");
+    }
+    if let Some(s) = &r.share {
+        let _ = write!(
+            line,
+            ", computed its share [{}, {}) of the load: BLAKE3 {} after {} s",
+            s.offset,
+            s.offset + s.len,
+            s.blake3,
+            crate::output::num(s.computed_ns as f64 * 1e-9)
+        );
+    }
+    if let Some(ns) = r.finished_ns {
+        let _ = write!(line, ", in {} s", crate::output::num(ns as f64 * 1e-9));
+    }
+    if let Some(kept) = r.resumed_bytes {
+        let _ = write!(
+            line,
+            " (rejoined the run after a restart; {kept} bytes resumed from disk)"
+        );
+    }
+    if let Some(p) = written {
+        let _ = write!(line, ", written to {}", p.display());
+    }
+    crate::output::print(&format!("{line}\n"))
+}
+
 /// Writes the series next to `path` and renames it over `path`, so a reader never sees half a
 /// file.
-fn write_measurements(path: &Path, series: &Recorder) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(&[series.snapshot()])? + "\n";
+fn write_measurements(path: &Path, series: &LinkMeasurements) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(&[series])? + "\n";
     let tmp = path.with_extension("tmp-windrose");
     std::fs::write(&tmp, json).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
@@ -949,7 +1158,7 @@ fn spec_for(
             let protocol: MulticastProtocol = protocol.parse()?;
             // The same parameters as `windrose multicast`.
             let (mspec, _) =
-                crate::net_cmds::multicast_spec(group, me, protocol, platform.as_deref())
+                crate::collective_opts::multicast_spec(group, me, protocol, platform.as_deref())
                     .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
             Job::Fixed(CollectiveSpec::Multicast {
@@ -989,8 +1198,9 @@ fn spec_for(
                 return Ok((Job::Scatter(request), data, None));
             }
             // A speeds file: the same schedule as `windrose scatter` rooted here.
-            let (schedule, _) = crate::net_cmds::scatter_schedule(group, &data, &t, algo, opts)
-                .map_err(|e| format!("{e:#}"))?;
+            let (schedule, _) =
+                crate::collective_opts::scatter_schedule(group, &data, &t, algo, opts)
+                    .map_err(|e| format!("{e:#}"))?;
             let predicted = Some(schedule.predicted_finish_s);
             return Ok((
                 Job::Fixed(CollectiveSpec::Scatter {
@@ -1011,59 +1221,6 @@ fn spec_for(
         }
     };
     Ok((spec, data, None))
-}
-
-fn open_received(dir: Option<&Path>, t: TransferId) -> Received {
-    match dir {
-        Some(d) => {
-            let part = d.join(format!(".transfer-{t}.part"));
-            match std::fs::File::create(&part) {
-                Ok(file) => Received::File { part, file },
-                Err(_) => Received::Hash(Box::new(blake3::Hasher::new()), 0),
-            }
-        }
-        None => Received::Hash(Box::new(blake3::Hasher::new()), 0),
-    }
-}
-
-fn write_received(r: &mut Received, _offset: u64, data: &[u8]) -> std::io::Result<()> {
-    // Deliveries of one collective come in order.
-    match r {
-        Received::File { file, .. } => file.write_all(data),
-        Received::Hash(h, n) => {
-            h.update(data);
-            *n += data.len() as u64;
-            Ok(())
-        }
-    }
-}
-
-fn finish_received(r: Received, dir: Option<&Path>, t: TransferId, finished: bool) -> String {
-    match r {
-        Received::File { part, file } => {
-            drop(file);
-            if !finished {
-                let _ = std::fs::remove_file(&part);
-                return format!("transfer {t}: aborted, nothing kept");
-            }
-            let dest = dir
-                .map(|d| d.join(format!("transfer-{t}")))
-                .unwrap_or_default();
-            match std::fs::rename(&part, &dest) {
-                Ok(()) => format!("transfer {t}: received into {}", dest.display()),
-                Err(e) => format!("transfer {t}: could not rename {}: {e}", part.display()),
-            }
-        }
-        Received::Hash(h, n) => format!(
-            "transfer {t}: {} {n} bytes, blake3 {}",
-            if finished {
-                "received"
-            } else {
-                "aborted after"
-            },
-            h.finalize().to_hex()
-        ),
-    }
 }
 
 async fn call(socket: &Path, request: &ControlRequest) -> anyhow::Result<Vec<ControlReply>> {
@@ -1315,7 +1472,7 @@ pub fn start_sort(
     id: Option<u32>,
     control: Option<&Path>,
     spec: CollectiveSpec,
-) -> Result<(TransferId, crate::sort_cmd::FinishTimes), Failed> {
+) -> Result<(TransferId, FinishTimes), Failed> {
     let via = Via {
         control: control.map(Path::to_path_buf),
         group: Some(group.to_path_buf()),
@@ -1411,6 +1568,9 @@ fn render_members(members: &[MemberView], root: u32, root_hash: Option<&str>) ->
             } else if let (Some(h), Some(false)) = (&m.blake3, m.verified) {
                 line += &format!(", BLAKE3 {} DIFFERS", short(h));
             }
+        }
+        if let Some(b) = m.resumed_bytes {
+            line += &format!(" (restarted; {b} bytes resumed from its earlier life)");
         }
         s += &line;
         s.push('\n');

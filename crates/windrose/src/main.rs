@@ -7,6 +7,7 @@
 //! stderr naming the file, line and column; other failures exit with code 1.
 
 mod bound_cmd;
+mod collective_opts;
 mod dlt;
 mod error;
 mod group_cmd;
@@ -19,6 +20,7 @@ mod records_cmd;
 mod reproduce;
 mod send_cmd;
 mod sim_cmd;
+mod sort_app;
 mod sort_cmd;
 mod testbed_cmd;
 mod tree;

@@ -13,45 +13,38 @@
 //! control socket instead (as `windrose group start` does) and print its result: a collective
 //! started from inside a running group.
 
-use crate::dlt::speeds;
-use crate::error::{bad_input, OrBadInput};
+use crate::collective_opts::{
+    handshake_of, multicast_spec, scatter_schedule, KeyOpts, PlanNote, Prediction, ScatterOpts,
+};
+use crate::error::{bad_input, net_err, OrBadInput};
 use crate::group_cmd::{self, ControlRequest};
-use crate::output::{num, print, print_json, vtable};
+use crate::output::{print, print_json, vtable};
 use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use windrose_model::platform::load_platform;
 use windrose_model::units::parse_size;
 use windrose_model::{LinkCosts, NodeId};
 use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
-use windrose_net::bootstrap::{
-    Bootstrap, BoxFuture, Established, GroupFile, Handshake, PlainHandshake, Transport,
-};
+use windrose_net::bootstrap::{Bootstrap, GroupFile, Handshake};
 use windrose_net::group::Group;
-use windrose_net::measure;
-use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
-use windrose_net::outcome::{NodeReport, RunStatus};
+use windrose_net::multicast::MulticastProtocol;
+use windrose_net::outcome::RunStatus;
 use windrose_net::sink::output_path_problem;
-use windrose_net::trees::{
-    balanced_spec, equal_platform, group_tree, magpie_spec, EQUAL_CAPACITY_BYTES_S,
-};
-use windrose_net::wire::Role;
-use windrose_net::{
-    random_data, random_payload, Delivered, NetError, NetEvent, RunOutcome, SourceFile, Timeouts,
-};
+use windrose_net::trees::group_tree;
+use windrose_net::{random_data, NetEvent, RunOutcome, SourceFile, Timeouts};
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
 use windrose_proto::pieces::Manifest;
 use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::tree_broadcast::BroadcastConfig;
-use windrose_trees::dlt::{self, OrderPolicy, Schedule};
+use windrose_trees::dlt::Schedule;
 use windrose_trees::TreeAlgorithm;
 
 mod host_run;
@@ -90,22 +83,6 @@ pub struct NodeArgs {
     /// multicast's piece picks); `windrose local --seed` passes its own to every node.
     #[arg(long, default_value_t = 1, requires = "once")]
     seed: u64,
-}
-
-/// The group key (every command that joins a group). Never a command-line value: a file, or
-/// the environment.
-#[derive(Debug, Args)]
-pub struct KeyOpts {
-    /// The group key file (32 bytes, raw or as 64 hex digits; mode 0600, see `windrose
-    /// keygen`); default: the file in WINDROSE_GROUP_KEY_FILE, else the hex in
-    /// WINDROSE_GROUP_KEY, else none (the group is then unauthenticated, with a warning).
-    #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
-    /// Encrypt the data path too (AES-256-GCM with each connection's session keys):
-    /// needs a group key, and every member must use it or none; it costs throughput (see the
-    /// README).
-    #[arg(long)]
-    encrypt: bool,
 }
 
 /// `windrose keygen`: a fresh group key.
@@ -203,44 +180,6 @@ pub struct ScatterArgs {
     key: KeyOpts,
     #[command(flatten)]
     opts: TreeOpts,
-}
-
-/// How a scatter is scheduled and its finish times predicted (`scatter`, `local --scatter`,
-/// `group start scatter`, whose control request carries them to the member).
-#[derive(Clone, Debug, Args, Serialize, Deserialize)]
-pub struct ScatterOpts {
-    /// Seconds each node needs to process the whole load and each tree link to carry it, as
-    /// `windrose dlt` reads them (.toml or .csv; see `windrose dlt --help`). The schedule and
-    /// its prediction are then in the file's seconds, not calibrated. Default: every node and
-    /// link alike, at the speeds of --hash-mb-s and --link-mb-s.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["hash_mb_s", "link_mb_s"])]
-    pub(crate) speeds: Option<PathBuf>,
-    /// BLAKE3 speed of every node, in MB/s; default: measured on this machine before the run.
-    #[arg(long, value_name = "MB/S")]
-    pub(crate) hash_mb_s: Option<f64>,
-    /// Throughput of every tree link, in MB/s; default: measured by a plain TCP copy on
-    /// loopback when every node has a loopback address, else assumed to be 117 (gigabit
-    /// Ethernet; the output then says the prediction is not calibrated).
-    #[arg(long, value_name = "MB/S")]
-    pub(crate) link_mb_s: Option<f64>,
-    /// In which order every parent sends its children their shares: optimal (fastest link
-    /// first) or given (the tree's order).
-    #[arg(long, default_value = "optimal", value_parser = parse_order)]
-    pub(crate) order: OrderPolicy,
-    /// Send every child its share at once instead of one after the other (one after the other
-    /// is what the schedule and its prediction assume).
-    #[arg(long)]
-    pub(crate) parallel: bool,
-}
-
-impl ScatterOpts {
-    pub(crate) fn any_given(&self) -> bool {
-        self.speeds.is_some()
-            || self.hash_mb_s.is_some()
-            || self.link_mb_s.is_some()
-            || self.parallel
-            || self.order != OrderPolicy::Optimal
-    }
 }
 
 /// `windrose local`: a whole group on this machine.
@@ -357,13 +296,6 @@ pub struct MulticastArgs {
     watch: WatchOpts,
 }
 
-fn parse_order(s: &str) -> Result<OrderPolicy, String> {
-    OrderPolicy::ALL
-        .into_iter()
-        .find(|p| p.name() == s.trim())
-        .ok_or_else(|| format!("unknown order {s:?}: expected optimal or given"))
-}
-
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
     if v.is_finite() && v > 0.0 && v < 1e9 {
         Ok(Duration::from_secs_f64(v))
@@ -371,79 +303,6 @@ fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
         Err(bad_input(format!(
             "{what} {v}: must be a positive number of seconds"
         )))
-    }
-}
-
-/// A library error, with the exit code its kind deserves (2 for the user's configuration).
-fn net_err(e: NetError) -> anyhow::Error {
-    if e.is_bad_input() {
-        bad_input(e.to_string())
-    } else {
-        anyhow::Error::new(e)
-    }
-}
-
-/// The handshake of a member: authenticated with the group key from `--key-file` or the
-/// environment, else the plain one with a warning that the group is unauthenticated (at
-/// once for a node; for a root when it first connects, so bad arguments still fail with one
-/// line).
-pub(crate) fn handshake_of(opts: &KeyOpts, warn_now: bool) -> anyhow::Result<Arc<dyn Handshake>> {
-    Ok(
-        match load_group_key(opts.key_file.as_deref()).map_err(net_err)? {
-            Some((key, _)) => Arc::new(NoiseHandshake::new(key).with_encryption(opts.encrypt)),
-            None if opts.encrypt => {
-                return Err(bad_input(format!(
-                    "--encrypt needs a group key (--key-file, {KEY_FILE_ENV} or {KEY_ENV}): the \
-                     session keys come from the authenticated handshake"
-                )))
-            }
-            None => {
-                let plain = Unauthenticated(std::sync::Once::new());
-                if warn_now {
-                    plain.warn();
-                }
-                Arc::new(plain)
-            }
-        },
-    )
-}
-
-/// The plain handshake, with one warning line that the group is unauthenticated.
-struct Unauthenticated(std::sync::Once);
-
-impl Unauthenticated {
-    fn warn(&self) {
-        self.0.call_once(|| {
-            eprintln!(
-                "warning: no group key (--key-file, {KEY_FILE_ENV} or {KEY_ENV}): the group is \
-                 unauthenticated, anyone who can reach its nodes can join"
-            )
-        });
-    }
-}
-
-impl Handshake for Unauthenticated {
-    fn dial<'a>(
-        &'a self,
-        io: &'a mut Transport,
-        group: &'a Group,
-        me: NodeId,
-        peer: NodeId,
-        role: Role,
-    ) -> BoxFuture<'a, Result<Established, NetError>> {
-        self.warn();
-        PlainHandshake.dial(io, group, me, peer, role)
-    }
-
-    fn accept<'a>(
-        &'a self,
-        io: &'a mut Transport,
-        group: &'a Group,
-        me: NodeId,
-        remote: std::net::SocketAddr,
-    ) -> BoxFuture<'a, Result<Established, NetError>> {
-        self.warn();
-        PlainHandshake.accept(io, group, me, remote)
     }
 }
 
@@ -474,7 +333,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Runs `windrose node`.
 pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
-    let membership = GroupFile {
+    // A bad group file or id is an error before anything starts.
+    GroupFile {
         path: args.group.clone(),
         id: args.id,
     }
@@ -495,58 +355,17 @@ pub fn run_node_cmd(args: NodeArgs) -> anyhow::Result<()> {
                 )));
             }
         }
-        return group_cmd::serve_node(args.group, args.id, args.key, args.quiet);
     }
-    let handshake = handshake_of(&args.key, true)?;
-    let wait = secs(args.wait, "--wait")?;
-    let rt = runtime()?;
-    let (report, written) = rt.block_on(host_run::node_once(
-        membership,
-        handshake,
-        args.out.as_deref(),
-        wait,
-        args.json || !args.quiet,
-        args.seed,
-    ))?;
-    let delivered = written.map_or(Delivered::Nothing, Delivered::File);
-    print_node(&report, &delivered, &args)
-}
-
-/// `windrose node`'s result: its report as JSON, or one line.
-fn print_node(r: &NodeReport, delivered: &Delivered, args: &NodeArgs) -> anyhow::Result<()> {
-    if args.json {
-        return print_json(r);
-    }
-    if !args.quiet {
-        let mut line = format!("node {}: received {} bytes", r.node, r.bytes_received);
-        if let Some(h) = &r.blake3 {
-            let _ = write!(line, ", BLAKE3 {h}");
-        }
-        if let Some(s) = &r.share {
-            let _ = write!(
-                line,
-                ", computed its share [{}, {}) of the load: BLAKE3 {} after {} s",
-                s.offset,
-                s.offset + s.len,
-                s.blake3,
-                num(s.computed_ns as f64 * 1e-9)
-            );
-        }
-        if let Some(ns) = r.finished_ns {
-            let _ = write!(line, ", in {} s", num(ns as f64 * 1e-9));
-        }
-        if let Some(kept) = r.resumed_bytes {
-            let _ = write!(
-                line,
-                " (rejoined the run after a restart; {kept} bytes resumed from disk)"
-            );
-        }
-        if let Delivered::File(p) = delivered {
-            let _ = write!(line, ", written to {}", p.display());
-        }
-        print(&format!("{line}\n"))?;
-    }
-    Ok(())
+    let node = match args.once {
+        true => Some(group_cmd::NodeOnce {
+            out: args.out,
+            wait: secs(args.wait, "--wait")?,
+            json: args.json,
+            seed: args.seed,
+        }),
+        false => None,
+    };
+    group_cmd::serve_member(args.group, args.id, args.key, args.quiet, node)
 }
 
 /// The tree for a run rooted at `root` over `group`.
@@ -809,30 +628,6 @@ fn check(outcome: &RunOutcome) -> anyhow::Result<()> {
     }
 }
 
-/// Link throughput assumed for a scatter's prediction when it can be neither given nor
-/// measured: gigabit Ethernet's payload rate, in MB/s.
-const ASSUMED_LINK_MB_S: f64 = 117.0;
-/// Bytes of the plain loopback TCP copy that calibrates link throughput.
-const LINK_CALIBRATION_BYTES: usize = 64 << 20;
-/// Largest sample hashed to calibrate the BLAKE3 speed (larger than caches: shares are).
-const HASH_CALIBRATION_BYTES: usize = 128 << 20;
-
-/// How a scatter's finish times were predicted.
-#[derive(Clone, Debug, Serialize)]
-pub(crate) struct Prediction {
-    /// Where the speeds come from, in words.
-    basis: String,
-    /// True when both speeds were measured on this machine just before the run (not given,
-    /// assumed or read from a speeds file).
-    calibrated: bool,
-    /// BLAKE3 speed assumed for every node, in MB/s (None with --speeds).
-    hash_mb_s: Option<f64>,
-    /// Throughput assumed for every tree link, in MB/s (None with --speeds).
-    link_mb_s: Option<f64>,
-    /// When the schedule says every node finishes its share, in seconds after the start.
-    predicted_finish_s: f64,
-}
-
 /// `windrose scatter --json`: the run as the root saw it, with the schedule and how its finish
 /// times were predicted.
 #[derive(Serialize)]
@@ -844,121 +639,6 @@ struct ScatterOutput<'a> {
     root_measured_finish_s: Option<f64>,
     #[serde(flatten)]
     run: &'a RunOutcome,
-}
-
-fn mb_s(v: f64, what: &str) -> anyhow::Result<f64> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(bad_input(format!(
-            "{what} {v}: must be a positive number of MB/s"
-        )))
-    }
-}
-
-/// True when every member listens on a loopback address (or `localhost`).
-fn all_loopback(group: &Group) -> bool {
-    group.members().iter().all(|m| {
-        m.addr
-            .parse::<std::net::SocketAddr>()
-            .map(|a| a.ip().is_loopback())
-            .unwrap_or_else(|_| m.addr.starts_with("localhost:"))
-    })
-}
-
-/// The scatter's schedule over `tree` and how its finish times are predicted: from a speeds
-/// file, or every node and link alike at given, measured or assumed speeds.
-pub(crate) fn scatter_schedule(
-    group: &Group,
-    data: &Bytes,
-    tree: &windrose_trees::Tree,
-    kind: TreeAlgorithm,
-    sopts: &ScatterOpts,
-) -> anyhow::Result<(Schedule, Prediction)> {
-    let n = tree.node_count();
-    let load = data.len().max(1) as f64;
-    let (compute_s, link_s, mut prediction) = if let Some(path) = &sopts.speeds {
-        let sp = speeds::load(path, tree, Path::new(&format!("--tree {kind}")))?;
-        let p = Prediction {
-            basis: format!(
-                "from {} (its seconds for the whole load; not calibrated)",
-                path.display()
-            ),
-            calibrated: false,
-            hash_mb_s: None,
-            link_mb_s: None,
-            predicted_finish_s: 0.0,
-        };
-        (sp.compute_s_per_unit, sp.link_s_per_unit, p)
-    } else {
-        let (hash, hash_how, hash_measured) = match sopts.hash_mb_s {
-            Some(v) => (mb_s(v, "--hash-mb-s")?, "given", false),
-            None => {
-                let sample = if data.len() >= 8 << 20 {
-                    data.slice(..data.len().min(HASH_CALIBRATION_BYTES))
-                } else {
-                    random_payload(8 << 20, 0)
-                };
-                let v = measure::blake3_bytes_s(&sample, 2)
-                    .context("measuring the BLAKE3 speed: the clock did not advance")?;
-                (v / 1e6, "measured here", true)
-            }
-        };
-        let (link, link_how, link_measured) = match sopts.link_mb_s {
-            Some(v) => (mb_s(v, "--link-mb-s")?, "given", false),
-            None if all_loopback(group) => {
-                let v = loopback_copy_bytes_s()
-                    .context("measuring loopback throughput with a plain TCP copy")?;
-                (v / 1e6, "a plain TCP copy on loopback", true)
-            }
-            None => (
-                ASSUMED_LINK_MB_S,
-                "assumed: gigabit Ethernet; give --link-mb-s",
-                false,
-            ),
-        };
-        let calibrated = hash_measured && link_measured;
-        let p = Prediction {
-            basis: format!(
-                "BLAKE3 at {hash:.0} MB/s ({hash_how}) on every node, {link:.0} MB/s ({link_how}) \
-                 on every link{}",
-                if calibrated {
-                    "; calibrated"
-                } else {
-                    "; not calibrated"
-                }
-            ),
-            calibrated,
-            hash_mb_s: Some(hash),
-            link_mb_s: Some(link),
-            predicted_finish_s: 0.0,
-        };
-        (
-            vec![load / (hash * 1e6); n],
-            vec![load / (link * 1e6); n],
-            p,
-        )
-    };
-    let schedule = dlt::schedule(tree, &compute_s, &link_s, sopts.order)
-        .or_bad_input_about(format_args!("scheduling the load on the {kind} tree"))?;
-    prediction.predicted_finish_s = schedule.predicted_finish_s;
-    Ok((schedule, prediction))
-}
-
-/// The plain loopback copy that calibrates link throughput, on a runtime of its own in a
-/// thread of its own: callable from a command's main thread and from inside a running member's
-/// runtime alike (which `block_on` is not).
-fn loopback_copy_bytes_s() -> anyhow::Result<f64> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            Ok(rt.block_on(measure::loopback_copy_bytes_s(LINK_CALIBRATION_BYTES))?)
-        })
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the loopback copy's thread panicked")))
-    })
 }
 
 /// Runs the root of a divisible-load scatter and prints the result.
@@ -1298,20 +978,6 @@ impl MulticastOpts {
     }
 }
 
-/// How a multicast's trees were planned, for the output.
-#[derive(Clone, Debug, Serialize)]
-pub(crate) struct PlanNote {
-    /// What the trees are and where their rates come from, in words.
-    basis: String,
-    /// Trees of the plan (balanced, magpie).
-    trees: usize,
-    /// Balanced: the planned rate, MB/s.
-    planned_mb_s: Option<f64>,
-    /// Balanced: true when the capacities came from --platform, false when all links were
-    /// assumed alike.
-    from_platform: bool,
-}
-
 /// `windrose multicast --json` (and `local --protocol P --json`): the run with its piece size
 /// and plan.
 #[derive(Serialize)]
@@ -1320,74 +986,6 @@ struct MulticastOutput<'a> {
     plan: Option<&'a PlanNote>,
     #[serde(flatten)]
     run: &'a RunOutcome,
-}
-
-/// The machines' parameters for `protocol` over `group`, and how any trees were planned.
-/// The parameters of `protocol` rooted at `root` over `group` (Balanced plans from
-/// `platform`, or from equal capacities without one), and a note on the plan.
-pub(crate) fn multicast_spec(
-    group: &Group,
-    root: NodeId,
-    protocol: MulticastProtocol,
-    platform: Option<&Path>,
-) -> anyhow::Result<(MulticastSpec, Option<PlanNote>)> {
-    Ok(match protocol {
-        MulticastProtocol::Mob => (MulticastSpec::Mob(MobConfig::default()), None),
-        MulticastProtocol::BitTorrent => {
-            (MulticastSpec::BitTorrent(BitTorrentConfig::default()), None)
-        }
-        MulticastProtocol::Magpie => {
-            let spec = magpie_spec(group, root).or_bad_input_about("--protocol magpie")?;
-            let note = PlanNote {
-                basis: "one tree: binomial inside each cluster, flat between the cluster \
-                        coordinators, unshaped"
-                    .into(),
-                trees: 1,
-                planned_mb_s: None,
-                from_platform: false,
-            };
-            (spec, Some(note))
-        }
-        MulticastProtocol::Balanced => {
-            let (platform_model, basis, from_platform) = match platform {
-                Some(path) => (
-                    load_platform(path).or_bad_input()?,
-                    format!("capacities from {}", path.display()),
-                    true,
-                ),
-                None => (
-                    equal_platform(group, EQUAL_CAPACITY_BYTES_S, 1e-4)
-                        .map_err(|e| bad_input(format!("--protocol balanced: {e}")))?,
-                    format!(
-                        "no --platform given: planned with equal capacities (every node, access \
-                         and WAN link {:.0} MB/s), so the trees only spread the fan-out",
-                        EQUAL_CAPACITY_BYTES_S / 1e6
-                    ),
-                    false,
-                ),
-            };
-            let (spec, rate) = balanced_spec(group, &platform_model, root).map_err(|e| {
-                bad_input(match platform {
-                    Some(p) => format!("--platform {}: {e}", p.display()),
-                    None => format!("--protocol balanced: {e}"),
-                })
-            })?;
-            let trees = match &spec {
-                MulticastSpec::Trees { plan, .. } => plan.trees.len(),
-                _ => 0,
-            };
-            let note = PlanNote {
-                basis: format!(
-                    "Balanced Multicasting: {trees} shaped tree(s), planned rate {:.1} MB/s; {basis}",
-                    rate / 1e6
-                ),
-                trees,
-                planned_mb_s: Some(rate / 1e6),
-                from_platform,
-            };
-            (spec, Some(note))
-        }
-    })
 }
 
 /// Runs the root of a multicast with `protocol` and prints the result.

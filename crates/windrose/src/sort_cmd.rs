@@ -30,15 +30,16 @@
 
 use crate::error::{bad_input, OrBadInput};
 use crate::records_cmd::{bytes_bar, read_records};
+use crate::sort_app::{sort_temp_path, Failed, FinishTimes, SortApp};
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::records::{RecordSummary, RECORD_LEN};
 use windrose_model::{ClusterId, NodeId};
@@ -46,13 +47,11 @@ use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::sink::output_path_problem;
-use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::host::AppRequest;
-use windrose_proto::pieces::PieceVerifier;
 use windrose_proto::sample_sort::SampleSortSpec;
-use windrose_proto::{ComputeTask, Report, TransferId};
+use windrose_proto::{Report, TransferId};
 
 /// Which sort.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -87,20 +86,11 @@ impl SortProtocol {
     }
 }
 
-/// `--slicing`'s name of a HeteroSort slicing.
-pub fn slicing_name(s: Slicing) -> &'static str {
-    match s {
-        Slicing::Speed => "speeds",
-        Slicing::Equal => "equal",
-        Slicing::Splitters => "splitters",
-    }
-}
-
 fn parse_slicing(s: &str) -> Result<Slicing, String> {
-    [Slicing::Speed, Slicing::Equal, Slicing::Splitters]
-        .into_iter()
-        .find(|&x| slicing_name(x) == s)
-        .ok_or_else(|| format!("{s:?}: expected speeds, equal or splitters"))
+    Slicing::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = Slicing::ALL.iter().map(|x| x.name()).collect();
+        format!("{s:?}: expected one of {}", names.join(", "))
+    })
 }
 
 /// The squarest `rows x cols = n` (rows <= cols): HeteroSort's conceptual torus.
@@ -168,16 +158,6 @@ A running group: every member serves with its files,
 and any one starts the sort:
   windrose sort --group g.toml --id 0 --input 'data/in-{id}' --output 'data/out-{id}'";
 
-/// The temporary name of a member's output while a sort is unverified: beside it, hidden,
-/// named by the collective so that a member and the command that verifies agree on it.
-pub fn sort_temp_path(output: &Path, t: TransferId) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    output.with_file_name(format!(".{name}.windrose-sort-{}", t.0))
-}
-
 /// Member `id`'s path from `--input`/`--output`: one template, or the id-th of a list.
 fn member_path(paths: &[String], what: &str, id: usize, n: usize) -> Result<PathBuf> {
     match paths {
@@ -191,90 +171,6 @@ fn member_path(paths: &[String], what: &str, id: usize, n: usize) -> Result<Path
         ))),
     }
 }
-
-/// A sort member's application: its input file is its local input, its delivered range goes
-/// to the temporary name of its output file.
-#[derive(Debug)]
-pub struct SortApp {
-    input: PathBuf,
-    output: PathBuf,
-    /// The sorts this member has taken part in (deliveries of other collectives go elsewhere).
-    sorts: Mutex<BTreeSet<TransferId>>,
-}
-
-impl SortApp {
-    /// The member with these files.
-    pub fn new(input: PathBuf, output: PathBuf) -> SortApp {
-        SortApp {
-            input,
-            output,
-            sorts: Mutex::new(BTreeSet::new()),
-        }
-    }
-
-    /// Whether `t` is a sort this member took part in.
-    pub fn is_sort(&self, t: TransferId) -> bool {
-        self.sorts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&t)
-    }
-}
-
-impl Application for SortApp {
-    fn compute(&self, task: &ComputeTask) -> String {
-        // The machines sort in place; the task stands for that work in the simulator.
-        format!("{} records", task.len / RECORD_LEN as u64)
-    }
-
-    fn verifier(&self) -> Arc<dyn PieceVerifier> {
-        Blake3App.verifier()
-    }
-
-    fn local_input(&self, t: TransferId, spec: &CollectiveSpec) -> Bytes {
-        if !matches!(
-            spec,
-            CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_)
-        ) {
-            return Bytes::new();
-        }
-        self.sorts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(t);
-        // An unreadable file is an empty share, which the machine refuses (and the member
-        // reports the collective refused); the command checks the files before it starts.
-        match windrose_net::map_file(&self.input) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("sort {t}: input {}: {e}", self.input.display());
-                Bytes::new()
-            }
-        }
-    }
-
-    fn deliver(&self, t: TransferId, offset: u64, data: &Bytes) {
-        if !self.is_sort(t) {
-            return;
-        }
-        let temp = sort_temp_path(&self.output, t);
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(offset == 0)
-            .append(offset > 0)
-            .open(&temp)
-            .and_then(|mut f| f.write_all(data));
-        // A failed write shows in the verification as records missing.
-        if let Err(e) = written {
-            eprintln!("sort {t}: writing {}: {e}", temp.display());
-        }
-    }
-}
-
-/// Each member's time from its machine's start to its end, seconds, by id, as the initiator's
-/// Host heard them: None for a member that did not finish (lost mid-sort).
-pub type FinishTimes = Vec<Option<f64>>;
 
 /// One member's part of the result.
 #[derive(Debug, Serialize)]
@@ -421,7 +317,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
     }
     let report = SortReport {
         protocol: a.protocol,
-        slicing: (a.protocol == SortProtocol::Heterosort).then(|| slicing_name(slicing)),
+        slicing: (a.protocol == SortProtocol::Heterosort).then(|| slicing.name()),
         members: n,
         records: want.records,
         bytes: want.records * RECORD_LEN as u64,
@@ -614,28 +510,6 @@ fn remove_temps(outputs: &[PathBuf], t: TransferId) {
     }
 }
 
-/// A sort that did not complete, with its collective when it had started (the members'
-/// temporary files are named by it).
-pub struct Failed {
-    /// What went wrong.
-    pub error: anyhow::Error,
-    /// The collective, if it started.
-    pub transfer: Option<TransferId>,
-}
-
-impl Failed {
-    /// A failure of collective `transfer`.
-    pub fn of(error: anyhow::Error, transfer: Option<TransferId>) -> Failed {
-        Failed { error, transfer }
-    }
-}
-
-impl From<anyhow::Error> for Failed {
-    fn from(error: anyhow::Error) -> Failed {
-        Failed::of(error, None)
-    }
-}
-
 /// Longest wait for the members to connect.
 const CONNECT_LIMIT: Duration = Duration::from_secs(30);
 
@@ -777,6 +651,28 @@ async fn drive_local(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sorts `--protocol` offers are the registry's sorts, under the registry's names
+    /// (with `-` for `_`): a sort added to the registry must be offered here, and nothing
+    /// here builds a collective the registry does not call a sort.
+    #[test]
+    fn the_sorts_offered_are_the_registrys() {
+        use windrose_proto::collective::{Delivers, REGISTRY};
+        let mut offered = BTreeSet::new();
+        for p in SortProtocol::value_variants() {
+            let d = p.spec(4, Slicing::Equal, &[]).descriptor();
+            assert_eq!(d.delivers, Delivers::SortedRange, "{}", d.name);
+            let cli = p.to_possible_value().unwrap();
+            assert_eq!(cli.get_name().replace('-', "_"), d.name);
+            offered.insert(d.name);
+        }
+        let registered: BTreeSet<&str> = REGISTRY
+            .iter()
+            .filter(|d| d.delivers == Delivers::SortedRange)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(offered, registered);
+    }
 
     #[test]
     fn the_torus_is_the_squarest_factorisation_and_paths_resolve_per_member() {

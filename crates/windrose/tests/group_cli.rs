@@ -534,6 +534,13 @@ fn mst_live_members_broadcast_over_the_live_tree() {
         },
     );
     for i in (0..n).filter(|&i| i != root) {
+        // A member renames its file when its own part ended, which may come just after the
+        // initiator heard every report.
+        wait_for(
+            &format!("member {i}'s files"),
+            Duration::from_secs(30),
+            || received(&out(i)).len() >= sent,
+        );
         let got = received(&out(i));
         assert_eq!(got.len(), sent, "member {i}");
         assert!(got.iter().all(|h| *h == hash_file(&a)), "member {i}");
@@ -710,4 +717,138 @@ fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_v
         assert_eq!(ranges[n - 1].1, load.len());
         assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
     }
+}
+
+/// Bytes a multicast member's partial file holds: pieces are written at their offsets in a
+/// file of the full length, so this counts the 1 MiB blocks (the default piece) whose first
+/// bytes are not all zero (the payload has no zero run that long).
+fn bytes_held(path: &Path) -> u64 {
+    use std::os::unix::fs::FileExt;
+    const BLOCK: u64 = 1 << 20;
+    let Ok(file) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut head = [0u8; 64];
+    (0..len.div_ceil(BLOCK))
+        .filter(|b| {
+            let n = file.read_at(&mut head, b * BLOCK).unwrap_or(0);
+            head[..n].iter().any(|&x| x != 0)
+        })
+        .map(|b| BLOCK.min(len - b * BLOCK))
+        .sum()
+}
+
+/// What the partial file of process `pid` in `dir` holds (`.transfer-T.windrose-partial-PID-*`).
+fn held_by(dir: &Path, pid: u32) -> u64 {
+    let mark = format!(".windrose-partial-{pid}-");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(&mark))
+        .map(|e| bytes_held(&e.path()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// A `group serve --out-dir` member killed mid-multicast and served again over the same folder
+/// is taken back: its new life adopts the partial file the earlier one left, resumes from every
+/// piece in it that verifies, fetches the rest, and keeps the whole file; the initiator reports
+/// what it resumed. Member 1 is held (SIGSTOP) over the restart, so the run cannot end without
+/// member 2 however fast the rest of it is (the hold is far below the 10 s silence limit).
+#[test]
+fn a_member_served_again_after_a_kill_resumes_from_its_out_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    let n = 4;
+    write_group(&group, "cli-resume", &free_ports(n));
+    let socket = |i: usize| dir.path().join(format!("r{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("rout{i}"));
+    let mut members = spawn_members(&group, n, &["--quiet"], |i, c| {
+        control_and_out(c, socket(i), out(i))
+    });
+    let mib: u32 = 96;
+    let payload: Vec<u8> = (0..mib << 20)
+        .map(|i: u32| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let data = dir.path().join("data.bin");
+    std::fs::write(&data, &payload).unwrap();
+    let start = Command::new(bin())
+        .args(["group", "start", "multicast", "--protocol", "mob", "--json"])
+        .arg("--control")
+        .arg(socket(0))
+        .arg("--file")
+        .arg(&data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (held, victim) = (members.0[1].id(), members.0[2].id());
+    let bound = Duration::from_secs(120);
+    let since = std::time::Instant::now();
+    while !(held_by(&out(2), victim) >= 8 << 20 && held_by(&out(1), held) > 0) {
+        assert!(since.elapsed() < bound, "member 2 never held 8 MiB");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) of member processes this test started.
+    unsafe {
+        assert_eq!(libc::kill(held as i32, libc::SIGSTOP), 0);
+        assert_eq!(libc::kill(victim as i32, libc::SIGKILL), 0);
+    }
+    members.0[2].wait().unwrap();
+    let kept = held_by(&out(2), victim);
+    assert!(
+        kept < u64::from(mib) << 20,
+        "member 2 held all {mib} MiB when it was killed: nothing left to show it resumed"
+    );
+    let again = Command::new(bin())
+        .args(["group", "serve", "--id", "2", "--quiet", "--group"])
+        .arg(&group)
+        .arg("--control")
+        .arg(socket(2))
+        .arg("--out-dir")
+        .arg(out(2))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let new_life = again.id();
+    members.0[2] = again;
+    // Taken back means data arrived that the earlier life did not hold (adopting its file
+    // happens before the rejoin reaches the initiator).
+    wait_for("member 2 to be taken back", bound, || {
+        held_by(&out(2), new_life) > kept
+    });
+    // SAFETY: kill(2) of a member process this test started and stopped.
+    assert_eq!(unsafe { libc::kill(held as i32, libc::SIGCONT) }, 0);
+    let o = start.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m2 = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == 2)
+        .unwrap_or_else(|| panic!("no member 2 in {v}"));
+    assert_eq!(m2["finished"], true, "{v}");
+    assert_eq!(m2["verified"], true, "{v}");
+    // All it kept but a piece it may have been writing when killed.
+    let resumed = m2["resumed_bytes"].as_u64().unwrap_or(0);
+    assert!(
+        resumed > 0 && resumed + (1 << 20) >= kept,
+        "resumed {resumed} of the {kept} bytes kept: {v}"
+    );
+    wait_for("member 2's file", Duration::from_secs(30), || {
+        received(&out(2)).len() == 1
+    });
+    assert!(
+        received(&out(2)) == vec![hash_file(&data)],
+        "member 2's file differs from the data"
+    );
+    let left: Vec<String> = std::fs::read_dir(out(2))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "partial files left: {left:?}");
 }

@@ -475,8 +475,8 @@ fn paths_and_options_that_do_not_fit_are_refused() {
             "--slicing is for --protocol heterosort",
         ),
         (
-            &["--slicing", "speed"],
-            "expected speeds, equal or splitters",
+            &["--slicing", "fast"],
+            "expected one of speeds, equal, splitters",
         ),
         (&["--protocol", "heterosort-equal"], "heterosort-equal"),
     ] {

@@ -18,7 +18,7 @@ use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEv
 use windrose_net::trees::{balanced_spec, equal_platform, group_tree, magpie_spec};
 use windrose_net::NetError;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
-use windrose_proto::host::{AppRequest, Failure, Resumed};
+use windrose_proto::host::{AppRequest, Failure};
 use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Report, TransferId};
@@ -72,8 +72,6 @@ pub struct Member {
     pub failed: Vec<Failure>,
     /// Connections refused at this member's port, and why.
     pub refused: Vec<String>,
-    /// At the initiator: members taken back after a restart, and what they resumed.
-    pub resumed: Vec<Resumed>,
 }
 
 impl Member {
@@ -110,7 +108,6 @@ impl Member {
                 GroupEvent::Lost(peer, why) => self.lost.push((peer, why)),
                 GroupEvent::Failed(f) => self.failed.push(f),
                 GroupEvent::Refused(why) => self.refused.push(why),
-                GroupEvent::Resumed(r) => self.resumed.push(r),
             }
         }
         progressed
@@ -197,7 +194,6 @@ pub fn spawn_member(listener: TcpListener, config: GroupConfig) -> Member {
         lost: Vec::new(),
         failed: Vec::new(),
         refused: Vec::new(),
-        resumed: Vec::new(),
     }
 }
 

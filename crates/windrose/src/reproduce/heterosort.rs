@@ -29,7 +29,7 @@ use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
 use windrose_trees::heterosort::paper;
 
-use crate::sort_cmd::{slicing_name, SortProtocol};
+use crate::sort_cmd::SortProtocol;
 use windrose_proto::heterosort::Slicing;
 
 /// Options of `windrose reproduce heterosort`.
@@ -184,7 +184,7 @@ const SAMPLE_SORT: Run = (SortProtocol::SampleSort, Slicing::Equal);
 /// `sample-sort`).
 fn protocol_name((p, s): Run) -> String {
     match p {
-        SortProtocol::Heterosort => format!("heterosort-{}", slicing_name(s)),
+        SortProtocol::Heterosort => format!("heterosort-{}", s.name()),
         SortProtocol::SampleSort => "sample-sort".to_string(),
     }
 }
