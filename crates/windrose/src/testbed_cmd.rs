@@ -773,6 +773,20 @@ fn spawn_in(state: &State, node: u32, args: &[&str], log: Option<&Path>) -> Resu
 fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError> {
     use windrose_testbed::limits::{check_capacity, check_latency, check_period, link_name};
     windrose_testbed::limits::check_platform(&s.platform)?;
+    // The testbed delays per site pair (netem between namespaces), not per node pair.
+    let pair_refused = |field: String, value: f64| {
+        windrose_testbed::TestbedError::OutOfRange {
+        field,
+        value: windrose_model::error::compact(value),
+        range: "a latency between two nodes only (pair:A:B) is simulated, not emulated: the testbed delays whole site pairs".into(),
+    }
+    };
+    if let Some((a, b, l)) = s.platform.pair_latencies().next() {
+        return Err(pair_refused(
+            format!("[[platform.pair]] latency_s of pair:{a}:{b}"),
+            l,
+        ));
+    }
     for c in &s.changes {
         let at = windrose_model::error::compact(c.at_s);
         match c.change {
@@ -789,6 +803,16 @@ fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError>
                 latency_s,
             )?,
             Change::IntraLatency { .. } => {} // not emulated
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                return Err(pair_refused(
+                    format!("[[change]] at {at} s: latency_s of pair:{from}:{to}"),
+                    latency_s,
+                ))
+            }
         }
     }
     if let Some(m) = &s.mayhem {
@@ -857,6 +881,12 @@ fn platform_at_start(s: &Scenario, timeline: &[(f64, Change)]) -> Result<Platfor
                 latency_s,
             } => p.set_wan_latency(from, to, latency_s),
             Change::IntraLatency { cluster, latency_s } => p.set_intra_latency(cluster, latency_s),
+            // Refused by check_for_testbed; kept in the platform all the same.
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => p.set_pair_latency(from, to, latency_s),
         }
         .map_err(|e| anyhow!("applying the scenario's changes at t = 0: {e}"))?;
     }
@@ -1195,7 +1225,8 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
                     None,
                     Some(latency_s),
                 )?,
-                Change::IntraLatency { .. } => {} // not emulated (see windrose_testbed)
+                // Not emulated (see windrose_testbed); pair latencies are refused before.
+                Change::IntraLatency { .. } | Change::PairLatency { .. } => {}
             }
             applied += 1;
         }
