@@ -215,6 +215,7 @@ fn bring_up(name: &str, s: &Scenario, quiet: bool) -> Result<State> {
     let started = Instant::now();
     catch_interrupts();
     let cpu = s.compute.as_ref().map_or(&[][..], |c| &c.cpu[..]);
+    refuse_pairs(&s.platform).map_err(testbed_error)?;
     let state = testbed::up(
         name,
         &s.platform,
@@ -767,26 +768,34 @@ fn spawn_in(state: &State, node: u32, args: &[&str], log: Option<&Path>) -> Resu
         .with_context(|| format!("starting windrose in {ns}"))
 }
 
+/// The testbed delays per site pair (netem between namespaces), not per node pair.
+fn pair_refused(field: String, value: f64) -> windrose_testbed::TestbedError {
+    windrose_testbed::TestbedError::OutOfRange {
+        field,
+        value: windrose_model::error::compact(value),
+        range: "a latency between two nodes only (pair:A:B) is simulated, not emulated: the testbed delays whole site pairs".into(),
+    }
+}
+
+/// Refuses a platform with pair latencies (`[[platform.pair]]`), which the testbed cannot
+/// emulate.
+fn refuse_pairs(p: &Platform) -> Result<(), windrose_testbed::TestbedError> {
+    match p.pair_latencies().next() {
+        Some((a, b, l)) => Err(pair_refused(
+            format!("[[platform.pair]] latency_s of pair:{a}:{b}"),
+            l,
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks that every value the scenario gives the testbed is in the range it emulates (see
 /// `windrose_testbed::limits`): the platform's capacities and WAN latencies, each timed
 /// change, mayhem's period and the capacities its fractions can draw.
 fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError> {
     use windrose_testbed::limits::{check_capacity, check_latency, check_period, link_name};
     windrose_testbed::limits::check_platform(&s.platform)?;
-    // The testbed delays per site pair (netem between namespaces), not per node pair.
-    let pair_refused = |field: String, value: f64| {
-        windrose_testbed::TestbedError::OutOfRange {
-        field,
-        value: windrose_model::error::compact(value),
-        range: "a latency between two nodes only (pair:A:B) is simulated, not emulated: the testbed delays whole site pairs".into(),
-    }
-    };
-    if let Some((a, b, l)) = s.platform.pair_latencies().next() {
-        return Err(pair_refused(
-            format!("[[platform.pair]] latency_s of pair:{a}:{b}"),
-            l,
-        ));
-    }
+    refuse_pairs(&s.platform)?;
     for c in &s.changes {
         let at = windrose_model::error::compact(c.at_s);
         match c.change {
