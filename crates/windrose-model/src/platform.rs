@@ -27,6 +27,13 @@
 //! - same cluster: `intra(c)/2 + intra(c)/2 = intra(c)` (exactly: halving is exact in binary);
 //! - different clusters: `intra(cx)/2 + wan_latency(cx→cy) + intra(cy)/2`.
 //!
+//! A **pair latency** ([`Platform::set_pair_latency`], `[[platform.pair]]`) replaces that sum
+//! for the messages of one ordered pair of nodes and no other: the route keeps its links (and
+//! so shares their capacities as before), only its latency is the pair's. It is what a single
+//! process pair of a paper's experiment measures (seed 004 changes `(04,06)` to 9999 ms, not
+//! every link of the site). A platform without pair latencies pays one `is_empty` test per
+//! [`Platform::route`] for them.
+//!
 //! This is the model SimGrid builds from the same description (a star zone per cluster whose
 //! host links carry half the intra-cluster latency, a gateway reached through the access link,
 //! WAN links between gateways), which is what `validation/` relies on.
@@ -62,6 +69,11 @@
 //! id = 5
 //! uplink_bytes_s = 1e6
 //! send_overhead_s = 1e-4          # optional: one node's own send cost (a missing key is 0)
+//! [[platform.pair]]               # optional: the latency between two nodes, s (see Latency)
+//! a = 0
+//! b = 1
+//! latency_s = 0.5                 # a -> b and b -> a ...
+//! both_directions = true          # ... unless false: a -> b only (default true)
 //! ```
 //!
 //! Other top-level tables of the file (a scenario's workload, its timed changes) are ignored
@@ -88,7 +100,7 @@
 use crate::error::line_col;
 use crate::{ClusterId, ModelError, NodeId};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -266,6 +278,12 @@ pub enum PlatformError {
         /// Number of nodes.
         node_count: usize,
     },
+    /// A pair latency from a node to itself.
+    #[error("a pair latency joins two different nodes, but both ends are node {node}")]
+    PairLoop {
+        /// The node.
+        node: NodeId,
+    },
 }
 
 /// Nodes, clusters and their links' capacities and latencies. See the [module
@@ -282,6 +300,8 @@ pub struct Platform {
     wan_latency_s: Vec<f64>,
     /// Per node.
     send_cost: Vec<SendCost>,
+    /// Latency of an ordered pair of nodes `(from, to)` that replaces its route's sum, seconds.
+    pair_latency_s: BTreeMap<(u32, u32), f64>,
 }
 
 /// A route: its links in order (2 inside a cluster, 5 between clusters) and its latency.
@@ -298,7 +318,8 @@ impl Route {
         &self.links[..self.len as usize]
     }
 
-    /// One-way latency of the route, seconds: the sum of its links' latencies in route order.
+    /// One-way latency of the route, seconds: the sum of its links' latencies in route order,
+    /// or the pair's latency when the platform sets one for its two nodes.
     pub fn latency_s(&self) -> f64 {
         self.latency_s
     }
@@ -404,6 +425,13 @@ impl Platform {
                 "[platform.wan]\nbytes_s = [\n  {}\n]\nlatency_s = [\n  {}\n]\n",
                 rows(&bw),
                 rows(&lat)
+            );
+        }
+        for (a, b, l) in self.pair_latencies() {
+            let _ = write!(
+                overrides,
+                "[[platform.pair]]\na = {}\nb = {}\nlatency_s = {l:?}\nboth_directions = false\n",
+                a.0, b.0
             );
         }
         s + &overrides
@@ -576,9 +604,14 @@ impl Platform {
             links[4] = LinkId::NodeDown(dst);
             5
         };
-        let latency_s = links[..len]
+        let mut latency_s = links[..len]
             .iter()
             .fold(0.0, |acc, &l| acc + self.link_latency_s(l));
+        if !self.pair_latency_s.is_empty() {
+            if let Some(&l) = self.pair_latency_s.get(&(src.0, dst.0)) {
+                latency_s = l;
+            }
+        }
         Route {
             links,
             len: len as u8,
@@ -622,6 +655,52 @@ impl Platform {
         let c = self.cluster_count();
         self.wan_latency_s[from.index() * c + to.index()] = latency_s;
         Ok(())
+    }
+
+    /// Sets the one-way latency from `from` to `to` (distinct nodes; finite, non-negative
+    /// seconds): messages from `from` to `to`, and no others, take it in place of their route's
+    /// sum of link latencies. Their route and the capacities it shares do not change. One
+    /// direction: call it twice for both.
+    pub fn set_pair_latency(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        latency_s: f64,
+    ) -> Result<(), PlatformError> {
+        self.check_pair(from, to)?;
+        check_latency(|| format!("latency of the pair {from}->{to}"), latency_s)?;
+        self.pair_latency_s.insert((from.0, to.0), latency_s);
+        Ok(())
+    }
+
+    /// Checks that `from` and `to` are two distinct nodes of the platform, as a pair latency
+    /// needs.
+    pub fn check_pair(&self, from: NodeId, to: NodeId) -> Result<(), PlatformError> {
+        for node in [from, to] {
+            if !self.has_node(node) {
+                return Err(PlatformError::UnknownNode {
+                    node,
+                    node_count: self.node_count(),
+                });
+            }
+        }
+        if from == to {
+            return Err(PlatformError::PairLoop { node: from });
+        }
+        Ok(())
+    }
+
+    /// The latency set for the ordered pair `from → to`, if any (see
+    /// [`Platform::set_pair_latency`]).
+    pub fn pair_latency_s(&self, from: NodeId, to: NodeId) -> Option<f64> {
+        self.pair_latency_s.get(&(from.0, to.0)).copied()
+    }
+
+    /// Every pair latency, `(from, to, seconds)`, ordered by `(from, to)`.
+    pub fn pair_latencies(&self) -> impl Iterator<Item = (NodeId, NodeId, f64)> + '_ {
+        self.pair_latency_s
+            .iter()
+            .map(|(&(a, b), &l)| (NodeId(a), NodeId(b), l))
     }
 
     fn check_cluster(&self, cluster: ClusterId) -> Result<(), PlatformError> {
@@ -671,6 +750,8 @@ pub struct PlatformBuilder {
     /// Per cluster, then per node; later entries win.
     cluster_send_cost: Vec<(ClusterId, SendCost)>,
     node_send_cost: Vec<(NodeId, SendCost)>,
+    /// `(from, to, latency_s)`, one direction each; later entries win.
+    pairs: Vec<(NodeId, NodeId, f64)>,
 }
 
 impl PlatformBuilder {
@@ -719,6 +800,12 @@ impl PlatformBuilder {
     /// Gives one node its own send cost, over its cluster's.
     pub fn node_send_cost(mut self, node: NodeId, cost: SendCost) -> Self {
         self.node_send_cost.push((node, cost));
+        self
+    }
+
+    /// Sets the one-way latency from `from` to `to` (see [`Platform::set_pair_latency`]).
+    pub fn pair_latency(mut self, from: NodeId, to: NodeId, latency_s: f64) -> Self {
+        self.pairs.push((from, to, latency_s));
         self
     }
 
@@ -780,6 +867,7 @@ impl PlatformBuilder {
             intra_latency_s: self.clusters.iter().map(|s| s.intra_latency_s).collect(),
             wan_latency_s: vec![0.0; c * c],
             send_cost: vec![SendCost::ZERO; total],
+            pair_latency_s: BTreeMap::new(),
         };
         for &(cluster, cost) in &self.cluster_send_cost {
             if cluster.index() >= c {
@@ -844,6 +932,9 @@ impl PlatformBuilder {
         for (i, &v) in p.capacity.iter().enumerate() {
             check_capacity(p.link_at(i), v)?;
         }
+        for &(from, to, latency_s) in &self.pairs {
+            p.set_pair_latency(from, to, latency_s)?;
+        }
         Ok(p)
     }
 }
@@ -864,6 +955,7 @@ struct PlatformDoc {
     cluster: Option<Spanned<Vec<Spanned<ClusterDoc>>>>,
     wan: Option<Spanned<WanDoc>>,
     node: Option<Vec<Spanned<NodeDoc>>>,
+    pair: Option<Vec<Spanned<PairDoc>>>,
 }
 
 #[derive(Deserialize)]
@@ -896,6 +988,15 @@ struct NodeDoc {
     downlink_bytes_s: Option<Spanned<f64>>,
     send_overhead_s: Option<Spanned<f64>>,
     send_gap_s: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairDoc {
+    a: Option<Spanned<i64>>,
+    b: Option<Spanned<i64>>,
+    latency_s: Option<Spanned<f64>>,
+    both_directions: Option<Spanned<bool>>,
 }
 
 struct Src<'a> {
@@ -1166,6 +1267,48 @@ pub fn parse_platform_toml(text: &str, path: &Path) -> Result<Platform, ModelErr
             .map(|v| src.capacity(v, &key("downlink_bytes_s")))
             .transpose()?;
         b = b.node_override(NodeId(id as u32), up, down);
+    }
+    for (k, pd) in plat.pair.iter().flatten().enumerate() {
+        let d = pd.get_ref();
+        let key = |name: &str| format!("platform.pair[{k}].{name}");
+        let end =
+            |v: &Option<Spanned<i64>>, name: &str| -> Result<(NodeId, Range<usize>), ModelError> {
+                let v = src.need(v, &pd.span(), &key(name), "a node of the pair")?;
+                let id = *v.get_ref();
+                if id < 0 || id as u64 >= total {
+                    return Err(src.err(
+                        &v.span(),
+                        format!(
+                            "`{}`: node {id} does not exist: the clusters have {total} nodes ({})",
+                            key(name),
+                            crate::error::ids_in_words(total as usize)
+                        ),
+                    ));
+                }
+                Ok((NodeId(id as u32), v.span()))
+            };
+        let (x, _) = end(&d.a, "a")?;
+        let (y, yspan) = end(&d.b, "b")?;
+        if x == y {
+            return Err(src.err(
+                &yspan,
+                format!(
+                    "`{}`: a pair joins two different nodes, but both ends are node {x}",
+                    key("b")
+                ),
+            ));
+        }
+        let lat = src.need(
+            &d.latency_s,
+            &pd.span(),
+            &key("latency_s"),
+            "the one-way latency between the two nodes, seconds",
+        )?;
+        let latency_s = src.latency(lat, &key("latency_s"))?;
+        b = b.pair_latency(x, y, latency_s);
+        if d.both_directions.as_ref().is_none_or(|v| *v.get_ref()) {
+            b = b.pair_latency(y, x, latency_s);
+        }
     }
     // Every value was checked above with its position; a remaining error is a bug, but report
     // it rather than panic.

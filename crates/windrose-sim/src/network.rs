@@ -22,7 +22,11 @@
 //!   A capacity change re-shares the bandwidth from that instant. A latency change applies to
 //!   messages sent from that instant on (messages already in flight keep the latency they were
 //!   sent with) and, under `RttWeighted`, re-weights the active connections whose route it
-//!   touches — as SimGrid does when a link's latency changes.
+//!   touches — as SimGrid does when a link's latency changes. A [pair
+//!   latency](Change::PairLatency) changes one connection's latency only (one ordered pair of
+//!   nodes, e.g. one process pair of seed 004's Fig. 5); its route and so its share of the
+//!   links stay. Each connection keeps its latency, so a send never looks a pair up: pair
+//!   latencies cost nothing per message, only when a connection is created or re-latencied.
 //!
 //! # Time and determinism
 //!
@@ -228,6 +232,19 @@ pub enum Change {
         from: ClusterId,
         /// Destination cluster.
         to: ClusterId,
+        /// New latency, seconds.
+        latency_s: f64,
+    },
+    /// The latency of the messages from node `from` to node `to`, and no others, becomes
+    /// `latency_s` ([`Platform::set_pair_latency`]): it replaces their route's sum of link
+    /// latencies from then on, whatever later changes the route's links get. Their route and
+    /// the capacities it shares stay as they were. One direction; schedule the reverse pair
+    /// too for both.
+    PairLatency {
+        /// Sender.
+        from: NodeId,
+        /// Receiver.
+        to: NodeId,
         /// New latency, seconds.
         latency_s: f64,
     },
@@ -822,6 +839,14 @@ impl Network {
                 p.check_link(LinkId::Wan { from, to })?;
                 bad_latency(format!("latency of WAN link {from}->{to}"), latency_s)?;
             }
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                p.check_pair(from, to)?;
+                bad_latency(format!("latency of the pair {from}->{to}"), latency_s)?;
+            }
         }
         let k = u32::try_from(self.changes.len()).expect("more than 2^32 changes");
         self.changes.push(change);
@@ -847,6 +872,25 @@ impl Network {
         latency_s: f64,
     ) -> Result<(), NetworkError> {
         self.schedule(at, Change::IntraLatency { cluster, latency_s })
+    }
+
+    /// Schedules a change of the latency between two nodes, `from → to` only, at time `at`
+    /// (see [`Change::PairLatency`]).
+    pub fn set_pair_latency(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        at: f64,
+        latency_s: f64,
+    ) -> Result<(), NetworkError> {
+        self.schedule(
+            at,
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            },
+        )
     }
 
     /// Schedules a change of the latency of the WAN link `from → to` at time `at`.
@@ -1041,6 +1085,18 @@ impl Network {
                     p.cluster_of(c.src) == from && p.cluster_of(c.dst) == to
                 });
             }
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                self.platform
+                    .set_pair_latency(from, to, latency_s)
+                    .expect("checked when scheduled");
+                if let Some(&c) = self.conn_of.get(&(from.0, to.0)) {
+                    self.refresh_latency(c as usize);
+                }
+            }
         }
     }
 
@@ -1048,24 +1104,29 @@ impl Network {
     /// connections whose weight changed get their links re-shared.
     fn refresh_latencies(&mut self, touched: impl Fn(&Platform, &Conn) -> bool) {
         for c in 0..self.conns.len() {
-            if !touched(&self.platform, &self.conns[c]) {
-                continue;
+            if touched(&self.platform, &self.conns[c]) {
+                self.refresh_latency(c);
             }
-            let conn = &self.conns[c];
-            let latency_s = self.platform.route(conn.src, conn.dst).latency_s();
-            let penalty = self.policy.penalty(latency_s);
-            let reshare = conn.active && penalty != self.hot[c].penalty;
-            self.conns[c].latency_s = latency_s;
-            self.hot[c].penalty = penalty;
-            self.hot[c].weight = 1.0 / penalty;
-            if reshare {
-                // Still listed at its old level until the solve re-lists it: the solve sees
-                // the change of level as a change of the links' highest level.
-                self.seeds.push(c as u32);
-                let h = self.hot[c];
-                for &l in h.route() {
-                    self.mark_dirty(l);
-                }
+        }
+    }
+
+    /// Recomputes connection `c`'s route latency (a pair latency included) and weight; if it
+    /// is active and its weight changed, its links get re-shared.
+    fn refresh_latency(&mut self, c: usize) {
+        let conn = &self.conns[c];
+        let latency_s = self.platform.route(conn.src, conn.dst).latency_s();
+        let penalty = self.policy.penalty(latency_s);
+        let reshare = conn.active && penalty != self.hot[c].penalty;
+        self.conns[c].latency_s = latency_s;
+        self.hot[c].penalty = penalty;
+        self.hot[c].weight = 1.0 / penalty;
+        if reshare {
+            // Still listed at its old level until the solve re-lists it: the solve sees
+            // the change of level as a change of the links' highest level.
+            self.seeds.push(c as u32);
+            let h = self.hot[c];
+            for &l in h.route() {
+                self.mark_dirty(l);
             }
         }
     }

@@ -215,6 +215,7 @@ fn bring_up(name: &str, s: &Scenario, quiet: bool) -> Result<State> {
     let started = Instant::now();
     catch_interrupts();
     let cpu = s.compute.as_ref().map_or(&[][..], |c| &c.cpu[..]);
+    refuse_pairs(&s.platform).map_err(testbed_error)?;
     let state = testbed::up(
         name,
         &s.platform,
@@ -767,12 +768,34 @@ fn spawn_in(state: &State, node: u32, args: &[&str], log: Option<&Path>) -> Resu
         .with_context(|| format!("starting windrose in {ns}"))
 }
 
+/// The testbed delays per site pair (netem between namespaces), not per node pair.
+fn pair_refused(field: String, value: f64) -> windrose_testbed::TestbedError {
+    windrose_testbed::TestbedError::OutOfRange {
+        field,
+        value: windrose_model::error::compact(value),
+        range: "a latency between two nodes only (pair:A:B) is simulated, not emulated: the testbed delays whole site pairs".into(),
+    }
+}
+
+/// Refuses a platform with pair latencies (`[[platform.pair]]`), which the testbed cannot
+/// emulate.
+fn refuse_pairs(p: &Platform) -> Result<(), windrose_testbed::TestbedError> {
+    match p.pair_latencies().next() {
+        Some((a, b, l)) => Err(pair_refused(
+            format!("[[platform.pair]] latency_s of pair:{a}:{b}"),
+            l,
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Checks that every value the scenario gives the testbed is in the range it emulates (see
 /// `windrose_testbed::limits`): the platform's capacities and WAN latencies, each timed
 /// change, mayhem's period and the capacities its fractions can draw.
 fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError> {
     use windrose_testbed::limits::{check_capacity, check_latency, check_period, link_name};
     windrose_testbed::limits::check_platform(&s.platform)?;
+    refuse_pairs(&s.platform)?;
     for c in &s.changes {
         let at = windrose_model::error::compact(c.at_s);
         match c.change {
@@ -789,6 +812,16 @@ fn check_for_testbed(s: &Scenario) -> Result<(), windrose_testbed::TestbedError>
                 latency_s,
             )?,
             Change::IntraLatency { .. } => {} // not emulated
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => {
+                return Err(pair_refused(
+                    format!("[[change]] at {at} s: latency_s of pair:{from}:{to}"),
+                    latency_s,
+                ))
+            }
         }
     }
     if let Some(m) = &s.mayhem {
@@ -857,6 +890,12 @@ fn platform_at_start(s: &Scenario, timeline: &[(f64, Change)]) -> Result<Platfor
                 latency_s,
             } => p.set_wan_latency(from, to, latency_s),
             Change::IntraLatency { cluster, latency_s } => p.set_intra_latency(cluster, latency_s),
+            // Refused by check_for_testbed; kept in the platform all the same.
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => p.set_pair_latency(from, to, latency_s),
         }
         .map_err(|e| anyhow!("applying the scenario's changes at t = 0: {e}"))?;
     }
@@ -1195,7 +1234,8 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
                     None,
                     Some(latency_s),
                 )?,
-                Change::IntraLatency { .. } => {} // not emulated (see windrose_testbed)
+                // Not emulated (see windrose_testbed); pair latencies are refused before.
+                Change::IntraLatency { .. } | Change::PairLatency { .. } => {}
             }
             applied += 1;
         }

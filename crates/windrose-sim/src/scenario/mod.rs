@@ -32,8 +32,13 @@
 //! link = "wan:0:1"                   # which link (see below)
 //! fraction = 0.25                    # new capacity: a fraction of the nominal one, or
 //! # bytes_s = 3e6                    #   an absolute capacity, bytes/s
-//! latency_s = 0.05                   # new latency (WAN and intra links only)
+//! latency_s = 0.05                   # new latency (WAN, intra and pair links only)
 //! both_directions = true             # the reverse link too (wan:1:0 here)
+//!
+//! [[change]]                         # the latency between two nodes only
+//! at_s = 1.0
+//! link = "pair:0:5"                  # node 0 <-> node 5: both directions unless
+//! latency_s = 2.0                    #   both_directions = false (then 0 -> 5 only)
 //!
 //! [mayhem]                           # optional: seed 002's "mayhem" weather
 //! period_s = 5.0                     # every period ...
@@ -70,9 +75,22 @@
 //!
 //! Links are named like the validation scenarios: `node_up:N`, `node_down:N`, `access_up:C`,
 //! `access_down:C`, `wan:FROM:TO`, plus `intra:C` for a cluster's intra-cluster latency (only
-//! `latency_s` may change there). A change sets a capacity (`bytes_s` or `fraction`, not both),
-//! a latency (`latency_s`: `wan:…` and `intra:…` only), or both. `fraction` is relative to the
-//! link's *nominal* capacity, the one the `[platform]` gives.
+//! `latency_s` may change there) and `pair:A:B` for the latency between two nodes. A change
+//! sets a capacity (`bytes_s` or `fraction`, not both), a latency (`latency_s`: `wan:…`,
+//! `intra:…` and `pair:…` only), or both. `fraction` is relative to the link's *nominal*
+//! capacity, the one the `[platform]` gives.
+//!
+//! `pair:A:B` (two distinct nodes) is not a link of its own: it sets the one-way latency of
+//! the messages between A and B, and of no other messages, in place of their route's sum
+//! (`intra` halves and the WAN latency; see
+//! [`Platform::set_pair_latency`](windrose_model::platform::Platform::set_pair_latency)). The
+//! messages keep their route, so they share its node, access and WAN capacities as before; a
+//! pair has no capacity to change. It is A → B and B → A unless `both_directions = false`
+//! (A → B only), and it holds until another `pair:` change of the same nodes, whatever
+//! `intra:` or `wan:` changes come later. It is what a single process pair of a paper's
+//! experiment measures (seed 004's Fig. 5 changes `(04,06)` to 9999 ms); the Hosts' probes
+//! between A and B measure it like any other latency. `[[platform.pair]]` sets one from the
+//! start.
 //!
 //! # Node speeds
 //!
@@ -1032,12 +1050,13 @@ impl Src<'_> {
 enum LinkRef {
     Link(LinkId),
     Intra(ClusterId),
+    /// `pair:A:B`: the latency of the messages from A to B.
+    Pair(NodeId, NodeId),
 }
 
 fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
     let parts: Vec<&str> = s.trim().split(':').collect();
-    let expected =
-        "expected node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO or intra:C";
+    let expected = "expected node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO, intra:C or pair:A:B";
     let num = |k: usize| -> Result<u32, String> {
         parts
             .get(k)
@@ -1090,6 +1109,16 @@ fn parse_link_ref(s: &str, platform: &Platform) -> Result<LinkRef, String> {
             }
             Ok(LinkRef::Link(LinkId::Wan { from, to }))
         }
+        "pair" => {
+            arity(3)?;
+            let (a, b) = (node(1)?, node(2)?);
+            if a == b {
+                return Err(format!(
+                    "link {s:?}: a pair joins two different nodes, but both ends are node {a}"
+                ));
+            }
+            Ok(LinkRef::Pair(a, b))
+        }
         _ => Err(format!("unknown link {s:?}: {expected}")),
     }
 }
@@ -1104,6 +1133,7 @@ fn reverse(link: LinkRef) -> LinkRef {
             LinkRef::Link(LinkId::Wan { from: to, to: from })
         }
         LinkRef::Intra(c) => LinkRef::Intra(c),
+        LinkRef::Pair(a, b) => LinkRef::Pair(b, a),
     }
 }
 
@@ -1333,7 +1363,7 @@ fn parse_change(
         &d.link,
         &span,
         &key("link"),
-        "which link changes (node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO or intra:C)",
+        "which link changes (node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO, intra:C or pair:A:B)",
     )?;
     let link = parse_link_ref(src.str(lv, &key("link"))?, platform)
         .map_err(|m| src.err(&lv.span(), format!("`{}`: {m}", key("link"))))?;
@@ -1371,12 +1401,19 @@ fn parse_change(
             format!("`change[{k}]` changes nothing: give `bytes_s` or `fraction` (a new capacity) and/or `latency_s`"),
         ));
     }
+    // A pair is symmetric unless told otherwise; links are one-way unless told otherwise.
     let both = d
         .both_directions
         .as_ref()
         .map(|v| src.bool(v, &key("both_directions")))
         .transpose()?
-        .unwrap_or(false);
+        .unwrap_or(matches!(link, LinkRef::Pair(..)));
+    if let (LinkRef::Pair(a, b), Some((_, _, ref vspan))) = (link, &capacity) {
+        return Err(src.err(
+            vspan,
+            format!("`{}`: `pair:{a}:{b}` has only a latency (its messages share the capacities of their route's links); change `node_up:N`, `access_up:C`, `wan:FROM:TO` and the like for a capacity", key("link")),
+        ));
+    }
     let mut links = vec![link];
     if both && !matches!(link, LinkRef::Intra(_)) {
         links.push(reverse(link));
@@ -1403,10 +1440,11 @@ fn parse_change(
             let change = match l {
                 LinkRef::Intra(cluster) => Change::IntraLatency { cluster, latency_s },
                 LinkRef::Link(LinkId::Wan { from, to }) => Change::WanLatency { from, to, latency_s },
+                LinkRef::Pair(from, to) => Change::PairLatency { from, to, latency_s },
                 LinkRef::Link(other) => {
                     return Err(src.err(
                         lspan,
-                        format!("`{}`: the {other} has no latency of its own (node links carry half the cluster's intra latency, access links none); change `intra:C` or a `wan:FROM:TO` link", key("latency_s")),
+                        format!("`{}`: the {other} has no latency of its own (node links carry half the cluster's intra latency, access links none); change `intra:C`, a `wan:FROM:TO` link or a `pair:A:B`", key("latency_s")),
                     ))
                 }
             };
@@ -1870,7 +1908,15 @@ mod tests {
         assert_eq!(s.name, "two-sites");
         assert_eq!(s.default_seed, 7);
         assert_eq!(s.platform.node_count(), 8);
-        assert_eq!(s.changes.len(), 4);
+        assert_eq!(s.changes.len(), 6);
+        assert_eq!(
+            s.changes[4].change,
+            Change::PairLatency {
+                from: NodeId(0),
+                to: NodeId(5),
+                latency_s: 2.0
+            }
+        );
         assert_eq!(s.failures.len(), 1);
         assert_eq!(s.workload.message_bytes, 8 << 20);
         assert_eq!(s.workload.segment_bytes, 256 << 10);

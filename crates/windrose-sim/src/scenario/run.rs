@@ -745,6 +745,11 @@ fn apply_change(platform: &mut Platform, c: &Change) -> Result<(), ScenarioError
             to,
             latency_s,
         } => platform.set_wan_latency(from, to, latency_s),
+        Change::PairLatency {
+            from,
+            to,
+            latency_s,
+        } => platform.set_pair_latency(from, to, latency_s),
     }
     .map_err(|e| ScenarioError::Setup(format!("cannot apply a change: {e}")))
 }
@@ -834,6 +839,13 @@ fn own_line(t: f64, item: &Item) -> serde_json::Value {
                 latency_s,
             } => serde_json::json!({
                 "t": t, "ev": "change", "link": format!("wan:{from}:{to}"), "latency_s": latency_s
+            }),
+            Change::PairLatency {
+                from,
+                to,
+                latency_s,
+            } => serde_json::json!({
+                "t": t, "ev": "change", "link": format!("pair:{from}:{to}"), "latency_s": latency_s
             }),
         },
         Item::Fail(n) => serde_json::json!({"t": t, "ev": "fail_scheduled", "node": n.0}),
