@@ -13,7 +13,9 @@
 //! - [`group`]: a long-lived group in the simulator: one `windrose_proto` `Host` per node (the
 //!   session and many collectives at once, exactly as the runtime runs them), collectives
 //!   started by applications at given times ([`Simulation::input_at`](engine::Simulation::input_at)).
-//! - [`scenario`]: scenario files (platform, timed changes, mayhem, failures, workload) and
+//! - [`scenario`]: scenario files (platform, timed changes, mayhem, failures, node speeds, and a
+//!   workload: a broadcast, scatter or multicast; a sort of generated records through Hosts
+//!   with its check; or a broadcast whose protocol the automatic choice picks) and
 //!   [`run_scenario`](scenario::run_scenario), behind `windrose sim run`.
 //! - [`multicast`]: piece-based multicasts (MOB, BitTorrent, Balanced Multicasting, MagPIe)
 //!   run on a platform, with per-node completion, WAN payload and the fraction of the max-flow

@@ -9,157 +9,59 @@
 
 #[path = "support/chaos.rs"]
 mod chaos;
+#[path = "support/sort.rs"]
+mod sort;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sort::{assert_sorted_set, platform, run_sort, shares, sort_sim, units, Share, SortCase};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::records::{KeyDistribution, RecordGenerator, RecordSummary, RECORD_LEN};
 use windrose_model::NodeId;
-use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
-use windrose_proto::pieces::PieceVerifier;
+use windrose_proto::host::HostConfig;
 use windrose_proto::Report;
-use windrose_proto::{ComputeTask, TransferId};
-use windrose_sim::engine::{ComputeModel, MemoryLog, RunLimits, SimConfig};
-use windrose_sim::group::{group, leave_input, start_input};
-
-/// A member's application: its share of the records, BLAKE3 for the rest.
-#[derive(Debug)]
-struct Share(Bytes);
-
-impl Application for Share {
-    fn compute(&self, task: &ComputeTask) -> String {
-        Blake3App.compute(task)
-    }
-
-    fn verifier(&self) -> Arc<dyn PieceVerifier> {
-        Blake3App.verifier()
-    }
-
-    fn local_input(&self, _: TransferId, spec: &CollectiveSpec) -> Bytes {
-        match spec {
-            CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => self.0.clone(),
-            _ => Bytes::new(),
-        }
-    }
-}
-
-/// Four clusters of four nodes, 50 MB/s nodes, 5 MB/s and 10 ms between clusters.
-fn platform() -> Platform {
-    let mut b = Platform::builder();
-    for _ in 0..4 {
-        b = b.cluster(ClusterSpec::uniform(4, 50e6, 1e9, 1e-4));
-    }
-    b.wan_all(5e6, 0.01).build().unwrap()
-}
-
-fn shares(n: usize, seed: u64) -> Vec<Bytes> {
-    let mut g = RecordGenerator::new(seed, KeyDistribution::Skewed { exponent: 4.0 }).unwrap();
-    (0..n)
-        .map(|i| {
-            let mut buf = vec![0u8; (100 + 40 * (i % 5)) * RECORD_LEN];
-            g.fill(&mut buf);
-            Bytes::from(buf)
-        })
-        .collect()
-}
+use windrose_sim::engine::{MemoryLog, RunLimits, SimConfig};
+use windrose_sim::group::{group, leave_input, members_of, start_input};
 
 /// Runs a 4 x 4 sort started by member 3; returns (completion time at the initiator, each
 /// member's delivered records in snake order, each member's finish time).
 fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, Vec<f64>) {
-    let config = SimConfig {
-        record_deliveries: true,
-        strict: true,
-        ..SimConfig::default()
-    };
-    let mut sim = group(platform(), config, 7, |c| {
-        c.app = Arc::new(Share(input[c.me.index()].clone()));
-    })
-    .unwrap();
-    for (i, s) in speeds.iter().enumerate() {
-        // One unit of speed sorts and merges 20 MB/s.
-        sim.set_compute(NodeId(i as u32), ComputeModel::BytesPerSecond(s * 20e6))
-            .unwrap();
-    }
-    let spec = CollectiveSpec::HeteroSort(HsortSpec {
-        rows: 4,
-        cols: 4,
-        record_len: RECORD_LEN as u32,
-        slicing,
-        speeds: speeds.to_vec(),
-        backups: 1,
+    let r = run_sort(SortCase {
+        platform: platform(),
+        spec: CollectiveSpec::HeteroSort(HsortSpec {
+            rows: 4,
+            cols: 4,
+            record_len: RECORD_LEN as u32,
+            slicing,
+            speeds: speeds.to_vec(),
+            backups: 1,
+        }),
+        input,
+        compute_bytes_s: units(speeds),
+        initiator: NodeId(3),
+        leave_at_s: 60.0,
+        limits: RunLimits::default(),
     });
-    sim.input_at(NodeId(3), 0.0, start_input(spec, Bytes::new(), None))
-        .unwrap();
-    for i in 0..16 {
-        sim.input_at(NodeId(i), 60.0, leave_input()).unwrap();
-    }
-    let m = sim.run().unwrap();
-    assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let done = m
-        .completion(NodeId(3))
-        .expect("the initiator saw the sort complete");
-    assert_eq!((done.finished, done.failed), (16, 0));
-    let (t, at) = (done.transfer, done.at_s);
-    let delivered = (0..16)
-        .map(|i| {
-            let d = sim.delivered_of(NodeId(i), t);
-            assert_eq!(d.len(), 1, "node {i} delivered {} times", d.len());
-            assert_eq!(d[0].0, 0);
-            d[0].1.clone()
-        })
-        .collect();
-    let finished = m
-        .nodes
-        .iter()
-        .map(|n| {
-            n.reports
-                .iter()
-                .find_map(|r| match r.report {
-                    Report::CollectiveEnded { finished, .. } => {
-                        assert!(finished);
-                        Some(r.at_s)
-                    }
-                    _ => None,
-                })
-                .unwrap()
-        })
-        .collect();
-    (at, delivered, finished)
+    (r.complete_s, r.delivered, r.finished_s)
 }
 
 #[test]
 fn sixteen_hosts_sort_their_own_records_equal_and_by_speed() {
     let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
     let input = shares(16, 5);
-    let mut want = RecordSummary::new();
-    for s in &input {
-        want.push_all(s);
-    }
     println!("slicing | complete at (s) | max/mean finish | records at speed 1 / 2 / 4 (mean)");
     for slicing in [Slicing::Equal, Slicing::Speed] {
         let (at, out, finish) = run(slicing, &speeds, &input);
-        let mut got = RecordSummary::new();
-        for d in &out {
-            assert!(!d.is_empty());
-            got = got.then(&RecordSummary::of(d));
-        }
-        assert_eq!(
-            got.records, want.records,
-            "{slicing:?}: records lost or duplicated"
+        assert!(
+            out.iter().all(|d| !d.is_empty()),
+            "{slicing:?}: an empty range"
         );
-        assert_eq!(
-            got.checksum, want.checksum,
-            "{slicing:?}: the multiset changed"
-        );
-        assert!(got.is_sorted(), "{slicing:?}: not sorted");
-        for w in out.windows(2) {
-            assert!(w[0][w[0].len() - RECORD_LEN..] <= w[1][..RECORD_LEN]);
-        }
+        assert_sorted_set(&format!("{slicing:?}"), &input, &out);
         let mean = |sp: f64| {
             let v: Vec<f64> = (0..16)
                 .filter(|&i| speeds[i] == sp)
@@ -251,24 +153,15 @@ const INITIATOR: NodeId = NodeId(0);
 /// delivered by then (the span recovery covers, see `heterosort::recovery`).
 fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool) -> FaultRun {
     let n = c.platform.node_count();
-    let config = SimConfig {
-        record_deliveries: true,
-        strict: true,
-        limits: RunLimits {
+    let mut sim = sort_sim(
+        c.platform.clone(),
+        &c.input,
+        &units(&c.speeds),
+        RunLimits {
             max_time_s: Some(5000.0),
             max_events: Some(20_000_000),
         },
-        ..SimConfig::default()
-    };
-    let input = c.input.clone();
-    let mut sim = group(c.platform.clone(), config, 7, |cfg| {
-        cfg.app = Arc::new(Share(input[cfg.me.index()].clone()));
-    })
-    .unwrap();
-    for (i, s) in c.speeds.iter().enumerate() {
-        sim.set_compute(NodeId(i as u32), ComputeModel::BytesPerSecond(s * 20e6))
-            .unwrap();
-    }
+    );
     let memory = log.then(MemoryLog::new);
     if let Some(l) = &memory {
         sim.set_event_log(Box::new(l.clone()));
@@ -546,51 +439,38 @@ fn chaos_failures_lose_and_duplicate_no_record_1000_runs() {
 fn a_member_computing_longer_than_the_silence_limit_is_not_given_up() {
     let n = 4;
     let input = shares(n, 9);
-    let config = SimConfig {
-        record_deliveries: true,
-        strict: true,
-        ..SimConfig::default()
-    };
-    let silent_after = std::cell::Cell::new(0.0);
-    let mut sim = group(
-        Platform::builder()
-            .cluster(ClusterSpec::uniform(n, 50e6, 1e9, 1e-4))
-            .build()
-            .unwrap(),
-        config,
-        7,
-        |c| {
-            silent_after.set(c.silent_after.as_secs_f64());
-            c.app = Arc::new(Share(input[c.me.index()].clone()));
-        },
-    )
-    .unwrap();
+    let platform = Platform::builder()
+        .cluster(ClusterSpec::uniform(n, 50e6, 1e9, 1e-4))
+        .build()
+        .unwrap();
+    let silent_after = HostConfig::new(NodeId(0), members_of(&platform), 7)
+        .silent_after
+        .as_secs_f64();
     // Member 1 computes 1 kB/s: its first sort alone (10 kB) is 10 s, and so is each merge.
     let slow = 1e3;
-    sim.set_compute(NodeId(1), ComputeModel::BytesPerSecond(slow))
-        .unwrap();
-    let silent_after = silent_after.get();
     assert!(input[1].len() as f64 / slow >= silent_after);
-    let spec = CollectiveSpec::HeteroSort(HsortSpec {
-        rows: 2,
-        cols: 2,
-        record_len: RECORD_LEN as u32,
-        slicing: Slicing::Equal,
-        speeds: Vec::new(),
-        backups: 1,
+    let r = run_sort(SortCase {
+        platform,
+        spec: CollectiveSpec::HeteroSort(HsortSpec {
+            rows: 2,
+            cols: 2,
+            record_len: RECORD_LEN as u32,
+            slicing: Slicing::Equal,
+            speeds: Vec::new(),
+            backups: 1,
+        }),
+        input: &input,
+        compute_bytes_s: vec![(NodeId(1), slow)],
+        initiator: NodeId(0),
+        leave_at_s: 3000.0,
+        limits: RunLimits::default(),
     });
-    sim.input_at(NodeId(0), 0.0, start_input(spec, Bytes::new(), None))
-        .unwrap();
-    for i in 0..n {
-        sim.input_at(NodeId(i as u32), 3000.0, leave_input())
-            .unwrap();
-    }
-    let m = sim.run().unwrap();
-    assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let done = m.completion(NodeId(0)).expect("the sort completes");
-    assert_eq!((done.finished, done.failed), (n as u32, 0));
-    assert!(done.at_s > 2.0 * silent_after, "done at {} s", done.at_s);
-    for nm in &m.nodes {
+    assert!(
+        r.complete_s > 2.0 * silent_after,
+        "done at {} s",
+        r.complete_s
+    );
+    for nm in &r.metrics.nodes {
         assert!(
             !nm.reports
                 .iter()
@@ -673,62 +553,23 @@ fn hetero_testbed(spec: CollectiveSpec, total: usize) -> (Vec<f64>, Vec<usize>) 
             Bytes::from(buf)
         })
         .collect();
-    let config = SimConfig {
-        record_deliveries: true,
-        strict: true,
+    let r = run_sort(SortCase {
+        platform,
+        spec,
+        input: &input,
+        compute_bytes_s: (0..n)
+            .map(|i| (NodeId(i as u32), [0.05, 0.05, 0.1, 0.2][i % 4] * 1e8))
+            .collect(),
+        initiator: NodeId(0),
+        leave_at_s: 50_000.0,
         limits: RunLimits {
             max_time_s: Some(100_000.0),
             max_events: Some(200_000_000),
         },
-        ..SimConfig::default()
-    };
-    let mut sim = group(platform, config, 7, |c| {
-        c.app = Arc::new(Share(input[c.me.index()].clone()));
-    })
-    .unwrap();
-    for i in 0..n {
-        let core = [0.05, 0.05, 0.1, 0.2][i % 4];
-        sim.set_compute(NodeId(i as u32), ComputeModel::BytesPerSecond(core * 1e8))
-            .unwrap();
-    }
-    sim.input_at(NodeId(0), 0.0, start_input(spec, Bytes::new(), None))
-        .unwrap();
-    for i in 0..n {
-        sim.input_at(NodeId(i as u32), 50_000.0, leave_input())
-            .unwrap();
-    }
-    let m = sim.run().unwrap();
-    assert!(m.errors.is_empty(), "{:?}", m.errors);
-    let done = m.completion(NodeId(0)).expect("the sort completes");
-    assert_eq!((done.finished, done.failed), (n as u32, 0));
-    let mut want = RecordSummary::new();
-    for s in &input {
-        want.push_all(s);
-    }
-    let mut got = RecordSummary::new();
-    let mut sizes = Vec::new();
-    for i in 0..n {
-        let d = sim.delivered_of(NodeId(i as u32), done.transfer);
-        assert_eq!(d.len(), 1);
-        got = got.then(&RecordSummary::of(&d[0].1));
-        sizes.push(d[0].1.len() / RECORD_LEN);
-    }
-    assert_eq!((got.records, got.checksum), (want.records, want.checksum));
-    assert!(got.is_sorted());
-    let finish = m
-        .nodes
-        .iter()
-        .map(|nm| {
-            nm.reports
-                .iter()
-                .find_map(|r| match r.report {
-                    Report::CollectiveEnded { .. } => Some(r.at_s),
-                    _ => None,
-                })
-                .unwrap()
-        })
-        .collect();
-    (finish, sizes)
+    });
+    assert_sorted_set("hetero testbed", &input, &r.delivered);
+    let sizes = r.delivered.iter().map(|d| d.len() / RECORD_LEN).collect();
+    (r.finished_s, sizes)
 }
 
 /// Issue 19's speed targets in the simulator, on the heterogeneous testbed's shape (16 MB of

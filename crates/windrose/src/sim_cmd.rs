@@ -1,7 +1,9 @@
 //! `windrose sim run SCENARIO.toml [--seed S] [--json] [--log FILE]`: runs a scenario file (a
 //! platform, timed changes, mayhem, failures and a workload; see `windrose_sim::scenario`) in
 //! the discrete-event simulator and reports per-node completion times, throughput and bytes per
-//! link. A progress bar goes to stderr while it runs.
+//! link (a sort: each member's finish, records and bytes sent, and the check of the sorted
+//! set; an auto workload: the protocol chosen and why). A progress bar goes to stderr while it
+//! runs.
 
 use crate::error::bad_input;
 use crate::output::{num, print, print_json, vtable};
@@ -15,7 +17,7 @@ use std::path::PathBuf;
 use windrose_model::platform::LinkId;
 use windrose_sim::metrics::NodeOutcome;
 use windrose_sim::scenario::{
-    load_scenario, run_scenario_with, Progress, Report, ScenarioError, WorkloadKind,
+    load_scenario, run_scenario_with, Progress, Report, ScenarioError, SortReport, WorkloadKind,
 };
 
 /// What `windrose sim` does.
@@ -26,8 +28,12 @@ pub enum SimCommand {
     /// The file holds `[platform]` (clusters, node and access capacities, WAN capacity and
     /// latency tables), optional `[[change]]` (a link's capacity or latency at a time),
     /// `[mayhem]` (every link re-drawn to a random fraction of its nominal capacity every
-    /// period), `[[fail]]` (a node crashes at a time) and `[workload]` (protocol = broadcast or
-    /// scatter, tree, root, message_bytes such as "64MiB", segment_bytes, repetitions, sharing).
+    /// period), `[[fail]]` (a node crashes at a time), `[compute]` (node speeds) and
+    /// `[workload]`: protocol = broadcast or scatter (tree, root, message_bytes such as "64MiB",
+    /// segment_bytes, repetitions, sharing); kind = "multicast" (mob, bittorrent, balanced,
+    /// magpie); kind = "sort" (heterosort or sample-sort of generated records: each member's
+    /// finish, records and bytes sent, and the check); kind = "auto" (a broadcast whose
+    /// protocol the automatic choice picks, explained as `windrose send --explain` does).
     /// Examples: data/scenarios/*.toml. A bad file exits with code 2 and one line naming the
     /// file, line and key.
     Run(RunArgs),
@@ -169,6 +175,26 @@ fn render(r: &Report) -> String {
         );
     }
 
+    if let Some(a) = &r.auto {
+        let _ = writeln!(
+            out,
+            "\nThe automatic choice (from the nominal platform, as a perfect prober sees it)"
+        );
+        for l in a.explain.lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+        let _ = writeln!(
+            out,
+            "  {} completed in {} s (simulated; first repetition)",
+            a.chosen,
+            secs(a.completion_s)
+        );
+    }
+    if let Some(s) = &r.sort {
+        render_sort(&mut out, r, s);
+        return out;
+    }
+
     out.push_str("\nRepetitions (times in seconds)\n");
     let rows: Vec<Vec<String>> = r
         .repetitions
@@ -258,6 +284,12 @@ fn render(r: &Report) -> String {
         let _ = writeln!(out, "{l}");
     }
 
+    render_links(&mut out, r);
+    out
+}
+
+/// Bytes per link, the node links summed, messages and errors.
+fn render_links(out: &mut String, r: &Report) {
     out.push_str("\nBytes per link (all repetitions; average rate over the whole run)\n");
     let span = r.end_s;
     let avg = |b: f64| (span > 0.0).then(|| b / span);
@@ -319,7 +351,69 @@ fn render(r: &Report) -> String {
             let _ = writeln!(out, "  {e}");
         }
     }
-    out
+}
+
+/// A sort: one line per member (its speed, records before and after, bytes sent, finish),
+/// the check, then the links.
+fn render_sort(out: &mut String, r: &Report, s: &SortReport) {
+    let _ = writeln!(
+        out,
+        "\nMembers (finish in seconds after the start; bytes sent: every encoded message)"
+    );
+    let rows: Vec<Vec<String>> = s
+        .members
+        .iter()
+        .map(|m| {
+            vec![
+                m.node.to_string(),
+                m.cluster.to_string(),
+                rate(Some(m.compute_bytes_s)),
+                m.outcome.to_string(),
+                m.records_in.to_string(),
+                m.records_held.to_string(),
+                bytes(m.bytes_sent as f64),
+                secs(m.finish_s),
+            ]
+        })
+        .collect();
+    for l in vtable(
+        &[
+            "node", "cluster", "speed", "outcome", "records", "held", "sent", "finish",
+        ],
+        &rows,
+    ) {
+        let _ = writeln!(out, "{l}");
+    }
+    let _ = writeln!(
+        out,
+        "\nsort complete at the initiator: {} ({} finished, {} failed); finish max {} s, mean {} s",
+        secs(s.complete_s),
+        s.finished,
+        s.failed,
+        secs(s.max_finish_s),
+        secs(s.mean_finish_s)
+    );
+    let c = &s.check;
+    let _ = writeln!(
+        out,
+        "check: {} -- {} records in, {} held at the end; checksum {} in, {} out; {}, {}",
+        if c.ok { "passed" } else { "FAILED" },
+        c.records_in,
+        c.records_out,
+        c.checksum_in,
+        c.checksum_out,
+        if c.sorted {
+            "globally sorted"
+        } else {
+            "NOT globally sorted"
+        },
+        if c.complete {
+            "nothing lost or duplicated"
+        } else {
+            "records LOST or DUPLICATED"
+        }
+    );
+    render_links(out, r);
 }
 
 /// A node's outcomes: the outcome when it is the same in every repetition, else counts.

@@ -246,3 +246,81 @@ fn scenario_sizes_are_decimal_mb_and_binary_mib() {
         "{err}"
     );
 }
+
+#[test]
+fn sim_run_prints_a_sort_workloads_members_and_check() {
+    let out = ok(&["sim", "run", &scenario("sort-hetero.toml"), "--quiet"]);
+    assert!(
+        out.contains("sort-hetero: heterosort (splitters slicing, 1 backup copy, 4 x 4 torus) of 160000 records"),
+        "{out}"
+    );
+    let members: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Members"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(members.len(), 16, "{out}");
+    for (i, line) in members.iter().enumerate() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[0], i.to_string(), "{line}");
+        assert!(line.contains("finished"), "{line}");
+    }
+    assert!(
+        out.contains("check: passed -- 160000 records in, 160000 held at the end"),
+        "{out}"
+    );
+    assert!(
+        out.contains("globally sorted, nothing lost or duplicated"),
+        "{out}"
+    );
+    let v: Value = serde_json::from_str(&ok(&[
+        "sim",
+        "run",
+        &scenario("sort-hetero.toml"),
+        "--quiet",
+        "--json",
+    ]))
+    .unwrap();
+    let s = &v["sort"];
+    assert_eq!(s["check"]["ok"], true, "{s}");
+    assert_eq!(s["protocol"], "heterosort");
+    assert_eq!(s["slicing"], "splitters");
+    let members = s["members"].as_array().unwrap();
+    assert_eq!(members.len(), 16);
+    let held: u64 = members
+        .iter()
+        .map(|m| m["records_held"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, 160_000);
+    assert!(members
+        .iter()
+        .all(|m| m["bytes_sent"].as_u64().unwrap() > 0 && m["finish_s"].as_f64().unwrap() > 0.0));
+}
+
+#[test]
+fn sim_run_says_which_protocol_auto_chose_and_why() {
+    let out = ok(&["sim", "run", &scenario("auto-four-sites.toml"), "--quiet"]);
+    assert!(
+        out.contains("auto chose balanced (bandwidth decides at this size)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("predicted completion of each protocol"),
+        "{out}"
+    );
+    assert!(out.contains("chose balanced: bandwidth decides"), "{out}");
+    let v: Value = serde_json::from_str(&ok(&[
+        "sim",
+        "run",
+        &scenario("auto-four-sites.toml"),
+        "--quiet",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(v["auto"]["chosen"], "balanced", "{}", v["auto"]);
+    assert_eq!(v["auto"]["deciding_factor"], "bandwidth");
+    assert_eq!(v["auto"]["predictions"].as_array().unwrap().len(), 3);
+    assert!(v["auto"]["completion_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["protocol"], "multicast");
+}

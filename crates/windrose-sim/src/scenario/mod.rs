@@ -127,7 +127,7 @@
 //!
 //! ```toml
 //! [workload]
-//! kind = "multicast"                 # "broadcast" | "scatter" | "multicast" (default: `protocol`)
+//! kind = "multicast"                 # "broadcast" | "scatter" | "multicast" | "sort" | "auto" (default: `protocol`)
 //! protocol = "mob"                   # "mob" | "bittorrent" | "balanced" | "magpie"
 //! root = 0
 //! message_bytes = "600MB"
@@ -140,6 +140,53 @@
 //! [`Report`]'s `multicast` entries give each repetition's per-node completion, throughput, WAN
 //! payload and fraction of the bound at its start (`windrose bound` gives the bound over the
 //! scenario's changes).
+//!
+//! # Sort workloads
+//!
+//! A sort workload (issue 19) sorts generated records (100 bytes, 10-byte keys, the sort
+//! benchmark's format) spread over every node, with HeteroSort or the sample sort, through one
+//! `windrose_proto` Host per node as the runtime runs them (the session, the sort's machine,
+//! an application that hands the node's records to it):
+//!
+//! ```toml
+//! [workload]
+//! kind = "sort"
+//! protocol = "heterosort"            # "heterosort" | "sample-sort"
+//! slicing = "speed"                  # heterosort: "speed" (default) | "equal" | "splitters"
+//! backups = 1                        # heterosort: copies of each member's input (default 1)
+//! rows = 4                           # heterosort: the torus's rows (default: the squarest)
+//! root = 0                           # the member that starts it (default 0)
+//! records_per_node = 10000           # records on every node, or
+//! # total_bytes = "16MB"             #   bytes of records spread evenly (whole records)
+//! record_seed = 19                   # the records' seed (default: the run seed)
+//! keys = "uniform"                   # "uniform" | "skewed" (skew = 4) | "duplicates" (distinct_keys = N)
+//! ```
+//!
+//! Node speeds come from `[compute]` (a node given none computes at one core's
+//! [`DEFAULT_CORE_BYTES_S`]); HeteroSort's speed slices and splitters are weighted by them.
+//! Node `i`'s records are the generator's records after node `i - 1`'s. The run starts the
+//! sort at time 0 at `root` and asks every member to leave once the sort is over (the Hosts
+//! heartbeat until then), so the run ends at most 50 ms of simulated time after it.
+//! [`Report::sort`] gives each member's finish time, the records it held before and after,
+//! the bytes it sent, and the check: the members' ranges in id order (snake order for
+//! HeteroSort, rank order for the sample sort) hold exactly the input's records (count and
+//! order-independent checksum) and are globally sorted. A sort runs once (`repetitions` is 1);
+//! `[[change]]` and `[mayhem]` apply as for the other workloads; `[[fail]]` needs HeteroSort
+//! with at least one backup (its recovery restores a failed member's records); `[[join]]` is
+//! refused.
+//!
+//! # Auto workloads
+//!
+//! A `kind = "auto"` workload (issue 16 point 4) broadcasts `message_bytes` from `root` with
+//! the protocol the automatic choice picks ([`crate::auto::choose_on`], the choice `windrose
+//! send` makes): from the view a perfect prober has of the nominal platform, it predicts the
+//! tree broadcast over the planner's tree, MOB and Balanced Multicasting planned from the view,
+//! and runs the fastest exactly as planned (that tree; that plan). It takes `root`,
+//! `message_bytes`, `segment_bytes` (the broadcast's) and `piece_bytes` (the multicasts'),
+//! both 256 KiB by default, `repetitions`, `sharing` and node speeds, and no `protocol`,
+//! `tree` or `tree_costs`. [`Report::auto`] says which protocol was chosen and why (the
+//! predictions and the text `windrose send --explain` prints) and its completion; the rest of
+//! the report is that of the broadcast or multicast it ran.
 //!
 //! # Generated platforms
 //!
@@ -265,8 +312,9 @@ mod generate;
 mod run;
 
 pub use run::{
-    link_name, run_scenario, run_scenario_shared, run_scenario_with, LinkReport, NodeReport,
-    Progress, RepetitionReport, Report,
+    generate_records, link_name, run_scenario, run_scenario_shared, run_scenario_with, sort_spec,
+    AutoReport, LinkReport, NodeReport, Progress, RepetitionReport, Report, SortCheck, SortMember,
+    SortReport,
 };
 
 use crate::network::{Change, SharingPolicy};
@@ -278,8 +326,10 @@ use std::path::{Path, PathBuf};
 use toml::{Spanned, Value};
 use windrose_model::error::{compact, ids_in_words, line_col};
 use windrose_model::platform::{parse_platform_toml, LinkId, Platform};
+use windrose_model::records::{KeyDistribution, DEFAULT_SKEW, MAX_SKEW, RECORD_LEN};
 use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, CostUnit, LinkCosts, ModelError, NodeId};
+use windrose_proto::heterosort::Slicing;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_trees::{named_enum, Tree, TreeAlgorithm, TreeError};
 
@@ -371,6 +421,12 @@ pub enum WorkloadKind {
     /// A piece-based multicast (`windrose_proto::multicast`): MOB, BitTorrent, Balanced
     /// Multicasting or MagPIe, run by [`crate::multicast`].
     Multicast,
+    /// A distributed sort of generated records (HeteroSort or the sample sort) through one
+    /// `windrose_proto` Host per node: see [sort workloads](self#sort-workloads).
+    Sort,
+    /// A broadcast whose protocol (tree broadcast, MOB or Balanced Multicasting) the automatic
+    /// choice picks from the platform's view: see [auto workloads](self#auto-workloads).
+    Auto,
 }
 
 impl WorkloadKind {
@@ -380,6 +436,8 @@ impl WorkloadKind {
             WorkloadKind::Broadcast => "broadcast",
             WorkloadKind::Scatter => "scatter",
             WorkloadKind::Multicast => "multicast",
+            WorkloadKind::Sort => "sort",
+            WorkloadKind::Auto => "auto",
         }
     }
 }
@@ -538,6 +596,88 @@ pub struct Workload {
     pub send_mode: ScatterSends,
     /// Multicast: the protocol and its piece size (None for broadcasts and scatters).
     pub multicast: Option<MulticastWorkload>,
+    /// Sort: the sort and its records (None for the other kinds).
+    pub sort: Option<SortWorkload>,
+    /// Auto: the multicasts' piece size (None for the other kinds; the broadcast's segment is
+    /// `segment_bytes`).
+    pub auto: Option<AutoWorkload>,
+}
+
+named_enum! {
+    /// `workload.protocol` of a sort workload.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum SortProtocol: "sort" {
+        /// HeteroSort (seed 003) over the squarest torus of the nodes.
+        #[default]
+        Heterosort = "heterosort",
+        /// The sample sort: p - 1 equal-weight splitters, one all-to-all exchange.
+        SampleSort = "sample-sort",
+    }
+}
+
+/// The sort of a `kind = "sort"` workload and the records it sorts.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SortWorkload {
+    /// HeteroSort or the sample sort.
+    pub protocol: SortProtocol,
+    /// HeteroSort's slices (ignored by the sample sort).
+    #[serde(serialize_with = "ser_slicing")]
+    pub slicing: Slicing,
+    /// HeteroSort's backup copies of each member's input.
+    pub backups: u32,
+    /// HeteroSort's torus: rows (rows x cols = the node count).
+    pub rows: u32,
+    /// HeteroSort's torus: columns.
+    pub cols: u32,
+    /// Records each node holds at the start, by node id (at least one each).
+    pub records: Vec<u64>,
+    /// The records' seed (None: the run seed).
+    pub record_seed: Option<u64>,
+    /// How keys are drawn.
+    #[serde(serialize_with = "ser_keys")]
+    pub keys: KeyDistribution,
+}
+
+impl SortWorkload {
+    /// Every record's bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.records.iter().sum::<u64>() * RECORD_LEN as u64
+    }
+}
+
+/// A HeteroSort slicing's name in scenario files.
+pub fn slicing_name(s: Slicing) -> &'static str {
+    match s {
+        Slicing::Speed => "speed",
+        Slicing::Equal => "equal",
+        Slicing::Splitters => "splitters",
+    }
+}
+
+fn ser_slicing<S: serde::Serializer>(s: &Slicing, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(slicing_name(*s))
+}
+
+fn ser_keys<S: serde::Serializer>(k: &KeyDistribution, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(&match k {
+        KeyDistribution::Uniform => "uniform".to_string(),
+        KeyDistribution::Skewed { exponent } => format!("skewed {}", compact(*exponent)),
+        KeyDistribution::Duplicates { distinct } => format!("duplicates {distinct}"),
+    })
+}
+
+/// The most bytes of records a sort workload may ask for: the simulator holds and sorts
+/// every record in memory.
+pub const MAX_SORT_BYTES: u64 = 4 << 30;
+
+/// The default piece (and segment) size of an auto workload: 256 KiB, as `windrose send`.
+pub const DEFAULT_AUTO_PIECE_BYTES: u32 = 256 << 10;
+
+/// The multicasts' side of a `kind = "auto"` workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AutoWorkload {
+    /// Piece size of MOB and Balanced Multicasting, bytes.
+    pub piece_bytes: u32,
 }
 
 /// The piece-based multicast of a `kind = "multicast"` workload.
@@ -877,6 +1017,15 @@ struct WorkloadDoc {
     compute_bytes_s: Val,
     send_mode: Val,
     node: Option<Vec<Spanned<WorkloadNodeDoc>>>,
+    slicing: Val,
+    backups: Val,
+    rows: Val,
+    records_per_node: Val,
+    total_bytes: Val,
+    record_seed: Val,
+    keys: Val,
+    skew: Val,
+    distinct_keys: Val,
 }
 
 #[derive(Deserialize)]
@@ -1211,11 +1360,31 @@ pub fn parse_scenario(text: &str, path: &Path) -> Result<Scenario, ScenarioError
         src.no_pos("no `[workload]` table: expected `protocol`, `tree`, `root` and `message_bytes`")
     })?;
     let workload = parse_workload(&src, w, &platform, compute.as_ref())?;
+    if let (Some(sort), Some(f)) = (&workload.sort, doc.fail.iter().flatten().next()) {
+        if sort.protocol == SortProtocol::SampleSort || sort.backups == 0 {
+            return Err(src.err(
+                &f.span(),
+                "`[[fail]]` in a sort workload needs `protocol = \"heterosort\"` with \
+                 `backups` of 1 or more: the sample sort, and HeteroSort without copies, \
+                 cannot restore a failed member's records",
+            ));
+        }
+    }
     let mut joins: Vec<NodeFailure> = Vec::new();
     for (k, j) in doc.join.iter().flatten().enumerate() {
         let span = j.span();
         let d = j.get_ref();
         let key = |name: &str| format!("join[{k}].{name}");
+        if workload.kind == WorkloadKind::Sort {
+            return Err(src.err(
+                &span,
+                format!(
+                    "`{}`: a sort cannot take a node mid-run (every member holds records from \
+                     the start); joins need a broadcast, multicast or auto workload",
+                    key("node")
+                ),
+            ));
+        }
         if workload.kind == WorkloadKind::Scatter {
             return Err(src.err(
                 &span,
@@ -1551,6 +1720,507 @@ fn parse_mayhem(src: &Src<'_>, m: &Spanned<MayhemDoc>, platform: &Platform) -> R
     Ok(mayhem)
 }
 
+/// Every node's compute speed, bytes/s: `[compute]`, else `workload.compute_bytes_s` and
+/// `[[workload.node]]`; with neither, instant when `instant_default`, else
+/// [`DEFAULT_CORE_BYTES_S`].
+fn node_speeds(
+    src: &Src<'_>,
+    d: &WorkloadDoc,
+    platform: &Platform,
+    compute: Option<&NodeCompute>,
+    instant_default: bool,
+) -> R<Vec<f64>> {
+    let given = d
+        .compute_bytes_s
+        .as_ref()
+        .map(|v| v.span())
+        .or_else(|| d.node.as_ref().and_then(|v| v.first()).map(|n| n.span()));
+    if let (Some(span), Some(_)) = (&given, compute) {
+        return Err(src.err(
+            span,
+            "`workload.compute_bytes_s` / `[[workload.node]]` and `[compute]` both give node \
+             speeds: keep `[compute]` (it also sets the testbed's CPU quotas)",
+        ));
+    }
+    let default_speed = match &d.compute_bytes_s {
+        Some(v) => src.positive(v, "workload.compute_bytes_s", "bytes/s")?,
+        None if given.is_none() && instant_default => f64::INFINITY,
+        None => DEFAULT_CORE_BYTES_S,
+    };
+    let mut compute_bytes_s: Vec<f64> = match compute {
+        Some(c) => (0..platform.node_count()).map(|i| c.bytes_s(i)).collect(),
+        None => vec![default_speed; platform.node_count()],
+    };
+    let mut seen = vec![false; platform.node_count()];
+    for (k, nd) in d.node.iter().flatten().enumerate() {
+        let nspan = nd.span();
+        let nd_ = nd.get_ref();
+        let key = |name: &str| format!("workload.node[{k}].{name}");
+        let id = src.need(&nd_.id, &nspan, &key("id"), "the node")?;
+        let node = src.node(id, &key("id"), platform)?;
+        if std::mem::replace(&mut seen[node.index()], true) {
+            return Err(src.err(
+                &id.span(),
+                format!("node {node} is given twice in `[[workload.node]]`"),
+            ));
+        }
+        let sp = src.need(
+            &nd_.compute_bytes_s,
+            &nspan,
+            &key("compute_bytes_s"),
+            "the node's compute speed, bytes/s",
+        )?;
+        compute_bytes_s[node.index()] = src.positive(sp, &key("compute_bytes_s"), "bytes/s")?;
+    }
+    Ok(compute_bytes_s)
+}
+
+/// Errors on the first of `keys` given: it does not apply to this workload (`why`).
+fn refuse(src: &Src<'_>, keys: &[(&Val, &str)], why: &str) -> R<()> {
+    for (v, key) in keys {
+        if let Some(v) = v {
+            return Err(src.err(&v.span(), format!("`workload.{key}` {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// `workload.repetitions` of a workload that runs once: absent or 1.
+fn once_only(src: &Src<'_>, v: &Val, what: &str) -> R<()> {
+    if let Some(v) = v {
+        if src.int(v, "workload.repetitions")? != 1 {
+            return Err(src.err(
+                &v.span(),
+                format!("`workload.repetitions`: {what} runs once (give 1 or leave it out)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn sharing_of(src: &Src<'_>, v: &Val) -> R<SharingPolicy> {
+    match v {
+        Some(v) => src.choice(
+            v,
+            "workload.sharing",
+            &[
+                ("max-min", SharingPolicy::MaxMin),
+                ("rtt-weighted", SharingPolicy::RttWeighted),
+            ],
+        ),
+        None => Ok(SharingPolicy::MaxMin),
+    }
+}
+
+/// A `kind = "sort"` workload: see [sort workloads](self#sort-workloads).
+fn parse_sort_workload(
+    src: &Src<'_>,
+    w: &Spanned<WorkloadDoc>,
+    platform: &Platform,
+    compute: Option<&NodeCompute>,
+) -> R<Workload> {
+    let span = w.span();
+    let d = w.get_ref();
+    refuse(
+        src,
+        &[
+            (&d.tree, "tree"),
+            (&d.tree_costs, "tree_costs"),
+            (&d.segment_bytes, "segment_bytes"),
+            (&d.piece_bytes, "piece_bytes"),
+            (&d.mob_variant, "mob_variant"),
+            (&d.send_mode, "send_mode"),
+        ],
+        "does not apply to a sort workload",
+    )?;
+    refuse(
+        src,
+        &[(&d.message_bytes, "message_bytes")],
+        "does not apply to a sort workload: give `records_per_node` or `total_bytes`",
+    )?;
+    once_only(src, &d.repetitions, "a sort workload")?;
+    let pv = src.need(
+        &d.protocol,
+        &span,
+        "workload.protocol",
+        "the sort (heterosort or sample-sort)",
+    )?;
+    let protocol = src.choice(
+        pv,
+        "workload.protocol",
+        &SortProtocol::ALL.map(|p| (p.name(), p)),
+    )?;
+    let n = platform.node_count();
+    if protocol == SortProtocol::SampleSort {
+        refuse(
+            src,
+            &[
+                (&d.slicing, "slicing"),
+                (&d.backups, "backups"),
+                (&d.rows, "rows"),
+            ],
+            "applies to `protocol = \"heterosort\"` only",
+        )?;
+    }
+    let slicing = match &d.slicing {
+        Some(v) => src.choice(
+            v,
+            "workload.slicing",
+            &[
+                ("speed", Slicing::Speed),
+                ("speeds", Slicing::Speed),
+                ("equal", Slicing::Equal),
+                ("splitters", Slicing::Splitters),
+            ],
+        )?,
+        None => Slicing::Speed,
+    };
+    let backups = match &d.backups {
+        Some(v) => {
+            let b = src.int(v, "workload.backups")?;
+            if b < 0 || b as u64 >= n as u64 {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.backups` must be from 0 to {} (each copy is held by \
+                         another node), found {b}",
+                        n - 1
+                    ),
+                ));
+            }
+            b as u32
+        }
+        None => windrose_proto::heterosort::HsortSpec::DEFAULT_BACKUPS.min(n as u32 - 1),
+    };
+    let rows = match &d.rows {
+        Some(v) => {
+            let r = src.int(v, "workload.rows")?;
+            if r < 1 || r as u64 > n as u64 || !n.is_multiple_of(r as usize) {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.rows` must divide the {n} nodes (the torus is rows x cols), \
+                         found {r}"
+                    ),
+                ));
+            }
+            r as usize
+        }
+        None => (1..=n)
+            .take_while(|r| r * r <= n)
+            .filter(|r| n.is_multiple_of(*r))
+            .max()
+            .unwrap_or(1),
+    };
+    let records = match (&d.records_per_node, &d.total_bytes) {
+        (Some(a), Some(_)) => {
+            return Err(src.err(
+                &a.span(),
+                "`workload.records_per_node` and `workload.total_bytes` both given: give one",
+            ))
+        }
+        (None, None) => {
+            return Err(src.err(
+                &span,
+                "the records are missing: give `workload.records_per_node` (records of 100 \
+                 bytes on each node) or `workload.total_bytes` (spread evenly)",
+            ))
+        }
+        (Some(v), None) => {
+            let r = src.int(v, "workload.records_per_node")?;
+            if r < 1 {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.records_per_node` must be at least 1 (a node without \
+                         records refuses the sort), found {r}"
+                    ),
+                ));
+            }
+            if (r as u64).saturating_mul((n * RECORD_LEN) as u64) > MAX_SORT_BYTES {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.records_per_node` = {r} on {n} nodes is more than the {} \
+                         the simulator may sort",
+                        format_size(MAX_SORT_BYTES)
+                    ),
+                ));
+            }
+            vec![r as u64; n]
+        }
+        (None, Some(v)) => {
+            let b = src.size(v, "workload.total_bytes")?;
+            let len = RECORD_LEN as u64;
+            if b % len != 0 {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.total_bytes` must be a whole number of {len}-byte records, \
+                         found {b} bytes"
+                    ),
+                ));
+            }
+            if b / len < n as u64 {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.total_bytes` gives {} records for {n} nodes: every node \
+                         needs at least one (a node without records refuses the sort)",
+                        b / len
+                    ),
+                ));
+            }
+            if b > MAX_SORT_BYTES {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.total_bytes` is {}, more than the {} the simulator may sort",
+                        format_size(b),
+                        format_size(MAX_SORT_BYTES)
+                    ),
+                ));
+            }
+            let (each, extra) = (b / len / n as u64, b / len % n as u64);
+            (0..n as u64).map(|i| each + u64::from(i < extra)).collect()
+        }
+    };
+    let record_seed = d
+        .record_seed
+        .as_ref()
+        .map(|v| {
+            let s = src.int(v, "workload.record_seed")?;
+            u64::try_from(s).map_err(|_| {
+                src.err(
+                    &v.span(),
+                    format!("`workload.record_seed` must be a non-negative integer, found {s}"),
+                )
+            })
+        })
+        .transpose()?;
+    let kind = match &d.keys {
+        Some(v) => src.choice(
+            v,
+            "workload.keys",
+            &[("uniform", 0u8), ("skewed", 1), ("duplicates", 2)],
+        )?,
+        None => 0,
+    };
+    if kind != 1 {
+        refuse(
+            src,
+            &[(&d.skew, "skew")],
+            "applies to `keys = \"skewed\"` only",
+        )?;
+    }
+    if kind != 2 {
+        refuse(
+            src,
+            &[(&d.distinct_keys, "distinct_keys")],
+            "applies to `keys = \"duplicates\"` only",
+        )?;
+    }
+    let keys = match kind {
+        1 => {
+            let exponent = match &d.skew {
+                Some(v) => {
+                    let x = src.f64(v, "workload.skew")?;
+                    if !(1.0..=MAX_SKEW).contains(&x) {
+                        return Err(src.err(
+                            &v.span(),
+                            format!(
+                                "`workload.skew` must be from 1 (uniform) to {}, found {}",
+                                compact(MAX_SKEW),
+                                compact(x)
+                            ),
+                        ));
+                    }
+                    x
+                }
+                None => DEFAULT_SKEW,
+            };
+            KeyDistribution::Skewed { exponent }
+        }
+        2 => {
+            let v = src.need(
+                &d.distinct_keys,
+                &span,
+                "workload.distinct_keys",
+                "how many distinct keys the records share",
+            )?;
+            let k = src.int(v, "workload.distinct_keys")?;
+            if k < 1 {
+                return Err(src.err(
+                    &v.span(),
+                    format!("`workload.distinct_keys` must be at least 1, found {k}"),
+                ));
+            }
+            KeyDistribution::Duplicates { distinct: k as u64 }
+        }
+        _ => KeyDistribution::Uniform,
+    };
+    let root = match &d.root {
+        Some(v) => src.node(v, "workload.root", platform)?,
+        None => NodeId(0),
+    };
+    let sort = SortWorkload {
+        protocol,
+        slicing,
+        backups,
+        rows: rows as u32,
+        cols: (n / rows) as u32,
+        records,
+        record_seed,
+        keys,
+    };
+    let total = sort.total_bytes();
+    Ok(Workload {
+        kind: WorkloadKind::Sort,
+        tree: TreeAlgorithm::Flat,
+        root,
+        message_bytes: total,
+        segment_bytes: total.max(1),
+        repetitions: 1,
+        sharing: sharing_of(src, &d.sharing)?,
+        tree_costs: TreeCosts::Latency,
+        // A sort computes: a node given no speed computes at one core's.
+        compute_bytes_s: node_speeds(src, d, platform, compute, false)?,
+        send_mode: ScatterSends::Sequential,
+        multicast: None,
+        sort: Some(sort),
+        auto: None,
+    })
+}
+
+/// A `kind = "auto"` workload: see [auto workloads](self#auto-workloads).
+fn parse_auto_workload(
+    src: &Src<'_>,
+    w: &Spanned<WorkloadDoc>,
+    platform: &Platform,
+    compute: Option<&NodeCompute>,
+) -> R<Workload> {
+    let span = w.span();
+    let d = w.get_ref();
+    if let Some(v) = &d.protocol {
+        if src.str(v, "workload.protocol")?.trim() != "auto" {
+            return Err(src.err(
+                &v.span(),
+                "`workload.protocol` does not apply to `kind = \"auto\"`: the automatic choice \
+                 picks the protocol (leave it out, or use `kind = \"broadcast\"` or \
+                 \"multicast\" to fix one)",
+            ));
+        }
+    }
+    refuse(
+        src,
+        &[
+            (&d.tree, "tree"),
+            (&d.tree_costs, "tree_costs"),
+            (&d.mob_variant, "mob_variant"),
+            (&d.send_mode, "send_mode"),
+        ],
+        "does not apply to `kind = \"auto\"`: the automatic choice plans the protocol",
+    )?;
+    let root = match &d.root {
+        Some(v) => src.node(v, "workload.root", platform)?,
+        None => NodeId(0),
+    };
+    let mv = src.need(
+        &d.message_bytes,
+        &span,
+        "workload.message_bytes",
+        "the size of the message, e.g. \"64MiB\"",
+    )?;
+    let message_bytes = src.size(mv, "workload.message_bytes")?;
+    if message_bytes == 0 || message_bytes > MAX_MESSAGE_BYTES {
+        return Err(src.err(
+            &mv.span(),
+            format!(
+                "`workload.message_bytes` must be from 1 byte to {}, found {}",
+                format_size(MAX_MESSAGE_BYTES),
+                format_size(message_bytes)
+            ),
+        ));
+    }
+    let cut = |v: &Val, key: &str| -> R<u64> {
+        let Some(v) = v else {
+            return Ok(u64::from(DEFAULT_AUTO_PIECE_BYTES));
+        };
+        let b = src.size(v, key)?;
+        if b == 0 || b > u64::from(u32::MAX) {
+            return Err(src.err(
+                &v.span(),
+                format!(
+                    "`{key}` must be between 1 byte and {}, found {b}",
+                    format_size(u64::from(u32::MAX))
+                ),
+            ));
+        }
+        let pieces = message_bytes.div_ceil(b);
+        if pieces > MAX_PIECES {
+            return Err(src.err(
+                &v.span(),
+                format!(
+                    "`{key}` cuts the {} message into {pieces} parts, more than {MAX_PIECES}: \
+                     use at least {}",
+                    format_size(message_bytes),
+                    format_size(message_bytes.div_ceil(MAX_PIECES))
+                ),
+            ));
+        }
+        Ok(b)
+    };
+    let segment_bytes = cut(&d.segment_bytes, "workload.segment_bytes")?;
+    let piece_bytes = cut(&d.piece_bytes, "workload.piece_bytes")? as u32;
+    let repetitions = match &d.repetitions {
+        Some(v) => {
+            let r = src.int(v, "workload.repetitions")?;
+            if r < 1 || r as u64 > MAX_REPETITIONS {
+                return Err(src.err(
+                    &v.span(),
+                    format!(
+                        "`workload.repetitions` must be between 1 and {MAX_REPETITIONS}, found {r}"
+                    ),
+                ));
+            }
+            r as u64
+        }
+        None => 1,
+    };
+    for (v, key) in [
+        (&d.slicing, "slicing"),
+        (&d.backups, "backups"),
+        (&d.rows, "rows"),
+        (&d.records_per_node, "records_per_node"),
+        (&d.total_bytes, "total_bytes"),
+        (&d.record_seed, "record_seed"),
+        (&d.keys, "keys"),
+        (&d.skew, "skew"),
+        (&d.distinct_keys, "distinct_keys"),
+    ] {
+        refuse(
+            src,
+            &[(v, key)],
+            "applies to sort workloads only (`kind = \"sort\"`)",
+        )?;
+    }
+    Ok(Workload {
+        kind: WorkloadKind::Auto,
+        tree: TreeAlgorithm::Flat,
+        root,
+        message_bytes,
+        segment_bytes,
+        repetitions,
+        sharing: sharing_of(src, &d.sharing)?,
+        tree_costs: TreeCosts::Latency,
+        compute_bytes_s: node_speeds(src, d, platform, compute, true)?,
+        send_mode: ScatterSends::Sequential,
+        multicast: None,
+        sort: None,
+        auto: Some(AutoWorkload { piece_bytes }),
+    })
+}
+
 fn parse_workload(
     src: &Src<'_>,
     w: &Spanned<WorkloadDoc>,
@@ -1563,12 +2233,37 @@ fn parse_workload(
         ("broadcast", WorkloadKind::Broadcast),
         ("scatter", WorkloadKind::Scatter),
         ("multicast", WorkloadKind::Multicast),
+        ("sort", WorkloadKind::Sort),
+        ("auto", WorkloadKind::Auto),
     ];
     let given_kind = d
         .kind
         .as_ref()
         .map(|v| src.choice(v, "workload.kind", &kinds))
         .transpose()?;
+    match given_kind {
+        Some(WorkloadKind::Sort) => return parse_sort_workload(src, w, platform, compute),
+        Some(WorkloadKind::Auto) => return parse_auto_workload(src, w, platform, compute),
+        _ => {}
+    }
+    for (v, key) in [
+        (&d.slicing, "slicing"),
+        (&d.backups, "backups"),
+        (&d.rows, "rows"),
+        (&d.records_per_node, "records_per_node"),
+        (&d.total_bytes, "total_bytes"),
+        (&d.record_seed, "record_seed"),
+        (&d.keys, "keys"),
+        (&d.skew, "skew"),
+        (&d.distinct_keys, "distinct_keys"),
+    ] {
+        if let Some(v) = v {
+            return Err(src.err(
+                &v.span(),
+                format!("`workload.{key}` applies to sort workloads only (`kind = \"sort\"`)"),
+            ));
+        }
+    }
     let (kind, multicast_protocol) = match given_kind {
         Some(WorkloadKind::Multicast) => {
             let pv = src.need(
@@ -1759,49 +2454,14 @@ fn parse_workload(
         }
     };
     scatter_only(&d.send_mode, "send_mode")?;
-    let given = d
-        .compute_bytes_s
-        .as_ref()
-        .map(|v| v.span())
-        .or_else(|| d.node.as_ref().and_then(|v| v.first()).map(|n| n.span()));
-    if let (Some(span), Some(_)) = (&given, compute) {
-        return Err(src.err(
-            span,
-            "`workload.compute_bytes_s` / `[[workload.node]]` and `[compute]` both give node \
-             speeds: keep `[compute]` (it also sets the testbed's CPU quotas)",
-        ));
-    }
-    let default_speed = match &d.compute_bytes_s {
-        Some(v) => src.positive(v, "workload.compute_bytes_s", "bytes/s")?,
+    let compute_bytes_s = node_speeds(
+        src,
+        d,
+        platform,
+        compute,
         // A broadcast or multicast given no speed computes instantly, as it always did.
-        None if given.is_none() && kind != WorkloadKind::Scatter => f64::INFINITY,
-        None => DEFAULT_CORE_BYTES_S,
-    };
-    let mut compute_bytes_s: Vec<f64> = match compute {
-        Some(c) => (0..platform.node_count()).map(|i| c.bytes_s(i)).collect(),
-        None => vec![default_speed; platform.node_count()],
-    };
-    let mut seen = vec![false; platform.node_count()];
-    for (k, nd) in d.node.iter().flatten().enumerate() {
-        let nspan = nd.span();
-        let nd_ = nd.get_ref();
-        let key = |name: &str| format!("workload.node[{k}].{name}");
-        let id = src.need(&nd_.id, &nspan, &key("id"), "the node")?;
-        let node = src.node(id, &key("id"), platform)?;
-        if std::mem::replace(&mut seen[node.index()], true) {
-            return Err(src.err(
-                &id.span(),
-                format!("node {node} is given twice in `[[workload.node]]`"),
-            ));
-        }
-        let sp = src.need(
-            &nd_.compute_bytes_s,
-            &nspan,
-            &key("compute_bytes_s"),
-            "the node's compute speed, bytes/s",
-        )?;
-        compute_bytes_s[node.index()] = src.positive(sp, &key("compute_bytes_s"), "bytes/s")?;
-    }
+        kind != WorkloadKind::Scatter,
+    )?;
     let send_mode = match &d.send_mode {
         Some(v) => src.choice(
             v,
@@ -1887,6 +2547,8 @@ fn parse_workload(
         compute_bytes_s,
         send_mode,
         multicast,
+        sort: None,
+        auto: None,
     })
 }
 

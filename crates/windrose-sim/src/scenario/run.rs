@@ -1,26 +1,36 @@
 //! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
 //! for repetitions, the timeline and the event log.
 
+use super::{AutoWorkload, MobVariant, MulticastWorkload};
 use super::{
     Mayhem, ScatterSends, Scenario, ScenarioError, TreeCosts, WorkloadKind, MAX_MAYHEM_CHANGES,
 };
+use crate::auto::{choose_on, AutoSettings};
 use crate::engine::{self, MemoryLog, Payload, RunState, SimConfig, SimError, Simulation};
 use crate::metrics::{LinkRef, Metrics, NodeOutcome};
 use crate::multicast::{self, MulticastOutcome, Probe, SharedData};
 use crate::network::{Change, SharingPolicy};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::io::{self, Write};
 use windrose_model::error::compact;
 use windrose_model::platform::{LinkId, Platform};
 use windrose_model::units::format_size;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::choice::{Candidate, Prediction};
+use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::scatter::{ScatterConfig, SendMode};
 use windrose_proto::tree_broadcast::{BroadcastConfig, TreeBroadcast};
+use windrose_proto::tree_multicast::TreeMulticastConfig;
 use windrose_proto::TransferId;
 use windrose_trees::dlt::{self, OrderPolicy, Schedule};
 use windrose_trees::Tree;
 use windrose_trees::TreeAlgorithm;
+
+mod sort;
+
+pub use sort::{generate_records, sort_spec, SortCheck, SortMember, SortReport};
 
 /// Engine events per chunk the runner aims at between two progress callbacks.
 const EVENTS_PER_CHUNK: f64 = 20_000.0;
@@ -100,6 +110,36 @@ pub struct Report {
     /// WAN payload, fraction of the bound at the repetition's start); empty otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub multicast: Vec<MulticastOutcome>,
+    /// Sort workloads: each member's finish, records and bytes, and the check of the set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sort: Option<SortReport>,
+    /// Auto workloads: the protocol the automatic choice picked and why (`protocol` above is
+    /// the kind it ran as: `broadcast` or `multicast`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoReport>,
+}
+
+/// What the automatic choice of an auto workload decided, before the run, from the view a
+/// perfect prober would have of the nominal platform ([`crate::auto::choose_on`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutoReport {
+    /// The protocol chosen and run.
+    pub chosen: Candidate,
+    /// What decided: `latency` (the winner's start-up) or `bandwidth` (its stream); None when
+    /// it was the only candidate planned.
+    pub deciding_factor: Option<&'static str>,
+    /// Every candidate's predicted run.
+    pub predictions: Vec<Prediction>,
+    /// Candidates that could not be planned, and why.
+    pub unavailable: Vec<(Candidate, String)>,
+    /// The choice explained, as `windrose send --explain` prints it.
+    pub explain: String,
+    /// The broadcast's segment, bytes.
+    pub segment_bytes: u64,
+    /// The multicasts' piece, bytes.
+    pub piece_bytes: u32,
+    /// The first repetition's completion (its last node's finish), seconds after its start.
+    pub completion_s: Option<f64>,
 }
 
 /// One repetition.
@@ -241,14 +281,128 @@ pub fn run_scenario_with(
 pub fn run_scenario_shared(
     scenario: &Scenario,
     seed: u64,
-    mut log: Option<&mut dyn Write>,
+    log: Option<&mut dyn Write>,
     progress: &mut dyn FnMut(&Progress),
     data: Option<&SharedData>,
 ) -> Result<Report, ScenarioError> {
+    match (scenario.workload.kind, scenario.workload.auto) {
+        (WorkloadKind::Sort, _) => sort::run_sort(scenario, seed, log, progress),
+        (WorkloadKind::Auto, Some(a)) => {
+            let (resolved, planned, auto) = resolve_auto(scenario, a)?;
+            let mut report = run_resolved(&resolved, seed, log, progress, data, planned)?;
+            report.auto = Some(AutoReport {
+                completion_s: report.repetitions.first().and_then(|r| r.makespan_s),
+                ..auto
+            });
+            Ok(report)
+        }
+        _ => run_resolved(
+            &Cow::Borrowed(scenario),
+            seed,
+            log,
+            progress,
+            data,
+            Planned::default(),
+        ),
+    }
+}
+
+/// What the automatic choice planned, run as planned (instead of what the workload's kind
+/// would build from the platform).
+#[derive(Default)]
+struct Planned {
+    /// The broadcast's tree.
+    tree: Option<Tree>,
+    /// The multicast's spec (Balanced Multicasting's plan from the view).
+    spec: Option<MulticastSpec>,
+}
+
+/// What one repetition runs on: the tree, a scatter's schedule, a multicast's planned spec.
+#[derive(Copy, Clone)]
+struct Plans<'a> {
+    tree: Option<&'a Tree>,
+    schedule: Option<&'a Schedule>,
+    spec: Option<&'a MulticastSpec>,
+}
+
+/// An auto workload as the workload it runs as (a broadcast over the planner's tree, or a MOB
+/// or Balanced multicast), what the choice planned, and its report (completion still unset).
+fn resolve_auto(
+    scenario: &Scenario,
+    a: AutoWorkload,
+) -> Result<(Cow<'_, Scenario>, Planned, AutoReport), ScenarioError> {
+    let w = &scenario.workload;
+    let settings = AutoSettings {
+        segment_bytes: w.segment_bytes,
+        piece_bytes: a.piece_bytes,
+        ..AutoSettings::default()
+    };
+    let (choice, tree) = choose_on(&scenario.platform, w.root, w.message_bytes, &settings)
+        .map_err(|e| ScenarioError::Setup(format!("the automatic choice failed: {e}")))?;
+    let mut resolved = scenario.clone();
+    let rw = &mut resolved.workload;
+    let mut planned = Planned::default();
+    let multicast = |protocol| MulticastWorkload {
+        protocol,
+        piece_bytes: a.piece_bytes,
+        mob_variant: MobVariant::Windrose,
+    };
+    match choice.chosen {
+        Candidate::Broadcast => {
+            rw.kind = WorkloadKind::Broadcast;
+            rw.tree = TreeAlgorithm::BalancedPath;
+            planned.tree = Some(tree);
+        }
+        Candidate::Mob => {
+            rw.kind = WorkloadKind::Multicast;
+            rw.multicast = Some(multicast(MulticastProtocol::Mob));
+        }
+        Candidate::Balanced => {
+            rw.kind = WorkloadKind::Multicast;
+            rw.multicast = Some(multicast(MulticastProtocol::Balanced));
+            let plan = choice.balanced.clone().ok_or_else(|| {
+                ScenarioError::Setup(
+                    "the choice picked Balanced Multicasting without a plan".into(),
+                )
+            })?;
+            planned.spec = Some(MulticastSpec::Trees {
+                plan: std::sync::Arc::new(plan),
+                config: TreeMulticastConfig::with_shape(true),
+            });
+        }
+    }
+    if rw.kind == WorkloadKind::Multicast {
+        rw.segment_bytes = rw.message_bytes;
+    }
+    rw.auto = None;
+    let report = AutoReport {
+        chosen: choice.chosen,
+        deciding_factor: choice.deciding_factor().map(|(f, _)| f),
+        predictions: choice.predictions.clone(),
+        unavailable: choice.unavailable.clone(),
+        explain: choice.explain(),
+        segment_bytes: settings.segment_bytes,
+        piece_bytes: settings.piece_bytes,
+        completion_s: None,
+    };
+    Ok((Cow::Owned(resolved), planned, report))
+}
+
+/// Runs a broadcast, scatter or multicast workload (an auto one resolved), with what was
+/// planned for it.
+fn run_resolved(
+    scenario: &Scenario,
+    seed: u64,
+    mut log: Option<&mut dyn Write>,
+    progress: &mut dyn FnMut(&Progress),
+    data: Option<&SharedData>,
+    planned: Planned,
+) -> Result<Report, ScenarioError> {
     let w = &scenario.workload;
     let nominal = &scenario.platform;
-    let tree = match w.kind {
-        WorkloadKind::Multicast => None,
+    let tree = match (w.kind, planned.tree) {
+        (WorkloadKind::Multicast, _) => None,
+        (_, Some(t)) => Some(t),
         _ => Some(scenario.tree()?),
     };
     let schedule = match (w.kind, &tree) {
@@ -312,15 +466,12 @@ pub fn run_scenario_shared(
             &mut log,
             &serde_json::json!({"t": start, "ev": "repetition", "repetition": rep}),
         )?;
-        let (mut sim, probe) = build_sim(
-            scenario,
-            &platform,
-            tree.as_ref(),
-            schedule.as_ref(),
-            data,
-            seed,
-            rep,
-        )?;
+        let plans = Plans {
+            tree: tree.as_ref(),
+            schedule: schedule.as_ref(),
+            spec: planned.spec.as_ref(),
+        };
+        let (mut sim, probe) = build_sim(scenario, &platform, plans, data, seed, rep)?;
         if log.is_some() {
             sim.set_event_log(Box::new(pipe.0.clone()));
         }
@@ -497,6 +648,8 @@ pub fn run_scenario_shared(
         links,
         errors,
         multicast: outcomes,
+        sort: None,
+        auto: None,
     })
 }
 
@@ -548,12 +701,16 @@ fn scatter_schedule(scenario: &Scenario, tree: &Tree) -> Result<Schedule, Scenar
 fn build_sim(
     scenario: &Scenario,
     platform: &Platform,
-    tree: Option<&Tree>,
-    schedule: Option<&Schedule>,
+    plans: Plans<'_>,
     data: Option<&SharedData>,
     seed: u64,
     rep: u64,
 ) -> Result<(Simulation, Option<Probe>), ScenarioError> {
+    let Plans {
+        tree,
+        schedule,
+        spec: planned,
+    } = plans;
     let w = &scenario.workload;
     let config = SimConfig::with_policy(w.sharing);
     let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
@@ -561,7 +718,10 @@ fn build_sim(
         let setup = |e: multicast::MulticastError| {
             ScenarioError::Setup(format!("cannot set up the {} multicast: {e}", m.protocol))
         };
-        let mut spec = multicast::spec_for(m.protocol, platform, w.root).map_err(setup)?;
+        let mut spec = match planned {
+            Some(s) => s.clone(),
+            None => multicast::spec_for(m.protocol, platform, w.root).map_err(setup)?,
+        };
         if let windrose_proto::multicast::MulticastSpec::Mob(c) = &mut spec {
             *c = m.mob_variant.config();
         }
@@ -982,6 +1142,43 @@ impl Report {
     /// A summary: what ran and how long it took (multicasts: one more line per repetition
     /// with the completion, throughput, WAN payload and fraction of the bound).
     pub fn summary(&self) -> String {
+        let what = self.what();
+        match &self.auto {
+            Some(a) => format!(
+                "{what}\nauto chose {}{}",
+                a.chosen,
+                a.deciding_factor
+                    .map(|f| format!(" ({f} decides at this size)"))
+                    .unwrap_or_default()
+            ),
+            None => what,
+        }
+    }
+
+    fn what(&self) -> String {
+        if let Some(s) = &self.sort {
+            let how = match (s.slicing, s.backups, s.torus) {
+                (Some(slicing), Some(b), Some((r, c))) => format!(
+                    " ({slicing} slicing, {b} backup cop{}, {r} x {c} torus)",
+                    if b == 1 { "y" } else { "ies" }
+                ),
+                _ => String::new(),
+            };
+            return format!(
+                "{}: {}{how} of {} records ({}, record seed {}, {} keys) started by {} ({} nodes, {} clusters), {} sharing, seed {}",
+                self.scenario,
+                s.protocol,
+                s.check.records_in,
+                format_size(self.message_bytes),
+                s.record_seed,
+                s.keys,
+                self.root,
+                self.node_count,
+                self.cluster_count,
+                self.sharing,
+                self.seed
+            );
+        }
         if let (Some(m), WorkloadKind::Multicast) = (self.multicast.first(), self.protocol) {
             let mut s = format!(
                 "{}: {} multicast of {} in {} pieces from {} ({} nodes, {} clusters), {} repetition(s), {} sharing, seed {}",
