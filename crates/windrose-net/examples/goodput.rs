@@ -2,7 +2,7 @@
 //! TCP copy of the same bytes, alternating in one run; prints every repetition and the medians.
 //!
 //! ```text
-//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process]
+//! cargo run --release -p windrose-net --example goodput -- [--mib 1024] [--reps 5] [--segment-kib 1024] [--frame-kib 1024] [--in-process] [--probe-ms 500]
 //! ```
 //!
 //! The receiver runs in a process of its own (this binary, started again with `--child-*`),
@@ -23,6 +23,10 @@
 //!   the clear).
 //! - windrose+encrypt: the same, the data path encrypted too (`--encrypt`: AES-GCM records of
 //!   the session's keys).
+//! - windrose+prober: the same as windrose, with the member services a `group serve` member
+//!   runs: heartbeats, the weather gossip and the link prober on its own lane, probing every
+//!   `--probe-ms` (default 500, the members' default; a 1 GiB run lasts about a quarter of a
+//!   second here, so give a shorter period to see a busier prober).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -149,13 +153,16 @@ fn group(root: String, receiver: String) -> Arc<Group> {
 const PLAIN: Mode = Mode {
     verify: false,
     key: Key::None,
+    services: false,
 };
 
-/// How the windrose run is set up: the receiver hashing what it gets; a group key.
+/// How the windrose run is set up: the receiver hashing what it gets; a group key; the
+/// member services (heartbeats, gossip, the prober) running.
 #[derive(Clone, Copy)]
 struct Mode {
     verify: bool,
     key: Key,
+    services: bool,
 }
 
 /// The group key's part.
@@ -188,16 +195,20 @@ impl Key {
     }
 }
 
-/// Member `i`'s configuration: no heartbeats or probes (only the broadcast talks), the
-/// receiver hashing its deliveries when `mode.verify`.
+/// Member `i`'s configuration: no heartbeats or probes (only the broadcast talks) unless
+/// `mode.services`, the receiver hashing its deliveries when `mode.verify`.
 fn member_config(group: &Arc<Group>, i: u32, mode: Mode) -> GroupConfig {
     let mut c = GroupConfig::new(Membership {
         group: group.clone(),
         me: NodeId(i),
     });
-    c.heartbeat = None;
-    c.probe_period = None;
-    c.gossip = None;
+    if mode.services {
+        c.probe_period = Some(Duration::from_millis(arg("--probe-ms", 500).max(1)));
+    } else {
+        c.heartbeat = None;
+        c.probe_period = None;
+        c.gossip = None;
+    }
     c.digest_deliveries = mode.verify;
     if mode.key != Key::None {
         let key = GroupKey::from_bytes([1; 32]);
@@ -262,6 +273,8 @@ fn windrose(
                 root_addr.clone(),
                 mode.verify.to_string(),
                 mode.key.name().into(),
+                mode.services.to_string(),
+                format!("{}", arg("--probe-ms", 500)),
             ]);
             (group(root_addr, addr), None, Some(child))
         }
@@ -335,6 +348,7 @@ fn child_main(which: &str, args: &[String]) {
             let mode = Mode {
                 verify: args[1] == "true",
                 key: Key::from_name(&args[2]),
+                services: args[3] == "true",
             };
             let (handle, task) = start_member(&rt, listener, &group, 1, mode);
             rt.block_on(receive_one(handle));
@@ -435,7 +449,7 @@ fn main() {
         println!("(iperf3 not found on PATH: its column is left out)");
     }
     println!(
-        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>14}  {:>17}  {:>22}",
+        "{:>4}  {:>11}  {:>11}  {:>14}  {:>14}  {:>14}  {:>17}  {:>16}  {:>22}",
         "rep",
         "plain_MB/s",
         "iperf3_MB/s",
@@ -443,9 +457,10 @@ fn main() {
         "wr+blake3_MB/s",
         "wr+auth_MB/s",
         "wr+encrypt_MB/s",
+        "wr+prober_MB/s",
         "windrose_whole_run_MB/s"
     );
-    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wr_auth, mut wr_enc, mut wall) = (
+    let (mut plain, mut iperf, mut wr, mut wr_hash, mut wr_auth, mut wr_enc, mut wr_probe) = (
         Vec::new(),
         Vec::new(),
         Vec::new(),
@@ -454,6 +469,7 @@ fn main() {
         Vec::new(),
         Vec::new(),
     );
+    let mut wall = Vec::new();
     for rep in 0..reps {
         let p = plain_copy(&rt, data.clone(), place);
         let i = with_iperf
@@ -461,10 +477,20 @@ fn main() {
             .flatten()
             .unwrap_or(f64::NAN);
         let (w, w_wall) = windrose(&rt, data.clone(), segment, PLAIN, place);
-        let with = |verify, key| Mode { verify, key };
+        let with = |verify, key| Mode {
+            verify,
+            key,
+            services: false,
+        };
         let (h, _) = windrose(&rt, data.clone(), segment, with(true, Key::None), place);
         let (a, _) = windrose(&rt, data.clone(), segment, with(false, Key::Auth), place);
         let (e, _) = windrose(&rt, data.clone(), segment, with(false, Key::Encrypt), place);
+        let services = Mode {
+            services: true,
+            ..PLAIN
+        };
+        let (s, _) = windrose(&rt, data.clone(), segment, services, place);
+        wr_probe.push(mb / s.as_secs_f64());
         wr_auth.push(mb / a.as_secs_f64());
         wr_enc.push(mb / e.as_secs_f64());
         plain.push(mb / p.as_secs_f64());
@@ -473,8 +499,15 @@ fn main() {
         wall.push(mb / w_wall.as_secs_f64());
         iperf.push(i);
         println!(
-            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>22.1}",
-            plain[rep], iperf[rep], wr[rep], wr_hash[rep], wr_auth[rep], wr_enc[rep], wall[rep]
+            "{rep:>4}  {:>11.1}  {:>11.1}  {:>14.1}  {:>14.1}  {:>14.1}  {:>17.1}  {:>16.1}  {:>22.1}",
+            plain[rep],
+            iperf[rep],
+            wr[rep],
+            wr_hash[rep],
+            wr_auth[rep],
+            wr_enc[rep],
+            wr_probe[rep],
+            wall[rep]
         );
     }
     let (p, w, h, ww) = (median(plain), median(wr), median(wr_hash), median(wall));
@@ -483,6 +516,13 @@ fn main() {
         100.0 * w / p,
         100.0 * h / p,
         100.0 * ww / p
+    );
+    let s = median(wr_probe);
+    println!(
+        "with the member services (prober every {} ms, heartbeats, gossip): {s:.1} MB/s = {:.1} % of plain, {:.1} % of windrose without",
+        arg("--probe-ms", 500),
+        100.0 * s / p,
+        100.0 * s / w
     );
     let (a, e) = (median(wr_auth), median(wr_enc));
     println!(
