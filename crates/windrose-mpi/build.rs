@@ -5,7 +5,8 @@
 //! of `mpicc_abi`); unset, the first of
 //! `mpicc.openmpi`, `mpicc.mpich` found on PATH. Without any MPI compiler the crate still
 //! builds (the driver and its unit tests need no MPI) but the shim is left out, and a warning
-//! says so.
+//! says so; installing an MPI later builds it at the next `cargo build` (the PATH folders are
+//! watched).
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +33,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=WINDROSE_MPI_ABI");
     println!("cargo:rerun-if-changed=csrc/shim.c");
     println!("cargo:rerun-if-changed=build.rs");
+    // Which wrappers exist decides the ABI and whether the shim is built at all: an MPI
+    // installed (or removed, or upgraded) after a build must build the shim again, so every
+    // PATH folder is watched (cargo reruns this script when a file in one changes).
+    println!("cargo:rerun-if-env-changed=PATH");
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path).filter(|d| d.is_dir()) {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
+    }
     println!("cargo::rustc-check-cfg=cfg(windrose_mpi_shim)");
     println!("cargo::rustc-check-cfg=cfg(windrose_mpi_abi, values(\"openmpi\", \"mpich\", \"standard\"))");
     let abi = match std::env::var("WINDROSE_MPI_ABI") {
