@@ -221,6 +221,45 @@ pub struct Descriptor {
     pub build: fn(&CollectiveSpec, &BuildContext, Start) -> Result<Built, String>,
 }
 
+windrose_trees::named_enum! {
+    /// The registry's sorts by the name `windrose sort --protocol` and a scenario's sort
+    /// workload take (a test keeps them equal to the entries that deliver a sorted range).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+    pub enum SortProtocol: "sort" {
+        /// HeteroSort (seed 003) over a conceptual torus of the members.
+        #[default]
+        Heterosort = "heterosort",
+        /// The sample sort: p - 1 equal-weight splitters, one all-to-all exchange.
+        SampleSort = "sample-sort",
+    }
+}
+
+impl SortProtocol {
+    /// The collective sorting records of `record_len` bytes: HeteroSort on the `(rows, cols)`
+    /// torus with `slicing`, the members' relative `speeds` (empty: equal) and `backups`
+    /// copies of each input; the sample sort takes none of those.
+    pub fn spec(
+        self,
+        record_len: u32,
+        (rows, cols): (u32, u32),
+        slicing: crate::heterosort::Slicing,
+        speeds: &[f64],
+        backups: u32,
+    ) -> CollectiveSpec {
+        match self {
+            SortProtocol::SampleSort => CollectiveSpec::SampleSort(SampleSortSpec::new(record_len)),
+            SortProtocol::Heterosort => CollectiveSpec::HeteroSort(HsortSpec {
+                rows,
+                cols,
+                record_len,
+                slicing,
+                speeds: speeds.to_vec(),
+                backups,
+            }),
+        }
+    }
+}
+
 /// Every collective windrose runs, one entry per protocol module.
 pub static REGISTRY: [Descriptor; 6] = [
     Descriptor {
@@ -740,6 +779,27 @@ impl ManifestSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sorts offered by name are the registry's sorts, under the registry's names (with
+    /// `-` for `_`): a sort added to the registry must be offered, and nothing offered builds
+    /// a collective the registry does not call a sort.
+    #[test]
+    fn the_sorts_by_name_are_the_registrys_sorts() {
+        let mut offered = Vec::new();
+        for p in SortProtocol::ALL {
+            let spec = p.spec(100, (2, 2), Default::default(), &[], 1);
+            let d = spec.descriptor();
+            assert_eq!(d.delivers, Delivers::SortedRange, "{}", d.name);
+            assert_eq!(p.name().replace('-', "_"), d.name);
+            offered.push(d.name);
+        }
+        let registered: Vec<&str> = REGISTRY
+            .iter()
+            .filter(|d| d.delivers == Delivers::SortedRange)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(offered, registered);
+    }
 
     #[test]
     fn every_spec_names_its_registry_entry() {

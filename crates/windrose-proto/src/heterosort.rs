@@ -688,6 +688,17 @@ impl HsortSpec {
     /// live, for one extra transfer of the input.
     pub const DEFAULT_BACKUPS: u32 = 1;
 
+    /// The squarest torus of `members` (rows <= cols, rows x cols = members): what a sort
+    /// uses unless told otherwise.
+    pub fn squarest_torus(members: usize) -> (u32, u32) {
+        let rows = (1..=members)
+            .take_while(|r| r * r <= members)
+            .filter(|r| members.is_multiple_of(*r))
+            .last()
+            .unwrap_or(1);
+        (rows as u32, (members / rows.max(1)) as u32)
+    }
+
     /// The torus and every member's integer weight, checked against a group of `members`.
     pub fn check(&self, members: usize) -> Result<(Torus, Vec<u64>), String> {
         let torus =

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use windrose_model::records::RECORD_LEN;
 use windrose_proto::app::{Application, Blake3App};
-use windrose_proto::collective::CollectiveSpec;
+use windrose_proto::collective::{CollectiveSpec, Delivers};
 use windrose_proto::pieces::PieceVerifier;
 use windrose_proto::{ComputeTask, TransferId};
 
@@ -64,10 +64,7 @@ impl Application for SortApp {
     }
 
     fn local_input(&self, t: TransferId, spec: &CollectiveSpec) -> Bytes {
-        if !matches!(
-            spec,
-            CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_)
-        ) {
+        if spec.descriptor().delivers != Delivers::SortedRange {
             return Bytes::new();
         }
         self.sorts

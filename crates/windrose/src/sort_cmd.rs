@@ -33,7 +33,7 @@ use crate::records_cmd::{bytes_bar, read_records};
 use crate::sort_app::{sort_temp_path, Failed, FinishTimes, SortApp};
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -47,43 +47,31 @@ use windrose_net::bootstrap::Membership;
 use windrose_net::group::{Group, Member};
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent};
 use windrose_net::sink::output_path_problem;
-use windrose_proto::collective::CollectiveSpec;
+use windrose_proto::collective::{CollectiveSpec, SortProtocol};
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::host::AppRequest;
-use windrose_proto::sample_sort::SampleSortSpec;
 use windrose_proto::{Report, TransferId};
 
-/// Which sort.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SortProtocol {
-    /// HeteroSort over a conceptual torus; its slices are set by --slicing.
-    Heterosort,
-    /// Sample sort: p - 1 equal-weight splitters, one all-to-all exchange.
-    SampleSort,
+/// The collective of `protocol` for `n` members of relative speeds `speeds` (empty: equal):
+/// the squarest torus, HeteroSort's `slicing` and its default backups.
+pub fn sort_spec(
+    protocol: SortProtocol,
+    n: usize,
+    slicing: Slicing,
+    speeds: &[f64],
+) -> CollectiveSpec {
+    protocol.spec(
+        RECORD_LEN as u32,
+        HsortSpec::squarest_torus(n),
+        slicing,
+        speeds,
+        HsortSpec::DEFAULT_BACKUPS,
+    )
 }
 
-impl SortProtocol {
-    /// The collective for `n` members of speeds `speeds` (empty: equal); `slicing` is
-    /// HeteroSort's (the sample sort has none).
-    pub fn spec(self, n: usize, slicing: Slicing, speeds: &[f64]) -> CollectiveSpec {
-        match self {
-            SortProtocol::SampleSort => {
-                CollectiveSpec::SampleSort(SampleSortSpec::new(RECORD_LEN as u32))
-            }
-            SortProtocol::Heterosort => {
-                let (rows, cols) = torus_shape(n);
-                CollectiveSpec::HeteroSort(HsortSpec {
-                    rows,
-                    cols,
-                    record_len: RECORD_LEN as u32,
-                    slicing,
-                    speeds: speeds.to_vec(),
-                    backups: HsortSpec::DEFAULT_BACKUPS,
-                })
-            }
-        }
-    }
+fn parse_sort(s: &str) -> Result<SortProtocol, String> {
+    s.parse()
+        .map_err(|e: windrose_trees::names::UnknownName| e.to_string())
 }
 
 fn parse_slicing(s: &str) -> Result<Slicing, String> {
@@ -91,16 +79,6 @@ fn parse_slicing(s: &str) -> Result<Slicing, String> {
         let names: Vec<_> = Slicing::ALL.iter().map(|x| x.name()).collect();
         format!("{s:?}: expected one of {}", names.join(", "))
     })
-}
-
-/// The squarest `rows x cols = n` (rows <= cols): HeteroSort's conceptual torus.
-fn torus_shape(n: usize) -> (u32, u32) {
-    let rows = (1..=n)
-        .take_while(|r| r * r <= n)
-        .filter(|r| n.is_multiple_of(*r))
-        .last();
-    let rows = rows.unwrap_or(1);
-    (rows as u32, (n / rows) as u32)
 }
 
 /// `windrose sort`.
@@ -116,7 +94,7 @@ pub struct SortArgs {
     #[arg(long, required = true, value_name = "PATH")]
     output: Vec<String>,
     /// The sort.
-    #[arg(long, value_enum, default_value = "heterosort")]
+    #[arg(long, default_value = "heterosort", value_parser = parse_sort)]
     protocol: SortProtocol,
     /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default),
     /// `equal` (the paper's HeteroSort: equal slices and loads) or `splitters` (one exchange
@@ -254,7 +232,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
     check_outputs(&inputs, &outputs)?;
     let show = !a.json && std::io::stderr().is_terminal();
     let (want, per_input) = summarize_inputs(&inputs, show)?;
-    let spec = a.protocol.spec(n, slicing, &a.speeds);
+    let spec = sort_spec(a.protocol, n, slicing, &a.speeds);
     let started = Instant::now();
     let bar = spinner(show, "sorting");
     let ran = if a.local {
@@ -346,10 +324,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
             "sorted {} records ({} bytes) over {n} members with {} in {:.3} s; checksum {}",
             report.records,
             report.bytes,
-            a.protocol
-                .to_possible_value()
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default()
+            a.protocol.name().to_string()
                 + &report
                     .slicing
                     .map(|s| format!(" (slicing {s})"))
@@ -652,33 +627,11 @@ async fn drive_local(
 mod tests {
     use super::*;
 
-    /// The sorts `--protocol` offers are the registry's sorts, under the registry's names
-    /// (with `-` for `_`): a sort added to the registry must be offered here, and nothing
-    /// here builds a collective the registry does not call a sort.
-    #[test]
-    fn the_sorts_offered_are_the_registrys() {
-        use windrose_proto::collective::{Delivers, REGISTRY};
-        let mut offered = BTreeSet::new();
-        for p in SortProtocol::value_variants() {
-            let d = p.spec(4, Slicing::Equal, &[]).descriptor();
-            assert_eq!(d.delivers, Delivers::SortedRange, "{}", d.name);
-            let cli = p.to_possible_value().unwrap();
-            assert_eq!(cli.get_name().replace('-', "_"), d.name);
-            offered.insert(d.name);
-        }
-        let registered: BTreeSet<&str> = REGISTRY
-            .iter()
-            .filter(|d| d.delivers == Delivers::SortedRange)
-            .map(|d| d.name)
-            .collect();
-        assert_eq!(offered, registered);
-    }
-
     #[test]
     fn the_torus_is_the_squarest_factorisation_and_paths_resolve_per_member() {
         let shapes: Vec<(u32, u32)> = [1, 2, 4, 6, 7, 8, 12, 16, 250]
             .iter()
-            .map(|&n| torus_shape(n))
+            .map(|&n| HsortSpec::squarest_torus(n))
             .collect();
         assert_eq!(
             shapes,

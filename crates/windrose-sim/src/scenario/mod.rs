@@ -152,7 +152,7 @@
 //! [workload]
 //! kind = "sort"
 //! protocol = "heterosort"            # "heterosort" | "sample-sort"
-//! slicing = "speed"                  # heterosort: "speed" (default) | "equal" | "splitters"
+//! slicing = "speeds"                 # heterosort: "speeds" (default; "speed" too) | "equal" | "splitters"
 //! backups = 1                        # heterosort: copies of each member's input (default 1)
 //! rows = 4                           # heterosort: the torus's rows (default: the squarest)
 //! root = 0                           # the member that starts it (default 0)
@@ -314,7 +314,7 @@ mod run;
 pub use run::{
     generate_records, link_name, run_scenario, run_scenario_shared, run_scenario_with, sort_spec,
     AutoReport, LinkReport, NodeReport, Progress, RepetitionReport, Report, SortCheck, SortMember,
-    SortReport,
+    SortRecords, SortReport,
 };
 
 use crate::network::{Change, SharingPolicy};
@@ -603,17 +603,7 @@ pub struct Workload {
     pub auto: Option<AutoWorkload>,
 }
 
-named_enum! {
-    /// `workload.protocol` of a sort workload.
-    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
-    pub enum SortProtocol: "sort" {
-        /// HeteroSort (seed 003) over the squarest torus of the nodes.
-        #[default]
-        Heterosort = "heterosort",
-        /// The sample sort: p - 1 equal-weight splitters, one all-to-all exchange.
-        SampleSort = "sample-sort",
-    }
-}
+pub use windrose_proto::collective::SortProtocol;
 
 /// The sort of a `kind = "sort"` workload and the records it sorts.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -621,7 +611,6 @@ pub struct SortWorkload {
     /// HeteroSort or the sample sort.
     pub protocol: SortProtocol,
     /// HeteroSort's slices (ignored by the sample sort).
-    #[serde(serialize_with = "ser_slicing")]
     pub slicing: Slicing,
     /// HeteroSort's backup copies of each member's input.
     pub backups: u32,
@@ -643,19 +632,6 @@ impl SortWorkload {
     pub fn total_bytes(&self) -> u64 {
         self.records.iter().sum::<u64>() * RECORD_LEN as u64
     }
-}
-
-/// A HeteroSort slicing's name in scenario files.
-pub fn slicing_name(s: Slicing) -> &'static str {
-    match s {
-        Slicing::Speed => "speed",
-        Slicing::Equal => "equal",
-        Slicing::Splitters => "splitters",
-    }
-}
-
-fn ser_slicing<S: serde::Serializer>(s: &Slicing, ser: S) -> Result<S::Ok, S::Error> {
-    ser.serialize_str(slicing_name(*s))
 }
 
 fn ser_keys<S: serde::Serializer>(k: &KeyDistribution, ser: S) -> Result<S::Ok, S::Error> {
@@ -1867,10 +1843,10 @@ fn parse_sort_workload(
             v,
             "workload.slicing",
             &[
+                (Slicing::Speed.name(), Slicing::Speed),
                 ("speed", Slicing::Speed),
-                ("speeds", Slicing::Speed),
-                ("equal", Slicing::Equal),
-                ("splitters", Slicing::Splitters),
+                (Slicing::Equal.name(), Slicing::Equal),
+                (Slicing::Splitters.name(), Slicing::Splitters),
             ],
         )?,
         None => Slicing::Speed,
@@ -1906,11 +1882,7 @@ fn parse_sort_workload(
             }
             r as usize
         }
-        None => (1..=n)
-            .take_while(|r| r * r <= n)
-            .filter(|r| n.is_multiple_of(*r))
-            .max()
-            .unwrap_or(1),
+        None => windrose_proto::heterosort::HsortSpec::squarest_torus(n).0 as usize,
     };
     let records = match (&d.records_per_node, &d.total_bytes) {
         (Some(a), Some(_)) => {
@@ -2092,6 +2064,34 @@ fn parse_sort_workload(
     })
 }
 
+/// The size `v` of the parts (segments or pieces) a message of `message_bytes` is cut into,
+/// from `key`: between a byte and `u32::MAX`, and at most [`MAX_PIECES`] parts.
+fn part_bytes(src: &Src<'_>, v: &Spanned<Value>, key: &str, message_bytes: u64) -> R<u64> {
+    let b = src.size(v, key)?;
+    if b == 0 || b > u64::from(u32::MAX) {
+        return Err(src.err(
+            &v.span(),
+            format!(
+                "`{key}` must be between 1 byte and {}, found {b}",
+                format_size(u64::from(u32::MAX))
+            ),
+        ));
+    }
+    let parts = message_bytes.div_ceil(b);
+    if parts > MAX_PIECES {
+        return Err(src.err(
+            &v.span(),
+            format!(
+                "`{key}` cuts the {} message into {parts} parts, more than {MAX_PIECES}: use \
+                 at least {}",
+                format_size(message_bytes),
+                format_size(message_bytes.div_ceil(MAX_PIECES))
+            ),
+        ));
+    }
+    Ok(b)
+}
+
 /// A `kind = "auto"` workload: see [auto workloads](self#auto-workloads).
 fn parse_auto_workload(
     src: &Src<'_>,
@@ -2143,32 +2143,10 @@ fn parse_auto_workload(
         ));
     }
     let cut = |v: &Val, key: &str| -> R<u64> {
-        let Some(v) = v else {
-            return Ok(u64::from(DEFAULT_AUTO_PIECE_BYTES));
-        };
-        let b = src.size(v, key)?;
-        if b == 0 || b > u64::from(u32::MAX) {
-            return Err(src.err(
-                &v.span(),
-                format!(
-                    "`{key}` must be between 1 byte and {}, found {b}",
-                    format_size(u64::from(u32::MAX))
-                ),
-            ));
+        match v {
+            Some(v) => part_bytes(src, v, key, message_bytes),
+            None => Ok(u64::from(DEFAULT_AUTO_PIECE_BYTES)),
         }
-        let pieces = message_bytes.div_ceil(b);
-        if pieces > MAX_PIECES {
-            return Err(src.err(
-                &v.span(),
-                format!(
-                    "`{key}` cuts the {} message into {pieces} parts, more than {MAX_PIECES}: \
-                     use at least {}",
-                    format_size(message_bytes),
-                    format_size(message_bytes.div_ceil(MAX_PIECES))
-                ),
-            ));
-        }
-        Ok(b)
     };
     let segment_bytes = cut(&d.segment_bytes, "workload.segment_bytes")?;
     let piece_bytes = cut(&d.piece_bytes, "workload.piece_bytes")? as u32;
@@ -2473,31 +2451,7 @@ fn parse_workload(
     let multicast = match multicast_protocol {
         Some(protocol) => {
             let piece_bytes = match &d.piece_bytes {
-                Some(v) => {
-                    let b = src.size(v, "workload.piece_bytes")?;
-                    if b == 0 || b > u64::from(u32::MAX) {
-                        return Err(src.err(
-                            &v.span(),
-                            format!(
-                                "`workload.piece_bytes` must be between 1 byte and {}, found {b}",
-                                format_size(u64::from(u32::MAX))
-                            ),
-                        ));
-                    }
-                    let pieces = message_bytes.div_ceil(b);
-                    if pieces > MAX_PIECES {
-                        return Err(src.err(
-                            &v.span(),
-                            format!(
-                                "`workload.piece_bytes` cuts the {} message into {pieces} \
-                                 pieces, more than {MAX_PIECES}: use pieces of at least {}",
-                                format_size(message_bytes),
-                                format_size(message_bytes.div_ceil(MAX_PIECES))
-                            ),
-                        ));
-                    }
-                    b as u32
-                }
+                Some(v) => part_bytes(src, v, "workload.piece_bytes", message_bytes)? as u32,
                 None => DEFAULT_PIECE_BYTES,
             };
             let mob_variant = match &d.mob_variant {

@@ -30,7 +30,7 @@ use windrose_trees::TreeAlgorithm;
 
 mod sort;
 
-pub use sort::{generate_records, sort_spec, SortCheck, SortMember, SortReport};
+pub use sort::{generate_records, sort_spec, SortCheck, SortMember, SortRecords, SortReport};
 
 /// Engine events per chunk the runner aims at between two progress callbacks.
 const EVENTS_PER_CHUNK: f64 = 20_000.0;

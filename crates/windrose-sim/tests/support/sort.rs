@@ -9,35 +9,15 @@ use std::sync::Arc;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::records::{KeyDistribution, RecordGenerator, RecordSummary, RECORD_LEN};
 use windrose_model::NodeId;
-use windrose_proto::app::{Application, Blake3App};
 use windrose_proto::collective::CollectiveSpec;
-use windrose_proto::pieces::PieceVerifier;
 use windrose_proto::Report;
-use windrose_proto::{ComputeTask, TransferId};
+use windrose_proto::TransferId;
 use windrose_sim::engine::{ComputeModel, RunLimits, SimConfig, Simulation};
 use windrose_sim::group::{group, leave_input, start_input};
 use windrose_sim::metrics::Metrics;
 
 /// A member's application: its share of the records for either sort, BLAKE3 for the rest.
-#[derive(Debug)]
-pub struct Share(pub Bytes);
-
-impl Application for Share {
-    fn compute(&self, task: &ComputeTask) -> String {
-        Blake3App.compute(task)
-    }
-
-    fn verifier(&self) -> Arc<dyn PieceVerifier> {
-        Blake3App.verifier()
-    }
-
-    fn local_input(&self, _: TransferId, spec: &CollectiveSpec) -> Bytes {
-        match spec {
-            CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => self.0.clone(),
-            _ => Bytes::new(),
-        }
-    }
-}
+pub use windrose_sim::scenario::SortRecords as Share;
 
 /// Four clusters of four nodes, 50 MB/s nodes, 5 MB/s and 10 ms between clusters.
 pub fn platform() -> Platform {

@@ -29,7 +29,8 @@ use windrose_sim::engine::{ComputeModel, SimConfig};
 use windrose_sim::group::{group, leave_input, start_input};
 use windrose_trees::heterosort::paper;
 
-use crate::sort_cmd::SortProtocol;
+use crate::sort_cmd::sort_spec;
+use windrose_proto::collective::SortProtocol;
 use windrose_proto::heterosort::Slicing;
 
 /// Options of `windrose reproduce heterosort`.
@@ -131,7 +132,11 @@ fn simulate(n: usize, protocol: Run, a: &HeterosortArgs) -> Result<Point> {
     sim.input_at(
         NodeId(0),
         0.0,
-        start_input(protocol.0.spec(n, protocol.1, &speeds), Bytes::new(), None),
+        start_input(
+            sort_spec(protocol.0, n, protocol.1, &speeds),
+            Bytes::new(),
+            None,
+        ),
     )
     .map_err(|e| anyhow!("{e}"))?;
     for i in 0..n {

@@ -11,7 +11,7 @@ use super::{
 use crate::engine::{RunState, SimConfig, Simulation};
 use crate::group::{group, leave_input, start_input};
 use crate::metrics::{Metrics, NodeOutcome};
-use crate::scenario::{slicing_name, Scenario, ScenarioError, SortProtocol, SortWorkload};
+use crate::scenario::{Scenario, ScenarioError, SortProtocol, SortWorkload};
 use bytes::Bytes;
 use serde::Serialize;
 use std::io::Write;
@@ -19,10 +19,8 @@ use std::sync::Arc;
 use windrose_model::records::{RecordGenerator, RecordSummary, RECORD_LEN};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::app::{Application, Blake3App};
-use windrose_proto::collective::CollectiveSpec;
-use windrose_proto::heterosort::HsortSpec;
+use windrose_proto::collective::{CollectiveSpec, Delivers};
 use windrose_proto::pieces::PieceVerifier;
-use windrose_proto::sample_sort::SampleSortSpec;
 use windrose_proto::{ComputeTask, Report as HostReport, TransferId};
 
 /// The longest chunk of simulated time between two looks at whether the sort is over,
@@ -140,11 +138,12 @@ impl SortReport {
     }
 }
 
-/// A member's application: its records for the sort, BLAKE3 for everything else.
+/// A sort member's application in the simulator: its records are its local input of a sort,
+/// BLAKE3 does everything else.
 #[derive(Debug)]
-struct Records(Bytes);
+pub struct SortRecords(pub Bytes);
 
-impl Application for Records {
+impl Application for SortRecords {
     fn compute(&self, task: &ComputeTask) -> String {
         Blake3App.compute(task)
     }
@@ -154,8 +153,8 @@ impl Application for Records {
     }
 
     fn local_input(&self, _: TransferId, spec: &CollectiveSpec) -> Bytes {
-        match spec {
-            CollectiveSpec::HeteroSort(_) | CollectiveSpec::SampleSort(_) => self.0.clone(),
+        match spec.descriptor().delivers {
+            Delivers::SortedRange => self.0.clone(),
             _ => Bytes::new(),
         }
     }
@@ -178,19 +177,13 @@ pub fn generate_records(sort: &SortWorkload, seed: u64) -> Result<Vec<Bytes>, Sc
 
 /// The collective a sort workload starts.
 pub fn sort_spec(sort: &SortWorkload, compute_bytes_s: &[f64]) -> CollectiveSpec {
-    match sort.protocol {
-        SortProtocol::SampleSort => {
-            CollectiveSpec::SampleSort(SampleSortSpec::new(RECORD_LEN as u32))
-        }
-        SortProtocol::Heterosort => CollectiveSpec::HeteroSort(HsortSpec {
-            rows: sort.rows,
-            cols: sort.cols,
-            record_len: RECORD_LEN as u32,
-            slicing: sort.slicing,
-            speeds: compute_bytes_s.to_vec(),
-            backups: sort.backups,
-        }),
-    }
+    sort.protocol.spec(
+        RECORD_LEN as u32,
+        (sort.rows, sort.cols),
+        sort.slicing,
+        compute_bytes_s,
+        sort.backups,
+    )
 }
 
 /// True once the sort is over: the initiator saw it complete, or every member that is not
@@ -250,7 +243,7 @@ pub(super) fn run_sort(
     };
     let setup = |e: String| ScenarioError::Setup(format!("cannot set up the sort: {e}"));
     let mut sim = group(platform.clone(), config, seed, |c| {
-        c.app = Arc::new(Records(input[c.me.index()].clone()));
+        c.app = Arc::new(SortRecords(input[c.me.index()].clone()));
     })
     .map_err(|e| setup(e.to_string()))?;
     set_speeds(&mut sim, &w.compute_bytes_s).map_err(engine_err)?;
@@ -486,7 +479,7 @@ fn sort_report(
     let heterosort = sort.protocol == SortProtocol::Heterosort;
     SortReport {
         protocol: sort.protocol,
-        slicing: heterosort.then(|| slicing_name(sort.slicing)),
+        slicing: heterosort.then(|| sort.slicing.name()),
         backups: heterosort.then_some(sort.backups),
         torus: heterosort.then_some((sort.rows, sort.cols)),
         record_seed,
