@@ -2064,6 +2064,21 @@ fn parse_sort_workload(
     })
 }
 
+/// `workload.repetitions`: 1 to [`MAX_REPETITIONS`], 1 when not given.
+fn repetitions(src: &Src<'_>, v: &Val) -> R<u64> {
+    let Some(v) = v else {
+        return Ok(1);
+    };
+    let r = src.int(v, "workload.repetitions")?;
+    if r < 1 || r as u64 > MAX_REPETITIONS {
+        return Err(src.err(
+            &v.span(),
+            format!("`workload.repetitions` must be between 1 and {MAX_REPETITIONS}, found {r}"),
+        ));
+    }
+    Ok(r as u64)
+}
+
 /// The size `v` of the parts (segments or pieces) a message of `message_bytes` is cut into,
 /// from `key`: between a byte and `u32::MAX`, and at most [`MAX_PIECES`] parts.
 fn part_bytes(src: &Src<'_>, v: &Spanned<Value>, key: &str, message_bytes: u64) -> R<u64> {
@@ -2150,21 +2165,7 @@ fn parse_auto_workload(
     };
     let segment_bytes = cut(&d.segment_bytes, "workload.segment_bytes")?;
     let piece_bytes = cut(&d.piece_bytes, "workload.piece_bytes")? as u32;
-    let repetitions = match &d.repetitions {
-        Some(v) => {
-            let r = src.int(v, "workload.repetitions")?;
-            if r < 1 || r as u64 > MAX_REPETITIONS {
-                return Err(src.err(
-                    &v.span(),
-                    format!(
-                        "`workload.repetitions` must be between 1 and {MAX_REPETITIONS}, found {r}"
-                    ),
-                ));
-            }
-            r as u64
-        }
-        None => 1,
-    };
+    let repetitions = repetitions(src, &d.repetitions)?;
     for (v, key) in [
         (&d.slicing, "slicing"),
         (&d.backups, "backups"),
@@ -2382,21 +2383,7 @@ fn parse_workload(
             ));
         }
     }
-    let repetitions = match &d.repetitions {
-        Some(v) => {
-            let r = src.int(v, "workload.repetitions")?;
-            if r < 1 || r as u64 > MAX_REPETITIONS {
-                return Err(src.err(
-                    &v.span(),
-                    format!(
-                        "`workload.repetitions` must be between 1 and {MAX_REPETITIONS}, found {r}"
-                    ),
-                ));
-            }
-            r as u64
-        }
-        None => 1,
-    };
+    let repetitions = repetitions(src, &d.repetitions)?;
     let sharing = match &d.sharing {
         Some(v) => src.choice(
             v,
