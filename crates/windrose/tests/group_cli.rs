@@ -5,8 +5,8 @@
 mod procs;
 
 use procs::{
-    bin, control_and_out, free_ports, hash_file, received, spawn_members, wait_for, windrose,
-    write_group,
+    bin, bytes_held, control_and_out, free_ports, hash_file, received, spawn_members, wait_for,
+    windrose, write_group,
 };
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -717,26 +717,6 @@ fn a_scatter_without_speeds_is_planned_from_the_groups_weather_and_every_share_v
         assert_eq!(ranges[n - 1].1, load.len());
         assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
     }
-}
-
-/// Bytes a multicast member's partial file holds: pieces are written at their offsets in a
-/// file of the full length, so this counts the 1 MiB blocks (the default piece) whose first
-/// bytes are not all zero (the payload has no zero run that long).
-fn bytes_held(path: &Path) -> u64 {
-    use std::os::unix::fs::FileExt;
-    const BLOCK: u64 = 1 << 20;
-    let Ok(file) = std::fs::File::open(path) else {
-        return 0;
-    };
-    let len = file.metadata().map_or(0, |m| m.len());
-    let mut head = [0u8; 64];
-    (0..len.div_ceil(BLOCK))
-        .filter(|b| {
-            let n = file.read_at(&mut head, b * BLOCK).unwrap_or(0);
-            head[..n].iter().any(|&x| x != 0)
-        })
-        .map(|b| BLOCK.min(len - b * BLOCK))
-        .sum()
 }
 
 /// What the partial file of process `pid` in `dir` holds (`.transfer-T.windrose-partial-PID-*`).

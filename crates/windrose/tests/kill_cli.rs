@@ -5,6 +5,10 @@
 //! failed with a reason, the run must end (no hang), and nothing may be left under a victim's
 //! final file name.
 
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::bytes_held;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,27 +28,6 @@ fn local(args: &[&str], dir: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Bytes a partial output file holds: a broadcast writes it in order (its length), a multicast
-/// node writes each piece at its offset in a file of the full length (zeros elsewhere), so this
-/// counts the 1 MiB blocks (the default piece) whose first bytes are not all zero. The payloads
-/// of these tests are random or a pattern with no zero run that long.
-fn bytes_held(path: &Path) -> u64 {
-    use std::os::unix::fs::FileExt;
-    const BLOCK: u64 = 1 << 20;
-    let Ok(file) = std::fs::File::open(path) else {
-        return 0;
-    };
-    let len = file.metadata().map_or(0, |m| m.len());
-    let mut head = [0u8; 64];
-    (0..len.div_ceil(BLOCK))
-        .filter(|b| {
-            let n = file.read_at(&mut head, b * BLOCK).unwrap_or(0);
-            head[..n].iter().any(|&x| x != 0)
-        })
-        .map(|b| BLOCK.min(len - b * BLOCK))
-        .sum()
 }
 
 /// The pid of the node process writing `.node-I.bin.windrose-partial-PID-NONCE` in `dir`, once
