@@ -1286,8 +1286,10 @@ impl Network {
         loop {
             self.stats.rounds += 1;
             self.next_round();
-            self.fill_region();
-            if !self.grow_region() {
+            // A closed region (no outside connection on its links) needs no check: the
+            // connections the check could add are outside ones on those links.
+            let closed = self.fill_region();
+            if closed || !self.grow_region() {
                 break;
             }
         }
@@ -1437,8 +1439,10 @@ impl Network {
     /// the rates of the connections outside the region taken off those links' capacities.
     /// Sets `new_rate` of the region's connections, and of each link the level at which it
     /// fixed some of them and the sum and highest level of their new rates. O(H_R) plus the
-    /// queue, for the H_R route hops of the region: no link's whole list is read.
-    fn fill_region(&mut self) {
+    /// queue, for the H_R route hops of the region: no link's whole list is read. Returns
+    /// whether the region is closed: every active connection on those links is in it (the
+    /// whole component, as on a small network).
+    fn fill_region(&mut self) -> bool {
         let round = self.round;
         let links = &mut self.links;
         let hot = &mut self.hot;
@@ -1491,8 +1495,10 @@ impl Network {
                 link.adj_len += 1;
             }
         }
+        let mut closed = true;
         for &l in comp_links.iter() {
             let link = &mut links[l as usize];
+            closed &= link.unfixed as usize == link.levels.len();
             let outside = link.load - link.old_sum;
             link.remaining = (link.capacity - outside).max(0.0);
             link.queued = STALE;
@@ -1571,6 +1577,7 @@ impl Network {
                 }
             }
         }
+        closed
     }
 
     /// Checks the filled region against the bottleneck characterization and adds to it the
