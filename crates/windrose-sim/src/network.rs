@@ -1367,10 +1367,10 @@ impl Network {
         loop {
             self.stats.rounds += 1;
             self.next_round();
-            // A closed region (no outside connection on its links, as a whole component)
-            // needs no check: the connections the check could add are outside ones there.
-            let closed = self.fill_region();
-            if closed || !self.grow_region() {
+            self.fill_region();
+            // A whole component needs no check: the connections the check could add are
+            // outside ones on its links, and it has none.
+            if !self.region || !self.grow_region() {
                 break;
             }
         }
@@ -1563,10 +1563,8 @@ impl Network {
     /// the rates of the connections outside the region taken off those links' capacities.
     /// Sets `new_rate` of the region's connections, and of each link the level at which it
     /// fixed some of them and the sum and highest level of their new rates. O(H_R) plus the
-    /// queue, for the H_R route hops of the region: no link's whole list is read. Returns
-    /// whether the region is closed: every active connection on those links is in it (the
-    /// whole component, as on a small network).
-    fn fill_region(&mut self) -> bool {
+    /// queue, for the H_R route hops of the region: no link's whole list is read.
+    fn fill_region(&mut self) {
         let round = self.round;
         let region = self.region;
         let links = &mut self.links;
@@ -1620,10 +1618,8 @@ impl Network {
                 link.adj_len += 1;
             }
         }
-        let mut closed = true;
         for &l in comp_links.iter() {
             let link = &mut links[l as usize];
-            closed &= link.unfixed as usize == link.flows.len();
             link.remaining = if region {
                 let outside = link.load - link.old_sum;
                 (link.capacity - outside).max(0.0)
@@ -1706,7 +1702,6 @@ impl Network {
                 }
             }
         }
-        closed
     }
 
     /// Checks the filled region against the bottleneck characterization and adds to it the
