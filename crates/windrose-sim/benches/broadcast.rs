@@ -87,6 +87,14 @@ fn main() {
         m.totals.messages_sent,
         m.network.solves
     );
+    let per_solve = |x: u64| x as f64 / m.network.solves.max(1) as f64;
+    println!(
+        "per solve: {:.2} connections, {:.2} links, {:.2} filling rounds, {:.2} rate changes",
+        per_solve(m.network.solved_connections),
+        per_solve(m.network.solved_links),
+        per_solve(m.network.rounds),
+        per_solve(m.network.rate_changes)
+    );
     println!(
         "wall time: median {:.3} s over {} runs (min {:.3} s, max {:.3} s); {:.2} M engine events/s",
         wall,
