@@ -1,9 +1,13 @@
-//! The deterministic discrete-event driver of windrose (being built).
+//! The deterministic discrete-event driver of windrose: the protocol machines and the `Host`s
+//! the runtime runs, unchanged, over a flow-level network model, so a failing run replays
+//! exactly from its seed.
 //!
 //! - [`network`]: the flow-level network model — connections as FIFO flows over a
 //!   [`Platform`](windrose_model::platform::Platform), max-min fair (optionally RTT-weighted)
-//!   sharing by progressive filling, per-message latency, capacities and latencies that change
-//!   over time. Validated against SimGrid (`validation/` at the workspace root).
+//!   sharing by progressive filling (whole components while they are small, then only the
+//!   region whose rates can change), per-message latency, capacities and latencies (per site
+//!   pair or per node pair) that change over time. Validated against SimGrid (`validation/` at
+//!   the workspace root).
 //! - [`auto`]: the automatic choice of protocol checked against simulating every candidate
 //!   (issue 16's grid).
 //! - [`engine`]: the discrete-event engine that runs one `windrose_proto` machine per node over
