@@ -5,7 +5,7 @@
 use crate::bootstrap::{Established, Handshake, Transport};
 use crate::error::NetError;
 use crate::group::Group;
-use crate::secure::Cipher;
+use crate::secure::{Cipher, RECORD_PLAIN};
 use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -29,6 +29,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 const SMALL_READ: usize = 16 << 10;
 /// Room an encrypted connection's reader makes for each read (a few records).
 const SEALED_READ: usize = 256 << 10;
+/// How far an encrypted connection's writer seals ahead of the socket: a few records, so
+/// they are written while still in cache.
+const SEAL_AHEAD: usize = 256 << 10;
 /// Largest number of buffers in one vectored write.
 const MAX_IOV: usize = 64;
 
@@ -276,11 +279,12 @@ pub(crate) async fn accept_loop(listener: TcpListener, ep: Endpoint) {
     }
 }
 
-/// Receive buffers of one connection, reused once every frame cut from them has been dropped,
-/// so a long transfer does not allocate (and page-fault in) fresh memory for every frame.
+/// Buffers of one connection, reused once every frame cut from them has been dropped, so a
+/// long transfer does not allocate (and page-fault in) fresh memory for every frame: the
+/// reader's receive buffers, and the writer's sealed records when the data path is encrypted.
 #[derive(Default)]
 struct BufferPool {
-    /// Buffers given up by the reader; each may still be shared with frames in flight.
+    /// Buffers given up; each may still be shared with frames in flight.
     old: VecDeque<BytesMut>,
 }
 
@@ -290,28 +294,36 @@ impl BufferPool {
     /// Smallest new buffer: one default frame (1 MiB of payload and its header) and change.
     const MIN_NEW: usize = (1 << 20) + 256;
 
-    /// Moves the bytes of `buf` (a partial frame, at most a small read) to a buffer with room
-    /// for `limit` more: a reclaimed old one when possible, else a new one.
-    fn replace(&mut self, buf: &mut BytesMut, limit: usize) {
-        let need = buf.len() + limit;
-        let mut fresh = None;
+    /// An empty buffer with room for `need` bytes: a reclaimed old one when possible (no
+    /// frame cut from it is alive any more), else a new one.
+    fn take(&mut self, need: usize) -> BytesMut {
         for _ in 0..self.old.len() {
             let Some(mut b) = self.old.pop_front() else {
                 break;
             };
+            b.clear();
             if b.try_reclaim(need) {
-                fresh = Some(b);
-                break;
+                return b;
             }
             self.old.push_back(b);
         }
-        let mut fresh = fresh.unwrap_or_else(|| BytesMut::with_capacity(need.max(Self::MIN_NEW)));
-        fresh.extend_from_slice(buf);
-        let mut old = std::mem::replace(buf, fresh);
-        old.clear();
+        BytesMut::with_capacity(need.max(Self::MIN_NEW))
+    }
+
+    /// Keeps `b` (whose bytes may still be shared) for a later [`take`](Self::take).
+    fn give(&mut self, b: BytesMut) {
         if self.old.len() < Self::MAX {
-            self.old.push_back(old);
+            self.old.push_back(b);
         }
+    }
+
+    /// Moves the bytes of `buf` (a partial frame, at most a small read) to a buffer with room
+    /// for `limit` more.
+    fn replace(&mut self, buf: &mut BytesMut, limit: usize) {
+        let mut fresh = self.take(buf.len() + limit);
+        fresh.extend_from_slice(buf);
+        let old = std::mem::replace(buf, fresh);
+        self.give(old);
     }
 }
 
@@ -333,12 +345,6 @@ pub(crate) async fn read_loop(
         Some(_) => reader.buffer_mut().split(),
         None => BytesMut::new(),
     };
-    if let Some(op) = &mut opener {
-        if let Err(e) = op.open(&mut sealed, reader.buffer_mut()) {
-            let _ = events.send(Event::ReadEnd(link, Some(e))).await;
-            return;
-        }
-    }
     let end = loop {
         // Frames already buffered (e.g. read together with the handshake) first.
         loop {
@@ -363,14 +369,35 @@ pub(crate) async fn read_loop(
         // header, read a little (several small frames, or the start of a large one).
         let read = match &mut opener {
             Some(op) => {
-                sealed.reserve(SEALED_READ);
-                let r = rd.read_buf(&mut sealed).await;
-                if matches!(r, Ok(n) if n > 0) {
-                    if let Err(e) = op.open(&mut sealed, reader.buffer_mut()) {
-                        break Some(e);
+                // One record at a time, then back to cutting frames: each frame's plaintext
+                // goes to a (reused) buffer with room for the rest of that frame and the record
+                // that overhangs it, so no completed frame is ever moved and the buffers come
+                // back once their frames are dropped, as on the clear path. Read only when no
+                // complete record is left.
+                match op.front_len(&sealed) {
+                    Err(e) => break Some(e),
+                    Ok(Some(n)) => {
+                        let missing = reader.missing_hint();
+                        let buf = reader.buffer_mut();
+                        let room = buf.capacity() - buf.len();
+                        if room < n || (missing > 0 && room < missing + n) {
+                            let limit = if missing > 0 {
+                                missing + RECORD_PLAIN
+                            } else {
+                                BufferPool::MIN_NEW + RECORD_PLAIN
+                            };
+                            pool.replace(buf, limit.max(n));
+                        }
+                        if let Err(e) = op.open_one(&mut sealed, reader.buffer_mut()) {
+                            break Some(e);
+                        }
+                        continue;
+                    }
+                    Ok(None) => {
+                        sealed.reserve(SEALED_READ);
+                        rd.read_buf(&mut sealed).await
                     }
                 }
-                r
             }
             None => {
                 let missing = reader.missing_hint();
@@ -432,53 +459,64 @@ pub(crate) async fn write_loop(
         stats: stats.clone(),
     };
     let mut queue: VecDeque<Outgoing> = VecDeque::new();
-    // Encrypted: each frame is sealed into records as it is taken from the queue, and the
-    // counters grow by the records' overhead, which the writes then take off again.
+    // Encrypted: frames are sealed into records just before they are written, at most
+    // `SEAL_AHEAD` bytes ahead of the socket (`sealed` frames at the queue's front), so the
+    // records are written while still in cache and their buffers come back to `pool` for the
+    // next frames instead of fresh memory. The counters grow by the records' overhead, which
+    // the writes then take off again.
     let mut sealer = cipher.map(|c| c.sealer());
-    let mut take = |o: Outgoing| -> Result<Outgoing, NetError> {
-        let (
-            Some(sealer),
-            Outgoing::Frame {
-                head,
-                payload,
-                notify,
-            },
-        ) = (&mut sealer, &o)
-        else {
-            return Ok(o);
+    let mut pool = BufferPool::default();
+    let mut sealed = 0usize;
+    let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize| {
+        let Some(sealer) = &mut sealer else {
+            *sealed = queue.len();
+            return Ok::<(), NetError>(());
         };
-        let plain = head.len() + payload.len();
-        let mut out = Vec::with_capacity(plain + plain / crate::secure::RECORD_PLAIN * 18 + 64);
-        sealer.seal(head, &mut out)?;
-        sealer.seal(payload, &mut out)?;
-        let overhead = out.len() - plain;
-        stats.queued.fetch_add(overhead, Ordering::Relaxed);
-        Ok(Outgoing::Frame {
-            head: Bytes::from(out),
-            payload: Bytes::new(),
-            notify: *notify,
-        })
+        let mut ahead: usize = queue
+            .iter()
+            .take(*sealed)
+            .map(|o| match o {
+                Outgoing::Frame { head, .. } => head.len(),
+                Outgoing::Shutdown => 0,
+            })
+            .sum();
+        while *sealed < queue.len() && (ahead < SEAL_AHEAD || *sealed == 0) {
+            if let Outgoing::Frame { head, payload, .. } = &mut queue[*sealed] {
+                let plain = head.len() + payload.len();
+                let mut out = pool.take(crate::secure::sealed_len(plain));
+                sealer.seal(head, &mut out)?;
+                sealer.seal(payload, &mut out)?;
+                stats.queued.fetch_add(out.len() - plain, Ordering::Relaxed);
+                ahead += out.len();
+                *head = out.split().freeze();
+                *payload = Bytes::new();
+                pool.give(out);
+            }
+            *sealed += 1;
+        }
+        Ok(())
     };
     let result: Result<bool, NetError> = async {
         loop {
             if queue.is_empty() {
                 match rx.recv().await {
-                    Some(o) => queue.push_back(take(o)?),
+                    Some(o) => queue.push_back(o),
                     None => return Ok(false),
                 }
             }
             while queue.len() < 4 * MAX_IOV {
                 match rx.try_recv() {
-                    Ok(o) => queue.push_back(take(o)?),
+                    Ok(o) => queue.push_back(o),
                     Err(_) => break,
                 }
             }
+            seal_ahead(&mut queue, &mut sealed)?;
             if let Some(Outgoing::Shutdown) = queue.front() {
                 let _ = tokio::time::timeout(stall, wr.shutdown()).await;
                 return Ok(true);
             }
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
-            for o in &queue {
+            for o in queue.iter().take(sealed) {
                 let Outgoing::Frame { head, payload, .. } = o else {
                     break;
                 };
@@ -533,6 +571,7 @@ pub(crate) async fn write_loop(
                 }
                 let notify = *notify;
                 queue.pop_front();
+                sealed -= 1;
                 if let Some(id) = notify {
                     let _ = events.send(Event::SendDone(link, id, written_at)).await;
                 }

@@ -48,6 +48,42 @@ async fn encrypted_broadcast_and_multicast_deliver_every_byte() {
     leave_all(members).await;
 }
 
+/// The receiver opens one record at a time into buffers sized for the frame being received
+/// and the record that overhangs it: frames smaller than a record, of a record's size give or
+/// take a byte, and larger than the default arrive whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_of_every_size_across_record_boundaries_arrive_whole() {
+    let (group, mut members) = start_group("enc-frames", 3, 1, |c| keyed(c, true)).await;
+    let record = windrose_net::secure::RECORD_PLAIN as u64;
+    let data = random_payload((5 << 20) + 17, 12);
+    for (frame, segment) in [
+        (1000, 1000),
+        (record - 30, record - 30),
+        (record, record),
+        (record + 1, 3 * record + 5),
+        (1 << 20, 1 << 20),
+        (3 << 20, 3 << 20),
+    ] {
+        let CollectiveSpec::Broadcast { tree, .. } = common::chain(&group, segment) else {
+            unreachable!()
+        };
+        let spec = CollectiveSpec::Broadcast {
+            tree,
+            segment_bytes: segment,
+            max_frame_payload: frame as u32,
+        };
+        let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
+        assert_eq!((finished, failed), (3, 0), "frames of {frame} bytes");
+        for m in &members[1..] {
+            assert!(
+                m.got[&t] == data[..],
+                "frames of {frame} bytes: wrong bytes"
+            );
+        }
+    }
+    leave_all(members).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_that_disagree_about_encryption_are_refused_on_both_sides() {
     let (dialer, acceptor) = common::refused_pair("enc-mismatch", |c| {
