@@ -88,7 +88,7 @@ use crate::node::{
     Input, Output, Outputs, Protocol, ProtocolError, Report, SendId, SetupError, Status, TimerId,
 };
 use crate::pieces::{PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
-use crate::pieces::{PieceStore, SwarmSetup};
+use crate::pieces::{PieceStore, SourceMismatch, SwarmSetup};
 use crate::time::Time;
 use bytes::Bytes;
 use rand::seq::SliceRandom;
@@ -1293,8 +1293,21 @@ impl BitTorrent {
     }
 
     fn on_request(&mut self, from: NodeId, piece: u32, out: &mut Outputs) {
-        let Some(bytes) = self.store.get(piece).cloned() else {
-            return;
+        let bytes = match self
+            .store
+            .to_send(piece, &self.setup.manifest, &*self.setup.verifier)
+        {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return,
+            Err(SourceMismatch { piece }) => {
+                self.status = Status::Aborted;
+                out.push(Output::CancelTimer(RECHOKE_TIMER));
+                out.push(Output::CancelTimer(OPTIMISTIC_TIMER));
+                out.push(Output::Aborted(crate::node::AbortReason::SourceChanged {
+                    piece,
+                }));
+                return;
+            }
         };
         let Some(p) = self.peers.get_mut(&from) else {
             return;

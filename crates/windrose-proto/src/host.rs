@@ -842,6 +842,7 @@ impl Host {
     /// Performs a machine's outputs as the host's: ids renamed, ends reported.
     fn forward(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         let mut ended = None;
+        let mut call_off = false;
         // The progress messages this step calls for: (initiator, bytes).
         let mut progress = Vec::new();
         // The machine's outputs, taken out of the reused buffer (no allocation per step).
@@ -945,6 +946,15 @@ impl Host {
                 {
                     ended = Some(Some(lost_initiator(peer)))
                 }
+                // The initiator's own data no longer matches what it announced: no member
+                // can finish, so every one is told at once (below).
+                Output::Aborted(reason @ AbortReason::SourceChanged { .. }) => {
+                    call_off = self
+                        .slots
+                        .get(&t)
+                        .is_some_and(|s| s.initiator == self.config.me);
+                    ended = Some(Some(reason.to_string()));
+                }
                 Output::Aborted(reason) => ended = Some(Some(reason.to_string())),
             }
         }
@@ -953,8 +963,10 @@ impl Host {
             let msg = SessionMsg::Progress { transfer: t, bytes };
             self.send_session(now, initiator, &msg, out);
         }
-        if let Some(error) = ended {
-            self.machine_ended(now, t, error, out);
+        match ended {
+            Some(Some(error)) if call_off => self.abort_collective(now, t, &error, out),
+            Some(error) => self.machine_ended(now, t, error, out),
+            None => {}
         }
     }
 

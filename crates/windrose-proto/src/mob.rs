@@ -235,7 +235,7 @@ use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
-use crate::pieces::{ClusterLayout, PieceStore, SwarmSetup, MAX_BAD_COPIES};
+use crate::pieces::{ClusterLayout, PieceStore, SourceMismatch, SwarmSetup, MAX_BAD_COPIES};
 use crate::pieces::{Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use crate::time::Time;
 use bytes::Bytes;
@@ -1492,7 +1492,20 @@ impl Mob {
         match message {
             Message::Pieces(PieceMsg::Request(r)) => {
                 // Always honoured, even after finishing.
-                let payload = self.store.get(r.piece).cloned().unwrap_or_default();
+                let payload =
+                    match self
+                        .store
+                        .to_send(r.piece, &self.setup.manifest, &*self.setup.verifier)
+                    {
+                        Ok(payload) => payload.unwrap_or_default(),
+                        Err(SourceMismatch { piece }) => {
+                            self.stall_armed = false;
+                            self.status = Status::Aborted;
+                            out.push(Output::CancelTimer(STALL_TIMER));
+                            out.push(Output::Aborted(AbortReason::SourceChanged { piece }));
+                            return Ok(());
+                        }
+                    };
                 out.send(
                     from,
                     Message::Pieces(PieceMsg::Piece(Piece {

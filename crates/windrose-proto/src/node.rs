@@ -405,6 +405,15 @@ pub enum AbortReason {
         /// Bad copies received.
         copies: u32,
     },
+    /// At the root: its own copy of a piece, checked before its first send, does not match
+    /// the manifest (its data changed during the run). The host calls the whole run off.
+    #[error(
+        "the root's data no longer matches its manifest at piece {piece} (changed during the run?): the run is called off"
+    )]
+    SourceChanged {
+        /// The piece.
+        piece: u32,
+    },
 }
 
 /// An action the driver performs for a machine: see the driver's contract in the

@@ -599,6 +599,17 @@ pub struct PieceStore {
     /// Bytes of every piece but the last (for the offsets given to the keeper).
     piece_len: u64,
     keeper: Option<Arc<dyn PieceKeeper>>,
+    /// A root's pieces not yet checked against the manifest (empty at a receiver, whose pieces
+    /// were verified on arrival): each is checked the first time it is sent.
+    unchecked: Vec<bool>,
+}
+
+/// A root's own piece no longer matches the manifest: its source changed after the manifest
+/// was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceMismatch {
+    /// The piece.
+    pub piece: u32,
 }
 
 impl std::fmt::Debug for PieceStore {
@@ -623,6 +634,7 @@ impl PieceStore {
             delivered: 0,
             piece_len: u64::from(manifest.piece_len()),
             keeper: None,
+            unchecked: Vec::new(),
         }
     }
 
@@ -634,13 +646,37 @@ impl PieceStore {
         }
     }
 
-    /// A store holding every piece of `data` (the root's).
+    /// A store holding every piece of `data` (the root's), each checked against `manifest`
+    /// the first time it is sent ([`PieceStore::to_send`]).
     pub fn full(manifest: &Manifest, data: &Bytes) -> PieceStore {
         let mut s = PieceStore::new(manifest);
         for i in 0..manifest.piece_count() {
             s.insert(i, manifest.slice(data, i));
         }
+        s.unchecked = vec![true; manifest.piece_count() as usize];
         s
+    }
+
+    /// The bytes of held piece `piece` to send (None: not held). A root's own piece is checked
+    /// against `manifest` the first time: a source that changed after the manifest was made
+    /// (a file modified during the run) is an error, and the caller calls the run off rather
+    /// than send bytes every receiver would refuse.
+    pub fn to_send(
+        &mut self,
+        piece: u32,
+        manifest: &Manifest,
+        verifier: &dyn PieceVerifier,
+    ) -> Result<Option<Bytes>, SourceMismatch> {
+        let Some(data) = self.pieces.get(piece as usize).and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        if let Some(unchecked @ true) = self.unchecked.get_mut(piece as usize) {
+            if !verifier.verify(manifest, piece, data) {
+                return Err(SourceMismatch { piece });
+            }
+            *unchecked = false;
+        }
+        Ok(Some(data.clone()))
     }
 
     /// Stores a piece (verified by the caller); false if it was already held or is out of range.

@@ -81,7 +81,7 @@ use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
-use crate::pieces::{ClusterLayout, Manifest, PieceStore, SwarmSetup};
+use crate::pieces::{ClusterLayout, Manifest, PieceStore, SourceMismatch, SwarmSetup};
 use crate::pieces::{Piece, PieceMsg, PieceRef};
 use crate::time::Time;
 use bytes::Bytes;
@@ -663,7 +663,7 @@ impl TreeMulticast {
     fn forward(&mut self, now: Time, p: u32, out: &mut Outputs) {
         let k = self.tree_of(p);
         let range = self.trees[k].edges.clone();
-        let Some(payload) = self.store.get(p).cloned() else {
+        let Some(payload) = self.piece_to_send(p, out) else {
             return;
         };
         for e in range {
@@ -698,11 +698,13 @@ impl TreeMulticast {
             edge.queue.pop_front();
             self.queued -= 1;
             let child = edge.child;
-            let payload = self.store.get(p).cloned().unwrap_or_default();
+            let Some(payload) = self.piece_to_send(p, out) else {
+                return;
+            };
             let span = payload.len() as f64 / rate;
             // A hand-over late by less than its own span (a timer that fired late) keeps the
             // schedule, so late timers cost no throughput; an idle edge restarts from now.
-            let base = edge.next_s.max(now.as_secs_f64() - span);
+            let base = self.edges[e].next_s.max(now.as_secs_f64() - span);
             self.edges[e].next_s = base + span;
             out.send(child, self.piece_message(p, payload));
         }
@@ -872,7 +874,7 @@ impl TreeMulticast {
         {
             return Ok(());
         }
-        if let Some(payload) = self.store.get(r.piece).cloned() {
+        if let Some(payload) = self.piece_to_send(r.piece, out) {
             out.send(from, self.piece_message(r.piece, payload));
         }
         Ok(())
@@ -965,6 +967,21 @@ impl TreeMulticast {
             self.status = Status::Finished;
             self.cancel_timers(out);
             out.push(Output::Finished);
+        }
+    }
+
+    /// Held piece `p`'s bytes to send; None when it is not held, or when the root's own copy
+    /// no longer matches the manifest, which aborts the run.
+    fn piece_to_send(&mut self, p: u32, out: &mut Outputs) -> Option<Bytes> {
+        match self
+            .store
+            .to_send(p, &self.setup.manifest, &*self.setup.verifier)
+        {
+            Ok(payload) => payload,
+            Err(SourceMismatch { piece }) => {
+                self.abort(AbortReason::SourceChanged { piece }, out);
+                None
+            }
         }
     }
 

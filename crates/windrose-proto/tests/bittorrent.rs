@@ -1034,3 +1034,40 @@ fn a_piece_that_keeps_failing_verification_aborts_the_node() {
         .unwrap();
     assert!(!m.store().has(7));
 }
+
+/// Issue 21, defect 2: a root whose data changed after its manifest was made checks a piece
+/// before it first sends it and calls the run off naming the piece, rather than serve bytes
+/// every receiver would refuse.
+#[test]
+fn a_root_whose_data_changed_calls_the_run_off_before_sending_it() {
+    let data = random_bytes(40_000, 3);
+    let s = setup(&[10], &data, 100);
+    let mut changed = data.to_vec();
+    changed[7 * 100 + 3] ^= 0x80;
+    let mut root = BitTorrent::new(
+        n(0),
+        &s,
+        Some(Bytes::from(changed)),
+        BitTorrentConfig::default(),
+        node_rng(5, n(0)),
+    )
+    .unwrap();
+    let mut out = Outputs::new();
+    root.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    for p in 1..10 {
+        root.handle(Time::ZERO, msg(p, sig(Signal::Hello)), &mut out)
+            .unwrap();
+    }
+    out.clear();
+    let request = Message::Pieces(PieceMsg::Request(PieceRef {
+        transfer: T,
+        piece: 7,
+    }));
+    root.handle(Time::from_secs_f64(1.0), msg(1, request), &mut out)
+        .unwrap();
+    assert!(out.as_slice().contains(&Output::Aborted(
+        windrose_proto::AbortReason::SourceChanged { piece: 7 }
+    )));
+    assert!(sends(&mut out).is_empty(), "the bad piece was sent");
+    assert_eq!(root.status(), windrose_proto::Status::Aborted);
+}

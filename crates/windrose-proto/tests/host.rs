@@ -1214,3 +1214,63 @@ fn a_member_that_loses_the_initiator_ends_its_part() {
         "{outs:?}"
     );
 }
+
+/// Issue 21, defect 2: the initiator's own data no longer matches the manifest it announced
+/// (its file changed after the manifest was made). Its machine finds it before it sends the
+/// changed piece, and the host calls the whole collective off: every member ends at once with
+/// the reason, instead of waiting for a piece no one can send.
+#[test]
+fn an_initiator_whose_data_changed_calls_the_multicast_off_everywhere() {
+    let (pieces, piece) = (8u32, 16usize);
+    let data: Bytes = (0..pieces as usize * piece)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let manifest = Manifest::build(&data, piece as u32).unwrap();
+    let spec = CollectiveSpec::Multicast {
+        protocol: MulticastProtocol::Mob,
+        params: MulticastParams::of(&MulticastSpec::Mob(MobConfig::default())),
+        manifest: ManifestSpec::of(&manifest),
+    };
+    let mut changed = data.to_vec();
+    changed[3 * piece + 1] ^= 0x10;
+    let mut hosts = vec![host(0, 4), host(1, 4), host(2, 4), host(3, 4)];
+    let mut q = started_all(&hosts);
+    q.push_back((
+        NodeId(0),
+        Input::App(App::new(AppRequest::StartCollective {
+            spec,
+            data: Bytes::from(changed),
+            transfer: None,
+        })),
+    ));
+    let seen = pump(&mut hosts, q);
+    let t = started_transfer(&seen[0]);
+    let why = "the root's data no longer matches its manifest at piece 3";
+    for (m, seen_m) in seen.iter().enumerate().skip(1) {
+        assert!(
+            seen_m.contains(&Output::Report(Report::CollectiveEnded {
+                transfer: t,
+                finished: false
+            })),
+            "member {m} did not end"
+        );
+        let f = hosts[m].take_failures();
+        assert!(
+            f.iter()
+                .any(|f| f.why.starts_with("node 0 called the collective off")
+                    && f.why.contains(why)),
+            "member {m}: {f:?}"
+        );
+    }
+    let complete = seen[0].iter().find_map(|o| match o {
+        Output::Report(Report::CollectiveComplete {
+            transfer,
+            finished,
+            failed,
+        }) if *transfer == t => Some((*finished, *failed)),
+        _ => None,
+    });
+    assert_eq!(complete, Some((0, 4)), "{:?}", seen[0]);
+    assert!(hosts.iter().all(|h| h.running().next().is_none()));
+}

@@ -572,3 +572,51 @@ fn stall_fallback_steals_anything_then_gives_up() {
     assert!(aborted);
     assert_eq!(m.status(), windrose_proto::Status::Aborted);
 }
+
+/// Issue 21, defect 2: a root whose data changed after its manifest was made (its file
+/// modified during the run) checks each of its pieces before it first sends it, and calls the
+/// run off naming the piece instead of sending bytes every receiver would refuse.
+#[test]
+fn a_root_whose_data_changed_calls_the_run_off_before_sending_it() {
+    use windrose_proto::pieces::PieceRef;
+    let data = random_bytes(10_000, 7);
+    let s = setup(&[3, 3], NodeId(0), &data, 1000, Arc::new(Blake3Verifier));
+    let mut changed = data.to_vec();
+    changed[5 * 1000 + 17] ^= 0x01;
+    let mut root = Mob::new(
+        NodeId(0),
+        &s,
+        Some(Bytes::from(changed)),
+        every_member(),
+        node_rng(1, NodeId(0)),
+    )
+    .unwrap();
+    let mut out = Outputs::new();
+    root.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let request = |piece| Input::Message {
+        from: NodeId(1),
+        message: Message::Pieces(PieceMsg::Request(PieceRef {
+            transfer: s.transfer,
+            piece,
+        })),
+    };
+    // An unchanged piece is sent as before.
+    out.clear();
+    root.handle(Time::from_secs_f64(0.1), request(4), &mut out)
+        .unwrap();
+    assert!(out.as_slice().iter().any(
+        |o| matches!(o, Output::Send(t) if matches!(&t.message, Message::Pieces(PieceMsg::Piece(p)) if p.piece == 4))
+    ));
+    out.clear();
+    root.handle(Time::from_secs_f64(0.2), request(5), &mut out)
+        .unwrap();
+    assert!(
+        !out.as_slice().iter().any(|o| matches!(o, Output::Send(_))),
+        "{:?}",
+        out.as_slice()
+    );
+    assert!(out.as_slice().contains(&Output::Aborted(
+        windrose_proto::AbortReason::SourceChanged { piece: 5 }
+    )));
+    assert_eq!(root.status(), windrose_proto::Status::Aborted);
+}

@@ -549,3 +549,39 @@ fn foreign_and_out_of_range_frames_are_rejected() {
         .all(|o| matches!(o, Output::Send(t) if matches!(t.message, Message::Pieces(PieceMsg::Request(_))))));
     assert_eq!(m.store().held(), 0);
 }
+
+/// Issue 21, defect 2: a root whose data changed after its manifest was made checks each
+/// piece before it first sends it: it sends the pieces before the changed one, then calls the
+/// run off naming it (before, it sent bytes every child refused).
+#[test]
+fn a_root_whose_data_changed_calls_the_run_off_before_sending_it() {
+    let c = case(6, 2, 20_000, 1000, false, 41);
+    let mut changed = c.data.to_vec();
+    changed[9 * 1000] ^= 0x04;
+    let mut root = TreeMulticast::new(
+        c.setup.root,
+        &c.setup,
+        Some(Bytes::from(changed)),
+        c.plan.clone(),
+        TreeMulticastConfig::default(),
+    )
+    .unwrap();
+    let mut out = Outputs::new();
+    root.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+    let sent: Vec<u32> = out
+        .as_slice()
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send(t) => match &t.message {
+                Message::Pieces(PieceMsg::Piece(p)) => Some(p.piece),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(!sent.contains(&9), "the changed piece was sent: {sent:?}");
+    assert!(out.as_slice().contains(&Output::Aborted(
+        windrose_proto::AbortReason::SourceChanged { piece: 9 }
+    )));
+    assert_eq!(root.status(), windrose_proto::Status::Aborted);
+}
