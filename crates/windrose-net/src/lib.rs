@@ -135,8 +135,9 @@ pub fn map_file(path: &std::path::Path) -> Result<bytes::Bytes, NetError> {
 }
 
 /// A file mapped as a root's data, with its length and modification time when it was mapped:
-/// a root given it ([`RootJob::source`]) checks it every tick and before it first sends each
-/// multicast piece, and calls the run off with [`SourceFile::changed`]'s reason when it
+/// a root given it ([`GroupHandle::watch_source`](host_driver::GroupHandle::watch_source))
+/// checks it every tick (and a multicast root's machine checks each piece against the
+/// manifest before it first sends it), and calls the run off with [`SourceFile::changed`]'s reason when it
 /// changed (a file truncated under a mapping also turns sends into "Bad address" errors and
 /// reads into SIGBUS).
 #[derive(Debug)]

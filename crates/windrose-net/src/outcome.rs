@@ -1,5 +1,5 @@
 //! What a run looked like from its root: the results a root command prints (as text or
-//! `--json`), built from the members' end reports to the root's [`Host`]
+//! `--json`), built from the members' end reports to the root's [`Host`](windrose_proto::host::Host)
 //! (windrose_proto::host::Host), and the helpers every command that joins a group shares.
 
 use crate::error::NetError;

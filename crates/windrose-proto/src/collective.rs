@@ -8,7 +8,7 @@
 //! | `broadcast` | [`CollectiveSpec::Broadcast`]   | [`crate::tree_broadcast`]        | yes    |
 //! | `scatter`   | [`CollectiveSpec::Scatter`]     | [`crate::scatter`]               | no     |
 //! | `multicast` | [`CollectiveSpec::Multicast`]   | [`crate::multicast`] (4 of them) | yes    |
-//! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`GhsProtocol`](crate::ghs::GhsProtocol)) | no |
+//! | `mst`       | [`CollectiveSpec::Mst`]         | [`crate::ghs`] ([`crate::ghs::GhsProtocol`]) | no |
 //! | `heterosort`| [`CollectiveSpec::HeteroSort`]  | [`crate::heterosort`] ([`HeteroSort`]) | no |
 //! | `sample_sort`| [`CollectiveSpec::SampleSort`] | [`crate::sample_sort`] ([`SampleSort`](crate::sample_sort::SampleSort)) | no |
 //!

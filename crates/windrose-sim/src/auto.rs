@@ -2,7 +2,7 @@
 //! on a platform, the choice is made from the view a perfect prober would have
 //! ([`platform_links`]), then every candidate is simulated (the broadcast over the tree the
 //! planner builds, MOB, Balanced Multicasting planned from the view) and `auto`'s completion
-//! is that of the candidate it chose. [`grid`] is issue 16's grid of message sizes x WAN
+//! is that of the candidate it chose. [`Grid`] is issue 16's grid of message sizes x WAN
 //! latencies x WAN bandwidths x cluster shapes; `windrose reproduce auto` prints it.
 
 use crate::engine::{broadcast_with, SimConfig};

@@ -81,7 +81,7 @@ impl fmt::Display for NodeOutcome {
     }
 }
 
-/// The last [`Report::Progress`](windrose_proto::Report::Progress) of a node.
+/// The last [`Report::Progress`] of a node.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProgressRecord {
     /// Engine time of the report, seconds.

@@ -97,7 +97,7 @@ pub fn binomial(nodes: &[NodeId], root: NodeId) -> Result<Tree, TreeError> {
     Tree::from_edges(node_count, root, &edges)
 }
 
-/// [`binomial`] over every node `0..node_count`; a root `>= node_count` is
+/// [`binomial()`] over every node `0..node_count`; a root `>= node_count` is
 /// [`TreeError::UnknownNode`].
 pub fn binomial_all(node_count: usize, root: NodeId) -> Result<Tree, TreeError> {
     let (sorted, root_index) = members(&all_nodes(node_count), node_count, root)?;
@@ -108,7 +108,7 @@ pub fn binomial_all(node_count: usize, root: NodeId) -> Result<Tree, TreeError> 
 
 /// Flat tree over `nodes`: the root sends to every other member itself, in ascending id order.
 ///
-/// Errors as [`binomial`].
+/// Errors as [`binomial()`].
 pub fn flat(nodes: &[NodeId], root: NodeId) -> Result<Tree, TreeError> {
     let node_count = table_size(nodes).max(root.index() + 1);
     let (sorted, _) = members(nodes, node_count, root)?;
@@ -167,7 +167,7 @@ pub(crate) fn check_cluster_map(
 /// fixes one gateway per cluster; the lowest id is our deterministic choice). The root sends to
 /// the other coordinators directly, in ascending cluster id, *before* its local children — the
 /// WAN sends go first, as in MagPIe, because they are the slow ones. Every coordinator then runs
-/// a [`binomial`] over its own cluster, relative ranks counted from the coordinator. So exactly
+/// a [`binomial()`] over its own cluster, relative ranks counted from the coordinator. So exactly
 /// `clusters - 1` edges cross clusters, all of them at the root. Link costs are not consulted:
 /// the cluster map is MagPIe's whole view of the network.
 ///

@@ -52,7 +52,7 @@ mod host_run;
 /// `windrose node`: one member of a group, serving one run.
 #[derive(Debug, Args)]
 pub struct NodeArgs {
-    /// The group file (TOML: name, protocol_version, [[node]] id/addr/cluster).
+    /// The group file (TOML: name, protocol_version, `[[node]]` id/addr/cluster).
     #[arg(long, value_name = "FILE")]
     group: PathBuf,
     /// This node's id in the group.

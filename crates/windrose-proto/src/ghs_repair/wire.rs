@@ -48,7 +48,7 @@ const LENS: [usize; 10] = [12, 5 + MAX_BODY_LEN, 20, 57, 24, 8, 8, 109, 54, 9];
 pub const MAX_MST_BODY_LEN: usize = 109;
 
 /// A message of a node's maintained MST, as it travels between Hosts (see the
-/// [module docs](self)).
+/// [module docs](crate::ghs_repair)).
 #[derive(Copy, Clone, Debug)]
 pub enum MstFrame {
     /// A [`MaintainedMst`](super::MaintainedMst) message.

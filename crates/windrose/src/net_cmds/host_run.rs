@@ -1,7 +1,7 @@
 //! One-shot root commands on the [`Host`](windrose_proto::host::Host): a root that starts one
 //! collective as a member of the group and reports every member's end (the other members run
 //! `windrose node --once`, the one-collective `group serve` of [`crate::group_cmd`]). It runs
-//! [`serve_group`](windrose_net::host_driver::serve_group); the session (announcing,
+//! [`windrose_net::host_driver::serve_group`]; the session (announcing,
 //! readiness, reports, failures, leaving) is the host's, not this file's.
 //!
 //! The root builds its [`RunOutcome`] from the host's [`Report::MemberDone`] reports (each
