@@ -159,8 +159,6 @@ use windrose_model::{ClusterId, NodeId};
 
 mod fill_queue;
 use fill_queue::FillQueue;
-#[cfg(test)]
-mod tests;
 
 /// How active connections share the links they cross.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -8,6 +8,9 @@ use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 
+#[path = "support/max_min.rs"]
+mod max_min;
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
@@ -439,61 +442,6 @@ fn same_inputs_same_results_bit_for_bit() {
 // ---------------------------------------------------------------------------------------------
 // The allocation against max-min fairness, on random platforms
 
-/// Weighted max-min rates by brute force: repeatedly find the smallest fair share over all
-/// links (remaining capacity over the unfixed weight), fix the unfixed flows of every link at
-/// that share, and start again. Quadratic; an independent reference for the network's solver.
-fn brute_force(capacity: &[f64], routes: &[Vec<usize>], weights: &[f64]) -> Vec<f64> {
-    let mut rate = vec![f64::NAN; routes.len()];
-    let mut fixed = vec![false; routes.len()];
-    while fixed.iter().any(|f| !f) {
-        let mut best = f64::INFINITY;
-        for (l, &c) in capacity.iter().enumerate() {
-            let mut used = 0.0;
-            let mut w = 0.0;
-            for (f, r) in routes.iter().enumerate() {
-                if r.contains(&l) {
-                    if fixed[f] {
-                        used += rate[f];
-                    } else {
-                        w += weights[f];
-                    }
-                }
-            }
-            if w > 0.0 {
-                best = best.min((c - used) / w);
-            }
-        }
-        let mut to_fix = Vec::new();
-        for (l, &c) in capacity.iter().enumerate() {
-            let mut used = 0.0;
-            let mut w = 0.0;
-            for (f, r) in routes.iter().enumerate() {
-                if r.contains(&l) {
-                    if fixed[f] {
-                        used += rate[f];
-                    } else {
-                        w += weights[f];
-                    }
-                }
-            }
-            if w > 0.0 && (c - used) / w <= best * (1.0 + 1e-12) {
-                for (f, r) in routes.iter().enumerate() {
-                    if !fixed[f] && r.contains(&l) {
-                        to_fix.push(f);
-                    }
-                }
-            }
-        }
-        for f in to_fix {
-            if !fixed[f] {
-                fixed[f] = true;
-                rate[f] = best * weights[f];
-            }
-        }
-    }
-    rate
-}
-
 #[derive(Debug, Clone)]
 struct RandomCase {
     clusters: Vec<(usize, f64, f64, f64, f64, f64)>,
@@ -560,34 +508,13 @@ fn build(case: &RandomCase) -> Platform {
 
 /// Checks the network's current rates: feasible, equal to the brute-force allocation, and
 /// every active connection has a saturated link on which its normalized rate is maximal.
-fn check_allocation(net: &Network, policy: SharingPolicy) -> Result<(), TestCaseError> {
-    let p = net.platform();
-    let active: Vec<(NodeId, NodeId, f64)> = net.active_connections().collect();
-    let capacity: Vec<f64> = p.links().map(|l| p.capacity_bytes_s(l)).collect();
-    let routes: Vec<Vec<usize>> = active
-        .iter()
-        .map(|&(s, d, _)| {
-            p.route(s, d)
-                .links()
-                .iter()
-                .map(|&l| p.link_index(l))
-                .collect()
-        })
-        .collect();
-    let weights: Vec<f64> = active
-        .iter()
-        .map(|&(s, d, _)| match policy {
-            SharingPolicy::MaxMin => 1.0,
-            SharingPolicy::RttWeighted => {
-                let lat = p.route(s, d).latency_s();
-                if lat > 0.0 {
-                    1.0 / lat
-                } else {
-                    1.0
-                }
-            }
-        })
-        .collect();
+fn check_allocation(net: &Network) -> Result<(), TestCaseError> {
+    let max_min::Snapshot {
+        active,
+        capacity,
+        routes,
+        weights,
+    } = max_min::snapshot(net);
     let mut load = vec![0.0; capacity.len()];
     for (f, r) in routes.iter().enumerate() {
         prop_assert!(active[f].2 > 0.0, "active connection with rate 0");
@@ -616,7 +543,7 @@ fn check_allocation(net: &Network, policy: SharingPolicy) -> Result<(), TestCase
             "connection {f} has no bottleneck link: {active:?}"
         );
     }
-    let reference = brute_force(&capacity, &routes, &weights);
+    let reference = max_min::brute_force(&capacity, &routes, &weights);
     for (f, &r) in reference.iter().enumerate() {
         prop_assert!(
             (active[f].2 - r).abs() <= 1e-9 * r.max(1e-9),
@@ -657,7 +584,7 @@ proptest! {
                 for x in net.advance_to(t) {
                     expected.remove(&x.id);
                 }
-                check_allocation(&net, policy)?;
+                check_allocation(&net)?;
             }
             net.advance_to(at);
             let id = net.send(at, NodeId(s), NodeId(d), bytes, 0).unwrap();
@@ -667,7 +594,7 @@ proptest! {
             for x in net.advance_to(t) {
                 prop_assert_eq!(expected.remove(&x.id), Some(x.bytes));
             }
-            check_allocation(&net, policy)?;
+            check_allocation(&net)?;
         }
         prop_assert!(expected.is_empty(), "messages never delivered: {:?}", expected);
     }
@@ -792,7 +719,7 @@ proptest! {
                 for x in net.advance_to(t) {
                     expected.remove(&x.id);
                 }
-                check_allocation(&net, policy)?;
+                check_allocation(&net)?;
             }
             net.advance_to(at);
             let id = net.send(at, NodeId(s), NodeId(d), bytes, 0).unwrap();
@@ -802,7 +729,7 @@ proptest! {
             for x in net.advance_to(t) {
                 prop_assert_eq!(expected.remove(&x.id), Some(x.bytes));
             }
-            check_allocation(&net, policy)?;
+            check_allocation(&net)?;
         }
         prop_assert!(expected.is_empty(), "messages never delivered: {:?}", expected);
     }

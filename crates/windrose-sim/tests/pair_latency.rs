@@ -17,6 +17,10 @@ use windrose_sim::group::{group, leave_input};
 use windrose_sim::network::{Change, Network, NetworkError, SharingPolicy};
 use windrose_sim::scenario::parse_scenario;
 
+#[path = "support/scenario_text.rs"]
+mod scenario_text;
+use scenario_text::{err, line_of, small, PLATFORM};
+
 fn n(i: u32) -> NodeId {
     NodeId(i)
 }
@@ -281,53 +285,9 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Scenario files
 
-const PLATFORM: &str = r#"[platform]
-[[platform.cluster]]
-nodes = 3
-node_uplink_bytes_s = 1e6
-node_downlink_bytes_s = 1e6
-access_up_bytes_s = 1e7
-access_down_bytes_s = 1e7
-intra_latency_s = 0.001
-[[platform.cluster]]
-nodes = 2
-node_uplink_bytes_s = 1e6
-node_downlink_bytes_s = 1e6
-access_up_bytes_s = 1e7
-access_down_bytes_s = 1e7
-intra_latency_s = 0.001
-[platform.wan]
-bytes_s = [[0, 5e5], [5e5, 0]]
-latency_s = [[0, 0.02], [0.02, 0]]
-"#;
-
-const WORKLOAD: &str = r#"
-[workload]
-protocol = "broadcast"
-tree = "binomial"
-root = 0
-message_bytes = "100kB"
-"#;
-
-fn scenario(extra: &str) -> String {
-    format!("{PLATFORM}{extra}{WORKLOAD}")
-}
-
-fn err(text: &str) -> String {
-    parse_scenario(text, Path::new("s.toml"))
-        .map(|_| "no error".to_string())
-        .unwrap_or_else(|e| e.to_string())
-}
-
-/// The 1-based line of `needle` in `text`.
-fn line_of(text: &str, needle: &str) -> usize {
-    let at = text.find(needle).unwrap();
-    text[..at].matches('\n').count() + 1
-}
-
 #[test]
 fn pair_changes_are_read_both_ways_unless_told() {
-    let text = scenario(
+    let text = small(
         "[[change]]\nat_s = 2\nlink = \"pair:0:4\"\nlatency_s = 9.999\n\
          [[change]]\nat_s = 3\nlink = \"pair:1:2\"\nlatency_s = 0.5\nboth_directions = false\n",
     );
@@ -353,52 +313,52 @@ fn a_bad_pair_in_a_scenario_names_file_line_and_key() {
     // (text, needle on the faulty line, what the message says)
     let cases: Vec<(String, &str, &str)> = vec![
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:0:5\"\nlatency_s = 1\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:0:5\"\nlatency_s = 1\n"),
             "link = \"pair:0:5\"",
             "`change[0].link`: link \"pair:0:5\": node 5 does not exist: the platform has 5 nodes",
         ),
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:3:3\"\nlatency_s = 1\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:3:3\"\nlatency_s = 1\n"),
             "link = \"pair:3:3\"",
             "a pair joins two different nodes, but both ends are node 3",
         ),
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:3\"\nlatency_s = 1\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:3\"\nlatency_s = 1\n"),
             "link = \"pair:3\"",
             "expected node_up:N, node_down:N, access_up:C, access_down:C, wan:FROM:TO, intra:C or pair:A:B",
         ),
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nfraction = 0.5\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nfraction = 0.5\n"),
             "fraction = 0.5",
             "`change[0].link`: `pair:0:3` has only a latency",
         ),
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nlatency_s = 1\nbytes_s = 5\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nlatency_s = 1\nbytes_s = 5\n"),
             "bytes_s = 5",
             "`pair:0:3` has only a latency",
         ),
         (
-            scenario("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nlatency_s = -1\n"),
+            small("[[change]]\nat_s = 1\nlink = \"pair:0:3\"\nlatency_s = -1\n"),
             "latency_s = -1",
             "change[0].latency_s",
         ),
         (
-            scenario("[[platform.pair]]\na = 0\nb = 7\nlatency_s = 1\n"),
+            small("[[platform.pair]]\na = 0\nb = 7\nlatency_s = 1\n"),
             "b = 7",
             "`platform.pair[0].b`: node 7 does not exist: the clusters have 5 nodes",
         ),
         (
-            scenario("[[platform.pair]]\na = 2\nb = 2\nlatency_s = 1\n"),
+            small("[[platform.pair]]\na = 2\nb = 2\nlatency_s = 1\n"),
             "b = 2",
             "`platform.pair[0].b`: a pair joins two different nodes, but both ends are node 2",
         ),
         (
-            scenario("[[platform.pair]]\na = 2\nb = 1\nlatency_s = -3\n"),
+            small("[[platform.pair]]\na = 2\nb = 1\nlatency_s = -3\n"),
             "latency_s = -3",
             "`platform.pair[0].latency_s` must be a finite, non-negative number of seconds",
         ),
         (
-            scenario("[[platform.pair]]\na = 2\nb = 1\nbytes_s = 3\n"),
+            small("[[platform.pair]]\na = 2\nb = 1\nbytes_s = 3\n"),
             "bytes_s = 3",
             "unknown field `bytes_s`",
         ),
@@ -413,7 +373,7 @@ fn a_bad_pair_in_a_scenario_names_file_line_and_key() {
         assert!(e.contains(says), "expected {says:?} in: {e}");
     }
     // A missing latency names the table.
-    let text = scenario("[[platform.pair]]\na = 2\nb = 1\n");
+    let text = small("[[platform.pair]]\na = 2\nb = 1\n");
     assert!(
         err(&text).contains("`platform.pair[0].latency_s` is missing"),
         "{}",

@@ -13,60 +13,16 @@ use windrose_sim::scenario::{
 };
 use windrose_trees::{Tree, TreeAlgorithm};
 
+#[path = "support/scenario_text.rs"]
+mod scenario_text;
+use scenario_text::{err, line_of, small, PLATFORM};
+
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios")
 }
 
 fn example(name: &str) -> Scenario {
     load_scenario(&data_dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-const PLATFORM: &str = r#"[platform]
-[[platform.cluster]]
-nodes = 3
-node_uplink_bytes_s = 1e6
-node_downlink_bytes_s = 1e6
-access_up_bytes_s = 1e7
-access_down_bytes_s = 1e7
-intra_latency_s = 0.001
-[[platform.cluster]]
-nodes = 2
-node_uplink_bytes_s = 1e6
-node_downlink_bytes_s = 1e6
-access_up_bytes_s = 1e7
-access_down_bytes_s = 1e7
-intra_latency_s = 0.001
-[platform.wan]
-bytes_s = [[0, 5e5], [5e5, 0]]
-latency_s = [[0, 0.02], [0.02, 0]]
-"#;
-
-const WORKLOAD: &str = r#"
-[workload]
-protocol = "broadcast"
-tree = "binomial"
-root = 0
-message_bytes = "100kB"
-segment_bytes = "10kB"
-"#;
-
-/// A small valid scenario (platform on lines 1-18, then `extra`, then the workload).
-fn small(extra: &str) -> String {
-    format!("{PLATFORM}{extra}{WORKLOAD}")
-}
-
-fn err(text: &str) -> String {
-    parse_scenario(text, Path::new("s.toml"))
-        .map(|_| "no error".to_string())
-        .unwrap_or_else(|e| e.to_string())
-}
-
-/// The 1-based line of the first occurrence of `needle` in `text`.
-fn line_of(text: &str, needle: &str) -> usize {
-    let at = text
-        .find(needle)
-        .unwrap_or_else(|| panic!("{needle} not in text"));
-    text[..at].matches('\n').count() + 1
 }
 
 #[test]

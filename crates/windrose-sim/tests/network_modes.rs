@@ -1,71 +1,27 @@
-//! The two kinds of solve against a progressive filling from scratch: region solves from the
-//! start, whole components until a random limit, and the default, on random small platforms
-//! with ties, churn, capacity and latency changes. (The integration tests run the default,
-//! which on their small platforms re-shares whole components, so region solves are checked
-//! here as well.)
+//! The network's two kinds of solve (region solves, and whole components up to a limit; see
+//! `Network::set_component_limit`) against max-min filling from scratch, on random small
+//! platforms with ties, churn, capacity and latency changes, and the switch between them.
 
-use super::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use windrose_model::platform::ClusterSpec;
+use windrose_model::platform::{ClusterSpec, Platform};
+use windrose_model::{ClusterId, NodeId};
+use windrose_sim::network::{Delivered, Network, SharingPolicy};
+
+#[path = "support/max_min.rs"]
+mod max_min;
 
 const BW: [f64; 4] = [10.0, 20.0, 30.0, 60.0];
 
-/// Weighted max-min by progressive filling over every link and connection, from scratch.
-fn from_scratch(capacity: &[f64], routes: &[Vec<usize>], weights: &[f64]) -> Vec<f64> {
-    let n = routes.len();
-    let mut rate = vec![0.0; n];
-    let mut fixed = vec![false; n];
-    let mut remaining = capacity.to_vec();
-    loop {
-        let mut best: Option<(f64, usize)> = None;
-        for (l, &rem) in remaining.iter().enumerate() {
-            let usage: f64 = (0..n)
-                .filter(|&f| !fixed[f] && routes[f].contains(&l))
-                .map(|f| weights[f])
-                .sum();
-            if usage > 0.0 {
-                let level = rem.max(0.0) / usage;
-                if best.is_none_or(|(b, _)| level < b) {
-                    best = Some((level, l));
-                }
-            }
-        }
-        let Some((level, l)) = best else {
-            return rate;
-        };
-        for f in 0..n {
-            if !fixed[f] && routes[f].contains(&l) {
-                fixed[f] = true;
-                rate[f] = level * weights[f];
-                for &m in &routes[f] {
-                    remaining[m] -= rate[f];
-                }
-            }
-        }
-    }
-}
-
 /// Whether the network's rates are the from-scratch allocation to 1e-9.
 fn check(net: &Network, seed: u64) {
-    let p = net.platform();
-    let active: Vec<_> = net.active_connections().collect();
-    let capacity: Vec<f64> = (0..p.link_count())
-        .map(|i| p.capacity_bytes_s(p.link_at(i)))
-        .collect();
-    let routes: Vec<Vec<usize>> = (active.iter())
-        .map(|&(s, d, _)| {
-            p.route(s, d)
-                .links()
-                .iter()
-                .map(|&l| p.link_index(l))
-                .collect()
-        })
-        .collect();
-    let weights: Vec<f64> = (active.iter())
-        .map(|&(s, d, _)| 1.0 / net.policy().penalty(p.route(s, d).latency_s()))
-        .collect();
-    let expected = from_scratch(&capacity, &routes, &weights);
+    let max_min::Snapshot {
+        active,
+        capacity,
+        routes,
+        weights,
+    } = max_min::snapshot(net);
+    let expected = max_min::brute_force(&capacity, &routes, &weights);
     for (&(s, d, rate), &want) in active.iter().zip(&expected) {
         assert!(
             (rate - want).abs() <= 1e-9 * want.abs().max(1e-12),
