@@ -819,14 +819,8 @@ impl PieceShelf for TestShelf {
     }
 }
 
-/// Issue 8's restart through the Host: a MOB receiver is lost mid-run and its new life joins
-/// again; the initiator takes it back, its shelf hands it the 4 pieces its earlier life kept,
-/// and it fetches only the other 4, keeps them, delivers all the data, and the collective
-/// completes with every member finished. Node 3 is held (its data frames wait) so the run is
-/// still going when the restarted member comes back.
-#[test]
-fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
-    let (pieces, piece) = (8u32, 16usize);
+/// `pieces` pieces of `piece` bytes, and a MOB multicast of them.
+fn mob_of(pieces: u32, piece: usize) -> (Bytes, CollectiveSpec) {
     let data: Bytes = (0..pieces as usize * piece)
         .map(|i| (i * 7 % 251) as u8)
         .collect::<Vec<u8>>()
@@ -837,6 +831,18 @@ fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
         params: MulticastParams::of(&MulticastSpec::Mob(MobConfig::default())),
         manifest: ManifestSpec::of(&manifest),
     };
+    (data, spec)
+}
+
+/// Issue 8's restart through the Host: a MOB receiver is lost mid-run and its new life joins
+/// again; the initiator takes it back, its shelf hands it the 4 pieces its earlier life kept,
+/// and it fetches only the other 4, keeps them, delivers all the data, and the collective
+/// completes with every member finished. Node 3 is held (its data frames wait) so the run is
+/// still going when the restarted member comes back.
+#[test]
+fn a_restarted_member_resumes_from_its_shelf_and_fetches_only_the_rest() {
+    let (pieces, piece) = (8u32, 16usize);
+    let (data, spec) = mob_of(pieces, piece);
     let shelf = Arc::new(TestShelf {
         data: data.clone(),
         piece,
@@ -1222,16 +1228,7 @@ fn a_member_that_loses_the_initiator_ends_its_part() {
 #[test]
 fn an_initiator_whose_data_changed_calls_the_multicast_off_everywhere() {
     let (pieces, piece) = (8u32, 16usize);
-    let data: Bytes = (0..pieces as usize * piece)
-        .map(|i| (i * 7 % 251) as u8)
-        .collect::<Vec<u8>>()
-        .into();
-    let manifest = Manifest::build(&data, piece as u32).unwrap();
-    let spec = CollectiveSpec::Multicast {
-        protocol: MulticastProtocol::Mob,
-        params: MulticastParams::of(&MulticastSpec::Mob(MobConfig::default())),
-        manifest: ManifestSpec::of(&manifest),
-    };
+    let (data, spec) = mob_of(pieces, piece);
     let mut changed = data.to_vec();
     changed[3 * piece + 1] ^= 0x10;
     let mut hosts = vec![host(0, 4), host(1, 4), host(2, 4), host(3, 4)];

@@ -62,37 +62,28 @@ pub fn brute_force(capacity: &[f64], routes: &[Vec<usize>], weights: &[f64]) -> 
     let mut rate = vec![f64::NAN; routes.len()];
     let mut fixed = vec![false; routes.len()];
     while fixed.iter().any(|f| !f) {
-        let mut best = f64::INFINITY;
-        for (l, &c) in capacity.iter().enumerate() {
-            let mut used = 0.0;
-            let mut w = 0.0;
-            for (f, r) in routes.iter().enumerate() {
-                if r.contains(&l) {
+        // Each link's fair share now: capacity left by the fixed flows over the unfixed weight
+        // (None: no unfixed flow crosses it).
+        let shares: Vec<Option<f64>> = (capacity.iter().enumerate())
+            .map(|(l, &c)| {
+                let (mut used, mut w) = (0.0, 0.0);
+                for (f, _) in routes.iter().enumerate().filter(|(_, r)| r.contains(&l)) {
                     if fixed[f] {
                         used += rate[f];
                     } else {
                         w += weights[f];
                     }
                 }
-            }
-            if w > 0.0 {
-                best = best.min((c - used) / w);
-            }
-        }
+                (w > 0.0).then(|| (c - used) / w)
+            })
+            .collect();
+        let best = shares
+            .iter()
+            .flatten()
+            .fold(f64::INFINITY, |a, &b| a.min(b));
         let mut to_fix = Vec::new();
-        for (l, &c) in capacity.iter().enumerate() {
-            let mut used = 0.0;
-            let mut w = 0.0;
-            for (f, r) in routes.iter().enumerate() {
-                if r.contains(&l) {
-                    if fixed[f] {
-                        used += rate[f];
-                    } else {
-                        w += weights[f];
-                    }
-                }
-            }
-            if w > 0.0 && (c - used) / w <= best * (1.0 + 1e-12) {
+        for (l, share) in shares.iter().enumerate() {
+            if share.is_some_and(|s| s <= best * (1.0 + 1e-12)) {
                 for (f, r) in routes.iter().enumerate() {
                     if !fixed[f] && r.contains(&l) {
                         to_fix.push(f);
