@@ -113,7 +113,7 @@ pub use timeouts::Timeouts;
 /// depending on `windrose-proto` itself.
 pub mod multicast {
     pub use windrose_proto::bittorrent::BitTorrentConfig;
-    pub use windrose_proto::mob::MobConfig;
+    pub use windrose_proto::mob::{MobConfig, MobVariant};
     pub use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
     pub use windrose_proto::tree_multicast::{PlanTree, TreeMulticastConfig, TreePlan};
 }

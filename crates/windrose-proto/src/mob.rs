@@ -417,6 +417,30 @@ impl Default for MobConfig {
     }
 }
 
+windrose_trees::named_enum! {
+    /// Which MOB runs: the paper's, or ours with the additions [`MobConfig::default`] lists
+    /// (a scenario's `workload.mob_variant`, the CLI's `--mob-variant`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub enum MobVariant: "MOB variant" {
+        /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted
+        /// to its measured rate and round trip.
+        #[default]
+        Windrose = "windrose",
+        /// The paper's: random piece choice, R = 5 requests per peer.
+        Paper = "paper",
+    }
+}
+
+impl MobVariant {
+    /// The machine parameters of this variant.
+    pub fn config(self) -> MobConfig {
+        match self {
+            MobVariant::Windrose => MobConfig::default(),
+            MobVariant::Paper => MobConfig::paper(),
+        }
+    }
+}
+
 impl MobConfig {
     /// The paper's MOB and nothing more: random piece choice among what a global peer
     /// announced and R = 5 requests per peer, always. [`MobConfig::default`] is ours: the same

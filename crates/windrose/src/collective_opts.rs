@@ -17,7 +17,7 @@ use windrose_net::auth::{load_group_key, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
 use windrose_net::bootstrap::{BoxFuture, Established, Handshake, PlainHandshake, Transport};
 use windrose_net::group::Group;
 use windrose_net::measure;
-use windrose_net::multicast::{BitTorrentConfig, MobConfig, MulticastProtocol, MulticastSpec};
+use windrose_net::multicast::{BitTorrentConfig, MobVariant, MulticastProtocol, MulticastSpec};
 use windrose_net::random_payload;
 use windrose_net::trees::{balanced_spec, equal_platform, magpie_spec, EQUAL_CAPACITY_BYTES_S};
 use windrose_net::wire::Role;
@@ -290,15 +290,17 @@ fn loopback_copy_bytes_s() -> anyhow::Result<f64> {
 }
 
 /// The parameters of `protocol` rooted at `root` over `group` (Balanced plans from
-/// `platform`, or from equal capacities without one), and a note on the plan.
+/// `platform`, or from equal capacities without one; MOB runs as `mob`), and a note on the
+/// plan.
 pub(crate) fn multicast_spec(
     group: &Group,
     root: NodeId,
     protocol: MulticastProtocol,
     platform: Option<&Path>,
+    mob: MobVariant,
 ) -> anyhow::Result<(MulticastSpec, Option<PlanNote>)> {
     Ok(match protocol {
-        MulticastProtocol::Mob => (MulticastSpec::Mob(MobConfig::default()), None),
+        MulticastProtocol::Mob => (MulticastSpec::Mob(mob.config()), None),
         MulticastProtocol::BitTorrent => {
             (MulticastSpec::BitTorrent(BitTorrentConfig::default()), None)
         }

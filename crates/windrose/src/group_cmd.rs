@@ -71,6 +71,7 @@ use windrose_proto::collective::{
 };
 use windrose_proto::ghs::{MstResult, MstSpec};
 use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest, PieceShelf};
+use windrose_proto::mob::MobVariant;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
@@ -1157,9 +1158,14 @@ fn spec_for(
         } => {
             let protocol: MulticastProtocol = protocol.parse()?;
             // The same parameters as `windrose multicast`.
-            let (mspec, _) =
-                crate::collective_opts::multicast_spec(group, me, protocol, platform.as_deref())
-                    .map_err(|e| format!("{e:#}"))?;
+            let (mspec, _) = crate::collective_opts::multicast_spec(
+                group,
+                me,
+                protocol,
+                platform.as_deref(),
+                MobVariant::Windrose,
+            )
+            .map_err(|e| format!("{e:#}"))?;
             let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
             Job::Fixed(CollectiveSpec::Multicast {
                 protocol,

@@ -35,7 +35,7 @@ use windrose_model::{LinkCosts, NodeId};
 use windrose_net::auth::{load_group_key, GroupKey, NoiseHandshake, KEY_ENV, KEY_FILE_ENV};
 use windrose_net::bootstrap::{Bootstrap, GroupFile, Handshake};
 use windrose_net::group::Group;
-use windrose_net::multicast::MulticastProtocol;
+use windrose_net::multicast::{MobVariant, MulticastProtocol};
 use windrose_net::outcome::RunStatus;
 use windrose_net::sink::output_path_problem;
 use windrose_net::trees::group_tree;
@@ -267,6 +267,11 @@ pub struct MulticastOpts {
     /// clusters in order); default: every link alike (the output says so).
     #[arg(long, value_name = "FILE")]
     platform: Option<PathBuf>,
+    /// Which MOB (--protocol mob only): windrose (rarest-first in the mob share, request depth
+    /// adapted per peer) or paper (seed 002's random pieces, 5 requests per peer), so the
+    /// paper's protocol can be measured on real links too.
+    #[arg(long, value_name = "VARIANT")]
+    mob_variant: Option<MobVariant>,
 }
 
 /// `windrose multicast`: a piece-based multicast of a file from the root of a group.
@@ -968,6 +973,11 @@ impl MulticastOpts {
                 "--platform is only used by --protocol balanced, not {protocol}"
             )));
         }
+        if self.mob_variant.is_some() && protocol != MulticastProtocol::Mob {
+            return Err(bad_input(format!(
+                "--mob-variant is only used by --protocol mob, not {protocol}"
+            )));
+        }
         let piece = self.piece.unwrap_or(DEFAULT_PIECE_BYTES);
         if piece == 0 || piece > MAX_PIECE_BYTES {
             return Err(bad_input(format!(
@@ -997,7 +1007,13 @@ fn multicast(
     let (watch, source) = (run.watch, run.source.clone());
     mopts.check(protocol)?;
     let piece = mopts.piece.unwrap_or(DEFAULT_PIECE_BYTES);
-    let (spec, note) = multicast_spec(&run.group, run.root, protocol, mopts.platform.as_deref())?;
+    let (spec, note) = multicast_spec(
+        &run.group,
+        run.root,
+        protocol,
+        mopts.platform.as_deref(),
+        mopts.mob_variant.unwrap_or_default(),
+    )?;
     // MAX_PIECE_BYTES < 2^32, checked above.
     let manifest = Manifest::build(&run.data, piece as u32)
         .or_bad_input_about(format_args!("--piece {piece}"))?;

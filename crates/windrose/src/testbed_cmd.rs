@@ -18,7 +18,9 @@ use windrose_model::units::{format_size, parse_size};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::multicast::MulticastProtocol;
 use windrose_sim::network::Change;
-use windrose_sim::scenario::{load_scenario, run_scenario_shared, Mayhem, Scenario, WorkloadKind};
+use windrose_sim::scenario::{
+    load_scenario, run_scenario_shared, Mayhem, MobVariant, Scenario, WorkloadKind,
+};
 use windrose_testbed::testbed::{self, DelayMode, State};
 
 /// `windrose testbed`: network namespaces, shaped links and a WAN delay line that emulate a
@@ -147,6 +149,10 @@ pub struct RunArgs {
     /// The protocol (default: the scenario's).
     #[arg(long)]
     protocol: Option<MulticastProtocol>,
+    /// Which MOB, windrose or paper (default: the scenario's `mob_variant`); the simulator's
+    /// prediction runs the same.
+    #[arg(long, value_name = "VARIANT")]
+    mob_variant: Option<MobVariant>,
     /// Bytes to multicast, e.g. 64MB (10^6-byte units) or 64MiB (2^20); default: the
     /// scenario's message size.
     #[arg(long, value_parser = parse_size)]
@@ -678,6 +684,7 @@ pub fn demo(a: DemoArgs) -> Result<()> {
             run_scenario_on_testbed(RunArgs {
                 scenario: path,
                 protocol: Some(a.protocol),
+                mob_variant: None,
                 size: Some(a.size),
                 name: "demo".into(),
                 timeout: 60.0,
@@ -953,6 +960,7 @@ struct RunNode {
 #[derive(Serialize)]
 struct RunReport {
     scenario: String,
+    /// The protocol, `mob-paper` for seed 002's own MOB (`--mob-variant paper`).
     protocol: String,
     data_bytes: u64,
     piece_bytes: u32,
@@ -989,7 +997,17 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     if let Some(p) = a.protocol {
         m.protocol = p;
     }
+    if let Some(v) = a.mob_variant {
+        if m.protocol != MulticastProtocol::Mob {
+            return Err(bad_input(format!(
+                "--mob-variant is only used by MOB, not {}",
+                m.protocol
+            )));
+        }
+        m.mob_variant = v;
+    }
     let protocol = m.protocol;
+    let mob_variant = m.mob_variant;
     let piece = m.piece_bytes;
     if let Some(b) = a.size {
         s.workload.message_bytes = b;
@@ -1155,6 +1173,10 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     if protocol == MulticastProtocol::Balanced {
         args.extend(["--platform", &scenario_s]);
     }
+    let variant_s = mob_variant.to_string();
+    if protocol == MulticastProtocol::Mob {
+        args.extend(["--mob-variant", &variant_s]);
+    }
     eprintln!(
         "testbed {}: {} of {} across {} nodes ...",
         a.name,
@@ -1295,7 +1317,10 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     let wan_total: u64 = wan.iter().flatten().sum();
     let rep = RunReport {
         scenario: s.name.clone(),
-        protocol: protocol.to_string(),
+        protocol: match (protocol, mob_variant) {
+            (MulticastProtocol::Mob, MobVariant::Paper) => "mob-paper".to_string(),
+            _ => protocol.to_string(),
+        },
         data_bytes,
         piece_bytes: piece,
         bound_mb_s: bound / 1e6,

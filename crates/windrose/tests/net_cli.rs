@@ -212,6 +212,24 @@ fn bad_group_files_and_arguments_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("\"lots\" is not a byte size"));
+    windrose()
+        .args([
+            "local",
+            "--protocol",
+            "bittorrent",
+            "--mob-variant",
+            "paper",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--mob-variant is only used by --protocol mob, not bittorrent",
+        ));
+    windrose()
+        .args(["local", "--protocol", "mob", "--mob-variant", "papr"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("papr"));
     // Encryption takes its keys from the authenticated handshake: no key, no --encrypt.
     windrose()
         .args([
@@ -239,6 +257,19 @@ fn local_with_an_encrypted_data_path() {
         assert_eq!(n["status"], "finished", "{n}");
         assert_eq!(n["blake3"].as_str(), Some(root), "{n}");
         assert_eq!(n["verified"], true);
+    }
+}
+
+/// Seed 002's own MOB (random pieces, 5 requests per peer) runs on real processes too, so
+/// `testbed run --mob-variant paper` can measure it on emulated links.
+#[test]
+fn local_runs_the_papers_mob() {
+    let o = local(6, &["--protocol", "mob", "--mob-variant", "paper"]);
+    let root = o["root_blake3"].as_str().unwrap();
+    assert_eq!(o["nodes"].as_array().unwrap().len(), 5, "{o}");
+    for n in o["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "finished", "{n}");
+        assert_eq!(n["blake3"].as_str(), Some(root), "{n}");
     }
 }
 

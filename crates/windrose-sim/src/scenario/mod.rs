@@ -667,28 +667,8 @@ pub struct MulticastWorkload {
     pub mob_variant: MobVariant,
 }
 
-named_enum! {
-    /// `workload.mob_variant`: the paper's MOB or ours (see `windrose_proto::mob::MobConfig`).
-    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-    pub enum MobVariant: "MOB variant" {
-        /// Ours (the default): rarest-first inside the mob share, request depth per peer adapted
-        /// to its measured rate and round trip.
-        #[default]
-        Windrose = "windrose",
-        /// The paper's: random piece choice, R = 5 requests per peer.
-        Paper = "paper",
-    }
-}
-
-impl MobVariant {
-    /// The machine parameters of this variant.
-    pub fn config(self) -> windrose_proto::mob::MobConfig {
-        match self {
-            MobVariant::Windrose => windrose_proto::mob::MobConfig::default(),
-            MobVariant::Paper => windrose_proto::mob::MobConfig::paper(),
-        }
-    }
-}
+/// `workload.mob_variant`: the paper's MOB or ours (the runtime's `--mob-variant` too).
+pub use windrose_proto::mob::MobVariant;
 
 /// The largest share of a core a node may be given in `[compute]` (a machine of 1024 cores).
 pub const MAX_CPU: f64 = 1024.0;
