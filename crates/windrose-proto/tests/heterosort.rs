@@ -1525,6 +1525,48 @@ fn splitters_members_killed_at_every_event_around_the_end() {
     assert!(tally[&(0, End::Whole)] > 500, "{tally:?}");
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The two-phase end under any slicing, shape and shares, one or two members killed at
+    /// any event after the copies are placed (the end included): no survivor waits or
+    /// aborts, no record is delivered twice, and a run whose victims all died before their
+    /// Ready holds every record once; otherwise only whole ranges of victims that died after
+    /// their Ready may be missing ([`check_end`]).
+    #[test]
+    fn kills_at_any_event_lose_only_ranges_after_a_ready(
+        (rows, cols) in shapes(),
+        shape in any_shape(),
+        counts in prop::collection::vec(1usize..30, 16),
+        speeds in prop::collection::vec(0.5f64..4.0, 16),
+        slicing in 0..3usize,
+        seed in any::<u64>(),
+        victims in prop::collection::vec((0..16usize, 0..400u64), 1..3),
+    ) {
+        let n = (rows * cols) as usize;
+        prop_assume!(n >= 3);
+        let inputs = shares(shape, &counts[..n], seed);
+        let slicing = [Slicing::Speed, Slicing::Equal, Slicing::Splitters][slicing];
+        let mut s = spec(rows, cols, RECORD_LEN as u32, slicing, speeds[..n].to_vec());
+        s.backups = 2;
+        let mut kills: Vec<(usize, u64)> = Vec::new();
+        for (v, gap) in victims {
+            if kills.iter().all(|k| k.0 != v % n) {
+                kills.push((v % n, gap));
+            }
+        }
+        let out = drive_failing(machines(&s, &inputs), seed, &kills, Window::Anytime);
+        let end = check_end(&inputs, &out);
+        let all_before_ready = out
+            .at_death
+            .values()
+            .all(|d| !d.prepared && d.delivered.is_none());
+        if all_before_ready {
+            prop_assert_eq!(end, End::Whole);
+        }
+    }
+}
+
 /// The edges of recovery, on a 1 x 4 snake with one backup each (member `j`'s copy at
 /// `j + 1`): a member and its only holder both failing leaves no copy, and every survivor
 /// aborts naming the member; a node named in a notice aborts (the others restore its input);
