@@ -44,9 +44,14 @@
 //! starts cycle `c + 2` only once it knows verdict `c` is "not sorted", and rank 0 starts the
 //! wave of cycle `c` only then for verdict `c - 1`, so waves never overlap and one cycle of
 //! trading overlaps each wave. On verdict `c` "sorted" every node finishes cycle `c + 1` (which
-//! every node has started or may start: it needed only verdict `c - 1`) and then delivers its
-//! records in order ([`Output::Deliver`] at offset 0) and finishes; no check or verdict of the
-//! last cycle is ever sent, so nothing arrives after a node has finished.
+//! every node has started or may start: it needed only verdict `c - 1`) and then ends in two
+//! phases ([recovery](recovery#the-end-prepare-ready-commit)): it tells rank `R*C - 1`, the
+//! *decider*, that it holds its final range ([`HsortMsg::Ready`]), and delivers its records in
+//! order ([`Output::Deliver`] at offset 0) and finishes when the decider's
+//! [`HsortMsg::Commit`] comes, which the decider sends once every rank's Ready is in. No check
+//! or verdict of the last cycle is ever sent; after a node has finished only other ranks'
+//! copies of the commit (each rank passes it on) can still arrive, and a finished machine
+//! ignores them.
 //!
 //! **It cannot stop early.** The records "after cycle `c`" are a consistent cut: each node's
 //! records after its merge of cycle `c`, and cycle `c + 1`'s frames are cut from exactly those.
@@ -100,8 +105,10 @@
 //!    two records, or none for a rank without records), which checks them in snake order and
 //!    sends every rank the [`HsortMsg::Verdict`]: two hops. Buckets are cut at the same splitters
 //!    everywhere, a record `<=` splitter `j` going to rank `j` or below, so every rank's
-//!    records are `<=` the next non-empty rank's: the verdict of cycle 1 is "sorted" and every
-//!    node delivers at once. The backup copies travel beside the samples and the exchange
+//!    records are `<=` the next non-empty rank's: the verdict of cycle 1 is "sorted", and it
+//!    is the *prepare* of the two-phase end: every rank answers Ready and delivers on the
+//!    decider's commit ([recovery](recovery#the-end-prepare-ready-commit)), so a member that
+//!    fails after its check is never missed. The backup copies travel beside the samples and the exchange
 //!    (the paper's modes wait for them before trading): a node sends its check only once
 //!    its own copies are acknowledged, so no verdict, and no delivery, comes before every
 //!    copy is placed, and [recovery](recovery#splitters-trade-before-the-copies-are-placed)
@@ -118,11 +125,13 @@
 //!
 //! Cost: one sort per member, `p (p - 1)` sample frames, one bucket per ordered pair (each
 //! record crosses the network at most once, plus its backup copy), one merge, one check (two
-//! hops). In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
+//! hops), and the end: one Ready per rank and one commit per ordered pair (the decider's, passed
+//! on by each rank), small frames, two more hops. In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
 //! a 100 MB/s core, 4 MB/s WAN, 16 MB of records;
 //! `windrose-sim/tests/heterosort.rs::splitters_meet_the_speed_targets_on_the_heterogeneous_testbed`)
-//! the splitters finish at 0.677 s against 4.803 s for equal slices (7.1x) and 0.793 s for the
-//! sample sort (1.17x; the issue asks 1.5x): the speed-weighted ranges halve the slowest
+//! the splitters finish at 0.698 s against 4.823 s for equal slices (6.9x) and 0.793 s for the
+//! sample sort (1.14x; the issue asks 1.5x; 0.677 s before the two-phase end, whose Ready and
+//! commit add two WAN hops): the speed-weighted ranges halve the slowest
 //! member's merge, but both sorts first wait for that member to sort its equal input share,
 //! and both move about three quarters of the records over the same WAN. Two choices made the
 //! difference from a first version at 0.80 s (and 3.5 s against the sample sort's 1.8 s on the
@@ -141,6 +150,8 @@
 //! | 5    | `hsort_backup_ack` | transfer u32                                                | none    |
 //! | 6    | `hsort_failed`     | transfer u32                                                | the failed member ranks, u32 each, ascending |
 //! | 7    | `hsort_samples`    | transfer u32, epoch u32, count u64, record_len u16          | the sender's regular samples, in order ([`Slicing::Splitters`]) |
+//! | 8    | `hsort_ready`      | transfer u32, epoch u32, cycle u32                          | none (to the decider: the sender holds its final range; to another rank: the sender is prepared and lost the decider) |
+//! | 9    | `hsort_commit`     | transfer u32, epoch u32, cycle u32                          | none    |
 //!
 //! `count` is the sender's record count after the cycle's handoffs; `validate` refuses a
 //! zero cycle, a zero record length, a payload that is not whole records or shorter than the
@@ -182,6 +193,8 @@ const K_BACKUP: u8 = 4;
 const K_BACKUP_ACK: u8 = 5;
 const K_FAILED: u8 = 6;
 const K_SAMPLES: u8 = 7;
+const K_READY: u8 = 8;
+const K_COMMIT: u8 = 9;
 
 /// A HeteroSort message: see the frame table in the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -259,6 +272,25 @@ pub enum HsortMsg {
         /// The samples, `record_len` bytes each, in order.
         samples: Bytes,
     },
+    /// The two-phase end ([`recovery`]'s "The end"): the sender holds its final range of the
+    /// epoch and has heard of no failure; it waits for the decider's commit.
+    Ready {
+        /// The run.
+        transfer: TransferId,
+        /// The epoch.
+        epoch: u32,
+        /// The sender's last cycle.
+        cycle: u32,
+    },
+    /// The decider had every rank's [`HsortMsg::Ready`] and no failure: deliver and finish.
+    Commit {
+        /// The run.
+        transfer: TransferId,
+        /// The epoch.
+        epoch: u32,
+        /// The last cycle.
+        cycle: u32,
+    },
     /// The members the sender counts as failed (ascending member ranks, all it knows of).
     Failed {
         /// The run.
@@ -291,6 +323,8 @@ impl HsortMsg {
             | HsortMsg::Backup { transfer, .. }
             | HsortMsg::BackupAck { transfer }
             | HsortMsg::Samples { transfer, .. }
+            | HsortMsg::Ready { transfer, .. }
+            | HsortMsg::Commit { transfer, .. }
             | HsortMsg::Failed { transfer, .. } => *transfer,
         }
     }
@@ -320,7 +354,9 @@ impl HsortMsg {
         match self {
             HsortMsg::Slice { epoch, cycle, .. }
             | HsortMsg::Check { epoch, cycle, .. }
-            | HsortMsg::Verdict { epoch, cycle, .. } => Some((*epoch, *cycle)),
+            | HsortMsg::Verdict { epoch, cycle, .. }
+            | HsortMsg::Ready { epoch, cycle, .. }
+            | HsortMsg::Commit { epoch, cycle, .. } => Some((*epoch, *cycle)),
             _ => None,
         }
     }
@@ -371,6 +407,18 @@ impl Family for HsortMsg {
             fixed: 18,
             payload: true,
         },
+        KindLayout {
+            kind: K_READY,
+            name: "hsort_ready",
+            fixed: 12,
+            payload: false,
+        },
+        KindLayout {
+            kind: K_COMMIT,
+            name: "hsort_commit",
+            fixed: 12,
+            payload: false,
+        },
     ];
 
     fn kind(&self) -> u8 {
@@ -382,6 +430,8 @@ impl Family for HsortMsg {
             HsortMsg::BackupAck { .. } => K_BACKUP_ACK,
             HsortMsg::Failed { .. } => K_FAILED,
             HsortMsg::Samples { .. } => K_SAMPLES,
+            HsortMsg::Ready { .. } => K_READY,
+            HsortMsg::Commit { .. } => K_COMMIT,
         }
     }
 
@@ -395,7 +445,10 @@ impl Family for HsortMsg {
             HsortMsg::Check { max, .. } => Some(max),
             HsortMsg::Failed { ranks, .. } => Some(ranks),
             HsortMsg::Samples { samples, .. } => Some(samples),
-            HsortMsg::Verdict { .. } | HsortMsg::BackupAck { .. } => None,
+            HsortMsg::Verdict { .. }
+            | HsortMsg::BackupAck { .. }
+            | HsortMsg::Ready { .. }
+            | HsortMsg::Commit { .. } => None,
         }
     }
 
@@ -436,7 +489,10 @@ impl Family for HsortMsg {
                 dst.put_u64(*count);
                 dst.put_u16(*record_len);
             }
-            HsortMsg::BackupAck { .. } | HsortMsg::Failed { .. } => {}
+            HsortMsg::BackupAck { .. }
+            | HsortMsg::Failed { .. }
+            | HsortMsg::Ready { .. }
+            | HsortMsg::Commit { .. } => {}
         }
     }
 
@@ -503,6 +559,23 @@ impl Family for HsortMsg {
                 }
             }
             K_BACKUP_ACK => HsortMsg::BackupAck { transfer },
+            K_READY | K_COMMIT => {
+                let epoch = body.get_u32();
+                let cycle = body.get_u32();
+                if kind == K_READY {
+                    HsortMsg::Ready {
+                        transfer,
+                        epoch,
+                        cycle,
+                    }
+                } else {
+                    HsortMsg::Commit {
+                        transfer,
+                        epoch,
+                        cycle,
+                    }
+                }
+            }
             K_SAMPLES => {
                 let epoch = body.get_u32();
                 let count = body.get_u64();
@@ -822,6 +895,9 @@ enum Phase {
     Computing,
     /// Cycle done; the next one needs a verdict not yet known.
     Waiting,
+    /// The epoch's last cycle is done and [`HsortMsg::Ready`] sent (or, at the decider,
+    /// counted): waiting for the decider's [`HsortMsg::Commit`] (see [`recovery`]'s "The end").
+    Prepared,
     /// Delivered and finished (or aborted).
     Over,
 }
@@ -932,6 +1008,17 @@ pub struct HeteroSort {
     /// Every member's backup holders, by member rank ([`recovery::holders`], or
     /// [`recovery::holders_by_cluster`] for Splitters given the clusters).
     holders_of: Vec<Vec<usize>>,
+    /// At the decider (the epoch's last rank): the ranks whose [`HsortMsg::Ready`] is in.
+    readies: BTreeSet<usize>,
+    /// Prepared, not the decider: members (member ranks) its Host reported failed since it
+    /// sent its Ready. Kept aside until the decider's commit or a failure notice settles the
+    /// epoch (see [`recovery`]'s "The end").
+    deferred: BTreeSet<usize>,
+    /// Prepared, not the decider, and the decider is reported failed: the end is unknown
+    /// until a commit, a failure notice, or every other live rank's "undecided" settles it.
+    orphaned: bool,
+    /// Orphaned: the ranks that told this node they are prepared and lost the decider too.
+    undecided: BTreeSet<usize>,
 }
 
 /// Samples per member and per rank for [`Slicing::Splitters`]: the heaviest rank's share is
@@ -1025,6 +1112,10 @@ impl HeteroSort {
                     recovery::holders(j, members.len(), b)
                 })
                 .collect(),
+            readies: BTreeSet::new(),
+            deferred: BTreeSet::new(),
+            orphaned: false,
+            undecided: BTreeSet::new(),
         })
     }
 
@@ -1098,6 +1189,12 @@ impl HeteroSort {
     /// the cycle its verdict finds sorted (not one cycle later).
     pub fn uses_splitters(&self) -> bool {
         self.splitters_mode
+    }
+
+    /// The node holds its final range and its Ready is sent (or, at the decider, counted):
+    /// it waits for the commit (see [`recovery`]'s "The end").
+    pub fn prepared(&self) -> bool {
+        self.phase == Phase::Prepared
     }
 
     /// The first cycle whose verdict was "sorted", once known here.
@@ -1290,6 +1387,10 @@ impl HeteroSort {
         self.checks.clear();
         self.gathered.clear();
         self.verdicts.clear();
+        self.readies.clear();
+        self.deferred.clear();
+        self.orphaned = false;
+        self.undecided.clear();
         match self.phase {
             Phase::Idle => {}
             // Nothing traded yet: the epoch's records change (a restored copy), not a restart.
@@ -1709,18 +1810,7 @@ impl HeteroSort {
         }
         let c = self.cycle;
         if self.stop_after == Some(c) {
-            self.phase = Phase::Over;
-            self.status = Status::Finished;
-            let mut all = BytesMut::with_capacity(self.data.len() * self.record_len);
-            for r in &self.data {
-                all.extend_from_slice(r);
-            }
-            out.push(Output::Deliver {
-                transfer: self.transfer,
-                offset: 0,
-                data: all.freeze(),
-            });
-            out.push(Output::Finished);
+            self.prepare(out);
             return;
         }
         let needed = if self.splitters_mode {
@@ -1731,6 +1821,125 @@ impl HeteroSort {
         if needed.is_none_or(|d| self.verdicts.get(&d) == Some(&false)) {
             self.start_cycle(c + 1, out);
         }
+    }
+
+    /// The epoch's last cycle is done: the first phase of the end. A rank tells the decider
+    /// (the epoch's last rank) it holds its final range ([`HsortMsg::Ready`]); the decider
+    /// counts its own and commits once every rank's is in.
+    fn prepare(&mut self, out: &mut Outputs) {
+        self.phase = Phase::Prepared;
+        let last = self.n() - 1;
+        if self.rank == last {
+            self.readies.insert(last);
+            self.maybe_commit(out);
+        } else {
+            out.send(
+                self.ids[last],
+                Message::HeteroSort(HsortMsg::Ready {
+                    transfer: self.transfer,
+                    epoch: self.epoch(),
+                    cycle: self.cycle,
+                }),
+            );
+        }
+    }
+
+    /// At the decider: with every rank's Ready in (and no failure heard, or the epoch would
+    /// have been abandoned), the commit point: tell every rank, deliver, finish.
+    fn maybe_commit(&mut self, out: &mut Outputs) {
+        if self.phase != Phase::Prepared || self.readies.len() < self.n() {
+            return;
+        }
+        for (q, &id) in self.ids.iter().enumerate() {
+            if q != self.rank {
+                out.send(
+                    id,
+                    Message::HeteroSort(HsortMsg::Commit {
+                        transfer: self.transfer,
+                        epoch: self.epoch(),
+                        cycle: self.cycle,
+                    }),
+                );
+            }
+        }
+        self.deliver(out);
+    }
+
+    /// Delivers the node's range and finishes.
+    fn deliver(&mut self, out: &mut Outputs) {
+        self.phase = Phase::Over;
+        self.status = Status::Finished;
+        let mut all = BytesMut::with_capacity(self.data.len() * self.record_len);
+        for r in &self.data {
+            all.extend_from_slice(r);
+        }
+        out.push(Output::Deliver {
+            transfer: self.transfer,
+            offset: 0,
+            data: all.freeze(),
+        });
+        out.push(Output::Finished);
+    }
+
+    /// A prepared rank other than the decider, whose Host reports member `r` failed. Its Ready
+    /// is out, so the decider may already have committed: it must not start a new epoch on its
+    /// own. A failed decider leaves the end unknown (it may have committed to some ranks and
+    /// not others): the rank aborts, naming it. Any other failure waits for the decider's
+    /// answer, a commit or its failure notice (see [`recovery`]'s "The end").
+    fn defer_failure(&mut self, r: usize, out: &mut Outputs) {
+        if self.failed.contains(&r) || !self.deferred.insert(r) {
+            return;
+        }
+        let last = self.n() - 1;
+        if self.all[r] == self.ids[last] && !self.orphaned {
+            // Tell the other live ranks this one is prepared and undecided (a Ready sent
+            // to a rank that does not decide).
+            self.orphaned = true;
+            for q in 0..last {
+                let id = self.ids[q];
+                let gone = self.all.iter().position(|&n| n == id);
+                if q != self.rank && !gone.is_some_and(|g| self.deferred.contains(&g)) {
+                    out.send(
+                        id,
+                        Message::HeteroSort(HsortMsg::Ready {
+                            transfer: self.transfer,
+                            epoch: self.epoch(),
+                            cycle: self.cycle,
+                        }),
+                    );
+                }
+            }
+        }
+        self.settle_orphan(out);
+    }
+
+    /// Orphaned: when every other live rank is prepared and undecided too, no live rank has
+    /// delivered (one that had would have passed the commit on, ahead of anything else on
+    /// the link, and sends no "undecided"): only the failed decider may have, and a failed
+    /// member's output never counts (it is lost, its input restored). The rank starts the
+    /// next epoch, as every other orphan does when it sees the same. A rank that is not
+    /// prepared restarts on the decider's failure by itself, and its notice settles the
+    /// orphans the same way sooner.
+    fn settle_orphan(&mut self, out: &mut Outputs) {
+        if !self.orphaned || self.phase != Phase::Prepared {
+            return;
+        }
+        let last = self.n() - 1;
+        let waiting = (0..last).any(|q| {
+            let r = self.all.iter().position(|&n| n == self.ids[q]);
+            q != self.rank
+                && !r.is_some_and(|r| self.deferred.contains(&r))
+                && !self.undecided.contains(&q)
+        });
+        if !waiting {
+            let news: Vec<usize> = std::mem::take(&mut self.deferred).into_iter().collect();
+            self.learn_failed(&news, out);
+        }
+    }
+
+    /// Prepared and not the decider.
+    fn awaits_commit(&self) -> bool {
+        self.phase == Phase::Prepared && self.rank + 1 != self.n()
     }
 
     fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
@@ -1779,9 +1988,18 @@ impl HeteroSort {
             .expect("a live member is in the epoch's snake");
         match msg {
             HsortMsg::Failed { ranks, .. } => {
-                let ranks = failed_ranks(&ranks);
+                let mut ranks = failed_ranks(&ranks);
                 if ranks.last().is_some_and(|&r| r >= self.all.len()) {
                     return Err(inconsistent("a failed member rank outside the group"));
+                }
+                // A notice that names a new failure comes, at its origin, from a rank that
+                // never sent its Ready of this epoch, or from the decider before its commit:
+                // the epoch can no longer commit, so a prepared rank may start the next one,
+                // with the failures it kept aside.
+                // (A notice that names nothing new, one sent when its sender entered this
+                // epoch, settles nothing.)
+                if ranks.iter().any(|r| !self.failed.contains(r)) {
+                    ranks.extend(std::mem::take(&mut self.deferred));
                 }
                 self.learn_failed(&ranks, out);
             }
@@ -1948,6 +2166,52 @@ impl HeteroSort {
                 self.checks.insert(cycle, (ok, max));
                 self.wave(out);
             }
+            HsortMsg::Ready { cycle, .. } if self.rank + 1 != self.n() => {
+                // An orphan's "undecided": kept by a prepared rank, dropped by one not yet
+                // prepared (it will restart, or prepare and hear of the decider itself).
+                if q + 1 == self.n() {
+                    return Err(unexpected("a ready from the decider"));
+                }
+                if self.awaits_commit() && cycle == self.cycle {
+                    self.undecided.insert(q);
+                    self.settle_orphan(out);
+                }
+            }
+            HsortMsg::Ready { cycle, .. } => {
+                if self.stop_after != Some(cycle) || !self.readies.insert(q) {
+                    return Err(unexpected("a ready of a cycle not awaited"));
+                }
+                self.maybe_commit(out);
+            }
+            HsortMsg::Commit { cycle, .. } => {
+                if q == self.rank || self.rank + 1 == self.n() {
+                    return Err(unexpected("a commit for the decider"));
+                }
+                if self.phase != Phase::Prepared || cycle != self.cycle {
+                    return Err(unexpected("a commit before this rank was ready"));
+                }
+                if self.orphaned && q + 1 == self.n() {
+                    // The failed decider's commit, late: this rank has told the others it is
+                    // undecided, and they may settle on the next epoch without it.
+                    return Ok(());
+                }
+                // Passed on to the other ranks: if the decider dies while sending its
+                // commits, a rank that got one still tells the rest.
+                let last = self.n() - 1;
+                for (k, &id) in self.ids.iter().enumerate() {
+                    if k != self.rank && k != q && k != last {
+                        out.send(
+                            id,
+                            Message::HeteroSort(HsortMsg::Commit {
+                                transfer: self.transfer,
+                                epoch: self.epoch(),
+                                cycle,
+                            }),
+                        );
+                    }
+                }
+                self.deliver(out);
+            }
             HsortMsg::Verdict { cycle, sorted, .. } => {
                 let decider = if self.splitters_mode {
                     self.n() - 1
@@ -2017,7 +2281,11 @@ impl Protocol for HeteroSort {
             Input::PeerFailed(peer) => {
                 // Without backups no failure is restorable: `learn_failed` aborts.
                 if let Some(r) = self.all.iter().position(|&n| n == peer) {
-                    self.learn_failed(&[r], out);
+                    if self.awaits_commit() {
+                        self.defer_failure(r, out);
+                    } else {
+                        self.learn_failed(&[r], out);
+                    }
                 }
                 Ok(())
             }

@@ -150,8 +150,9 @@ struct FaultRun {
 const INITIATOR: NodeId = NodeId(0);
 
 /// Runs `c`; kills `kills` (member, time) in time order, each only if no member has
-/// delivered by then (the span recovery covers, see `heterosort::recovery`).
-fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool) -> FaultRun {
+/// delivered by then (the span recovery covers, see `heterosort::recovery`), or at any time
+/// with `any_time`.
+fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool, any_time: bool) -> FaultRun {
     let n = c.platform.node_count();
     let mut sim = sort_sim(
         c.platform.clone(),
@@ -185,7 +186,7 @@ fn run_faults(c: &FaultCase, kills: &[(usize, f64)], log: bool) -> FaultRun {
     let mut killed = Vec::new();
     for (v, at) in kills {
         sim.run_until(at).unwrap();
-        if (0..n).any(|i| !sim.delivered(NodeId(i as u32)).is_empty()) {
+        if !any_time && (0..n).any(|i| !sim.delivered(NodeId(i as u32)).is_empty()) {
             break;
         }
         sim.fail_node_at(NodeId(v as u32), at).unwrap();
@@ -250,10 +251,15 @@ fn check_survivors(c: &FaultCase, r: &FaultRun) -> Result<f64, String> {
             e => return Err(format!("survivor {i} ended {e:?}")),
         }
         let d = &r.delivered[i];
-        if d.len() != 1 || d[0].0 != 0 || d[0].1.is_empty() {
+        // Splitters may leave a rank empty (equal keys around a splitter).
+        let empty_ok = c.spec.slicing == Slicing::Splitters;
+        if d.len() != 1 || d[0].0 != 0 || (d[0].1.is_empty() && !empty_ok) {
             return Err(format!("survivor {i} delivered {} pieces", d.len()));
         }
         let d = &d[0].1;
+        if d.is_empty() {
+            continue;
+        }
         if let Some(p) = &prev {
             if p[p.len() - RECORD_LEN..] > d[..RECORD_LEN] {
                 return Err(format!("survivor {i}'s range overlaps the one before"));
@@ -300,9 +306,9 @@ fn sixteen_hosts_lose_two_mid_sort_and_the_survivors_hold_every_record_once() {
             },
         };
         c.spec.backups = 0;
-        let bare = check_survivors(&c, &run_faults(&c, &[], false)).unwrap();
+        let bare = check_survivors(&c, &run_faults(&c, &[], false, false)).unwrap();
         c.spec.backups = 2;
-        let reference = run_faults(&c, &[], true);
+        let reference = run_faults(&c, &[], true, false);
         let base = check_survivors(&c, &reference).unwrap();
         let (placed, first) = backup_and_delivery_times(reference.log.as_deref().unwrap());
         assert!(
@@ -312,7 +318,7 @@ fn sixteen_hosts_lose_two_mid_sort_and_the_survivors_hold_every_record_once() {
         // Halfway (the asserted case), then early and late for the table.
         for part in [0.5, 0.1, 0.9] {
             let at = placed + part * (first - placed);
-            let r = run_faults(&c, &[(6, at), (11, at)], false);
+            let r = run_faults(&c, &[(6, at), (11, at)], false, false);
             assert_eq!(r.killed.len(), 2, "both killed before any delivery");
             let done = check_survivors(&c, &r).unwrap();
             println!(
@@ -346,11 +352,7 @@ fn chaos_case(seed: u64) -> (FaultCase, Vec<usize>, ChaCha8Rng) {
         })
         .collect();
     let speeds: Vec<f64> = (0..n).map(|_| rng.gen_range(0.5..4.0)).collect();
-    let slicing = if rng.gen_bool(0.5) {
-        Slicing::Speed
-    } else {
-        Slicing::Equal
-    };
+    let slicing = [Slicing::Speed, Slicing::Equal, Slicing::Splitters][rng.gen_range(0..3)];
     let k = rng.gen_range(1..=3usize);
     let mut victims = Vec::new();
     while victims.len() < k {
@@ -383,14 +385,14 @@ fn chaos_case(seed: u64) -> (FaultCase, Vec<usize>, ChaCha8Rng) {
 /// nobody delivered yet); the victims die at random times in it.
 fn chaos_run(seed: u64) -> Result<usize, String> {
     let (c, victims, mut rng) = chaos_case(seed);
-    let reference = run_faults(&c, &[], true);
+    let reference = run_faults(&c, &[], true, false);
     check_survivors(&c, &reference).map_err(|e| format!("without failures: {e}"))?;
     let (placed, first) = backup_and_delivery_times(reference.log.as_deref().unwrap());
     let kills: Vec<(usize, f64)> = victims
         .iter()
         .map(|&v| (v, rng.gen_range(placed..first)))
         .collect();
-    let r = run_faults(&c, &kills, false);
+    let r = run_faults(&c, &kills, false, false);
     check_survivors(&c, &r)?;
     Ok(r.killed.len())
 }
@@ -500,7 +502,7 @@ fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
             backups: 1,
         },
     };
-    let reference = run_faults(&c, &[], true);
+    let reference = run_faults(&c, &[], true, false);
     check_survivors(&c, &reference).unwrap();
     let log = reference.log.unwrap();
     let victim = 6usize;
@@ -514,7 +516,7 @@ fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
         .map(|v| v["t"].as_f64().unwrap())
         .expect("the victim computes");
     for at in [started - 1e-6, started, started + 1e-6, started + 1e-3] {
-        let r = run_faults(&c, &[(victim, at)], false);
+        let r = run_faults(&c, &[(victim, at)], false, false);
         assert_eq!(r.killed.len(), 1);
         let whole = check_survivors(&c, &r);
         let mut without = FaultCase {
@@ -531,6 +533,165 @@ fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
         );
         println!("killed at {at:.6} s: every record {}", whole.is_ok());
     }
+}
+
+/// How a run with one member killed at any instant ended ([`end_of`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum End {
+    /// Every survivor finished, and their deliveries hold every record once.
+    Whole,
+    /// Every survivor finished; exactly the victim's final range is missing: it died after
+    /// the decider counted its Ready (a dead member's output never counts: the run's check,
+    /// over the members that finished, fails and names it lost).
+    VictimsRange,
+}
+
+fn records_of(d: &Bytes) -> impl Iterator<Item = Bytes> + '_ {
+    (0..d.len() / RECORD_LEN).map(move |i| d.slice(i * RECORD_LEN..(i + 1) * RECORD_LEN))
+}
+
+/// Classifies a run of `c` whose member `victim` was killed: every survivor finished, no
+/// record was delivered twice and the survivors' deliveries in member order are sorted and
+/// contiguous; then which [`End`] (`range`: the victim's range in the run without failures).
+fn end_of(c: &FaultCase, r: &FaultRun, victim: usize, range: &Bytes) -> Result<End, String> {
+    for (i, e) in r.ended.iter().enumerate() {
+        if i != victim && !e.is_some_and(|(_, f)| f) {
+            return Err(format!("survivor {i} ended {e:?}"));
+        }
+    }
+    let mut missing: BTreeMap<Bytes, i64> = BTreeMap::new();
+    for s in &c.input {
+        for rec in records_of(s) {
+            *missing.entry(rec).or_default() += 1;
+        }
+    }
+    let mut last: Option<Bytes> = None;
+    for (i, pieces) in r.delivered.iter().enumerate() {
+        if i == victim {
+            continue;
+        }
+        for (_, d) in pieces {
+            for rec in records_of(d) {
+                let k = missing.entry(rec.clone()).or_default();
+                *k -= 1;
+                if *k < 0 {
+                    return Err(format!("member {i} delivered a record twice"));
+                }
+                if last.as_ref().is_some_and(|l| *l > rec) {
+                    return Err(format!("member {i}'s range is out of order"));
+                }
+                last = Some(rec);
+            }
+        }
+    }
+    missing.retain(|_, k| *k > 0);
+    if missing.is_empty() {
+        return Ok(End::Whole);
+    }
+    let mut theirs: BTreeMap<Bytes, i64> = BTreeMap::new();
+    for rec in records_of(range) {
+        *theirs.entry(rec).or_default() += 1;
+    }
+    if missing == theirs {
+        Ok(End::VictimsRange)
+    } else {
+        Err(format!(
+            "{} records missing, not the victim's range",
+            missing.len()
+        ))
+    }
+}
+
+/// Splitters' two-phase end in the simulator (issue 19): on 16 Hosts, a member (6) and then
+/// the decider (15, the last rank) are killed 1 us before and after every instant at which a
+/// check, a verdict (the prepare), a Ready or a commit leaves or reaches either of them, and
+/// every delivery. Every survivor finishes and no record is delivered twice. Killed before its
+/// Ready (the decider: before its commit), a member is always recovered, every record once;
+/// after it, only the victim's own range can be missing.
+#[test]
+fn splitters_members_killed_at_every_instant_around_the_check_and_the_commit() {
+    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
+    let c = FaultCase {
+        platform: platform(),
+        input: shares(16, 5),
+        speeds: speeds.clone(),
+        spec: HsortSpec {
+            rows: 4,
+            cols: 4,
+            record_len: RECORD_LEN as u32,
+            slicing: Slicing::Splitters,
+            speeds,
+            backups: 1,
+        },
+    };
+    let reference = run_faults(&c, &[], true, false);
+    check_survivors(&c, &reference).unwrap();
+    let log: Vec<serde_json::Value> = reference
+        .log
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let decider = 15u64;
+    let end_kinds = [
+        "hsort_check",
+        "hsort_verdict",
+        "hsort_ready",
+        "hsort_commit",
+    ];
+    let first = |node: u64, ev: &str, msg: &str| {
+        log.iter()
+            .find(|v| {
+                let m = if msg.is_empty() {
+                    v["msg"].is_null()
+                } else {
+                    v["msg"] == msg
+                };
+                v["node"] == node && v["ev"] == ev && m
+            })
+            .map(|v| v["t"].as_f64().unwrap())
+            .unwrap()
+    };
+    // (victim, killed after its Ready, end)
+    let mut tally: BTreeMap<(u64, bool, End), u32> = BTreeMap::new();
+    for victim in [6u64, decider] {
+        let range = reference.delivered[victim as usize][0].1.clone();
+        // The victim's Ready (the decider's own: its commit, when it delivers).
+        let ready = if victim == decider {
+            first(victim, "deliver", "")
+        } else {
+            first(victim, "send", "hsort_ready")
+        };
+        let mut instants: Vec<f64> = log
+            .iter()
+            .filter(|v| {
+                let near = |k: &str| v[k] == victim || v[k] == decider;
+                (end_kinds.iter().any(|k| v["msg"] == *k) && (near("node") || near("peer")))
+                    || v["ev"] == "deliver"
+            })
+            .map(|v| v["t"].as_f64().unwrap())
+            .collect();
+        instants.dedup();
+        for t in instants {
+            for at in [t - 1e-6, t + 1e-6] {
+                let r = run_faults(&c, &[(victim as usize, at)], false, true);
+                assert_eq!(r.killed.len(), 1);
+                let end = end_of(&c, &r, victim as usize, &range)
+                    .unwrap_or_else(|e| panic!("{victim} killed at {at}: {e}"));
+                if at < ready {
+                    assert_eq!(end, End::Whole, "{victim} killed at {at}, before its ready");
+                }
+                *tally.entry((victim, at > ready, end)).or_default() += 1;
+            }
+        }
+    }
+    println!("(victim, after its ready, end): kills {tally:?}");
+    for v in [6, decider] {
+        assert!(tally[&(v, false, End::Whole)] > 4, "{tally:?}");
+    }
+    // Member 6 is recovered even after its Ready while the decider still waits for others.
+    assert!(tally.contains_key(&(6, true, End::Whole)), "{tally:?}");
 }
 
 /// The heterogeneous testbed's shape in the simulator (`data/scenarios/testbed/sort-hetero.toml`):

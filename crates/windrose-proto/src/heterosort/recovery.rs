@@ -78,29 +78,74 @@
 //! ([`lost`](super::HeteroSort::lost) names it). The first delivery still follows every copy's
 //! placement (the check).
 //!
-//! The span recovery covers is shorter with Splitters: the check of the exchange can end, and
-//! the ranks deliver at once, while the failure of a member that had already sent its check
-//! is still travelling; that member's range (after the exchange, held by it alone) is then
-//! gone, and the survivors that heard of the failure first restart without the finished
-//! ones. A failure is recovered when the failed member had not yet sent its check (the last
-//! rank cannot decide without it): the machine chaos tests kill Splitters members only before
-//! any live member has merged the exchange. Closing it is the two-phase end below.
+//! The span recovery covers is the same as in the other modes: until the end below.
 //!
-//! **The window that is not covered.** A node delivers and finishes at the end of its epoch.
-//! If a member fails after some survivor has delivered, the others roll back while the
-//! finished node's range is already out, and they wait for a member that no longer takes part.
-//! Failures are recovered until the first delivery; the chaos tests kill nodes in that span
-//! (after the backups are placed, before anyone delivers). Closing the window needs a
-//! two-phase end (copies of the final ranges and a commit wave), which this module does not
-//! build.
+//! # The end: prepare, ready, commit
+//! A node used to deliver and finish at the verdict "sorted". With Splitters the verdict
+//! comes two hops after the exchange: a member that failed after sending its check could be
+//! missed (the decider had every check, ranks delivered, the failed member's range, held by it
+//! alone, was gone), and ranks that heard of the failure first started a new epoch and waited
+//! for ranks that had already finished. Every mode now ends in two phases:
+//! 1. **Prepare.** The verdict "sorted" (in the paper's modes: the end of the cycle after it)
+//!    makes a rank *prepared*: it holds its final range and sends `hsort_ready`
+//!    ([`HsortMsg::Ready`](super::HsortMsg::Ready)) to the decider, the epoch's last rank. It
+//!    delivers nothing yet.
+//! 2. **Commit.** The decider, prepared itself and with every rank's Ready in, sends
+//!    `hsort_commit` to every rank, delivers and finishes: the *commit point*. A rank delivers
+//!    and finishes on its commit, after passing it on to every rank but the decider and the
+//!    sender (so a decider that dies while sending its commits cannot leave one rank
+//!    committed and another waiting).
+//!
+//! **Failures before the commit point fall back to recovery.** A rank that is not prepared
+//! handles a failure as in every epoch: its notice goes out, and it starts the next epoch.
+//! The decider, until it commits, does the same. A prepared rank other than the decider must
+//! not start a new epoch on its own word (the decider may have committed): a failure its Host
+//! reports is kept aside, and the epoch is settled by
+//! - the commit, from the decider or passed on by a rank: it delivers;
+//! - a failure notice naming a failure it did not count: it starts the next epoch with the
+//!   failures it kept aside. That is safe: a notice that names a new failure starts, at its
+//!   origin, with a rank that was not prepared (it never sends its Ready of this epoch, since
+//!   a rank in a later epoch drops this one's prepare) or with the decider before its commit
+//!   (which never commits this epoch after it); a prepared rank announces only after such a
+//!   notice. In both cases the decider cannot commit this epoch, so no rank delivers in it;
+//! - the decider's failure: the rank is *orphaned* and tells every other live rank so (a
+//!   Ready sent to a rank that does not decide). Once every other live rank is an orphan
+//!   too, none of them can have delivered (a rank that got a commit passed it on first, and
+//!   never says it is undecided), so only the failed decider may have: the orphans start the
+//!   next epoch, restoring the decider's input from its copy. An orphan ignores a commit
+//!   that comes late from the failed decider itself (a rank that took one before it was
+//!   orphaned passes it on, and that copy counts).
+//!
+//! So no rank ever waits for one that finished, and no live rank delivers a record twice or
+//! in an abandoned epoch (one case left open: the decider and a rank that took its commit both
+//! fail within a round trip, the second one's copies of the commit reaching some orphans and
+//! not others). **A failed member's output never counts**: it is lost whatever it
+//! had delivered, as in the other cases (`windrose sort` lists it as lost and removes what it
+//! wrote; the simulator's checks skip it).
+//!
+//! **What is not recovered.** A member that fails after its Ready loses its range if the
+//! decider counts that Ready before it hears of the failure (it then commits, and only the
+//! failed member held the range). The survivors all finish, the failed member does not, and
+//! the run's check over the members that finished fails and names it (`windrose sort`:
+//! "verification failed ... nothing was renamed"): the run fails with a clear error, nothing
+//! is duplicated, no survivor hangs. Closing that window would need a copy of every final
+//! range and a holder that knows whether the failed member delivered before it died, which no
+//! finite exchange settles; its span is one round trip (Ready out, commit back), against the
+//! whole span from a member's check to the last delivery before. Tests: the machine-level
+//! `splitters_members_killed_at_every_event_around_the_end` (2 x 2 and 2 x 3, every member
+//! killed at every event: before its Ready always recovered; 79 of 243 kills between its
+//! Ready and its delivery lost its range) and the simulator's
+//! `splitters_members_killed_at_every_instant_around_the_check_and_the_commit`.
 //!
 //! # Tests and cost
 //! `tests/heterosort.rs` drives a failure by hand in the middle of a cycle (the notice ahead of
 //! the new epoch's slices, the restorer's records, old frames dropped), runs 300 seeded
-//! machine-level chaos cases and checks the cases recovery cannot cover end clearly.
+//! machine-level chaos cases (failures until the commit point, Splitters included) and checks
+//! the cases recovery cannot cover end clearly.
 //! `windrose-sim/tests/heterosort.rs` runs 16 Hosts on 4 clusters losing 2 members mid-sort
-//! and seeded chaos runs on random platforms (1-3 members killed between the placed copies and
-//! the first delivery; 200 in CI, 1,000 behind `#[ignore]`). There, two copies cost about 3 % of
+//! and seeded chaos runs on random platforms (all three slicings; 1-3 members killed between
+//! the placed copies and the first delivery, the commit point; 200 in CI, 1,000 behind
+//! `#[ignore]`). There, two copies cost about 3 % of
 //! a 16-node sort without failures, and losing 2 of 16 halfway costs about a third of the sort
 //! again (the survivors start over from the inputs).
 
