@@ -98,7 +98,8 @@ pub struct SortArgs {
     protocol: SortProtocol,
     /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default),
     /// `equal` (the paper's HeteroSort: equal slices and loads) or `splitters` (one exchange
-    /// by splitters weighted by --speeds, then a two-hop check through the last member).
+    /// by splitters weighted by --speeds, then a two-hop check through the last member; every
+    /// HeteroSort then ends in two phases, ready and commit).
     #[arg(long, value_name = "speeds|equal|splitters", value_parser = parse_slicing)]
     slicing: Option<Slicing>,
     /// Relative member speeds for --protocol heterosort --slicing speeds, in id order (e.g.
