@@ -395,17 +395,20 @@ fn iperf3(len: usize, port: u16) -> Option<f64> {
     Some(bits / 8e6)
 }
 
+/// User + system CPU seconds of `who` (`RUSAGE_SELF`, or `RUSAGE_CHILDREN`: the waited-for
+/// children) so far.
+fn cpu_of(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage writes one rusage struct into the zeroed value we own.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(who, &mut r) };
+    assert_eq!(rc, 0, "getrusage failed");
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(r.ru_utime) + tv(r.ru_stime)
+}
+
 /// User + system CPU seconds of this process and its waited-for children so far.
 fn cpu_s() -> f64 {
-    let of = |who| {
-        // SAFETY: getrusage writes one rusage struct into the zeroed value we own.
-        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::getrusage(who, &mut r) };
-        assert_eq!(rc, 0, "getrusage failed");
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-        tv(r.ru_utime) + tv(r.ru_stime)
-    };
-    of(libc::RUSAGE_SELF) + of(libc::RUSAGE_CHILDREN)
+    cpu_of(libc::RUSAGE_SELF) + cpu_of(libc::RUSAGE_CHILDREN)
 }
 
 /// CPU seconds per GB to seal and then open 256 MiB in place as the data path's records are
@@ -491,8 +494,15 @@ fn main() {
             ..PLAIN
         };
         for _ in 0..reps {
+            let (s0, c0) = (cpu_of(libc::RUSAGE_SELF), cpu_of(libc::RUSAGE_CHILDREN));
             let (w, _) = windrose(&rt, data.clone(), segment, encrypt, place);
-            println!("windrose+encrypt {:.1} MB/s", mb / w.as_secs_f64());
+            let (s1, c1) = (cpu_of(libc::RUSAGE_SELF), cpu_of(libc::RUSAGE_CHILDREN));
+            println!(
+                "windrose+encrypt {:.1} MB/s; CPU s per GB: sender {:.3}, receiver {:.3}",
+                mb / w.as_secs_f64(),
+                (s1 - s0) / (mb / 1e3),
+                (c1 - c0) / (mb / 1e3)
+            );
         }
         return;
     }
