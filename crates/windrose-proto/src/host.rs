@@ -66,9 +66,9 @@
 //! the gossip go to the view only, and the heartbeats and the silence check to the members
 //! the host is **engaged** with:
 //!
-//! - every member it exchanged a frame with (heartbeats aside) within the last
-//!   `silent_after`: its machines' peers while they talk, and its view, which the prober keeps
-//!   talking to. Both ends see the same frames, so both watch each other, and both stop
+//! - every member it exchanged a frame with (heartbeats aside) within the last twice
+//!   `silent_after` (so a member that went quiet after a frame to it is found silent): its
+//!   machines' peers while they talk, and its view, which the prober keeps talking to. Both ends see the same frames, so both watch each other, and both stop
 //!   within a network delay of each other;
 //! - the initiator of each collective it takes part in (a member finds a dead initiator);
 //! - at an initiator, each member of its running collectives whose Ready or Done it awaits (it
@@ -180,7 +180,9 @@ pub struct HostConfig {
     pub heartbeat: Option<Duration>,
     /// Declare a member failed after this long without a frame from it.
     pub silent_after: Duration,
-    /// Probe every member's round trip with this configuration (None: no prober).
+    /// Probe the round trip of every member of this host's view (every member within
+    /// [`HostConfig::mesh_limit`]; see the module docs) with this configuration (None: no
+    /// prober).
     pub probe: Option<ProbeConfig>,
     /// The application's effects: how pieces are checked (its verifier, BLAKE3 by default);
     /// drivers perform its deliver and compute.
@@ -2089,9 +2091,11 @@ impl Host {
             if s.failed || s.left {
                 continue;
             }
+            // Twice `silent_after`: a member that went quiet after a frame to it is watched
+            // long enough to be found silent.
             let talked = s
                 .last_traffic
-                .is_some_and(|t| now.saturating_since(t) < silent);
+                .is_some_and(|t| now.saturating_since(t) < silent * 2);
             let watched = !self.sparse || talked || watch.contains(&p);
             let beats = watched || beat.contains(&p);
             if let Some(state) = self.peers.get_mut(&p) {
