@@ -103,7 +103,8 @@ pub struct GroupConfig {
     pub seed: u64,
     /// Heartbeat period (None: no heartbeats; lost connections still count as failures).
     pub heartbeat: Option<Duration>,
-    /// Probe every member's round trip this often (None: no prober).
+    /// Probe the round trip of every member of the host's view this often (every member
+    /// within the mesh limit; [`HostConfig::probe`]); None: no prober.
     pub probe_period: Option<Duration>,
     /// Probes travel on a connection of their own (see [the probe lane](self#the-probe-lane));
     /// false sends them behind the data, for comparison.
