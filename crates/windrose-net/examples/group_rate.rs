@@ -151,8 +151,10 @@ fn main() {
             me: NodeId(0),
         });
         let serve = tokio::spawn(serve_group(l, config, ports));
+        // Every member connects at start within the mesh limit; above it connections are made
+        // on demand, and the warm-up makes them.
         let mut connected = 0;
-        while connected < nodes - 1 {
+        while nodes <= windrose_proto::host::MESH_LIMIT && connected < nodes - 1 {
             if let Some(GroupEvent::Connected(_)) = handle.events.recv().await {
                 connected += 1;
             }

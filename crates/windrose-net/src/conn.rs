@@ -177,7 +177,10 @@ pub(crate) struct Endpoint {
     pub(crate) events: mpsc::Sender<Event>,
 }
 
-/// Dials `peer` and runs the handshake; the result goes to the endpoint's events.
+/// Dials `peer` and runs the handshake; the result goes to the endpoint's events. A handshake
+/// that gets no answer within the endpoint's handshake timeout (a loaded machine) is tried
+/// again on a fresh connection while `connect_deadline` allows another whole one; a refusal
+/// is final.
 pub(crate) async fn dial(ep: Endpoint, peer: NodeId, role: Role, connect_deadline: Instant) {
     let Endpoint {
         group,
@@ -192,25 +195,34 @@ pub(crate) async fn dial(ep: Endpoint, peer: NodeId, role: Role, connect_deadlin
             .member(peer)
             .map(|m| m.addr.clone())
             .ok_or_else(|| NetError::Group(format!("node {peer} is not in the group")))?;
-        let stream = connect_with_retry(peer, &addr, connect_deadline).await?;
-        let mut io = Transport {
-            stream,
-            reader: FrameReader::new(max_body_len),
-        };
-        let est = tokio::time::timeout(
-            handshake_timeout,
-            handshake.dial(&mut io, &group, me, peer, role),
-        )
-        .await
-        .map_err(|_| NetError::Handshake {
-            who: group.describe(peer),
-            reason: format!(
-                "no answer within {handshake_timeout:?} (the node is too busy, e.g. hundreds of \
-                 handshakes at once on a loaded machine, or what listens there is not a \
-                 windrose node)"
-            ),
-        })??;
-        Ok::<_, NetError>(conn_of(est, io))
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let stream = connect_with_retry(peer, &addr, connect_deadline).await?;
+            let mut io = Transport {
+                stream,
+                reader: FrameReader::new(max_body_len),
+            };
+            match tokio::time::timeout(
+                handshake_timeout,
+                handshake.dial(&mut io, &group, me, peer, role),
+            )
+            .await
+            {
+                Ok(est) => break Ok::<_, NetError>(conn_of(est?, io)),
+                Err(_) if Instant::now() + handshake_timeout < connect_deadline => continue,
+                Err(_) => {
+                    break Err(NetError::Handshake {
+                        who: group.describe(peer),
+                        reason: format!(
+                            "no answer within {handshake_timeout:?}, {tries} time(s) (the node \
+                             is too busy, e.g. hundreds of handshakes at once on a loaded \
+                             machine, or what listens there is not a windrose node)"
+                        ),
+                    })
+                }
+            }
+        }
     }
     .await;
     let _ = events

@@ -4,10 +4,9 @@
 //! silence, leaving) is the proto crate's [`Host`]; this driver only moves bytes, time and
 //! application I/O, in the shape of quinn's `ConnectionDriver`:
 //!
-//! - **transport**: a connection to every other member (the lower id dials; a lost
-//!   connection is redialed by its dialer every second while the
-//!   group lives), frames decoded and fed to the host as `Input::Message`, the host's sends
-//!   encoded and queued to the peer's writer (zero-copy payloads);
+//! - **transport**: connections made on demand (see [below](self#connections-on-demand)),
+//!   frames decoded and fed to the host as `Input::Message`, the host's sends encoded and
+//!   queued to the peer's writer (zero-copy payloads);
 //! - **timers**: the host's `SetTimer`/`CancelTimer` kept in a map, fired as `Input::Timer`;
 //! - **application I/O**: [`AppRequest`]s from a channel become `Input::App`; deliveries,
 //!   reports and computed shares go out as [`GroupEvent`]s; a compute task is hashed with
@@ -23,15 +22,37 @@
 //! all `Input::PeerFailed` for the host; a member that comes back is taken back by the host
 //! when its frames arrive again.
 //!
+//! # Connections on demand
+//!
+//! A member dials another when it first has a frame for it (the frames wait in a backlog until
+//! the connection is up), never at start: a full mesh of 250 members is 31,000 connections and
+//! handshakes that a loaded machine could not finish in time. Which members talk to which is
+//! the host's business ([its rules](windrose_proto::host#which-members-a-host-talks-to-no-full-mesh)):
+//! within [`HostConfig::mesh_limit`] members they all end up connected, as before; a larger
+//! group connects along its collectives' traffic, its clusters and their representatives.
+//!
+//! Crossed dials (both members have frames for each other at once) are made rare and harmless:
+//! the lower id dials at once, the higher id only after [`CROSS_GRACE`] (by then the lower
+//! id's connection has usually arrived, and the backlog goes out on it). When both
+//! connections are made anyway, each member keeps sending on the first one it had and reads
+//! both (the second is a *spare*), so the frames of each direction stay in order on one
+//! connection. The end of either tells the host the member failed (frames may be lost); when
+//! the first ends, the spare (say a restarted member's new connection) carries on. A lost
+//! connection is not redialed for its own sake: the next frame
+//! for that member dials again (at most every [`REDIAL_PAUSE`]), and until a connection is up
+//! again the host hears every send to it fail.
+//!
 //! # The probe lane
 //!
 //! Link probes measure the link, not the queue in front of it: a ping written behind megabytes
 //! of pieces waits for all of them in the sender's socket buffer and the receiver's, and a
 //! 20 MB broadcast on loopback once measured 76-94 ms "round trips". So each pair of members
-//! keeps a second connection ([`Role::Lane`], dialed like the first) that carries only pings
+//! that probe each other keeps a second connection ([`Role::Lane`]) that carries only pings
 //! and pongs; a priority queue in one connection would still leave them behind the bytes
-//! already in the kernel's buffers. The lane is best effort: while it is down, probes use the
-//! data connection, and losing it fails nobody.
+//! already in the kernel's buffers. The lower id dials it when its prober first pings the
+//! other (so lanes never cross). The lane is best effort: while it is down, probes use the
+//! data connection, and losing it fails nobody (the next ping dials it again, at most every
+//! [`REDIAL_PAUSE`]).
 
 use crate::bootstrap::{Handshake, Membership, PlainHandshake};
 use crate::conn::{self, Conn, Event, LinkRef, LinkStats, Outgoing};
@@ -58,8 +79,12 @@ use windrose_proto::{
     Command, ComputeTask, Input, Output, Outputs, Protocol, Report, TaskId, Time, TimerId,
 };
 
-/// How long a dialer waits before dialing a lost member again.
-const REDIAL_PAUSE: Duration = Duration::from_secs(1);
+/// The shortest time between two dials of the same member (after a failed dial or a lost
+/// connection, the next frame for it dials again no sooner).
+pub const REDIAL_PAUSE: Duration = Duration::from_secs(1);
+/// How long a member with a frame for a member of lower id waits for that member's own dial
+/// before it dials (see [connections on demand](self#connections-on-demand)).
+pub const CROSS_GRACE: Duration = Duration::from_millis(200);
 /// Events waiting for the loop.
 const EVENT_QUEUE: usize = 4096;
 
@@ -78,7 +103,8 @@ pub struct GroupConfig {
     pub seed: u64,
     /// Heartbeat period (None: no heartbeats; lost connections still count as failures).
     pub heartbeat: Option<Duration>,
-    /// Probe every member's round trip this often (None: no prober).
+    /// Probe the round trip of every member of the host's view this often (every member
+    /// within the mesh limit; [`HostConfig::probe`]); None: no prober.
     pub probe_period: Option<Duration>,
     /// Probes travel on a connection of their own (see [the probe lane](self#the-probe-lane));
     /// false sends them behind the data, for comparison.
@@ -106,6 +132,9 @@ pub struct GroupConfig {
     /// times per collective ([`HostConfig::progress_parts`], whose default it takes; 0:
     /// never), for its progress bar.
     pub progress_parts: u32,
+    /// Groups of at most this many members connect fully; larger ones along their traffic
+    /// ([`HostConfig::mesh_limit`], whose default it takes). The same in every member.
+    pub mesh_limit: usize,
 }
 
 impl GroupConfig {
@@ -128,6 +157,7 @@ impl GroupConfig {
             shelf: None,
             calibrate_compute: None,
             progress_parts: windrose_proto::host::DEFAULT_PROGRESS_PARTS,
+            mesh_limit: windrose_proto::host::MESH_LIMIT,
         }
     }
 
@@ -148,6 +178,7 @@ impl GroupConfig {
         c.mst = self.mst;
         c.shelf = self.shelf.clone();
         c.progress_parts = self.progress_parts;
+        c.mesh_limit = self.mesh_limit;
         c.announce_auth = self.handshake.manifest_key().map(|k| {
             Arc::new(crate::auth::ManifestMac::new(k))
                 as Arc<dyn windrose_proto::host::AnnounceAuth>
@@ -202,9 +233,29 @@ pub struct GroupHandle {
     pub events: mpsc::UnboundedReceiver<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
     series: Arc<Mutex<Recorder>>,
+    conns: Arc<Mutex<ConnectionCounts>>,
+}
+
+/// The connections a member has made so far ([`GroupHandle::connections`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// Members it had a data connection with (dialed or accepted), each once.
+    pub peers: std::collections::BTreeSet<NodeId>,
+    /// Data connections established, dialed or accepted (a crossed dial makes two with one
+    /// member, a member that came back another).
+    pub data: u64,
+    /// Probe lanes established, dialed or accepted.
+    pub lanes: u64,
+    /// Dials started (data and lanes), whatever became of them.
+    pub dials: u64,
 }
 
 impl GroupHandle {
+    /// The connections this member has made so far.
+    pub fn connections(&self) -> ConnectionCounts {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Asks the host for something; false when the member has stopped.
     pub fn request(&self, r: AppRequest) -> bool {
         self.requests.send(r).is_ok()
@@ -296,6 +347,7 @@ pub struct GroupPorts {
     events: mpsc::UnboundedSender<GroupEvent>,
     frames: Arc<Mutex<FrameCounts>>,
     series: Arc<Mutex<Recorder>>,
+    conns: Arc<Mutex<ConnectionCounts>>,
 }
 
 /// A connected pair of handle and ports.
@@ -305,18 +357,21 @@ pub fn group_channel() -> (GroupHandle, GroupPorts) {
     let frames = Arc::new(Mutex::new(FrameCounts::new()));
     // The member's id is set when its driver starts.
     let series = Arc::new(Mutex::new(Recorder::new(NodeId(0))));
+    let conns = Arc::new(Mutex::new(ConnectionCounts::default()));
     (
         GroupHandle {
             requests: rtx,
             events: erx,
             frames: frames.clone(),
             series: series.clone(),
+            conns: conns.clone(),
         },
         GroupPorts {
             requests: rrx,
             events: etx,
             frames,
             series,
+            conns,
         },
     )
 }
@@ -356,8 +411,12 @@ struct Driver {
     series: Arc<Mutex<Recorder>>,
     last_sample: Instant,
     links: BTreeMap<NodeId, Link>,
+    /// Second data connections of crossed dials, only read from (see the module docs).
+    spares: BTreeMap<NodeId, Link>,
     /// The probe lanes (see the module docs).
     lanes: BTreeMap<NodeId, Link>,
+    /// When a lane to each member may be dialed again.
+    lane_next: BTreeMap<NodeId, Instant>,
     lives: u64,
     timers: BTreeMap<TimerId, Instant>,
     /// Inputs for the host, each with the time it happened when that is not when the loop
@@ -368,9 +427,15 @@ struct Driver {
     epoch: Instant,
     tasks: Vec<JoinHandle<()>>,
     compute: BTreeMap<TaskId, (u64, u64)>,
-    redials: BTreeMap<NodeId, Instant>,
-    /// Frames for members not connected yet (at start, or while the dialer redials), sent
-    /// when the connection comes up; dropped when the member is given up.
+    /// Dials waiting for their time (a higher id's grace, or the pause after the last dial).
+    dial_at: BTreeMap<NodeId, Instant>,
+    /// Members being dialed.
+    dialing: std::collections::BTreeSet<NodeId>,
+    /// When each member was last dialed.
+    last_dial: BTreeMap<NodeId, Instant>,
+    conns: Arc<Mutex<ConnectionCounts>>,
+    /// Frames for members not connected yet, sent when the connection comes up; dropped when
+    /// the member is given up.
     backlog: BTreeMap<NodeId, Vec<Outgoing>>,
     /// Members given up for good until they connect again.
     down: std::collections::BTreeSet<NodeId>,
@@ -396,7 +461,9 @@ impl Driver {
             },
             last_sample: Instant::now(),
             links: BTreeMap::new(),
+            spares: BTreeMap::new(),
             lanes: BTreeMap::new(),
+            lane_next: BTreeMap::new(),
             lives: 0,
             timers: BTreeMap::new(),
             pending: VecDeque::new(),
@@ -404,7 +471,10 @@ impl Driver {
             epoch: Instant::now(),
             tasks: Vec::new(),
             compute: BTreeMap::new(),
-            redials: BTreeMap::new(),
+            dial_at: BTreeMap::new(),
+            dialing: std::collections::BTreeSet::new(),
+            last_dial: BTreeMap::new(),
+            conns: ports.conns,
             backlog: BTreeMap::new(),
             down: std::collections::BTreeSet::new(),
             left: false,
@@ -422,15 +492,64 @@ impl Driver {
             handshake: self.config.handshake.clone(),
             me: self.me,
             max_body_len: self.config.max_body_len,
-            handshake_timeout: self.config.timeouts.handshake,
+            handshake_timeout: crate::timeouts::handshake_deadline(
+                self.config.timeouts.handshake,
+                self.group.len(),
+            ),
             events: self.tx.clone(),
         }
     }
 
+    fn count(&self, f: impl FnOnce(&mut ConnectionCounts)) {
+        f(&mut self.conns.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
     fn dial(&mut self, peer: NodeId) {
-        let deadline = Instant::now() + self.config.timeouts.connect;
+        let now = Instant::now();
+        self.dial_at.remove(&peer);
+        self.dialing.insert(peer);
+        self.last_dial.insert(peer, now);
+        self.count(|c| c.dials += 1);
+        let deadline = now + self.config.timeouts.connect;
         let task = tokio::spawn(conn::dial(self.endpoint(), peer, Role::Peer, deadline));
         self.tasks.push(task);
+    }
+
+    /// There is a frame for `peer` and no connection: dial it, now or when its time comes
+    /// (see [connections on demand](self#connections-on-demand)).
+    fn want_link(&mut self, peer: NodeId) {
+        if self.left || self.links.contains_key(&peer) || self.dialing.contains(&peer) {
+            return;
+        }
+        let now = Instant::now();
+        let mut at = if self.me < peer {
+            now
+        } else {
+            now + CROSS_GRACE
+        };
+        if let Some(&last) = self.last_dial.get(&peer) {
+            at = at.max(last + REDIAL_PAUSE);
+        }
+        if at <= now {
+            self.dial(peer);
+        } else {
+            self.dial_at.entry(peer).or_insert(at);
+        }
+    }
+
+    /// A ping goes to `peer` and there is no lane: the lower id dials one.
+    fn want_lane(&mut self, peer: NodeId) {
+        if !(self.me < peer && self.config.probe_lane) || self.left {
+            return;
+        }
+        let now = Instant::now();
+        if self.lane_next.get(&peer).is_some_and(|&at| at > now) {
+            return;
+        }
+        let t = &self.config.timeouts;
+        self.lane_next.insert(peer, now + t.connect + t.handshake);
+        self.count(|c| c.dials += 1);
+        self.dial_lane(peer);
     }
 
     /// Dials a probe lane; a lane that cannot be had fails nobody (probes then share the data
@@ -480,16 +599,7 @@ impl Driver {
         }
         let accept = tokio::spawn(conn::accept_loop(listener, self.endpoint()));
         self.tasks.push(accept);
-        let higher: Vec<NodeId> = self
-            .group
-            .members()
-            .iter()
-            .map(|m| m.id)
-            .filter(|&id| id > self.me)
-            .collect();
-        for p in higher {
-            self.dial(p);
-        }
+        // No dial here: the host's first frames to each member dial it.
         self.step(Input::Start);
         while !self.left {
             self.drain_pending();
@@ -497,7 +607,7 @@ impl Driver {
                 break;
             }
             let next_timer = self.timers.values().min().copied();
-            let next_redial = self.redials.values().min().copied();
+            let next_redial = self.dial_at.values().min().copied();
             let next_sample = self.last_sample + SAMPLE;
             tokio::select! {
                 ev = self.rx.recv() => {
@@ -571,14 +681,14 @@ impl Driver {
     fn redial_due(&mut self) {
         let now = Instant::now();
         let due: Vec<NodeId> = self
-            .redials
+            .dial_at
             .iter()
             .filter(|(_, &at)| at <= now)
             .map(|(&p, _)| p)
             .collect();
         for p in due {
-            self.redials.remove(&p);
-            if !self.links.contains_key(&p) {
+            self.dial_at.remove(&p);
+            if !self.links.contains_key(&p) && !self.dialing.contains(&p) && !self.left {
                 self.dial(p);
             }
         }
@@ -661,6 +771,10 @@ impl Driver {
                         }
                         Err(mpsc::error::SendError(f)) => f,
                     },
+                    (Message::Probe(ProbeMsg::Ping(_)), None) => {
+                        self.want_lane(t.to);
+                        frame
+                    }
                     _ => frame,
                 };
                 match self.links.get(&t.to) {
@@ -672,8 +786,14 @@ impl Driver {
                     // Not connected yet: it goes out when the connection is up.
                     None if !self.down.contains(&t.to) => {
                         self.backlog.entry(t.to).or_default().push(frame);
+                        self.want_link(t.to);
                     }
-                    None => self.pending.push_back_now(Input::PeerFailed(t.to)),
+                    // Given up: the send fails, and the member is dialed again (it may be
+                    // back), at most every REDIAL_PAUSE.
+                    None => {
+                        self.pending.push_back_now(Input::PeerFailed(t.to));
+                        self.want_link(t.to);
+                    }
                 }
             }
             Output::SetTimer { timer, at } => {
@@ -738,6 +858,10 @@ impl Driver {
                 self.on_lane_event(ev);
                 return;
             }
+            if self.spares.get(&l.peer).map(|spare| spare.life) == Some(l.life) {
+                self.on_spare_event(ev);
+                return;
+            }
             if self.links.get(&l.peer).map(|link| link.life) != Some(l.life) {
                 return; // a connection replaced since
             }
@@ -745,10 +869,13 @@ impl Driver {
         match ev {
             Event::Conn(c) => self.add_conn(c),
             Event::DialFailed(peer, e) => {
+                self.dialing.remove(&peer);
+                if self.links.contains_key(&peer) {
+                    return; // the member dialed this one meanwhile
+                }
                 let _ = self.events.send(GroupEvent::Lost(peer, e.to_string()));
                 self.give_up(peer);
                 self.pending.push_back_now(Input::PeerFailed(peer));
-                self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
             }
             Event::AcceptFailed(e) => {
                 let _ = self.events.send(GroupEvent::Refused(e.to_string()));
@@ -819,11 +946,43 @@ impl Driver {
         }
     }
 
+    /// What comes from the spare connection of a crossed dial: frames for the host as from the
+    /// data connection.
+    fn on_spare_event(&mut self, ev: Event) {
+        match ev {
+            Event::Frame(LinkRef { peer, .. }, WireFrame::Proto(message)) => {
+                self.pending.push_back_now(Input::Message {
+                    from: peer,
+                    message,
+                });
+            }
+            Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
+                self.drop_spare(
+                    peer,
+                    format!(
+                        "node {peer} sent a {} control frame to a group member",
+                        c.name()
+                    ),
+                );
+            }
+            Event::ReadEnd(LinkRef { peer, .. }, err)
+            | Event::WriteEnd(LinkRef { peer, .. }, err) => {
+                let reason = err.map_or_else(
+                    || format!("node {peer} closed the connection"),
+                    |e| e.to_string(),
+                );
+                self.drop_spare(peer, reason);
+            }
+            _ => {}
+        }
+    }
+
     fn drop_lane(&mut self, peer: NodeId) {
         if let Some(lane) = self.lanes.remove(&peer) {
             for t in lane.tasks {
                 t.abort();
             }
+            self.lane_next.insert(peer, Instant::now() + REDIAL_PAUSE);
         }
     }
 
@@ -833,11 +992,22 @@ impl Driver {
             return;
         }
         let peer = c.peer;
+        // Ours, or the member's crossing it: either way no dial of ours is due any more.
+        self.dialing.remove(&peer);
+        self.dial_at.remove(&peer);
         if self.links.contains_key(&peer) {
-            conn::refuse(
-                c,
-                format!("node {} already has a connection with node {peer}", self.me),
-            );
+            if self.spares.contains_key(&peer) {
+                conn::refuse(
+                    c,
+                    format!("node {} already has a connection with node {peer}", self.me),
+                );
+                return;
+            }
+            // A crossed dial: read it, keep sending on the first (see the module docs).
+            self.lives += 1;
+            let spare = self.serve_conn(c);
+            self.spares.insert(peer, spare);
+            self.count(|n| n.data += 1);
             return;
         }
         self.lives += 1;
@@ -848,7 +1018,10 @@ impl Driver {
         // bound what they request.
         let link = self.serve_conn(c);
         self.links.insert(peer, link);
-        self.redials.remove(&peer);
+        self.count(|n| {
+            n.data += 1;
+            n.peers.insert(peer);
+        });
         self.down.remove(&peer);
         if let (Some(frames), Some(l)) = (self.backlog.remove(&peer), self.links.get(&peer)) {
             for f in frames {
@@ -856,18 +1029,16 @@ impl Driver {
             }
         }
         let _ = self.events.send(GroupEvent::Connected(peer));
-        if self.me < peer && self.config.probe_period.is_some() && self.config.probe_lane {
-            self.drop_lane(peer);
-            self.dial_lane(peer);
-        }
     }
 
     fn add_lane(&mut self, c: Conn) {
         let peer = c.peer;
         self.drop_lane(peer);
+        self.lane_next.remove(&peer);
         self.lives += 1;
         let lane = self.serve_conn(c);
         self.lanes.insert(peer, lane);
+        self.count(|n| n.lanes += 1);
         let _ = self.events.send(GroupEvent::LaneUp(peer));
     }
 
@@ -894,7 +1065,9 @@ impl Driver {
         self.backlog.remove(&peer);
     }
 
-    /// Closes the connection with `peer` and tells the host; the dialer side dials again later.
+    /// Closes the connection with `peer` and tells the host (frames may be lost). A spare
+    /// (a newer connection, e.g. from the member's next life) carries on as its connection;
+    /// without one the next frame for it dials again.
     fn drop_link(&mut self, peer: NodeId, reason: String) {
         let Some(link) = self.links.remove(&peer) else {
             return;
@@ -904,11 +1077,26 @@ impl Driver {
             t.abort();
         }
         let _ = self.events.send(GroupEvent::Lost(peer, reason));
-        self.give_up(peer);
         self.pending.push_back_now(Input::PeerFailed(peer));
-        if self.me < peer && !self.left {
-            self.redials.insert(peer, Instant::now() + REDIAL_PAUSE);
+        match self.spares.remove(&peer) {
+            Some(spare) => {
+                self.links.insert(peer, spare);
+            }
+            None => self.give_up(peer),
         }
+    }
+
+    /// Closes the spare connection with `peer` (its frames to this member may be lost: the
+    /// host hears the member failed) and keeps the first.
+    fn drop_spare(&mut self, peer: NodeId, reason: String) {
+        let Some(spare) = self.spares.remove(&peer) else {
+            return;
+        };
+        for t in spare.tasks {
+            t.abort();
+        }
+        let _ = self.events.send(GroupEvent::Lost(peer, reason));
+        self.pending.push_back_now(Input::PeerFailed(peer));
     }
 
     /// Orderly close: every writer sends what it has, shuts down, and the peers' readers see
@@ -919,11 +1107,12 @@ impl Driver {
                 t.abort();
             }
         }
-        for link in self.links.values() {
+        for link in self.links.values().chain(self.spares.values()) {
             let _ = link.tx.send(Outgoing::Shutdown);
         }
         let deadline = tokio::time::Instant::now() + self.config.timeouts.close;
-        for (_, link) in std::mem::take(&mut self.links) {
+        let spares = std::mem::take(&mut self.spares);
+        for (_, link) in std::mem::take(&mut self.links).into_iter().chain(spares) {
             let [reader, writer] = link.tasks;
             let _ = tokio::time::timeout_at(deadline, writer).await;
             reader.abort();
@@ -1013,6 +1202,7 @@ impl Drop for Driver {
         }
         for (_, l) in std::mem::take(&mut self.links)
             .into_iter()
+            .chain(std::mem::take(&mut self.spares))
             .chain(std::mem::take(&mut self.lanes))
         {
             for t in l.tasks {

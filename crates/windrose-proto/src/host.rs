@@ -45,11 +45,45 @@
 //!
 //! # Liveness
 //!
-//! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every live member it has
-//! sent nothing to for that long, and declares failed a member it has heard nothing from for
-//! [`HostConfig::silent_after`] ([`Report::PeerDown`]); the driver's own failure reports (a
-//! lost connection) count the same. A member the host hears from again after that is taken
-//! back (it restarted): running collectives keep it failed, later ones include it.
+//! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every member it watches
+//! and has sent nothing to for that long, and declares failed a watched member it has heard
+//! nothing from for [`HostConfig::silent_after`] ([`Report::PeerDown`]); the driver's own
+//! failure reports (a lost connection) count the same. A member the host hears from again
+//! after that is taken back (it restarted): running collectives keep it failed, later ones
+//! include it.
+//!
+//! # Which members a host talks to (no full mesh)
+//!
+//! A driver connects two members only when one has something to send the other, so the
+//! services here decide how many connections a group needs. In a group of at most
+//! [`HostConfig::mesh_limit`] members (32 by default) every member is in every member's
+//! **view** and watched, as it always was: the Join at the start, the prober, the weather
+//! gossip and the heartbeats reach every live member, and the group ends up fully connected.
+//! In a larger group (250 members would need 31,000 connections, twice that with the probe
+//! lanes, and handshakes enough to stall a loaded machine) the view is the member's own
+//! cluster, plus the other clusters' **representatives** (each cluster's lowest id) when the
+//! member is its cluster's representative, as NWS probes cliques. The Join, the prober and
+//! the gossip go to the view only, and the heartbeats and the silence check to the members
+//! the host is **engaged** with:
+//!
+//! - every member it exchanged a frame with (heartbeats aside) within the last twice
+//!   `silent_after` (so a member that went quiet after a frame to it is found silent): its
+//!   machines' peers while they talk, and its view, which the prober keeps talking to. Both ends see the same frames, so both watch each other, and both stop
+//!   within a network delay of each other;
+//! - the initiator of each collective it takes part in (a member finds a dead initiator);
+//! - at an initiator, each member of its running collectives whose Ready or Done it awaits (it
+//!   finds every dead member and counts it failed); it also heartbeats those that finished,
+//!   which watch it until its Close.
+//!
+//! A member that becomes watched gets a full `silent_after` from then. What a large group
+//! gives up: a member hears of a failure among its collective's members that never sent it
+//! anything through the initiator's count or its own idle timeout, not its own silence
+//! check; a member leaving tells its view and those it ever exchanged a frame with; links
+//! outside the view are not probed (the planner uses its guesses there); a
+//! restarted member's Join reaches its view, so only initiators in its view announce their
+//! running collectives to it again. The live MST service ([`crate::mst_service`]) builds over
+//! the complete graph (Hellos to every member), so it opens the full mesh: it is meant for
+//! groups within the mesh limit.
 //!
 //! A restarted member's Join makes the initiator announce its running collectives to it again
 //! (`rejoin`); with a [`PieceShelf`] it resumes a multicast from the pieces its earlier life
@@ -146,7 +180,9 @@ pub struct HostConfig {
     pub heartbeat: Option<Duration>,
     /// Declare a member failed after this long without a frame from it.
     pub silent_after: Duration,
-    /// Probe every member's round trip with this configuration (None: no prober).
+    /// Probe the round trip of every member of this host's view (every member within
+    /// [`HostConfig::mesh_limit`]; see the module docs) with this configuration (None: no
+    /// prober).
     pub probe: Option<ProbeConfig>,
     /// The application's effects: how pieces are checked (its verifier, BLAKE3 by default);
     /// drivers perform its deliver and compute.
@@ -183,7 +219,16 @@ pub struct HostConfig {
     /// [`Report::MemberProgress`] for its application's progress bar. Keyed to bytes, not
     /// time, so a run sends the same frames in every driver.
     pub progress_parts: u32,
+    /// Groups of at most this many members keep every member in view (Join, prober, gossip
+    /// and heartbeats to all); larger ones talk to their cluster, their representatives and
+    /// the members they are engaged with (see
+    /// [the module docs](self#which-members-a-host-talks-to-no-full-mesh)). Every member of
+    /// a group must use the same limit.
+    pub mesh_limit: usize,
 }
+
+/// Groups up to this size keep the full mesh ([`HostConfig::mesh_limit`]'s default).
+pub const MESH_LIMIT: usize = 32;
 
 impl HostConfig {
     /// A host for `me` in a group of `members`: heartbeats every second, silence after 10 s,
@@ -205,6 +250,7 @@ impl HostConfig {
             shelf: None,
             announce_auth: None,
             progress_parts: DEFAULT_PROGRESS_PARTS,
+            mesh_limit: MESH_LIMIT,
         }
     }
 }
@@ -600,6 +646,10 @@ struct Slot {
 struct PeerState {
     last_heard: Time,
     last_sent: Time,
+    /// The last frame other than a heartbeat sent to it or heard from it (None: none yet).
+    last_traffic: Option<Time>,
+    /// Watched at the last tick: its silence is checked (see the module docs).
+    watched: bool,
     failed: bool,
     left: bool,
     /// Joins heard from it: every life of a member sends one, so a second one means it
@@ -648,6 +698,11 @@ pub struct Host {
     /// Eager sessions: frames of transfers not announced yet, in arrival order.
     early: BTreeMap<TransferId, Vec<Input>>,
     peers: BTreeMap<NodeId, PeerState>,
+    /// The members this host joins, probes and gossips to: every other member, or in a group
+    /// above the mesh limit its cluster and representatives (see the module docs).
+    view: BTreeSet<NodeId>,
+    /// The group is above the mesh limit: heartbeats only to the members it is engaged with.
+    sparse: bool,
     prober: Option<LinkProber>,
     next_seq: u32,
     timers: Renames<TimerId, TimerId>,
@@ -692,6 +747,34 @@ fn refused(t: TransferId, out: &mut Outputs) {
         finished: 0,
         failed: 1,
     }));
+}
+
+/// Whether `m` is a heartbeat (which keeps a member watched but is no traffic of its own).
+fn is_heartbeat(m: &Message) -> bool {
+    const BODY: &[u8] = b"\"Heartbeat\"";
+    matches!(m, Message::Session(f) if f.body[..] == *BODY)
+}
+
+/// The members `me` joins, probes and gossips to ([`Host`]'s view, see the module docs):
+/// every other member, or when `sparse` its own cluster and, if it is its cluster's
+/// representative (lowest id), the other clusters' representatives.
+fn view_of(me: NodeId, members: &[(NodeId, ClusterId)], sparse: bool) -> BTreeSet<NodeId> {
+    let others = members.iter().map(|(n, _)| *n).filter(|&n| n != me);
+    if !sparse {
+        return others.collect();
+    }
+    let mut reps: BTreeMap<ClusterId, NodeId> = BTreeMap::new();
+    for &(n, c) in members {
+        let r = reps.entry(c).or_insert(n);
+        *r = (*r).min(n);
+    }
+    let mine = members.iter().find(|(n, _)| *n == me).map(|(_, c)| *c);
+    let is_rep = mine.is_some_and(|c| reps.get(&c) == Some(&me));
+    members
+        .iter()
+        .filter(|&&(n, c)| n != me && (Some(c) == mine || (is_rep && reps.get(&c) == Some(&n))))
+        .map(|(n, _)| *n)
+        .collect()
 }
 
 /// Why a request or a frame cannot be taken.
@@ -753,10 +836,13 @@ impl Host {
             .map(|(n, _)| *n)
             .filter(|&n| n != me)
             .collect();
+        let sparse = config.members.len() > config.mesh_limit;
+        let view = view_of(me, &config.members, sparse);
+        let probed: Vec<NodeId> = view.iter().copied().collect();
         let prober = match config.probe {
             Some(p) => Some(LinkProber::new(
                 me,
-                &peers,
+                &probed,
                 p,
                 node_rng(config.seed ^ 0x0070_726f_6265, me),
             )?),
@@ -793,6 +879,8 @@ impl Host {
             ended: BTreeSet::new(),
             early: BTreeMap::new(),
             peers: peers.iter().map(|&p| (p, PeerState::default())).collect(),
+            view,
+            sparse,
             prober,
             next_seq: 0,
             timers: Renames::new(),
@@ -830,6 +918,62 @@ impl Host {
             .filter(|(_, s)| !s.failed && !s.left)
             .map(|(n, _)| *n)
             .collect()
+    }
+
+    /// The live members of this host's view: those its Join and its weather go to.
+    fn live_view(&self) -> Vec<NodeId> {
+        self.live_peers()
+            .into_iter()
+            .filter(|p| self.view.contains(p))
+            .collect()
+    }
+
+    /// The live members told of this host's leaving: above the mesh limit only its view and
+    /// those it ever exchanged a frame with (the others never watched it), not the whole group.
+    fn leave_to(&self) -> Vec<NodeId> {
+        self.live_peers()
+            .into_iter()
+            .filter(|p| {
+                !self.sparse
+                    || self.view.contains(p)
+                    || self.peers.get(p).is_some_and(|s| s.last_traffic.is_some())
+            })
+            .collect()
+    }
+
+    /// The members this host is engaged with through its collectives (see the module docs):
+    /// (heartbeated, watched).
+    fn engaged(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+        let me = self.config.me;
+        let (mut beat, mut watch) = (BTreeSet::new(), BTreeSet::new());
+        for s in self.slots.values() {
+            if s.initiator != me {
+                beat.insert(s.initiator);
+                watch.insert(s.initiator);
+                continue;
+            }
+            for &m in s.awaiting_ready.iter().chain(&s.awaiting_done) {
+                beat.insert(m);
+                watch.insert(m);
+            }
+            beat.extend(s.counted_finished.iter().copied());
+        }
+        beat.remove(&me);
+        watch.remove(&me);
+        (beat, watch)
+    }
+
+    /// Notes the frames other than heartbeats among `out[from..]` as traffic with their peer.
+    fn note_sent(&mut self, now: Time, out: &Outputs, from: usize) {
+        for o in out.as_slice().get(from..).unwrap_or_default() {
+            if let Output::Send(t) = o {
+                if !is_heartbeat(&t.message) {
+                    if let Some(p) = self.peers.get_mut(&t.to) {
+                        p.last_traffic = Some(now);
+                    }
+                }
+            }
+        }
     }
 
     fn send_session(&mut self, now: Time, to: NodeId, msg: &SessionMsg, out: &mut Outputs) {
@@ -1102,7 +1246,7 @@ impl Host {
         if !self.leaving || !self.slots.is_empty() || self.status != Status::Running {
             return;
         }
-        for p in self.live_peers() {
+        for p in self.leave_to() {
             self.send_session(now, p, &SessionMsg::Leave, out);
         }
         out.push(Output::CancelTimer(TICK));
@@ -1944,19 +2088,39 @@ impl Host {
                 links: row.links,
                 compute_mb_s: row.compute_mb_s,
             };
-            for p in self.live_peers() {
+            for p in self.live_view() {
                 self.send_session(now, p, &msg, out);
             }
         }
+        // Above the mesh limit only the members this host is engaged with (module docs).
+        let (beat, watch) = if self.sparse {
+            self.engaged()
+        } else {
+            Default::default()
+        };
         let peers: Vec<(NodeId, PeerState)> = self.peers.iter().map(|(n, s)| (*n, *s)).collect();
         for (p, s) in peers {
             if s.failed || s.left {
                 continue;
             }
-            if now.saturating_since(s.last_heard) >= silent {
+            // Twice `silent_after`: a member that went quiet after a frame to it is watched
+            // long enough to be found silent.
+            let talked = s
+                .last_traffic
+                .is_some_and(|t| now.saturating_since(t) < silent * 2);
+            let watched = !self.sparse || talked || watch.contains(&p);
+            let beats = watched || beat.contains(&p);
+            if let Some(state) = self.peers.get_mut(&p) {
+                if watched && !state.watched {
+                    // Newly watched: a whole `silent_after` from now.
+                    state.last_heard = state.last_heard.max(now);
+                }
+                state.watched = watched;
+            }
+            if watched && s.watched && now.saturating_since(s.last_heard) >= silent {
                 out.push(Output::Report(Report::PeerDown { peer: p }));
                 self.peer_lost(now, p, out);
-            } else if now.saturating_since(s.last_sent) >= period {
+            } else if beats && now.saturating_since(s.last_sent) >= period {
                 self.send_session(now, p, &SessionMsg::Heartbeat, out);
             }
         }
@@ -1974,6 +2138,25 @@ impl Protocol for Host {
     }
 
     fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        let before = out.len();
+        let r = self.dispatch(now, input, out);
+        self.note_sent(self.now, out, before);
+        r
+    }
+
+    fn status(&self) -> Status {
+        self.status
+    }
+}
+
+impl Host {
+    /// [`Protocol::handle`] but for noting the traffic it sends.
+    fn dispatch(
+        &mut self,
+        now: Time,
+        input: Input,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
         if self.status != Status::Running {
             return Ok(());
         }
@@ -1987,6 +2170,7 @@ impl Protocol for Host {
                 for p in self.peers.values_mut() {
                     p.last_heard = now;
                     p.last_sent = now;
+                    p.watched = !self.sparse;
                 }
                 if let Some(h) = self.config.heartbeat {
                     self.tick_due = now + h;
@@ -2000,8 +2184,8 @@ impl Protocol for Host {
                     prober.handle(now, Input::Start, &mut self.scratch)?;
                     self.forward_prober(out);
                 }
-                // Tell every member this node is (back) in the group.
-                for p in self.live_peers() {
+                // Tell every member of its view this node is (back) in the group.
+                for p in self.live_view() {
                     self.send_session(now, p, &SessionMsg::Join, out);
                 }
                 Ok(())
@@ -2011,6 +2195,9 @@ impl Protocol for Host {
                     return Err(inconsistent(from, "is not a member of this group"));
                 };
                 peer.last_heard = now;
+                if !is_heartbeat(&message) {
+                    peer.last_traffic = Some(now);
+                }
                 match message {
                     Message::Session(frame) => {
                         let msg = SessionMsg::from_frame(&frame)
@@ -2161,10 +2348,6 @@ impl Protocol for Host {
                 Ok(())
             }
         }
-    }
-
-    fn status(&self) -> Status {
-        self.status
     }
 }
 

@@ -542,7 +542,8 @@ fn run_local(
     })
 }
 
-/// Waits for the full mesh, starts the sort at member 0 and waits for its completion.
+/// Waits for the full mesh (within the mesh limit), starts the sort at member 0 and waits for
+/// its completion.
 async fn drive_local(
     handles: &mut [windrose_net::host_driver::GroupHandle],
     spec: CollectiveSpec,
@@ -555,7 +556,11 @@ async fn drive_local(
     let mut transfer = None;
     let mut ended = 0usize;
     loop {
-        if transfer.is_none() && connected.iter().all(|&c| c + 1 >= n) {
+        // Within the mesh limit the members connect fully at start (their Joins); above it
+        // they never do (connections are made on demand): start at once, the announcement
+        // dials every member.
+        let mesh = n <= windrose_proto::host::MESH_LIMIT;
+        if transfer.is_none() && (!mesh || connected.iter().all(|&c| c + 1 >= n)) {
             handles[0].request(AppRequest::StartCollective {
                 spec: spec.clone(),
                 data: Bytes::new(),
