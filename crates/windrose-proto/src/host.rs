@@ -208,7 +208,8 @@ pub struct HostConfig {
     /// sends them anything, so a member starts on its parent's copy rather than on the root's
     /// direct one (see the module docs, "The announcement along the tree"). Only with
     /// [`eager`](Self::eager); off by default (it adds a session frame per tree edge below
-    /// the root's).
+    /// the root's). A member without it ignores its parent's copies and waits for the
+    /// root's.
     pub relay_announce: bool,
     /// Keep the group's live minimum spanning tree ([`crate::mst_service`], the `mst-live`
     /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
@@ -1610,16 +1611,23 @@ impl Host {
         else {
             return Ok(());
         };
-        // Copies travel along the tree only in eager sessions of a tree collective.
+        // Copies travel along the tree only in eager sessions of a tree collective: only
+        // the first, eager announcement of a tree, from a member's parent in it.
         let relays = self.config.eager && self.config.relay_announce && eager && !rejoin;
-        let tree = relay_tree(&spec).filter(|_| relays);
         let relayed = root != from;
-        if relayed && tree.and_then(|tr| tree_parent(tr, me)) != Some(from) {
+        let parent = relay_tree(&spec).and_then(|tr| tree_parent(tr, me));
+        if relayed && (parent != Some(from) || rejoin || !eager) {
             return Err(inconsistent(
                 from,
                 "announces a collective rooted at another node",
             ));
         }
+        if relayed && !relays {
+            // A parent that relays in a group where this member does not: the root's direct
+            // copy decides.
+            return Ok(());
+        }
+        let tree = relay_tree(&spec).filter(|_| relays);
         if let Some(s) = self.slots.get(&t) {
             // The other copy of an announcement taken already.
             if tree.is_some() && s.initiator == root && root != me {

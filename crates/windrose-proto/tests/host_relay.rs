@@ -322,8 +322,8 @@ fn a_child_whose_parent_died_before_relaying_takes_part_on_the_roots_copy() {
 }
 
 /// A copy from a member that is not the receiver's parent in the announced tree is refused
-/// (it would let any member announce for another root), and so is any relayed copy when the
-/// receiver does not relay.
+/// (it would let any member announce for another root); a member that does not relay
+/// ignores its parent's copy and waits for the root's.
 #[test]
 fn only_the_tree_parent_may_relay() {
     let root_copy = |h: &mut Host| {
@@ -344,24 +344,39 @@ fn only_the_tree_parent_may_relay() {
         copy
     };
     let copy = root_copy(&mut host(0, 4, true, None));
-    for (relay, from) in [(true, 1u32), (false, 2)] {
+    for (relay, from, refused) in [(true, 1u32, true), (false, 1, true), (false, 2, false)] {
         let mut h3 = host(3, 4, relay, None);
         let mut out = Outputs::new();
         h3.handle(Time::ZERO, Input::Start, &mut out).unwrap();
         out.clear();
-        let e = h3
-            .handle(
-                Time::ZERO,
-                Input::Message {
-                    from: NodeId(from),
-                    message: copy.clone(),
-                },
-                &mut out,
-            )
-            .unwrap_err();
-        assert!(e.to_string().contains("rooted at another node"), "{e}");
+        let r = h3.handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(from),
+                message: copy.clone(),
+            },
+            &mut out,
+        );
+        match r {
+            Err(e) => {
+                assert!(refused, "{e}");
+                assert!(e.to_string().contains("rooted at another node"), "{e}");
+            }
+            Ok(()) => assert!(!refused, "relay {relay}, from {from}"),
+        }
         assert!(out.is_empty());
         assert_eq!(h3.running().count(), 0);
+        // The root's own copy still starts it.
+        h3.handle(
+            Time::ZERO,
+            Input::Message {
+                from: NodeId(0),
+                message: copy.clone(),
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(h3.running().count(), 1);
     }
 }
 
