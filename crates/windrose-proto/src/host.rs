@@ -67,7 +67,11 @@
 //! - The root still sends its direct copy to every member: a member whose parent is dead or
 //!   slow hears of the collective from the root, and its machine re-attaches to the root as
 //!   for any lost parent ([`crate::tree_broadcast`]). Failure handling, rejoin (the
-//!   initiator's rejoin announcement is direct and never relayed) and reports are unchanged.
+//!   initiator's rejoin announcement is direct and never relayed) and reports are unchanged,
+//!   but for one case eager copies make likelier: a member that restarted and took a copy
+//!   before the initiator heard its Join gives way to the initiator's rejoin announcement
+//!   (its machine is replaced by a rejoining one, unless its part already ended and
+//!   reported).
 //! - A relayed copy is the root's frame body, byte for byte: whatever the initiator sealed
 //!   (a manifest MAC, or the announcement's own MAC, [`AnnounceAuth::announce_mac`]) reaches
 //!   the member unchanged. A copy is taken only from the member's parent in the announced
@@ -1633,7 +1637,18 @@ impl Host {
             if tree.is_some() && s.initiator == root && root != me {
                 return Ok(());
             }
-            return Err(inconsistent(from, "announces a transfer id already in use"));
+            if !(rejoin && s.initiator == root && root != me && s.started) {
+                return Err(inconsistent(from, "announces a transfer id already in use"));
+            }
+            // This life took an eager copy before the root knew it had restarted; the root
+            // counted the earlier life out and takes this one back. A part that ended here
+            // has reported already; one still running gives way to the rejoining machine
+            // (its parent may have skipped it, as a failed child, since the Join).
+            if s.ended {
+                return Ok(());
+            }
+            self.retire(t);
+            self.ended.remove(&t);
         }
         if self.ended.contains(&t) {
             // A late copy of a collective that ended here: it is not started again.
