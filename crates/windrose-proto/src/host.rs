@@ -43,6 +43,48 @@
 //! off the data's path. A member that cannot build its machine refuses; the initiator counts
 //! it failed (the others already run).
 //!
+//! # The announcement along the tree (eager sessions that relay)
+//!
+//! An eager member still starts only when the root's announcement reaches it, sent to it
+//! directly: where latencies break the triangle inequality, the tree reaches a member sooner
+//! than the root's direct message does, and the data waits, held, for the announcement. With
+//! [`HostConfig::relay_announce`] the announcement of a tree collective (a broadcast: the
+//! announcement carries the tree) also travels along the tree:
+//!
+//! ```text
+//! root R (starts at once)      parent P                     child C (P's child in R's tree)
+//!   ──Announce (direct)──────▶ first copy: builds its machine,
+//!   ──data──────────────────▶  relays R's bytes to its children, then starts
+//!                              ──Announce (R's bytes)─────▶ first copy: builds, relays, starts
+//!                              ──data────────────────────▶ (frames before any copy are held)
+//!   ──Announce (direct, slower)─────────────────────────▶  a later copy: dropped
+//! ```
+//!
+//! - A member takes the first copy that arrives, the root's direct one or its tree parent's,
+//!   relays it to its own tree children (those not known to be gone) before its machine can
+//!   send them anything, then starts. Every later copy is dropped by transfer id, and so is a
+//!   copy of a collective that ended here: a late copy never starts a collective again.
+//! - The root still sends its direct copy to every member: a member whose parent is dead or
+//!   slow hears of the collective from the root, and its machine re-attaches to the root as
+//!   for any lost parent ([`crate::tree_broadcast`]). Failure handling, rejoin (the
+//!   initiator's rejoin announcement is direct and never relayed) and reports are unchanged,
+//!   but for one case eager copies make likelier: a member that restarted and took a copy
+//!   before the initiator heard its Join gives way to the initiator's rejoin announcement
+//!   (its machine is replaced by a rejoining one, unless its part already ended and
+//!   reported).
+//! - A relayed copy is the root's frame body, byte for byte: whatever the initiator sealed
+//!   (a manifest MAC, or the announcement's own MAC, [`AnnounceAuth::announce_mac`]) reaches
+//!   the member unchanged. A copy is taken only from the member's parent in the announced
+//!   tree; one that fails the group's check is dropped with an error naming the relay, and
+//!   one that cannot be built is dropped quietly: the root's direct copy then decides (and
+//!   refuses with the reason). A relay holds the group's key like any member, so the MAC
+//!   proves the announcement was made in the group and not altered on its way, not that the
+//!   root made it.
+//! - Collectives that are not one tree (the multicasts, MOB and BitTorrent among them, the
+//!   scatter, the sorts, the MST) are announced by the root alone, relay or not.
+//! - Cost: one more session frame per tree edge below the root's children; none before the
+//!   data on any path (a copy goes out when its sender starts, ahead of its data).
+//!
 //! # Liveness
 //!
 //! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every member it watches
@@ -201,6 +243,14 @@ pub struct HostConfig {
     /// announced yet are held (see the module docs). Only for groups whose members all expect
     /// every collective; off by default.
     pub eager: bool,
+    /// In eager sessions of tree collectives (a broadcast: its announcement carries the
+    /// tree), every member relays the announcement to its tree children before its machine
+    /// sends them anything, so a member starts on its parent's copy rather than on the root's
+    /// direct one (see the module docs, "The announcement along the tree"). Only with
+    /// [`eager`](Self::eager); off by default (it adds a session frame per tree edge below
+    /// the root's). A member without it ignores its parent's copies and waits for the
+    /// root's.
+    pub relay_announce: bool,
     /// Keep the group's live minimum spanning tree ([`crate::mst_service`], the `mst-live`
     /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
     /// the central MST of the view).
@@ -246,6 +296,7 @@ impl HostConfig {
             weather: WeatherConfig::default(),
             digest_deliveries: false,
             eager: false,
+            relay_announce: false,
             mst: None,
             shelf: None,
             announce_auth: None,
@@ -492,6 +543,11 @@ pub enum SessionMsg {
         /// Go; [`HostConfig::eager`]).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         eager: bool,
+        /// The initiator's proof of the whole announcement ([`AnnounceAuth::announce_mac`]
+        /// of it without this field), in groups whose key makes one; a relayed copy carries
+        /// it unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mac: Option<String>,
     },
     /// The member built its machine.
     Ready {
@@ -735,6 +791,41 @@ pub struct Host {
     scratch: Outputs,
     /// Why members' parts did not finish, for [`Host::take_failures`].
     failures: Vec<Failure>,
+}
+
+/// The tree an eager announcement of `spec` is relayed along ([`HostConfig::relay_announce`]):
+/// a broadcast's. None for collectives that are not one tree (multicasts, scatters, sorts,
+/// the MST): their announcements come from the root only.
+fn relay_tree(spec: &CollectiveSpec) -> Option<&TreeSpec> {
+    match spec {
+        CollectiveSpec::Broadcast { tree, .. } => Some(tree),
+        _ => None,
+    }
+}
+
+/// `node`'s parent in `tree` (None for the root, or a node outside it).
+fn tree_parent(tree: &TreeSpec, node: NodeId) -> Option<NodeId> {
+    tree.edges.iter().find(|e| e.0 == node).map(|e| e.1)
+}
+
+/// `node`'s children in `tree`, in send order.
+fn tree_children(tree: &TreeSpec, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+    tree.edges.iter().filter(move |e| e.1 == node).map(|e| e.0)
+}
+
+/// The bytes an announcement's MAC covers: the announcement without its MAC, as the Host
+/// encodes it.
+fn unsealed_bytes(announce: &SessionMsg) -> Vec<u8> {
+    let mut a = announce.clone();
+    if let SessionMsg::Announce { mac, .. } = &mut a {
+        *mac = None;
+    }
+    serde_json::to_vec(&a).expect("session messages serialise")
+}
+
+/// Whether `a` equals `b`, in a time that depends on their lengths only.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// A collective that could not start ends at its initiator: refused, then complete with
@@ -1426,7 +1517,9 @@ impl Host {
             rejoin: false,
             excluded: self.failed_peers(),
             eager,
+            mac: None,
         };
+        let announce = self.with_announce_mac(announce);
         for p in &others {
             self.send_session(now, *p, &announce, out);
         }
@@ -1461,102 +1554,12 @@ impl Host {
         now: Time,
         from: NodeId,
         msg: SessionMsg,
+        body: &Bytes,
         out: &mut Outputs,
     ) -> Result<(), ProtocolError> {
         let me = self.config.me;
         match msg {
-            SessionMsg::Announce {
-                transfer: t,
-                root,
-                total_len,
-                spec,
-                rejoin,
-                excluded,
-                eager,
-            } => {
-                if root != from {
-                    return Err(inconsistent(
-                        from,
-                        "announces a collective rooted at another node",
-                    ));
-                }
-                if self.slots.contains_key(&t) || self.ended.contains(&t) {
-                    return Err(inconsistent(from, "announces a transfer id already in use"));
-                }
-                let built = if self.leaving {
-                    Err("this node is leaving the group".to_string())
-                } else {
-                    self.build_member(t, root, total_len, &spec, rejoin)
-                };
-                match built {
-                    Ok(b) => {
-                        self.slots.insert(
-                            t,
-                            Slot {
-                                machine: b.machine,
-                                initiator: from,
-                                started: false,
-                                started_at: None,
-                                held: Vec::new(),
-                                bytes_delivered: 0,
-                                progress: self.progress_step(&spec, total_len),
-                                digest: self.new_digest(),
-                                digests_share: self.digests_share(&spec),
-                                share: None,
-                                awaiting_ready: BTreeSet::new(),
-                                awaiting_done: BTreeSet::new(),
-                                tally: (0, 0),
-                                ended: false,
-                                announced: None,
-                                counted_failed: BTreeSet::new(),
-                                counted_finished: BTreeSet::new(),
-                                excluded: self
-                                    .failed_peers()
-                                    .into_iter()
-                                    .chain(excluded.iter().copied())
-                                    .filter(|&p| p != me)
-                                    .collect(),
-                            },
-                        );
-                        out.push(Output::Report(Report::CollectiveStarted {
-                            transfer: t,
-                            initiator: from,
-                        }));
-                        if let Some(early) = self.early.remove(&t) {
-                            if let Some(slot) = self.slots.get_mut(&t) {
-                                slot.held.extend(early);
-                            }
-                        }
-                        self.mst_broadcast(now, &spec, out);
-                        if rejoin || eager {
-                            self.go(now, t, out);
-                        } else {
-                            self.send_session(now, from, &SessionMsg::Ready { transfer: t }, out);
-                        }
-                    }
-                    Err(reason) => {
-                        self.ended.insert(t);
-                        self.early.remove(&t);
-                        // Why, for this member's application; the initiator hears it too.
-                        self.failures.push(Failure {
-                            transfer: t,
-                            member: me,
-                            why: reason.clone(),
-                        });
-                        out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
-                        self.send_session(
-                            now,
-                            from,
-                            &SessionMsg::Refuse {
-                                transfer: t,
-                                reason,
-                            },
-                            out,
-                        );
-                    }
-                }
-                Ok(())
-            }
+            SessionMsg::Announce { .. } => self.on_announce(now, from, msg, body, out),
             SessionMsg::Ready { transfer: t } => {
                 if let Some(slot) = self.slots.get_mut(&t) {
                     if slot.initiator != me {
@@ -1738,6 +1741,214 @@ impl Host {
         }
     }
 
+    /// An announcement from `from` (its frame's `body`): the root's own copy, or — in eager
+    /// sessions that relay ([`HostConfig::relay_announce`]) — its tree parent's relayed copy
+    /// of the root's bytes. The first copy that arrives builds and starts the member's
+    /// machine, after relaying it to the member's tree children; later copies, and copies of a
+    /// collective that ended here, are dropped. A relayed copy that fails the group's checks
+    /// or cannot be built is dropped too (an error names the relay when it fails the checks):
+    /// the root's direct copy decides, and refuses with the reason.
+    fn on_announce(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        msg: SessionMsg,
+        body: &Bytes,
+        out: &mut Outputs,
+    ) -> Result<(), ProtocolError> {
+        let me = self.config.me;
+        let mac_refused = self.announce_mac_refused(&msg);
+        let SessionMsg::Announce {
+            transfer: t,
+            root,
+            total_len,
+            spec,
+            rejoin,
+            excluded,
+            eager,
+            mac: _,
+        } = msg
+        else {
+            return Ok(());
+        };
+        // Copies travel along the tree only in eager sessions of a tree collective: only
+        // the first, eager announcement of a tree, from a member's parent in it.
+        let relays = self.config.eager && self.config.relay_announce && eager && !rejoin;
+        let relayed = root != from;
+        let parent = relay_tree(&spec).and_then(|tr| tree_parent(tr, me));
+        if relayed && (parent != Some(from) || rejoin || !eager) {
+            return Err(inconsistent(
+                from,
+                "announces a collective rooted at another node",
+            ));
+        }
+        if relayed && !relays {
+            // A parent that relays in a group where this member does not: the root's direct
+            // copy decides.
+            return Ok(());
+        }
+        let tree = relay_tree(&spec).filter(|_| relays);
+        if let Some(s) = self.slots.get(&t) {
+            // The other copy of an announcement taken already.
+            if tree.is_some() && s.initiator == root && root != me {
+                return Ok(());
+            }
+            if !(rejoin && s.initiator == root && root != me && s.started) {
+                return Err(inconsistent(from, "announces a transfer id already in use"));
+            }
+            // This life took an eager copy before the root knew it had restarted; the root
+            // counted the earlier life out and takes this one back. A part that ended here
+            // has reported already; one still running gives way to the rejoining machine
+            // (its parent may have skipped it, as a failed child, since the Join).
+            if s.ended {
+                return Ok(());
+            }
+            self.retire(t);
+            self.ended.remove(&t);
+        }
+        if self.ended.contains(&t) {
+            // A late copy of a collective that ended here: it is not started again.
+            if tree.is_some() {
+                return Ok(());
+            }
+            return Err(inconsistent(from, "announces a transfer id already in use"));
+        }
+        if relayed && mac_refused.is_some() {
+            // The relay altered it, or forged it: the root's direct copy decides.
+            return Err(inconsistent(
+                from,
+                "relays an announcement that fails the group's check",
+            ));
+        }
+        let built = if self.leaving {
+            Err("this node is leaving the group".to_string())
+        } else if let Some(why) = mac_refused {
+            Err(why)
+        } else {
+            self.build_member(t, root, total_len, &spec, rejoin)
+        };
+        match built {
+            Ok(b) => {
+                self.slots.insert(
+                    t,
+                    Slot {
+                        machine: b.machine,
+                        initiator: root,
+                        started: false,
+                        started_at: None,
+                        held: Vec::new(),
+                        bytes_delivered: 0,
+                        progress: self.progress_step(&spec, total_len),
+                        digest: self.new_digest(),
+                        digests_share: self.digests_share(&spec),
+                        share: None,
+                        awaiting_ready: BTreeSet::new(),
+                        awaiting_done: BTreeSet::new(),
+                        tally: (0, 0),
+                        ended: false,
+                        announced: None,
+                        counted_failed: BTreeSet::new(),
+                        counted_finished: BTreeSet::new(),
+                        excluded: self
+                            .failed_peers()
+                            .into_iter()
+                            .chain(excluded.iter().copied())
+                            .filter(|&p| p != me)
+                            .collect(),
+                    },
+                );
+                out.push(Output::Report(Report::CollectiveStarted {
+                    transfer: t,
+                    initiator: root,
+                }));
+                if let Some(early) = self.early.remove(&t) {
+                    if let Some(slot) = self.slots.get_mut(&t) {
+                        slot.held.extend(early);
+                    }
+                }
+                if let Some(tree) = tree {
+                    // Down the tree before this node's machine can send its children data:
+                    // the root's bytes as they came (its MAC with them), to every child not
+                    // known to be gone.
+                    let skip = &self.slots[&t].excluded;
+                    let children: Vec<NodeId> = tree_children(tree, me)
+                        .filter(|c| !skip.contains(c))
+                        .collect();
+                    for c in children {
+                        if let Some(p) = self.peers.get_mut(&c) {
+                            p.last_sent = now;
+                        }
+                        out.send(c, Message::Session(SessionFrame { body: body.clone() }));
+                    }
+                }
+                self.mst_broadcast(now, &spec, out);
+                if rejoin || eager {
+                    self.go(now, t, out);
+                } else {
+                    self.send_session(now, root, &SessionMsg::Ready { transfer: t }, out);
+                }
+            }
+            // A relayed copy this node cannot build from: the root's copy will refuse.
+            Err(_) if relayed => {}
+            Err(reason) => {
+                self.ended.insert(t);
+                self.early.remove(&t);
+                // Why, for this member's application; the initiator hears it too.
+                self.failures.push(Failure {
+                    transfer: t,
+                    member: me,
+                    why: reason.clone(),
+                });
+                out.push(Output::Report(Report::CollectiveRefused { transfer: t }));
+                self.send_session(
+                    now,
+                    root,
+                    &SessionMsg::Refuse {
+                        transfer: t,
+                        reason,
+                    },
+                    out,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `announce` with the initiator's MAC of it, when the group's [`AnnounceAuth`] makes one.
+    fn with_announce_mac(&self, mut announce: SessionMsg) -> SessionMsg {
+        let Some(auth) = self.config.announce_auth.as_ref() else {
+            return announce;
+        };
+        let mac_of = auth.announce_mac(&unsealed_bytes(&announce));
+        if let SessionMsg::Announce { mac, .. } = &mut announce {
+            *mac = mac_of;
+        }
+        announce
+    }
+
+    /// Why a member must refuse `announce` for its MAC (None: the group's [`AnnounceAuth`]
+    /// makes no announcement MACs, or it matches).
+    fn announce_mac_refused(&self, announce: &SessionMsg) -> Option<String> {
+        let auth = self.config.announce_auth.as_ref()?;
+        let SessionMsg::Announce { mac, .. } = announce else {
+            return None;
+        };
+        let want = auth.announce_mac(&unsealed_bytes(announce))?;
+        match mac {
+            Some(got) if same_bytes(got.as_bytes(), want.as_bytes()) => None,
+            Some(_) => Some(
+                "the announcement's MAC does not match: it was altered on its way, or made \
+                 with another group key; refused"
+                    .into(),
+            ),
+            None => Some(
+                "the announcement carries no MAC and this group has a key: refused (the \
+                 initiator runs without the group key, or an older build)"
+                    .into(),
+            ),
+        }
+    }
+
     /// A member joined: at its first start nothing to do; when it restarted, its earlier life
     /// is gone, and the collectives this node started that can take a member back are
     /// announced to it again.
@@ -1814,7 +2025,9 @@ impl Host {
                 rejoin: true,
                 excluded: slot.excluded.iter().copied().collect(),
                 eager: false,
+                mac: None,
             };
+            let announce = self.with_announce_mac(announce);
             self.send_session(now, peer, &announce, out);
             out.push(Output::Report(Report::PeerRejoined { peer, transfer: t }));
         }
@@ -2202,7 +2415,7 @@ impl Host {
                     Message::Session(frame) => {
                         let msg = SessionMsg::from_frame(&frame)
                             .map_err(|_| inconsistent(from, "is not a session message"))?;
-                        self.on_session(now, from, msg, out)
+                        self.on_session(now, from, msg, &frame.body, out)
                     }
                     Message::Probe(_) => {
                         if let Some(prober) = self.prober.as_mut() {
@@ -2399,6 +2612,14 @@ pub trait AnnounceAuth: Send + Sync {
     fn seal(&self, spec: &mut CollectiveSpec, total_len: u64);
     /// Why a member must refuse `spec`, or None.
     fn check(&self, spec: &CollectiveSpec, total_len: u64) -> Option<String>;
+    /// The proof of a whole announcement (`announcement`: its transfer, root, length, spec
+    /// and excluded members as the Host encodes them), for a key that can make one: the
+    /// initiator's Host puts it in every announcement, a relayed copy carries it unchanged,
+    /// and every member's Host refuses an announcement whose MAC is missing or differs. None
+    /// (the default): only what [`seal`](Self::seal) puts in the spec is proved.
+    fn announce_mac(&self, _announcement: &[u8]) -> Option<String> {
+        None
+    }
 }
 
 /// What a [`PieceShelf`] holds for one collective (the default: nothing, the machine keeps

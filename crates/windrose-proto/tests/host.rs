@@ -350,6 +350,7 @@ fn bad_session_frames_and_strangers_are_refused_and_change_nothing() {
         rejoin: false,
         excluded: Vec::new(),
         eager: false,
+        mac: None,
     }
     .to_message();
     assert!(h

@@ -1,7 +1,9 @@
 //! A long-lived group in the simulator: one [`Host`] per node of a platform, so the session
 //! (announce, ready, go, reports, heartbeats, failure detection, leaving) runs here exactly as
 //! in the runtime, and collectives are started by applications with
-//! [`Simulation::input_at`].
+//! [`Simulation::input_at`]. Eager sessions, and their announcement relayed down a broadcast's
+//! tree ([`HostConfig::eager`], [`HostConfig::relay_announce`]), are set in `configure`: the
+//! simulator then times a member's start by its parent's copy, as the runtime would.
 
 use crate::engine::{SimConfig, SimError, Simulation};
 use bytes::Bytes;
