@@ -61,7 +61,7 @@ use crate::group::Group;
 use crate::measure::{LinkMeasurements, Metric, Recorder};
 use crate::outcome::FrameCount;
 use crate::timeouts::Timeouts;
-use crate::wire::{Role, WireFrame};
+use crate::wire::{Control, Role, WireFrame};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -440,6 +440,22 @@ struct Driver {
     /// Members given up for good until they connect again.
     down: std::collections::BTreeSet<NodeId>,
     left: bool,
+}
+
+/// Why a connection that carried a control frame after its handshake is dropped.
+fn control_frame_reason(peer: NodeId, c: &Control) -> String {
+    format!(
+        "node {peer} sent a {} control frame to a group member",
+        c.name()
+    )
+}
+
+/// Why a connection whose reader or writer ended is dropped.
+fn closed_reason(peer: NodeId, err: Option<NetError>) -> String {
+    err.map_or_else(
+        || format!("node {peer} closed the connection"),
+        |e| e.to_string(),
+    )
 }
 
 impl Driver {
@@ -887,20 +903,11 @@ impl Driver {
                 });
             }
             Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
-                self.drop_link(
-                    peer,
-                    format!(
-                        "node {peer} sent a {} control frame to a group member",
-                        c.name()
-                    ),
-                );
+                self.drop_link(peer, control_frame_reason(peer, &c));
             }
             Event::ReadEnd(LinkRef { peer, .. }, err)
             | Event::WriteEnd(LinkRef { peer, .. }, err) => {
-                let reason = err.map_or_else(
-                    || format!("node {peer} closed the connection"),
-                    |e| e.to_string(),
-                );
+                let reason = closed_reason(peer, err);
                 self.drop_link(peer, reason);
             }
             Event::SendDone(LinkRef { peer, .. }, id, at) => {
@@ -957,20 +964,11 @@ impl Driver {
                 });
             }
             Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
-                self.drop_spare(
-                    peer,
-                    format!(
-                        "node {peer} sent a {} control frame to a group member",
-                        c.name()
-                    ),
-                );
+                self.drop_spare(peer, control_frame_reason(peer, &c));
             }
             Event::ReadEnd(LinkRef { peer, .. }, err)
             | Event::WriteEnd(LinkRef { peer, .. }, err) => {
-                let reason = err.map_or_else(
-                    || format!("node {peer} closed the connection"),
-                    |e| e.to_string(),
-                );
+                let reason = closed_reason(peer, err);
                 self.drop_spare(peer, reason);
             }
             _ => {}

@@ -20,6 +20,10 @@ use windrose_proto::{
 };
 use windrose_trees::static_trees::binomial_all;
 
+#[path = "support/host_outputs.rs"]
+mod host_outputs;
+use host_outputs::{completion, delivered};
+
 fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {
     (0..n).map(|i| (NodeId(i), ClusterId(0))).collect()
 }
@@ -571,19 +575,6 @@ fn eager_host(me: u32, group: u32) -> Host {
     Host::new(c).unwrap()
 }
 
-/// Bytes each node was handed, in offset order.
-fn delivered(seen: &[Output]) -> Vec<u8> {
-    let mut pieces: Vec<(u64, Bytes)> = seen
-        .iter()
-        .filter_map(|o| match o {
-            Output::Deliver { offset, data, .. } => Some((*offset, data.clone())),
-            _ => None,
-        })
-        .collect();
-    pieces.sort_by_key(|p| p.0);
-    pieces.into_iter().flat_map(|(_, d)| d.to_vec()).collect()
-}
-
 #[test]
 fn an_eager_collective_needs_no_ready_or_go_and_takes_frames_before_its_announcement() {
     // Binomial tree of 6 from node 0: nodes 3 and 5 get their data from a node other than
@@ -727,14 +718,7 @@ fn the_initiator_calls_a_running_collective_off_and_every_member_hears_why() {
         .find(|r| r.0 == 2)
         .expect("node 2 counted");
     assert!(!member_2.1);
-    let complete = seen[0].iter().find_map(|o| match o {
-        Output::Report(Report::CollectiveComplete {
-            transfer,
-            finished,
-            failed,
-        }) if *transfer == t => Some((*finished, *failed)),
-        _ => None,
-    });
+    let complete = completion(&seen[0], Some(t));
     let (finished, failed) = complete.expect("the collective completed");
     assert_eq!(finished + failed, 3);
     assert!(failed >= 1);
@@ -1261,14 +1245,7 @@ fn an_initiator_whose_data_changed_calls_the_multicast_off_everywhere() {
             "member {m}: {f:?}"
         );
     }
-    let complete = seen[0].iter().find_map(|o| match o {
-        Output::Report(Report::CollectiveComplete {
-            transfer,
-            finished,
-            failed,
-        }) if *transfer == t => Some((*finished, *failed)),
-        _ => None,
-    });
+    let complete = completion(&seen[0], Some(t));
     assert_eq!(complete, Some((0, 4)), "{:?}", seen[0]);
     assert!(hosts.iter().all(|h| h.running().next().is_none()));
 }

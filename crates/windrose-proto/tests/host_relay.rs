@@ -16,6 +16,10 @@ use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time};
 
+#[path = "support/host_outputs.rs"]
+mod host_outputs;
+use host_outputs::{completion, delivered};
+
 fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {
     (0..n).map(|i| (NodeId(i), ClusterId(0))).collect()
 }
@@ -162,28 +166,6 @@ fn relayed(from: NodeId, m: &Message) -> bool {
     from != NodeId(0) && is_announce(m)
 }
 
-/// Bytes each node was handed, in offset order.
-fn delivered(seen: &[Output]) -> Vec<u8> {
-    let mut pieces: Vec<(u64, Bytes)> = seen
-        .iter()
-        .filter_map(|o| match o {
-            Output::Deliver { offset, data, .. } => Some((*offset, data.clone())),
-            _ => None,
-        })
-        .collect();
-    pieces.sort_by_key(|p| p.0);
-    pieces.into_iter().flat_map(|(_, d)| d.to_vec()).collect()
-}
-
-fn complete(seen: &[Output]) -> Option<(u32, u32)> {
-    seen.iter().find_map(|o| match o {
-        Output::Report(Report::CollectiveComplete {
-            finished, failed, ..
-        }) => Some((*finished, *failed)),
-        _ => None,
-    })
-}
-
 fn started_count(seen: &[Output]) -> usize {
     seen.iter()
         .filter(|o| matches!(o, Output::Report(Report::CollectiveStarted { .. })))
@@ -209,7 +191,7 @@ fn members_start_on_their_parents_copy_when_the_roots_is_lost() {
     for i in 1..4 {
         assert_eq!(delivered(&run.seen[i]), DATA.to_vec(), "node {i}");
     }
-    assert_eq!(complete(&run.seen[0]), Some((4, 0)));
+    assert_eq!(completion(&run.seen[0], None), Some((4, 0)));
     let relays: Vec<(u32, u32)> = run
         .sessions
         .iter()
@@ -230,7 +212,31 @@ fn members_start_on_their_parents_copy_when_the_roots_is_lost() {
     assert_eq!(delivered(&run.seen[1]), DATA.to_vec());
     assert!(delivered(&run.seen[2]).is_empty());
     assert!(delivered(&run.seen[3]).is_empty());
-    assert_eq!(complete(&run.seen[0]), None);
+    assert_eq!(completion(&run.seen[0], None), None);
+}
+
+/// A chain broadcast over 4 relaying hosts where one copy of each announcement comes late
+/// (held aside when `hold`, else deferred): the relayed copies when `relayed_late`, else the
+/// root's direct copies to the members below its child.
+fn chain_with_a_late_copy(relayed_late: bool, hold: bool) -> (Vec<Host>, Run) {
+    let mut q = starts(4);
+    q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
+    let mut h = hosts(4, true);
+    let run = pump(&mut h, q, &[], |from, to, m| {
+        let is_late = if relayed_late {
+            relayed(from, m)
+        } else {
+            direct_below(from, to, m)
+        };
+        if is_late && hold {
+            Fate::Hold
+        } else if is_late {
+            Fate::Defer
+        } else {
+            Fate::Deliver
+        }
+    });
+    (h, run)
 }
 
 /// With every copy delivered, each member takes the first and drops the other quietly: one
@@ -238,27 +244,13 @@ fn members_start_on_their_parents_copy_when_the_roots_is_lost() {
 #[test]
 fn a_member_takes_the_first_copy_and_drops_the_other() {
     for defer_relayed in [false, true] {
-        let mut q = starts(4);
-        q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
-        let mut h = hosts(4, true);
-        let run = pump(&mut h, q, &[], |from, to, m| {
-            let late = if defer_relayed {
-                relayed(from, m)
-            } else {
-                direct_below(from, to, m)
-            };
-            if late {
-                Fate::Defer
-            } else {
-                Fate::Deliver
-            }
-        });
+        let (_, run) = chain_with_a_late_copy(defer_relayed, false);
         assert!(run.errors.is_empty(), "{:?}", run.errors);
         for i in 1..4 {
             assert_eq!(delivered(&run.seen[i]), DATA.to_vec(), "node {i}");
             assert_eq!(started_count(&run.seen[i]), 1, "node {i}");
         }
-        assert_eq!(complete(&run.seen[0]), Some((4, 0)));
+        assert_eq!(completion(&run.seen[0], None), Some((4, 0)));
     }
 }
 
@@ -267,23 +259,9 @@ fn a_member_takes_the_first_copy_and_drops_the_other() {
 #[test]
 fn a_late_copy_never_starts_an_ended_collective_again() {
     for hold_relayed in [false, true] {
-        let mut q = starts(4);
-        q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
-        let mut h = hosts(4, true);
-        let run = pump(&mut h, q, &[], |from, to, m| {
-            let late = if hold_relayed {
-                relayed(from, m)
-            } else {
-                direct_below(from, to, m)
-            };
-            if late {
-                Fate::Hold
-            } else {
-                Fate::Deliver
-            }
-        });
+        let (mut h, run) = chain_with_a_late_copy(hold_relayed, true);
         assert!(run.errors.is_empty(), "{:?}", run.errors);
-        assert_eq!(complete(&run.seen[0]), Some((4, 0)));
+        assert_eq!(completion(&run.seen[0], None), Some((4, 0)));
         assert_eq!(run.aside.len(), 2, "hold_relayed {hold_relayed}");
         assert!(h.iter().all(|x| x.running().next().is_none()));
         let late = pump(&mut h, run.aside, &[], |_, _, _| Fate::Deliver);
@@ -310,7 +288,7 @@ fn a_child_whose_parent_died_before_relaying_takes_part_on_the_roots_copy() {
     assert!(run.errors.is_empty(), "{:?}", run.errors);
     assert_eq!(delivered(&run.seen[2]), DATA.to_vec());
     assert_eq!(delivered(&run.seen[3]), DATA.to_vec());
-    assert_eq!(complete(&run.seen[0]), Some((3, 0)));
+    assert_eq!(completion(&run.seen[0], None), Some((3, 0)));
     // Node 3's copy came from node 2: the root's direct copy was not needed, but went out.
     let to3: Vec<u32> = run
         .sessions
@@ -429,7 +407,7 @@ fn a_keyed_relayed_copy_verifies_and_an_altered_one_is_refused() {
     for i in 1..4 {
         assert_eq!(delivered(&run.seen[i]), DATA.to_vec(), "node {i}");
     }
-    assert_eq!(complete(&run.seen[0]), Some((4, 0)));
+    assert_eq!(completion(&run.seen[0], None), Some((4, 0)));
 
     let alter = |m: &Message| {
         let Message::Session(f) = m else {
@@ -461,7 +439,7 @@ fn a_keyed_relayed_copy_verifies_and_an_altered_one_is_refused() {
     for i in 1..4 {
         assert_eq!(delivered(&run.seen[i]), DATA.to_vec(), "node {i}");
     }
-    assert_eq!(complete(&run.seen[0]), Some((4, 0)));
+    assert_eq!(completion(&run.seen[0], None), Some((4, 0)));
 }
 
 /// A keyed member refuses a direct announcement made without the key or with another one,
@@ -507,7 +485,7 @@ fn a_keyed_member_refuses_an_announcement_without_a_good_mac() {
         };
         assert!(why.contains(want), "{why}");
         assert!(delivered(&run.seen[1]).is_empty());
-        assert_eq!(complete(&run.seen[0]), Some((1, 1)));
+        assert_eq!(completion(&run.seen[0], None), Some((1, 1)));
     }
 }
 
@@ -559,7 +537,7 @@ fn a_member_restarted_after_taking_an_eager_copy_is_taken_back_by_the_rejoin() {
         }
     });
     assert!(run.errors.is_empty(), "{:?}", run.errors);
-    assert_eq!(complete(&run.seen[0]), None);
+    assert_eq!(completion(&run.seen[0], None), None);
     // Its new life: only the announcements kept aside reach it.
     h[2] = host(2, 4, true, None);
     let mut q: VecDeque<(NodeId, Input)> = VecDeque::from([(NodeId(2), Input::Start)]);
@@ -572,7 +550,7 @@ fn a_member_restarted_after_taking_an_eager_copy_is_taken_back_by_the_rejoin() {
     assert!(after.errors.is_empty(), "{:?}", after.errors);
     assert_eq!(delivered(&after.seen[2]), DATA.to_vec());
     assert_eq!(delivered(&after.seen[3]), DATA.to_vec());
-    assert_eq!(complete(&after.seen[0]), Some((4, 0)));
+    assert_eq!(completion(&after.seen[0], None), Some((4, 0)));
     assert!(h.iter().all(|x| x.running().next().is_none()));
 }
 
@@ -611,6 +589,6 @@ fn a_rejoin_after_the_new_lifes_part_ended_changes_nothing() {
         && matches!(m, SessionMsg::Announce { rejoin: true, .. })));
     let last = pump(&mut h, to0, &[], |_, _, _| Fate::Deliver);
     assert!(last.errors.is_empty(), "{:?}", last.errors);
-    assert_eq!(complete(&last.seen[0]), Some((4, 0)));
+    assert_eq!(completion(&last.seen[0], None), Some((4, 0)));
     assert!(h.iter().all(|x| x.running().next().is_none()));
 }
