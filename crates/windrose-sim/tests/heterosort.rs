@@ -128,11 +128,30 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
 }
 
 /// A sort with failures: its platform, every member's share and speed, the spec.
+#[derive(Clone)]
 struct FaultCase {
     platform: Platform,
     input: Vec<Bytes>,
     speeds: Vec<f64>,
     spec: HsortSpec,
+}
+
+/// Sixteen members on a 4 x 4 torus, speeds 1, 2, 4 in turn, five shares each.
+fn sixteen_members(slicing: Slicing, backups: u32) -> FaultCase {
+    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
+    FaultCase {
+        platform: platform(),
+        input: shares(16, 5),
+        speeds: speeds.clone(),
+        spec: HsortSpec {
+            rows: 4,
+            cols: 4,
+            record_len: RECORD_LEN as u32,
+            slicing,
+            speeds,
+            backups,
+        },
+    }
 }
 
 /// What a run of a [`FaultCase`] ends with.
@@ -286,25 +305,12 @@ fn check_survivors(c: &FaultCase, r: &FaultRun) -> Result<f64, String> {
 /// extra time (simulated; `--nocapture`).
 #[test]
 fn sixteen_hosts_lose_two_mid_sort_and_the_survivors_hold_every_record_once() {
-    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
     println!(
         "slicing | no backups: done at (s) | 2 backups: done at (s) | 2 of 16 killed at (s) | \
          done at (s) | extra (s)"
     );
     for slicing in [Slicing::Equal, Slicing::Speed] {
-        let mut c = FaultCase {
-            platform: platform(),
-            input: shares(16, 5),
-            speeds: speeds.clone(),
-            spec: HsortSpec {
-                rows: 4,
-                cols: 4,
-                record_len: RECORD_LEN as u32,
-                slicing,
-                speeds: speeds.clone(),
-                backups: 2,
-            },
-        };
+        let mut c = sixteen_members(slicing, 2);
         c.spec.backups = 0;
         let bare = check_survivors(&c, &run_faults(&c, &[], false, false)).unwrap();
         c.spec.backups = 2;
@@ -488,20 +494,7 @@ fn a_member_computing_longer_than_the_silence_limit_is_not_given_up() {
 /// record but its own (it traded none: the restorer reports it lost).
 #[test]
 fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
-    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
-    let c = FaultCase {
-        platform: platform(),
-        input: shares(16, 5),
-        speeds: speeds.clone(),
-        spec: HsortSpec {
-            rows: 4,
-            cols: 4,
-            record_len: RECORD_LEN as u32,
-            slicing: Slicing::Equal,
-            speeds,
-            backups: 1,
-        },
-    };
+    let c = sixteen_members(Slicing::Equal, 1);
     let reference = run_faults(&c, &[], true, false);
     check_survivors(&c, &reference).unwrap();
     let log = reference.log.unwrap();
@@ -519,12 +512,7 @@ fn a_member_killed_as_its_part_starts_leaves_no_survivor_waiting() {
         let r = run_faults(&c, &[(victim, at)], false, false);
         assert_eq!(r.killed.len(), 1);
         let whole = check_survivors(&c, &r);
-        let mut without = FaultCase {
-            platform: c.platform.clone(),
-            input: c.input.clone(),
-            speeds: c.speeds.clone(),
-            spec: c.spec.clone(),
-        };
+        let mut without = c.clone();
         without.input[victim] = Bytes::new();
         let lost = check_survivors(&without, &r);
         assert!(
@@ -610,20 +598,7 @@ fn end_of(c: &FaultCase, r: &FaultRun, victim: usize, range: &Bytes) -> Result<E
 /// after it, only the victim's own range can be missing.
 #[test]
 fn splitters_members_killed_at_every_instant_around_the_check_and_the_commit() {
-    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 2.0, 4.0][i % 3]).collect();
-    let c = FaultCase {
-        platform: platform(),
-        input: shares(16, 5),
-        speeds: speeds.clone(),
-        spec: HsortSpec {
-            rows: 4,
-            cols: 4,
-            record_len: RECORD_LEN as u32,
-            slicing: Slicing::Splitters,
-            speeds,
-            backups: 1,
-        },
-    };
+    let c = sixteen_members(Slicing::Splitters, 1);
     let reference = run_faults(&c, &[], true, false);
     check_survivors(&c, &reference).unwrap();
     let log: Vec<serde_json::Value> = reference
