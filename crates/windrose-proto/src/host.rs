@@ -1181,16 +1181,17 @@ impl Host {
                 {
                     ended = Some(Some(lost_initiator(peer)))
                 }
-                // The initiator's own data no longer matches what it announced: no member
-                // can finish, so every one is told at once (below).
-                Output::Aborted(reason @ AbortReason::SourceChanged { .. }) => {
-                    call_off = self
-                        .slots
-                        .get(&t)
-                        .is_some_and(|s| s.initiator == self.config.me);
+                // At the initiator, a reason no member can finish after (its own data no
+                // longer matches what it announced) calls the collective off: every member
+                // is told at once (below).
+                Output::Aborted(reason) => {
+                    call_off = reason.ends_every_member()
+                        && self
+                            .slots
+                            .get(&t)
+                            .is_some_and(|s| s.initiator == self.config.me);
                     ended = Some(Some(reason.to_string()));
                 }
-                Output::Aborted(reason) => ended = Some(Some(reason.to_string())),
             }
         }
         self.scratch = scratch;

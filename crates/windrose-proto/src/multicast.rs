@@ -58,6 +58,16 @@ impl MulticastProtocol {
             MulticastProtocol::Magpie => "magpie",
         }
     }
+
+    /// The name of a run of this protocol in reports and figures: [`name`](Self::name), and
+    /// `mob-paper` for seed 002's own MOB ([`MobVariant::Paper`](crate::mob::MobVariant)),
+    /// so that its results are never mistaken for ours.
+    pub fn label(self, variant: crate::mob::MobVariant) -> &'static str {
+        match (self, variant) {
+            (MulticastProtocol::Mob, crate::mob::MobVariant::Paper) => "mob-paper",
+            _ => self.name(),
+        }
+    }
 }
 
 impl fmt::Display for MulticastProtocol {

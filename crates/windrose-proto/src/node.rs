@@ -416,6 +416,17 @@ pub enum AbortReason {
     },
 }
 
+impl AbortReason {
+    /// Whether no member can finish once the collective's initiator gave up for this reason,
+    /// so the initiator's Host calls the collective off everywhere at once instead of leaving
+    /// each member to time out. Only the source's own data going bad is: every other reason
+    /// leaves members that may still finish (a failed peer is repaired around, a timeout is
+    /// one member's).
+    pub fn ends_every_member(&self) -> bool {
+        matches!(self, AbortReason::SourceChanged { .. })
+    }
+}
+
 /// An action the driver performs for a machine: see the driver's contract in the
 /// [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
