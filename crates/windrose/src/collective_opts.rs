@@ -289,6 +289,20 @@ fn loopback_copy_bytes_s() -> anyhow::Result<f64> {
     })
 }
 
+/// `--mob-variant` names which MOB runs: refused with any other protocol, where it would
+/// silently mean nothing.
+pub(crate) fn check_mob_variant(
+    variant: Option<MobVariant>,
+    protocol: MulticastProtocol,
+) -> anyhow::Result<()> {
+    if variant.is_some() && protocol != MulticastProtocol::Mob {
+        return Err(bad_input(format!(
+            "--mob-variant is only used by MOB (--protocol mob), not {protocol}"
+        )));
+    }
+    Ok(())
+}
+
 /// The parameters of `protocol` rooted at `root` over `group` (Balanced plans from
 /// `platform`, or from equal capacities without one; MOB runs as `mob`), and a note on the
 /// plan.

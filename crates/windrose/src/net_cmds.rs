@@ -973,11 +973,7 @@ impl MulticastOpts {
                 "--platform is only used by --protocol balanced, not {protocol}"
             )));
         }
-        if self.mob_variant.is_some() && protocol != MulticastProtocol::Mob {
-            return Err(bad_input(format!(
-                "--mob-variant is only used by --protocol mob, not {protocol}"
-            )));
-        }
+        crate::collective_opts::check_mob_variant(self.mob_variant, protocol)?;
         let piece = self.piece.unwrap_or(DEFAULT_PIECE_BYTES);
         if piece == 0 || piece > MAX_PIECE_BYTES {
             return Err(bad_input(format!(

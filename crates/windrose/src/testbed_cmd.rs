@@ -997,13 +997,8 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     if let Some(p) = a.protocol {
         m.protocol = p;
     }
+    crate::collective_opts::check_mob_variant(a.mob_variant, m.protocol)?;
     if let Some(v) = a.mob_variant {
-        if m.protocol != MulticastProtocol::Mob {
-            return Err(bad_input(format!(
-                "--mob-variant is only used by MOB, not {}",
-                m.protocol
-            )));
-        }
         m.mob_variant = v;
     }
     let protocol = m.protocol;
@@ -1317,10 +1312,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
     let wan_total: u64 = wan.iter().flatten().sum();
     let rep = RunReport {
         scenario: s.name.clone(),
-        protocol: match (protocol, mob_variant) {
-            (MulticastProtocol::Mob, MobVariant::Paper) => "mob-paper".to_string(),
-            _ => protocol.to_string(),
-        },
+        protocol: protocol.label(mob_variant).to_string(),
         data_bytes,
         piece_bytes: piece,
         bound_mb_s: bound / 1e6,

@@ -223,7 +223,7 @@ fn bad_group_files_and_arguments_exit_2() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "--mob-variant is only used by --protocol mob, not bittorrent",
+            "--mob-variant is only used by MOB (--protocol mob), not bittorrent",
         ));
     windrose()
         .args(["local", "--protocol", "mob", "--mob-variant", "papr"])

@@ -114,10 +114,7 @@ impl Series {
     }
 
     fn name(self) -> &'static str {
-        match self {
-            Series::MobPaper => "mob-paper",
-            other => other.protocol().name(),
-        }
+        self.protocol().label(self.mob_variant())
     }
 }
 
