@@ -622,7 +622,7 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
         .context("SIGTERM handler")?;
     let say = |s: String| {
         if !a.quiet && node.is_none() {
-            println!("{s}");
+            outln!("{s}");
         }
     };
     if let Some((_, socket)) = &acceptor {
@@ -1376,9 +1376,9 @@ pub(crate) async fn start_explained(
                         .iter()
                         .find(|(c, _)| *c == protocol)
                         .map_or(0.0, |(_, t)| *t);
-                    println!("protocol: {protocol} (predicted {t:.4} s)");
+                    outln!("protocol: {protocol} (predicted {t:.4} s)");
                     if explain {
-                        println!("{why}");
+                        outln!("{why}");
                     }
                 }
                 chosen = Some((protocol, predicted_s, why));
@@ -1430,12 +1430,12 @@ pub(crate) async fn start_explained(
                             v["explain"] = why.as_str().into();
                         }
                     }
-                    println!("{v}");
+                    outln!("{v}");
                 } else {
                     if let Some(p) = &plan {
-                        print!("{}", render_plan(p));
+                        out!("{}", render_plan(p));
                     }
-                    print!(
+                    out!(
                         "{}",
                         render_members(&members, initiator, root_hash.as_deref())
                     );
@@ -1449,7 +1449,7 @@ pub(crate) async fn start_explained(
                             members.len().saturating_sub(1)
                         );
                     }
-                    println!("{line}");
+                    outln!("{line}");
                 }
                 result = if !differ.is_empty() {
                     Err(anyhow::anyhow!(
@@ -1602,12 +1602,12 @@ async fn weather(a: WeatherArgs) -> anyhow::Result<()> {
             other => anyhow::bail!("unexpected reply from the member: {other:?}"),
         };
         if a.json {
-            println!("{}", serde_json::to_string(&links)?);
+            outln!("{}", serde_json::to_string(&links)?);
         } else {
             if a.watch.is_some() {
-                print!("\x1b[2J\x1b[H"); // clear the terminal between refreshes
+                out!("\x1b[2J\x1b[H"); // clear the terminal between refreshes
             }
-            println!("{}", render_weather(&links, compute));
+            outln!("{}", render_weather(&links, compute));
         }
         let Some(secs) = a.watch else {
             return Ok(());

@@ -6,6 +6,25 @@
 //! does not parse, an unknown node, a bad argument value) exits with code 2 and one line on
 //! stderr naming the file, line and column; other failures exit with code 1.
 
+/// `println!` for the commands' output, except that a closed stdout (`windrose … | head`) is
+/// not a panic: the command goes on to its end (a testbed it started still comes down) and its
+/// further output is dropped.
+macro_rules! outln {
+    () => {
+        $crate::output::stdout_fmt(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::stdout_fmt(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` with [`outln!`]'s handling of a closed stdout.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::stdout_fmt(format_args!($($arg)*))
+    };
+}
+
 mod bound_cmd;
 mod collective_opts;
 mod dlt;

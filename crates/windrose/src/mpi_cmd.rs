@@ -278,7 +278,7 @@ fn env(args: EnvArgs) -> Result<()> {
         .collect();
     let report = Report { srun, mpis };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let mut any = false;
@@ -287,25 +287,25 @@ fn env(args: EnvArgs) -> Result<()> {
             continue;
         };
         any = true;
-        println!("# {} ({})", m.abi, l.display());
+        outln!("# {} ({})", m.abi, l.display());
         match (&m.shim, &m.build) {
-            (Some(s), _) => println!("# shim: {}", s.display()),
-            (None, Some(b)) => println!("# no {} shim found; build it: {b}", m.abi),
+            (Some(s), _) => outln!("# shim: {}", s.display()),
+            (None, Some(b)) => outln!("# no {} shim found; build it: {b}", m.abi),
             (None, None) => {}
         }
         for c in &m.commands {
-            println!("{c}");
+            outln!("{c}");
         }
-        println!();
+        outln!();
     }
     if !any {
-        println!(
+        outln!(
             "# no MPI launcher found on PATH (mpirun.openmpi, mpiexec.mpich, or mpiexec.hydra \
              beside mpicc_abi)"
         );
     }
     if report.srun.is_none() {
-        println!("# srun is not on PATH: no Slurm lines");
+        outln!("# srun is not on PATH: no Slurm lines");
     }
     Ok(())
 }

@@ -96,6 +96,19 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Writes formatted output to stdout ([`outln!`] and [`out!`]). A closed pipe ends nothing:
+/// the output is dropped. Any other failure to write is reported once on stderr.
+pub fn stdout_fmt(args: std::fmt::Arguments<'_>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe && !REPORTED.swap(true, Ordering::Relaxed) {
+            eprintln!("windrose: writing to stdout failed: {e}");
+        }
+    }
+}
+
 /// Serialises `value` as pretty JSON followed by a newline, and prints it.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;

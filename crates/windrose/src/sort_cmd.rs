@@ -319,9 +319,9 @@ pub fn sort(a: SortArgs) -> Result<()> {
             .collect(),
     };
     if a.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!(
+        outln!(
             "sorted {} records ({} bytes) over {n} members with {} in {:.3} s; checksum {}",
             report.records,
             report.bytes,
@@ -334,21 +334,22 @@ pub fn sort(a: SortArgs) -> Result<()> {
             report.checksum
         );
         if let (Some(max), Some(mean)) = (report.max_finish_s, report.mean_finish_s) {
-            println!("members finished in {max:.3} s at the latest, {mean:.3} s on average");
+            outln!("members finished in {max:.3} s at the latest, {mean:.3} s on average");
         }
         for m in &report.per_member {
             match m.finish_s {
-                Some(s) => println!(
+                Some(s) => outln!(
                     "member {:>3}: {:>10} records in -> {:>10} records in {} (done at {s:.3} s)",
                     m.id,
                     m.input_records,
                     m.output_records,
                     m.output.display(),
                 ),
-                None => println!(
+                None => outln!(
                     "member {:>3}: {:>10} records in -> lost during the sort (no output; its \
                      records are in the others' ranges)",
-                    m.id, m.input_records,
+                    m.id,
+                    m.input_records,
                 ),
             }
         }

@@ -262,11 +262,11 @@ fn up(a: UpArgs) -> Result<()> {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         vtable(&["node", "cluster", "address", "namespace", "cpu"], &rows).join("\n")
     );
-    println!(
+    outln!(
         "run a command in a node: windrose testbed exec --name {} NODE -- CMD; take it down: windrose testbed down {}",
         a.name, a.name
     );
@@ -310,9 +310,11 @@ fn down(a: DownArgs) -> Result<()> {
     };
     for n in names {
         let r = testbed::down(&n)?;
-        println!(
+        outln!(
             "testbed {n}: removed {} namespaces and {} CPU groups, stopped {} processes",
-            r.namespaces, r.cgroups, r.processes
+            r.namespaces,
+            r.cgroups,
+            r.processes
         );
     }
     Ok(())
@@ -410,11 +412,11 @@ fn status(a: StatusArgs) -> Result<()> {
         rows.push(row);
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
     if rows.is_empty() {
-        println!("no testbed is up");
+        outln!("no testbed is up");
         return Ok(());
     }
     let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.2}"));
@@ -448,7 +450,7 @@ fn status(a: StatusArgs) -> Result<()> {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         vtable(
             &[
@@ -581,7 +583,7 @@ fn set(a: SetArgs) -> Result<()> {
     let sc = scenario(&path)?;
     let link = parse_link(&a.link, &sc.platform)?;
     testbed::set_link(&a.name, &sc.platform, link, bytes_s, latency_s).map_err(testbed_error)?;
-    println!("testbed {}: {} set", a.name, a.link);
+    outln!("testbed {}: {} set", a.name, a.link);
     Ok(())
 }
 
@@ -622,7 +624,7 @@ fn group_file(a: GroupArgs) -> Result<()> {
     }
     let toml = testbed_group(&s, &group_name, a.port)?.to_toml();
     match &a.out {
-        None => print!("{toml}"),
+        None => out!("{toml}"),
         Some(path) => {
             let tmp = windrose_net::sink::partial_path(path, 0);
             std::fs::write(&tmp, &toml).with_context(|| format!("writing {}", tmp.display()))?;
@@ -640,11 +642,11 @@ fn traffic(a: TrafficArgs) -> Result<()> {
     let clusters = s.node_clusters.iter().max().map_or(0, |&c| c as usize + 1);
     let wan = wan_bytes(&a.name, clusters);
     if a.json {
-        println!("{}", serde_json::json!({ "wan_bytes": wan }));
+        outln!("{}", serde_json::json!({ "wan_bytes": wan }));
     } else {
         for (from, row) in wan.iter().enumerate() {
             for (to, bytes) in row.iter().enumerate().filter(|(to, _)| *to != from) {
-                println!("wan:{from}:{to} {bytes} bytes");
+                outln!("wan:{from}:{to} {bytes} bytes");
             }
         }
     }
@@ -1336,7 +1338,7 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         delay_line_dropped,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        outln!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         print_run(&rep);
     }
@@ -1381,7 +1383,7 @@ fn print_run(r: &RunReport) {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         vtable(
             &[
@@ -1397,7 +1399,7 @@ fn print_run(r: &RunReport) {
         )
         .join("\n")
     );
-    println!(
+    outln!(
         "\n{} {} of {} in {} pieces: bound {:.2} MB/s",
         r.scenario,
         r.protocol,
@@ -1421,7 +1423,7 @@ fn print_run(r: &RunReport) {
             format!("{:.2}", r.wan_copies_sim),
         ],
     ];
-    println!(
+    outln!(
         "{}",
         vtable(
             &[
@@ -1436,13 +1438,14 @@ fn print_run(r: &RunReport) {
         .join("\n")
     );
     if let Some(x) = r.real_over_sim {
-        println!(
+        outln!(
             "real / simulated completion: {x:.2}; {} timed changes applied; {:.1} CPU seconds",
-            r.changes_applied, r.cpu_s
+            r.changes_applied,
+            r.cpu_s
         );
     }
     if r.delay_line_dropped > 0 {
-        println!(
+        outln!(
             "the WAN delay line dropped {} packets, holding its most ({} MiB)",
             r.delay_line_dropped,
             windrose_testbed::delay_line::MAX_HELD_BYTES >> 20

@@ -434,3 +434,33 @@ fn random_payloads_larger_than_memory_and_disk_are_refused() {
             ));
     }
 }
+
+/// Output into a pipe whose reader is gone (`windrose … | head`): the command ends normally,
+/// with no panic. The pipe's read end is closed before the command starts, so every write
+/// fails (EPIPE): the case cannot pass by the output fitting the pipe's buffer.
+#[test]
+fn output_into_a_closed_pipe_is_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    for args in [
+        &["testbed", "status"][..],
+        &[
+            "tree",
+            "build",
+            "--algo",
+            "balanced-path",
+            "--root",
+            "0",
+            "--json",
+        ][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_windrose"))
+            .args(args)
+            .stdout(writer.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?}: {stderr}", out.status);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

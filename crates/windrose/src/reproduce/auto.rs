@@ -44,9 +44,9 @@ pub fn run(args: &AutoArgs) -> anyhow::Result<()> {
     eprintln!();
     let (within, worst) = summary(&points);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&points)?);
+        outln!("{}", serde_json::to_string_pretty(&points)?);
     } else {
-        print!("{}", table(&points));
+        out!("{}", table(&points));
         // Which protocol wins where: the best candidate's count per message size.
         let mut wins: BTreeMap<u64, BTreeMap<Candidate, usize>> = BTreeMap::new();
         for g in &points {
@@ -56,10 +56,10 @@ pub fn run(args: &AutoArgs) -> anyhow::Result<()> {
                 .entry(g.point.best().0)
                 .or_default() += 1;
         }
-        println!("\nbest protocol per message size (points won):");
+        outln!("\nbest protocol per message size (points won):");
         for (bytes, w) in wins {
             let w: Vec<String> = w.iter().map(|(c, k)| format!("{c} {k}")).collect();
-            println!(
+            outln!(
                 "  {:>9}: {}",
                 windrose_model::units::format_size(bytes),
                 w.join(", ")

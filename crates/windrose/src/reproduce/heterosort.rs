@@ -207,7 +207,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
         .iter()
         .zip(paper::FIGURE1.iter())
         .all(|(o, p)| o.as_slice() == p.as_slice());
-    println!("Fig. 1: the snake order on the 4 x 4 torus (paper | ours)");
+    outln!("Fig. 1: the snake order on the 4 x 4 torus (paper | ours)");
     let mut csv = String::from("row,paper,ours\n");
     for (r, (p, o)) in paper::FIGURE1.iter().zip(&ours).enumerate() {
         let fmt = |v: &[usize]| {
@@ -216,7 +216,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        println!("  {} | {}", fmt(p), fmt(o));
+        outln!("  {} | {}", fmt(p), fmt(o));
         let join = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
         let _ = writeln!(csv, "{r},{},{}", join(p), join(o));
     }
@@ -227,12 +227,12 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
     });
     // Table 1.
     let rows = paper::table1();
-    println!("\nTable 1: trading lists, odd and even cycles (paper | ours)");
+    outln!("\nTable 1: trading lists, odd and even cycles (paper | ours)");
     let mut csv =
         String::from("node,odd_paper,odd_ours,odd_match,even_paper,even_ours,even_match\n");
     let join = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
     for r in &rows {
-        println!(
+        outln!(
             "  {:>2}: odd {:<16} | {:<16} {}   even {:<16} | {:<16} {}",
             r.node,
             join(&r.odd_paper),
@@ -257,7 +257,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
     write_atomic(&a.out.join("table1.csv"), csv.as_bytes())?;
     let odd = rows.iter().filter(|r| r.odd_matches()).count();
     let even = rows.iter().filter(|r| r.even_matches()).count();
-    println!("  odd lists equal to the paper's: {odd}/16; even lists: {even}/16 (the printed even lists follow no one rule; see PAPER-NOTES)");
+    outln!("  odd lists equal to the paper's: {odd}/16; even lists: {even}/16 (the printed even lists follow no one rule; see PAPER-NOTES)");
     checks.push(Check {
         ok: odd == 16,
         what: format!("Table 1's odd-cycle lists: {odd}/16"),
@@ -274,11 +274,11 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
         HETEROSORT_SPLITTERS,
         SAMPLE_SORT,
     ];
-    println!(
+    outln!(
         "\nSimulated: {} uniform records per node, four clusters, node speeds 1/2/4",
         a.records
     );
-    println!("  nodes | protocol             | cycles | bytes sent per record byte | complete (s)");
+    outln!("  nodes | protocol             | cycles | bytes sent per record byte | complete (s)");
     let mut points = Vec::new();
     for &n in sizes {
         for p in protocols {
@@ -286,7 +286,7 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
                 eprintln!("simulating {n} nodes, {}", protocol_name(p));
             }
             let pt = simulate(n, p, a)?;
-            println!(
+            outln!(
                 "  {:>5} | {:20} | {:>6} | {:>26.2} | {:>12.3}",
                 pt.nodes,
                 protocol_name(pt.protocol),
@@ -343,11 +343,11 @@ pub fn run(a: &HeterosortArgs) -> Result<()> {
             .map(|&p| line(p, |x| x.moved_per_record))
             .collect::<Vec<_>>(),
     )?;
-    println!("\nChecks against the paper:");
+    outln!("\nChecks against the paper:");
     for c in &checks {
-        println!("  {} {}", mark(c.ok), c.what);
+        outln!("  {} {}", mark(c.ok), c.what);
     }
-    println!(
+    outln!(
         "\nwrote figure1.csv, table1.csv, scaling.csv, cycles.png, moved.png in {}",
         a.out.display()
     );

@@ -1084,8 +1084,8 @@ pub(crate) fn reproduce(setup: &Setup, dir: &Path, show_progress: bool) -> Resul
     )?;
     let json = serde_json::to_string_pretty(&r).context("encoding results.json")?;
     write_atomic(&dir.join("results.json"), json.as_bytes())?;
-    print!("{text}");
-    println!(
+    out!("{text}");
+    outln!(
         "\nWrote fig4.csv, fig5.csv, rtt100.csv, magpie.csv, fig6.csv, 6 PNG plots, REPORT.md and results.json to {} ({} runs, {:.1} s)",
         dir.display(),
         total,

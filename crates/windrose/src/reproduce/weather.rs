@@ -456,10 +456,10 @@ pub fn run(a: &WeatherArgs) -> anyhow::Result<()> {
         testbed,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{} broadcasts of {} from member 0 on four-clusters.toml; wan 0<->1 5 -> 0.5 MB/s after \
          broadcast {}; seconds per broadcast (* = crossed the slowed link), simulator | testbed",
         a.count,
@@ -470,7 +470,7 @@ pub fn run(a: &WeatherArgs) -> anyhow::Result<()> {
     for p in POLICIES {
         header += &format!(" | {p:>24}");
     }
-    println!("{header}");
+    outln!("{header}");
     let cell = |o: Option<&Outcome>, k: usize| -> String {
         o.and_then(|o| o.broadcasts.iter().find(|b| b.index == k))
             .map_or("-".into(), |b| {
@@ -489,7 +489,7 @@ pub fn run(a: &WeatherArgs) -> anyhow::Result<()> {
             let (s, t) = (find(&report.simulator, p), find(&report.testbed, p));
             line += &format!(" | {:>11} {:>12}", cell(s.as_ref(), k), cell(t.as_ref(), k));
         }
-        println!("{line}");
+        outln!("{line}");
     }
     let mut total = format!("{:>3}", "sum");
     let mut avoid = format!("{:>3}", "avd");
@@ -510,14 +510,14 @@ pub fn run(a: &WeatherArgs) -> anyhow::Result<()> {
         total += &format!(" | {:>11} {:>12}", tot(&s), tot(&t));
         avoid += &format!(" | {:>11} {:>12}", av(&s), av(&t));
     }
-    println!("{total}\n{avoid}");
-    println!(
+    outln!("{total}\n{avoid}");
+    outln!(
         "avd: the first broadcast after the change that avoided the slowed link, in collectives \
          from the change (1 = the next) / when it started, in probe periods (500 ms) after it"
     );
-    print!("{}", verdict_lines("simulator", &report.simulator_verdict));
+    out!("{}", verdict_lines("simulator", &report.simulator_verdict));
     if a.testbed.is_some() {
-        print!("{}", verdict_lines("testbed", &report.testbed_verdict));
+        out!("{}", verdict_lines("testbed", &report.testbed_verdict));
     }
     Ok(())
 }
