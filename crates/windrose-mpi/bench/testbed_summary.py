@@ -5,7 +5,7 @@
 
 sweep: per size, each variant's median call time over every round (ms), the best native
 algorithm, windrose's speed-up over it and over Open MPI's default, and below the shim's
-threshold its fallback against PMPI_Bcast timed in the same process.
+threshold PMPI_Bcast timed in the same processes against its fallback.
 series: per run, the total, the median call before and after the change, and how many calls
 after the change a call first came back within 20 % of the median before it.
 With FILE-wan.csv beside it: the WAN bytes each variant moved per byte it broadcast, per link.
@@ -40,7 +40,7 @@ def sweep(rows):
     med = {k: statistics.median(v) for k, v in by.items()}
     print(f"sweep: {len(rounds)} round(s), load average {min(loads):.1f}-{max(loads):.1f}; "
           "median ms per call (calls per cell in brackets)")
-    head = ["bytes"] + variants + ["best native", "vs best", "vs default", "fallback/PMPI"]
+    head = ["bytes"] + variants + ["best native", "vs best", "vs default", "vs PMPI in process"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---:" for _ in head) + "|")
     for b in sizes:
@@ -56,10 +56,10 @@ def sweep(rows):
         d = med.get(("default", b))
         cells.append("-" if d is None or w is None else f"{d / w:.2f}x")
         p = med.get(("windrose/pmpi", b))
-        cells.append("-" if p is None or w is None else f"{w / p:.2f}")
+        cells.append("-" if p is None or w is None else f"{p / w:.2f}x")
         print("| " + " | ".join(cells) + " |")
-    print("vs best, vs default: the native median / windrose's (above 1: windrose faster); "
-          "fallback/PMPI: windrose's median / PMPI_Bcast's in the same processes (below 1: faster)")
+    print("vs best, vs default, vs PMPI in process: the native median / windrose's (above 1: "
+          "windrose faster); the last is PMPI_Bcast in windrose's own processes")
 
 
 def series(rows):
@@ -88,8 +88,9 @@ def series(rows):
         w = statistics.median(totals["windrose"])
         for v in sorted(totals):
             if v != "windrose":
-                print(f"median total: {v} {statistics.median(totals[v]):.1f} s, windrose {w:.1f} s: "
-                      f"windrose {statistics.median(totals[v]) / w:.2f}x faster")
+                n = statistics.median(totals[v])
+                print(f"median total: {v} {n:.1f} s, windrose {w:.1f} s: {v}/windrose {n / w:.2f} "
+                      "(above 1: windrose faster)")
 
 
 def wan(rows, links):
