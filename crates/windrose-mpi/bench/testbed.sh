@@ -124,6 +124,8 @@ variant_args() {
     windrose) echo -x LD_PRELOAD="$shim" -x BCAST_CALLS_PMPI_BELOW=262144 ;;
     # The shim with its sites: host leaders clustered by measured round trips.
     windrose-hosts) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts ;;
+    # The same with a fixed tree (what the root measures does not change it).
+    windrose-hosts-static) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts -x WINDROSE_MPI_TREE=static:balanced-path ;;
     default) echo ;;                      # Open MPI's tuned, its fixed decision rules
     chain) forced 2 ;;
     pipeline) forced 3 ;;
