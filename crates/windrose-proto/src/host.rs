@@ -2222,6 +2222,8 @@ impl Host {
             links.transfer_costs(bytes, segment_bytes),
             links.bound(bytes),
         );
+        // Live broadcasts swap sharing-aware (crate::planner::PlanRequest::bytes_ms).
+        let bytes_ms = links.bytes_ms(bytes);
         let mut clusters = vec![ClusterId(0); costs.node_count()];
         for &(m, c) in self.config.members.iter() {
             clusters[m.index()] = c;
@@ -2237,7 +2239,15 @@ impl Host {
             Some(Err(e)) => Err(e.to_string()),
             None => self
                 .planner
-                .plan(me, policy, &costs, &clusters, &failed, bound)
+                .plan_request(&crate::planner::PlanRequest {
+                    root: me,
+                    policy,
+                    costs: &costs,
+                    bytes_ms: Some(&bytes_ms),
+                    clusters: &clusters,
+                    failed: &failed,
+                    bound,
+                })
                 .map_err(|e| e.to_string()),
         }
     }

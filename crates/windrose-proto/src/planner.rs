@@ -49,6 +49,28 @@
 //! Either way the swap strategies are what repairs it afterwards. A root whose messages
 //! change bound gets a new first tree (`built`), as a policy change does.
 //!
+//! # Sharing-aware swaps (the live planner's option)
+//!
+//! Ranked by the plain cost, the swaps undo the site-ordered start: as the view's
+//! measurements replace its guesses they trade the tree that crosses every WAN path once
+//! for cheaper-looking trees whose edges cross one path two or three times (issue 16's 4 x 4
+//! series: 2-4.5 s per broadcast where the site-ordered tree runs 1.45 s). With
+//! [`PlanRequest::bytes_ms`] the swaps rank trees by their sharing-aware cost instead
+//! ([`windrose_trees::sharing`]): a tree edge from one site to another costs what it costs
+//! alone plus, for every other tree edge on the same directed site pair, the whole
+//! message's time at its bandwidth (the copies split the path). The Host passes it for
+//! every broadcast it roots (a latency-bound message's bytes take little time, so it
+//! changes little there). It is an option, not a change of the strategies, because seed
+//! 000's published strategies, their golden tests and the offline reproductions rank by
+//! the plain cost; the sharing-aware trial is an O(N log N) walk, where the plain one is
+//! O(log² N), so the changed links are taken in without a search each and one search runs
+//! after them ([`AdaptiveTree::improve_shared`]). Measured in the simulator
+//! (`windrose reproduce weather`, 20 broadcasts, the WAN 0<->1 slowed after the fifth):
+//! adapt's total fell from 100.1 to 42.0 s at 4 MiB and from 401.7 to 160.7 s at 16 MiB
+//! (1.45 s per broadcast before the change instead of 2-4.5 s, 1.82 s after it instead of
+//! 3.1 s; the oracle's: 1.45 and 1.52 s); most of what remains is the broadcast running when
+//! the link slows, which only a change of tree during a broadcast could shorten.
+//!
 //! # Which collective sees a new tree
 //!
 //! Only the next one: a running broadcast keeps the tree it was announced with. Every member
@@ -71,6 +93,7 @@ use std::str::FromStr;
 use windrose_model::{ClusterId, DenseCostMatrix, LinkCosts, LinkCostsMut, NodeId};
 use windrose_trees::adaptive::{AdaptiveTree, Strategy};
 use windrose_trees::binomial;
+use windrose_trees::sharing::SiteSharing;
 use windrose_trees::{Tree, TreeAlgorithm, TreeError};
 
 /// How a root's broadcast trees follow the weather. Written `static:ALGO`, `rebuild:ALGO`,
@@ -327,13 +350,44 @@ impl FromStr for TreePolicy {
     }
 }
 
+/// Everything a root plans a broadcast tree from ([`Planner::plan_request`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PlanRequest<'a> {
+    /// The broadcast's root.
+    pub root: NodeId,
+    /// How its trees follow the weather.
+    pub policy: TreePolicy,
+    /// What each link adds to the broadcast alone
+    /// ([`LinkTable::transfer_costs`](crate::weather::LinkTable::transfer_costs)); every
+    /// member: ids `0..costs.node_count()`.
+    pub costs: &'a DenseCostMatrix,
+    /// The option of sharing-aware swaps for `adapt`
+    /// ([`LinkTable::bytes_ms`](crate::weather::LinkTable::bytes_ms): the whole message's
+    /// time at each link's bandwidth). With it, the swaps rank trees by their cost with
+    /// every tree edge that crosses a WAN path (a directed pair of sites) priced at the
+    /// number of tree edges crossing it ([`windrose_trees::sharing::SiteSharing`]), so they
+    /// do not trade a tree that crosses every WAN path once for cheaper-looking trees whose
+    /// edges share one; links whose cost moved past the threshold are taken in without a
+    /// swap each, then one sharing-aware search runs ([`AdaptiveTree::improve_shared`]),
+    /// and the plan's cost is sharing-aware. None: seed 000's per-link repairs on the plain
+    /// costs (the published strategies, and what offline reproductions use).
+    pub bytes_ms: Option<&'a DenseCostMatrix>,
+    /// One site per node.
+    pub clusters: &'a [ClusterId],
+    /// Members now failed.
+    pub failed: &'a [NodeId],
+    /// What the broadcast is bound by (`adapt`'s first tree).
+    pub bound: Bound,
+}
+
 /// What one planning did.
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// The tree, over every member.
     pub tree: Tree,
     /// Its cost (costliest root-to-leaf path, ms) on the costs it was planned with (for
-    /// `adapt`: the costs it has taken in).
+    /// `adapt`: the costs it has taken in; sharing-aware when its swaps are,
+    /// [`PlanRequest::bytes_ms`]).
     pub cost: f64,
     /// Built from scratch this time (the first plan, a rebuild, a policy change).
     pub built: bool,
@@ -353,6 +407,9 @@ enum Kept {
         tree: AdaptiveTree,
         /// The costs the tree has taken in.
         taken: DenseCostMatrix,
+        /// Sharing-aware swaps: the message's time at each link's bandwidth, taken in with
+        /// `taken` (see [`PlanRequest::bytes_ms`]).
+        taken_bytes: Option<DenseCostMatrix>,
     },
 }
 
@@ -361,6 +418,8 @@ struct Live {
     policy: TreePolicy,
     /// The bound its tree was first built for.
     bound: Bound,
+    /// Whether its swaps count sharing.
+    sharing: bool,
     kept: Kept,
 }
 
@@ -399,6 +458,39 @@ impl Planner {
         failed: &[NodeId],
         bound: Bound,
     ) -> Result<Plan, TreeError> {
+        self.plan_request(&PlanRequest {
+            root,
+            policy,
+            costs,
+            bytes_ms: None,
+            clusters,
+            failed,
+            bound,
+        })
+    }
+
+    /// [`plan`](Self::plan) with every input named, and the option of sharing-aware swaps
+    /// ([`PlanRequest::bytes_ms`]).
+    pub fn plan_request(&mut self, r: &PlanRequest<'_>) -> Result<Plan, TreeError> {
+        let PlanRequest {
+            root,
+            policy,
+            costs,
+            bytes_ms,
+            clusters,
+            failed,
+            bound,
+        } = *r;
+        if let Some(b) = bytes_ms {
+            if b.node_count() != costs.node_count() {
+                return Err(TreeError::Invalid(format!(
+                    "{} nodes of message times for {} nodes of costs",
+                    b.node_count(),
+                    costs.node_count()
+                )));
+            }
+        }
+        let sharing = bytes_ms.is_some();
         if policy == TreePolicy::MstLive {
             // The fallback before the live tree is whole: the central MST of the view.
             let tree = TreeAlgorithm::Mst.build(costs, Some(clusters), root)?;
@@ -413,7 +505,9 @@ impl Planner {
             });
         }
         let reuse = self.live.get(&root).is_some_and(|l| {
-            l.policy == policy && (l.bound == bound || !matches!(policy, TreePolicy::Adapt { .. }))
+            l.policy == policy
+                && ((l.bound == bound && l.sharing == sharing)
+                    || !matches!(policy, TreePolicy::Adapt { .. }))
         });
         if !reuse {
             let kept = match policy {
@@ -423,6 +517,7 @@ impl Planner {
                 TreePolicy::Adapt { .. } => Kept::Adaptive {
                     tree: first_tree(costs, clusters, root, bound)?,
                     taken: costs.clone(),
+                    taken_bytes: bytes_ms.cloned(),
                 },
                 TreePolicy::MstLive => unreachable!("returned above"),
             };
@@ -431,6 +526,7 @@ impl Planner {
                 Live {
                     policy,
                     bound,
+                    sharing,
                     kept,
                 },
             );
@@ -451,9 +547,14 @@ impl Planner {
                     strategy,
                     threshold,
                 },
-                Kept::Adaptive { tree, taken },
+                Kept::Adaptive {
+                    tree,
+                    taken,
+                    taken_bytes,
+                },
             ) => {
                 let n = costs.node_count();
+                let invalid = |e: windrose_model::ModelError| TreeError::Invalid(e.to_string());
                 for a in 0..n {
                     for b in a + 1..n {
                         let (na, nb) = (NodeId(a as u32), NodeId(b as u32));
@@ -461,16 +562,29 @@ impl Planner {
                         if (new - old).abs() <= threshold * old.abs().max(f64::MIN_POSITIVE) {
                             continue;
                         }
-                        taken
-                            .set_cost(na, nb, new)
-                            .map_err(|e| TreeError::Invalid(e.to_string()))?;
-                        let r = tree.on_link_cost_change(taken, na, nb, *strategy)?;
+                        taken.set_cost(na, nb, new).map_err(invalid)?;
                         changed_links += 1;
-                        swaps += usize::from(r.made.is_some());
+                        match (taken_bytes.as_mut(), bytes_ms) {
+                            (Some(tb), Some(bm)) => {
+                                // Sharing-aware: take the link in; the search below repairs.
+                                tb.set_cost(na, nb, bm.cost(na, nb)).map_err(invalid)?;
+                                tree.update_link_cost(taken, na, nb)?;
+                            }
+                            _ => {
+                                let r = tree.on_link_cost_change(taken, na, nb, *strategy)?;
+                                swaps += usize::from(r.made.is_some());
+                            }
+                        }
                     }
                 }
                 if changed_links > 0 {
-                    let rounds = tree.improve(taken, *strategy, MAX_IMPROVING_SWAPS);
+                    let rounds = match taken_bytes.as_ref() {
+                        Some(tb) => {
+                            let shared = SiteSharing::new(&*taken, tb, clusters)?;
+                            tree.improve_shared(taken, &shared, *strategy, MAX_IMPROVING_SWAPS)?
+                        }
+                        None => tree.improve(taken, *strategy, MAX_IMPROVING_SWAPS),
+                    };
                     swaps += rounds.iter().filter(|r| r.made.is_some()).count();
                 }
                 // Failed members leave for the last position (a leaf), after the swaps so
@@ -484,7 +598,11 @@ impl Planner {
                         tree.join(taken, f, None)?;
                     }
                 }
-                (tree.to_tree(), tree.cost())
+                let cost = match taken_bytes.as_ref() {
+                    Some(tb) => tree.shared_cost(&SiteSharing::new(&*taken, tb, clusters)?)?,
+                    None => tree.cost(),
+                };
+                (tree.to_tree(), cost)
             }
             _ => unreachable!("a kept tree matches its policy"),
         };

@@ -828,6 +828,17 @@ impl LinkTable {
         }
     }
 
+    /// The time `bytes` take at each link's bandwidth, in ms, as a symmetric matrix: what one
+    /// more copy crossing the same path adds to a link's cost in the planner's sharing-aware
+    /// swaps ([`PlanRequest::bytes_ms`](crate::planner::PlanRequest::bytes_ms)), since `k`
+    /// copies at once each get a `k`-th of the bandwidth.
+    pub fn bytes_ms(&self, bytes: u64) -> DenseCostMatrix {
+        let n = self.n;
+        DenseCostMatrix::from_fn(CostUnit::LatencyMs, n, |a, b| {
+            bytes as f64 / (self.links[a * n + b].1 * 1e3)
+        })
+    }
+
     /// What each link adds to a pipelined broadcast of `bytes` in segments of `segment`
     /// bytes, in ms, as a symmetric cost matrix: its one-way latency (half the round trip),
     /// one segment at its bandwidth (filling the pipeline), and the rest of the bytes at its

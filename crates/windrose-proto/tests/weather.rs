@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use std::time::Duration;
 use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, LinkCostsMut, NodeId};
-use windrose_proto::planner::{most_shared, site_ordered, Bound, Planner, TreePolicy};
+use windrose_proto::planner::{most_shared, site_ordered, Bound, PlanRequest, Planner, TreePolicy};
 use windrose_proto::weather::{Guesses, LinkEntry, LinkTable, SendMeter, Weather, WeatherConfig};
 use windrose_proto::Time;
 use windrose_trees::adaptive::AdaptiveTree;
@@ -595,4 +595,106 @@ fn permutations(v: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
         permutations(v, k + 1, f);
         v.swap(k, i);
     }
+}
+
+/// The four-clusters series' links (4 x 4, 20 ms round trips between sites at 3-5 MB/s,
+/// 0.2 ms and 125 MB/s inside), the WAN 0<->1 at `wan01` MB/s.
+fn four_clusters(wan01: f64) -> LinkTable {
+    let wan = [
+        [0.0, wan01, 3.0, 3.0],
+        [wan01, 0.0, 4.5, 5.0],
+        [3.0, 4.5, 0.0, 4.0],
+        [3.0, 5.0, 4.0, 0.0],
+    ];
+    LinkTable::from_fn((0..16).map(|i| Some(ClusterId(i / 4))).collect(), |a, b| {
+        let (x, y) = (a / 4, b / 4);
+        if x == y {
+            (0.2, 125.0)
+        } else {
+            (20.0, wan[x][y])
+        }
+    })
+}
+
+#[test]
+fn sharing_aware_swaps_leave_the_slowed_path_and_plan_no_dearer_than_plain_swaps() {
+    let (bytes, segment) = (4u64 << 20, 256u64 << 10);
+    let clusters: Vec<ClusterId> = (0..16).map(|i| ClusterId(i / 4)).collect();
+    let pol = TreePolicy::default();
+    let before = four_clusters(5.0);
+    let after = four_clusters(0.5);
+    assert_eq!(before.bound(bytes), Bound::Bandwidth);
+    let plan = |p: &mut Planner, links: &LinkTable, sharing: bool| {
+        let (costs, bytes_ms) = (links.transfer_costs(bytes, segment), links.bytes_ms(bytes));
+        p.plan_request(&PlanRequest {
+            root: NodeId(0),
+            policy: pol,
+            costs: &costs,
+            bytes_ms: sharing.then_some(&bytes_ms),
+            clusters: &clusters,
+            failed: &[],
+            bound: links.bound(bytes),
+        })
+        .unwrap()
+    };
+    let (mut plain, mut aware) = (Planner::new(), Planner::new());
+    let (p0, a0) = (
+        plan(&mut plain, &before, false),
+        plan(&mut aware, &before, true),
+    );
+    // The same site-ordered start, one copy per WAN path.
+    assert_eq!(p0.tree.edges(), a0.tree.edges());
+    assert_eq!(most_shared(&a0.tree, &clusters), 1);
+    let (p1, a1) = (
+        plan(&mut plain, &after, false),
+        plan(&mut aware, &after, true),
+    );
+    assert!(p1.changed_links > 0 && a1.changed_links > 0);
+    // Both left the slowed path 0 -> 1.
+    let crosses_01 = |t: &windrose_trees::Tree| {
+        t.edges().iter().any(|&(a, b)| {
+            let (x, y) = (clusters[a.index()], clusters[b.index()]);
+            (x.min(y), x.max(y)) == (ClusterId(0), ClusterId(1))
+        })
+    };
+    assert!(!crosses_01(&a1.tree), "{:?}", a1.tree);
+    // The sharing-aware plan's cost is the sharing-aware cost of its tree (computed here from
+    // the tree's edges), and below that of the plain swaps' tree (which shares a path more).
+    let (costs, bytes_ms) = (after.transfer_costs(bytes, segment), after.bytes_ms(bytes));
+    let shared_cost = |t: &windrose_trees::Tree| {
+        let edges: Vec<(NodeId, NodeId)> = (0..16u32)
+            .map(NodeId)
+            .filter_map(|v| t.parent(v).map(|p| (p, v)))
+            .collect();
+        let site = |v: NodeId| clusters[v.index()];
+        let mut worst = 0.0f64;
+        for &(_, leaf) in &edges {
+            let (mut sum, mut at) = (0.0, leaf);
+            while let Some(p) = t.parent(at) {
+                let k = edges
+                    .iter()
+                    .filter(|&&(a, b)| site(a) == site(p) && site(b) == site(at))
+                    .count();
+                let extra = if site(p) != site(at) { k - 1 } else { 0 };
+                sum += costs.cost(p, at) + extra as f64 * bytes_ms.cost(p, at);
+                at = p;
+            }
+            worst = worst.max(sum);
+        }
+        worst
+    };
+    let (plain_cost, aware_cost) = (shared_cost(&p1.tree), shared_cost(&a1.tree));
+    assert!(
+        (a1.cost - aware_cost).abs() <= 1e-9 * aware_cost,
+        "{} vs {aware_cost}",
+        a1.cost
+    );
+    assert!(aware_cost < plain_cost, "{aware_cost} vs {plain_cost}");
+    eprintln!(
+        "plain: most shared {} cost {:.1} ms; aware: most shared {} cost {:.1} ms",
+        most_shared(&p1.tree, &clusters),
+        plain_cost,
+        most_shared(&a1.tree, &clusters),
+        aware_cost
+    );
 }

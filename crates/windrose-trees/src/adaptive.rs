@@ -15,8 +15,10 @@
 
 use crate::binomial::{self, Position};
 use crate::segtree::MaxAddTree;
+use crate::sharing::SharedPaths;
 use crate::{Tree, TreeError};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use windrose_model::{LinkCosts, NodeId};
 
 /// The four swapping strategies of the paper.
@@ -546,7 +548,28 @@ impl AdaptiveTree {
         focus: Option<Focus>,
         strategy: Option<Strategy>,
     ) -> AdaptReport {
-        let cost_after_change = self.cost();
+        self.repair_by(
+            costs,
+            cost_before,
+            focus,
+            strategy,
+            &|t: &Self| t.cost(),
+            &mut |t: &mut Self, x, y| t.trial_cost(costs, x, y),
+        )
+    }
+
+    /// [`repair`](Self::repair) with the tree cost given by `measure` and a trial swap's by
+    /// `trial` (the plain costs, or the sharing-aware ones).
+    fn repair_by(
+        &mut self,
+        costs: &impl LinkCosts,
+        cost_before: f64,
+        focus: Option<Focus>,
+        strategy: Option<Strategy>,
+        measure: &dyn Fn(&Self) -> f64,
+        trial: &mut dyn FnMut(&mut Self, Position, Position) -> f64,
+    ) -> AdaptReport {
+        let cost_after_change = measure(self);
         let mut report = AdaptReport {
             cost_before,
             cost_after_change,
@@ -564,7 +587,7 @@ impl AdaptiveTree {
         let mut best: Option<usize> = None;
         let mut reached = None;
         for (moved, other) in candidates {
-            let cost = self.trial_cost(costs, moved, other);
+            let cost = trial(self, moved, other);
             report.tried.push(SwapTrial {
                 moved: self.nodes[moved],
                 with: self.nodes[other],
@@ -586,7 +609,7 @@ impl AdaptiveTree {
             self.apply_swap(costs, x, y);
             report.made = Some(report.tried[i].clone());
         }
-        report.final_cost = self.cost();
+        report.final_cost = measure(self);
         report
     }
 
@@ -723,5 +746,130 @@ impl AdaptiveTree {
                 None => return out,
             }
         }
+    }
+}
+
+/// Sharing-aware evaluation ([`crate::sharing`]): the tree cost with every edge priced at the
+/// number of tree edges that cross its path. An option beside the paper's strategies, which
+/// are unchanged: the same visiting orders, each trial ranked by the sharing-aware cost (an
+/// O(N) walk, where the plain cost's trial is O(log² N)), because moving one node changes the
+/// price of every edge on the paths it leaves and joins.
+impl AdaptiveTree {
+    /// Every node of the tree is a node of `shared`.
+    fn check_shared(&self, shared: &impl SharedPaths) -> Result<(), TreeError> {
+        let node_count = shared.node_count();
+        match self.nodes.iter().find(|n| n.index() >= node_count) {
+            Some(&node) => Err(TreeError::UnknownNode { node, node_count }),
+            None => Ok(()),
+        }
+    }
+
+    /// The sharing-aware cost of the edge into every position and the root path cost of
+    /// every position. O(N log N).
+    fn shared_paths(&self, shared: &impl SharedPaths) -> (Vec<f64>, Vec<f64>) {
+        let n = self.len();
+        let mut on_path = vec![None; n];
+        let mut count: BTreeMap<usize, usize> = BTreeMap::new();
+        for (p, slot) in on_path.iter_mut().enumerate().skip(1) {
+            let k = shared.path(self.nodes[binomial::parent(p)], self.nodes[p]);
+            if let Some(k) = k {
+                *count.entry(k).or_default() += 1;
+            }
+            *slot = k;
+        }
+        let (mut edge, mut path) = (vec![0.0; n], vec![0.0; n]);
+        for p in 1..n {
+            // A parent's position is below its children's: its path is already known.
+            let q = binomial::parent(p);
+            let k = on_path[p].map_or(1, |k| count[&k]);
+            edge[p] = shared.shared_cost(self.nodes[q], self.nodes[p], k);
+            path[p] = path[q] + edge[p];
+        }
+        (edge, path)
+    }
+
+    fn shared_cost_of(&self, shared: &impl SharedPaths) -> f64 {
+        self.shared_paths(shared).1.into_iter().fold(0.0, f64::max)
+    }
+
+    /// The sharing-aware tree cost: the costliest root-to-leaf path, each edge priced by
+    /// `shared` at the number of tree edges that cross its path. O(N log N).
+    pub fn shared_cost(&self, shared: &impl SharedPaths) -> Result<f64, TreeError> {
+        self.check_shared(shared)?;
+        Ok(self.shared_cost_of(shared))
+    }
+
+    /// The sharing-aware tree cost if the nodes at positions `x` and `y` were swapped; the
+    /// tree is unchanged afterwards. O(N log N).
+    pub fn swap_shared_cost(
+        &mut self,
+        shared: &impl SharedPaths,
+        x: Position,
+        y: Position,
+    ) -> Result<f64, TreeError> {
+        self.check_swappable(x, y)?;
+        self.check_shared(shared)?;
+        Ok(self.shared_trial(shared, x, y))
+    }
+
+    fn shared_trial(&mut self, shared: &impl SharedPaths, x: Position, y: Position) -> f64 {
+        self.exchange(x, y);
+        let cost = self.shared_cost_of(shared);
+        self.exchange(x, y);
+        cost
+    }
+
+    /// [`improve`](Self::improve) ranked by the sharing-aware cost: while a swap that
+    /// `strategy` tries around the costliest edge of the costliest root-to-leaf path (both
+    /// priced by `shared`) lowers the sharing-aware cost, makes it; at most `max_swaps`.
+    /// `costs` are the links alone (the plain path costs are kept up to date with them, as
+    /// every swap does). The reports' costs are sharing-aware; the cost never rises.
+    pub fn improve_shared(
+        &mut self,
+        costs: &impl LinkCosts,
+        shared: &impl SharedPaths,
+        strategy: Strategy,
+        max_swaps: usize,
+    ) -> Result<Vec<AdaptReport>, TreeError> {
+        self.check_shared(shared)?;
+        let mut rounds = Vec::new();
+        while rounds.len() < max_swaps && self.len() > 1 {
+            let (edge, path) = self.shared_paths(shared);
+            // The leaf of the costliest path (ties: the lowest position), then the costliest
+            // edge on its way up (ties: the deepest).
+            let Some(leaf) =
+                binomial::leaves(self.len()).fold(None, |best: Option<Position>, p| match best {
+                    Some(b) if path[p] <= path[b] => Some(b),
+                    _ => Some(p),
+                })
+            else {
+                break;
+            };
+            let mut child = leaf;
+            let mut p = leaf;
+            while p != 0 {
+                if edge[p] > edge[child] {
+                    child = p;
+                }
+                p = binomial::parent(p);
+            }
+            let parent = binomial::parent(child);
+            let cost = path[leaf];
+            let target = cost - 1e-6 * cost.abs().max(1.0);
+            let report = self.repair_by(
+                costs,
+                target,
+                Some(Focus::Link { parent, child }),
+                Some(strategy),
+                &|t: &Self| t.shared_cost_of(shared),
+                &mut |t: &mut Self, x, y| t.shared_trial(shared, x, y),
+            );
+            let made = report.made.is_some();
+            rounds.push(report);
+            if !made {
+                break;
+            }
+        }
+        Ok(rounds)
     }
 }

@@ -34,6 +34,7 @@ pub mod heterosort;
 pub mod multicast;
 pub mod names;
 pub mod segtree;
+pub mod sharing;
 pub mod static_trees;
 pub mod tree;
 
