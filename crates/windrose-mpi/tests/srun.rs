@@ -1,7 +1,8 @@
-//! The shim under Slurm: the test starts a one-machine Slurm cluster (munged, slurmctld and
-//! slurmd from Debian's slurm-wlm and munge, with a generated slurm.conf in a fresh temporary
-//! directory), runs tests/c/bcast_check.c with the shim preloaded under `srun -O -n 4`, and
-//! stops the daemons it started at the end.
+//! The shim under Slurm: the first test that needs it starts a one-machine Slurm cluster
+//! (munged, slurmctld and slurmd from Debian's slurm-wlm and munge, with a generated slurm.conf
+//! in a fresh temporary directory), every test runs tests/c/bcast_check.c with the shim
+//! preloaded under `srun -O -n 4` on it (one at a time, each once the node is idle again), and
+//! the daemons it started are stopped when the test process exits.
 //!
 //! Open MPI goes through `--mpi=pmix` (Debian's Open MPI does not work with pmi2); MPICH 4
 //! through `--mpi=pmi2` (under pmix each of its ranks starts as a singleton of one rank); the
@@ -16,6 +17,7 @@ use common::*;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Longest wait for the node to come up (a guard against a dead cluster, not a timing
@@ -171,12 +173,7 @@ impl Cluster {
         );
         let started = Instant::now();
         loop {
-            let state = Command::new("sinfo")
-                .args(["-h", "-o", "%t"])
-                .env("SLURM_CONF", &cluster.conf)
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_default();
+            let state = cluster.node_state();
             if state == "idle" {
                 break;
             }
@@ -274,8 +271,39 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    /// Waits until the node is idle (the previous test's job has ended and released it): a
+    /// node left allocated, draining or down fails the test with the daemons' logs.
+    fn wait_idle(&self) {
+        let started = Instant::now();
+        loop {
+            let state = self.node_state();
+            if state == "idle" {
+                return;
+            }
+            if started.elapsed() > UP_GUARD {
+                panic!(
+                    "the Slurm node is not idle between tests (sinfo says {state:?}):\n{}",
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The node's state as sinfo prints it (`idle`, `comp`, `alloc`, `drain`, ...).
+    fn node_state(&self) -> String {
+        Command::new("sinfo")
+            .args(["-h", "-o", "%t"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Stops the daemons this cluster started (by their pids) and removes its folder once
+    /// they are gone.
+    fn stop(&self) {
         let pids: Vec<String> = ["slurmd.pid", "slurmctld.pid", "munge/pid"]
             .iter()
             .filter_map(|f| std::fs::read_to_string(self.dir.join(f)).ok())
@@ -300,6 +328,40 @@ impl Drop for Cluster {
     }
 }
 
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The cluster the tests of this binary share (a cluster per test cost its start and stop,
+/// and a node coming up, four times over).
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Run by the C library as the test process exits (after every test, passed or failed).
+extern "C" fn stop_shared_cluster() {
+    if let Some(cluster) = SHARED.get() {
+        cluster.stop();
+    }
+}
+
+/// The shared cluster, started by the first caller (a start that fails panics with the
+/// daemons' logs and leaves nothing running; the next caller tries again).
+fn shared_cluster(munged: &Path, slurmctld: &Path, slurmd: &Path) -> &'static Cluster {
+    SHARED.get_or_init(|| {
+        let cluster = Cluster::start(munged, slurmctld, slurmd);
+        // SAFETY: registers a plain function, which only reads a static, with the C
+        // library; called once (OnceLock).
+        let registered = unsafe { atexit(stop_shared_cluster) };
+        assert_eq!(registered, 0, "atexit refused the cluster's stop");
+        cluster
+    })
+}
+
 /// Every rank ran to the end, windrose's path taken where the program expects it.
 fn check(r: &RunResult, ranks: u32) {
     r.complete(ranks);
@@ -309,7 +371,7 @@ fn check(r: &RunResult, ranks: u32) {
     }
 }
 
-/// Starts a cluster and runs the program under `srun` for each installed `(ABI, plugin)`.
+/// Runs the program under `srun` on the shared cluster for each installed `(ABI, plugin)`.
 /// Skipped, saying why, when Slurm is not installed; an ABI whose compiler is missing is
 /// skipped the same way.
 fn under_srun(cases: &[(Abi, &str)], args: &[&str]) {
@@ -323,8 +385,8 @@ fn under_srun(cases: &[(Abi, &str)], args: &[&str]) {
     });
 }
 
-/// Starts a cluster and calls `run` for each installed `(ABI, plugin)`; skipped as
-/// [`under_srun`] says.
+/// Calls `run` with the shared cluster (started if no test has yet), once its node is idle,
+/// for each installed `(ABI, plugin)`; skipped as [`under_srun`] says.
 fn with_cluster(cases: &[(Abi, &str)], mut run: impl FnMut(&Cluster, Abi, &str)) {
     let (Some(munged), Some(slurmctld), Some(slurmd)) =
         (daemon("munged"), daemon("slurmctld"), daemon("slurmd"))
@@ -356,11 +418,12 @@ fn with_cluster(cases: &[(Abi, &str)], mut run: impl FnMut(&Cluster, Abi, &str))
     if installed.is_empty() {
         return;
     }
-    // One cluster at a time: each takes two ports and a share of a small machine.
+    // One test at a time on the cluster: each step takes all of its node's four CPUs.
     let _one_at_a_time = serial();
-    let cluster = Cluster::start(&munged, &slurmctld, &slurmd);
+    let cluster = shared_cluster(&munged, &slurmctld, &slurmd);
     for (abi, plugin) in &installed {
-        run(&cluster, *abi, plugin);
+        cluster.wait_idle();
+        run(cluster, *abi, plugin);
     }
 }
 
@@ -383,8 +446,7 @@ fn the_standard_abi_passes_under_srun() {
 }
 
 /// Rank 1 SIGKILLs itself 20 ms into the third of a series of windrose broadcasts
-/// (bcast_check's `kill`, `bytes` each), under `srun --kill-on-bad-exit` on a cluster of its
-/// own: srun ends the whole step (the survivors are terminated; a 120 s `timeout` around
+/// (bcast_check's `kill`, `bytes` each), under `srun --kill-on-bad-exit`: srun ends the whole step (the survivors are terminated; a 120 s `timeout` around
 /// srun is the guard against a hang) and says which task died.
 ///
 /// Not run for the standard ABI: its step (2 MB broadcasts, a cluster of its own) hung with

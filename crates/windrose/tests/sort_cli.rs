@@ -6,10 +6,10 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{free_ports, windrose, write_group, Members};
+use procs::{windrose, write_group, Members};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LEN: usize = 100;
@@ -177,29 +177,18 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = gensort_shares(dir.path(), n, 2000, &[]);
     let group = dir.path().join("group.toml");
-    write_group(&group, "sort-group", &free_ports(n));
     let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
-    let mut members = Members(Vec::new());
-    for i in 0..n {
-        members.0.push(
-            Command::new(assert_cmd::cargo::cargo_bin("windrose"))
-                .args(["group", "serve", "--quiet", "--id", &i.to_string()])
-                .arg("--group")
-                .arg(&group)
-                .arg("--control")
-                .arg(socket(i))
-                .args(["--sort-input", s(&dir.path().join("in-{id}"))])
-                .args(["--sort-output", s(&dir.path().join("out-{id}"))])
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(0..n).all(|i| socket(i).exists()) {
-        assert!(Instant::now() < deadline, "control sockets");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let err = |i: usize| dir.path().join(format!("m{i}.err"));
+    let _show = ShowOnFailure((0..n).map(err).collect());
+    let _members = start_members(&group, "sort-group", n, |i, c| {
+        c.arg("--quiet")
+            .arg("--control")
+            .arg(socket(i))
+            .args(["--sort-input", s(&dir.path().join("in-{id}"))])
+            .args(["--sort-output", s(&dir.path().join("out-{id}"))])
+            .stderr(std::fs::File::create(err(i)).unwrap());
+        (socket(i), err(i))
+    });
     for protocol in [&["sample-sort"][..], &["heterosort", "--slicing", "equal"]] {
         for i in 0..n {
             let _ = std::fs::remove_file(dir.path().join(format!("out-{i}")));
@@ -226,7 +215,7 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
             String::from_utf8_lossy(&out.stderr)
         );
         let mut names = names_in(dir.path());
-        names.retain(|f| !f.ends_with(".sock") && f != "group.toml");
+        names.retain(|f| !f.ends_with(".sock") && !f.ends_with(".err") && f != "group.toml");
         let mut want: Vec<String> = (0..n)
             .flat_map(|i| [format!("in-{i}"), format!("out-{i}")])
             .collect();
@@ -246,47 +235,26 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
     }
 }
 
-/// `windrose group serve` for member `i` of `group` with these sort templates.
-fn serve(group: &Path, i: usize, socket: &Path, input: &Path, output: &Path) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("windrose"))
-        .args(["group", "serve", "--quiet", "--id", &i.to_string()])
-        .arg("--group")
-        .arg(group)
-        .arg("--control")
-        .arg(socket)
-        .args(["--sort-input", s(input)])
-        .args(["--sort-output", s(output)])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn a_member_that_cannot_read_its_share_fails_the_sort_and_nothing_is_kept() {
     let n = 2;
     let dir = tempfile::tempdir().unwrap();
     gensort_shares(dir.path(), n, 300, &[]);
     let group = dir.path().join("group.toml");
-    write_group(&group, "sort-refuse", &free_ports(n));
     let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
+    let err = |i: usize| dir.path().join(format!("m{i}.err"));
     let output = dir.path().join("out-{id}");
     // Member 1 was given a template its files do not match.
-    let mut members = Members(vec![
-        serve(&group, 0, &socket(0), &dir.path().join("in-{id}"), &output),
-        serve(
-            &group,
-            1,
-            &socket(1),
-            &dir.path().join("missing-{id}"),
-            &output,
-        ),
-    ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(0..n).all(|i| socket(i).exists()) {
-        assert!(Instant::now() < deadline, "control sockets");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut members = start_members(&group, "sort-refuse", n, |i, c| {
+        let input = if i == 1 { "missing-{id}" } else { "in-{id}" };
+        c.arg("--quiet")
+            .arg("--control")
+            .arg(socket(i))
+            .args(["--sort-input", s(&dir.path().join(input))])
+            .args(["--sort-output", s(&output)])
+            .stderr(std::fs::File::create(err(i)).unwrap());
+        (socket(i), err(i))
+    });
     // HeteroSort refuses an empty share: member 1 refuses, nobody starts. The sample sort
     // takes it and sorts the rest: the whole-set check finds the records missing. Either
     // way the command fails, and nothing is kept under a final or a temporary name.
@@ -311,7 +279,7 @@ fn a_member_that_cannot_read_its_share_fails_the_sort_and_nothing_is_kept() {
         assert_eq!(out.status.code(), Some(1), "{protocol:?}: {err}");
         assert!(err.contains(says), "{protocol:?}: {err}");
         let mut names = names_in(dir.path());
-        names.retain(|f| !f.ends_with(".sock") && f != "group.toml");
+        names.retain(|f| !f.ends_with(".sock") && !f.ends_with(".err") && f != "group.toml");
         assert_eq!(names, ["in-0", "in-1"], "{protocol:?}");
     }
     for i in 0..n {
@@ -558,8 +526,11 @@ impl Drop for ShowOnFailure {
 /// connection on the machine draws too (the members' own connections to each other, other
 /// tests'), and may even give one port twice: a port can be taken before its member binds it,
 /// and the member then exits at once ("cannot listen on ...: Address already in use"). The
-/// start differs between processes and attempts, so two runs at once rarely meet.
-fn ports_below_ephemeral(n: usize, attempt: u32) -> Vec<String> {
+/// start differs between processes and between the calls of one process (the tests here run
+/// at once, and a start over must not pick the same ports), so two picks rarely meet.
+fn ports_below_ephemeral(n: usize) -> Vec<String> {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse().ok())
@@ -568,7 +539,7 @@ fn ports_below_ephemeral(n: usize, attempt: u32) -> Vec<String> {
     let span = low.saturating_sub(base).max(2 * n as u32);
     let mut k = std::process::id()
         .wrapping_mul(7919)
-        .wrapping_add(attempt.wrapping_mul(104_729));
+        .wrapping_add(call.wrapping_mul(104_729));
     let mut ports = Vec::new();
     for _ in 0..span {
         let port = (base + k % span) as u16;
@@ -583,10 +554,35 @@ fn ports_below_ephemeral(n: usize, attempt: u32) -> Vec<String> {
     panic!("fewer than {n} free ports in {base}..{}", base + span);
 }
 
+/// Writes `group` (named `name`) with `n` members on ports from [`ports_below_ephemeral`] and
+/// starts them with [`spawn_or_report`] (member i: `cmd(i, command)`); a member that could not
+/// listen on its port (taken between the check and its bind) starts them all over with other
+/// ports, at most three times. Every test here that runs `group serve` members starts them so.
+fn start_members(
+    group: &Path,
+    name: &str,
+    n: usize,
+    mut cmd: impl FnMut(usize, &mut Command) -> (PathBuf, PathBuf),
+) -> Members {
+    let mut attempt = 0;
+    loop {
+        write_group(group, name, &ports_below_ephemeral(n));
+        match spawn_or_report(group, n, &mut cmd) {
+            Ok(members) => return members,
+            Err(why) if attempt < 3 => {
+                eprintln!("starting over with other ports: {why}");
+                attempt += 1;
+            }
+            Err(why) => panic!("{why}"),
+        }
+    }
+}
+
 /// Spawns `n` `group serve` members of `group` (member i: `cmd(i, command)`, which returns its
 /// control socket and the file its stderr goes to) and waits up to 30 s for every control
 /// socket. A member that exits first is reported with its stderr at once: `Err` when it could
-/// not listen on its port (the caller may start over with other ports), a panic otherwise.
+/// not listen on its port (the members are stopped and their sockets removed, so the caller
+/// may start over with other ports), a panic otherwise.
 fn spawn_or_report(
     group: &Path,
     n: usize,
@@ -610,6 +606,10 @@ fn spawn_or_report(
                 let err = std::fs::read_to_string(&files[i].1).unwrap_or_default();
                 let why = format!("member {i} exited ({status}) before its control socket: {err}");
                 if err.contains("Address already in use") {
+                    drop(members);
+                    for (sock, _) in &files {
+                        let _ = std::fs::remove_file(sock);
+                    }
                     return Err(why);
                 }
                 panic!("{why}");
@@ -649,32 +649,15 @@ fn two_of_sixteen_members_killed_mid_sort_lose_no_record() {
     let socket = |i: usize| dir.path().join(format!("m{i}.sock"));
     // Declared before the members: on a failure they are killed first, then shown.
     let _show = ShowOnFailure((0..n).flat_map(|i| [log(i), err(i)]).collect());
-    let mut attempt = 0;
-    let mut members = loop {
-        write_group(&group, "sort-kill", &ports_below_ephemeral(n, attempt));
-        let spawned = spawn_or_report(&group, n, |i, c| {
-            c.arg("--control")
-                .arg(socket(i))
-                .args(["--sort-input", s(&dir.path().join("in-{id}"))])
-                .args(["--sort-output", s(&dir.path().join("out-{id}"))])
-                .stdout(std::fs::File::create(log(i)).unwrap())
-                .stderr(std::fs::File::create(err(i)).unwrap());
-            (socket(i), err(i))
-        });
-        match spawned {
-            Ok(m) => break m,
-            // A port taken between the check and the member's bind: start over (the
-            // members are killed as `Members` drops), at most three times.
-            Err(why) if attempt < 3 => {
-                eprintln!("starting over with other ports: {why}");
-                attempt += 1;
-                for i in 0..n {
-                    let _ = std::fs::remove_file(socket(i));
-                }
-            }
-            Err(why) => panic!("{why}"),
-        }
-    };
+    let mut members = start_members(&group, "sort-kill", n, |i, c| {
+        c.arg("--control")
+            .arg(socket(i))
+            .args(["--sort-input", s(&dir.path().join("in-{id}"))])
+            .args(["--sort-output", s(&dir.path().join("out-{id}"))])
+            .stdout(std::fs::File::create(log(i)).unwrap())
+            .stderr(std::fs::File::create(err(i)).unwrap());
+        (socket(i), err(i))
+    });
     let sort = Command::new(procs::bin())
         .args([
             "sort",

@@ -120,11 +120,12 @@ pub fn shim(abi: Abi) -> PathBuf {
     let path = if let Some(p) = ours.filter(|_| windrose_mpi::BUILT_ABI == abi.name) {
         p
     } else {
-        let target = profile_dir()
+        let abis = profile_dir()
             .parent()
             .expect("a target directory")
-            .join("windrose-mpi-abi")
-            .join(abi.name);
+            .join("windrose-mpi-abi");
+        let target = abis.join(abi.name);
+        seed_from_another_abi(&abis, &target);
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         run_checked(
             Command::new(cargo)
@@ -141,8 +142,40 @@ pub fn shim(abi: Abi) -> PathBuf {
     path
 }
 
-/// tests/c/bcast_check.c built with `abi`'s wrapper.
+/// A first build of an ABI's shim starts from a copy of another ABI's target directory, when
+/// one exists: only windrose-mpi differs between them (its build script reruns for the
+/// changed WINDROSE_MPI_ABI), so cargo rebuilds that crate and reuses every dependency, which
+/// a build from nothing compiles again (most of the time of a first `cargo test` here). The
+/// copy keeps modification times (`cp -a`), which cargo's freshness checks compare; whatever
+/// it finds stale it builds again.
+fn seed_from_another_abi(abis: &Path, target: &Path) {
+    if target.exists() {
+        return;
+    }
+    let built = [OPENMPI, MPICH, STANDARD]
+        .iter()
+        .map(|a| abis.join(a.name))
+        .find(|d| d.join("release").join("libwindrose_mpi.so").is_file());
+    if let Some(from) = built {
+        // Under another name first: an interrupted copy is never taken for a whole one.
+        let partial = target.with_extension("copying");
+        let _ = std::fs::remove_dir_all(&partial);
+        run_checked(
+            Command::new("cp").arg("-a").arg(&from).arg(&partial),
+            &format!("cp -a {} {}", from.display(), partial.display()),
+        );
+        std::fs::rename(&partial, target).expect("the copied target directory renamed");
+    }
+}
+
+/// tests/c/bcast_check.c built with `abi`'s wrapper (once per test binary, as the shim: every
+/// launch used to compile it again).
 pub fn program(abi: Abi) -> PathBuf {
+    static BUILT: OnceLock<Mutex<BTreeMap<&'static str, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(abi.name) {
+        return p.clone();
+    }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mpi-{}", abi.name));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("bcast_check");
@@ -154,6 +187,7 @@ pub fn program(abi: Abi) -> PathBuf {
             .arg(&src),
         &format!("{} {}", abi.mpicc, src.display()),
     );
+    built.insert(abi.name, exe.clone());
     exe
 }
 
