@@ -1,11 +1,13 @@
 //! Connections: dialing with retries and bounded exponential backoff, accepting, and the two
 //! tasks that serve an established connection (a reader decoding frames, a writer doing
-//! vectored writes of queued frames).
+//! vectored writes of queued frames). An encrypted connection's reader has a third task, its
+//! socket reader, so that reading the socket and opening the records already read overlap
+//! (bounded: it reads at most `SEALED_AHEAD` reads ahead).
 
 use crate::bootstrap::{Established, Handshake, Transport};
 use crate::error::NetError;
 use crate::group::Group;
-use crate::secure::{Cipher, RECORD_PLAIN};
+use crate::secure::{whole_records, Cipher, Opener, RECORD_PLAIN};
 use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -27,8 +29,12 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Bytes a reader asks for when it does not know the length of the next frame yet.
 const SMALL_READ: usize = 16 << 10;
-/// Room an encrypted connection's reader makes for each read (a few records).
+/// Most bytes an encrypted connection's socket reader reads at once (a few records).
 const SEALED_READ: usize = 256 << 10;
+/// Most reads an encrypted connection's socket reader hands its opener ahead (each at most
+/// [`SEALED_READ`]): the bound that makes a slow opener, or a slow event loop behind it, stop
+/// the reading, and so the peer's sending, instead of buffering without end.
+const SEALED_AHEAD: usize = 4;
 /// How far an encrypted connection's writer seals ahead of the socket: a few records, so
 /// they are written while still in cache.
 const SEAL_AHEAD: usize = 256 << 10;
@@ -339,10 +345,88 @@ impl BufferPool {
     }
 }
 
+/// What an encrypted connection's socket reader hands its opener, in stream order.
+enum Sealed {
+    /// Whole records, nothing of a record cut off.
+    Records(BytesMut),
+    /// The stream ended, `partial` bytes into a record (0: between records).
+    End { partial: usize },
+    /// Reading failed.
+    Failed(std::io::Error),
+}
+
+/// Aborts a task when dropped: the socket reader of an encrypted connection goes with its
+/// opener's task, however that ends (returned, or aborted by the event loop), so the socket
+/// is never held open by a reader no one listens to.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The socket reader of an encrypted connection, its own task so that reading (the kernel's
+/// copy) runs beside the opening of the records already read, on the runtime's other worker.
+/// Hands over the whole records of `buf` (what the handshake read past its end) first, then
+/// reads at most [`SEALED_READ`] at a time and hands over each read's whole records (the cut
+/// record stays to be completed by the next read, in the same buffer while it has room);
+/// waits while [`SEALED_AHEAD`] reads are not taken yet (back-pressure); ends after handing
+/// over the stream's end or error, or when the opener is gone.
+async fn read_sealed(
+    mut rd: OwnedReadHalf,
+    mut buf: BytesMut,
+    to_opener: mpsc::Sender<Sealed>,
+    stats: Arc<LinkStats>,
+) {
+    let mut pool = BufferPool::default();
+    loop {
+        let whole = whole_records(&buf);
+        if whole > 0
+            && to_opener
+                .send(Sealed::Records(buf.split_to(whole)))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        if buf.capacity() - buf.len() < SEALED_READ {
+            pool.replace(&mut buf, SEALED_READ);
+        }
+        let end = match rd
+            .read_buf(&mut bytes::BufMut::limit(&mut buf, SEALED_READ))
+            .await
+        {
+            Ok(0) => Sealed::End { partial: buf.len() },
+            Ok(n) => {
+                stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => Sealed::Failed(e),
+        };
+        let _ = to_opener.send(end).await;
+        return;
+    }
+}
+
+/// Where a connection's reader gets its bytes.
+enum Source {
+    /// The socket, read directly into the frame reader's buffers.
+    Clear(OwnedReadHalf),
+    /// Records from the socket reader task, opened one at a time.
+    Sealed {
+        opener: Opener,
+        /// Whole records, from the socket reader, not opened yet.
+        records: BytesMut,
+        chunks: mpsc::Receiver<Sealed>,
+        _reader: AbortOnDrop,
+    },
+}
+
 /// Reads frames from `rd` until the stream ends or fails.
 pub(crate) async fn read_loop(
     link: LinkRef,
-    mut rd: OwnedReadHalf,
+    rd: OwnedReadHalf,
     mut reader: FrameReader,
     cipher: Option<Arc<Cipher>>,
     events: mpsc::Sender<Event>,
@@ -350,12 +434,25 @@ pub(crate) async fn read_loop(
 ) {
     let peer = link.peer;
     let mut pool = BufferPool::default();
-    // Encrypted: records arrive in `sealed` (what the handshake read past its end first) and
-    // their plaintext goes to the frame reader.
-    let mut opener = cipher.map(|c| c.opener(peer));
-    let mut sealed = match opener {
-        Some(_) => reader.buffer_mut().split(),
-        None => BytesMut::new(),
+    // Encrypted: a task of its own reads the socket (starting with what the handshake read
+    // past its end) and hands whole records over; their plaintext goes to the frame reader.
+    let mut source = match cipher {
+        Some(c) => {
+            let (to_opener, chunks) = mpsc::channel(SEALED_AHEAD);
+            let first = reader.buffer_mut().split();
+            Source::Sealed {
+                opener: c.opener(peer),
+                records: BytesMut::new(),
+                chunks,
+                _reader: AbortOnDrop(tokio::spawn(read_sealed(
+                    rd,
+                    first,
+                    to_opener,
+                    stats.clone(),
+                ))),
+            }
+        }
+        None => Source::Clear(rd),
     };
     let end = loop {
         // Frames already buffered (e.g. read together with the handshake) first.
@@ -379,14 +476,19 @@ pub(crate) async fn read_loop(
         // alone in one allocation: no partial frame is ever copied to a larger buffer, and the
         // allocation is freed (and reused) as soon as the frame's payload is dropped. Without a
         // header, read a little (several small frames, or the start of a large one).
-        let read = match &mut opener {
-            Some(op) => {
+        let read = match &mut source {
+            Source::Sealed {
+                opener: op,
+                records: sealed,
+                chunks,
+                ..
+            } => {
                 // One record at a time, then back to cutting frames: each frame's plaintext
                 // goes to a (reused) buffer with room for the rest of that frame and the record
                 // that overhangs it, so no completed frame is ever moved and the buffers come
-                // back once their frames are dropped, as on the clear path. Read only when no
-                // complete record is left.
-                match op.front_len(&sealed) {
+                // back once their frames are dropped, as on the clear path. Take the socket
+                // reader's next records only when none is left (it hands over whole ones).
+                match op.front_len(sealed) {
                     Err(e) => break Some(e),
                     Ok(Some(n)) => {
                         let missing = reader.missing_hint();
@@ -400,18 +502,35 @@ pub(crate) async fn read_loop(
                             };
                             pool.replace(buf, limit.max(n));
                         }
-                        if let Err(e) = op.open_one(&mut sealed, reader.buffer_mut()) {
+                        if let Err(e) = op.open_one(sealed, reader.buffer_mut()) {
                             break Some(e);
                         }
                         continue;
                     }
-                    Ok(None) => {
-                        sealed.reserve(SEALED_READ);
-                        rd.read_buf(&mut sealed).await
-                    }
+                    Ok(None) => match chunks.recv().await {
+                        Some(Sealed::Records(more)) => {
+                            *sealed = more;
+                            continue;
+                        }
+                        Some(Sealed::End { partial: 0 }) => Ok(0),
+                        Some(Sealed::End { partial }) => {
+                            break Some(NetError::PeerMisbehaved {
+                                peer,
+                                what: format!(
+                                    "closed its encrypted stream in the middle of a record ({partial} bytes of it received)"
+                                ),
+                            })
+                        }
+                        Some(Sealed::Failed(e)) => Err(e),
+                        None => {
+                            break Some(NetError::Failed(format!(
+                                "the socket reader of node {peer}'s encrypted stream stopped"
+                            )))
+                        }
+                    },
                 }
             }
-            None => {
+            Source::Clear(rd) => {
                 let missing = reader.missing_hint();
                 let limit = if missing > 0 { missing } else { SMALL_READ };
                 let buf = reader.buffer_mut();
@@ -422,21 +541,13 @@ pub(crate) async fn read_loop(
             }
         };
         match read {
-            Ok(0) if !sealed.is_empty() => {
-                break Some(NetError::PeerMisbehaved {
-                    peer,
-                    what: format!(
-                        "closed its encrypted stream in the middle of a record ({} bytes of it received)",
-                        sealed.len()
-                    ),
-                })
-            }
             Ok(0) => {
                 break reader
                     .eof_error()
                     .map(|source| NetError::Wire { peer, source })
             }
             Ok(n) => {
+                // The clear path's read (the socket reader counts the encrypted path's).
                 stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) => {
@@ -476,30 +587,25 @@ pub(crate) async fn write_loop(
     // records are written while still in cache and their buffers come back to `pool` for the
     // next frames instead of fresh memory. The counters grow by the records' overhead, which
     // the writes then take off again.
+    // `ahead` counts the sealed bytes not written yet (the sealing adds, the writes take off).
     let mut sealer = cipher.map(|c| c.sealer());
+    let encrypted = sealer.is_some();
     let mut pool = BufferPool::default();
     let mut sealed = 0usize;
-    let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize| {
+    let mut ahead = 0usize;
+    let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize, ahead: &mut usize| {
         let Some(sealer) = &mut sealer else {
             *sealed = queue.len();
             return Ok::<(), NetError>(());
         };
-        let mut ahead: usize = queue
-            .iter()
-            .take(*sealed)
-            .map(|o| match o {
-                Outgoing::Frame { head, .. } => head.len(),
-                Outgoing::Shutdown => 0,
-            })
-            .sum();
-        while *sealed < queue.len() && (ahead < SEAL_AHEAD || *sealed == 0) {
+        while *sealed < queue.len() && (*ahead < SEAL_AHEAD || *sealed == 0) {
             if let Outgoing::Frame { head, payload, .. } = &mut queue[*sealed] {
                 let plain = head.len() + payload.len();
                 let mut out = pool.take(crate::secure::sealed_len(plain));
                 sealer.seal(head, &mut out)?;
                 sealer.seal(payload, &mut out)?;
                 stats.queued.fetch_add(out.len() - plain, Ordering::Relaxed);
-                ahead += out.len();
+                *ahead += out.len();
                 *head = out.split().freeze();
                 *payload = Bytes::new();
                 pool.give(out);
@@ -522,7 +628,7 @@ pub(crate) async fn write_loop(
                     Err(_) => break,
                 }
             }
-            seal_ahead(&mut queue, &mut sealed)?;
+            seal_ahead(&mut queue, &mut sealed, &mut ahead)?;
             if let Some(Outgoing::Shutdown) = queue.front() {
                 let _ = tokio::time::timeout(stall, wr.shutdown()).await;
                 return Ok(true);
@@ -563,6 +669,10 @@ pub(crate) async fn write_loop(
                 Ok(Ok(n)) => n,
             };
             drop(slices);
+            if encrypted {
+                // Only sealed frames are written: every byte written was sealed ahead.
+                ahead -= n;
+            }
             stats.written_bytes.fetch_add(n as u64, Ordering::Relaxed);
             let written_at = Instant::now();
             let mut left = n;
@@ -650,5 +760,158 @@ pub(crate) fn serve(
         stats,
         reader,
         writer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secure::tests::session;
+    use crate::wire::Control;
+    use rand::{Rng, SeedableRng};
+    use tokio::io::AsyncWriteExt;
+
+    /// How long a test waits for the next event before it calls the reader stuck (a bound on
+    /// a hang, not a timed assertion).
+    const STUCK: Duration = Duration::from_secs(60);
+
+    /// Control frames of every size around a record's (and of several records), each filled
+    /// with its own letter.
+    fn frames() -> Vec<Control> {
+        let r = RECORD_PLAIN;
+        let sizes = [1, 1000, r - 30, r - 11, r - 10, r - 9, r, r + 1, 3 * r + 5];
+        sizes
+            .into_iter()
+            .chain([1 << 20, (2 << 20) + 3])
+            .cycle()
+            .take(3 * (sizes.len() + 2))
+            .enumerate()
+            .map(|(i, n)| Control::Abort(((b'a' + (i % 26) as u8) as char).to_string().repeat(n)))
+            .collect()
+    }
+
+    /// A reader of the accepted end of a loopback connection whose other end is returned,
+    /// sending its events to a channel of one (a slow event loop holds the reader at once).
+    async fn encrypted_reader(
+        cipher: Arc<Cipher>,
+        handshake_leftover: &[u8],
+    ) -> (
+        TcpStream,
+        mpsc::Receiver<Event>,
+        Arc<LinkStats>,
+        (AbortOnDrop, OwnedWriteHalf),
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (ours, _) = listener.accept().await.unwrap();
+        let (rd, wr) = ours.into_split();
+        let mut reader = FrameReader::new(1 << 20);
+        reader.set_control_limit(CONTROL_MAX_BODY);
+        reader.push(handshake_leftover);
+        let (events, rx) = mpsc::channel(1);
+        let stats = Arc::new(LinkStats::default());
+        let link = LinkRef {
+            peer: NodeId(0),
+            life: 0,
+        };
+        let task = tokio::spawn(read_loop(
+            link,
+            rd,
+            reader,
+            Some(cipher),
+            events,
+            stats.clone(),
+        ));
+        // Our writing half goes back too, so that only the peer closes.
+        (peer, rx, stats, (AbortOnDrop(task), wr))
+    }
+
+    /// The next event: a control frame (Ok) or the end of the stream (Err, with its error).
+    async fn next(rx: &mut mpsc::Receiver<Event>) -> Result<Control, Option<NetError>> {
+        match tokio::time::timeout(STUCK, rx.recv()).await {
+            Err(_) => panic!("the reader is stuck: no event for {STUCK:?}"),
+            Ok(Some(Event::Frame(_, WireFrame::Control(c)))) => Ok(c),
+            Ok(Some(Event::ReadEnd(_, end))) => Err(end),
+            Ok(Some(_)) => panic!("a reader sent an event other than a frame or its end"),
+            Ok(None) => panic!("the reader ended without saying so"),
+        }
+    }
+
+    /// A sealed stream written in pieces of random sizes to a reader whose event loop takes
+    /// its time: every frame arrives whole and in order, the stream's end is clean, and every
+    /// byte read is counted. The event channel of one, the socket reader's bound and the
+    /// socket's buffers all fill, so the reading waits on the opener and the peer's writing on
+    /// the reading.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_reader_gets_every_frame_of_an_encrypted_stream_in_order() {
+        let (ci, cr, _, _) = session();
+        let want = frames();
+        let mut stream = BytesMut::new();
+        let mut sealer = ci.sealer();
+        for c in &want {
+            sealer.seal(&c.encode(), &mut stream).unwrap();
+        }
+        let (mut peer, mut rx, stats, _ours) = encrypted_reader(cr, &[]).await;
+        let len = stream.len();
+        let writer = tokio::spawn(async move {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
+            let mut at = 0;
+            while at < stream.len() {
+                let n = rng.gen_range(1..=300_000).min(stream.len() - at);
+                peer.write_all(&stream[at..at + n]).await.unwrap();
+                at += n;
+            }
+            peer.shutdown().await.unwrap();
+            peer
+        });
+        for (i, c) in want.iter().enumerate() {
+            let got = next(&mut rx).await.unwrap_or_else(|e| {
+                panic!("the stream ended before frame {i}: {e:?}");
+            });
+            assert!(got == *c, "frame {i} differs");
+            // The slow event loop: the reader waits for it meanwhile.
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let end = next(&mut rx).await.map(|_| ()).unwrap_err();
+        assert!(end.is_none(), "a clean end expected: {end:?}");
+        drop(writer.await.unwrap());
+        assert_eq!(stats.read_bytes.load(Ordering::Relaxed), len as u64);
+    }
+
+    /// Records the handshake read past its end are opened before anything more arrives (the
+    /// peer sends nothing until it sees them); the record cut at the leftover's end is
+    /// completed by the next read; and a stream that ends inside a record is an error that
+    /// says so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_read_with_the_handshake_come_first_and_a_cut_record_is_an_error() {
+        let (ci, cr, _, _) = session();
+        let want = frames();
+        let mut stream = BytesMut::new();
+        let mut sealer = ci.sealer();
+        for c in &want[..3] {
+            sealer.seal(&c.encode(), &mut stream).unwrap();
+        }
+        // The first two frames whole, then half of the third's first record.
+        let two = whole_records(&stream[..stream.len() - 1]);
+        let cut = two + (stream.len() - two) / 2;
+        let (mut peer, mut rx, _stats, _ours) = encrypted_reader(cr, &stream[..cut]).await;
+        for c in &want[..2] {
+            assert!(next(&mut rx).await.unwrap() == *c);
+        }
+        peer.write_all(&stream[cut..]).await.unwrap();
+        assert!(next(&mut rx).await.unwrap() == want[2]);
+        // Half of one more record, then the end.
+        let mut more = BytesMut::new();
+        sealer.seal(&want[3].encode(), &mut more).unwrap();
+        peer.write_all(&more[..7]).await.unwrap();
+        peer.shutdown().await.unwrap();
+        let end = next(&mut rx).await.map(|_| ()).unwrap_err();
+        let end = end.expect("an error").to_string();
+        assert!(
+            end.contains("closed its encrypted stream in the middle of a record (7 bytes"),
+            "{end}"
+        );
     }
 }
