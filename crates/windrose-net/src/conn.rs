@@ -1,13 +1,11 @@
 //! Connections: dialing with retries and bounded exponential backoff, accepting, and the two
 //! tasks that serve an established connection (a reader decoding frames, a writer doing
-//! vectored writes of queued frames). An encrypted connection's reader has a third task, its
-//! socket reader, so that reading the socket and opening the records already read overlap
-//! (bounded: it reads at most `SEALED_AHEAD` reads ahead).
+//! vectored writes of queued frames).
 
 use crate::bootstrap::{Established, Handshake, Transport};
 use crate::error::NetError;
 use crate::group::Group;
-use crate::secure::{whole_records, Cipher, Opener, RECORD_PLAIN};
+use crate::secure::{Cipher, RECORD_PLAIN};
 use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -29,12 +27,8 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Bytes a reader asks for when it does not know the length of the next frame yet.
 const SMALL_READ: usize = 16 << 10;
-/// Most bytes an encrypted connection's socket reader reads at once (a few records).
+/// Room an encrypted connection's reader makes for each read (a few records).
 const SEALED_READ: usize = 256 << 10;
-/// Most reads an encrypted connection's socket reader hands its opener ahead (each at most
-/// [`SEALED_READ`]): the bound that makes a slow opener, or a slow event loop behind it, stop
-/// the reading, and so the peer's sending, instead of buffering without end.
-const SEALED_AHEAD: usize = 4;
 /// How far an encrypted connection's writer seals ahead of the socket: a few records, so
 /// they are written while still in cache.
 const SEAL_AHEAD: usize = 256 << 10;
@@ -345,88 +339,10 @@ impl BufferPool {
     }
 }
 
-/// What an encrypted connection's socket reader hands its opener, in stream order.
-enum Sealed {
-    /// Whole records, nothing of a record cut off.
-    Records(BytesMut),
-    /// The stream ended, `partial` bytes into a record (0: between records).
-    End { partial: usize },
-    /// Reading failed.
-    Failed(std::io::Error),
-}
-
-/// Aborts a task when dropped: the socket reader of an encrypted connection goes with its
-/// opener's task, however that ends (returned, or aborted by the event loop), so the socket
-/// is never held open by a reader no one listens to.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The socket reader of an encrypted connection, its own task so that reading (the kernel's
-/// copy) runs beside the opening of the records already read, on the runtime's other worker.
-/// Hands over the whole records of `buf` (what the handshake read past its end) first, then
-/// reads at most [`SEALED_READ`] at a time and hands over each read's whole records (the cut
-/// record stays to be completed by the next read, in the same buffer while it has room);
-/// waits while [`SEALED_AHEAD`] reads are not taken yet (back-pressure); ends after handing
-/// over the stream's end or error, or when the opener is gone.
-async fn read_sealed(
-    mut rd: OwnedReadHalf,
-    mut buf: BytesMut,
-    to_opener: mpsc::Sender<Sealed>,
-    stats: Arc<LinkStats>,
-) {
-    let mut pool = BufferPool::default();
-    loop {
-        let whole = whole_records(&buf);
-        if whole > 0
-            && to_opener
-                .send(Sealed::Records(buf.split_to(whole)))
-                .await
-                .is_err()
-        {
-            return;
-        }
-        if buf.capacity() - buf.len() < SEALED_READ {
-            pool.replace(&mut buf, SEALED_READ);
-        }
-        let end = match rd
-            .read_buf(&mut bytes::BufMut::limit(&mut buf, SEALED_READ))
-            .await
-        {
-            Ok(0) => Sealed::End { partial: buf.len() },
-            Ok(n) => {
-                stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                continue;
-            }
-            Err(e) => Sealed::Failed(e),
-        };
-        let _ = to_opener.send(end).await;
-        return;
-    }
-}
-
-/// Where a connection's reader gets its bytes.
-enum Source {
-    /// The socket, read directly into the frame reader's buffers.
-    Clear(OwnedReadHalf),
-    /// Records from the socket reader task, opened one at a time.
-    Sealed {
-        opener: Opener,
-        /// Whole records, from the socket reader, not opened yet.
-        records: BytesMut,
-        chunks: mpsc::Receiver<Sealed>,
-        _reader: AbortOnDrop,
-    },
-}
-
 /// Reads frames from `rd` until the stream ends or fails.
 pub(crate) async fn read_loop(
     link: LinkRef,
-    rd: OwnedReadHalf,
+    mut rd: OwnedReadHalf,
     mut reader: FrameReader,
     cipher: Option<Arc<Cipher>>,
     events: mpsc::Sender<Event>,
@@ -434,25 +350,12 @@ pub(crate) async fn read_loop(
 ) {
     let peer = link.peer;
     let mut pool = BufferPool::default();
-    // Encrypted: a task of its own reads the socket (starting with what the handshake read
-    // past its end) and hands whole records over; their plaintext goes to the frame reader.
-    let mut source = match cipher {
-        Some(c) => {
-            let (to_opener, chunks) = mpsc::channel(SEALED_AHEAD);
-            let first = reader.buffer_mut().split();
-            Source::Sealed {
-                opener: c.opener(peer),
-                records: BytesMut::new(),
-                chunks,
-                _reader: AbortOnDrop(tokio::spawn(read_sealed(
-                    rd,
-                    first,
-                    to_opener,
-                    stats.clone(),
-                ))),
-            }
-        }
-        None => Source::Clear(rd),
+    // Encrypted: records arrive in `sealed` (what the handshake read past its end first) and
+    // their plaintext goes to the frame reader.
+    let mut opener = cipher.map(|c| c.opener(peer));
+    let mut sealed = match opener {
+        Some(_) => reader.buffer_mut().split(),
+        None => BytesMut::new(),
     };
     let end = loop {
         // Frames already buffered (e.g. read together with the handshake) first.
@@ -476,19 +379,14 @@ pub(crate) async fn read_loop(
         // alone in one allocation: no partial frame is ever copied to a larger buffer, and the
         // allocation is freed (and reused) as soon as the frame's payload is dropped. Without a
         // header, read a little (several small frames, or the start of a large one).
-        let read = match &mut source {
-            Source::Sealed {
-                opener: op,
-                records: sealed,
-                chunks,
-                ..
-            } => {
+        let read = match &mut opener {
+            Some(op) => {
                 // One record at a time, then back to cutting frames: each frame's plaintext
                 // goes to a (reused) buffer with room for the rest of that frame and the record
                 // that overhangs it, so no completed frame is ever moved and the buffers come
-                // back once their frames are dropped, as on the clear path. Take the socket
-                // reader's next records only when none is left (it hands over whole ones).
-                match op.front_len(sealed) {
+                // back once their frames are dropped, as on the clear path. Read only when no
+                // complete record is left.
+                match op.front_len(&sealed) {
                     Err(e) => break Some(e),
                     Ok(Some(n)) => {
                         let missing = reader.missing_hint();
@@ -502,35 +400,18 @@ pub(crate) async fn read_loop(
                             };
                             pool.replace(buf, limit.max(n));
                         }
-                        if let Err(e) = op.open_one(sealed, reader.buffer_mut()) {
+                        if let Err(e) = op.open_one(&mut sealed, reader.buffer_mut()) {
                             break Some(e);
                         }
                         continue;
                     }
-                    Ok(None) => match chunks.recv().await {
-                        Some(Sealed::Records(more)) => {
-                            *sealed = more;
-                            continue;
-                        }
-                        Some(Sealed::End { partial: 0 }) => Ok(0),
-                        Some(Sealed::End { partial }) => {
-                            break Some(NetError::PeerMisbehaved {
-                                peer,
-                                what: format!(
-                                    "closed its encrypted stream in the middle of a record ({partial} bytes of it received)"
-                                ),
-                            })
-                        }
-                        Some(Sealed::Failed(e)) => Err(e),
-                        None => {
-                            break Some(NetError::Failed(format!(
-                                "the socket reader of node {peer}'s encrypted stream stopped"
-                            )))
-                        }
-                    },
+                    Ok(None) => {
+                        sealed.reserve(SEALED_READ);
+                        rd.read_buf(&mut sealed).await
+                    }
                 }
             }
-            Source::Clear(rd) => {
+            None => {
                 let missing = reader.missing_hint();
                 let limit = if missing > 0 { missing } else { SMALL_READ };
                 let buf = reader.buffer_mut();
@@ -541,13 +422,21 @@ pub(crate) async fn read_loop(
             }
         };
         match read {
+            Ok(0) if !sealed.is_empty() => {
+                break Some(NetError::PeerMisbehaved {
+                    peer,
+                    what: format!(
+                        "closed its encrypted stream in the middle of a record ({} bytes of it received)",
+                        sealed.len()
+                    ),
+                })
+            }
             Ok(0) => {
                 break reader
                     .eof_error()
                     .map(|source| NetError::Wire { peer, source })
             }
             Ok(n) => {
-                // The clear path's read (the socket reader counts the encrypted path's).
                 stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) => {
@@ -767,6 +656,7 @@ pub(crate) fn serve(
 mod tests {
     use super::*;
     use crate::secure::tests::session;
+    use crate::secure::whole_records;
     use crate::wire::Control;
     use rand::{Rng, SeedableRng};
     use tokio::io::AsyncWriteExt;
@@ -799,7 +689,7 @@ mod tests {
         TcpStream,
         mpsc::Receiver<Event>,
         Arc<LinkStats>,
-        (AbortOnDrop, OwnedWriteHalf),
+        (JoinHandle<()>, OwnedWriteHalf),
     ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = TcpStream::connect(listener.local_addr().unwrap())
@@ -825,7 +715,7 @@ mod tests {
             stats.clone(),
         ));
         // Our writing half goes back too, so that only the peer closes.
-        (peer, rx, stats, (AbortOnDrop(task), wr))
+        (peer, rx, stats, (task, wr))
     }
 
     /// The next event: a control frame (Ok) or the end of the stream (Err, with its error).
@@ -841,9 +731,8 @@ mod tests {
 
     /// A sealed stream written in pieces of random sizes to a reader whose event loop takes
     /// its time: every frame arrives whole and in order, the stream's end is clean, and every
-    /// byte read is counted. The event channel of one, the socket reader's bound and the
-    /// socket's buffers all fill, so the reading waits on the opener and the peer's writing on
-    /// the reading.
+    /// byte read is counted. The event channel of one and the socket's buffers fill, so the
+    /// reading waits on the event loop and the peer's writing on the reading.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_reader_gets_every_frame_of_an_encrypted_stream_in_order() {
         let (ci, cr, _, _) = session();

@@ -17,8 +17,7 @@
 //! CPU per byte of the ring snow itself uses for the handshake. The writer seals a frame just
 //! before writing it, into a reused buffer, and the reader opens one record at a time into the
 //! frame reader's reused buffers, so neither side page-faults fresh memory for every frame
-//! (that, not the cipher, was most of the cost); the reader's socket reads run in a task of
-//! their own, beside the opening (src/conn.rs). The goodput example measures the remaining
+//! (that, not the cipher, was most of the cost). The goodput example measures the remaining
 //! cost against the cipher's own CPU; encryption stays off by default.
 
 use crate::error::NetError;
@@ -40,6 +39,7 @@ pub(crate) fn sealed_len(plain: usize) -> usize {
 
 /// Bytes of the whole records at the front of `sealed` (by their length fields alone: a
 /// length shorter than a tag is for the opener to refuse).
+#[cfg(test)]
 pub(crate) fn whole_records(sealed: &[u8]) -> usize {
     let mut at = 0;
     while let Some(head) = sealed.get(at..at + LEN) {
