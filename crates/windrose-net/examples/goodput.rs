@@ -414,7 +414,7 @@ fn cpu_s() -> f64 {
 /// CPU seconds per GB to seal and then open 256 MiB in place as the data path's records are
 /// (AES-256-GCM, 64 KiB records, one thread): the cipher's own share of the encrypted path.
 fn aes_gcm_cpu_per_gb() -> f64 {
-    use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+    use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
     let key = || LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &[7; 32]).unwrap());
     let (seal, open) = (key(), key());
     let nonce = |n: u64| {

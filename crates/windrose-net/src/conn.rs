@@ -476,30 +476,25 @@ pub(crate) async fn write_loop(
     // records are written while still in cache and their buffers come back to `pool` for the
     // next frames instead of fresh memory. The counters grow by the records' overhead, which
     // the writes then take off again.
+    // `ahead` counts the sealed bytes not written yet (the sealing adds, the writes take off).
     let mut sealer = cipher.map(|c| c.sealer());
+    let encrypted = sealer.is_some();
     let mut pool = BufferPool::default();
     let mut sealed = 0usize;
-    let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize| {
+    let mut ahead = 0usize;
+    let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize, ahead: &mut usize| {
         let Some(sealer) = &mut sealer else {
             *sealed = queue.len();
             return Ok::<(), NetError>(());
         };
-        let mut ahead: usize = queue
-            .iter()
-            .take(*sealed)
-            .map(|o| match o {
-                Outgoing::Frame { head, .. } => head.len(),
-                Outgoing::Shutdown => 0,
-            })
-            .sum();
-        while *sealed < queue.len() && (ahead < SEAL_AHEAD || *sealed == 0) {
+        while *sealed < queue.len() && (*ahead < SEAL_AHEAD || *sealed == 0) {
             if let Outgoing::Frame { head, payload, .. } = &mut queue[*sealed] {
                 let plain = head.len() + payload.len();
                 let mut out = pool.take(crate::secure::sealed_len(plain));
                 sealer.seal(head, &mut out)?;
                 sealer.seal(payload, &mut out)?;
                 stats.queued.fetch_add(out.len() - plain, Ordering::Relaxed);
-                ahead += out.len();
+                *ahead += out.len();
                 *head = out.split().freeze();
                 *payload = Bytes::new();
                 pool.give(out);
@@ -522,7 +517,7 @@ pub(crate) async fn write_loop(
                     Err(_) => break,
                 }
             }
-            seal_ahead(&mut queue, &mut sealed)?;
+            seal_ahead(&mut queue, &mut sealed, &mut ahead)?;
             if let Some(Outgoing::Shutdown) = queue.front() {
                 let _ = tokio::time::timeout(stall, wr.shutdown()).await;
                 return Ok(true);
@@ -563,6 +558,10 @@ pub(crate) async fn write_loop(
                 Ok(Ok(n)) => n,
             };
             drop(slices);
+            if encrypted {
+                // Only sealed frames are written: every byte written was sealed ahead.
+                ahead -= n;
+            }
             stats.written_bytes.fetch_add(n as u64, Ordering::Relaxed);
             let written_at = Instant::now();
             let mut left = n;
@@ -650,5 +649,158 @@ pub(crate) fn serve(
         stats,
         reader,
         writer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secure::tests::session;
+    use crate::secure::whole_records;
+    use crate::wire::Control;
+    use rand::{Rng, SeedableRng};
+    use tokio::io::AsyncWriteExt;
+
+    /// How long a test waits for the next event before it calls the reader stuck (a bound on
+    /// a hang, not a timed assertion).
+    const STUCK: Duration = Duration::from_secs(60);
+
+    /// Control frames of every size around a record's (and of several records), each filled
+    /// with its own letter.
+    fn frames() -> Vec<Control> {
+        let r = RECORD_PLAIN;
+        let sizes = [1, 1000, r - 30, r - 11, r - 10, r - 9, r, r + 1, 3 * r + 5];
+        sizes
+            .into_iter()
+            .chain([1 << 20, (2 << 20) + 3])
+            .cycle()
+            .take(3 * (sizes.len() + 2))
+            .enumerate()
+            .map(|(i, n)| Control::Abort(((b'a' + (i % 26) as u8) as char).to_string().repeat(n)))
+            .collect()
+    }
+
+    /// A reader of the accepted end of a loopback connection whose other end is returned,
+    /// sending its events to a channel of one (a slow event loop holds the reader at once).
+    async fn encrypted_reader(
+        cipher: Arc<Cipher>,
+        handshake_leftover: &[u8],
+    ) -> (
+        TcpStream,
+        mpsc::Receiver<Event>,
+        Arc<LinkStats>,
+        (JoinHandle<()>, OwnedWriteHalf),
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (ours, _) = listener.accept().await.unwrap();
+        let (rd, wr) = ours.into_split();
+        let mut reader = FrameReader::new(1 << 20);
+        reader.set_control_limit(CONTROL_MAX_BODY);
+        reader.push(handshake_leftover);
+        let (events, rx) = mpsc::channel(1);
+        let stats = Arc::new(LinkStats::default());
+        let link = LinkRef {
+            peer: NodeId(0),
+            life: 0,
+        };
+        let task = tokio::spawn(read_loop(
+            link,
+            rd,
+            reader,
+            Some(cipher),
+            events,
+            stats.clone(),
+        ));
+        // Our writing half goes back too, so that only the peer closes.
+        (peer, rx, stats, (task, wr))
+    }
+
+    /// The next event: a control frame (Ok) or the end of the stream (Err, with its error).
+    async fn next(rx: &mut mpsc::Receiver<Event>) -> Result<Control, Option<NetError>> {
+        match tokio::time::timeout(STUCK, rx.recv()).await {
+            Err(_) => panic!("the reader is stuck: no event for {STUCK:?}"),
+            Ok(Some(Event::Frame(_, WireFrame::Control(c)))) => Ok(c),
+            Ok(Some(Event::ReadEnd(_, end))) => Err(end),
+            Ok(Some(_)) => panic!("a reader sent an event other than a frame or its end"),
+            Ok(None) => panic!("the reader ended without saying so"),
+        }
+    }
+
+    /// A sealed stream written in pieces of random sizes to a reader whose event loop takes
+    /// its time: every frame arrives whole and in order, the stream's end is clean, and every
+    /// byte read is counted. The event channel of one and the socket's buffers fill, so the
+    /// reading waits on the event loop and the peer's writing on the reading.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_reader_gets_every_frame_of_an_encrypted_stream_in_order() {
+        let (ci, cr, _, _) = session();
+        let want = frames();
+        let mut stream = BytesMut::new();
+        let mut sealer = ci.sealer();
+        for c in &want {
+            sealer.seal(&c.encode(), &mut stream).unwrap();
+        }
+        let (mut peer, mut rx, stats, _ours) = encrypted_reader(cr, &[]).await;
+        let len = stream.len();
+        let writer = tokio::spawn(async move {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
+            let mut at = 0;
+            while at < stream.len() {
+                let n = rng.gen_range(1..=300_000).min(stream.len() - at);
+                peer.write_all(&stream[at..at + n]).await.unwrap();
+                at += n;
+            }
+            peer.shutdown().await.unwrap();
+            peer
+        });
+        for (i, c) in want.iter().enumerate() {
+            let got = next(&mut rx).await.unwrap_or_else(|e| {
+                panic!("the stream ended before frame {i}: {e:?}");
+            });
+            assert!(got == *c, "frame {i} differs");
+            // The slow event loop: the reader waits for it meanwhile.
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let end = next(&mut rx).await.map(|_| ()).unwrap_err();
+        assert!(end.is_none(), "a clean end expected: {end:?}");
+        drop(writer.await.unwrap());
+        assert_eq!(stats.read_bytes.load(Ordering::Relaxed), len as u64);
+    }
+
+    /// Records the handshake read past its end are opened before anything more arrives (the
+    /// peer sends nothing until it sees them); the record cut at the leftover's end is
+    /// completed by the next read; and a stream that ends inside a record is an error that
+    /// says so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_read_with_the_handshake_come_first_and_a_cut_record_is_an_error() {
+        let (ci, cr, _, _) = session();
+        let want = frames();
+        let mut stream = BytesMut::new();
+        let mut sealer = ci.sealer();
+        for c in &want[..3] {
+            sealer.seal(&c.encode(), &mut stream).unwrap();
+        }
+        // The first two frames whole, then half of the third's first record.
+        let two = whole_records(&stream[..stream.len() - 1]);
+        let cut = two + (stream.len() - two) / 2;
+        let (mut peer, mut rx, _stats, _ours) = encrypted_reader(cr, &stream[..cut]).await;
+        for c in &want[..2] {
+            assert!(next(&mut rx).await.unwrap() == *c);
+        }
+        peer.write_all(&stream[cut..]).await.unwrap();
+        assert!(next(&mut rx).await.unwrap() == want[2]);
+        // Half of one more record, then the end.
+        let mut more = BytesMut::new();
+        sealer.seal(&want[3].encode(), &mut more).unwrap();
+        peer.write_all(&more[..7]).await.unwrap();
+        peer.shutdown().await.unwrap();
+        let end = next(&mut rx).await.map(|_| ()).unwrap_err();
+        let end = end.expect("an error").to_string();
+        assert!(
+            end.contains("closed its encrypted stream in the middle of a record (7 bytes"),
+            "{end}"
+        );
     }
 }
