@@ -25,9 +25,11 @@ use std::time::{Duration, Instant};
 const UP_GUARD: Duration = Duration::from_secs(120);
 /// `timeout` around every srun: an unsatisfiable request would wait forever.
 const SRUN_GUARD_SECS: &str = "600";
-/// The first guard of a plain step ([`Cluster::srun`]): long past its slowest run seen (45 s
-/// on a loaded machine), short enough that a hang at MPI_Init leaves time for a second run.
-const INIT_HANG_GUARD_SECS: &str = "240";
+/// The first guard of a plain step ([`Cluster::srun`]): past its slowest run seen (45 s on a
+/// loaded machine) by more than 2x, short enough that a hang at MPI_Init (MPICH 5's, seen on a
+/// freshly started cluster) costs CI two minutes before the second run, not four. A false
+/// alarm only runs the step again.
+const INIT_HANG_GUARD_SECS: &str = "120";
 
 /// An executable's path: on PATH or in /usr/sbin (daemons are often not on a user's PATH).
 fn daemon(exe: &str) -> Option<PathBuf> {
