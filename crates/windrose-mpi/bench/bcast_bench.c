@@ -7,20 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "timed_bcast.h"
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static double timed(int shim, void *buf, int n) {
-    double t, slowest;
-    MPI_Barrier(MPI_COMM_WORLD);
-    t = MPI_Wtime();
-    if (shim) MPI_Bcast(buf, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    else PMPI_Bcast(buf, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    t = MPI_Wtime() - t;
-    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return slowest;
 }
 
 int main(int argc, char **argv) {
@@ -40,11 +31,11 @@ int main(int argc, char **argv) {
         int n = atoi(argv[s]);
         char *buf = malloc((size_t)n + 1);
         memset(buf, rank, (size_t)n);
-        timed(1, buf, n); /* warm-up: the shim sets up its group at its first call */
-        timed(0, buf, n);
+        timed_bcast(0, buf, n); /* warm-up: the shim sets up its group at its first call */
+        timed_bcast(1, buf, n);
         for (int i = 0; i < reps; i++) {
-            a[i] = timed(1, buf, n);
-            b[i] = timed(0, buf, n);
+            a[i] = timed_bcast(0, buf, n);
+            b[i] = timed_bcast(1, buf, n);
         }
         qsort(a, (size_t)reps, sizeof *a, cmp);
         qsort(b, (size_t)reps, sizeof *b, cmp);

@@ -21,16 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double timed(int pmpi, void *buf, int n) {
-    double t, slowest;
-    MPI_Barrier(MPI_COMM_WORLD);
-    t = MPI_Wtime();
-    if (pmpi) PMPI_Bcast(buf, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    else MPI_Bcast(buf, n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    t = MPI_Wtime() - t;
-    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return slowest;
-}
+#include "timed_bcast.h"
 
 /* The root's pattern for call `call`: every byte depends on its offset and the call. */
 static void fill(unsigned char *buf, int n, int call) {
@@ -89,7 +80,7 @@ int main(int argc, char **argv) {
                 fill(want, n, call);
                 if (rank == 0) memcpy(buf, want, (size_t)n);
                 else memset(buf, 0, (size_t)n);
-                double t = timed(pmpi, buf, n);
+                double t = timed_bcast(pmpi, buf, n);
                 if (memcmp(buf, want, (size_t)n) != 0) {
                     fprintf(stderr, "bcast_calls: rank %d: call %d of %d bytes%s: wrong contents\n",
                             rank, call, n, pmpi ? " (PMPI_Bcast)" : "");
