@@ -173,20 +173,7 @@ impl Cluster {
             Command::new(slurmd).env("SLURM_CONF", &cluster.conf),
             "slurmd",
         );
-        let started = Instant::now();
-        loop {
-            let state = cluster.node_state();
-            if state == "idle" {
-                break;
-            }
-            if started.elapsed() > UP_GUARD {
-                panic!(
-                    "the Slurm node did not come up (sinfo says {state:?}):\n{}",
-                    cluster.logs()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        cluster.wait_idle("the Slurm node did not come up");
         cluster
     }
 
@@ -274,9 +261,10 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// Waits until the node is idle (the previous test's job has ended and released it): a
-    /// node left allocated, draining or down fails the test with the daemons' logs.
-    fn wait_idle(&self) {
+    /// Waits until the node is idle (up, or the previous test's job has ended and released
+    /// it): a node that stays allocated, draining or down fails the test with `what` and the
+    /// daemons' logs.
+    fn wait_idle(&self, what: &str) {
         let started = Instant::now();
         loop {
             let state = self.node_state();
@@ -284,10 +272,7 @@ impl Cluster {
                 return;
             }
             if started.elapsed() > UP_GUARD {
-                panic!(
-                    "the Slurm node is not idle between tests (sinfo says {state:?}):\n{}",
-                    self.logs()
-                );
+                panic!("{what} (sinfo says {state:?}):\n{}", self.logs());
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -424,7 +409,7 @@ fn with_cluster(cases: &[(Abi, &str)], mut run: impl FnMut(&Cluster, Abi, &str))
     let _one_at_a_time = serial();
     let cluster = shared_cluster(&munged, &slurmctld, &slurmd);
     for (abi, plugin) in &installed {
-        cluster.wait_idle();
+        cluster.wait_idle("the Slurm node is not idle between tests");
         run(cluster, *abi, plugin);
     }
 }
