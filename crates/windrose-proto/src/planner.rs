@@ -418,9 +418,20 @@ struct Live {
     policy: TreePolicy,
     /// The bound its tree was first built for.
     bound: Bound,
-    /// Whether its swaps count sharing.
-    sharing: bool,
     kept: Kept,
+}
+
+impl Live {
+    /// Whether its swaps count sharing (it keeps the message's times to price sharing with).
+    fn shares(&self) -> bool {
+        matches!(
+            self.kept,
+            Kept::Adaptive {
+                taken_bytes: Some(_),
+                ..
+            }
+        )
+    }
 }
 
 /// The trees a node keeps for the broadcasts it roots, one per root and policy in force.
@@ -490,7 +501,6 @@ impl Planner {
                 )));
             }
         }
-        let sharing = bytes_ms.is_some();
         if policy == TreePolicy::MstLive {
             // The fallback before the live tree is whole: the central MST of the view.
             let tree = TreeAlgorithm::Mst.build(costs, Some(clusters), root)?;
@@ -506,7 +516,7 @@ impl Planner {
         }
         let reuse = self.live.get(&root).is_some_and(|l| {
             l.policy == policy
-                && ((l.bound == bound && l.sharing == sharing)
+                && ((l.bound == bound && l.shares() == bytes_ms.is_some())
                     || !matches!(policy, TreePolicy::Adapt { .. }))
         });
         if !reuse {
@@ -526,7 +536,6 @@ impl Planner {
                 Live {
                     policy,
                     bound,
-                    sharing,
                     kept,
                 },
             );
