@@ -444,21 +444,10 @@ impl AdaptiveTree {
             else {
                 break;
             };
-            let mut child = leaf;
-            let mut p = leaf;
-            while p != 0 {
-                if self.edge[p] > self.edge[child] {
-                    child = p;
-                }
-                p = binomial::parent(p);
-            }
-            let parent = binomial::parent(child);
-            let cost = self.cost();
-            // Any swap that lowers the cost is taken: the target sits just below it.
-            let target = cost - 1e-6 * cost.abs().max(1.0);
+            let (parent, child) = costliest_edge_above(leaf, &self.edge);
             let report = self.repair(
                 costs,
-                target,
+                just_below(self.cost()),
                 Some(Focus::Link { parent, child }),
                 Some(strategy),
             );
@@ -749,6 +738,27 @@ impl AdaptiveTree {
     }
 }
 
+/// The costliest edge, by `edge` (the cost of the edge into each position), on the way from
+/// `leaf` up to the root (ties: the deepest), as (parent, child): where the improving rounds
+/// focus their swaps.
+fn costliest_edge_above(leaf: Position, edge: &[f64]) -> (Position, Position) {
+    let mut child = leaf;
+    let mut p = leaf;
+    while p != 0 {
+        if edge[p] > edge[child] {
+            child = p;
+        }
+        p = binomial::parent(p);
+    }
+    (binomial::parent(child), child)
+}
+
+/// The target of an improving round: just below `cost`, so that any swap that lowers the
+/// cost is taken.
+fn just_below(cost: f64) -> f64 {
+    cost - 1e-6 * cost.abs().max(1.0)
+}
+
 /// Sharing-aware evaluation ([`crate::sharing`]): the tree cost with every edge priced at the
 /// number of tree edges that cross its path. An option beside the paper's strategies, which
 /// are unchanged: the same visiting orders, each trial ranked by the sharing-aware cost (an
@@ -845,20 +855,10 @@ impl AdaptiveTree {
             else {
                 break;
             };
-            let mut child = leaf;
-            let mut p = leaf;
-            while p != 0 {
-                if edge[p] > edge[child] {
-                    child = p;
-                }
-                p = binomial::parent(p);
-            }
-            let parent = binomial::parent(child);
-            let cost = path[leaf];
-            let target = cost - 1e-6 * cost.abs().max(1.0);
+            let (parent, child) = costliest_edge_above(leaf, &edge);
             let report = self.repair_by(
                 costs,
-                target,
+                just_below(path[leaf]),
                 Some(Focus::Link { parent, child }),
                 Some(strategy),
                 &|t: &Self| t.shared_cost_of(shared),
