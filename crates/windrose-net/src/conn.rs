@@ -5,13 +5,13 @@
 use crate::bootstrap::{Established, Handshake, Transport};
 use crate::error::NetError;
 use crate::group::Group;
-use crate::secure::{Cipher, RECORD_PLAIN};
+use crate::secure::{self, Cipher};
 use crate::wire::{FrameReader, Role, WireFrame, CONTROL_MAX_BODY};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -27,8 +27,6 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(25);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Bytes a reader asks for when it does not know the length of the next frame yet.
 const SMALL_READ: usize = 16 << 10;
-/// Room an encrypted connection's reader makes for each read (a few records).
-const SEALED_READ: usize = 256 << 10;
 /// How far an encrypted connection's writer seals ahead of the socket: a few records, so
 /// they are written while still in cache.
 const SEAL_AHEAD: usize = 256 << 10;
@@ -291,9 +289,8 @@ pub(crate) async fn accept_loop(listener: TcpListener, ep: Endpoint) {
     }
 }
 
-/// Buffers of one connection, reused once every frame cut from them has been dropped, so a
-/// long transfer does not allocate (and page-fault in) fresh memory for every frame: the
-/// reader's receive buffers, and the writer's sealed records when the data path is encrypted.
+/// A reader's receive buffers, reused once every frame cut from them has been dropped, so a
+/// long transfer does not allocate (and page-fault in) fresh memory for every frame.
 #[derive(Default)]
 struct BufferPool {
     /// Buffers given up; each may still be shared with frames in flight.
@@ -350,28 +347,42 @@ pub(crate) async fn read_loop(
 ) {
     let peer = link.peer;
     let mut pool = BufferPool::default();
-    // Encrypted: records arrive in `sealed` (what the handshake read past its end first) and
-    // their plaintext goes to the frame reader.
+    // Encrypted: each record is read straight into the frame buffer after the plaintext
+    // received so far (with the next record's length field, which the opener keeps) and
+    // decrypted there in place. `sealed` counts the bytes at the buffer's end that are still
+    // sealed; frames are cut only when there are none. What the handshake read past its end
+    // is opened first.
     let mut opener = cipher.map(|c| c.opener(peer));
-    let mut sealed = match opener {
-        Some(_) => reader.buffer_mut().split(),
-        None => BytesMut::new(),
-    };
+    let mut sealed = 0usize;
+    let mut leftover = BytesMut::new();
+    if let Some(op) = &mut opener {
+        let read_with_handshake = reader.buffer_mut().split();
+        match op.start(read_with_handshake, reader.buffer_mut()) {
+            Ok(rest) => leftover = rest,
+            Err(e) => {
+                let _ = events.send(Event::ReadEnd(link, Some(e))).await;
+                return;
+            }
+        }
+    }
     let end = loop {
-        // Frames already buffered (e.g. read together with the handshake) first.
-        loop {
-            match reader.next_frame() {
-                Ok(Some(frame)) => {
-                    if events.send(Event::Frame(link, frame)).await.is_err() {
+        // Frames already buffered (e.g. read together with the handshake) first; none while
+        // the buffer ends with sealed bytes.
+        if sealed == 0 {
+            loop {
+                match reader.next_frame() {
+                    Ok(Some(frame)) => {
+                        if events.send(Event::Frame(link, frame)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(source) => {
+                        let _ = events
+                            .send(Event::ReadEnd(link, Some(NetError::Wire { peer, source })))
+                            .await;
                         return;
                     }
-                }
-                Ok(None) => break,
-                Err(source) => {
-                    let _ = events
-                        .send(Event::ReadEnd(link, Some(NetError::Wire { peer, source })))
-                        .await;
-                    return;
                 }
             }
         }
@@ -380,37 +391,48 @@ pub(crate) async fn read_loop(
         // allocation is freed (and reused) as soon as the frame's payload is dropped. Without a
         // header, read a little (several small frames, or the start of a large one).
         let read = match &mut opener {
-            Some(op) => {
-                // One record at a time, then back to cutting frames: each frame's plaintext
-                // goes to a (reused) buffer with room for the rest of that frame and the record
-                // that overhangs it, so no completed frame is ever moved and the buffers come
-                // back once their frames are dropped, as on the clear path. Read only when no
-                // complete record is left.
-                match op.front_len(&sealed) {
-                    Err(e) => break Some(e),
-                    Ok(Some(n)) => {
-                        let missing = reader.missing_hint();
-                        let buf = reader.buffer_mut();
-                        let room = buf.capacity() - buf.len();
-                        if room < n || (missing > 0 && room < missing + n) {
-                            let limit = if missing > 0 {
-                                missing + RECORD_PLAIN
-                            } else {
-                                BufferPool::MIN_NEW + RECORD_PLAIN
-                            };
-                            pool.replace(buf, limit.max(n));
-                        }
-                        if let Err(e) = op.open_one(&mut sealed, reader.buffer_mut()) {
-                            break Some(e);
-                        }
+            Some(op) => match op.next_len() {
+                Err(e) => break Some(e),
+                Ok(None) => rd.read(op.head_room()).await.inspect(|&n| op.head_read(n)),
+                Ok(Some(len)) if sealed >= len => {
+                    let buf = reader.buffer_mut();
+                    if let Err(e) = op.open_at(buf, buf.len() - sealed) {
+                        break Some(e);
+                    }
+                    sealed = 0;
+                    continue;
+                }
+                Ok(Some(len)) => {
+                    // The rest of the record and the next one's length field, into a buffer
+                    // with room for them and, at the start of a record that does not end its
+                    // frame, for the rest of the frame and the record that ends it (so that,
+                    // as on the clear path, no completed frame is ever moved).
+                    let want = len + secure::LEN - sealed;
+                    let missing = if sealed == 0 {
+                        reader.missing_hint()
+                    } else {
+                        0
+                    };
+                    let rest = missing.saturating_sub(len - secure::TAG);
+                    let need = match rest {
+                        0 => want,
+                        _ => want + rest + secure::RECORD_SPAN,
+                    };
+                    let buf = reader.buffer_mut();
+                    if buf.capacity() - buf.len() < need {
+                        pool.replace(buf, need);
+                    }
+                    if !leftover.is_empty() {
+                        // Once only: the record's start, read with the handshake.
+                        reader.buffer_mut().extend_from_slice(&leftover);
+                        sealed += std::mem::take(&mut leftover).len();
                         continue;
                     }
-                    Ok(None) => {
-                        sealed.reserve(SEALED_READ);
-                        rd.read_buf(&mut sealed).await
-                    }
+                    rd.read_buf(&mut bytes::BufMut::limit(reader.buffer_mut(), want))
+                        .await
+                        .inspect(|&n| sealed += n)
                 }
-            }
+            },
             None => {
                 let missing = reader.missing_hint();
                 let limit = if missing > 0 { missing } else { SMALL_READ };
@@ -422,19 +444,19 @@ pub(crate) async fn read_loop(
             }
         };
         match read {
-            Ok(0) if !sealed.is_empty() => {
-                break Some(NetError::PeerMisbehaved {
-                    peer,
-                    what: format!(
-                        "closed its encrypted stream in the middle of a record ({} bytes of it received)",
-                        sealed.len()
-                    ),
-                })
-            }
             Ok(0) => {
+                let unfinished = opener.as_ref().map_or(0, |op| op.unfinished(sealed));
+                if unfinished > 0 {
+                    break Some(NetError::PeerMisbehaved {
+                        peer,
+                        what: format!(
+                            "closed its encrypted stream in the middle of a record ({unfinished} bytes of it received)"
+                        ),
+                    });
+                }
                 break reader
                     .eof_error()
-                    .map(|source| NetError::Wire { peer, source })
+                    .map(|source| NetError::Wire { peer, source });
             }
             Ok(n) => {
                 stats.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -452,6 +474,42 @@ pub(crate) async fn read_loop(
         }
     };
     let _ = events.send(Event::ReadEnd(link, end)).await;
+}
+
+/// A frame's records in a buffer that goes back to its writer's spares once the frame is
+/// written (dropped), still initialized, to seal a later frame over.
+struct SealedFrame {
+    buf: Vec<u8>,
+    len: usize,
+    spares: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl SealedFrame {
+    /// Most spare buffers a writer keeps: a few frames' worth (it seals at most
+    /// `SEAL_AHEAD` bytes, or one frame, ahead of the socket).
+    const SPARES: usize = 4;
+}
+
+impl AsRef<[u8]> for SealedFrame {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Drop for SealedFrame {
+    fn drop(&mut self) {
+        let mut spares = lock(&self.spares);
+        if spares.len() < Self::SPARES {
+            spares.push(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+/// The spare buffers of a writer (only it and its frames' drops take the lock).
+fn lock(spares: &Mutex<Vec<Vec<u8>>>) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+    spares
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Writes queued frames to `wr` in order with vectored writes; reports notified sends, flush
@@ -473,13 +531,14 @@ pub(crate) async fn write_loop(
     let mut queue: VecDeque<Outgoing> = VecDeque::new();
     // Encrypted: frames are sealed into records just before they are written, at most
     // `SEAL_AHEAD` bytes ahead of the socket (`sealed` frames at the queue's front), so the
-    // records are written while still in cache and their buffers come back to `pool` for the
-    // next frames instead of fresh memory. The counters grow by the records' overhead, which
+    // records are written while still in cache, each frame's into a buffer that comes back to
+    // `spares` once written: the next frames are sealed over memory already in use, neither
+    // fresh (page faults) nor cleared first. The counters grow by the records' overhead, which
     // the writes then take off again.
     // `ahead` counts the sealed bytes not written yet (the sealing adds, the writes take off).
     let mut sealer = cipher.map(|c| c.sealer());
     let encrypted = sealer.is_some();
-    let mut pool = BufferPool::default();
+    let spares: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
     let mut sealed = 0usize;
     let mut ahead = 0usize;
     let mut seal_ahead = |queue: &mut VecDeque<Outgoing>, sealed: &mut usize, ahead: &mut usize| {
@@ -490,14 +549,20 @@ pub(crate) async fn write_loop(
         while *sealed < queue.len() && (*ahead < SEAL_AHEAD || *sealed == 0) {
             if let Outgoing::Frame { head, payload, .. } = &mut queue[*sealed] {
                 let plain = head.len() + payload.len();
-                let mut out = pool.take(crate::secure::sealed_len(plain));
-                sealer.seal(head, &mut out)?;
-                sealer.seal(payload, &mut out)?;
-                stats.queued.fetch_add(out.len() - plain, Ordering::Relaxed);
-                *ahead += out.len();
-                *head = out.split().freeze();
+                let len = secure::sealed_len(plain);
+                let mut buf = lock(&spares).pop().unwrap_or_default();
+                if buf.len() < len {
+                    buf.resize(len, 0);
+                }
+                sealer.seal_into(head, payload, &mut buf[..len])?;
+                stats.queued.fetch_add(len - plain, Ordering::Relaxed);
+                *ahead += len;
+                *head = Bytes::from_owner(SealedFrame {
+                    buf,
+                    len,
+                    spares: spares.clone(),
+                });
                 *payload = Bytes::new();
-                pool.give(out);
             }
             *sealed += 1;
         }
@@ -656,7 +721,7 @@ pub(crate) fn serve(
 mod tests {
     use super::*;
     use crate::secure::tests::session;
-    use crate::secure::whole_records;
+    use crate::secure::{whole_records, RECORD_PLAIN};
     use crate::wire::Control;
     use rand::{Rng, SeedableRng};
     use tokio::io::AsyncWriteExt;
@@ -740,7 +805,7 @@ mod tests {
         let mut stream = BytesMut::new();
         let mut sealer = ci.sealer();
         for c in &want {
-            sealer.seal(&c.encode(), &mut stream).unwrap();
+            sealer.seal(&c.encode(), &[], &mut stream).unwrap();
         }
         let (mut peer, mut rx, stats, _ours) = encrypted_reader(cr, &[]).await;
         let len = stream.len();
@@ -780,7 +845,7 @@ mod tests {
         let mut stream = BytesMut::new();
         let mut sealer = ci.sealer();
         for c in &want[..3] {
-            sealer.seal(&c.encode(), &mut stream).unwrap();
+            sealer.seal(&c.encode(), &[], &mut stream).unwrap();
         }
         // The first two frames whole, then half of the third's first record.
         let two = whole_records(&stream[..stream.len() - 1]);
@@ -793,7 +858,7 @@ mod tests {
         assert!(next(&mut rx).await.unwrap() == want[2]);
         // Half of one more record, then the end.
         let mut more = BytesMut::new();
-        sealer.seal(&want[3].encode(), &mut more).unwrap();
+        sealer.seal(&want[3].encode(), &[], &mut more).unwrap();
         peer.write_all(&more[..7]).await.unwrap();
         peer.shutdown().await.unwrap();
         let end = next(&mut rx).await.map(|_| ()).unwrap_err();

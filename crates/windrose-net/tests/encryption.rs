@@ -48,9 +48,9 @@ async fn encrypted_broadcast_and_multicast_deliver_every_byte() {
     leave_all(members).await;
 }
 
-/// The receiver opens one record at a time into buffers sized for the frame being received
-/// and the record that overhangs it: frames smaller than a record, of a record's size give or
-/// take a byte, and larger than the default arrive whole and in order.
+/// The receiver reads each record into buffers sized for it and, when its frame goes on past
+/// it, for the rest of the frame: frames smaller than a record, of a record's size give or
+/// take a byte, and larger than a record arrive whole and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_of_every_size_across_record_boundaries_arrive_whole() {
     let (group, mut members) = start_group("enc-frames", 3, 1, |c| keyed(c, true)).await;
