@@ -18,7 +18,6 @@ use crate::segtree::MaxAddTree;
 use crate::sharing::SharedPaths;
 use crate::{Tree, TreeError};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use windrose_model::{LinkCosts, NodeId};
 
 /// The four swapping strategies of the paper.
@@ -775,15 +774,18 @@ impl AdaptiveTree {
     }
 
     /// The sharing-aware cost of the edge into every position and the root path cost of
-    /// every position. O(N log N).
+    /// every position. O(N + P) for path indices below P.
     fn shared_paths(&self, shared: &impl SharedPaths) -> (Vec<f64>, Vec<f64>) {
         let n = self.len();
         let mut on_path = vec![None; n];
-        let mut count: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut count: Vec<usize> = Vec::new();
         for (p, slot) in on_path.iter_mut().enumerate().skip(1) {
             let k = shared.path(self.nodes[binomial::parent(p)], self.nodes[p]);
             if let Some(k) = k {
-                *count.entry(k).or_default() += 1;
+                if k >= count.len() {
+                    count.resize(k + 1, 0);
+                }
+                count[k] += 1;
             }
             *slot = k;
         }
@@ -791,7 +793,7 @@ impl AdaptiveTree {
         for p in 1..n {
             // A parent's position is below its children's: its path is already known.
             let q = binomial::parent(p);
-            let k = on_path[p].map_or(1, |k| count[&k]);
+            let k = on_path[p].map_or(1, |k| count[k]);
             edge[p] = shared.shared_cost(self.nodes[q], self.nodes[p], k);
             path[p] = path[q] + edge[p];
         }
@@ -803,14 +805,14 @@ impl AdaptiveTree {
     }
 
     /// The sharing-aware tree cost: the costliest root-to-leaf path, each edge priced by
-    /// `shared` at the number of tree edges that cross its path. O(N log N).
+    /// `shared` at the number of tree edges that cross its path. O(N + P) for path indices below P.
     pub fn shared_cost(&self, shared: &impl SharedPaths) -> Result<f64, TreeError> {
         self.check_shared(shared)?;
         Ok(self.shared_cost_of(shared))
     }
 
     /// The sharing-aware tree cost if the nodes at positions `x` and `y` were swapped; the
-    /// tree is unchanged afterwards. O(N log N).
+    /// tree is unchanged afterwards. O(N + P).
     pub fn swap_shared_cost(
         &mut self,
         shared: &impl SharedPaths,

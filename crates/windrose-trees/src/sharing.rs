@@ -25,7 +25,8 @@ pub trait SharedPaths {
     /// Number of nodes; valid ids are `0..node_count()`.
     fn node_count(&self) -> usize;
     /// The shared path that data from `from` to `to` crosses, as an index (equal indices:
-    /// one bottleneck), or None when the link shares nothing with other tree edges.
+    /// one bottleneck), or None when the link shares nothing with other tree edges. Indices
+    /// should be small: the counts per path are kept in a vector indexed by them.
     fn path(&self, from: NodeId, to: NodeId) -> Option<usize>;
     /// What the link `from` -> `to` adds to a root path when `sharing` tree edges (itself
     /// included, so at least 1) cross its path. With `sharing` = 1 this is the link's cost
