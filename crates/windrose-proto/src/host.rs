@@ -2222,8 +2222,9 @@ impl Host {
             links.transfer_costs(bytes, segment_bytes),
             links.bound(bytes),
         );
-        // Live broadcasts swap sharing-aware (crate::planner::PlanRequest::bytes_ms).
-        let bytes_ms = links.bytes_ms(bytes);
+        // Live broadcasts swap sharing-aware (crate::planner::PlanRequest::bytes_ms); the
+        // message times (N x N) are built only for the policy that swaps.
+        let bytes_ms = matches!(policy, TreePolicy::Adapt { .. }).then(|| links.bytes_ms(bytes));
         let mut clusters = vec![ClusterId(0); costs.node_count()];
         for &(m, c) in self.config.members.iter() {
             clusters[m.index()] = c;
@@ -2243,7 +2244,7 @@ impl Host {
                     root: me,
                     policy,
                     costs: &costs,
-                    bytes_ms: Some(&bytes_ms),
+                    bytes_ms: bytes_ms.as_ref(),
                     clusters: &clusters,
                     failed: &failed,
                     bound,
