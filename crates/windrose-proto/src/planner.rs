@@ -71,6 +71,18 @@
 //! 3.1 s; the oracle's: 1.45 and 1.52 s); most of what remains is the broadcast running when
 //! the link slows, which only a change of tree during a broadcast could shorten.
 //!
+//! # When the swaps stall
+//!
+//! The swaps repair a tree a swap at a time around its costliest path, so they can stop in a
+//! tree that no single swap improves but that is well above what adapt's first tree, built on
+//! the view as it is now, costs (issue 16's series after the slowdown: 1.82 s per broadcast
+//! where that tree, which the oracle uses, runs 1.52 s in the simulator; 8.1 s against 6.1 s
+//! on the testbed at 16 MiB). So after a plan has taken in changed links and its swaps, the
+//! planner also builds that first tree on the taken-in view and keeps it instead when it is
+//! cheaper by more than [`REPLAN_MARGIN`] (both priced as the swaps price them, sharing-aware
+//! or plain); the plan reports it as `built`. Between changes nothing is rebuilt, and the cost
+//! is one first tree per plan that took in a change.
+//!
 //! # Which collective sees a new tree
 //!
 //! Only the next one: a running broadcast keeps the tree it was announced with. Every member
@@ -259,6 +271,11 @@ fn next_permutation(v: &mut [usize]) -> bool {
 /// Swaps `adapt` may make after taking changes in, beyond the one per changed link
 /// ([`AdaptiveTree::improve`]).
 pub const MAX_IMPROVING_SWAPS: usize = 64;
+
+/// How much cheaper than the swapped tree adapt's first tree on the current view must be to
+/// replace it, after links changed (see the module docs, "When the swaps stall"): a margin,
+/// so that view noise does not flip between two trees of about one cost.
+pub const REPLAN_MARGIN: f64 = 0.05;
 
 /// The default threshold of `adapt`: a link whose cost moved by a fifth.
 pub const DEFAULT_THRESHOLD: f64 = 0.2;
@@ -595,6 +612,17 @@ impl Planner {
                         None => tree.improve(taken, *strategy, MAX_IMPROVING_SWAPS),
                     };
                     swaps += rounds.iter().filter(|r| r.made.is_some()).count();
+                    // The swaps are a local search: where they stop well short of adapt's
+                    // first tree on the view now, that tree replaces theirs.
+                    let fresh = first_tree(taken, clusters, root, bound)?;
+                    let cost_of = |t: &AdaptiveTree| match taken_bytes.as_ref() {
+                        Some(tb) => t.shared_cost(&SiteSharing::new(&*taken, tb, clusters)?),
+                        None => Ok(t.cost()),
+                    };
+                    if cost_of(&fresh)? < (1.0 - REPLAN_MARGIN) * cost_of(tree)? {
+                        *tree = fresh;
+                        built = true;
+                    }
                 }
                 // Failed members leave for the last position (a leaf), after the swaps so
                 // none of them moves one back inside.

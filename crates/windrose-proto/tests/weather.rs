@@ -616,6 +616,43 @@ fn four_clusters(wan01: f64) -> LinkTable {
     })
 }
 
+/// Where the swaps stall after a change, adapt's first tree on the taken-in view replaces
+/// their tree: after the four-clusters slowdown both the plain and the sharing-aware plans
+/// are the tree a fresh planner builds on the slowed view (the oracle's), reported as built,
+/// and a plan without a change keeps its tree.
+#[test]
+fn stalled_swaps_give_way_to_the_first_tree_on_the_new_view() {
+    let (bytes, segment) = (4u64 << 20, 256u64 << 10);
+    let clusters: Vec<ClusterId> = (0..16).map(|i| ClusterId(i / 4)).collect();
+    let plan = |p: &mut Planner, links: &LinkTable, sharing: bool| {
+        let (costs, bytes_ms) = (links.transfer_costs(bytes, segment), links.bytes_ms(bytes));
+        p.plan_request(&PlanRequest {
+            root: NodeId(0),
+            policy: TreePolicy::default(),
+            costs: &costs,
+            bytes_ms: sharing.then_some(&bytes_ms),
+            clusters: &clusters,
+            failed: &[],
+            bound: links.bound(bytes),
+        })
+        .unwrap()
+    };
+    let (before, after) = (four_clusters(5.0), four_clusters(0.5));
+    for sharing in [false, true] {
+        let mut p = Planner::new();
+        plan(&mut p, &before, sharing);
+        let kept = plan(&mut p, &before, sharing);
+        assert!(!kept.built && kept.changed_links == 0, "sharing {sharing}");
+        let changed = plan(&mut p, &after, sharing);
+        let oracle = plan(&mut Planner::new(), &after, sharing);
+        assert!(changed.changed_links > 0 && changed.built, "sharing {sharing}");
+        assert_eq!(changed.tree.edges(), oracle.tree.edges(), "sharing {sharing}");
+        assert!((changed.cost - oracle.cost).abs() <= 1e-9 * oracle.cost);
+        let again = plan(&mut p, &after, sharing);
+        assert!(!again.built, "sharing {sharing}: no change, no rebuild");
+    }
+}
+
 #[test]
 fn sharing_aware_swaps_leave_the_slowed_path_and_plan_no_dearer_than_plain_swaps() {
     let (bytes, segment) = (4u64 << 20, 256u64 << 10);
@@ -689,7 +726,7 @@ fn sharing_aware_swaps_leave_the_slowed_path_and_plan_no_dearer_than_plain_swaps
         "{} vs {aware_cost}",
         a1.cost
     );
-    assert!(aware_cost < plain_cost, "{aware_cost} vs {plain_cost}");
+    assert!(aware_cost <= plain_cost, "{aware_cost} vs {plain_cost}");
     eprintln!(
         "plain: most shared {} cost {:.1} ms; aware: most shared {} cost {:.1} ms",
         most_shared(&p1.tree, &clusters),
