@@ -1005,15 +1005,13 @@ impl Network {
         }
     }
 
-    /// Takes the next event (see [`Network::peek_event`]).
-    fn pop_event(&mut self) -> Option<Event> {
-        let ev = self.peek_event()?;
+    /// Takes `ev`, the event [`Network::peek_event`] returned, off its heap.
+    fn take_event(&mut self, ev: Event) {
         if ev.kind == EV_COMPLETE {
             self.completions.pop();
         } else {
             self.events.pop();
         }
-        Some(ev)
     }
 
     /// When the next event happens (a message arrives, a latency expires, a change applies), or
@@ -1056,7 +1054,7 @@ impl Network {
                 if ev.time.get() != time {
                     break;
                 }
-                self.pop_event();
+                self.take_event(ev);
                 self.stats.events += 1;
                 match ev.kind {
                     EV_CHANGE => self.apply_change(ev.id),
