@@ -92,7 +92,8 @@
 //! Per instant with events, with `R` the final region, `H_R ≤ 5 R` its route hops, `T` the
 //! links it touches, `k` the filling rounds, `d` the largest number of connections on a link,
 //! `A` the set entries the checks walk (connections that join the region or are in it, and the
-//! top group of a link that lost saturation) and `E` the event-heap entries:
+//! top group of a link that lost saturation) and `E` the event-heap entries (one completion
+//! per active connection, plus pending changes and latency expiries):
 //!
 //! - [`Network::send`]: O(log E) (one hash lookup, one heap push when the connection was idle);
 //! - a message completing on a connection whose next message is already transferable: O(log E)
@@ -116,14 +117,18 @@
 //! saturated one changes the rate of every connection bottlenecked there.
 //!
 //! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
-//! rate: one cache line) and `Sched` (progress and completion stamp: 32 bytes), so that at
+//! rate: one cache line) and `Sched` (progress: 24 bytes), so that at
 //! N = 4,096 (60 k connections) they stay in cache; the rest of a connection (its queue and
 //! statistics) is read only when a message is sent or delivered.
 //!
-//! Completion times live in one binary heap of `(time, kind, id, version)` entries; bumping a
-//! connection's version stamp makes its older entry stale, and stale entries are skipped when
-//! they surface. When stale entries make up more than half of the heap it is compacted (O(E),
-//! amortized O(1) per stale entry), so E stays below twice the live events plus a constant.
+//! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
+//! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
+//! sooner, down when later), O(log E), and nothing stale is ever kept or popped. Changes and
+//! latency expiries live in a binary heap of `(time, kind, id)` entries; the next event is the
+//! smaller of the two heaps' tops in the order `(time, kind, id)`, the order a single heap
+//! gave. (Until 2026-11-27 completions were pushed afresh at every rate change and older
+//! entries skipped as stale when they surfaced: at MOB N = 4,096 popping that heap was 14 % of
+//! the run. Event logs are byte-identical across the change.)
 //! Connections outside the region keep their rates and their heap entries untouched: the
 //! remaining bytes of a connection are only brought up to date when its rate changes (lazy
 //! settlement). The bench `network_vs_simgrid` measures a 1024-node, 4096-flow scenario against
@@ -157,7 +162,9 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
 
+mod completion_heap;
 mod fill_queue;
+use completion_heap::CompletionHeap;
 use fill_queue::FillQueue;
 
 /// How active connections share the links they cross.
@@ -348,7 +355,7 @@ pub struct LinkStats {
 /// Work counters, to see what the incremental re-sharing saves.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NetworkStats {
-    /// Events handled (changes, completions, latency expiries; stale heap entries excluded).
+    /// Events handled (changes, completions, latency expiries).
     pub events: u64,
     /// Progressive-filling runs (at most one per instant with events).
     pub solves: u64,
@@ -397,14 +404,13 @@ const EV_CHANGE: u8 = 0;
 const EV_COMPLETE: u8 = 1;
 const EV_READY: u8 = 2;
 
+/// A change or a latency expiry (completions live in [`CompletionHeap`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Event {
     time: Key,
     kind: u8,
     /// Connection index, or change index.
     id: u32,
-    /// Connection version for completions (stale when different).
-    version: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -442,10 +448,10 @@ impl Hot {
     }
 }
 
-/// A connection's transfer progress and completion entry, kept apart from [`Conn`] (its queue
-/// and statistics) like [`Hot`]: a solve settles and reschedules every connection whose rate
-/// changed, and every event popped is checked for staleness, so these 32 bytes are read far
-/// more often than the rest, and a dense array keeps them in cache at large N.
+/// A connection's transfer progress, kept apart from [`Conn`] (its queue and statistics) like
+/// [`Hot`]: a solve settles and reschedules every connection whose rate changed, so these 24
+/// bytes are read far more often than the rest, and a dense array keeps them in cache at large
+/// N.
 #[derive(Copy, Clone, Debug, Default)]
 struct Sched {
     /// Bytes of the head message left at `t_last`.
@@ -453,10 +459,6 @@ struct Sched {
     t_last: f64,
     /// The level key under which the connection is listed on its links, when active.
     listed_level: u64,
-    /// Stamp of the live completion entry; bumping it makes older entries stale.
-    version: u32,
-    /// Whether a live (non-stale) completion entry is in the event heap.
-    scheduled: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -572,9 +574,10 @@ pub struct Network {
     sched: Vec<Sched>,
     /// Lookup only (never iterated): `(src, dst)` → index in `conns`.
     conn_of: HashMap<(u32, u32), u32>,
+    /// Changes and latency expiries.
     events: BinaryHeap<Reverse<Event>>,
-    /// Stale completion entries in `events`; the heap is compacted when they dominate.
-    stale: usize,
+    /// The active connections' completion times, one entry each.
+    completions: CompletionHeap,
     changes: Vec<Change>,
     next_message: u64,
     /// Stamps of the current solve and of its current filling round.
@@ -620,7 +623,7 @@ impl Network {
             sched: Vec::new(),
             conn_of: HashMap::new(),
             events: BinaryHeap::new(),
-            stale: 0,
+            completions: CompletionHeap::default(),
             changes: Vec::new(),
             next_message: 0,
             epoch: 1,
@@ -764,7 +767,7 @@ impl Network {
         conn.messages_sent += 1;
         conn.bytes_sent += bytes;
         if was_empty {
-            self.push(ready_at, EV_READY, c, 0);
+            self.push(ready_at, EV_READY, c);
         }
         Ok(id)
     }
@@ -863,7 +866,6 @@ impl Network {
         }
         if !self.dirty.is_empty() {
             self.solve();
-            self.compact_events();
         }
         Ok(dropped)
     }
@@ -919,7 +921,7 @@ impl Network {
         }
         let k = u32::try_from(self.changes.len()).expect("more than 2^32 changes");
         self.changes.push(change);
-        self.push(at, EV_CHANGE, k, 0);
+        self.push(at, EV_CHANGE, k);
         Ok(())
     }
 
@@ -980,67 +982,42 @@ impl Network {
         )
     }
 
-    fn push(&mut self, time: f64, kind: u8, id: u32, version: u32) {
+    fn push(&mut self, time: f64, kind: u8, id: u32) {
         self.events.push(Reverse(Event {
             time: Key::new(time),
             kind,
             id,
-            version,
         }));
     }
 
-    fn is_stale(&self, ev: &Event) -> bool {
-        ev.kind == EV_COMPLETE && self.sched[ev.id as usize].version != ev.version
+    /// The next event, not taken: a change or expiry, or a completion, whichever comes first
+    /// in the order `(time, kind, id)`.
+    fn peek_event(&self) -> Option<Event> {
+        let other = self.events.peek().map(|&Reverse(ev)| ev);
+        let done = self.completions.peek().map(|(time, id)| Event {
+            time: Key(time),
+            kind: EV_COMPLETE,
+            id,
+        });
+        match (other, done) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Makes connection `c`'s completion entry, if any, stale.
-    fn invalidate(&mut self, c: u32) {
-        let sc = &mut self.sched[c as usize];
-        if sc.scheduled {
-            sc.scheduled = false;
-            self.stale += 1;
-        }
-        sc.version = sc.version.wrapping_add(1);
-    }
-
-    /// Pops the top event; `None` if it was stale.
-    fn pop_event(&mut self) -> Option<Event> {
-        let Reverse(ev) = self.events.pop()?;
-        if self.is_stale(&ev) {
-            self.stale -= 1;
-            return None;
-        }
+    /// Takes `ev`, the event [`Network::peek_event`] returned, off its heap.
+    fn take_event(&mut self, ev: Event) {
         if ev.kind == EV_COMPLETE {
-            self.sched[ev.id as usize].scheduled = false;
-        }
-        Some(ev)
-    }
-
-    /// Drops the stale entries when they make up most of the event heap, so that the heap
-    /// stays within a constant factor of the live events (O(heap) each time, amortized O(1)
-    /// per stale entry).
-    fn compact_events(&mut self) {
-        if self.stale > 1024 && 2 * self.stale > self.events.len() {
-            let sched = &self.sched;
-            self.events.retain(|Reverse(ev)| {
-                ev.kind != EV_COMPLETE || sched[ev.id as usize].version == ev.version
-            });
-            self.stale = 0;
+            self.completions.pop();
+        } else {
+            self.events.pop();
         }
     }
 
     /// When the next event happens (a message arrives, a latency expires, a change applies), or
-    /// `None` when the network is idle. Takes `&mut self` to drop stale heap entries.
+    /// `None` when the network is idle.
     pub fn next_event_time(&mut self) -> Option<f64> {
-        while let Some(Reverse(ev)) = self.events.peek() {
-            if self.is_stale(ev) {
-                self.events.pop();
-                self.stale -= 1;
-            } else {
-                return Some(ev.time.get());
-            }
-        }
-        None
+        self.peek_event().map(|ev| ev.time.get())
     }
 
     /// Whether nothing is pending: no message in flight, no change scheduled.
@@ -1073,13 +1050,11 @@ impl Network {
                 break;
             }
             self.now = time;
-            while let Some(&Reverse(ev)) = self.events.peek() {
+            while let Some(ev) = self.peek_event() {
                 if ev.time.get() != time {
                     break;
                 }
-                let Some(ev) = self.pop_event() else {
-                    continue;
-                };
+                self.take_event(ev);
                 self.stats.events += 1;
                 match ev.kind {
                     EV_CHANGE => self.apply_change(ev.id),
@@ -1093,7 +1068,6 @@ impl Network {
             }
             if !self.dirty.is_empty() {
                 self.solve();
-                self.compact_events();
             }
         }
         self.now = t;
@@ -1254,7 +1228,7 @@ impl Network {
                 if conn.active {
                     self.deactivate(c);
                 }
-                self.push(ready_at, EV_READY, c, 0);
+                self.push(ready_at, EV_READY, c);
                 return;
             }
             if head.bytes == 0 {
@@ -1269,10 +1243,7 @@ impl Network {
             if conn.active {
                 // Streaming on: same route, same weight, same rate.
                 let t = now + remaining / self.hot[c as usize].rate;
-                self.invalidate(c);
-                self.sched[c as usize].scheduled = true;
-                let v = self.sched[c as usize].version;
-                self.push(t, EV_COMPLETE, c, v);
+                self.completions.set(c, Key::new(t).0);
             } else {
                 self.activate(c);
             }
@@ -1281,7 +1252,7 @@ impl Network {
     }
 
     fn activate(&mut self, c: u32) {
-        self.invalidate(c);
+        self.completions.remove(c);
         let conn = &mut self.conns[c as usize];
         conn.active = true;
         conn.active_since = self.now;
@@ -1301,7 +1272,7 @@ impl Network {
 
     fn deactivate(&mut self, c: u32) {
         let now = self.now;
-        self.invalidate(c);
+        self.completions.remove(c);
         let conn = &mut self.conns[c as usize];
         conn.active = false;
         conn.active_s += now - conn.active_since;
@@ -1399,12 +1370,7 @@ impl Network {
             let moved = (h.rate * (now - sc.t_last)).min(sc.remaining);
             sc.remaining -= moved;
             sc.t_last = now;
-            if sc.scheduled {
-                self.stale += 1;
-            }
-            sc.scheduled = true;
-            sc.version = sc.version.wrapping_add(1);
-            let (remaining, version) = (sc.remaining, sc.version);
+            let remaining = sc.remaining;
             if self.region {
                 self.relist(f, h.new_rate);
             } else {
@@ -1416,12 +1382,8 @@ impl Network {
                 }
             }
             self.stats.rate_changes += 1;
-            self.events.push(Reverse(Event {
-                time: Key::new(now + remaining / h.new_rate),
-                kind: EV_COMPLETE,
-                id: f,
-                version,
-            }));
+            self.completions
+                .set(f, Key::new(now + remaining / h.new_rate).0);
         }
         self.dirty.clear();
         let component = self.comp_flows.len();
