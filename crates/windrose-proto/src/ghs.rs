@@ -1429,9 +1429,10 @@ impl Ghs {
         self.best = None;
         self.sub_nodes = 1;
         self.sub_weight = 0.0;
-        // A node reports only once every Test is answered, and gets a new Initiate only after
-        // its fragment reported: nothing is outstanding here.
-        debug_assert!(self.window_tests.is_empty());
+        // A node reports before a new Initiate, and its report made the phase's Tests stale:
+        // in a correct run nothing of this phase waits here. (A hostile sender can make it so;
+        // such Tests go stale too.)
+        self.make_stale();
         self.probe = self.basic_from;
         self.accepted = None;
         for i in 0..self.edges.len() {
@@ -1550,6 +1551,14 @@ impl Ghs {
         self.send(j, GhsMsg::Reject, out);
     }
 
+    /// This phase's waiting Tests become stale.
+    fn make_stale(&mut self) {
+        for t in std::mem::take(&mut self.window_tests) {
+            self.edges[t].current = false;
+            self.stale += 1;
+        }
+    }
+
     /// True when this node's search is over: every child reported, and either a Test found an
     /// outgoing edge and every lighter Test of the phase is answered, or no Test is waiting
     /// (stale ones included, so that nothing arrives after the end) and no Basic edge is left.
@@ -1574,10 +1583,7 @@ impl Ghs {
             return;
         };
         // Tests heavier than the accepted edge go stale: their answers no longer matter.
-        for t in std::mem::take(&mut self.window_tests) {
-            self.edges[t].current = false;
-            self.stale += 1;
-        }
+        self.make_stale();
         self.state = NodeState::Found;
         let msg = GhsMsg::Report {
             best: self.best,

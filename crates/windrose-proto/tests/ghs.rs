@@ -942,20 +942,21 @@ fn small_world_msg() -> impl Strategy<Value = GhsMsg> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
-    /// Arbitrary message sequences from arbitrary senders (a hostile or broken peer): the
-    /// machine never panics, and a refused message leaves it exactly as it was, with nothing
+    /// Arbitrary message sequences from arbitrary senders (a hostile or broken peer), test
+    /// windows 1 to 3: the machine never panics, and a refused message leaves it exactly as it was, with nothing
     /// pushed (what a Protocol adapter relies on).
     #[test]
     fn hostile_inputs_never_panic_and_refusals_change_nothing(
         degree in 0usize..5,
         weights in prop::collection::vec(0u32..3, 5),
         wake in any::<bool>(),
+        window in 1u32..4,
         inputs in prop::collection::vec((0u32..6, small_world_msg()), 0..60),
     ) {
         // Node 0 with edges to 1..=degree.
         let edges: Vec<(NodeId, f64)> =
             (1..=degree).map(|v| (NodeId(v as u32), f64::from(weights[v - 1]))).collect();
-        let mut g = Ghs::new(NodeId(0), edges).unwrap();
+        let mut g = Ghs::new(NodeId(0), edges).unwrap().with_test_window(window).unwrap();
         let mut out = Vec::new();
         if wake {
             g.start(&mut out);
