@@ -350,6 +350,9 @@ fn six_site_mst_spec() -> MstSpec {
             t(2, 4),
             t(4, 5),
         ],
+        // Classic GHS: its frames do not depend on the schedule on this graph (a wider window
+        // makes some Tests' answers race their own).
+        test_window: 1,
     }
 }
 

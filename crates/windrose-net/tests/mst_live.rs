@@ -35,6 +35,7 @@ fn live() -> MstLiveConfig {
         check_every: 1,
         resolution: 1000.0,
         build_after: Duration::from_secs(5),
+        ..MstLiveConfig::default()
     }
 }
 

@@ -555,7 +555,9 @@ fn build_mst(spec: &CollectiveSpec, ctx: &BuildContext, start: Start) -> Result<
     mst.check(|n| ctx.members.iter().any(|(m, _)| *m == n))?;
     let edges = mst.incident(ctx.me);
     let neighbours = edges.iter().map(|&(n, _)| n).collect();
-    let m = GhsProtocol::new(ctx.me, ctx.transfer, edges).map_err(|e| e.to_string())?;
+    let m = GhsProtocol::new(ctx.me, ctx.transfer, edges)
+        .and_then(|m| m.with_test_window(mst.test_window))
+        .map_err(|e| e.to_string())?;
     Ok(Built {
         machine: Box::new(m),
         neighbours,
@@ -864,6 +866,7 @@ mod tests {
         let one = CollectiveSpec::Mst(MstSpec {
             metric: WeightMetric::LatencyS,
             edges: vec![(NodeId(5), NodeId(6), w)],
+            test_window: 3,
         });
         let back: CollectiveSpec =
             serde_json::from_slice(&serde_json::to_vec(&one).unwrap()).unwrap();
@@ -881,6 +884,7 @@ mod tests {
             CollectiveSpec::Mst(MstSpec {
                 metric: WeightMetric::InverseBandwidth,
                 edges,
+                test_window: 1,
             })
         };
         let (a, b, c) = (NodeId(0), NodeId(1), NodeId(5));

@@ -95,13 +95,75 @@
 //!
 //! # Cost
 //!
-//! GHS sends at most `5 n log2 n + 2 e` messages of the seven classic kinds on a component of
+//! Classic GHS (a test window of 1, [`Ghs::new`]; see [the test window](#the-test-window) for
+//! wider ones) sends at most `5 n log2 n + 2 e` messages of the seven classic kinds on a component of
 //! `n` nodes and `e` edges: over the whole run an edge carries at most two messages of the
 //! Test-Reject kind (a test answered by a rejection, or two crossing tests), and per level each
 //! node receives at most one Initiate and one Accept and sends at most one Test that is
 //! accepted, one Report and one ChangeRoot or Connect, with at most `log2 n` levels. The
 //! announcement adds `n - 2` `Done` messages (for `n >= 2`: every node but the two core nodes
 //! receives one). [`Ghs::messages_sent`] counts both.
+//!
+//! # The test window
+//!
+//! Classic GHS tests a node's Basic edges one at a time, lightest first, each a round trip:
+//! on the six-site platform most Tests of WAN edges come back Reject (same fragment) after
+//! 0.3-1.4 s, and the build takes 21.8 s. [`Ghs::with_test_window`]`(k)` keeps up to `k` Tests
+//! waiting at once; `k = 1` is the classic algorithm above, message for message. With `k > 1`:
+//!
+//! - **The window.** In a search phase the node Tests the next Basic edges in key order until
+//!   `k` wait; a Reject (or a crossing Test) frees a place and the window slides to the next
+//!   edge. Once some Test is accepted, no heavier edge is tested.
+//! - **The early report.** The node reports its lightest accepted edge as soon as every
+//!   lighter Test of the phase is answered (and its children reported); the heavier Tests
+//!   still waiting go *stale*: their answers no longer matter. A stale Reject still marks the
+//!   edge Rejected (the answerer held the name the Test carried, so it is in this node's
+//!   fragment for good); a stale Accept is dropped. An edge has at most one Test waiting: a
+//!   later phase that reaches an edge with a stale Test waits for its answer before testing it
+//!   again. A phase that found no outgoing edge reports only once no Test at all waits (stale
+//!   ones included): in the last phase this is what makes every answer arrive before the end,
+//!   so nothing reaches a node after it is done.
+//! - **Crossing Tests** are matched by the names they carried: a node that gets `Test(L, F)`
+//!   over an edge whose own waiting Test carried `F` takes each Test as the other's answer
+//!   (both are in fragment `F`: the edge is Rejected) and sends nothing. Both ends compare the
+//!   same two names, so both decide alike even when one Test is stale. With `k = 1` the waiting
+//!   Test always carries the node's current name, which is the classic rule.
+//! - **An Accept learnt for free.** A node whose phase Test over `j` waits and that gets
+//!   `Test(L, F)` from `j` with `F` not its name and `L >=` its level answers Accept (as
+//!   always) and takes its own Test as accepted: `j` was in fragment `F` of level `>= L` when
+//!   it sent the Test, and this node's fragment cannot have merged with it since (it is still
+//!   searching, and a fragment of level `<= L` absorbs none of level `>= L`). Its own Test's
+//!   Accept still comes (`j`'s name is never this node's old name) and is taken as stale.
+//!
+//! Every run still builds Kruskal's tree (checked on the same 1,000 random graphs as the
+//! classic mode, with windows 2, 3, 4, 8 and unbounded): the fragment's chosen edge is the
+//! lightest outgoing one because each node reports its lightest outgoing edge after all
+//! lighter ones are classified, exactly as before; an answer is used only by the phase that
+//! asked. Progress: a fragment of the lowest level gets every Test answered (nothing it sends
+//! is deferred, stale Tests included: they carry a level no higher), so it reports, as in
+//! GHS's argument.
+//!
+//! **Messages** (`(3 n + 2 sum_v min(k, deg v)) log2 n + 4 e` on a component,
+//! [`ghs_window_message_bound`](crate::ghs_timed::ghs_window_message_bound)): per level a node
+//! still takes at most one Initiate and sends one Report and one ChangeRoot or Connect; its
+//! phase sends at most `min(k, deg v)` Tests that get an Accept (the window holds `k` when
+//! the first Accept stops it) and receives as many Accepts; a Test that is not accepted makes
+//! its edge Rejected at its sender, which waits for it before any other Test on that edge, so
+//! each end sends at most one such Test per edge, each answered by at most one Reject: `4 e`.
+//! Classic GHS's `2 e` relies on a rejected edge never being tested from both ends with a
+//! Reject each, which stale Tests can break.
+//!
+//! **Which `k`** ([`DEFAULT_TEST_WINDOW`] = 16): on the six-site platform with Hosts
+//! (`windrose mst --scenario data/scenarios/seed004-six-sites.toml --initiator 12
+//! --test-window K`) the build takes 21.8 s (k = 1, 816 frames), 13.0 s (2), 8.8 s (4), 7.1 s
+//! (8) and 6.4 s (12, 16 and 23: every edge; 1,796 to 2,044 frames), 56 message delays on the
+//! chain down to 22; in the message-delay model (`cargo test --release -p windrose-proto --test
+//! ghs build_time -- --nocapture`) 16 is the fastest (4.6 s against 5.7 s at 12 and 23). Past
+//! 16 nothing is gained here and every phase's Accepts grow with `k`, so 16 it is. The
+//! remaining time is GHS's phases, not the tests: S2 joins the S1-S4 fragment while it
+//! searches and must then test its 0.7 s links to Brazil (a round trip) before that fragment
+//! can report, and the last phase still carries Initiate out to S2, a Test over a 0.7 s link,
+//! the Reports back and `Done` out again. The 3 s is not met.
 //!
 //! # Wire format
 //!
@@ -180,6 +242,14 @@ use windrose_model::NodeId;
 
 /// The highest level a fragment can reach: a level-`L` fragment has at least `2^L` nodes.
 pub const MAX_LEVEL: u8 = 32;
+
+/// The test window MST runs use unless told otherwise (see the
+/// [module docs](self#the-test-window) for why this value); 1 is classic GHS.
+pub const DEFAULT_TEST_WINDOW: u32 = 16;
+
+pub(crate) fn default_test_window() -> u32 {
+    DEFAULT_TEST_WINDOW
+}
 
 /// Bytes of an [`EdgeKey`] on the wire.
 pub const KEY_LEN: usize = 16;
@@ -796,6 +866,12 @@ pub enum GhsSetupError {
         /// The neighbour.
         neighbour: NodeId,
     },
+    /// A test window of 0 (at least one Test must be allowed).
+    #[error("node {node}: a test window of 0, expected at least 1")]
+    ZeroTestWindow {
+        /// The node.
+        node: NodeId,
+    },
     /// A weight that is NaN, infinite or negative.
     #[error("node {node}: the edge to {neighbour} weighs {weight}, expected a finite number >= 0")]
     BadWeight {
@@ -857,6 +933,12 @@ struct Edge {
     to: NodeId,
     key: EdgeKey,
     state: EdgeState,
+    /// The fragment name carried by this node's Test over this edge that waits for its
+    /// answer (at most one at a time).
+    asked: Option<EdgeKey>,
+    /// That Test belongs to this phase's window (else it is stale: sent in an earlier phase
+    /// whose report did not wait for it).
+    current: bool,
 }
 
 /// Neighbour id -> index of the edge. Every message looks its sender up, so on large dense
@@ -920,7 +1002,19 @@ pub struct Ghs {
     in_branch: Option<usize>,
     best_edge: Option<usize>,
     best: Option<EdgeKey>,
-    test_edge: Option<usize>,
+    /// Tests at most this many edges at once (1: the classic algorithm).
+    window: usize,
+    /// This phase's Tests waiting for an answer (edges with `current` set), in send order
+    /// (lightest first).
+    window_tests: Vec<usize>,
+    /// Stale Tests waiting for an answer (edges with `asked` set and `current` not).
+    stale: usize,
+    /// This phase's next edge to consider for a Test (edges before it were tested this phase
+    /// or are not Basic).
+    probe: usize,
+    /// The lightest edge this phase's Tests found outgoing (an Accept): no heavier edge needs
+    /// a Test.
+    accepted: Option<usize>,
     find_count: u32,
     /// This phase's subtree: nodes and tree weight (for `Done`).
     sub_nodes: u32,
@@ -951,6 +1045,8 @@ impl Ghs {
                 to,
                 key,
                 state: EdgeState::Basic,
+                asked: None,
+                current: false,
             });
         }
         list.sort_by_key(|e| e.key);
@@ -975,7 +1071,11 @@ impl Ghs {
             in_branch: None,
             best_edge: None,
             best: None,
-            test_edge: None,
+            window: 1,
+            window_tests: Vec::new(),
+            stale: 0,
+            probe: 0,
+            accepted: None,
             find_count: 0,
             sub_nodes: 1,
             sub_weight: 0.0,
@@ -984,6 +1084,23 @@ impl Ghs {
             sent_classic: 0,
             sent_done: 0,
         })
+    }
+
+    /// The same machine testing up to `window` edges at once (see the
+    /// [module docs](self#the-test-window)); 1 is the classic algorithm, which
+    /// [`new`](Self::new) builds. Only before the node wakes.
+    pub fn with_test_window(mut self, window: u32) -> Result<Ghs, GhsSetupError> {
+        if window == 0 {
+            return Err(GhsSetupError::ZeroTestWindow { node: self.me });
+        }
+        debug_assert_eq!(self.state, NodeState::Sleeping);
+        self.window = window as usize;
+        Ok(self)
+    }
+
+    /// How many Tests the node keeps waiting at once (1: classic GHS).
+    pub fn test_window(&self) -> u32 {
+        self.window as u32
     }
 
     /// The node.
@@ -1114,7 +1231,7 @@ impl Ghs {
             }
             GhsMsg::Initiate { .. } if !branch => return Err("initiate over a non-branch edge"),
             GhsMsg::Test { .. } => {}
-            GhsMsg::Accept | GhsMsg::Reject if self.test_edge != Some(j) => {
+            GhsMsg::Accept | GhsMsg::Reject if self.edges[j].asked.is_none() => {
                 return Err("no test is waiting for an answer over this edge")
             }
             GhsMsg::Report { .. } if !branch => return Err("report over a non-branch edge"),
@@ -1187,21 +1304,23 @@ impl Ghs {
                 fragment,
                 state,
             } => self.on_initiate(j, level, fragment, state, out),
-            GhsMsg::Test { fragment, .. } => self.on_test(j, fragment, out),
+            GhsMsg::Test { level, fragment } => self.on_test(j, level, fragment, out),
             GhsMsg::Accept => {
-                self.test_edge = None;
-                let key = self.edges[j].key;
-                if lighter(Some(key), self.best) {
-                    self.best_edge = Some(j);
-                    self.best = Some(key);
+                if self.answered(j) {
+                    self.found_outgoing(j, out);
+                } else if self.state == NodeState::Find {
+                    // A stale Accept says nothing now; the edge may be tested again.
+                    self.test(out);
                 }
-                self.report(out);
             }
             GhsMsg::Reject => {
+                let current = self.answered(j);
                 if self.edges[j].state == EdgeState::Basic {
                     self.edges[j].state = EdgeState::Rejected;
                 }
-                self.test(out);
+                if current || self.state == NodeState::Find {
+                    self.test(out);
+                }
             }
             GhsMsg::Report {
                 best,
@@ -1310,6 +1429,12 @@ impl Ghs {
         self.best = None;
         self.sub_nodes = 1;
         self.sub_weight = 0.0;
+        // A node reports before a new Initiate, and its report made the phase's Tests stale:
+        // in a correct run nothing of this phase waits here. (A hostile sender can make it so;
+        // such Tests go stale too.)
+        self.make_stale();
+        self.probe = self.basic_from;
+        self.accepted = None;
         for i in 0..self.edges.len() {
             if i != j && self.edges[i].state == EdgeState::Branch {
                 self.send(
@@ -1331,49 +1456,134 @@ impl Ghs {
         }
     }
 
+    /// This phase's Test over edge `j` found it outgoing.
+    fn found_outgoing(&mut self, j: usize, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.accepted.is_none_or(|a| j < a) {
+            self.accepted = Some(j);
+        }
+        let key = self.edges[j].key;
+        if lighter(Some(key), self.best) {
+            self.best_edge = Some(j);
+            self.best = Some(key);
+        }
+        self.report(out);
+    }
+
+    /// The Test over edge `j` is answered (an Accept, a Reject, or a crossing Test); true if
+    /// it was one of this phase's.
+    fn answered(&mut self, j: usize) -> bool {
+        self.edges[j].asked = None;
+        if std::mem::take(&mut self.edges[j].current) {
+            self.window_tests.retain(|&t| t != j);
+            true
+        } else {
+            self.stale -= 1;
+            false
+        }
+    }
+
+    /// Fills the window: Tests the next Basic edges of this phase, lightest first, until
+    /// `window` Tests wait, an Accept made heavier edges useless, or the next edge still waits
+    /// for a stale Test's answer; then reports if the phase's search is over. With a window of
+    /// 1 this is the classic `test` procedure.
     fn test(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
         while self.basic_from < self.edges.len()
             && self.edges[self.basic_from].state != EdgeState::Basic
         {
             self.basic_from += 1;
         }
-        if self.basic_from < self.edges.len() {
-            let t = self.basic_from;
-            self.test_edge = Some(t);
+        self.probe = self.probe.max(self.basic_from);
+        while self.window_tests.len() < self.window
+            && self.accepted.is_none()
+            && self.probe < self.edges.len()
+        {
+            let t = self.probe;
+            if self.edges[t].state != EdgeState::Basic {
+                self.probe += 1;
+                continue;
+            }
+            if self.edges[t].asked.is_some() {
+                // One Test per edge at a time: wait for the stale one's answer.
+                break;
+            }
+            self.probe += 1;
+            let fragment = self.fragment_name();
+            self.edges[t].asked = Some(fragment);
+            self.edges[t].current = true;
+            self.window_tests.push(t);
             let msg = GhsMsg::Test {
                 level: self.level,
-                fragment: self.fragment_name(),
+                fragment,
             };
             self.send(t, msg, out);
-        } else {
-            self.test_edge = None;
-            self.report(out);
         }
+        self.report(out);
     }
 
-    fn on_test(&mut self, j: usize, fragment: EdgeKey, out: &mut Vec<(NodeId, GhsMsg)>) {
+    fn on_test(&mut self, j: usize, level: u8, fragment: EdgeKey, out: &mut Vec<(NodeId, GhsMsg)>) {
+        if self.edges[j].asked == Some(fragment) {
+            // Crossing Tests of one fragment: each answers the other. Both ends compare the
+            // same two names (the one each Test carried), so both take this branch.
+            if self.edges[j].state == EdgeState::Basic {
+                self.edges[j].state = EdgeState::Rejected;
+            }
+            if self.answered(j) || self.state == NodeState::Find {
+                self.test(out);
+            }
+            return;
+        }
         if self.fragment != Some(fragment) {
             self.send(j, GhsMsg::Accept, out);
+            if self.window > 1 && self.edges[j].current && level >= self.level {
+                // j was in another fragment of a level >= ours when it sent this, and ours
+                // cannot have joined it since (we still search): the edge is outgoing now, as
+                // the Accept that j will send says. That Accept is awaited as a stale one.
+                self.edges[j].current = false;
+                self.window_tests.retain(|&t| t != j);
+                self.stale += 1;
+                self.found_outgoing(j, out);
+            }
             return;
         }
         if self.edges[j].state == EdgeState::Basic {
             self.edges[j].state = EdgeState::Rejected;
         }
-        if self.test_edge != Some(j) {
-            self.send(j, GhsMsg::Reject, out);
-        } else {
-            self.test(out);
+        self.send(j, GhsMsg::Reject, out);
+    }
+
+    /// This phase's waiting Tests become stale.
+    fn make_stale(&mut self) {
+        for t in std::mem::take(&mut self.window_tests) {
+            self.edges[t].current = false;
+            self.stale += 1;
+        }
+    }
+
+    /// True when this node's search is over: every child reported, and either a Test found an
+    /// outgoing edge and every lighter Test of the phase is answered, or no Test is waiting
+    /// (stale ones included, so that nothing arrives after the end) and no Basic edge is left.
+    fn search_over(&self) -> bool {
+        if self.find_count != 0 || self.state != NodeState::Find {
+            return false;
+        }
+        match self.accepted {
+            Some(a) => self.window_tests.iter().all(|&t| t > a),
+            None => {
+                self.window_tests.is_empty() && self.stale == 0 && self.probe >= self.edges.len()
+            }
         }
     }
 
     fn report(&mut self, out: &mut Vec<(NodeId, GhsMsg)>) {
-        if self.find_count != 0 || self.test_edge.is_some() {
+        if !self.search_over() {
             return;
         }
         let Some(parent) = self.in_branch else {
             // Only a node in Find reports, and Find comes with an in-branch.
             return;
         };
+        // Tests heavier than the accepted edge go stale: their answers no longer matter.
+        self.make_stale();
         self.state = NodeState::Found;
         let msg = GhsMsg::Report {
             best: self.best,
@@ -1544,6 +1754,10 @@ pub struct MstSpec {
     pub metric: WeightMetric,
     /// The edges, weights finite and >= 0.
     pub edges: Vec<(NodeId, NodeId, f64)>,
+    /// Every node tests up to this many edges at once ([`Ghs::with_test_window`]; 1: classic
+    /// GHS); [`DEFAULT_TEST_WINDOW`] when absent from the JSON.
+    #[serde(default = "default_test_window")]
+    pub test_window: u32,
 }
 
 impl MstSpec {
@@ -1568,7 +1782,11 @@ impl MstSpec {
                 edges.push((NodeId(a as u32), NodeId(b as u32), row[b]));
             }
         }
-        Ok(MstSpec { metric, edges })
+        Ok(MstSpec {
+            metric,
+            edges,
+            test_window: DEFAULT_TEST_WINDOW,
+        })
     }
 
     /// Node `me`'s incident edges, `(neighbour, weight)`.
@@ -1585,6 +1803,9 @@ impl MstSpec {
 
     /// Checks that every edge joins two distinct members by a weight GHS takes, each pair once.
     pub fn check(&self, is_member: impl Fn(NodeId) -> bool) -> Result<(), String> {
+        if self.test_window == 0 {
+            return Err("the MST's test window is 0: expected at least 1".into());
+        }
         let mut pairs = Vec::with_capacity(self.edges.len());
         for &(a, b, w) in &self.edges {
             for end in [a, b] {
@@ -1651,6 +1872,12 @@ impl GhsProtocol {
             status: Status::Running,
             scratch: Vec::new(),
         })
+    }
+
+    /// The same machine testing up to `window` edges at once ([`Ghs::with_test_window`]).
+    pub fn with_test_window(mut self, window: u32) -> Result<GhsProtocol, GhsSetupError> {
+        self.ghs = self.ghs.with_test_window(window)?;
+        Ok(self)
     }
 
     /// The GHS machine (its state, branches, counters).
@@ -1908,6 +2135,172 @@ mod tests {
                 kind: "accept"
             })
         );
+    }
+
+    /// The test window by hand: node 1 with edges to 0 (w 1, its core edge), 2 (w 2), 3 (w 3),
+    /// 4 (w 4) and a window of 2.
+    #[test]
+    fn test_window_by_hand() {
+        assert_eq!(
+            Ghs::new(n(1), [(n(0), 1.0)])
+                .unwrap()
+                .with_test_window(0)
+                .unwrap_err(),
+            GhsSetupError::ZeroTestWindow { node: n(1) }
+        );
+        let edges = [(n(0), 1.0), (n(2), 2.0), (n(3), 3.0), (n(4), 4.0)];
+        let mut g = Ghs::new(n(1), edges).unwrap().with_test_window(2).unwrap();
+        assert_eq!(g.test_window(), 2);
+        let mut out = Vec::new();
+        g.start(&mut out);
+        assert_eq!(out, vec![(n(0), GhsMsg::Connect { level: 0 })]);
+        out.clear();
+        // The merge with 0: two Tests at once, the lightest Basic edges.
+        let core = key(0, 1, 1.0);
+        let find = |level, fragment| GhsMsg::Initiate {
+            level,
+            fragment,
+            state: SearchState::Find,
+        };
+        g.handle(n(0), find(1, core), &mut out).unwrap();
+        let test = |level, fragment| GhsMsg::Test { level, fragment };
+        assert_eq!(out, vec![(n(2), test(1, core)), (n(3), test(1, core))]);
+        out.clear();
+        // 2 rejects: the window slides to 4.
+        g.handle(n(2), GhsMsg::Reject, &mut out).unwrap();
+        assert_eq!(out, vec![(n(4), test(1, core))]);
+        assert_eq!(g.edge_state(n(2)), Some(EdgeState::Rejected));
+        out.clear();
+        // 3 accepts: nothing lighter waits, so node 1 reports at once; the Test to 4 goes
+        // stale.
+        g.handle(n(3), GhsMsg::Accept, &mut out).unwrap();
+        let best = key(1, 3, 3.0);
+        assert_eq!(
+            out,
+            vec![(
+                n(0),
+                GhsMsg::Report {
+                    best: Some(best),
+                    nodes: 1,
+                    weight: 0.0
+                }
+            )]
+        );
+        assert_eq!(g.state(), NodeState::Found);
+        out.clear();
+        // The stale Test's Accept changes nothing; a second one is refused.
+        g.handle(n(4), GhsMsg::Accept, &mut out).unwrap();
+        assert!(out.is_empty());
+        assert_eq!(g.edge_state(n(4)), Some(EdgeState::Basic));
+        assert!(g.handle(n(4), GhsMsg::Accept, &mut out).is_err());
+        // Next phase (level 2, new core 1-3): the Tests start again at 3.
+        g.handle(n(0), GhsMsg::ChangeRoot, &mut out).unwrap();
+        assert_eq!(out, vec![(n(3), GhsMsg::Connect { level: 1 })]);
+        out.clear();
+        let core2 = key(1, 3, 3.0);
+        g.handle(n(3), find(2, core2), &mut out).unwrap();
+        assert_eq!(out, vec![(n(0), find(2, core2)), (n(4), test(2, core2))]);
+        out.clear();
+        // 4's own Test carrying the same name crosses ours: each answers the other, no
+        // reply; node 1 waits only for 0's report.
+        g.handle(n(4), test(2, core2), &mut out).unwrap();
+        assert!(out.is_empty());
+        assert_eq!(g.edge_state(n(4)), Some(EdgeState::Rejected));
+        let none = GhsMsg::Report {
+            best: None,
+            nodes: 1,
+            weight: 0.0,
+        };
+        g.handle(n(0), none, &mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![(
+                n(3),
+                GhsMsg::Report {
+                    best: None,
+                    nodes: 2,
+                    weight: 1.0
+                }
+            )]
+        );
+    }
+
+    /// A Test learnt for free: node 1 (window 2) waits for its Test over 2 when 2's own Test
+    /// arrives from another fragment of the same level; both are accepted.
+    #[test]
+    fn an_accept_learnt_from_a_crossing_test() {
+        let edges = [(n(0), 1.0), (n(2), 2.0), (n(3), 3.0)];
+        let mut g = Ghs::new(n(1), edges).unwrap().with_test_window(2).unwrap();
+        let mut out = Vec::new();
+        g.start(&mut out);
+        let core = key(0, 1, 1.0);
+        g.handle(
+            n(0),
+            GhsMsg::Initiate {
+                level: 1,
+                fragment: core,
+                state: SearchState::Find,
+            },
+            &mut out,
+        )
+        .unwrap();
+        out.clear();
+        // 2's fragment (level 1, another name) tests the edge: Accept, and ours counts as
+        // accepted: 2 is the lightest, so node 1 reports without waiting for 3.
+        let other = key(2, 5, 0.5);
+        g.handle(
+            n(2),
+            GhsMsg::Test {
+                level: 1,
+                fragment: other,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                (n(2), GhsMsg::Accept),
+                (
+                    n(0),
+                    GhsMsg::Report {
+                        best: Some(key(1, 2, 2.0)),
+                        nodes: 1,
+                        weight: 0.0
+                    }
+                )
+            ]
+        );
+        out.clear();
+        // 2's Accept of our Test then comes, and 3's answer: both stale.
+        g.handle(n(2), GhsMsg::Accept, &mut out).unwrap();
+        g.handle(n(3), GhsMsg::Reject, &mut out).unwrap();
+        assert!(out.is_empty());
+        assert_eq!(g.edge_state(n(3)), Some(EdgeState::Rejected));
+        // With a window of 1 (classic) the same Test is only answered.
+        let mut c = Ghs::new(n(1), edges).unwrap();
+        c.start(&mut out);
+        c.handle(
+            n(0),
+            GhsMsg::Initiate {
+                level: 1,
+                fragment: core,
+                state: SearchState::Find,
+            },
+            &mut out,
+        )
+        .unwrap();
+        out.clear();
+        c.handle(
+            n(2),
+            GhsMsg::Test {
+                level: 1,
+                fragment: other,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, vec![(n(2), GhsMsg::Accept)]);
     }
 
     #[test]

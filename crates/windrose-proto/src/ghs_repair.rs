@@ -920,6 +920,8 @@ pub struct MaintainedMst {
     dropped: u64,
     /// Messages that waited for the build and were then refused (no correct run has any).
     faults: u64,
+    /// GHS's test window for every build of this node (1: classic GHS).
+    window: u32,
 }
 
 impl MaintainedMst {
@@ -943,7 +945,24 @@ impl MaintainedMst {
             started: false,
             dropped: 0,
             faults: 0,
+            window: 1,
         })
+    }
+
+    /// The same node building (and rebuilding) with GHS's test window `window`
+    /// ([`Ghs::with_test_window`]; 1, what [`new`](Self::new) gives, is classic GHS). Only
+    /// before the start.
+    pub fn with_test_window(
+        mut self,
+        window: u32,
+    ) -> Result<MaintainedMst, crate::ghs::GhsSetupError> {
+        if let Phase::Building { ghs, .. } = &mut self.phase {
+            **ghs = ghs.as_ref().clone().with_test_window(window)?;
+        } else if window == 0 {
+            return Err(crate::ghs::GhsSetupError::ZeroTestWindow { node: self.me });
+        }
+        self.window = window;
+        Ok(self)
     }
 
     /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep, whose
@@ -1129,7 +1148,8 @@ impl MaintainedMst {
         }
         let buffer = std::mem::take(buffer);
         let mut ghs = Ghs::new(self.me, self.weights.iter().map(|(&n, &w)| (n, w)))
-            .expect("weights were checked when they arrived");
+            .and_then(|g| g.with_test_window(self.window))
+            .expect("weights and window were checked when they arrived");
         let mut o = Vec::new();
         ghs.start(&mut o);
         self.phase = Phase::Building {

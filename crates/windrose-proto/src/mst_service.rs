@@ -112,6 +112,10 @@ pub struct MstLiveConfig {
     pub resolution: f64,
     /// Build with guesses for the links not measured by then (after the Host's start).
     pub build_after: Duration,
+    /// GHS's test window for every build ([`crate::ghs::Ghs::with_test_window`]; 1: classic
+    /// GHS); [`DEFAULT_TEST_WINDOW`](crate::ghs::DEFAULT_TEST_WINDOW) when absent.
+    #[serde(default = "crate::ghs::default_test_window")]
+    pub test_window: u32,
 }
 
 impl Default for MstLiveConfig {
@@ -124,6 +128,7 @@ impl Default for MstLiveConfig {
             check_every: 4,
             resolution: 0.1,
             build_after: Duration::from_secs(10),
+            test_window: crate::ghs::DEFAULT_TEST_WINDOW,
         }
     }
 }
@@ -142,6 +147,9 @@ impl MstLiveConfig {
                 "live MST resolution {}: expected a number >= 0",
                 self.resolution
             ));
+        }
+        if self.test_window == 0 {
+            return Err("live MST test window 0: expected at least 1".into());
         }
         Ok(())
     }
@@ -306,8 +314,9 @@ impl MstService {
         let Some(row) = self.row(links, guesses, !late) else {
             return;
         };
-        let mut node =
-            MaintainedMst::gathering(self.me, row).expect("members are distinct, weights checked");
+        let mut node = MaintainedMst::gathering(self.me, row)
+            .and_then(|m| m.with_test_window(self.config.test_window))
+            .expect("members are distinct, weights and window checked");
         let mut o = Vec::new();
         node.start(&mut o);
         self.built.0 = Some(now);

@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::ghs::{Ghs, GhsMsg};
+use windrose_proto::ghs::{Ghs, GhsMsg, DEFAULT_TEST_WINDOW};
 use windrose_proto::ghs_repair::{MstMaintainer, RepairError, RepairMsg, KIND_NAMES};
 
 type Weights = BTreeMap<(u32, u32), f64>;
@@ -49,8 +49,18 @@ fn kruskal(n: usize, w: &Weights) -> Weights {
 /// GHS on the graph, every node woken first, random FIFO delivery. Returns the machines and
 /// the classic + done messages sent.
 fn build(n: usize, w: &Weights, rng: &mut ChaCha8Rng) -> (Vec<Ghs>, u64) {
+    build_window(n, w, rng, 1)
+}
+
+/// [`build`] with GHS's test window `window`.
+fn build_window(n: usize, w: &Weights, rng: &mut ChaCha8Rng, window: u32) -> (Vec<Ghs>, u64) {
     let mut machines: Vec<Ghs> = (0..n as u32)
-        .map(|v| Ghs::new(NodeId(v), incident(w, v)).unwrap())
+        .map(|v| {
+            Ghs::new(NodeId(v), incident(w, v))
+                .unwrap()
+                .with_test_window(window)
+                .unwrap()
+        })
         .collect();
     let mut chans: BTreeMap<(u32, u32), VecDeque<GhsMsg>> = BTreeMap::new();
     let mut out = Vec::new();
@@ -250,9 +260,18 @@ fn storm(seed: u64) -> (u32, u64, u64) {
     let p = [2.0 / n as f64, 0.1, 0.3][rng.gen_range(0..3)];
     let ties = rng.gen_bool(0.5);
     let mut truth = random_connected(&mut rng, n, p, ties);
-    let (machines, _) = build(n, &truth, &mut rng);
+    // Odd seeds build with the default test window, even ones with classic GHS.
+    let window = if seed % 2 == 1 {
+        DEFAULT_TEST_WINDOW
+    } else {
+        1
+    };
+    let (machines, _) = build_window(n, &truth, &mut rng, window);
     let mut net = Net::new(&machines);
-    let ctx = format!("storm {seed}: n {n}, {} edges, ties {ties}", truth.len());
+    let ctx = format!(
+        "storm {seed}: n {n}, {} edges, ties {ties}, test window {window}",
+        truth.len()
+    );
     // Each edge is measured at one endpoint, fixed for the run.
     let mut measurer: HashMap<(u32, u32), u32> = HashMap::new();
     let changes = rng.gen_range(1..=16);
@@ -550,9 +569,22 @@ fn failure_storm(seed: u64) -> (u64, u32) {
     let ties = rng.gen_bool(0.5);
     let p = [0.1, 0.3][rng.gen_range(0..2)];
     let mut truth = random_connected(&mut rng, n, p, ties);
-    let ctx = format!("failure storm {seed}: n {n}, {} edges", truth.len());
+    // Odd seeds build and rebuild with the default test window, even ones with classic GHS.
+    let window = if seed % 2 == 1 {
+        DEFAULT_TEST_WINDOW
+    } else {
+        1
+    };
+    let ctx = format!(
+        "failure storm {seed}: n {n}, {} edges, test window {window}",
+        truth.len()
+    );
     let mut nodes: Vec<MaintainedMst> = (0..n as u32)
-        .map(|v| MaintainedMst::new(NodeId(v), incident(&truth, v)).unwrap())
+        .map(|v| {
+            MaintainedMst::new(NodeId(v), incident(&truth, v))
+                .and_then(|m| m.with_test_window(window))
+                .unwrap()
+        })
         .collect();
     let mut alive = vec![true; n];
     let mut chans: BTreeMap<(u32, u32), VecDeque<MstNodeMsg>> = BTreeMap::new();

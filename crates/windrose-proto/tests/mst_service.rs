@@ -102,6 +102,7 @@ fn the_live_mst_is_built_repaired_and_rebuilt_and_every_node_holds_it_whole() {
         check_every: 2,
         resolution: 0.0,
         build_after: Duration::from_secs(3600),
+        ..MstLiveConfig::default()
     };
     let mut net = Net {
         nodes: (0..N)

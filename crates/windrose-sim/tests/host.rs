@@ -9,7 +9,7 @@ use std::time::Duration;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::NodeId;
 use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
-use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric};
+use windrose_proto::ghs::{MstResult, MstSpec, WeightMetric, DEFAULT_TEST_WINDOW};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
 use windrose_proto::pieces::Manifest;
@@ -597,6 +597,7 @@ fn random_mst_spec(rng: &mut ChaCha8Rng, n: u32) -> MstSpec {
     MstSpec {
         metric: WeightMetric::LatencyS,
         edges,
+        test_window: [1, 2, DEFAULT_TEST_WINDOW][rng.gen_range(0..3)],
     }
 }
 

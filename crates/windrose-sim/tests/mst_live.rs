@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::ghs::DEFAULT_TEST_WINDOW;
 use windrose_proto::host::{App, AppRequest, BroadcastRequest};
 use windrose_proto::mst_service::{MstLiveConfig, MstMetric};
 use windrose_proto::planner::TreePolicy;
@@ -143,6 +144,7 @@ fn run(event: Event) -> Run {
             check_every: 4,
             resolution: 0.1,
             build_after: Duration::from_secs(10),
+            test_window: DEFAULT_TEST_WINDOW,
         });
     })
     .unwrap();

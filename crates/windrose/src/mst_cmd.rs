@@ -38,8 +38,8 @@ use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
 use windrose_net::group::load_group;
 use windrose_proto::collective::CollectiveSpec;
-use windrose_proto::ghs::{EdgeKey, MstResult, MstSpec, WeightMetric};
-use windrose_proto::ghs_timed::{ghs_message_bound, ghs_time_bound};
+use windrose_proto::ghs::{EdgeKey, MstResult, MstSpec, WeightMetric, DEFAULT_TEST_WINDOW};
+use windrose_proto::ghs_timed::{ghs_time_bound, ghs_window_message_bound};
 use windrose_proto::mst_service::MstMetric;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
@@ -80,6 +80,10 @@ pub struct MstArgs {
     /// The member that starts the run.
     #[arg(long, value_name = "NODE", default_value_t = 0)]
     initiator: u32,
+    /// Every node Tests up to K of its edges at once (1: classic GHS, one Test at a time).
+    #[arg(long, value_name = "K", default_value_t = DEFAULT_TEST_WINDOW,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    test_window: u32,
     /// JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -109,10 +113,13 @@ pub(crate) struct MstRun {
     pub edges: Vec<TreeEdge>,
     /// The total every node learnt with the end, in `unit`.
     pub total: f64,
+    /// Tests each node keeps waiting at once (1: classic GHS).
+    pub test_window: u32,
     /// GHS frames by kind (`ghs_connect` ... `ghs_done`).
     pub frames: BTreeMap<String, u64>,
     pub frames_total: u64,
-    /// `5 n log2 n + 2 e` for the classic kinds (`ghs_done` is not in it).
+    /// The bound for the classic kinds (`ghs_done` is not in it): `5 n log2 n + 2 e` with a
+    /// window of 1, `(3 n + 2 n min(K, n - 1)) log2 n + 4 e` with a window of K.
     pub message_bound: f64,
     /// On a group: the member whose frames these are (None: every node's, simulated).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,7 +142,7 @@ pub(crate) struct MstRun {
 /// Runs `windrose mst`.
 pub fn run(a: MstArgs) -> Result<()> {
     if let (Some(g), Some(id)) = (&a.group, a.id) {
-        let r = on_group(g, id, a.metric)?;
+        let r = on_group(g, id, a.metric, a.test_window)?;
         if a.json {
             return print_json(&r);
         }
@@ -167,7 +174,7 @@ pub fn run(a: MstArgs) -> Result<()> {
             platform.node_count().saturating_sub(1)
         )));
     }
-    let r = simulate(platform, a.metric, NodeId(a.initiator))?;
+    let r = simulate(platform, a.metric, NodeId(a.initiator), a.test_window)?;
     if a.json {
         return print_json(&r);
     }
@@ -302,9 +309,15 @@ fn log_stats(log: &[u8]) -> Result<LogStats> {
 
 /// The `mst` collective on the complete graph of `platform`'s nodes, weighed by `metric`,
 /// started by `initiator`, run by Hosts in the simulator.
-pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId) -> Result<MstRun> {
+pub(crate) fn simulate(
+    platform: Platform,
+    metric: MstMetric,
+    initiator: NodeId,
+    test_window: u32,
+) -> Result<MstRun> {
     let n = platform.node_count();
-    let (spec, unit, factor) = weights(&platform, metric)?;
+    let (mut spec, unit, factor) = weights(&platform, metric)?;
+    spec.test_window = test_window;
     let central = central_of_spec(&spec, n)?;
     let edge_count = spec.edges.len();
     let config = SimConfig {
@@ -366,13 +379,19 @@ pub(crate) fn simulate(platform: Platform, metric: MstMetric, initiator: NodeId)
         frames_total: stats.frames.values().sum(),
         frames: stats.frames,
         frames_of: None,
-        message_bound: ghs_message_bound(n, edge_count),
+        test_window,
+        message_bound: complete_bound(n, edge_count, test_window),
         first_frame_s: Some(first_frame_s),
         last_end_s: Some(last_end_s),
         build_s: last_end_s - first_frame_s,
         chain: Some(chain),
         time_bound: ghs_time_bound(n),
     })
+}
+
+/// The message bound of a run with this test window on the complete graph of `n` nodes.
+fn complete_bound(n: usize, e: usize, test_window: u32) -> f64 {
+    ghs_window_message_bound(std::iter::repeat_n(n.saturating_sub(1), n), e, test_window)
 }
 
 /// A tree's `(lo, hi) -> weight` edges in the report's unit, lightest first.
@@ -439,7 +458,7 @@ fn group_weights(
 }
 
 /// `windrose mst --group G --id I` (see the module docs).
-fn on_group(path: &Path, id: u32, metric: MstMetric) -> Result<MstRun> {
+fn on_group(path: &Path, id: u32, metric: MstMetric, test_window: u32) -> Result<MstRun> {
     let group =
         load_group(path).map_err(|e| bad_input(format!("--group {}: {e}", path.display())))?;
     let ids: Vec<u32> = group.members().iter().map(|m| m.id.0).collect();
@@ -456,6 +475,7 @@ fn on_group(path: &Path, id: u32, metric: MstMetric) -> Result<MstRun> {
             .flat_map(|i| (i + 1..ids.len()).map(move |j| (i, j)))
             .map(|(i, j)| (NodeId(ids[i]), NodeId(ids[j]), w[i][j]))
             .collect(),
+        test_window,
     };
     let edge_count = spec.edges.len();
     let n = ids.len();
@@ -523,7 +543,8 @@ fn on_group(path: &Path, id: u32, metric: MstMetric) -> Result<MstRun> {
         frames_total: frames.values().sum(),
         frames,
         frames_of: Some(id),
-        message_bound: ghs_message_bound(n, edge_count),
+        test_window,
+        message_bound: complete_bound(n, edge_count, test_window),
         first_frame_s: None,
         last_end_s: None,
         build_s: r.seconds,
@@ -571,8 +592,12 @@ fn render(r: &MstRun, source: &str) -> String {
     };
     let _ = writeln!(
         out,
-        "GHS on the complete graph of {} nodes ({source}), weights: {} in {}; {how}",
-        r.nodes, r.metric, r.unit
+        "GHS on the complete graph of {} nodes ({source}), weights: {} in {}; {how}; test window {}{}",
+        r.nodes,
+        r.metric,
+        r.unit,
+        r.test_window,
+        if r.test_window == 1 { " (classic)" } else { "" }
     );
     let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
     let rows: Vec<Vec<String>> = r
@@ -603,9 +628,13 @@ fn render(r: &MstRun, source: &str) -> String {
     for l in vtable(&["kind", "frames"], &rows) {
         let _ = writeln!(out, "  {l}");
     }
+    let bound = match r.test_window {
+        1 => "GHS's bound 5 n log2 n + 2 e".to_string(),
+        k => format!("the bound with test window {k}, (3 n + 2 n min({k}, n - 1)) log2 n + 4 e"),
+    };
     let _ = writeln!(
         out,
-        "  {} in all; GHS's bound 5 n log2 n + 2 e = {:.0} (for the classic kinds, without ghs_done)",
+        "  {} in all; {bound} = {:.0} (for the classic kinds, without ghs_done)",
         r.frames_total, r.message_bound
     );
     match (r.first_frame_s, r.last_end_s, r.chain) {
@@ -672,16 +701,18 @@ mod tests {
     /// site MST (758.6 ms), every node learns the end, the counts keep GHS's bounds.
     #[test]
     fn six_sites_build() {
-        let r = simulate(six_sites(), MstMetric::Latency, NodeId(12)).unwrap();
-        assert_eq!(r.edges.len(), 23);
-        assert!((r.total - 758.6).abs() < 1e-9, "{}", r.total);
-        assert_eq!(r.frames["ghs_done"], 22);
-        let classic = r.frames_total - r.frames["ghs_done"];
-        assert!((classic as f64) <= r.message_bound);
-        let chain = r.chain.unwrap();
-        assert!(chain >= 3 && (chain as f64) <= r.time_bound);
-        // The S1-S2 link (364.1 ms) must be found, tested and connected over at least.
-        assert!(r.build_s > 3.0 * 0.3641, "{}", r.build_s);
+        for window in [1, DEFAULT_TEST_WINDOW] {
+            let r = simulate(six_sites(), MstMetric::Latency, NodeId(12), window).unwrap();
+            assert_eq!(r.edges.len(), 23);
+            assert!((r.total - 758.6).abs() < 1e-9, "{}", r.total);
+            assert_eq!(r.frames["ghs_done"], 22);
+            let classic = r.frames_total - r.frames["ghs_done"];
+            assert!((classic as f64) <= r.message_bound, "window {window}");
+            let chain = r.chain.unwrap();
+            assert!(chain >= 3 && (chain as f64) <= r.time_bound);
+            // The S1-S2 link (364.1 ms) must be found, tested and connected over at least.
+            assert!(r.build_s > 3.0 * 0.3641, "{}", r.build_s);
+        }
     }
 
     /// A latency cost file of three nodes: a path of 1 and 2 ms.
@@ -695,7 +726,7 @@ mod tests {
             }
         });
         let p = platform_of_costs(&m).unwrap();
-        let r = simulate(p, MstMetric::Latency, NodeId(0)).unwrap();
+        let r = simulate(p, MstMetric::Latency, NodeId(0), DEFAULT_TEST_WINDOW).unwrap();
         let e: Vec<(u32, u32, f64)> = r.edges.iter().map(|e| (e.a, e.b, e.weight)).collect();
         assert_eq!(e, [(0, 1, 1.0), (1, 2, 2.0)]);
         assert_eq!(r.total, 3.0);

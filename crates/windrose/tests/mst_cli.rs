@@ -32,6 +32,51 @@ fn six_sites_table() {
         .stdout(predicate::str::contains("message delays on the chain"));
 }
 
+/// The test window: 1 is classic GHS (its 816 frames, its bound `5 n log2 n + 2 e`); the
+/// default window builds the same tree in less simulated time, within its own bound; 0 is a
+/// usage error.
+#[test]
+fn six_sites_test_window() {
+    let json = |k: &str| -> Value {
+        let out = windrose()
+            .args(["mst", "--scenario", &six_sites(), "--initiator", "12"])
+            .args(["--test-window", k, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let classic = json("1");
+    let fast = json(&windrose_proto::ghs::DEFAULT_TEST_WINDOW.to_string());
+    assert_eq!(classic["test_window"], 1);
+    assert_eq!(classic["frames_total"], 816);
+    // 5 * 24 * log2 24 + 2 * 276
+    assert!((classic["message_bound"].as_f64().unwrap() - 1102.2).abs() < 0.01);
+    assert_eq!(classic["edges"], fast["edges"]);
+    assert_eq!(classic["total"], fast["total"]);
+    let (c, f) = (
+        classic["build_s"].as_f64().unwrap(),
+        fast["build_s"].as_f64().unwrap(),
+    );
+    assert!(f < c / 2.0, "classic {c} s, window {f} s");
+    let classic_kinds = classic["frames"]["ghs_test"].as_u64().unwrap()
+        + classic["frames"]["ghs_accept"].as_u64().unwrap();
+    let fast_kinds = fast["frames"]["ghs_test"].as_u64().unwrap()
+        + fast["frames"]["ghs_accept"].as_u64().unwrap();
+    assert!(fast_kinds > classic_kinds);
+    let ghs = fast["frames_total"].as_u64().unwrap() - fast["frames"]["ghs_done"].as_u64().unwrap();
+    assert!((ghs as f64) <= fast["message_bound"].as_f64().unwrap());
+    windrose()
+        .args(["mst", "--scenario", &six_sites(), "--test-window", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--test-window"));
+}
+
 /// JSON: 23 edges summing to the total, the frames adding up, the build time after the first
 /// frame, and the inverse-bandwidth metric on the same platform (all capacities equal: every
 /// edge weighs the same, ties broken by ids).

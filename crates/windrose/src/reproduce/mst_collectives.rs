@@ -620,7 +620,10 @@ struct ScaleRow {
 
 /// Everything of issue 17's part.
 struct GhsRows {
+    /// The paper's algorithm: classic GHS (a test window of 1).
     host: MstRun,
+    /// The same with `windrose mst`'s default test window.
+    windowed: MstRun,
     model: Span,
     repairs: Vec<RepairRow>,
     scale: Vec<ScaleRow>,
@@ -792,7 +795,13 @@ fn scale_row(n: usize) -> Result<ScaleRow> {
 }
 
 fn ghs_rows(s: &Scenario, full: bool) -> Result<GhsRows> {
-    let host = simulate(s.platform.clone(), MstMetric::Latency, ROOT)?;
+    let host = simulate(s.platform.clone(), MstMetric::Latency, ROOT, 1)?;
+    let windowed = simulate(
+        s.platform.clone(),
+        MstMetric::Latency,
+        ROOT,
+        windrose_proto::ghs::DEFAULT_TEST_WINDOW,
+    )?;
     let lat = six_site_latencies(s);
     let mut model = timed(&lat, lat.clone(), Ghs::new)?.trace();
     model.wake_all();
@@ -805,6 +814,7 @@ fn ghs_rows(s: &Scenario, full: bool) -> Result<GhsRows> {
     let scale = sizes.iter().map(|&n| scale_row(n)).collect::<Result<_>>()?;
     Ok(GhsRows {
         host,
+        windowed,
         model,
         repairs,
         scale,
@@ -1026,6 +1036,16 @@ fn render_ghs(r: &GhsRows, checks: &[Check], claims: &[Claim]) -> String {
         r.model.chain
     );
     out.push_str(&render_chain(&r.model));
+    let w = &r.windowed;
+    let _ = writeln!(
+        out,
+        "  With a test window of {} (`windrose mst`'s default; the above is the paper's GHS, window 1):\n\
+         \x20 {} GHS frames, the end {:.3} s after the first frame, {} delays on the chain.",
+        w.test_window,
+        w.frames_total,
+        w.build_s,
+        w.chain.unwrap_or(0)
+    );
     out.push_str(
         "\nRepair after one change (Fig. 5's changes, each alone on the built tree; message-delay\n\
          model, the links' delays unchanged) against a GHS rebuild on the new weights\n",
@@ -1150,6 +1170,16 @@ fn ghs_csv(r: &GhsRows) -> String {
         m.messages(),
         m.seconds(),
         m.chain
+    );
+    let w = &r.windowed;
+    let _ = writeln!(
+        s,
+        "build_hosts_window_{},{},{},{:.6},{},",
+        w.test_window,
+        w.nodes,
+        w.frames_total,
+        w.build_s,
+        w.chain.unwrap_or(0)
     );
     for x in &r.repairs {
         for (what, sp) in [("repair", &x.repair), ("rebuild", &x.rebuild)] {
@@ -1341,6 +1371,8 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
             check_every: FIG_CHECK_EVERY,
             resolution: 0.1,
             build_after: Duration::from_secs(10),
+            // The paper's GHS.
+            test_window: 1,
         });
     })?;
     for c in fig5_changes() {
@@ -1629,7 +1661,10 @@ mod tests {
             .scale
             .iter()
             .all(|x| (x.span.messages() as f64) < ghs_message_bound(x.n, x.edges) + x.n as f64));
-        assert_eq!(ghs_csv(&r).lines().count(), 1 + 2 + 8 + SCALE_FAST.len());
+        assert_eq!(ghs_csv(&r).lines().count(), 1 + 3 + 8 + SCALE_FAST.len());
+        // The windowed build: the same tree, sooner.
+        assert_eq!(r.windowed.edges, r.host.edges);
+        assert!(r.windowed.build_s < r.host.build_s);
         let b = run_tree(&s, TreeAlgorithm::Binomial).unwrap();
         let m = run_tree(&s, TreeAlgorithm::Magpie).unwrap();
         let paper = |x: &[f64; 3]| FigRows {
