@@ -21,6 +21,15 @@
 //! that came first), and no Ready/Go round trip stands before the data. The announcement
 //! carries the root's tree, so the ranks cannot disagree on it.
 //!
+//! The announcement also travels down that tree ([`HostConfig::relay_announce`]): a rank
+//! relays the copy it took first to its tree children before it sends them data, so a rank
+//! starts on its parent's copy, just ahead of its parent's data, when that comes sooner than
+//! the root's direct copy (where the latencies break the triangle inequality, the tree's
+//! path to a rank can be faster than the root's direct one). A replacement `MPI_Bcast` thus
+//! starts its ranks on the data, as the paper's AGM broadcast does. The cost: one small session message per tree edge
+//! below the root's children, per broadcast; the root's direct copies still go out, and each
+//! rank drops the copy that comes second.
+//!
 //! What the root's tree does not carry (which broadcasts take windrose's path, the group's
 //! members and their hosts or sites) every rank derives itself, so it is versioned: every
 //! head on the wire starts with the sender's plan version ([`PLAN_LEN`] bytes, see
@@ -405,6 +414,7 @@ impl<T: Transport> Driver<T> {
         config.heartbeat = None;
         config.idle_timeout = None;
         config.eager = true;
+        config.relay_announce = true;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,
             rounds: u32::MAX,
@@ -843,7 +853,7 @@ impl<T: Transport> Driver<T> {
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::collections::VecDeque;
+    use std::collections::{BTreeSet, VecDeque};
     use std::rc::Rc;
     use windrose_trees::adaptive::Strategy;
     use windrose_trees::TreeAlgorithm;
@@ -861,6 +871,8 @@ mod tests {
         data_bytes: BTreeMap<(u32, u32), u64>,
         /// Session messages sent, by kind (`announce`, `ready`, ...).
         sessions: BTreeMap<String, u64>,
+        /// Every announcement sent: (from, to, the message).
+        announces: Vec<(u32, u32, SessionMsg)>,
         /// Frames sent as a head and a separate payload.
         split_frames: u64,
     }
@@ -899,9 +911,13 @@ mod tests {
             let whole = Bytes::from([&head[PLAN_LEN..], &payload[..]].concat());
             if let Ok(Some((Message::Session(s), _))) = decode_bytes(&whole, MAX_BODY) {
                 // The variant's name: `Announce { .. }` counts as "announce".
-                let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
+                let msg = SessionMsg::from_frame(&s).unwrap();
+                let name = format!("{msg:?}");
                 let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
                 *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
+                if matches!(msg, SessionMsg::Announce { .. }) {
+                    w.announces.push((self.me, to, msg));
+                }
             }
             if !payload.is_empty() {
                 w.split_frames += 1;
@@ -1193,6 +1209,7 @@ mod tests {
     }
 
     /// No round trip before the data: per broadcast the root announces to every other rank,
+    /// every rank below the root's children also hears it from its tree parent (the relay),
     /// each reports its end (Done) and is told Close; nobody sends Ready or Go.
     #[test]
     fn broadcasts_start_without_ready_or_go() {
@@ -1221,7 +1238,40 @@ mod tests {
         }
         let s = net.borrow().sessions.clone();
         let per_call = calls * (hosts.len() as u64 - 1);
-        assert_eq!(s.get("announce"), Some(&per_call), "{s:?}");
+        // The root's direct copies, and the relayed ones: exactly one down each tree edge
+        // whose parent is not the root, from the parent.
+        let mut direct = 0;
+        let mut relayed = BTreeSet::new();
+        let mut deep_edges = BTreeSet::new();
+        for (from, to, m) in &net.borrow().announces {
+            let SessionMsg::Announce {
+                transfer,
+                root,
+                spec: windrose_proto::collective::CollectiveSpec::Broadcast { tree, .. },
+                ..
+            } = m
+            else {
+                panic!("not a broadcast's announcement: {m:?}");
+            };
+            if *from == root.0 {
+                direct += 1;
+                for (child, parent) in &tree.edges {
+                    if parent != root {
+                        deep_edges.insert((transfer.0, parent.0, child.0));
+                    }
+                }
+            } else {
+                assert!(relayed.insert((transfer.0, *from, *to)), "twice: {m:?}");
+            }
+        }
+        assert_eq!(direct, per_call);
+        assert!(!relayed.is_empty());
+        assert_eq!(relayed, deep_edges);
+        assert_eq!(
+            s.get("announce"),
+            Some(&(per_call + relayed.len() as u64)),
+            "{s:?}"
+        );
         assert_eq!(s.get("done"), Some(&per_call), "{s:?}");
         assert_eq!(s.get("close"), Some(&per_call), "{s:?}");
         assert_eq!(s.get("ready"), None, "{s:?}");
