@@ -871,8 +871,8 @@ mod tests {
         data_bytes: BTreeMap<(u32, u32), u64>,
         /// Session messages sent, by kind (`announce`, `ready`, ...).
         sessions: BTreeMap<String, u64>,
-        /// Every announcement sent: (from, to, the message).
-        announces: Vec<(u32, u32, SessionMsg)>,
+        /// Every announcement sent: (from, to, the message, its arrival in ns).
+        announces: Vec<(u32, u32, SessionMsg, u64)>,
         /// Frames sent as a head and a separate payload.
         split_frames: u64,
     }
@@ -916,7 +916,7 @@ mod tests {
                 let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
                 *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
                 if matches!(msg, SessionMsg::Announce { .. }) {
-                    w.announces.push((self.me, to, msg));
+                    w.announces.push((self.me, to, msg, done));
                 }
             }
             if !payload.is_empty() {
@@ -1054,15 +1054,23 @@ mod tests {
     /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
     /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
     /// per round.
-    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
+    /// Runs the next broadcast from `root` to its end at every rank; returns the virtual time
+    /// (ns) at which each rank's part ended.
+    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> Vec<u64> {
         let n = drivers.len();
         let mut done = vec![false; n];
+        let mut ended = vec![0; n];
+        let now = |d: &Driver<Loopback>| match &d.clock {
+            Clock::Manual(c) => c.load(Ordering::Relaxed),
+            Clock::Wall(_) => unreachable!("the tests' clock is manual"),
+        };
         let t = begin(drivers, bufs, root);
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {
                 d.progress().unwrap();
                 if !done[r] && d.outcomes.contains_key(&t) {
                     done[r] = true;
+                    ended[r] = now(d);
                     let outcome = d.outcomes.remove(&t).unwrap();
                     let pieces = d.deliveries.remove(&t).unwrap_or_default();
                     d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
@@ -1073,7 +1081,7 @@ mod tests {
                 for d in drivers.iter_mut() {
                     d.target = None;
                 }
-                return;
+                return ended;
             }
             if let Clock::Manual(c) = &drivers[0].clock {
                 c.fetch_add(STEP_NS, Ordering::Relaxed);
@@ -1243,7 +1251,7 @@ mod tests {
         let mut direct = 0;
         let mut relayed = BTreeSet::new();
         let mut deep_edges = BTreeSet::new();
-        for (from, to, m) in &net.borrow().announces {
+        for (from, to, m, _) in &net.borrow().announces {
             let SessionMsg::Announce {
                 transfer,
                 root,
@@ -1283,6 +1291,69 @@ mod tests {
         // copied there.
         let copied: u64 = drivers.iter().map(|d| d.stats().bytes_copied).sum();
         assert_eq!(copied, calls * 4 * 3392);
+    }
+
+    /// Where the root's direct path to a rank below its children is far slower than the
+    /// tree's path (the triangle inequality broken), the rank starts on its parent's relayed
+    /// copy and has the whole message long before the root's direct copy reaches it (without
+    /// the relay it would wait for that copy, holding its parent's data).
+    #[test]
+    fn a_rank_starts_on_its_parents_copy_when_the_roots_is_slow() {
+        let hosts = [0; 6];
+        let options = Options {
+            policy: "static:balanced-path".parse().unwrap(),
+            ..Options::default()
+        };
+        let (net, _, mut drivers) = group_with(&hosts, options);
+        let want: Vec<u8> = (0..300_000u32).map(|k| (k * 5 + 1) as u8).collect();
+        let fresh = || -> Vec<Vec<u8>> {
+            (0..6)
+                .map(|r| {
+                    if r == 0 {
+                        want.clone()
+                    } else {
+                        vec![0; want.len()]
+                    }
+                })
+                .collect()
+        };
+        run(&mut drivers, &mut fresh(), 0);
+        // A rank below the root's children in the (static) tree.
+        let deep = net
+            .borrow()
+            .announces
+            .iter()
+            .find_map(|(_, _, m, _)| match m {
+                SessionMsg::Announce {
+                    spec: windrose_proto::collective::CollectiveSpec::Broadcast { tree, .. },
+                    ..
+                } => tree.edges.iter().find(|e| e.1 != NodeId(0)).map(|e| e.0 .0),
+                _ => None,
+            })
+            .expect("a tree of 6 ranks has a rank below the root's children");
+        // The root's direct path to it: 1,000 bytes a second.
+        net.borrow_mut().rate.insert((0, deep), 1e-6);
+        let seen = net.borrow().announces.len();
+        let mut bufs = fresh();
+        let ended = run(&mut drivers, &mut bufs, 0);
+        assert!(bufs.iter().all(|b| b == &want));
+        let w = net.borrow();
+        let direct_at = w.announces[seen..]
+            .iter()
+            .find(|(f, t, _, _)| (*f, *t) == (0, deep))
+            .map(|a| a.3)
+            .unwrap();
+        assert!(
+            ended[deep as usize] < direct_at,
+            "rank {deep} ended at {} ns, the root's copy arrived at {direct_at} ns",
+            ended[deep as usize]
+        );
+        assert!(
+            w.announces[seen..]
+                .iter()
+                .any(|(f, t, _, _)| *f != 0 && *t == deep),
+            "nobody relayed to rank {deep}"
+        );
     }
 
     #[test]
