@@ -21,6 +21,15 @@
 //! that came first), and no Ready/Go round trip stands before the data. The announcement
 //! carries the root's tree, so the ranks cannot disagree on it.
 //!
+//! The announcement also travels down that tree ([`HostConfig::relay_announce`]): a rank
+//! relays the copy it took first to its tree children before it sends them data, so a rank
+//! starts on its parent's copy, just ahead of its parent's data, when that comes sooner than
+//! the root's direct copy (where the latencies break the triangle inequality, the tree's
+//! path to a rank can be faster than the root's direct one). A replacement `MPI_Bcast` thus
+//! starts its ranks on the data, as the paper's AGM broadcast does. The cost: one small session message per tree edge
+//! below the root's children, per broadcast; the root's direct copies still go out, and each
+//! rank drops the copy that comes second.
+//!
 //! What the root's tree does not carry (which broadcasts take windrose's path, the group's
 //! members and their hosts or sites) every rank derives itself, so it is versioned: every
 //! head on the wire starts with the sender's plan version ([`PLAN_LEN`] bytes, see
@@ -405,6 +414,7 @@ impl<T: Transport> Driver<T> {
         config.heartbeat = None;
         config.idle_timeout = None;
         config.eager = true;
+        config.relay_announce = true;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,
             rounds: u32::MAX,
@@ -843,7 +853,7 @@ impl<T: Transport> Driver<T> {
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::collections::VecDeque;
+    use std::collections::{BTreeSet, VecDeque};
     use std::rc::Rc;
     use windrose_trees::adaptive::Strategy;
     use windrose_trees::TreeAlgorithm;
@@ -861,6 +871,8 @@ mod tests {
         data_bytes: BTreeMap<(u32, u32), u64>,
         /// Session messages sent, by kind (`announce`, `ready`, ...).
         sessions: BTreeMap<String, u64>,
+        /// Every announcement sent: (from, to, the message, its arrival in ns).
+        announces: Vec<(u32, u32, SessionMsg, u64)>,
         /// Frames sent as a head and a separate payload.
         split_frames: u64,
     }
@@ -899,9 +911,13 @@ mod tests {
             let whole = Bytes::from([&head[PLAN_LEN..], &payload[..]].concat());
             if let Ok(Some((Message::Session(s), _))) = decode_bytes(&whole, MAX_BODY) {
                 // The variant's name: `Announce { .. }` counts as "announce".
-                let name = format!("{:?}", SessionMsg::from_frame(&s).unwrap());
+                let msg = SessionMsg::from_frame(&s).unwrap();
+                let name = format!("{msg:?}");
                 let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
                 *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
+                if matches!(msg, SessionMsg::Announce { .. }) {
+                    w.announces.push((self.me, to, msg, done));
+                }
             }
             if !payload.is_empty() {
                 w.split_frames += 1;
@@ -1038,15 +1054,23 @@ mod tests {
     /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
     /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
     /// per round.
-    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) {
+    /// Runs the next broadcast from `root` to its end at every rank; returns the virtual time
+    /// (ns) at which each rank's part ended.
+    fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> Vec<u64> {
         let n = drivers.len();
         let mut done = vec![false; n];
+        let mut ended = vec![0; n];
+        let now = |d: &Driver<Loopback>| match &d.clock {
+            Clock::Manual(c) => c.load(Ordering::Relaxed),
+            Clock::Wall(_) => unreachable!("the tests' clock is manual"),
+        };
         let t = begin(drivers, bufs, root);
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {
                 d.progress().unwrap();
                 if !done[r] && d.outcomes.contains_key(&t) {
                     done[r] = true;
+                    ended[r] = now(d);
                     let outcome = d.outcomes.remove(&t).unwrap();
                     let pieces = d.deliveries.remove(&t).unwrap_or_default();
                     d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
@@ -1057,7 +1081,7 @@ mod tests {
                 for d in drivers.iter_mut() {
                     d.target = None;
                 }
-                return;
+                return ended;
             }
             if let Clock::Manual(c) = &drivers[0].clock {
                 c.fetch_add(STEP_NS, Ordering::Relaxed);
@@ -1193,6 +1217,7 @@ mod tests {
     }
 
     /// No round trip before the data: per broadcast the root announces to every other rank,
+    /// every rank below the root's children also hears it from its tree parent (the relay),
     /// each reports its end (Done) and is told Close; nobody sends Ready or Go.
     #[test]
     fn broadcasts_start_without_ready_or_go() {
@@ -1221,7 +1246,40 @@ mod tests {
         }
         let s = net.borrow().sessions.clone();
         let per_call = calls * (hosts.len() as u64 - 1);
-        assert_eq!(s.get("announce"), Some(&per_call), "{s:?}");
+        // The root's direct copies, and the relayed ones: exactly one down each tree edge
+        // whose parent is not the root, from the parent.
+        let mut direct = 0;
+        let mut relayed = BTreeSet::new();
+        let mut deep_edges = BTreeSet::new();
+        for (from, to, m, _) in &net.borrow().announces {
+            let SessionMsg::Announce {
+                transfer,
+                root,
+                spec: windrose_proto::collective::CollectiveSpec::Broadcast { tree, .. },
+                ..
+            } = m
+            else {
+                panic!("not a broadcast's announcement: {m:?}");
+            };
+            if *from == root.0 {
+                direct += 1;
+                for (child, parent) in &tree.edges {
+                    if parent != root {
+                        deep_edges.insert((transfer.0, parent.0, child.0));
+                    }
+                }
+            } else {
+                assert!(relayed.insert((transfer.0, *from, *to)), "twice: {m:?}");
+            }
+        }
+        assert_eq!(direct, per_call);
+        assert!(!relayed.is_empty());
+        assert_eq!(relayed, deep_edges);
+        assert_eq!(
+            s.get("announce"),
+            Some(&(per_call + relayed.len() as u64)),
+            "{s:?}"
+        );
         assert_eq!(s.get("done"), Some(&per_call), "{s:?}");
         assert_eq!(s.get("close"), Some(&per_call), "{s:?}");
         assert_eq!(s.get("ready"), None, "{s:?}");
@@ -1233,6 +1291,69 @@ mod tests {
         // copied there.
         let copied: u64 = drivers.iter().map(|d| d.stats().bytes_copied).sum();
         assert_eq!(copied, calls * 4 * 3392);
+    }
+
+    /// Where the root's direct path to a rank below its children is far slower than the
+    /// tree's path (the triangle inequality broken), the rank starts on its parent's relayed
+    /// copy and has the whole message long before the root's direct copy reaches it (without
+    /// the relay it would wait for that copy, holding its parent's data).
+    #[test]
+    fn a_rank_starts_on_its_parents_copy_when_the_roots_is_slow() {
+        let hosts = [0; 6];
+        let options = Options {
+            policy: "static:balanced-path".parse().unwrap(),
+            ..Options::default()
+        };
+        let (net, _, mut drivers) = group_with(&hosts, options);
+        let want: Vec<u8> = (0..300_000u32).map(|k| (k * 5 + 1) as u8).collect();
+        let fresh = || -> Vec<Vec<u8>> {
+            (0..6)
+                .map(|r| {
+                    if r == 0 {
+                        want.clone()
+                    } else {
+                        vec![0; want.len()]
+                    }
+                })
+                .collect()
+        };
+        run(&mut drivers, &mut fresh(), 0);
+        // A rank below the root's children in the (static) tree.
+        let deep = net
+            .borrow()
+            .announces
+            .iter()
+            .find_map(|(_, _, m, _)| match m {
+                SessionMsg::Announce {
+                    spec: windrose_proto::collective::CollectiveSpec::Broadcast { tree, .. },
+                    ..
+                } => tree.edges.iter().find(|e| e.1 != NodeId(0)).map(|e| e.0 .0),
+                _ => None,
+            })
+            .expect("a tree of 6 ranks has a rank below the root's children");
+        // The root's direct path to it: 1,000 bytes a second.
+        net.borrow_mut().rate.insert((0, deep), 1e-6);
+        let seen = net.borrow().announces.len();
+        let mut bufs = fresh();
+        let ended = run(&mut drivers, &mut bufs, 0);
+        assert!(bufs.iter().all(|b| b == &want));
+        let w = net.borrow();
+        let direct_at = w.announces[seen..]
+            .iter()
+            .find(|(f, t, _, _)| (*f, *t) == (0, deep))
+            .map(|a| a.3)
+            .unwrap();
+        assert!(
+            ended[deep as usize] < direct_at,
+            "rank {deep} ended at {} ns, the root's copy arrived at {direct_at} ns",
+            ended[deep as usize]
+        );
+        assert!(
+            w.announces[seen..]
+                .iter()
+                .any(|(f, t, _, _)| *f != 0 && *t == deep),
+            "nobody relayed to rank {deep}"
+        );
     }
 
     #[test]

@@ -296,11 +296,28 @@ pub fn verify_manifest_mac(
     }
 }
 
-/// A keyed group's proof that a multicast's manifest comes from a member: the initiator's Host
-/// puts [`manifest_mac`] in every manifest it announces, and each member's Host checks it before
-/// it builds its machine, so a manifest altered on its way, or made without the key, is refused
-/// even where the connections are authenticated. Collectives without a manifest carry nothing
-/// to forge (their data is checked end to end by the initiator's digests).
+/// The MAC of a whole announcement (`announcement`: the bytes the Host MACs, see
+/// [`AnnounceAuth::announce_mac`](windrose_proto::host::AnnounceAuth::announce_mac)): BLAKE3
+/// keyed with `manifest_key`, as [`manifest_mac`], over its own domain tag and then the bytes,
+/// as 64 hex digits. The tags ("windrose announcement 1", "windrose manifest 1") differ from
+/// their tenth byte, so no manifest's MAC is an announcement's and no announcement's a
+/// manifest's.
+pub fn announcement_mac(manifest_key: &[u8; 32], announcement: &[u8]) -> String {
+    let mut h = blake3::Hasher::new_keyed(manifest_key);
+    h.update(b"windrose announcement 1");
+    h.update(announcement);
+    h.finalize().to_hex().to_string()
+}
+
+/// A keyed group's proof that a collective comes from a member: the initiator's Host puts
+/// [`manifest_mac`] in every manifest it announces and [`announcement_mac`] in every
+/// announcement, and each member's Host checks both before it builds its machine, so an
+/// announcement altered on its way (the root's own copy, or a copy a tree parent relays,
+/// [`HostConfig::relay_announce`](windrose_proto::host::HostConfig::relay_announce)), or made
+/// without the key, is refused even where the connections are authenticated (the data path
+/// after the handshake is in the clear unless the group encrypts). What the data then carries
+/// is checked end to end: pieces against the manifest, a broadcast's bytes by the initiator's
+/// digests.
 #[derive(Clone)]
 pub struct ManifestMac {
     key: [u8; 32],
@@ -358,6 +375,10 @@ impl windrose_proto::host::AnnounceAuth for ManifestMac {
             }
             Some(_) => None,
         }
+    }
+
+    fn announce_mac(&self, announcement: &[u8]) -> Option<String> {
+        Some(announcement_mac(&self.key, announcement))
     }
 }
 
@@ -874,6 +895,26 @@ mod tests {
             max_frame_payload: 1024,
         };
         assert_eq!(ours.check(&bcast, 5), None);
+    }
+
+    #[test]
+    fn a_keyed_group_macs_whole_announcements() {
+        let a = GroupKey::from_bytes([1; 32]).manifest_key();
+        let b = GroupKey::from_bytes([2; 32]).manifest_key();
+        let ours = ManifestMac::new(a);
+        let bytes = br#"{"t":"announce","transfer":4}"#;
+        let mac = ours.announce_mac(bytes).unwrap();
+        assert_eq!(mac, announcement_mac(&a, bytes));
+        assert_eq!(mac.len(), 64);
+        assert_ne!(mac, announcement_mac(&b, bytes));
+        assert_ne!(
+            mac,
+            announcement_mac(&a, br#"{"t":"announce","transfer":5}"#)
+        );
+        // Its own domain: not the keyed hash of the bytes alone, nor a manifest's MAC.
+        assert_ne!(mac, blake3::keyed_hash(&a, bytes).to_hex().to_string());
+        let manifest = manifest_mac(&a, 0, 0, "");
+        assert_ne!(announcement_mac(&a, b""), manifest);
     }
 
     #[test]

@@ -135,6 +135,14 @@ pub struct GroupConfig {
     /// Groups of at most this many members connect fully; larger ones along their traffic
     /// ([`HostConfig::mesh_limit`], whose default it takes). The same in every member.
     pub mesh_limit: usize,
+    /// Eager sessions: collectives start without the Ready/Go round trip
+    /// ([`HostConfig::eager`]). Only for groups whose members all expect every collective;
+    /// the same in every member. Off by default.
+    pub eager: bool,
+    /// In eager sessions, broadcasts' announcements also travel along their trees
+    /// ([`HostConfig::relay_announce`]); in a keyed group a relayed copy carries the
+    /// initiator's MAC and an altered one is refused. Off by default.
+    pub relay_announce: bool,
 }
 
 impl GroupConfig {
@@ -158,6 +166,8 @@ impl GroupConfig {
             calibrate_compute: None,
             progress_parts: windrose_proto::host::DEFAULT_PROGRESS_PARTS,
             mesh_limit: windrose_proto::host::MESH_LIMIT,
+            eager: false,
+            relay_announce: false,
         }
     }
 
@@ -179,6 +189,8 @@ impl GroupConfig {
         c.shelf = self.shelf.clone();
         c.progress_parts = self.progress_parts;
         c.mesh_limit = self.mesh_limit;
+        c.eager = self.eager;
+        c.relay_announce = self.relay_announce;
         c.announce_auth = self.handshake.manifest_key().map(|k| {
             Arc::new(crate::auth::ManifestMac::new(k))
                 as Arc<dyn windrose_proto::host::AnnounceAuth>

@@ -71,7 +71,10 @@
 //!   but for one case eager copies make likelier: a member that restarted and took a copy
 //!   before the initiator heard its Join gives way to the initiator's rejoin announcement
 //!   (its machine is replaced by a rejoining one, unless its part already ended and
-//!   reported).
+//!   reported). Until then its eager machine forwards what its parent still sent it to its
+//!   tree children, which re-attached to the root when its Join reached them: a child takes
+//!   data from its current parent only and drops those frames without an error (a driver
+//!   would otherwise cut the restarted member off; [`crate::tree_broadcast`]).
 //! - A relayed copy is the root's frame body, byte for byte: whatever the initiator sealed
 //!   (a manifest MAC, or the announcement's own MAC, [`AnnounceAuth::announce_mac`]) reaches
 //!   the member unchanged. A copy is taken only from the member's parent in the announced

@@ -24,7 +24,11 @@
 //! so the orphaned subtree hangs under the root without a rebuild. The root answers such
 //! requests also after it has finished. A node that restarts, or joins late
 //! ([`TreeBroadcast::rejoin`]), asks the root the same way from segment 0; its children were
-//! re-attached when it failed, so it forwards nothing. If the root fails, or — with an
+//! re-attached when it failed, so it forwards nothing. A node takes data only from its
+//! current parent: frames from a tree parent it counted failed (one that restarted and
+//! forwards what its new life got before it heard its children were re-attached, or one found
+//! silent that woke up) are dropped without an error, before or after the node finished, and
+//! so are a restarted node's frames from its old parent. If the root fails, or — with an
 //! [`idle_timeout`](BroadcastConfig::idle_timeout) — nothing arrives for that long, a node that
 //! is not complete aborts. Timer: [`IDLE_TIMER`].
 
@@ -280,6 +284,9 @@ pub struct TreeBroadcast {
     reattached: bool,
     /// A restarted or late node's machine ([`TreeBroadcast::rejoin`]).
     rejoined: bool,
+    /// The tree parent once it was counted failed (at a rejoining node: its tree parent,
+    /// unless that is the root): its later frames are dropped (see the module docs).
+    lost_parent: Option<NodeId>,
 }
 
 impl TreeBroadcast {
@@ -335,6 +342,7 @@ impl TreeBroadcast {
             root_data,
             reattached: false,
             rejoined: false,
+            lost_parent: None,
         })
     }
 
@@ -359,6 +367,7 @@ impl TreeBroadcast {
         m.parent = Some(tree.root());
         m.reattached = true;
         m.rejoined = true;
+        m.lost_parent = tree.parent(me).filter(|&p| p != tree.root());
         Ok(m)
     }
 
@@ -501,6 +510,12 @@ impl TreeBroadcast {
         let kind = BroadcastMsg::DATA;
         if self.status == Status::Aborted {
             return Ok(()); // late data for a node that gave up: nothing to do
+        }
+        if self.lost_parent == Some(from) {
+            // A parent counted failed forwards what it still has (a restarted life's data,
+            // a silent one that woke up): this node takes its data from its current parent
+            // (the root, once re-attached), or already holds it all.
+            return Ok(());
         }
         if Some(from) != self.parent {
             let why = if self.parent.is_none() {
@@ -706,6 +721,7 @@ impl Protocol for TreeBroadcast {
             Input::App(_) => {}
             Input::PeerFailed(peer) => {
                 if Some(peer) == self.parent {
+                    self.lost_parent = Some(peer);
                     if self.status != Status::Running {
                         // Finished (or gave up): nothing more is needed from it.
                     } else if self.root_data.is_none() && Some(peer) != self.tree_root() {
@@ -882,6 +898,93 @@ mod tests {
         mid.handle(Time::ZERO, Input::PeerFailed(n(0)), &mut out)
             .unwrap();
         assert_eq!(mid.status(), Status::Aborted);
+    }
+
+    /// A node takes data only from its current parent: after its tree parent is counted
+    /// failed, that parent's frames (a restarted life forwarding from offset 0, or a silent
+    /// one that woke up) are dropped without an error, whether the node re-attached to the
+    /// root or had finished; a rejoining node drops its old parent's frames too. A parent
+    /// never counted failed still may not send past the end.
+    #[test]
+    fn a_lost_parents_frames_are_dropped_quietly() {
+        let cfg = BroadcastConfig::new(TransferId(1), 4);
+        let data = |from: u32, offset: u64, p: &'static [u8]| Input::Message {
+            from: n(from),
+            message: Message::Broadcast(BroadcastMsg::Data(DataSegment {
+                transfer: TransferId(1),
+                offset,
+                total_len: 6,
+                payload: Bytes::from_static(p),
+            })),
+        };
+        let delivered = |out: &Outputs| -> Vec<(u64, usize)> {
+            out.as_slice()
+                .iter()
+                .filter_map(|o| match o {
+                    Output::Deliver { offset, data, .. } => Some((*offset, data.len())),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Re-attached: node 1's frames from any offset are dropped, the root's are taken.
+        let mut leaf = TreeBroadcast::new(n(2), &chain3(), None, cfg).unwrap();
+        let mut out = Outputs::new();
+        leaf.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        leaf.handle(Time::ZERO, data(1, 0, b"abcd"), &mut out)
+            .unwrap();
+        leaf.handle(Time::ZERO, Input::PeerFailed(n(1)), &mut out)
+            .unwrap();
+        assert_eq!(leaf.parent(), Some(n(0)));
+        out.clear();
+        let again: [(u64, &'static [u8]); 3] = [(0, b"abcd"), (4, b"ef"), (0, b"ab")];
+        for (offset, p) in again {
+            leaf.handle(Time::ZERO, data(1, offset, p), &mut out)
+                .unwrap();
+        }
+        assert!(out.is_empty(), "{out:?}");
+        leaf.handle(Time::ZERO, data(0, 4, b"ef"), &mut out)
+            .unwrap();
+        assert_eq!(delivered(&out), vec![(4, 2)]);
+        assert!(leaf.is_finished());
+        leaf.handle(Time::ZERO, data(1, 0, b"abcd"), &mut out)
+            .unwrap();
+        // Finished before its parent was counted failed: the parent's later frames too.
+        let mut done = TreeBroadcast::new(n(2), &chain3(), None, cfg).unwrap();
+        done.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        done.handle(Time::ZERO, data(1, 0, b"abcd"), &mut out)
+            .unwrap();
+        done.handle(Time::ZERO, data(1, 4, b"ef"), &mut out)
+            .unwrap();
+        assert!(done.is_finished());
+        assert!(done
+            .handle(Time::ZERO, data(1, 0, b"abcd"), &mut out)
+            .is_err());
+        done.handle(Time::ZERO, Input::PeerFailed(n(1)), &mut out)
+            .unwrap();
+        out.clear();
+        done.handle(Time::ZERO, data(1, 0, b"abcd"), &mut out)
+            .unwrap();
+        assert!(out.is_empty(), "{out:?}");
+        // Rejoining: frames its old parent had on the way are dropped, the root's taken.
+        let mut back = TreeBroadcast::rejoin(n(2), &chain3(), cfg).unwrap();
+        back.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        out.clear();
+        back.handle(Time::ZERO, data(1, 4, b"ef"), &mut out)
+            .unwrap();
+        assert!(out.is_empty(), "{out:?}");
+        back.handle(Time::ZERO, data(0, 0, b"abcd"), &mut out)
+            .unwrap();
+        assert_eq!(delivered(&out), vec![(0, 4)]);
+        // Another node is still refused.
+        let e = back.handle(Time::ZERO, data(3, 4, b"ef"), &mut out);
+        assert!(e.is_err());
+        // A rejoining child of the root takes the root's frames.
+        let mut mid = TreeBroadcast::rejoin(n(1), &chain3(), cfg).unwrap();
+        mid.handle(Time::ZERO, Input::Start, &mut out).unwrap();
+        out.clear();
+        mid.handle(Time::ZERO, data(0, 0, b"abcd"), &mut out)
+            .unwrap();
+        assert_eq!(delivered(&out), vec![(0, 4)]);
     }
 
     #[test]

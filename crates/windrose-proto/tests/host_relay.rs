@@ -592,3 +592,55 @@ fn a_rejoin_after_the_new_lifes_part_ended_changes_nothing() {
     assert_eq!(completion(&last.seen[0], None), Some((4, 0)));
     assert!(h.iter().all(|x| x.running().next().is_none()));
 }
+
+/// Node 2 restarts as the collective starts (everything to its earlier life is lost), and its
+/// new life's Join reaches node 3 first: node 3 counts the earlier life out and re-attaches to
+/// the root. Then the new life takes an eager copy and the data its parent sent before it
+/// heard the Join, and forwards that to node 3, its child in the announced tree. Node 3 takes
+/// the data from its current parent (the root) and drops the other quietly, before or after
+/// its own part ended (`late`): no error (a driver would drop the link to node 2), nothing
+/// delivered twice, every member finished. Before, each of those frames was refused as "not
+/// this node's parent".
+#[test]
+fn a_restarted_parents_data_to_a_child_that_re_attached_is_dropped_quietly() {
+    for late in [false, true] {
+        let mut h = hosts(4, true);
+        let mut q = starts(4);
+        q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
+        let run = pump(&mut h, q, &[], |_, to, _| {
+            if to == NodeId(2) {
+                Fate::Hold
+            } else {
+                Fate::Deliver
+            }
+        });
+        assert!(run.errors.is_empty(), "{:?}", run.errors);
+        h[2] = host(2, 4, true, None);
+        let mut q: VecDeque<(NodeId, Input)> = VecDeque::from([(NodeId(2), Input::Start)]);
+        // What node 1 and the root sent the earlier life reaches the new one.
+        q.extend(run.aside);
+        let forwarded = std::cell::Cell::new(0);
+        let after = pump(&mut h, q, &[], |from, to, m| {
+            if (from, to) == (NodeId(2), NodeId(3)) && matches!(m, Message::Broadcast(_)) {
+                forwarded.set(forwarded.get() + 1);
+                if late {
+                    return Fate::Defer;
+                }
+            }
+            Fate::Deliver
+        });
+        assert!(
+            forwarded.get() > 0,
+            "node 2 forwarded nothing (late {late})"
+        );
+        assert!(after.errors.is_empty(), "late {late}: {:?}", after.errors);
+        assert_eq!(delivered(&after.seen[2]), DATA.to_vec(), "late {late}");
+        assert_eq!(delivered(&after.seen[3]), DATA.to_vec(), "late {late}");
+        assert_eq!(
+            completion(&after.seen[0], None),
+            Some((4, 0)),
+            "late {late}"
+        );
+        assert!(h.iter().all(|x| x.running().next().is_none()));
+    }
+}
