@@ -645,8 +645,15 @@ fn stalled_swaps_give_way_to_the_first_tree_on_the_new_view() {
         assert!(!kept.built && kept.changed_links == 0, "sharing {sharing}");
         let changed = plan(&mut p, &after, sharing);
         let oracle = plan(&mut Planner::new(), &after, sharing);
-        assert!(changed.changed_links > 0 && changed.built, "sharing {sharing}");
-        assert_eq!(changed.tree.edges(), oracle.tree.edges(), "sharing {sharing}");
+        assert!(
+            changed.changed_links > 0 && changed.built,
+            "sharing {sharing}"
+        );
+        assert_eq!(
+            changed.tree.edges(),
+            oracle.tree.edges(),
+            "sharing {sharing}"
+        );
         assert!((changed.cost - oracle.cost).abs() <= 1e-9 * oracle.cost);
         let again = plan(&mut p, &after, sharing);
         assert!(!again.built, "sharing {sharing}: no change, no rebuild");
