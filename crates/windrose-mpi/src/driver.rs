@@ -238,13 +238,17 @@ pub struct Stats {
 }
 
 /// How a group's broadcasts are run (from the `WINDROSE_MPI_*` environment at MPI_Init).
-#[derive(Copy, Clone, Debug, Default, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Options {
     /// How the root plans its trees from the weather (`WINDROSE_MPI_TREE`).
     pub policy: TreePolicy,
     /// Round-trip probes this often (`WINDROSE_MPI_PROBE_MS`; None: no prober). Probes are
     /// answered only while a rank is inside an MPI call, so they are off by default.
     pub probe: Option<Duration>,
+    /// A rank's measurements of its links go to the root of the broadcasts it ends at most
+    /// this often (`WINDROSE_MPI_GOSSIP_MS`, default [`DEFAULT_GOSSIP`]; `0`: never), so the
+    /// root plans from links only other ranks send on.
+    pub gossip: Option<Duration>,
     /// A fixed segment size (`WINDROSE_MPI_SEGMENT`) instead of [`segment_bytes`]'s choice.
     pub segment: Option<u64>,
     /// The sites' floor (`WINDROSE_MPI_SITE_MS`; None: [`crate::sites::DEFAULT_FLOOR`]).
@@ -252,6 +256,23 @@ pub struct Options {
     /// The plan every rank agreed at MPI_Init (see [`plan_version`], which adds the group's
     /// hosts); not read from the environment.
     pub world_plan: u64,
+}
+
+/// How often a rank's row of link measurements goes to a root by default: one small message
+/// per rank and second at most, sent as a broadcast ends.
+pub const DEFAULT_GOSSIP: Duration = Duration::from_secs(1);
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policy: TreePolicy::default(),
+            probe: None,
+            gossip: Some(DEFAULT_GOSSIP),
+            segment: None,
+            site_floor: None,
+            world_plan: 0,
+        }
+    }
 }
 
 /// Reads the options from `var` (the environment), with errors naming the variable.
@@ -269,6 +290,16 @@ pub fn options_from(var: impl Fn(&str) -> Option<String>) -> Result<Options, Str
             .filter(|&ms| ms > 0)
             .ok_or_else(|| format!("WINDROSE_MPI_PROBE_MS={v}: expected milliseconds (> 0)"))?;
         o.probe = Some(Duration::from_millis(ms));
+    }
+    if let Some(v) = var("WINDROSE_MPI_GOSSIP_MS").filter(|v| !v.is_empty()) {
+        let ms = v
+            .parse::<u64>()
+            .ok()
+            .filter(|&ms| ms <= 86_400_000)
+            .ok_or_else(|| {
+                format!("WINDROSE_MPI_GOSSIP_MS={v}: expected milliseconds (0: never)")
+            })?;
+        o.gossip = (ms > 0).then(|| Duration::from_millis(ms));
     }
     if let Some(v) = var("WINDROSE_MPI_SEGMENT").filter(|v| !v.is_empty()) {
         // One size parser for every flag and file (windrose_model::units): "256KiB" too.
@@ -415,6 +446,7 @@ impl<T: Transport> Driver<T> {
         config.idle_timeout = None;
         config.eager = true;
         config.relay_announce = true;
+        config.weather.gossip = options.gossip;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,
             rounds: u32::MAX,
@@ -1457,6 +1489,11 @@ mod tests {
             }
         );
         assert_eq!(o.probe, Some(Duration::from_millis(250)));
+        assert_eq!(o.gossip, Some(DEFAULT_GOSSIP));
+        let o = options_from(env(&[("WINDROSE_MPI_GOSSIP_MS", "250")])).unwrap();
+        assert_eq!(o.gossip, Some(Duration::from_millis(250)));
+        let o = options_from(env(&[("WINDROSE_MPI_GOSSIP_MS", "0")])).unwrap();
+        assert_eq!(o.gossip, None);
         let o = options_from(env(&[("WINDROSE_MPI_SEGMENT", "256KiB")])).unwrap();
         assert_eq!(o.segment, Some(256 << 10));
         let o = options_from(env(&[("WINDROSE_MPI_SITE_MS", "2.5")])).unwrap();
@@ -1478,6 +1515,8 @@ mod tests {
             ("WINDROSE_MPI_SEGMENT", "64kb"),
             ("WINDROSE_MPI_SITE_MS", "-1"),
             ("WINDROSE_MPI_SITE_MS", "near"),
+            ("WINDROSE_MPI_GOSSIP_MS", "-5"),
+            ("WINDROSE_MPI_GOSSIP_MS", "soon"),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(vec![(k, v)].into_boxed_slice());
@@ -1700,5 +1739,67 @@ mod tests {
             "static left the link 0-{slow}: {on_slow:?}"
         );
         assert_eq!(stats.trees_changed, 0);
+    }
+
+    /// A link between two ranks below the root slows after the first broadcast: only its
+    /// sender measures it. With the ranks' rows going to the root as their broadcasts end
+    /// (the default), adapt's later trees leave it; with `WINDROSE_MPI_GOSSIP_MS=0` the root
+    /// never hears of it and keeps sending over it.
+    fn far_link_series(gossip: Option<Duration>) -> ((u32, u32), Vec<u64>) {
+        let hosts = [0, 0, 0, 3, 3, 3];
+        let options = Options {
+            gossip,
+            ..Options::default()
+        };
+        let (net, _clock, mut drivers) = group_with(&hosts, options);
+        {
+            let mut w = net.borrow_mut();
+            for a in 0..6 {
+                for b in 0..6 {
+                    if a != b {
+                        w.rate.insert((a, b), 0.1); // 100 MB/s
+                    }
+                }
+            }
+        }
+        let len = 4 << 20;
+        let first = series(&mut drivers, &net, 0, len, 0);
+        // A pair on one host (between hosts every pair shares the sites' WAN path, and the
+        // view takes a step on one pair as the sites').
+        let far = first
+            .iter()
+            .find(|(&(a, b), &bytes)| {
+                a != 0 && hosts[a as usize] == hosts[b as usize] && bytes >= len as u64
+            })
+            .map(|(&pair, _)| pair)
+            .unwrap_or_else(|| panic!("no rank below the root forwards on its host: {first:?}"));
+        net.borrow_mut().rate.insert(far, 0.002); // 2 MB/s
+        let on_far: Vec<u64> = (1..12u8)
+            .map(|i| {
+                let bytes = series(&mut drivers, &net, 0, len, i);
+                bytes.get(&far).copied().unwrap_or(0)
+            })
+            .collect();
+        eprintln!("gossip {gossip:?}: data bytes on the slowed link {far:?}: {on_far:?}");
+        (far, on_far)
+    }
+
+    #[test]
+    fn the_root_learns_a_link_only_another_rank_sends_on() {
+        let (far, on_far) = far_link_series(Some(Duration::from_millis(1)));
+        assert!(
+            on_far[0] > 0,
+            "the slowed link {far:?} carried nothing at first"
+        );
+        let tail = &on_far[on_far.len() - 5..];
+        assert!(
+            tail.iter().all(|&b| b == 0),
+            "the root kept the slowed link {far:?} with the ranks' rows: {on_far:?}"
+        );
+        let (far, on_far) = far_link_series(None);
+        assert!(
+            on_far.iter().all(|&b| b > 0),
+            "without the rows the root cannot know {far:?} slowed, yet left it: {on_far:?}"
+        );
     }
 }

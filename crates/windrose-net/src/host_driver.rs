@@ -183,7 +183,7 @@ impl GroupConfig {
             rounds: u32::MAX,
         });
         c.app = self.app.clone();
-        c.weather.gossip = self.gossip;
+        c.weather.gossip = self.heartbeat.and(self.gossip);
         c.digest_deliveries = self.digest_deliveries;
         c.mst = self.mst;
         c.shelf = self.shelf.clone();

@@ -1261,6 +1261,17 @@ impl Host {
                 },
                 out,
             );
+            // Without heartbeats no tick carries the gossip (the MPI driver): the row goes,
+            // when due, to the initiator, the member that plans its collectives' trees.
+            if self.config.heartbeat.is_none() {
+                if let Some(row) = self.weather.gossip_due(now) {
+                    let msg = SessionMsg::Weather {
+                        links: row.links,
+                        compute_mb_s: row.compute_mb_s,
+                    };
+                    self.send_session(now, initiator, &msg, out);
+                }
+            }
             // The machine stays until the initiator closes the collective: members that
             // finished still answer the others (a swarm's last signals, a rejoining member).
         }

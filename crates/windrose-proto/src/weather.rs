@@ -90,7 +90,9 @@ pub struct WeatherConfig {
     /// A bandwidth forecast older than this is forgotten.
     pub bandwidth_ttl: Duration,
     /// Send this node's row to the group this often (None: never). Rides on the host's
-    /// heartbeat tick, so it is rounded up to whole heartbeat periods.
+    /// heartbeat tick, so it is rounded up to whole heartbeat periods; a host without
+    /// heartbeats (the MPI driver's) sends it, when due, to the initiator of each collective
+    /// it ends instead (the member that plans).
     pub gossip: Option<Duration>,
     /// What links nobody measured are taken to be when a tree is planned.
     pub guesses: Guesses,
