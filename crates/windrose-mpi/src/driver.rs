@@ -1673,17 +1673,11 @@ mod tests {
         net.borrow().data_bytes.clone()
     }
 
-    /// Two hosts of three ranks, 100 MB/s everywhere; after the first broadcast the link from
-    /// the root to one of its children on its own host drops to 2 MB/s. The root measures it
-    /// from its own sends, and under the default policy (adapt) its later trees stop using
-    /// it; under `static` the same series keeps it (so the test can tell them apart).
-    fn slow_link_series(policy: &str) -> (u32, Vec<u64>, Stats) {
-        let hosts = [0, 0, 0, 3, 3, 3];
-        let options = Options {
-            policy: policy.parse().unwrap(),
-            ..Options::default()
-        };
-        let (net, clock, mut drivers) = group_with(&hosts, options);
+    /// The ranks of two hosts of three ranks each, every pair at 100 MB/s.
+    const TWO_HOSTS: [i32; 6] = [0, 0, 0, 3, 3, 3];
+
+    fn two_hosts_at_100_mb_s(options: Options) -> (Net, Arc<AtomicU64>, Vec<Driver<Loopback>>) {
+        let (net, clock, drivers) = group_with(&TWO_HOSTS, options);
         {
             let mut w = net.borrow_mut();
             for a in 0..6 {
@@ -1694,6 +1688,19 @@ mod tests {
                 }
             }
         }
+        (net, clock, drivers)
+    }
+
+    /// Two hosts of three ranks, 100 MB/s everywhere; after the first broadcast the link from
+    /// the root to one of its children on its own host drops to 2 MB/s. The root measures it
+    /// from its own sends, and under the default policy (adapt) its later trees stop using
+    /// it; under `static` the same series keeps it (so the test can tell them apart).
+    fn slow_link_series(policy: &str) -> (u32, Vec<u64>, Stats) {
+        let options = Options {
+            policy: policy.parse().unwrap(),
+            ..Options::default()
+        };
+        let (net, clock, mut drivers) = two_hosts_at_100_mb_s(options);
         let len = 4 << 20;
         let first = series(&mut drivers, &net, 0, len, 0);
         let slow = (1..3u32)
@@ -1746,22 +1753,11 @@ mod tests {
     /// (the default), adapt's later trees leave it; with `WINDROSE_MPI_GOSSIP_MS=0` the root
     /// never hears of it and keeps sending over it.
     fn far_link_series(gossip: Option<Duration>) -> ((u32, u32), Vec<u64>) {
-        let hosts = [0, 0, 0, 3, 3, 3];
         let options = Options {
             gossip,
             ..Options::default()
         };
-        let (net, _clock, mut drivers) = group_with(&hosts, options);
-        {
-            let mut w = net.borrow_mut();
-            for a in 0..6 {
-                for b in 0..6 {
-                    if a != b {
-                        w.rate.insert((a, b), 0.1); // 100 MB/s
-                    }
-                }
-            }
-        }
+        let (net, _clock, mut drivers) = two_hosts_at_100_mb_s(options);
         let len = 4 << 20;
         let first = series(&mut drivers, &net, 0, len, 0);
         // A pair on one host (between hosts every pair shares the sites' WAN path, and the
@@ -1769,7 +1765,7 @@ mod tests {
         let far = first
             .iter()
             .find(|(&(a, b), &bytes)| {
-                a != 0 && hosts[a as usize] == hosts[b as usize] && bytes >= len as u64
+                a != 0 && TWO_HOSTS[a as usize] == TWO_HOSTS[b as usize] && bytes >= len as u64
             })
             .map(|(&pair, _)| pair)
             .unwrap_or_else(|| panic!("no rank below the root forwards on its host: {first:?}"));

@@ -113,6 +113,12 @@ impl CompletionHeap {
         self.heap.clear();
     }
 
+    /// Puts `w` in slot `at` and records where its connection's entry is.
+    fn place(&mut self, at: usize, w: u128) {
+        self.heap[at] = w;
+        self.pos[conn(w) as usize] = at as u32;
+    }
+
     /// Places `w` at `at` or above it (a hole at `at`).
     fn sift_up(&mut self, mut at: usize, w: u128) {
         while at > 0 {
@@ -121,12 +127,10 @@ impl CompletionHeap {
             if pw <= w {
                 break;
             }
-            self.heap[at] = pw;
-            self.pos[conn(pw) as usize] = at as u32;
+            self.place(at, pw);
             at = parent;
         }
-        self.heap[at] = w;
-        self.pos[conn(w) as usize] = at as u32;
+        self.place(at, w);
     }
 
     /// Places `w` at `at` or below it (a hole at `at`).
@@ -150,12 +154,10 @@ impl CompletionHeap {
             if w <= bw {
                 break;
             }
-            self.heap[at] = bw;
-            self.pos[conn(bw) as usize] = at as u32;
+            self.place(at, bw);
             at = best;
         }
-        self.heap[at] = w;
-        self.pos[conn(w) as usize] = at as u32;
+        self.place(at, w);
     }
 }
 
