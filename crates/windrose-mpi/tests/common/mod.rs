@@ -336,7 +336,9 @@ pub fn launch_parts(
     wait_guarded(cmd, what, guard)
 }
 
-/// Runs `cmd`, killing it (and failing the test) after `guard`.
+/// Runs `cmd`, killing it (and failing the test) after `guard`. A run past its guard fails
+/// with what it printed, the launcher's process tree, and each process's threads' stacks
+/// (gdb, where installed), so a hang seen once in CI can be read rather than guessed.
 fn wait_guarded(
     mut cmd: Command,
     what: String,
@@ -347,14 +349,26 @@ fn wait_guarded(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let id = child.id();
+    let launcher = child.id();
     let started = Instant::now();
     let waiter = std::thread::spawn(move || child.wait_with_output());
     while !waiter.is_finished() {
         if started.elapsed() > guard {
-            // Only the launcher we started (its ranks die with it).
-            let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("{what} did not end within {guard:?}: killed");
+            let tree = process_tree(launcher);
+            let state = hung_state(&tree);
+            // The launcher and everything under it (hydra's proxies leave its process group).
+            for (pid, _) in &tree {
+                let _ = Command::new("kill")
+                    .args(["-KILL", pid])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+            let out = waiter.join().unwrap().expect("the run's output");
+            panic!(
+                "{what} did not end within {guard:?}: killed.\n--- stdout\n{}\n--- stderr\n{}\n{state}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -362,6 +376,58 @@ fn wait_guarded(
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status, stdout, stderr, what)
+}
+
+/// `root` and its descendants: (pid, its `ps` line).
+fn process_tree(root: u32) -> Vec<(String, String)> {
+    let Ok(out) = Command::new("ps")
+        .args(["-e", "-o", "pid=,ppid=,stat=,wchan:32=,args="])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let all: Vec<(String, String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            Some((
+                words.next()?.to_string(),
+                words.next()?.to_string(),
+                l.trim().to_string(),
+            ))
+        })
+        .collect();
+    let mut tree = vec![root.to_string()];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i].clone();
+        tree.extend(all.iter().filter(|p| p.1 == parent).map(|p| p.0.clone()));
+        i += 1;
+    }
+    tree.into_iter()
+        .filter_map(|pid| all.iter().find(|p| p.0 == pid).map(|p| (pid, p.2.clone())))
+        .collect()
+}
+
+/// The processes of a hung run and, with gdb installed, every thread's stack.
+fn hung_state(tree: &[(String, String)]) -> String {
+    let mut state = String::from("--- processes (pid ppid stat wchan args)\n");
+    for (_, line) in tree {
+        state.push_str(line);
+        state.push('\n');
+    }
+    if find("gdb").is_none() {
+        return state + "(no gdb: no stacks)\n";
+    }
+    for (pid, _) in tree {
+        let stacks = Command::new("gdb")
+            .args(["-p", pid, "-batch", "-nx", "-ex", "thread apply all bt 30"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|e| format!("(gdb: {e})\n"));
+        state.push_str(&format!("--- stacks of {pid}\n{stacks}"));
+    }
+    state
 }
 
 /// Runs the program (see [`launch`]), which must succeed, and reads what it printed.
