@@ -2005,6 +2005,29 @@ mod tests {
         EdgeKey::new(n(a), n(b), w).unwrap()
     }
 
+    /// `g` takes an Initiate from node `from`.
+    fn initiate(
+        g: &mut Ghs,
+        from: u32,
+        level: u8,
+        fragment: EdgeKey,
+        state: SearchState,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) {
+        let msg = GhsMsg::Initiate {
+            level,
+            fragment,
+            state,
+        };
+        g.handle(n(from), msg, out).unwrap();
+    }
+
+    /// `g` takes a Test from node `from`.
+    fn test(g: &mut Ghs, from: u32, level: u8, fragment: EdgeKey, out: &mut Vec<(NodeId, GhsMsg)>) {
+        g.handle(n(from), GhsMsg::Test { level, fragment }, out)
+            .unwrap();
+    }
+
     #[test]
     fn keys_order_by_weight_then_ids() {
         assert!(key(5, 6, 1.0) < key(0, 1, 2.0));
@@ -2234,29 +2257,12 @@ mod tests {
         let mut out = Vec::new();
         g.start(&mut out);
         let core = key(0, 1, 1.0);
-        g.handle(
-            n(0),
-            GhsMsg::Initiate {
-                level: 1,
-                fragment: core,
-                state: SearchState::Find,
-            },
-            &mut out,
-        )
-        .unwrap();
+        initiate(&mut g, 0, 1, core, SearchState::Find, &mut out);
         out.clear();
         // 2's fragment (level 1, another name) tests the edge: Accept, and ours counts as
         // accepted: 2 is the lightest, so node 1 reports without waiting for 3.
         let other = key(2, 5, 0.5);
-        g.handle(
-            n(2),
-            GhsMsg::Test {
-                level: 1,
-                fragment: other,
-            },
-            &mut out,
-        )
-        .unwrap();
+        test(&mut g, 2, 1, other, &mut out);
         assert_eq!(
             out,
             vec![
@@ -2280,26 +2286,9 @@ mod tests {
         // With a window of 1 (classic) the same Test is only answered.
         let mut c = Ghs::new(n(1), edges).unwrap();
         c.start(&mut out);
-        c.handle(
-            n(0),
-            GhsMsg::Initiate {
-                level: 1,
-                fragment: core,
-                state: SearchState::Find,
-            },
-            &mut out,
-        )
-        .unwrap();
+        initiate(&mut c, 0, 1, core, SearchState::Find, &mut out);
         out.clear();
-        c.handle(
-            n(2),
-            GhsMsg::Test {
-                level: 1,
-                fragment: other,
-            },
-            &mut out,
-        )
-        .unwrap();
+        test(&mut c, 2, 1, other, &mut out);
         assert_eq!(out, vec![(n(2), GhsMsg::Accept)]);
     }
 
@@ -2312,15 +2301,7 @@ mod tests {
         out.clear();
         // Test of level 1 while at level 0: waits.
         let f = key(2, 3, 0.5);
-        g.handle(
-            n(2),
-            GhsMsg::Test {
-                level: 1,
-                fragment: f,
-            },
-            &mut out,
-        )
-        .unwrap();
+        test(&mut g, 2, 1, f, &mut out);
         assert_eq!(g.deferred_len(), 1);
         // Connect(0) on the Basic edge to 2 at level 0: waits too.
         g.handle(n(2), GhsMsg::Connect { level: 0 }, &mut out)
@@ -2330,16 +2311,7 @@ mod tests {
         // Merge with 0 at level 1: the Test (level 1 <= 1, other fragment) is accepted; the
         // Connect(0) from the lower level is absorbed with the current search state.
         let core = key(0, 1, 1.0);
-        g.handle(
-            n(0),
-            GhsMsg::Initiate {
-                level: 1,
-                fragment: core,
-                state: SearchState::Find,
-            },
-            &mut out,
-        )
-        .unwrap();
+        initiate(&mut g, 0, 1, core, SearchState::Find, &mut out);
         assert_eq!(g.deferred_len(), 0);
         assert_eq!(g.state(), NodeState::Find);
         assert!(out.contains(&(n(2), GhsMsg::Accept)));

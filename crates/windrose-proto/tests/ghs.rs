@@ -594,10 +594,9 @@ fn golden_24_processes_of_the_scenario_file() {
     }
 }
 
-/// The check: 1,000 seeded random connected graphs of 4 to 128 nodes, sparse to dense,
-/// ties included, each with its own schedule and wakeups.
-#[test]
-fn thousand_random_graphs_equal_kruskal() {
+/// The 1,000 seeded random connected graphs of the check, 4 to 128 nodes, sparse to
+/// dense, ties included, each with its wakeups: (index, graph, wakeups, what it is).
+fn thousand_graphs() -> impl Iterator<Item = (u64, Graph, Wake, String)> {
     let mut rng = ChaCha8Rng::seed_from_u64(17);
     let kinds = [
         Weights::Few,
@@ -605,21 +604,26 @@ fn thousand_random_graphs_equal_kruskal() {
         Weights::Spread,
         Weights::Mixed,
     ];
-    for i in 0..1000u64 {
+    (0..1000u64).map(move |i| {
         let n = rng.gen_range(4..=128);
         let p = [0.0, 2.0 / n as f64, 0.1, 0.4][rng.gen_range(0..4)];
         let weights = kinds[rng.gen_range(0..4)];
         let graph = random_connected(&mut rng, n, p, &weights);
         let wake = WAKES[rng.gen_range(0..4)];
-        let r = run(&graph, i, wake);
-        check(
-            &graph,
-            &r,
-            &format!(
-                "graph {i}: n {n}, {} edges, {weights:?}, {wake:?}",
-                graph.edges.len()
-            ),
+        let what = format!(
+            "graph {i}: n {n}, {} edges, {weights:?}, {wake:?}",
+            graph.edges.len()
         );
+        (i, graph, wake, what)
+    })
+}
+
+/// The check: each of the 1,000 graphs with its own schedule builds Kruskal's tree.
+#[test]
+fn thousand_random_graphs_equal_kruskal() {
+    for (i, graph, wake, what) in thousand_graphs() {
+        let r = run(&graph, i, wake);
+        check(&graph, &r, &what);
     }
 }
 
@@ -629,33 +633,13 @@ fn thousand_random_graphs_equal_kruskal() {
 /// bound `ghs_window_message_bound`.
 #[test]
 fn thousand_random_graphs_equal_kruskal_with_a_test_window() {
-    let mut rng = ChaCha8Rng::seed_from_u64(17);
     let mut pick = ChaCha8Rng::seed_from_u64(1717);
-    let kinds = [
-        Weights::Few,
-        Weights::Equal,
-        Weights::Spread,
-        Weights::Mixed,
-    ];
     let mut over_classic = 0;
-    for i in 0..1000u64 {
-        let n = rng.gen_range(4..=128);
-        let p = [0.0, 2.0 / n as f64, 0.1, 0.4][rng.gen_range(0..4)];
-        let weights = kinds[rng.gen_range(0..4)];
-        let graph = random_connected(&mut rng, n, p, &weights);
-        let wake = WAKES[rng.gen_range(0..4)];
+    for (i, graph, wake, what) in thousand_graphs() {
         let window = [2, 3, 4, 8, u32::MAX][pick.gen_range(0..5)];
         let r = run_window(&graph, i, wake, window);
-        check_window(
-            &graph,
-            &r,
-            &format!(
-                "graph {i}: n {n}, {} edges, {weights:?}, {wake:?}, window {window}",
-                graph.edges.len()
-            ),
-            window,
-        );
-        if r.classic as f64 > ghs_bound(n, graph.edges.len()) {
+        check_window(&graph, &r, &format!("{what}, window {window}"), window);
+        if r.classic as f64 > ghs_bound(graph.n, graph.edges.len()) {
             over_classic += 1;
         }
     }

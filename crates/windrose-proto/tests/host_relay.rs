@@ -516,6 +516,22 @@ fn collectives_that_are_not_one_tree_are_not_relayed() {
     }
 }
 
+/// The chain's collective started on four relaying hosts with node 2 stopped: everything to
+/// it is kept aside (`Run::aside`); the others' part runs, with no error.
+fn chain_with_node_2_held(h: &mut [Host]) -> Run {
+    let mut q = starts(4);
+    q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
+    let run = pump(h, q, &[], |_, to, _| {
+        if to == NodeId(2) {
+            Fate::Hold
+        } else {
+            Fate::Deliver
+        }
+    });
+    assert!(run.errors.is_empty(), "{:?}", run.errors);
+    run
+}
+
 /// Node 2 restarts as the collective starts: its earlier life's frames are lost, except the
 /// announcements (the root's direct copy and node 1's relay), which its new life takes before
 /// the root has heard its Join. The root then counts the earlier life out and announces the
@@ -526,17 +542,7 @@ fn collectives_that_are_not_one_tree_are_not_relayed() {
 #[test]
 fn a_member_restarted_after_taking_an_eager_copy_is_taken_back_by_the_rejoin() {
     let mut h = hosts(4, true);
-    let mut q = starts(4);
-    q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
-    // Node 2 is stopped: everything to it is kept aside.
-    let run = pump(&mut h, q, &[], |_, to, _| {
-        if to == NodeId(2) {
-            Fate::Hold
-        } else {
-            Fate::Deliver
-        }
-    });
-    assert!(run.errors.is_empty(), "{:?}", run.errors);
+    let run = chain_with_node_2_held(&mut h);
     assert_eq!(completion(&run.seen[0], None), None);
     // Its new life: only the announcements kept aside reach it.
     h[2] = host(2, 4, true, None);
@@ -605,16 +611,7 @@ fn a_rejoin_after_the_new_lifes_part_ended_changes_nothing() {
 fn a_restarted_parents_data_to_a_child_that_re_attached_is_dropped_quietly() {
     for late in [false, true] {
         let mut h = hosts(4, true);
-        let mut q = starts(4);
-        q.push_back((NodeId(0), start(chain(), Bytes::from_static(DATA))));
-        let run = pump(&mut h, q, &[], |_, to, _| {
-            if to == NodeId(2) {
-                Fate::Hold
-            } else {
-                Fate::Deliver
-            }
-        });
-        assert!(run.errors.is_empty(), "{:?}", run.errors);
+        let run = chain_with_node_2_held(&mut h);
         h[2] = host(2, 4, true, None);
         let mut q: VecDeque<(NodeId, Input)> = VecDeque::from([(NodeId(2), Input::Start)]);
         // What node 1 and the root sent the earlier life reaches the new one.

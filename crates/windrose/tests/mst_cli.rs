@@ -6,7 +6,9 @@
 mod procs;
 
 use predicates::prelude::*;
-use procs::{bad, data, free_ports, spawn_members, temp_file, wait_for, windrose, write_group};
+use procs::{
+    bad, data, free_ports, ok_json, spawn_members, temp_file, wait_for, windrose, write_group,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,18 +39,18 @@ fn six_sites_table() {
 /// usage error.
 #[test]
 fn six_sites_test_window() {
+    let scenario = six_sites();
     let json = |k: &str| -> Value {
-        let out = windrose()
-            .args(["mst", "--scenario", &six_sites(), "--initiator", "12"])
-            .args(["--test-window", k, "--json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        ok_json(&[
+            "mst",
+            "--scenario",
+            &scenario,
+            "--initiator",
+            "12",
+            "--test-window",
+            k,
+            "--json",
+        ])
     };
     let classic = json("1");
     let fast = json(&windrose_proto::ghs::DEFAULT_TEST_WINDOW.to_string());
@@ -82,12 +84,7 @@ fn six_sites_test_window() {
 /// edge weighs the same, ties broken by ids).
 #[test]
 fn six_sites_json_both_metrics() {
-    let out = windrose()
-        .args(["mst", "--scenario", &six_sites(), "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&["mst", "--scenario", &six_sites(), "--json"]);
     let edges = v["edges"].as_array().unwrap();
     assert_eq!(edges.len(), 23);
     let sum: f64 = edges.iter().map(|e| e["weight"].as_f64().unwrap()).sum();
@@ -101,23 +98,14 @@ fn six_sites_json_both_metrics() {
     assert_eq!(frames, v["frames_total"].as_u64().unwrap());
     assert!(v["build_s"].as_f64().unwrap() > 1.0);
     assert!(v["chain"].as_u64().unwrap() <= v["time_bound"].as_f64().unwrap() as u64);
-    let out = windrose()
-        .args([
-            "mst",
-            "--scenario",
-            &six_sites(),
-            "--metric",
-            "inverse-bandwidth",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&[
+        "mst",
+        "--scenario",
+        &six_sites(),
+        "--metric",
+        "inverse-bandwidth",
+        "--json",
+    ]);
     assert_eq!(v["unit"], "ms/MB");
     assert_eq!(v["edges"].as_array().unwrap().len(), 23);
 }
@@ -130,16 +118,7 @@ fn cost_files() {
         "ring.csv",
         "# unit: latency_ms\n0,1,5,1\n1,0,1,5\n5,1,0,2\n1,5,2,0\n",
     );
-    let out = windrose()
-        .args(["mst", "--costs", &lat, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&["mst", "--costs", &lat, "--json"]);
     let e: Vec<(u64, u64)> = v["edges"]
         .as_array()
         .unwrap()
@@ -152,23 +131,14 @@ fn cost_files() {
         "bw.csv",
         "# unit: bandwidth_mb_s\n0,100,10,1\n100,0,50,10\n10,50,0,1\n1,10,1,0\n",
     );
-    let out = windrose()
-        .args([
-            "mst",
-            "--costs",
-            &bw,
-            "--metric",
-            "inverse-bandwidth",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = ok_json(&[
+        "mst",
+        "--costs",
+        &bw,
+        "--metric",
+        "inverse-bandwidth",
+        "--json",
+    ]);
     let e: Vec<(u64, u64)> = v["edges"]
         .as_array()
         .unwrap()
