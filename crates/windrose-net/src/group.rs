@@ -17,6 +17,20 @@
 //! cluster = 1
 //! ```
 //!
+//! An optional `[session]` table sets how the members run their collectives; every member
+//! must run the same (it is part of [`Group::digest`], so a member whose copy differs is
+//! refused in the handshake):
+//!
+//! ```toml
+//! [session]
+//! eager = true              # collectives start without the Ready/Go round trip (default false)
+//! relay_announce = true     # eager broadcasts' announcements also travel down their trees
+//!                           # (default false; needs eager)
+//! ```
+//!
+//! Eager sessions suit a group whose members serve every collective any member starts (what
+//! `windrose member` does); see `windrose_proto::host`'s module docs, "Eager sessions".
+//!
 //! Every problem is reported as `file:line:column: what is wrong`, never a panic.
 
 use crate::error::NetError;
@@ -48,13 +62,27 @@ pub struct Member {
     pub cluster: ClusterId,
 }
 
-/// The members of a run: a name, the session protocol version, and one [`Member`] per id.
+/// How every member runs the group's collectives (the group file's `[session]` table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// Collectives start without the Ready/Go round trip
+    /// ([`HostConfig::eager`](windrose_proto::host::HostConfig::eager)).
+    pub eager: bool,
+    /// Eager broadcasts' announcements also travel down their trees
+    /// ([`HostConfig::relay_announce`](windrose_proto::host::HostConfig::relay_announce));
+    /// only with `eager`.
+    pub relay_announce: bool,
+}
+
+/// The members of a run: a name, the session protocol version, one [`Member`] per id, and
+/// how they run their collectives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
     name: String,
     protocol_version: u32,
     /// Indexed by node id.
     members: Vec<Member>,
+    session: SessionSettings,
     /// [`Group::digest`], computed once.
     digest: String,
 }
@@ -98,10 +126,35 @@ impl Group {
             name,
             protocol_version: PROTOCOL_VERSION,
             members,
+            session: SessionSettings::default(),
             digest: String::new(),
         };
-        group.digest = blake3::hash(group.to_toml().as_bytes()).to_hex()[..DIGEST_HEX].to_string();
+        group.set_digest();
         Ok(group)
+    }
+
+    /// This group with its members running `session` (refused: `relay_announce` without
+    /// `eager`, whose relayed announcements only eager sessions send).
+    pub fn with_session(mut self, session: SessionSettings) -> Result<Group, NetError> {
+        if session.relay_announce && !session.eager {
+            return Err(NetError::Group(
+                "[session] relay_announce = true needs eager = true (only eager sessions relay \
+                 their announcements)"
+                    .into(),
+            ));
+        }
+        self.session = session;
+        self.set_digest();
+        Ok(self)
+    }
+
+    fn set_digest(&mut self) {
+        self.digest = blake3::hash(self.to_toml().as_bytes()).to_hex()[..DIGEST_HEX].to_string();
+    }
+
+    /// How every member runs the group's collectives.
+    pub fn session(&self) -> SessionSettings {
+        self.session
     }
 
     /// A group of `n` nodes listening on `127.0.0.2:port`, `127.0.0.3:port`, ... (node `i` on
@@ -136,7 +189,8 @@ impl Group {
 
     /// What every member's copy of the group must agree on, for the handshake: the first 16
     /// hex digits of the BLAKE3 of the group as its canonical group file ([`Group::to_toml`]:
-    /// name, version, every member's id, address and cluster, by id). Members whose files
+    /// name, version, every member's id, address and cluster, by id, and the `[session]`
+    /// settings where they are not the defaults). Members whose files
     /// differ in any of these (a node in another cluster, an address changed) refuse each
     /// other instead of running on different layouts. Not a secret: the group key
     /// authenticates; this only catches mismatched copies.
@@ -206,6 +260,18 @@ impl Group {
         let mut s = String::new();
         let _ = writeln!(s, "name = {}", toml_string(&self.name));
         let _ = writeln!(s, "protocol_version = {}", self.protocol_version);
+        // Only settings that differ from the defaults: a group without them keeps the
+        // canonical text, and so the digest, it had before the table existed.
+        if self.session != SessionSettings::default() {
+            let SessionSettings {
+                eager,
+                relay_announce,
+            } = self.session;
+            let _ = writeln!(
+                s,
+                "\n[session]\neager = {eager}\nrelay_announce = {relay_announce}"
+            );
+        }
         for m in &self.members {
             let _ = writeln!(
                 s,
@@ -267,6 +333,16 @@ struct GroupDoc {
     protocol_version: Spanned<i64>,
     #[serde(default)]
     node: Vec<Spanned<NodeDoc>>,
+    session: Option<Spanned<SessionDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionDoc {
+    #[serde(default)]
+    eager: bool,
+    #[serde(default)]
+    relay_announce: bool,
 }
 
 #[derive(Deserialize)]
@@ -380,7 +456,23 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
     if let Err(msg) = check_clusters(members.iter().map(|m| m.cluster)) {
         return Err(at(cluster_spans.last().map(|(_, s)| s.clone()), msg));
     }
-    Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))
+    let group = Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))?;
+    match doc.session {
+        None => Ok(group),
+        Some(session) => {
+            let span = session.span();
+            let SessionDoc {
+                eager,
+                relay_announce,
+            } = session.into_inner();
+            group
+                .with_session(SessionSettings {
+                    eager,
+                    relay_announce,
+                })
+                .map_err(|e| at(Some(span), e.to_string()))
+        }
+    }
 }
 
 /// Reads and parses a group file.
@@ -412,6 +504,54 @@ mod tests {
             lo.clusters(),
             vec![ClusterId(0), ClusterId(0), ClusterId(1), ClusterId(1)]
         );
+    }
+
+    /// The `[session]` table: parsed, written back by `to_toml`, part of the digest (a copy
+    /// that differs in it is another group), absent from the canonical text at its defaults
+    /// (so older groups keep their digests); `relay_announce` without `eager` is refused with
+    /// the file, line and column.
+    #[test]
+    fn session_settings() {
+        let plain = parse_group_toml(GOOD, Path::new("g.toml")).unwrap();
+        assert_eq!(plain.session(), SessionSettings::default());
+        assert!(!plain.to_toml().contains("[session]"));
+        let explicit_defaults = format!("{GOOD}\n[session]\neager = false\n");
+        let same = parse_group_toml(&explicit_defaults, Path::new("g.toml")).unwrap();
+        assert_eq!(same.digest(), plain.digest());
+        let eager = parse_group_toml(
+            &format!("{GOOD}\n[session]\neager = true\nrelay_announce = true\n"),
+            Path::new("g.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            eager.session(),
+            SessionSettings {
+                eager: true,
+                relay_announce: true
+            }
+        );
+        assert_ne!(eager.digest(), plain.digest());
+        let again = parse_group_toml(&eager.to_toml(), Path::new("again.toml")).unwrap();
+        assert_eq!(again, eager);
+        let only_eager = plain
+            .clone()
+            .with_session(SessionSettings {
+                eager: true,
+                relay_announce: false,
+            })
+            .unwrap();
+        assert_ne!(only_eager.digest(), eager.digest());
+        let bad = format!("{GOOD}\n[session]\nrelay_announce = true\n");
+        let e = parse_group_toml(&bad, Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("g.toml:13:1: "), "{e}");
+        assert!(e.contains("needs eager = true"), "{e}");
+        let typo = format!("{GOOD}\n[session]\neagre = true\n");
+        let e = parse_group_toml(&typo, Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("eagre"), "{e}");
     }
 
     #[test]

@@ -137,7 +137,8 @@ pub struct GroupConfig {
     pub mesh_limit: usize,
     /// Eager sessions: collectives start without the Ready/Go round trip
     /// ([`HostConfig::eager`]). Only for groups whose members all expect every collective;
-    /// the same in every member. Off by default.
+    /// the same in every member. From the group's [`SessionSettings`](crate::group::SessionSettings)
+    /// (off by default).
     pub eager: bool,
     /// In eager sessions, broadcasts' announcements also travel along their trees
     /// ([`HostConfig::relay_announce`]); in a keyed group a relayed copy carries the
@@ -147,8 +148,10 @@ pub struct GroupConfig {
 
 impl GroupConfig {
     /// Defaults for `membership`: plain handshake, default timeouts, heartbeats every second,
-    /// probes every 500 ms, weather shared every 2 s.
+    /// probes every 500 ms, weather shared every 2 s, sessions as the group file's
+    /// `[session]` table says (Ready/Go by default).
     pub fn new(membership: Membership) -> GroupConfig {
+        let session = membership.group.session();
         GroupConfig {
             membership,
             handshake: Arc::new(PlainHandshake),
@@ -166,8 +169,8 @@ impl GroupConfig {
             calibrate_compute: None,
             progress_parts: windrose_proto::host::DEFAULT_PROGRESS_PARTS,
             mesh_limit: windrose_proto::host::MESH_LIMIT,
-            eager: false,
-            relay_announce: false,
+            eager: session.eager,
+            relay_announce: session.relay_announce,
         }
     }
 

@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use windrose_model::{ClusterId, NodeId};
 use windrose_net::auth::{GroupKey, NoiseHandshake, AUTH_MAGIC};
-use windrose_net::group::{Group, Member as GroupMember};
+use windrose_net::group::{Group, Member as GroupMember, SessionSettings};
 use windrose_net::host_driver::GroupConfig;
 use windrose_net::wire::CONTROL_MAGIC;
 use windrose_proto::frame::{self, Message, DEFAULT_MAX_BODY_LEN};
@@ -162,13 +162,22 @@ async fn proxied_group(name: &str, n: usize, rule: Rule) -> (Arc<Group>, Vec<Mem
         ));
         real.push(own);
     }
-    let group = Arc::new(Group::new(name, members).unwrap());
+    // Eager and relaying by the group's session settings, as a group file's `[session]`
+    // table gives them: the members' configurations take them from there.
+    let session = SessionSettings {
+        eager: true,
+        relay_announce: true,
+    };
+    let group = Arc::new(
+        Group::new(name, members)
+            .unwrap()
+            .with_session(session)
+            .unwrap(),
+    );
     let key = GroupKey::from_bytes([3; 32]);
     let tune = |c: &mut GroupConfig| {
         quiet(c);
         c.handshake = Arc::new(NoiseHandshake::new(key.clone()));
-        c.eager = true;
-        c.relay_announce = true;
     };
     let mut members: Vec<Member> = real
         .into_iter()

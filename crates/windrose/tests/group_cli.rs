@@ -481,6 +481,94 @@ fn once_members_leave_after_their_first_collective() {
     }
 }
 
+/// A group file with `[session] eager = true, relay_announce = true`: the members' collectives
+/// start without the Ready/Go round trip and broadcasts' announcements travel down the tree.
+/// Two broadcasts from two members and a MOB multicast, one after another, reach every other
+/// member whole; then they leave.
+#[test]
+fn an_eager_group_with_relayed_announcements_carries_broadcasts_and_a_multicast() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = dir.path().join("group.toml");
+    write_group(&group, "cli-eager", &free_ports(N));
+    let mut text = std::fs::read_to_string(&group).unwrap();
+    text.push_str("\n[session]\neager = true\nrelay_announce = true\n");
+    std::fs::write(&group, text).unwrap();
+    let socket = |i: usize| dir.path().join(format!("e{i}.sock"));
+    let out = |i: usize| dir.path().join(format!("eout{i}"));
+    let mut members = spawn_members(&group, N, &["--quiet"], |i, c| {
+        control_and_out(c, socket(i), out(i))
+    });
+    let files: Vec<_> = (0..3u64)
+        .map(|k| {
+            let f = dir.path().join(format!("f{k}.bin"));
+            std::fs::write(
+                &f,
+                windrose_net::random_payload(2_000_000 + k as usize, 20 + k),
+            )
+            .unwrap();
+            f
+        })
+        .collect();
+    let mut want: Vec<Vec<String>> = vec![Vec::new(); N];
+    for (k, (kind, via)) in [("bcast", 0), ("bcast", 3), ("multicast", 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let o = Command::new(bin())
+            .args(["group", "start", kind, "--json", "--control"])
+            .arg(socket(via))
+            .arg("--file")
+            .arg(&files[k])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (v["finished"].as_u64(), v["failed"].as_u64()),
+            (Some(N as u64), Some(0)),
+            "{kind} from {via}: {v}"
+        );
+        for (i, w) in want.iter_mut().enumerate() {
+            if i != via {
+                w.push(hash_file(&files[k]));
+            }
+        }
+    }
+    for (i, w) in want.iter_mut().enumerate() {
+        w.sort();
+        wait_for(
+            &format!("member {i}'s files"),
+            Duration::from_secs(30),
+            || received(&out(i)).len() == w.len(),
+        );
+        assert_eq!(&received(&out(i)), w, "member {i}");
+    }
+    for i in 0..N {
+        windrose()
+            .args(["group", "leave", "--control"])
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
+}
+
 /// `group serve --mst-live latency` and `group start bcast --tree mst-live`: the members build
 /// the live MST from their probes (GHS over the wire), and once it stands the root's log names
 /// the live tree it broadcast over; every broadcast, before and after, reaches every member
