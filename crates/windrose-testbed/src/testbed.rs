@@ -44,6 +44,11 @@ pub struct State {
     /// The nodes' CPU quotas, when any node has one (recorded before their groups are made).
     #[serde(default)]
     pub cpu: Option<crate::cpu::Quotas>,
+    /// A `windrose testbed run`'s working folder (its data file, group file and node logs, on
+    /// /dev/shm where there is one), removed by `down` too: a run killed before its own
+    /// cleanup would otherwise leave its data in memory.
+    #[serde(default)]
+    pub run_dir: Option<PathBuf>,
 }
 
 impl State {
@@ -183,6 +188,7 @@ pub fn up(
         delay_config: None,
         scenario: None,
         cpu: quotas,
+        run_dir: None,
     };
     save_state(&state)?;
     match build(&plan, delay, &mut state, progress, cancel) {
@@ -325,6 +331,8 @@ pub struct Removed {
     pub processes: usize,
     /// CPU groups removed (the nodes' and the testbed's own).
     pub cgroups: usize,
+    /// A run's working folder removed (see [`State::run_dir`]).
+    pub run_dir: bool,
 }
 
 fn alive(pid: u32) -> bool {
@@ -399,6 +407,9 @@ pub fn down(name: &str) -> Result<Removed, TestbedError> {
             let _ = std::fs::remove_file(p);
             let _ = std::fs::remove_file(p.with_extension("log"));
             let _ = std::fs::remove_file(crate::delay_line::stats_path(p));
+        }
+        if let Some(d) = &s.run_dir {
+            removed.run_dir = std::fs::remove_dir_all(d).is_ok();
         }
     }
     let _ = std::fs::remove_file(state_path(name));

@@ -311,9 +311,14 @@ fn down(a: DownArgs) -> Result<()> {
     for n in names {
         let r = testbed::down(&n)?;
         outln!(
-            "testbed {n}: removed {} namespaces and {} CPU groups, stopped {} processes",
+            "testbed {n}: removed {} namespaces and {} CPU groups{}, stopped {} processes",
             r.namespaces,
             r.cgroups,
+            if r.run_dir {
+                " and its run's folder"
+            } else {
+                ""
+            },
             r.processes
         );
     }
@@ -1079,10 +1084,6 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
 
     let state = bring_up(&a.name, &s, false)?;
     let _teardown = Teardown(a.name.clone());
-    let mut st = state.clone();
-    st.scenario = Some(std::fs::canonicalize(&a.scenario)?);
-    testbed::save_state(&st)?;
-
     let dir = tempfile::Builder::new()
         .prefix("windrose-testbed-")
         .tempdir_in(if Path::new("/dev/shm").is_dir() {
@@ -1090,6 +1091,12 @@ fn run_scenario_on_testbed(a: RunArgs) -> Result<()> {
         } else {
             "/tmp"
         })?;
+    let mut st = state.clone();
+    st.scenario = Some(std::fs::canonicalize(&a.scenario)?);
+    // Recorded before anything is written there: a run killed from here on leaves its
+    // folder to `down` (the teardown's), not in memory for good.
+    st.run_dir = Some(dir.path().to_path_buf());
+    testbed::save_state(&st)?;
     let group = dir.path().join("group.toml");
     std::fs::write(&group, testbed_group(&state, "testbed", 7100)?.to_toml())?;
     let file = dir.path().join("data.bin");

@@ -182,6 +182,9 @@ fn a_run_killed_with_sigkill_leaves_nothing_after_down() {
     );
     assert!(namespaces_of("ci3").is_empty());
     assert!(load_state("ci3").unwrap().is_none());
+    // The run's folder (its 256 MiB data file, in memory on /dev/shm) went with it.
+    let dir = state.run_dir.as_ref().expect("the run recorded its folder");
+    assert!(!dir.exists(), "{} left behind", dir.display());
     let deadline = Instant::now() + Duration::from_secs(5);
     while state.pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

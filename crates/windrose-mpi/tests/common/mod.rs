@@ -293,7 +293,7 @@ pub fn launch_exe(
         exe.display(),
         args.join(" ")
     );
-    wait_guarded(cmd, what, guard)
+    wait_guarded(cmd, what, guard, exe == program(abi).as_path())
 }
 
 /// An MPMD launch (`-np N1 env ... program : -np N2 env ... program`): every part runs the
@@ -333,27 +333,87 @@ pub fn launch_parts(
         cmd.arg(&exe).args(args);
         what.push_str(&format!(" {} {}", exe.display(), args.join(" ")));
     }
-    wait_guarded(cmd, what, guard)
+    wait_guarded(cmd, what, guard, true)
 }
+
+/// A job that prints no `init-ok` line (the test program's first words, right after
+/// `MPI_Init`) within this long is stuck in the MPI library's own start-up: MPICH 5's
+/// standard-ABI build was seen hanging in its PMPI_Init (every rank there, in gdb; the srun
+/// tests meet it too), before any of the shim's code runs. Far above a start-up on a loaded
+/// machine; a false alarm only runs the job again.
+const INIT_GUARD: Duration = Duration::from_secs(60);
 
 /// Runs `cmd`, killing it (and failing the test) after `guard`. A run past its guard fails
 /// with what it printed, the launcher's process tree, and each process's threads' stacks
-/// (gdb, where installed), so a hang seen once in CI can be read rather than guessed.
+/// (gdb, where installed), so a hang seen once in CI can be read rather than guessed. With
+/// `init_ok` (the test program, which says `init-ok` past MPI_Init), a job stuck before any
+/// rank said it is reported and run once more (see [`INIT_GUARD`]).
 fn wait_guarded(
-    mut cmd: Command,
+    cmd: Command,
     what: String,
     guard: Duration,
+    init_ok: bool,
 ) -> (std::process::ExitStatus, String, String, String) {
-    let child = cmd
+    match run_guarded(&cmd, &what, guard, init_ok.then_some(INIT_GUARD)) {
+        Ok(r) => r,
+        Err(stuck) => {
+            eprintln!("{what}: no rank got past MPI_Init within {INIT_GUARD:?}; running it once more. What the stuck job showed:\n{stuck}");
+            run_guarded(&cmd, &what, guard, None).unwrap_or_else(|_| unreachable!())
+        }
+    }
+}
+
+/// One run of `cmd` (see [`wait_guarded`]); Err with the stuck job's state when `init`
+/// passed without an `init-ok` line.
+fn run_guarded(
+    cmd: &Command,
+    what: &str,
+    guard: Duration,
+    init: Option<Duration>,
+) -> Result<(std::process::ExitStatus, String, String, String), String> {
+    let mut fresh = Command::new(cmd.get_program());
+    fresh.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => fresh.env(k, v),
+            None => fresh.env_remove(k),
+        };
+    }
+    let before = mpi_shm_segments();
+    let mut child = fresh
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
     let launcher = child.id();
+    let _segments = RemoveNewSegments(before);
+    let collect = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        let buf = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let into = buf.clone();
+        let reader = std::thread::spawn(move || {
+            let Some(mut pipe) = pipe else { return };
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                into.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, reader)
+    };
+    use std::io::Read;
+    let (out, out_reader) = collect(child.stdout.take().map(|p| Box::new(p) as _));
+    let (err, err_reader) = collect(child.stderr.take().map(|p| Box::new(p) as _));
+    let text = |b: &Mutex<Vec<u8>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
     let started = Instant::now();
-    let waiter = std::thread::spawn(move || child.wait_with_output());
-    while !waiter.is_finished() {
-        if started.elapsed() > guard {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the launcher's status") {
+            break status;
+        }
+        let stuck_at_init =
+            init.is_some_and(|i| started.elapsed() > i && !text(&out).contains("init-ok"));
+        if stuck_at_init || started.elapsed() > guard {
             let tree = process_tree(launcher);
             let state = hung_state(&tree);
             // The launcher and everything under it (hydra's proxies leave its process group).
@@ -363,19 +423,57 @@ fn wait_guarded(
                     .stderr(Stdio::null())
                     .status();
             }
-            let out = waiter.join().unwrap().expect("the run's output");
-            panic!(
-                "{what} did not end within {guard:?}: killed.\n--- stdout\n{}\n--- stderr\n{}\n{state}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+            let _ = child.wait();
+            let _ = (out_reader.join(), err_reader.join());
+            let report = format!(
+                "--- stdout\n{}\n--- stderr\n{}\n{state}",
+                text(&out),
+                text(&err)
             );
+            if stuck_at_init {
+                return Err(report);
+            }
+            panic!("{what} did not end within {guard:?}: killed.\n{report}");
         }
         std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = (out_reader.join(), err_reader.join());
+    Ok((status, text(&out), text(&err), what.to_string()))
+}
+
+/// The MPI libraries' shared-memory segments in /dev/shm: MPICH's `mpich_shm_*` and Open
+/// MPI's `vader_segment*` / `sm_segment*`. A job that aborts (the tests' refused plans, killed
+/// ranks, truncations) never unlinks its own, and they are memory: about 7 MB a job, which
+/// a CI machine's small /dev/shm would run out of.
+fn mpi_shm_segments() -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        ["mpich_shm_", "vader_segment", "sm_segment"]
+                            .iter()
+                            .any(|s| n.starts_with(s))
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes, when the job is over (the value dropped after the launcher ended or was killed
+/// with its tree), the segments that were not there before it started. The MPI tests run one
+/// job at a time (`serial`), so they are that job's.
+struct RemoveNewSegments(std::collections::BTreeSet<PathBuf>);
+
+impl Drop for RemoveNewSegments {
+    fn drop(&mut self) {
+        for p in mpi_shm_segments().difference(&self.0) {
+            let _ = std::fs::remove_file(p);
+        }
     }
-    let out = waiter.join().unwrap().expect("the run's output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status, stdout, stderr, what)
 }
 
 /// `root` and its descendants: (pid, its `ps` line).
