@@ -15,6 +15,13 @@
 //! next broadcast (its announcement, even its data) while still in the current one: what it
 //! delivers is kept by transfer until the call for that transfer takes it.
 //!
+//! A call returns once this rank's part is done and nothing of it is still in flight: at a
+//! relay, the forwards from the caller's buffer; at the root, every segment it sent. The
+//! root's tree machine is done as soon as it has handed its segments out, but its Host meters
+//! the root's links from those sends' completions, and the driver runs only inside MPI calls:
+//! a root that returned at once would see them complete all together at its next call, and
+//! nobody would measure the links out of it (`Driver::may_return`).
+//!
 //! Every rank calls `MPI_Bcast` with the same root, so every member expects each broadcast:
 //! the Host runs eager sessions ([`HostConfig::eager`]). The root announces and sends its
 //! first segments at once, a member starts when the announcement reaches it (holding data
@@ -235,6 +242,29 @@ pub struct Stats {
     pub trees_changed: u64,
     /// Bytes copied into callers' buffers after they arrived (the rest was received there).
     pub bytes_copied: u64,
+    /// What the last tree this rank planned (as a root) was, and how it came about.
+    pub last_plan: Option<PlanStats>,
+}
+
+/// One tree a root planned (`WINDROSE_MPI_STATS` prints the last one), so a run shows what
+/// the root planned and from how much it measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanStats {
+    /// The tree's cost as the planner priced it (its costliest root-to-leaf path, µs).
+    pub cost_us: u64,
+    /// Built anew (the first plan, or a fresh tree that replaced the swapped one).
+    pub built: bool,
+    /// Links whose change of cost the plan took in.
+    pub changed_links: u32,
+    /// Swaps the plan made.
+    pub swaps: u32,
+    /// Tree edges (child and parent) that were not in the previous plan's tree (every edge
+    /// at the first plan).
+    pub edges_moved: u32,
+    /// Links (pairs of ranks) whose bandwidth the root's view held a measurement of when it
+    /// planned (its own sends' and the rows the others shared), out of `n (n - 1) / 2`; the
+    /// others were guessed.
+    pub measured_links: u32,
 }
 
 /// How a group's broadcasts are run (from the `WINDROSE_MPI_*` environment at MPI_Init).
@@ -377,12 +407,14 @@ impl AsRef<[u8]> for Alias {
     }
 }
 
-/// A send in flight: its request, the frame it must keep alive, and whom to tell when done.
+/// A send in flight: its request, the frame it must keep alive, whom to tell when done, and
+/// the transfer whose data it carries (a segment).
 struct InFlight<R> {
     request: R,
     _head: Bytes,
     _payload: Bytes,
     notify: Option<(NodeId, SendId)>,
+    data_of: Option<TransferId>,
 }
 
 /// One rank's driver of one communicator's [`Host`].
@@ -411,6 +443,10 @@ pub struct Driver<T: Transport> {
     plan: u64,
     /// Set once a peer's plan differed: every later call fails with it.
     refused: Option<BcastError>,
+    /// The edges (child, parent) of the last tree this rank planned.
+    last_tree: Vec<(u32, u32)>,
+    /// A tree was just planned: its announcement's edges go into `stats.last_plan`.
+    tree_pending: bool,
 }
 
 impl<T: Transport> Driver<T> {
@@ -472,6 +508,8 @@ impl<T: Transport> Driver<T> {
             aliases: Arc::new(()),
             plan: plan_version(options.world_plan, hosts),
             refused: None,
+            last_tree: Vec::new(),
+            tree_pending: false,
         };
         d.feed(Input::Start).map_err(|e| e.to_string())?;
         Ok(d)
@@ -545,22 +583,39 @@ impl<T: Transport> Driver<T> {
                 Ok(false) => std::thread::yield_now(),
                 Ok(true) => {}
                 Err(e) => {
-                    self.release_target();
+                    self.release_target(t, root);
                     return Err(e);
                 }
             }
         };
         let pieces = self.deliveries.remove(&t).unwrap_or_default();
         let result = self.assemble(buf, root, outcome, pieces, t);
-        self.release_target();
+        self.release_target(t, root);
         result
     }
 
-    /// Stops receiving into the caller's buffer and waits until no alias of it is left (the
-    /// forwards from it completed), so the caller may reuse it when the call returns.
-    fn release_target(&mut self) {
+    /// True when this rank's call of transfer `t` from `root` (whose outcome is in) may
+    /// return: no alias of the caller's buffer is left (the forwards from it completed), and
+    /// at the root every segment of `t` it sent has completed.
+    ///
+    /// The root's tree machine ends as soon as it has handed every segment out, but the
+    /// root's Host meters its links from the completions of those sends
+    /// ([`windrose_proto::weather`]), and a driver makes progress only inside MPI calls: were
+    /// the root to return at once, it would see its sends complete all together at its next
+    /// call (a sample of the whole call's pace, or none), so nobody would measure the links
+    /// out of the root (issue 18: the root kept a WAN path slowed tenfold, which its view
+    /// still held at the guess). The root's children are in this same call, taking the
+    /// segments, so the wait ends when they have them (as a native MPI_Bcast's root does).
+    fn may_return(&self, t: TransferId, root: u32) -> bool {
+        Arc::strong_count(&self.aliases) == 1
+            && (root != self.rank || !self.pending.iter().any(|p| p.data_of == Some(t)))
+    }
+
+    /// Stops receiving into the caller's buffer and makes progress until the call of `t`
+    /// from `root` may return ([`Driver::may_return`]); the caller may reuse its buffer then.
+    fn release_target(&mut self, t: TransferId, root: u32) {
         self.target = None;
-        while Arc::strong_count(&self.aliases) > 1 {
+        while !self.may_return(t, root) {
             match self.progress() {
                 Ok(false) => std::thread::yield_now(),
                 Ok(true) => {}
@@ -790,6 +845,44 @@ impl<T: Transport> Driver<T> {
         })
     }
 
+    /// Links of the group whose bandwidth this rank's view holds a measurement of.
+    fn measured_links(&self) -> u32 {
+        let view = self.host.group_view();
+        let mut count = 0;
+        for a in 0..self.size {
+            for b in a + 1..self.size {
+                count += u32::from(view.mb_s(NodeId(a), NodeId(b)).is_some());
+            }
+        }
+        count
+    }
+
+    /// When `message` is this rank's announcement of the tree it just planned: counts the
+    /// tree's edges that the previous plan's tree did not have.
+    fn note_tree(&mut self, message: &Message) {
+        let Message::Session(s) = message else {
+            return;
+        };
+        let Ok(SessionMsg::Announce {
+            root,
+            spec: windrose_proto::collective::CollectiveSpec::Broadcast { tree, .. },
+            ..
+        }) = SessionMsg::from_frame(s)
+        else {
+            return;
+        };
+        if root.0 != self.rank {
+            return;
+        }
+        self.tree_pending = false;
+        let edges: Vec<(u32, u32)> = tree.edges.iter().map(|(c, p)| (c.0, p.0)).collect();
+        let moved = edges.iter().filter(|e| !self.last_tree.contains(e)).count();
+        if let Some(plan) = &mut self.stats.last_plan {
+            plan.edges_moved = moved as u32;
+        }
+        self.last_tree = edges;
+    }
+
     /// Hands `input` to the host and performs what it asks.
     fn feed(&mut self, input: Input) -> Result<(), BcastError> {
         let now = self.now();
@@ -802,10 +895,17 @@ impl<T: Transport> Driver<T> {
         for o in out.drain() {
             match o {
                 Output::Send(tx) => {
+                    if self.tree_pending {
+                        self.note_tree(&tx.message);
+                    }
                     let small = tx
                         .message
                         .payload()
                         .is_none_or(|p| p.len() < INLINE_PAYLOAD);
+                    let data_of = match &tx.message {
+                        Message::Broadcast(BroadcastMsg::Data(seg)) => Some(seg.transfer),
+                        _ => None,
+                    };
                     let parts = if small {
                         encode(&tx.message).map(|f| (f, Bytes::new()))
                     } else {
@@ -832,6 +932,7 @@ impl<T: Transport> Driver<T> {
                                 _head: head,
                                 _payload: payload,
                                 notify: tx.notify.map(|id| (tx.to, id)),
+                                data_of,
                             });
                         }
                         Err(e) => result = Err(e.into()),
@@ -864,11 +965,26 @@ impl<T: Transport> Driver<T> {
                 Output::Report(Report::CollectiveRefused { transfer }) => {
                     self.outcomes.insert(transfer, Outcome::Refused);
                 }
-                Output::Report(Report::TreePlanned { built, swaps, .. }) => {
+                Output::Report(Report::TreePlanned {
+                    cost,
+                    built,
+                    changed_links,
+                    swaps,
+                    ..
+                }) => {
                     self.stats.trees_planned += 1;
                     if self.stats.trees_planned > 1 && (built || swaps > 0) {
                         self.stats.trees_changed += 1;
                     }
+                    self.stats.last_plan = Some(PlanStats {
+                        cost_us: u64::try_from(cost.as_micros()).unwrap_or(u64::MAX),
+                        built,
+                        changed_links,
+                        swaps,
+                        edges_moved: 0,
+                        measured_links: self.measured_links(),
+                    });
+                    self.tree_pending = true;
                 }
                 Output::Report(_) | Output::Finished | Output::Aborted(_) => {}
             }
@@ -899,6 +1015,12 @@ mod tests {
         mail: Vec<VecDeque<(u32, Bytes, u64, bool)>>,
         rate: BTreeMap<(u32, u32), f64>,
         free_at: BTreeMap<(u32, u32), u64>,
+        /// Pairs that share one link (a WAN path between two sites): such a pair's frames
+        /// take the rate of, and queue behind every frame on, the pair it maps to.
+        lane: BTreeMap<(u32, u32), (u32, u32)>,
+        /// One-way latency per ordered pair (ns; none: 0): a frame arrives this long after
+        /// its send completed.
+        latency: BTreeMap<(u32, u32), u64>,
         /// Bytes of the frames of at least `BIG` bytes sent on each pair (the data).
         data_bytes: BTreeMap<(u32, u32), u64>,
         /// Session messages sent, by kind (`announce`, `ready`, ...).
@@ -929,14 +1051,16 @@ mod tests {
             let mut w = self.net.borrow_mut();
             let pair = (self.me, to);
             let len = head.len() + payload.len();
-            let done = match w.rate.get(&pair) {
+            let lane = w.lane.get(&pair).copied().unwrap_or(pair);
+            let done = match w.rate.get(&lane) {
                 Some(&rate) => {
-                    let start = now.max(w.free_at.get(&pair).copied().unwrap_or(0));
+                    let start = now.max(w.free_at.get(&lane).copied().unwrap_or(0));
                     start + (len as f64 / rate).ceil() as u64
                 }
                 None => now,
             };
-            w.free_at.insert(pair, done);
+            w.free_at.insert(lane, done);
+            let arrival = done + w.latency.get(&pair).copied().unwrap_or(0);
             if len >= BIG {
                 *w.data_bytes.entry(pair).or_default() += len as u64;
             }
@@ -948,16 +1072,16 @@ mod tests {
                 let kind: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
                 *w.sessions.entry(kind.to_lowercase()).or_default() += 1;
                 if matches!(msg, SessionMsg::Announce { .. }) {
-                    w.announces.push((self.me, to, msg, done));
+                    w.announces.push((self.me, to, msg, arrival));
                 }
             }
             if !payload.is_empty() {
                 w.split_frames += 1;
             }
             let mail = &mut w.mail[to as usize];
-            mail.push_back((self.me, head.clone(), done, false));
+            mail.push_back((self.me, head.clone(), arrival, false));
             if !payload.is_empty() {
-                mail.push_back((self.me, payload.clone(), done, true));
+                mail.push_back((self.me, payload.clone(), arrival, true));
             }
             Ok(done)
         }
@@ -1081,17 +1205,17 @@ mod tests {
         t
     }
 
-    /// Runs one broadcast at every rank, single-threaded, as [`Driver::bcast`] does: each
-    /// non-root receives into its buffer in `bufs`, its blocking call emulated by its
-    /// transfer's outcome (then [`Driver::assemble`]), the others progressing meanwhile; every
-    /// call ends once no alias of its buffer is left. The virtual clock moves by [`STEP_NS`]
-    /// per round.
-    /// Runs the next broadcast from `root` to its end at every rank; returns the virtual time
-    /// (ns) at which each rank's part ended.
+    /// Runs the next broadcast from `root` at every rank, single-threaded, as
+    /// [`Driver::bcast`] does: each non-root receives into its buffer in `bufs`, its blocking
+    /// call emulated by its transfer's outcome (then [`Driver::assemble`]); a call returns
+    /// once [`Driver::may_return`] says so, and, as under MPI (progress happens only inside
+    /// MPI calls), a rank whose call returned makes no progress until its next call. The
+    /// virtual clock moves by [`STEP_NS`] per round. Returns the virtual time (ns) at which
+    /// each rank's part ended (its outcome came); the clock stops once every call returned.
     fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> Vec<u64> {
         let n = drivers.len();
-        let mut done = vec![false; n];
-        let mut ended = vec![0; n];
+        let mut ended = vec![None; n];
+        let mut returned = vec![false; n];
         let now = |d: &Driver<Loopback>| match &d.clock {
             Clock::Manual(c) => c.load(Ordering::Relaxed),
             Clock::Wall(_) => unreachable!("the tests' clock is manual"),
@@ -1099,27 +1223,27 @@ mod tests {
         let t = begin(drivers, bufs, root);
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {
+                if returned[r] {
+                    continue;
+                }
                 d.progress().unwrap();
-                if !done[r] && d.outcomes.contains_key(&t) {
-                    done[r] = true;
-                    ended[r] = now(d);
+                if ended[r].is_none() && d.outcomes.contains_key(&t) {
+                    ended[r] = Some(now(d));
                     let outcome = d.outcomes.remove(&t).unwrap();
                     let pieces = d.deliveries.remove(&t).unwrap_or_default();
                     d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
-                }
-            }
-            let released = drivers.iter().all(|d| Arc::strong_count(&d.aliases) == 1);
-            if done.iter().all(|&x| x) && released {
-                for d in drivers.iter_mut() {
                     d.target = None;
                 }
-                return ended;
+                returned[r] = ended[r].is_some() && d.may_return(t, root);
+            }
+            if returned.iter().all(|&x| x) {
+                return ended.into_iter().map(Option::unwrap).collect();
             }
             if let Clock::Manual(c) = &drivers[0].clock {
                 c.fetch_add(STEP_NS, Ordering::Relaxed);
             }
         }
-        panic!("broadcast from {root} did not end: {done:?}");
+        panic!("broadcast from {root} did not end: {ended:?}");
     }
 
     #[test]
@@ -1797,5 +1921,168 @@ mod tests {
             on_far.iter().all(|&b| b > 0),
             "without the rows the root cannot know {far:?} slowed, yet left it: {on_far:?}"
         );
+    }
+
+    /// Ranks per site and sites of the testbed's shape (issue 18): 4 x 4, one rank per host.
+    const SITE_SIZE: u32 = 4;
+    const SITES: u32 = 4;
+
+    /// The testbed's shape in virtual time: four sites of four ranks, 100 MB/s and 0.05 ms
+    /// one way inside a site, a WAN path of 5 MB/s and 10 ms one way per ordered pair of
+    /// sites, shared by every rank pair between them. The sites come from the round trips
+    /// as the shim's hosts mode finds them ([`crate::sites::sites`]).
+    fn four_sites(options: Options) -> (Net, Arc<AtomicU64>, Vec<Driver<Loopback>>) {
+        let n = (SITE_SIZE * SITES) as usize;
+        let site = |r: u32| r / SITE_SIZE;
+        let one_way_ns = |a: u32, b: u32| {
+            if site(a) == site(b) {
+                50_000
+            } else {
+                10_000_000
+            }
+        };
+        let rtt_s: Vec<f64> = (0..n * n)
+            .map(|k| {
+                let (a, b) = ((k / n) as u32, (k % n) as u32);
+                2.0 * one_way_ns(a, b) as f64 / 1e9
+            })
+            .collect();
+        let sites = crate::sites::sites(n, &rtt_s, crate::sites::DEFAULT_FLOOR).unwrap();
+        assert_eq!(sites, (0..n as u32).map(site).collect::<Vec<_>>());
+        let hosts: Vec<i32> = sites.iter().map(|&s| s as i32).collect();
+        let (net, clock, drivers) = group_with(&hosts, options);
+        {
+            let mut w = net.borrow_mut();
+            for a in 0..n as u32 {
+                for b in 0..n as u32 {
+                    if a == b {
+                        continue;
+                    }
+                    w.latency.insert((a, b), one_way_ns(a, b));
+                    if site(a) == site(b) {
+                        w.rate.insert((a, b), 0.1); // 100 MB/s
+                    } else {
+                        // The path's key: its first ranks' pair.
+                        let key = (site(a) * SITE_SIZE, site(b) * SITE_SIZE);
+                        w.lane.insert((a, b), key);
+                        w.rate.insert(key, 0.005); // 5 MB/s
+                    }
+                }
+            }
+        }
+        (net, clock, drivers)
+    }
+
+    /// Data bytes sent straight from site `from` to site `to` in `bytes` (per rank pair).
+    fn between_sites(bytes: &BTreeMap<(u32, u32), u64>, from: u32, to: u32) -> u64 {
+        bytes
+            .iter()
+            .filter(|(&(a, b), _)| a / SITE_SIZE == from && b / SITE_SIZE == to)
+            .map(|(_, &v)| v)
+            .sum()
+    }
+
+    /// Issue 18's series in virtual time: 4 MiB broadcasts from rank 0 over [`four_sites`]
+    /// under `policy`; after `before` calls, the WAN path between site 0 and the site the
+    /// last call sent the most data to straight from site 0 (a path the tree uses) slows to
+    /// 0.5 MB/s both ways, as the testbed's `wan:0:1` did.
+    fn four_sites_series(policy: &str, before: usize, after: usize) -> FourSites {
+        let options = Options {
+            policy: policy.parse().unwrap(),
+            ..Options::default()
+        };
+        let (net, clock, mut drivers) = four_sites(options);
+        let len = 4 << 20;
+        let (mut slowed, mut direct, mut virtual_ms) = (None, Vec::new(), Vec::new());
+        let mut last = BTreeMap::new();
+        for i in 0..before + after {
+            if i == before {
+                let site = (1..SITES)
+                    .max_by_key(|&s| between_sites(&last, 0, s))
+                    .expect("three other sites");
+                let mut w = net.borrow_mut();
+                w.rate.insert((0, site * SITE_SIZE), 0.0005); // 0.5 MB/s
+                w.rate.insert((site * SITE_SIZE, 0), 0.0005);
+                slowed = Some(site);
+            }
+            let t0 = clock.load(Ordering::Relaxed);
+            last = series(&mut drivers, &net, 0, len, i as u8);
+            virtual_ms.push((clock.load(Ordering::Relaxed) - t0) / 1_000_000);
+            if let Some(site) = slowed {
+                direct.push(between_sites(&last, 0, site));
+            }
+        }
+        let site = slowed.expect("after > 0");
+        // Reported, not asserted: what the root planned, and the virtual times.
+        let stats = drivers[0].stats();
+        eprintln!(
+            "four sites, {policy}: WAN 0<->{site} slowed after call {before}; data bytes from \
+             site 0 to site {site} per call since: {direct:?}; virtual ms per call: \
+             {virtual_ms:?}; root: {stats:?}"
+        );
+        FourSites {
+            site,
+            direct,
+            virtual_ms,
+            stats,
+        }
+    }
+
+    /// What [`four_sites_series`] saw.
+    struct FourSites {
+        site: u32,
+        /// Per call after the slowdown: data bytes straight from site 0 to the slowed site.
+        direct: Vec<u64>,
+        /// Per call: virtual ms.
+        virtual_ms: Vec<u64>,
+        stats: Stats,
+    }
+
+    /// Issue 18: on the testbed's shape, once the WAN path out of the root's site that its
+    /// tree crosses slows tenfold, the root's next trees go around it (through another site),
+    /// and a call takes about what it took before the slowdown. Before the fix the root's
+    /// call returned as soon as its segments were handed out, so the root never measured its
+    /// own links and kept crossing the slowed path (8.5 s per call here; 9 s on the
+    /// testbed); `static` keeps crossing it whatever the root measures.
+    #[test]
+    fn four_sites_leave_a_slowed_wan_path() {
+        let (before, after) = (6, 8);
+        let run = four_sites_series("adapt", before, after);
+        let pre = &run.virtual_ms[..before];
+        let pre_max = *pre.iter().max().unwrap();
+        // The call that runs into the slowdown crosses the path: the root cannot know yet.
+        assert!(
+            run.direct[0] > 0,
+            "the path to site {} was not in use",
+            run.site
+        );
+        // From the second call after, nothing crosses it and a call takes what it took before.
+        for (k, (&bytes, &ms)) in run
+            .direct
+            .iter()
+            .zip(&run.virtual_ms[before..])
+            .enumerate()
+            .skip(1)
+        {
+            assert_eq!(
+                bytes, 0,
+                "call {k} after the slowdown still sent data straight from site 0 to site {}: {:?}",
+                run.site, run.direct
+            );
+            assert!(
+                ms * 4 <= pre_max * 5,
+                "call {k} after the slowdown took {ms} virtual ms, before it {pre:?}"
+            );
+        }
+        assert!(run.stats.trees_changed >= 1, "{:?}", run.stats);
+        assert!(run.stats.last_plan.is_some(), "{:?}", run.stats);
+        let fixed = four_sites_series("static:balanced-path", before, after);
+        assert!(
+            fixed.direct.iter().all(|&b| b > 0),
+            "static left the path to site {}: {:?}",
+            fixed.site,
+            fixed.direct
+        );
+        assert_eq!(fixed.stats.trees_changed, 0);
     }
 }
