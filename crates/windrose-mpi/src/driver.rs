@@ -267,6 +267,64 @@ pub struct PlanStats {
     pub measured_links: u32,
 }
 
+impl fmt::Display for PlanStats {
+    /// `cost-ms C built B links-taken-in L swaps S edges-moved E measured-links M` (B: 0 or
+    /// 1), the words of the `WINDROSE_MPI_STATS` line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cost-ms {:.3} built {} links-taken-in {} swaps {} edges-moved {} measured-links {}",
+            self.cost_us as f64 / 1e3,
+            u8::from(self.built),
+            self.changed_links,
+            self.swaps,
+            self.edges_moved,
+            self.measured_links
+        )
+    }
+}
+
+/// What a process's roots planned, over all its groups: the words the shim appends to its
+/// `WINDROSE_MPI_STATS` line (`plans P changed C last-plan none`, or `last-plan` followed by
+/// the last plan's [`PlanStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanTally {
+    /// Trees planned.
+    pub plans: u64,
+    /// Of those, the plans that built the tree anew or swapped links (after each group's
+    /// first).
+    pub changed: u64,
+    /// The last plan.
+    pub last: Option<PlanStats>,
+}
+
+impl PlanTally {
+    /// Adds what a group's counters gained during one call (`before`, then `after`).
+    pub fn add(&mut self, before: &Stats, after: &Stats) {
+        let plans = after.trees_planned.saturating_sub(before.trees_planned);
+        if plans == 0 {
+            return;
+        }
+        self.plans += plans;
+        self.changed += after.trees_changed.saturating_sub(before.trees_changed);
+        self.last = after.last_plan.or(self.last);
+    }
+}
+
+impl fmt::Display for PlanTally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "plans {} changed {} last-plan ",
+            self.plans, self.changed
+        )?;
+        match &self.last {
+            Some(p) => write!(f, "{p}"),
+            None => write!(f, "none"),
+        }
+    }
+}
+
 /// How a group's broadcasts are run (from the `WINDROSE_MPI_*` environment at MPI_Init).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Options {
@@ -1569,6 +1627,67 @@ mod tests {
             let frames = drivers[r].stats().frames_received - before[r];
             assert!(frames >= 300, "rank {r} got {frames} frames");
         }
+    }
+
+    /// The plans' words of the stats line: what the root planned, in a fixed order of
+    /// `key value` pairs after the shim's counters (which the tests parse by position).
+    #[test]
+    fn the_plan_tally_counts_each_call_and_names_the_last_plan() {
+        let mut tally = PlanTally::default();
+        assert_eq!(tally.to_string(), "plans 0 changed 0 last-plan none");
+        let (_net, mut drivers) = group(&[0, 0, 1, 1]);
+        let mut want = vec![7u8; 300_000];
+        for call in 0..3 {
+            let before = drivers[0].stats();
+            want[0] = call;
+            let mut bufs: Vec<Vec<u8>> = (0..4)
+                .map(|r| {
+                    if r == 0 {
+                        want.clone()
+                    } else {
+                        vec![0; want.len()]
+                    }
+                })
+                .collect();
+            run(&mut drivers, &mut bufs, 0);
+            tally.add(&before, &drivers[0].stats());
+            // A rank that did not root plans nothing.
+            let quiet = drivers[1].stats();
+            tally.add(&quiet, &quiet);
+        }
+        let last = drivers[0].stats().last_plan.expect("the root planned");
+        assert_eq!(tally.plans, 3);
+        assert_eq!(tally.last, Some(last));
+        // The words, in their order.
+        let mut first = PlanTally::default();
+        first.add(
+            &Stats::default(),
+            &Stats {
+                trees_planned: 1,
+                last_plan: Some(PlanStats {
+                    cost_us: 1_638_064,
+                    built: true,
+                    changed_links: 0,
+                    swaps: 0,
+                    edges_moved: 15,
+                    measured_links: 9,
+                }),
+                ..Stats::default()
+            },
+        );
+        assert_eq!(
+            first.to_string(),
+            "plans 1 changed 0 last-plan cost-ms 1638.064 built 1 links-taken-in 0 swaps 0 \
+             edges-moved 15 measured-links 9"
+        );
+        // A group's first plan is built, and all its tree is new: every rank but the root
+        // has a new parent.
+        let (_net, mut drivers) = group(&[0, 0, 1, 1]);
+        let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![1u8; 300_000]).collect();
+        run(&mut drivers, &mut bufs, 0);
+        let plan = drivers[0].stats().last_plan.unwrap();
+        assert!(plan.built, "{plan:?}");
+        assert_eq!(plan.edges_moved, 3, "{plan:?}");
     }
 
     #[test]
