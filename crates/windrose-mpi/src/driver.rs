@@ -15,12 +15,12 @@
 //! next broadcast (its announcement, even its data) while still in the current one: what it
 //! delivers is kept by transfer until the call for that transfer takes it.
 //!
-//! A call returns once this rank's part is done and nothing of it is still in flight: at a
-//! relay, the forwards from the caller's buffer; at the root, every segment it sent. The
-//! root's tree machine is done as soon as it has handed its segments out, but its Host meters
-//! the root's links from those sends' completions, and the driver runs only inside MPI calls:
-//! a root that returned at once would see them complete all together at its next call, and
-//! nobody would measure the links out of it (`Driver::may_return`).
+//! A call returns once this rank's part is done and every segment of it that this rank sent
+//! has completed. A rank's tree machine is done as soon as it has handed its segments out
+//! (the root at once), but its Host meters its links from those sends' completions, and the
+//! driver runs only inside MPI calls: a rank that returned earlier would see them complete
+//! all together at its next call, and the links out of the root, which nobody else sends on,
+//! would never be measured (`Driver::may_return`).
 //!
 //! Every rank calls `MPI_Bcast` with the same root, so every member expects each broadcast:
 //! the Host runs eager sessions ([`HostConfig::eager`]). The root announces and sends its
@@ -641,39 +641,39 @@ impl<T: Transport> Driver<T> {
                 Ok(false) => std::thread::yield_now(),
                 Ok(true) => {}
                 Err(e) => {
-                    self.release_target(t, root);
+                    self.release_target(t);
                     return Err(e);
                 }
             }
         };
         let pieces = self.deliveries.remove(&t).unwrap_or_default();
         let result = self.assemble(buf, root, outcome, pieces, t);
-        self.release_target(t, root);
+        self.release_target(t);
         result
     }
 
-    /// True when this rank's call of transfer `t` from `root` (whose outcome is in) may
-    /// return: no alias of the caller's buffer is left (the forwards from it completed), and
-    /// at the root every segment of `t` it sent has completed.
+    /// True when this rank's call of transfer `t` (whose outcome is in) may return: no alias
+    /// of the caller's buffer is left (the forwards from it completed), and every segment of
+    /// `t` this rank sent has completed.
     ///
-    /// The root's tree machine ends as soon as it has handed every segment out, but the
-    /// root's Host meters its links from the completions of those sends
+    /// A tree machine ends as soon as it has handed its segments out (the root's at once),
+    /// but the Host meters its links from the completions of those sends
     /// ([`windrose_proto::weather`]), and a driver makes progress only inside MPI calls: were
     /// the root to return at once, it would see its sends complete all together at its next
     /// call (a sample of the whole call's pace, or none), so nobody would measure the links
     /// out of the root (issue 18: the root kept a WAN path slowed tenfold, which its view
-    /// still held at the guess). The root's children are in this same call, taking the
-    /// segments, so the wait ends when they have them (as a native MPI_Bcast's root does).
-    fn may_return(&self, t: TransferId, root: u32) -> bool {
-        Arc::strong_count(&self.aliases) == 1
-            && (root != self.rank || !self.pending.iter().any(|p| p.data_of == Some(t)))
+    /// still held at the guess); a relay's forwards of segments that came before its call
+    /// are the same. The receivers of these segments are in this same call, taking them, so
+    /// the wait ends when they have them (as a native MPI_Bcast's root and relays wait).
+    fn may_return(&self, t: TransferId) -> bool {
+        Arc::strong_count(&self.aliases) == 1 && !self.pending.iter().any(|p| p.data_of == Some(t))
     }
 
     /// Stops receiving into the caller's buffer and makes progress until the call of `t`
-    /// from `root` may return ([`Driver::may_return`]); the caller may reuse its buffer then.
-    fn release_target(&mut self, t: TransferId, root: u32) {
+    /// may return ([`Driver::may_return`]); the caller may reuse its buffer then.
+    fn release_target(&mut self, t: TransferId) {
         self.target = None;
-        while !self.may_return(t, root) {
+        while !self.may_return(t) {
             match self.progress() {
                 Ok(false) => std::thread::yield_now(),
                 Ok(true) => {}
@@ -1292,7 +1292,7 @@ mod tests {
                     d.assemble(&mut bufs[r], root, outcome, pieces, t).unwrap();
                     d.target = None;
                 }
-                returned[r] = ended[r].is_some() && d.may_return(t, root);
+                returned[r] = ended[r].is_some() && d.may_return(t);
             }
             if returned.iter().all(|&x| x) {
                 return ended.into_iter().map(Option::unwrap).collect();
