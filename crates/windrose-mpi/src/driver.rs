@@ -346,6 +346,10 @@ pub struct Options {
     pub world_plan: u64,
 }
 
+/// Rounds of progress (each up to 64 messages) a root makes before it plans a broadcast, to
+/// take in what arrived while it was outside MPI calls.
+const CATCH_UP_ROUNDS: usize = 16;
+
 /// How often a rank's row of link measurements goes to a root by default: one small message
 /// per rank and second at most, sent as a broadcast ends.
 pub const DEFAULT_GOSSIP: Duration = Duration::from_secs(1);
@@ -595,7 +599,23 @@ impl<T: Transport> Driver<T> {
     }
 
     /// Starts transfer `t` of `data` rooted here; the Host plans its tree under the policy.
+    /// First it takes in what arrived while this rank was outside MPI calls (the other
+    /// ranks' rows of measurements, their reports), so that the plan sees it. An error met
+    /// there is returned after the start, as the call's progress would have met it before
+    /// this catching up: the ranks that agree still get the announcement rather than wait
+    /// for one that never comes.
     fn start(&mut self, data: Bytes, t: TransferId) -> Result<(), BcastError> {
+        let mut caught = Ok(());
+        for _ in 0..CATCH_UP_ROUNDS {
+            match self.progress() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    caught = Err(e);
+                    break;
+                }
+            }
+        }
         let seg = self
             .segment
             .unwrap_or_else(|| segment_bytes(data.len() as u64));
@@ -607,7 +627,8 @@ impl<T: Transport> Driver<T> {
                 data,
                 transfer: Some(t),
             },
-        ))))
+        ))))?;
+        caught
     }
 
     /// Broadcasts `buf` from `root`: the root's bytes end up in every rank's `buf`. Blocks
@@ -1247,6 +1268,17 @@ mod tests {
 
     /// Starts the next broadcast from `root`: every other rank's buffer is its target.
     fn begin(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> TransferId {
+        let (t, started) = begin_or_fail(drivers, bufs, root);
+        started.unwrap();
+        t
+    }
+
+    /// [`begin`], with the root's start's result (an error its catching up met).
+    fn begin_or_fail(
+        drivers: &mut [Driver<Loopback>],
+        bufs: &mut [Vec<u8>],
+        root: u32,
+    ) -> (TransferId, Result<(), BcastError>) {
         let t = TransferId(drivers[0].next_transfer);
         for (r, d) in drivers.iter_mut().enumerate() {
             d.next_transfer += 1;
@@ -1259,8 +1291,8 @@ mod tests {
             }
         }
         let root_data = Bytes::copy_from_slice(&bufs[root as usize]);
-        drivers[root as usize].start(root_data, t).unwrap();
-        t
+        let started = drivers[root as usize].start(root_data, t);
+        (t, started)
     }
 
     /// Runs the next broadcast from `root` at every rank, single-threaded, as
@@ -1780,8 +1812,11 @@ mod tests {
         root: u32,
     ) -> Vec<Result<(), BcastError>> {
         let n = drivers.len();
-        let t = begin(drivers, bufs, root);
+        let (t, started) = begin_or_fail(drivers, bufs, root);
         let mut ended: Vec<Option<Result<(), BcastError>>> = vec![None; n];
+        if let Err(e) = started {
+            ended[root as usize] = Some(Err(e));
+        }
         for _ in 0..100_000 {
             for (r, d) in drivers.iter_mut().enumerate() {
                 if ended[r].is_some() {
