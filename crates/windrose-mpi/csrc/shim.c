@@ -38,6 +38,7 @@ int windrose_check_settings(void);
 int windrose_probe_rounds(int n);
 int windrose_probe_partner(int n, int round, int me);
 int windrose_sites(int n, const double *rtt, const int *leaders, int log, int *out);
+int windrose_plan_summary(char *buf, size_t len);
 
 /* Every frame's head on the private communicator carries this tag; a large payload follows
  * its head as a second message on WR_PAYLOAD_TAG, sent from the payload's own buffer (a
@@ -455,11 +456,15 @@ int wr_MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 int wr_MPI_Finalize(void) {
     if (wr_stats) {
         int rank = -1;
+        char plans[256] = "plans 0 changed 0 last-plan none";
         PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        windrose_plan_summary(plans, sizeof plans);
+        /* The counters first, in the order the tests parse them; then what this rank planned
+         * as a root (src/driver.rs, PlanTally). */
         fprintf(stderr, "windrose-mpi stats: rank %d windrose %llu calls %llu bytes fallback %llu calls "
-                        "passthrough %llu calls hosts %d\n",
+                        "passthrough %llu calls hosts %d %s\n",
                 rank, wr_windrose_calls, wr_windrose_bytes, wr_fallback_calls,
-                wr_passthrough_calls, wr_max_hosts);
+                wr_passthrough_calls, wr_max_hosts, plans);
     }
     wr_drain_all();
     pthread_mutex_lock(&wr_comms_lock);

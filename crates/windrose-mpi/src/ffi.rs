@@ -3,9 +3,9 @@
 //!
 //! Every function catches panics and aborts: nothing unwinds into C.
 
-use crate::driver::{options_from, Driver, Transport, TransportError};
+use crate::driver::{options_from, Driver, PlanTally, Transport, TransportError};
 use bytes::Bytes;
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
@@ -218,7 +218,14 @@ pub unsafe extern "C" fn windrose_group_bcast(
             say!("windrose-mpi: rank {}: MPI_Bcast with root {root}", g.rank);
             return 1;
         }
-        match lock(g).bcast(data, root as u32) {
+        let result = {
+            let mut d = lock(g);
+            let before = d.stats();
+            let result = d.bcast(data, root as u32);
+            plans().add(&before, &d.stats());
+            result
+        };
+        match result {
             Ok(()) => 0,
             Err(e) => {
                 say!(
@@ -232,6 +239,40 @@ pub unsafe extern "C" fn windrose_group_bcast(
                 }
             }
         }
+    })
+}
+
+/// What this process's roots planned, over all its groups (`WINDROSE_MPI_STATS`).
+static PLANS: Mutex<PlanTally> = Mutex::new(PlanTally {
+    plans: 0,
+    changed: 0,
+    last: None,
+});
+
+fn plans() -> std::sync::MutexGuard<'static, PlanTally> {
+    PLANS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes what this process's roots planned ([`PlanTally`]'s words: `plans P changed C
+/// last-plan ...`) into `buf` as a NUL-terminated string of at most `len` bytes (cut short
+/// when longer): 0, or 1 when there is no room at all.
+///
+/// # Safety
+/// `buf` points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn windrose_plan_summary(buf: *mut c_char, len: usize) -> c_int {
+    guard("windrose_plan_summary", || {
+        if buf.is_null() || len == 0 {
+            return 1;
+        }
+        let text = plans().to_string();
+        let n = text.len().min(len - 1);
+        // SAFETY: the caller's contract; `n + 1 <= len`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), buf, n);
+            *buf.add(n) = 0;
+        }
+        0
     })
 }
 

@@ -206,6 +206,8 @@ pub struct RunResult {
     pub nonblocking_ok: BTreeMap<u32, (u64, u64)>,
     /// Per rank: the shim's count of calls it forwarded to PMPI (Ibcast, Bcast_init).
     pub passthrough: BTreeMap<u32, u64>,
+    /// Per rank: the most hosts a communicator spanned (hosts mode; 0 otherwise).
+    pub hosts: BTreeMap<u32, u64>,
     /// Everything printed, for messages.
     pub stdout: String,
     pub stderr: String,
@@ -556,6 +558,8 @@ impl RunResult {
                 ["windrose-mpi", "stats:", "rank", ..] => {
                     r.windrose.insert(num(3) as u32, num(5));
                     r.passthrough.insert(num(3) as u32, num(13));
+                    // The counters keep their places; what the rank planned follows them.
+                    r.hosts.insert(num(3) as u32, num(16));
                 }
                 ["truncate-ok", ..] => r.truncate_ok.push(num(1) as u32),
                 ["free-ok", ..] => r.free_ok.push(num(1) as u32),
