@@ -329,3 +329,39 @@ fn mayhem_weather_is_followed_deterministically() {
         "the predictions never moved: {first:?}"
     );
 }
+
+/// `data/scenarios/auto-weather.toml`: the WAN's latency falls from 100 ms to 1 ms while the
+/// second repetition runs; it keeps the tree, and every later repetition chooses Balanced
+/// Multicasting.
+#[test]
+fn the_example_file_switches_after_the_repetition_running_at_the_change() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios/auto-weather.toml");
+    let s = windrose_sim::scenario::load_scenario(&path).unwrap();
+    let r = run(&s);
+    let chosen: Vec<Candidate> = r
+        .repetitions
+        .iter()
+        .map(|x| x.auto.as_ref().unwrap().chosen)
+        .collect();
+    use Candidate::{Balanced, Broadcast};
+    assert_eq!(
+        chosen,
+        [Broadcast, Broadcast, Balanced, Balanced, Balanced, Balanced],
+        "{}",
+        r.summary()
+    );
+    let change_s = s.changes[0].at_s;
+    let crossing = &r.repetitions[1];
+    assert!(crossing.start_s < change_s && change_s < crossing.end_s);
+    assert_eq!(r.multicast.len(), 4);
+    let text = r.summary();
+    assert!(
+        text.contains(&format!(
+            "repetition 2 (from {:.6} s): auto chose balanced",
+            r.repetitions[2].start_s
+        )),
+        "{text}"
+    );
+    // The multicasting repetitions' outcomes are listed under their own indices.
+    assert!(text.contains("\nrepetition 5: balanced:"), "{text}");
+}

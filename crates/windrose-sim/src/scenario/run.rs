@@ -1283,22 +1283,14 @@ impl Report {
                 self.sharing,
                 self.seed
             );
-            // An auto workload has an outcome for each repetition that multicast, in order.
-            let multicast_reps = self.repetitions.iter().filter(|r| {
-                r.auto
-                    .as_ref()
-                    .is_none_or(|a| a.chosen != Candidate::Broadcast)
-            });
-            for (r, m) in multicast_reps.zip(&self.multicast) {
-                s.push_str(&format!("\nrepetition {}: {}", r.index, m.summary()));
-            }
+            s.push_str(&self.multicast_lines());
             return s;
         }
         let seg = self
             .segment_bytes
             .map(|s| format!(" in {} segments", format_size(s)))
             .unwrap_or_default();
-        format!(
+        let mut s = format!(
             "{}: {} of {}{seg} over a {} tree rooted at {} ({} nodes, {} clusters), {} repetition(s), {} sharing, seed {}",
             self.scenario,
             self.protocol.name(),
@@ -1310,6 +1302,23 @@ impl Report {
             self.repetitions.len(),
             self.sharing,
             self.seed
-        )
+        );
+        // An auto workload that broadcast first may have multicast later.
+        s.push_str(&self.multicast_lines());
+        s
+    }
+
+    /// One line per multicast outcome, `\nrepetition i: …` (an auto workload has an outcome
+    /// for each repetition that multicast, in order).
+    fn multicast_lines(&self) -> String {
+        let multicast_reps = self.repetitions.iter().filter(|r| {
+            r.auto
+                .as_ref()
+                .is_none_or(|a| a.chosen != Candidate::Broadcast)
+        });
+        multicast_reps
+            .zip(&self.multicast)
+            .map(|(r, m)| format!("\nrepetition {}: {}", r.index, m.summary()))
+            .collect()
     }
 }
