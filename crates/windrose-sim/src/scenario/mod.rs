@@ -179,14 +179,35 @@
 //!
 //! A `kind = "auto"` workload (issue 16 point 4) broadcasts `message_bytes` from `root` with
 //! the protocol the automatic choice picks ([`crate::auto::choose_on`], the choice `windrose
-//! send` makes): from the view a perfect prober has of the nominal platform, it predicts the
-//! tree broadcast over the planner's tree, MOB and Balanced Multicasting planned from the view,
-//! and runs the fastest exactly as planned (that tree; that plan). It takes `root`,
+//! send` makes): from the view a perfect prober has of the platform, it predicts the tree
+//! broadcast over the planner's tree, MOB and Balanced Multicasting planned from the view, and
+//! runs the fastest exactly as planned (that tree; that plan). It takes `root`,
 //! `message_bytes`, `segment_bytes` (the broadcast's) and `piece_bytes` (the multicasts'),
 //! both 256 KiB by default, `repetitions`, `sharing` and node speeds, and no `protocol`,
-//! `tree` or `tree_costs`. [`Report::auto`] says which protocol was chosen and why (the
-//! predictions and the text `windrose send --explain` prints) and its completion; the rest of
-//! the report is that of the broadcast or multicast it ran.
+//! `tree` or `tree_costs`.
+//!
+//! The choice follows the network's weather: each repetition chooses anew, at its start, from
+//! the platform as the timeline (`[[change]]` entries, mayhem draws) has changed it by then —
+//! the platform that repetition's simulation runs on — and plans its tree or Balanced
+//! Multicasting plan on that platform. So after a WAN link slows, the next repetition may run
+//! another protocol, or the same over another tree; a repetition running when the change comes
+//! keeps what it chose. With no change since the previous repetition's choice, the plan is
+//! reused (the choice is deterministic: it would be the same). The first repetition chooses
+//! from the nominal platform with the changes due at time 0 (mayhem's first draw included).
+//! The view at a repetition's start is the whole forecast: weather that changes within a
+//! repetition (mayhem redrawing faster than a repetition lasts) can make the nominal
+//! platform the better guess, Balanced Multicasting's trees being shaped to the rates planned.
+//!
+//! In the report, each [`RepetitionReport::auto`] says which protocol that repetition chose and
+//! why (the predictions and the text `windrose send --explain` prints) and its completion;
+//! [`Report::auto`] is the first repetition's (the same value, kept for readers of one
+//! choice). The summary adds a line for each repetition whose choice differs from the one
+//! before (`repetition 2 (from 0.297740 s): auto chose balanced (bandwidth decides at this
+//! size) on the platform as it was then`: `data/scenarios/auto-weather.toml`). The rest of the report is that of the broadcasts
+//! and multicasts it ran: [`Report::protocol`], `tree` and `segment_bytes` are the first
+//! repetition's, the node table's parents and depths are the first repetition's tree (none when
+//! it multicast), and [`Report::multicast`] has one outcome per repetition that multicast, in
+//! order.
 //!
 //! # Generated platforms
 //!
@@ -255,7 +276,8 @@
 //! is stuck), as if every node met in a free barrier between collectives. Each repetition is one
 //! [`Simulation`](crate::engine::Simulation) whose platform is the platform as the timeline has changed it by then; its
 //! times are shifted onto the scenario's clock in the report and in the event log. The tree (or
-//! schedule) is built once, from the nominal platform; nodes that failed stay failed (they are
+//! schedule) is built once, from the nominal platform (an auto workload chooses and plans again
+//! at each repetition: see [auto workloads](self#auto-workloads)); nodes that failed stay failed (they are
 //! failed at the start of every later repetition, so their subtrees miss the data: static trees
 //! are not repaired).
 //!

@@ -1,7 +1,7 @@
 //! Running a [`Scenario`] in the engine: see [the scenario docs](crate::scenario#running-a-scenario)
 //! for repetitions, the timeline and the event log.
 
-use super::{AutoWorkload, MobVariant, MulticastWorkload};
+use super::{AutoWorkload, MobVariant, MulticastWorkload, Workload};
 use super::{
     Mayhem, ScatterSends, Scenario, ScenarioError, TreeCosts, WorkloadKind, MAX_MAYHEM_CHANGES,
 };
@@ -107,20 +107,25 @@ pub struct Report {
     /// Refused inputs and impossible outputs (`at_s` on the scenario clock), all repetitions.
     pub errors: Vec<String>,
     /// Multicast workloads: what each repetition measured (completion per node, throughput,
-    /// WAN payload, fraction of the bound at the repetition's start); empty otherwise.
+    /// WAN payload, fraction of the bound at the repetition's start); empty otherwise. For an
+    /// auto workload, one for each repetition that ran a multicast, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub multicast: Vec<MulticastOutcome>,
     /// Sort workloads: each member's finish, records and bytes, and the check of the set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sort: Option<SortReport>,
-    /// Auto workloads: the protocol the automatic choice picked and why (`protocol` above is
-    /// the kind it ran as: `broadcast` or `multicast`).
+    /// Auto workloads: the protocol the automatic choice picked for the first repetition and
+    /// why (the same as `repetitions[0].auto`; each repetition's own choice is in its
+    /// [`RepetitionReport::auto`]). `protocol`, `tree` and `segment_bytes` above are those of
+    /// the kind the first repetition ran as (`broadcast` or `multicast`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<AutoReport>,
 }
 
-/// What the automatic choice of an auto workload decided, before the run, from the view a
-/// perfect prober would have of the nominal platform ([`crate::auto::choose_on`]).
+/// What the automatic choice of an auto workload decided for one repetition, at its start,
+/// from the view a perfect prober would have of the platform as the timeline has changed it
+/// by then ([`crate::auto::choose_on`]; the first repetition's is the nominal platform with
+/// the changes due at time 0).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AutoReport {
     /// The protocol chosen and run.
@@ -138,7 +143,7 @@ pub struct AutoReport {
     pub segment_bytes: u64,
     /// The multicasts' piece, bytes.
     pub piece_bytes: u32,
-    /// The first repetition's completion (its last node's finish), seconds after its start.
+    /// The repetition's completion (its last node's finish), seconds after its start.
     pub completion_s: Option<f64>,
 }
 
@@ -168,6 +173,10 @@ pub struct RepetitionReport {
     pub app_bytes_delivered: u64,
     /// Engine events.
     pub events: u64,
+    /// Auto workloads: the protocol the automatic choice picked at this repetition's start,
+    /// from the platform as it was then, and why (None for the other workloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoReport>,
 }
 
 /// One node, over all repetitions.
@@ -288,36 +297,34 @@ pub fn run_scenario_shared(
     match (scenario.workload.kind, scenario.workload.auto) {
         (WorkloadKind::Sort, _) => sort::run_sort(scenario, seed, log, progress),
         (WorkloadKind::Auto, Some(a)) => {
-            let (resolved, planned, auto) = resolve_auto(scenario, a)?;
-            let mut report = run_resolved(&resolved, seed, log, progress, data, planned)?;
-            report.auto = Some(AutoReport {
-                completion_s: report.repetitions.first().and_then(|r| r.makespan_s),
-                ..auto
-            });
-            Ok(report)
+            run_repetitions(scenario, seed, log, progress, data, Planning::Auto(a))
         }
-        _ => run_resolved(
-            &Cow::Borrowed(scenario),
+        _ => run_repetitions(
+            scenario,
             seed,
             log,
             progress,
             data,
-            Planned::default(),
+            Planning::Fixed(Box::new(fixed_plan(scenario)?)),
         ),
     }
 }
 
-/// What the automatic choice planned, run as planned (instead of what the workload's kind
-/// would build from the platform).
-#[derive(Default)]
-struct Planned {
-    /// The broadcast's tree.
+/// What a repetition runs: the workload as it runs (an auto workload resolved to the
+/// broadcast or multicast chosen), its tree, a scatter's schedule, a multicast's planned spec
+/// (None: the protocol's own, from the repetition's platform), and an auto workload's choice
+/// (its completion still unset).
+#[derive(Clone)]
+struct RepPlan<'a> {
+    workload: Cow<'a, Workload>,
     tree: Option<Tree>,
-    /// The multicast's spec (Balanced Multicasting's plan from the view).
+    schedule: Option<Schedule>,
     spec: Option<MulticastSpec>,
+    auto: Option<AutoReport>,
 }
 
-/// What one repetition runs on: the tree, a scatter's schedule, a multicast's planned spec.
+/// What one repetition's simulation is built with: the tree, a scatter's schedule, a
+/// multicast's planned spec.
 #[derive(Copy, Clone)]
 struct Plans<'a> {
     tree: Option<&'a Tree>,
@@ -325,23 +332,54 @@ struct Plans<'a> {
     spec: Option<&'a MulticastSpec>,
 }
 
-/// An auto workload as the workload it runs as (a broadcast over the planner's tree, or a MOB
-/// or Balanced multicast), what the choice planned, and its report (completion still unset).
-fn resolve_auto(
-    scenario: &Scenario,
-    a: AutoWorkload,
-) -> Result<(Cow<'_, Scenario>, Planned, AutoReport), ScenarioError> {
+/// How the repetitions get their plans.
+enum Planning<'a> {
+    /// One plan for every repetition, built from the nominal platform.
+    Fixed(Box<RepPlan<'a>>),
+    /// The automatic choice, made anew at each repetition's start from its platform.
+    Auto(AutoWorkload),
+}
+
+/// The plan of a broadcast, scatter or multicast workload: the tree and schedule from the
+/// nominal platform.
+fn fixed_plan(scenario: &Scenario) -> Result<RepPlan<'_>, ScenarioError> {
     let w = &scenario.workload;
+    let tree = match w.kind {
+        WorkloadKind::Multicast => None,
+        _ => Some(scenario.tree()?),
+    };
+    let schedule = match (w.kind, &tree) {
+        (WorkloadKind::Scatter, Some(tree)) => Some(scatter_schedule(scenario, tree)?),
+        _ => None,
+    };
+    Ok(RepPlan {
+        workload: Cow::Borrowed(w),
+        tree,
+        schedule,
+        spec: None,
+        auto: None,
+    })
+}
+
+/// An auto workload's plan on `platform` (a repetition's, as the timeline has changed it by
+/// its start: a perfect prober's view at that moment): the workload it runs as (a broadcast
+/// over the planner's tree, or a MOB or Balanced multicast), what the choice planned on that
+/// platform, and the choice.
+fn auto_plan(
+    w: &Workload,
+    a: AutoWorkload,
+    platform: &Platform,
+) -> Result<RepPlan<'static>, ScenarioError> {
     let settings = AutoSettings {
         segment_bytes: w.segment_bytes,
         piece_bytes: a.piece_bytes,
         ..AutoSettings::default()
     };
-    let (choice, tree) = choose_on(&scenario.platform, w.root, w.message_bytes, &settings)
+    let (choice, tree) = choose_on(platform, w.root, w.message_bytes, &settings)
         .map_err(|e| ScenarioError::Setup(format!("the automatic choice failed: {e}")))?;
-    let mut resolved = scenario.clone();
-    let rw = &mut resolved.workload;
-    let mut planned = Planned::default();
+    let mut rw = w.clone();
+    let mut plan_tree = None;
+    let mut spec = None;
     let multicast = |protocol| MulticastWorkload {
         protocol,
         piece_bytes: a.piece_bytes,
@@ -351,7 +389,7 @@ fn resolve_auto(
         Candidate::Broadcast => {
             rw.kind = WorkloadKind::Broadcast;
             rw.tree = TreeAlgorithm::BalancedPath;
-            planned.tree = Some(tree);
+            plan_tree = Some(tree);
         }
         Candidate::Mob => {
             rw.kind = WorkloadKind::Multicast;
@@ -365,7 +403,7 @@ fn resolve_auto(
                     "the choice picked Balanced Multicasting without a plan".into(),
                 )
             })?;
-            planned.spec = Some(MulticastSpec::Trees {
+            spec = Some(MulticastSpec::Trees {
                 plan: std::sync::Arc::new(plan),
                 config: TreeMulticastConfig::with_shape(true),
             });
@@ -385,52 +423,35 @@ fn resolve_auto(
         piece_bytes: settings.piece_bytes,
         completion_s: None,
     };
-    Ok((Cow::Owned(resolved), planned, report))
+    Ok(RepPlan {
+        workload: Cow::Owned(rw),
+        tree: plan_tree,
+        schedule: None,
+        spec,
+        auto: Some(report),
+    })
 }
 
-/// Runs a broadcast, scatter or multicast workload (an auto one resolved), with what was
-/// planned for it.
-fn run_resolved(
+/// Runs the repetitions of a broadcast, scatter, multicast or auto workload, each with the
+/// plan `planning` gives it.
+fn run_repetitions(
     scenario: &Scenario,
     seed: u64,
     mut log: Option<&mut dyn Write>,
     progress: &mut dyn FnMut(&Progress),
     data: Option<&SharedData>,
-    planned: Planned,
+    planning: Planning<'_>,
 ) -> Result<Report, ScenarioError> {
     let w = &scenario.workload;
     let nominal = &scenario.platform;
-    let tree = match (w.kind, planned.tree) {
-        (WorkloadKind::Multicast, _) => None,
-        (_, Some(t)) => Some(t),
-        _ => Some(scenario.tree()?),
-    };
-    let schedule = match (w.kind, &tree) {
-        (WorkloadKind::Scatter, Some(tree)) => Some(scatter_schedule(scenario, tree)?),
-        _ => None,
-    };
-    let owned;
-    let data = match (w.multicast, data) {
-        (None, _) => None,
-        (Some(m), Some(d)) => {
-            if d.len() != w.message_bytes || d.manifest.piece_len() != m.piece_bytes {
-                return Err(ScenarioError::Setup(format!(
-                    "the data given ({} bytes in pieces of {}) is not the workload's ({} bytes in pieces of {})",
-                    d.len(),
-                    d.manifest.piece_len(),
-                    w.message_bytes,
-                    m.piece_bytes
-                )));
-            }
-            Some(d)
-        }
-        (Some(m), None) => {
-            owned = SharedData::zeros(w.message_bytes, m.piece_bytes).map_err(|e| {
-                ScenarioError::Setup(format!("cannot build the multicast's manifest: {e}"))
-            })?;
-            Some(&owned)
-        }
-    };
+    // Without data given, a multicast multicasts zeros: built once, at the first repetition
+    // that multicasts.
+    let mut zeros: Option<SharedData> = None;
+    // An auto workload's plan, and the count of timeline changes (and mayhem draws) applied
+    // when it was made: the choice is made again only when the platform may have changed.
+    let mut auto_cache: Option<((usize, u64), RepPlan<'static>)> = None;
+    // The first repetition's plan: the report's tree, schedule, kind and segment.
+    let mut first: Option<RepPlan<'_>> = None;
     let mut outcomes = Vec::new();
     let mut timeline = Timeline::new(scenario, seed);
     let mut platform = nominal.clone();
@@ -462,16 +483,54 @@ fn run_resolved(
                 pipe.write_own(&mut log, &own_line(t, &item))?;
             }
         }
+        let plan: &RepPlan<'_> = match &planning {
+            Planning::Fixed(p) => p,
+            Planning::Auto(a) => {
+                let weather = (stats.changes, stats.draws);
+                if auto_cache.as_ref().map(|c| c.0) != Some(weather) {
+                    auto_cache = Some((weather, auto_plan(w, *a, &platform)?));
+                }
+                &auto_cache.as_ref().expect("planned above").1
+            }
+        };
+        let pw: &Workload = &plan.workload;
+        let data = match (pw.multicast, data) {
+            (None, _) => None,
+            (Some(m), Some(d)) => {
+                if d.len() != pw.message_bytes || d.manifest.piece_len() != m.piece_bytes {
+                    return Err(ScenarioError::Setup(format!(
+                        "the data given ({} bytes in pieces of {}) is not the workload's ({} bytes in pieces of {})",
+                        d.len(),
+                        d.manifest.piece_len(),
+                        pw.message_bytes,
+                        m.piece_bytes
+                    )));
+                }
+                Some(d)
+            }
+            (Some(m), None) => {
+                if zeros.is_none() {
+                    zeros = Some(SharedData::zeros(pw.message_bytes, m.piece_bytes).map_err(
+                        |e| {
+                            ScenarioError::Setup(format!(
+                                "cannot build the multicast's manifest: {e}"
+                            ))
+                        },
+                    )?);
+                }
+                zeros.as_ref()
+            }
+        };
         pipe.write_own(
             &mut log,
             &serde_json::json!({"t": start, "ev": "repetition", "repetition": rep}),
         )?;
         let plans = Plans {
-            tree: tree.as_ref(),
-            schedule: schedule.as_ref(),
-            spec: planned.spec.as_ref(),
+            tree: plan.tree.as_ref(),
+            schedule: plan.schedule.as_ref(),
+            spec: plan.spec.as_ref(),
         };
-        let (mut sim, probe) = build_sim(scenario, &platform, plans, data, seed, rep)?;
+        let (mut sim, probe) = build_sim(pw, &platform, plans, data, seed, rep)?;
         if log.is_some() {
             sim.set_event_log(Box::new(pipe.0.clone()));
         }
@@ -500,9 +559,9 @@ fn run_resolved(
                     .map(|()| kept)
                     .map_err(|e| fail(e.to_string()));
             }
-            let tree = tree.as_ref().ok_or_else(|| fail("no tree".into()))?;
+            let tree = plan.tree.as_ref().ok_or_else(|| fail("no tree".into()))?;
             let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
-            let cfg = BroadcastConfig::new(transfer, w.segment_bytes);
+            let cfg = BroadcastConfig::new(transfer, pw.segment_bytes);
             let m = TreeBroadcast::rejoin(n, tree, cfg).map_err(|e| fail(e.to_string()))?;
             sim.restart_node_at(Box::new(m), at)
                 .map(|()| 0)
@@ -600,15 +659,31 @@ fn run_resolved(
                 .map(|x| w.message_bytes as f64 / x),
             app_bytes_delivered: m.totals.app_bytes_delivered,
             events: m.events,
+            auto: plan.auto.clone().map(|a| AutoReport {
+                completion_s: m.makespan_s,
+                ..a
+            }),
         });
         per_rep.push(m);
         start = end;
+        if rep == 0 {
+            first = Some(plan.clone());
+        }
     }
     if let Some(l) = log.as_mut() {
         l.flush().map_err(log_err)?;
     }
 
-    let nodes = node_reports(scenario, tree.as_ref(), schedule.as_ref(), &per_rep);
+    // Repetitions are at least 1 (the parser's bound).
+    let first =
+        first.ok_or_else(|| ScenarioError::Setup("a workload runs at least once".into()))?;
+    let w: &Workload = &first.workload;
+    let nodes = node_reports(
+        scenario,
+        first.tree.as_ref(),
+        first.schedule.as_ref(),
+        &per_rep,
+    );
     let links = link_bytes
         .iter()
         .enumerate()
@@ -634,7 +709,7 @@ fn run_resolved(
         message_bytes: w.message_bytes,
         segment_bytes: (w.kind == WorkloadKind::Broadcast).then_some(w.segment_bytes),
         sharing: sharing_name(w.sharing),
-        predicted_finish_s: schedule.as_ref().map(|s| s.predicted_finish_s),
+        predicted_finish_s: first.schedule.as_ref().map(|s| s.predicted_finish_s),
         changes_applied: stats.changes,
         mayhem_draws: stats.draws,
         failures: dead.iter().filter(|d| **d).count(),
@@ -643,13 +718,13 @@ fn run_resolved(
         messages_sent: per_rep.iter().map(|m| m.totals.messages_sent).sum(),
         wire_bytes_sent: per_rep.iter().map(|m| m.totals.wire_bytes_sent).sum(),
         app_bytes_delivered: per_rep.iter().map(|m| m.totals.app_bytes_delivered).sum(),
-        repetitions: reps,
         nodes,
         links,
         errors,
         multicast: outcomes,
         sort: None,
-        auto: None,
+        auto: reps.first().and_then(|r| r.auto.clone()),
+        repetitions: reps,
     })
 }
 
@@ -696,10 +771,11 @@ fn scatter_schedule(scenario: &Scenario, tree: &Tree) -> Result<Schedule, Scenar
     .map_err(|e| ScenarioError::Setup(format!("cannot build the divisible-load schedule: {e}")))
 }
 
-/// The simulation of one repetition on `platform` (as the timeline has changed it by then):
-/// a multicast also gets its [`Probe`], and Balanced Multicasting plans from `platform`.
+/// The simulation of one repetition of `w` (the workload as it runs: an auto workload
+/// resolved) on `platform` (as the timeline has changed it by then): a multicast also gets its
+/// [`Probe`], and Balanced Multicasting without a planned spec plans from `platform`.
 fn build_sim(
-    scenario: &Scenario,
+    w: &Workload,
     platform: &Platform,
     plans: Plans<'_>,
     data: Option<&SharedData>,
@@ -711,7 +787,6 @@ fn build_sim(
         schedule,
         spec: planned,
     } = plans;
-    let w = &scenario.workload;
     let config = SimConfig::with_policy(w.sharing);
     let transfer = TransferId(u32::try_from(rep + 1).unwrap_or(u32::MAX));
     if let (Some(m), Some(data)) = (w.multicast, data) {
@@ -1140,19 +1215,34 @@ impl Report {
     }
 
     /// A summary: what ran and how long it took (multicasts: one more line per repetition
-    /// with the completion, throughput, WAN payload and fraction of the bound).
+    /// with the completion, throughput, WAN payload and fraction of the bound). An auto
+    /// workload adds what it chose, and one line for each repetition whose choice differs
+    /// from the one before it.
     pub fn summary(&self) -> String {
-        let what = self.what();
-        match &self.auto {
-            Some(a) => format!(
-                "{what}\nauto chose {}{}",
-                a.chosen,
-                a.deciding_factor
-                    .map(|f| format!(" ({f} decides at this size)"))
-                    .unwrap_or_default()
-            ),
-            None => what,
+        let mut s = self.what();
+        let why = |a: &AutoReport| {
+            a.deciding_factor
+                .map(|f| format!(" ({f} decides at this size)"))
+                .unwrap_or_default()
+        };
+        if let Some(a) = &self.auto {
+            s.push_str(&format!("\nauto chose {}{}", a.chosen, why(a)));
         }
+        let mut before = self.auto.as_ref().map(|a| a.chosen);
+        for r in &self.repetitions {
+            let Some(a) = &r.auto else { continue };
+            if before.is_some_and(|b| b != a.chosen) {
+                s.push_str(&format!(
+                    "\nrepetition {} (from {:.6} s): auto chose {}{} on the platform as it was then",
+                    r.index,
+                    r.start_s,
+                    a.chosen,
+                    why(a)
+                ));
+            }
+            before = Some(a.chosen);
+        }
+        s
     }
 
     fn what(&self) -> String {
@@ -1193,16 +1283,14 @@ impl Report {
                 self.sharing,
                 self.seed
             );
-            for (i, m) in self.multicast.iter().enumerate() {
-                s.push_str(&format!("\nrepetition {i}: {}", m.summary()));
-            }
+            s.push_str(&self.multicast_lines());
             return s;
         }
         let seg = self
             .segment_bytes
             .map(|s| format!(" in {} segments", format_size(s)))
             .unwrap_or_default();
-        format!(
+        let mut s = format!(
             "{}: {} of {}{seg} over a {} tree rooted at {} ({} nodes, {} clusters), {} repetition(s), {} sharing, seed {}",
             self.scenario,
             self.protocol.name(),
@@ -1214,6 +1302,23 @@ impl Report {
             self.repetitions.len(),
             self.sharing,
             self.seed
-        )
+        );
+        // An auto workload that broadcast first may have multicast later.
+        s.push_str(&self.multicast_lines());
+        s
+    }
+
+    /// One line per multicast outcome, `\nrepetition i: …` (an auto workload has an outcome
+    /// for each repetition that multicast, in order).
+    fn multicast_lines(&self) -> String {
+        let multicast_reps = self.repetitions.iter().filter(|r| {
+            r.auto
+                .as_ref()
+                .is_none_or(|a| a.chosen != Candidate::Broadcast)
+        });
+        multicast_reps
+            .zip(&self.multicast)
+            .map(|(r, m)| format!("\nrepetition {}: {}", r.index, m.summary()))
+            .collect()
     }
 }

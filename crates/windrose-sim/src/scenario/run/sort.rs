@@ -379,6 +379,7 @@ pub(super) fn run_sort(
             .map(|x| w.message_bytes as f64 / x),
         app_bytes_delivered: m.totals.app_bytes_delivered,
         events: m.events,
+        auto: None,
     };
     let nodes = node_reports(scenario, None, None, std::slice::from_ref(&m));
     Ok(Report {
