@@ -178,7 +178,7 @@ fn render(r: &Report) -> String {
     if let Some(a) = &r.auto {
         let _ = writeln!(
             out,
-            "\nThe automatic choice (from the nominal platform, as a perfect prober sees it)"
+            "\nThe automatic choice (first repetition: from the platform as its start finds it, as a perfect prober sees it)"
         );
         for l in a.explain.lines() {
             let _ = writeln!(out, "  {l}");
