@@ -9,7 +9,12 @@
 //! view; nothing is fitted per network.
 //!
 //! - **broadcast** ([`crate::tree_broadcast`] over the tree the [`planner`](crate::planner)
-//!   builds): every edge `p → c` of the tree gets a rate: the uplink of `p` (its fastest
+//!   builds, or over the view's minimum spanning tree ([`view_mst`]) when the caller offers
+//!   it and it is predicted faster: the planner's trees have the binomial shape of seed 000,
+//!   and Balanced-Path may then send straight over a link a hundred times slower than a way
+//!   around it through another site, which a spanning tree of the latencies takes; 43x on
+//!   three sites of 8, 4 and 2 nodes with one 100 ms WAN link among 1 ms ones, for 1 KiB):
+//!   every edge `p → c` of the tree gets a rate: the uplink of `p` (its fastest
 //!   link inside its cluster, or its fastest link when it is alone) shared max-min among its
 //!   children, each child capped by its own link's bandwidth, and a link between clusters
 //!   divided by the tree edges crossing the same pair of clusters (they share one WAN path).
@@ -171,6 +176,9 @@ pub struct ChoiceInput<'a> {
     pub links: &'a LinkTable,
     /// The broadcast's tree, as the planner would build it for this message.
     pub tree: &'a Tree,
+    /// Another tree the broadcast may run over (the view's MST, [`view_mst`]; None: only
+    /// `tree`): the broadcast candidate takes the one predicted faster, `tree` on a tie.
+    pub alternative: Option<&'a Tree>,
     /// The broadcast's segment size, bytes.
     pub segment_bytes: u64,
     /// The multicasts' piece size, bytes.
@@ -193,6 +201,9 @@ pub struct Choice {
     /// The Balanced Multicasting plan (None: it could not be planned), so the caller starts
     /// exactly what was predicted.
     pub balanced: Option<TreePlan>,
+    /// Set when the broadcast candidate runs over [`ChoiceInput::alternative`]: what the
+    /// planner's tree was predicted to take, seconds (None: over the planner's tree).
+    pub planned_tree_s: Option<f64>,
 }
 
 /// Why no choice could be made.
@@ -242,6 +253,7 @@ impl Choice {
             predictions,
             unavailable: Vec::new(),
             balanced: None,
+            planned_tree_s: None,
         }
     }
 
@@ -297,6 +309,16 @@ impl Choice {
         for (c, why) in &self.unavailable {
             let _ = writeln!(s, "    {:<9} not planned: {why}", c.name());
         }
+        if let (Some(planned), Some(b)) =
+            (self.planned_tree_s, self.prediction(Candidate::Broadcast))
+        {
+            let _ = writeln!(
+                s,
+                "    (the broadcast over the view's MST: {:.4} s against {planned:.4} s over the \
+                 planner's tree)",
+                b.completion_s
+            );
+        }
         let win = match self.chosen_prediction() {
             Some(w) => w,
             None => {
@@ -343,13 +365,20 @@ pub fn choose(input: &ChoiceInput<'_>) -> Result<Choice, ChoiceError> {
     if links.cluster(input.root).is_none() {
         return Err(ChoiceError::UnknownRoot(input.root));
     }
-    if input.tree.node_count() != links.node_count() {
-        return Err(ChoiceError::TreeMismatch {
-            tree: input.tree.node_count(),
-            view: links.node_count(),
-        });
+    for tree in std::iter::once(input.tree).chain(input.alternative) {
+        if tree.node_count() != links.node_count() {
+            return Err(ChoiceError::TreeMismatch {
+                tree: tree.node_count(),
+                view: links.node_count(),
+            });
+        }
     }
-    let mut predictions = vec![predict_broadcast(input)];
+    let planned = predict_broadcast(input, input.tree);
+    let (broadcast, planned_tree_s) = match input.alternative.map(|a| predict_broadcast(input, a)) {
+        Some(alt) if alt.completion_s < planned.completion_s => (alt, Some(planned.completion_s)),
+        _ => (planned, None),
+    };
+    let mut predictions = vec![broadcast];
     let mut unavailable = Vec::new();
     let mut balanced = None;
     match view_platform(links) {
@@ -391,7 +420,19 @@ pub fn choose(input: &ChoiceInput<'_>) -> Result<Choice, ChoiceError> {
         predictions,
         unavailable,
         balanced,
+        planned_tree_s,
     })
+}
+
+/// The view's minimum spanning tree for a message of `bytes` in segments of `segment` bytes
+/// (the planner's costs, [`LinkTable::transfer_costs`]), rooted at `root`: the alternative a
+/// broadcast's choice weighs against the planner's tree ([`ChoiceInput::alternative`]). None
+/// when it cannot be built (a root outside the view).
+pub fn view_mst(links: &LinkTable, root: NodeId, bytes: u64, segment: u64) -> Option<Tree> {
+    let costs = links.transfer_costs(bytes, segment);
+    windrose_trees::TreeAlgorithm::Mst
+        .build(&costs, None, root)
+        .ok()
 }
 
 /// The members of the view in platform order (by cluster, then id), and their clusters.
@@ -483,8 +524,8 @@ fn shared_finish(capacity: f64, start_s: &[f64], bytes: &[f64], caps: &[f64]) ->
     done
 }
 
-fn predict_broadcast(input: &ChoiceInput<'_>) -> Prediction {
-    let (links, tree) = (input.links, input.tree);
+fn predict_broadcast(input: &ChoiceInput<'_>, tree: &Tree) -> Prediction {
+    let links = input.links;
     let cluster = |n: NodeId| links.cluster(n);
     // Tree edges crossing each ordered pair of clusters share its WAN path: pipelined they
     // run at once, one segment they cross one after the other; the path carries k copies
@@ -855,11 +896,98 @@ mod tests {
             root: NodeId(0),
             links: &links,
             tree: &tree,
+            alternative: None,
             segment_bytes: 256 << 10,
             piece_bytes: 256 << 10,
             model: ChoiceModel::default(),
         })
         .unwrap()
+    }
+
+    /// Three sites of 8, 4 and 2 nodes, 1 ms between them but 100 ms between sites 0 and 1:
+    /// Balanced-Path's binomial tree sends 1 KiB straight over the slow link, the view's MST
+    /// goes round it through site 2. Offered the MST, the choice runs the broadcast over it
+    /// (predicted 43x faster) and says so; not offered, over the planner's tree as before.
+    #[test]
+    fn a_broadcast_goes_round_a_slow_wan_link_over_the_views_mst() {
+        let mut b = Platform::builder();
+        for k in [8, 4, 2] {
+            b = b.cluster(ClusterSpec::uniform(k, 117e6, 1e10, 1e-4));
+        }
+        let p = b
+            .wan_all(1e8, 1e-3)
+            .wan_both(ClusterId(0), ClusterId(1), 1e8, 0.1)
+            .build()
+            .unwrap();
+        let links = platform_links(&p);
+        let bytes = 1024;
+        let costs = links.transfer_costs(bytes, 256 << 10);
+        let clusters: Vec<ClusterId> = (0..p.node_count())
+            .map(|i| p.cluster_of(NodeId(i as u32)))
+            .collect();
+        let bp = TreeAlgorithm::BalancedPath
+            .build(&costs, Some(&clusters), NodeId(0))
+            .unwrap();
+        let mst = view_mst(&links, NodeId(0), bytes, 256 << 10).unwrap();
+        let input = |alternative| ChoiceInput {
+            bytes,
+            root: NodeId(0),
+            links: &links,
+            tree: &bp,
+            alternative,
+            segment_bytes: 256 << 10,
+            piece_bytes: 256 << 10,
+            model: ChoiceModel::default(),
+        };
+        let alone = choose(&input(None)).unwrap();
+        let offered = choose(&input(Some(&mst))).unwrap();
+        let b_alone = alone.prediction(Candidate::Broadcast).unwrap().completion_s;
+        let b_mst = offered
+            .prediction(Candidate::Broadcast)
+            .unwrap()
+            .completion_s;
+        assert_eq!(alone.planned_tree_s, None);
+        assert!(b_alone > 0.1, "{}", alone.explain());
+        assert!(b_mst < 0.005, "{}", offered.explain());
+        assert_eq!(offered.planned_tree_s, Some(b_alone));
+        assert_eq!(
+            offered.chosen,
+            Candidate::Broadcast,
+            "{}",
+            offered.explain()
+        );
+        assert!(
+            offered.explain().contains("over the view's MST"),
+            "{}",
+            offered.explain()
+        );
+        // No MST edge joins sites 0 and 1.
+        for (c, par) in mst.edges() {
+            let pair = (
+                p.cluster_of(c).0.min(p.cluster_of(par).0),
+                p.cluster_of(c).0.max(p.cluster_of(par).0),
+            );
+            assert_ne!(pair, (0, 1), "{c} - {par}");
+        }
+        // Where the planner's tree is the faster, it stays: the MST offered on the uniform
+        // grid of the other tests never makes a broadcast slower than predicted without it.
+        let g = grid(&[4, 4, 4, 4], 1.0, 20.0);
+        let links = platform_links(&g);
+        let costs = links.transfer_costs(64 << 20, 256 << 10);
+        let clusters: Vec<ClusterId> = (0..g.node_count())
+            .map(|i| g.cluster_of(NodeId(i as u32)))
+            .collect();
+        let bp = TreeAlgorithm::BalancedPath
+            .build(&costs, Some(&clusters), NodeId(0))
+            .unwrap();
+        let mst = view_mst(&links, NodeId(0), 64 << 20, 256 << 10).unwrap();
+        let mut i = input(None);
+        (i.links, i.tree, i.bytes) = (&links, &bp, 64 << 20);
+        let without = choose(&i).unwrap();
+        i.alternative = Some(&mst);
+        let with = choose(&i).unwrap();
+        let w = |c: &Choice| c.prediction(Candidate::Broadcast).unwrap().completion_s;
+        assert!(w(&with) <= w(&without));
     }
 
     #[test]
@@ -934,11 +1062,12 @@ mod tests {
             root: NodeId(0),
             links: &links,
             tree: &tree,
+            alternative: None,
             segment_bytes: 1_000_000,
             piece_bytes: 1 << 20,
             model: ChoiceModel::default(),
         };
-        let p = predict_broadcast(&input);
+        let p = predict_broadcast(&input, &tree);
         let want = 2.0 * (0.5e-3 + 0.01) + 0.09;
         assert!((p.completion_s - want).abs() < 1e-12, "{p:?}");
         assert_eq!(p.rate_mb_s, 100.0);

@@ -2949,11 +2949,19 @@ impl Host {
             }
         };
         let links = self.group_view().links(self.config.weather.guesses);
+        // The view's MST as the broadcast's other tree, while every member is up (the MST
+        // spans them all; the planner's tree leaves failed ones to the re-attachment).
+        let mst = if self.failed_peers().is_empty() {
+            crate::choice::view_mst(&links, self.config.me, bytes, segment_bytes)
+        } else {
+            None
+        };
         let choice = choose(&ChoiceInput {
             bytes,
             root: self.config.me,
             links: &links,
             tree: &plan.tree,
+            alternative: mst.as_ref(),
             segment_bytes,
             piece_bytes: a.piece_bytes.max(1),
             model: a.model,
@@ -2987,7 +2995,23 @@ impl Host {
                     data: a.data.clone(),
                     transfer: Some(t),
                 };
-                self.planner = advanced;
+                let plan = match (choice.planned_tree_s, mst) {
+                    // Over the MST: the planner stays as it was (nothing it planned ran).
+                    (Some(_), Some(tree)) => crate::planner::Plan {
+                        cost: choice
+                            .prediction(Candidate::Broadcast)
+                            .map_or(0.0, |p| p.completion_s * 1e3),
+                        tree,
+                        built: true,
+                        changed_links: 0,
+                        swaps: 0,
+                        mst: None,
+                    },
+                    _ => {
+                        self.planner = advanced;
+                        plan
+                    }
+                };
                 self.start_planned_broadcast(now, plan, &b, a.data.clone(), t, out);
                 return;
             }

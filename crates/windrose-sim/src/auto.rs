@@ -11,7 +11,9 @@ use serde::Serialize;
 use std::sync::Arc;
 use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::choice::{choose, platform_links, Candidate, Choice, ChoiceInput, ChoiceModel};
+use windrose_proto::choice::{
+    choose, platform_links, view_mst, Candidate, Choice, ChoiceInput, ChoiceModel,
+};
 use windrose_proto::mob::MobConfig;
 use windrose_proto::planner::{Planner, TreePolicy};
 use windrose_proto::tree_broadcast::BroadcastConfig;
@@ -98,16 +100,23 @@ pub fn choose_on(
 ) -> Result<(Choice, Tree), AutoError> {
     let links = platform_links(platform);
     let tree = planned_tree(&links, root, bytes, settings)?;
+    let mst = view_mst(&links, root, bytes, settings.segment_bytes);
     let choice = choose(&ChoiceInput {
         bytes,
         root,
         links: &links,
         tree: &tree,
+        alternative: mst.as_ref(),
         segment_bytes: settings.segment_bytes,
         piece_bytes: settings.piece_bytes,
         model: settings.model,
     })
     .map_err(|e| AutoError::Plan(e.to_string()))?;
+    // The tree the broadcast's prediction was made for: the planner's, or the MST.
+    let tree = match (choice.planned_tree_s, mst) {
+        (Some(_), Some(mst)) => mst,
+        _ => tree,
+    };
     Ok((choice, tree))
 }
 
@@ -277,6 +286,19 @@ impl Grid {
             wan_ms: vec![1.0, 10.0, 100.0],
             wan_mb_s: vec![0.5, 5.0, 100.0],
             shapes: vec![vec![4, 4], vec![4, 4, 4, 4], vec![8, 4, 2]],
+        }
+    }
+
+    /// The reduced grid CI runs (`windrose reproduce auto --quick`): 1 KiB to 16 MiB x 1 and
+    /// 100 ms x 0.5 and 100 MB/s x the same shapes, 48 points where each candidate is the
+    /// best, and is chosen, somewhere (256 KiB is where MOB wins on a fast WAN: below it the
+    /// broadcast over the view's MST does).
+    pub fn reduced() -> Grid {
+        Grid {
+            sizes: vec![1 << 10, 256 << 10, 1 << 20, 16 << 20],
+            wan_ms: vec![1.0, 100.0],
+            wan_mb_s: vec![0.5, 100.0],
+            ..Grid::full()
         }
     }
 

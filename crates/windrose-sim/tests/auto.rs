@@ -21,13 +21,9 @@ fn check(points: &[GridPoint]) {
 /// The reduced grid CI runs: sizes and networks where each candidate wins somewhere.
 #[test]
 fn auto_is_near_the_best_candidate_on_the_reduced_grid() {
-    let grid = Grid {
-        sizes: vec![1 << 10, 64 << 10, 1 << 20, 16 << 20],
-        wan_ms: vec![1.0, 100.0],
-        wan_mb_s: vec![0.5, 100.0],
-        shapes: vec![vec![4, 4], vec![4, 4, 4, 4], vec![8, 4, 2]],
-    };
-    let points = grid.run(&AutoSettings::default(), |_| {}).unwrap();
+    let points = Grid::reduced()
+        .run(&AutoSettings::default(), |_| {})
+        .unwrap();
     assert_eq!(points.len(), 48);
     check(&points);
     // Every candidate is the best somewhere and chosen somewhere: the grid exercises them.

@@ -388,7 +388,11 @@ fn auto_plan(
     match choice.chosen {
         Candidate::Broadcast => {
             rw.kind = WorkloadKind::Broadcast;
-            rw.tree = TreeAlgorithm::BalancedPath;
+            // The planner's tree, or the view's MST where the choice predicted it faster.
+            rw.tree = match choice.planned_tree_s {
+                Some(_) => TreeAlgorithm::Mst,
+                None => TreeAlgorithm::BalancedPath,
+            };
             plan_tree = Some(tree);
         }
         Candidate::Mob => {

@@ -26,12 +26,7 @@ pub struct AutoArgs {
 /// Runs the grid and prints it.
 pub fn run(args: &AutoArgs) -> anyhow::Result<()> {
     let grid = if args.quick {
-        Grid {
-            sizes: vec![1 << 10, 64 << 10, 1 << 20, 16 << 20],
-            wan_ms: vec![1.0, 100.0],
-            wan_mb_s: vec![0.5, 100.0],
-            ..Grid::full()
-        }
+        Grid::reduced()
     } else {
         Grid::full()
     };
