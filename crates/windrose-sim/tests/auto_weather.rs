@@ -96,6 +96,14 @@ fn completion(r: &Report, rep: usize) -> f64 {
     r.multicast[k].completion_s.unwrap()
 }
 
+/// Each repetition's chosen protocol.
+fn choices(r: &Report) -> Vec<Candidate> {
+    r.repetitions
+        .iter()
+        .map(|x| x.auto.as_ref().unwrap().chosen)
+        .collect()
+}
+
 fn run(s: &Scenario) -> Report {
     let r = run_scenario(s, 1, None).unwrap();
     assert!(r.all_finished(), "{}", r.summary());
@@ -187,12 +195,7 @@ fn the_choice_follows_the_wan_between_repetitions() {
             2,
         ));
         let r = run(&s);
-        let chosen: Vec<Candidate> = r
-            .repetitions
-            .iter()
-            .map(|x| x.auto.as_ref().unwrap().chosen)
-            .collect();
-        assert_eq!(chosen, [first, second], "{}", r.summary());
+        assert_eq!(choices(&r), [first, second], "{}", r.summary());
         assert_eq!(r.changes_applied, 2 * pairs.len());
         // The change came after the first repetition's last delivery and before the second
         // started: the first ran as without it.
@@ -338,11 +341,7 @@ fn the_example_file_switches_after_the_repetition_running_at_the_change() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios/auto-weather.toml");
     let s = windrose_sim::scenario::load_scenario(&path).unwrap();
     let r = run(&s);
-    let chosen: Vec<Candidate> = r
-        .repetitions
-        .iter()
-        .map(|x| x.auto.as_ref().unwrap().chosen)
-        .collect();
+    let chosen = choices(&r);
     use Candidate::{Balanced, Broadcast};
     assert_eq!(
         chosen,

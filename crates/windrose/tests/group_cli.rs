@@ -100,27 +100,7 @@ fn two_members_start_a_broadcast_and_a_multicast_in_one_running_group() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("unknown strategy \"sideways\""), "{err}");
-    for i in 0..N {
-        windrose()
-            .args(["group", "leave"])
-            .arg("--control")
-            .arg(socket(i))
-            .timeout(Duration::from_secs(60))
-            .assert()
-            .success();
-    }
-    for (i, c) in members.0.iter_mut().enumerate() {
-        let mut status = None;
-        wait_for(
-            &format!("member {i} to exit"),
-            Duration::from_secs(30),
-            || {
-                status = c.try_wait().unwrap();
-                status.is_some()
-            },
-        );
-        assert!(status.unwrap().success(), "member {i}");
-    }
+    leave_all(&mut members, N, socket);
 }
 
 #[test]
@@ -419,26 +399,7 @@ fn root_commands_start_through_a_running_member() {
         .stderr(predicates::str::contains(
             "a scatter's tree is an algorithm",
         ));
-    for i in 0..n {
-        windrose()
-            .args(["group", "leave", "--control"])
-            .arg(socket(i))
-            .timeout(Duration::from_secs(60))
-            .assert()
-            .success();
-    }
-    for (i, c) in members.0.iter_mut().enumerate() {
-        let mut status = None;
-        wait_for(
-            &format!("member {i} to exit"),
-            Duration::from_secs(30),
-            || {
-                status = c.try_wait().unwrap();
-                status.is_some()
-            },
-        );
-        assert!(status.unwrap().success(), "member {i}");
-    }
+    leave_all(&mut members, n, socket);
 }
 
 /// `group serve --once`: every member, the initiator included, leaves after the first
@@ -547,26 +508,7 @@ fn an_eager_group_with_relayed_announcements_carries_broadcasts_and_a_multicast(
         );
         assert_eq!(&received(&out(i)), w, "member {i}");
     }
-    for i in 0..N {
-        windrose()
-            .args(["group", "leave", "--control"])
-            .arg(socket(i))
-            .timeout(Duration::from_secs(60))
-            .assert()
-            .success();
-    }
-    for (i, c) in members.0.iter_mut().enumerate() {
-        let mut status = None;
-        wait_for(
-            &format!("member {i} to exit"),
-            Duration::from_secs(30),
-            || {
-                status = c.try_wait().unwrap();
-                status.is_some()
-            },
-        );
-        assert!(status.unwrap().success(), "member {i}");
-    }
+    leave_all(&mut members, N, socket);
 }
 
 /// `group serve --mst-live latency` and `group start bcast --tree mst-live`: the members build
@@ -919,4 +861,29 @@ fn a_member_served_again_after_a_kill_resumes_from_its_out_dir() {
         .filter(|n| n.starts_with('.'))
         .collect();
     assert!(left.is_empty(), "partial files left: {left:?}");
+}
+
+/// Tells members `0..n` to leave through their control sockets, and waits for each process to
+/// exit 0.
+fn leave_all(members: &mut procs::Members, n: usize, socket: impl Fn(usize) -> std::path::PathBuf) {
+    for i in 0..n {
+        windrose()
+            .args(["group", "leave", "--control"])
+            .arg(socket(i))
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+    for (i, c) in members.0.iter_mut().enumerate() {
+        let mut status = None;
+        wait_for(
+            &format!("member {i} to exit"),
+            Duration::from_secs(30),
+            || {
+                status = c.try_wait().unwrap();
+                status.is_some()
+            },
+        );
+        assert!(status.unwrap().success(), "member {i}");
+    }
 }
