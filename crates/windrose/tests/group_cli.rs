@@ -425,18 +425,7 @@ fn once_members_leave_after_their_first_collective() {
         .timeout(Duration::from_secs(60))
         .assert()
         .success();
-    for (i, c) in members.0.iter_mut().enumerate() {
-        let mut status = None;
-        wait_for(
-            &format!("member {i} to exit"),
-            Duration::from_secs(30),
-            || {
-                status = c.try_wait().unwrap();
-                status.is_some()
-            },
-        );
-        assert!(status.unwrap().success(), "member {i}");
-    }
+    all_exit_0(&mut members);
     for i in 1..n {
         assert_eq!(received(&out(i)), vec![hash_file(&a)], "member {i}");
     }
@@ -874,6 +863,11 @@ fn leave_all(members: &mut procs::Members, n: usize, socket: impl Fn(usize) -> s
             .assert()
             .success();
     }
+    all_exit_0(members);
+}
+
+/// Waits (up to 30 s each) for every member process to exit, and checks each exited 0.
+fn all_exit_0(members: &mut procs::Members) {
     for (i, c) in members.0.iter_mut().enumerate() {
         let mut status = None;
         wait_for(
