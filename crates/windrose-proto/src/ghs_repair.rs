@@ -71,9 +71,10 @@
 mod wire;
 
 use crate::ghs::{EdgeKey, Ghs, GhsMsg};
+use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use windrose_model::NodeId;
-pub use wire::{MstFrame, MAX_MST_BODY_LEN};
+pub use wire::{encode_row, row_entries, MstFrame, MAX_MST_BODY_LEN, ROW_ENTRY_LEN};
 
 /// A weight change of the edge `from`-`to`, measured at `from`.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -338,6 +339,80 @@ impl MstMaintainer {
             stable_epoch: 0,
             nodes: done.nodes,
             total_weight: done.total_weight,
+            epoch: None,
+            held: VecDeque::new(),
+            queue: VecDeque::new(),
+            mine: VecDeque::new(),
+            outstanding: false,
+            deferred: VecDeque::new(),
+            sent: [0; 7],
+        })
+    }
+
+    /// Takes over a tree this node computed itself (the [rows build](BuildAlgorithm::Rows)):
+    /// its incident edges `(neighbour, weight)` (the weights the tree was computed with), the
+    /// neighbours it is joined to in the tree, its parent towards the root (None: this node
+    /// is the root), the tree's nodes and total weight (bit-identical at every node). This is
+    /// all the repairs need from a build: GHS's fragment names and levels play no part in
+    /// them (a repair names its own fragment by the cut edge's key).
+    pub fn from_tree(
+        me: NodeId,
+        incident: impl IntoIterator<Item = (NodeId, f64)>,
+        branches: &BTreeSet<NodeId>,
+        parent: Option<NodeId>,
+        nodes: u32,
+        total_weight: f64,
+    ) -> Result<MstMaintainer, RepairError> {
+        let mut edges = Vec::new();
+        for (to, w) in incident {
+            let key = EdgeKey::new(me, to, w).ok_or(RepairError::BadWeight {
+                node: me,
+                neighbour: to,
+                weight: w,
+            })?;
+            edges.push(REdge {
+                to,
+                key,
+                branch: branches.contains(&to),
+            });
+        }
+        edges.sort_by_key(|e| e.to);
+        if edges.windows(2).any(|w| w[0].to == w[1].to) {
+            return Err(RepairError::Unexpected {
+                node: me,
+                from: me,
+                kind: "tree",
+                why: "a neighbour named twice",
+            });
+        }
+        let no_edge = |n: NodeId| RepairError::NoSuchEdge {
+            node: me,
+            neighbour: n,
+        };
+        if let Some(&b) = branches
+            .iter()
+            .find(|b| edges.binary_search_by_key(*b, |e| e.to).is_err())
+        {
+            return Err(no_edge(b));
+        }
+        let parent = match parent {
+            Some(p) => Some(
+                edges
+                    .binary_search_by_key(&p, |e| e.to)
+                    .ok()
+                    .filter(|&j| edges[j].branch)
+                    .ok_or_else(|| no_edge(p))?,
+            ),
+            None => None,
+        };
+        Ok(MstMaintainer {
+            me,
+            edges,
+            is_root: parent.is_none(),
+            parent,
+            stable_epoch: 0,
+            nodes,
+            total_weight,
             epoch: None,
             held: VecDeque::new(),
             queue: VecDeque::new(),
@@ -831,8 +906,17 @@ impl MstMaintainer {
 }
 
 /// A message of [`MaintainedMst`]: its generation, then a GHS or repair message.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum MstNodeMsg {
+    /// The rows build's Hello: the sender entered `generation` and holds these members alive,
+    /// with its weight of the link to each ([`encode_row`]; every entry, not only the edges it
+    /// owns, so the receiver also learns whom the sender counts alive).
+    Row {
+        /// The generation.
+        generation: u32,
+        /// The entries, as [`encode_row`] writes them.
+        row: Bytes,
+    },
     /// The sender entered `generation`; `weight` is its weight of this edge (the smaller end's
     /// weight is the edge's weight in the generation's build).
     Hello {
@@ -862,6 +946,7 @@ impl MstNodeMsg {
     pub fn generation(&self) -> u32 {
         match *self {
             MstNodeMsg::Hello { generation, .. }
+            | MstNodeMsg::Row { generation, .. }
             | MstNodeMsg::Ghs { generation, .. }
             | MstNodeMsg::Repair { generation, .. } => generation,
         }
@@ -874,6 +959,10 @@ enum Phase {
     Gathering {
         heard: BTreeMap<NodeId, f64>,
         buffer: Vec<(NodeId, MstNodeMsg)>,
+        /// The rows build: each neighbour's last row.
+        rows: BTreeMap<NodeId, Vec<(NodeId, f64)>>,
+        /// The rows build: the row this node last sent.
+        sent_row: Vec<(NodeId, f64)>,
     },
     /// GHS runs; repair messages of the generation wait for its end.
     Building {
@@ -922,6 +1011,150 @@ pub struct MaintainedMst {
     faults: u64,
     /// GHS's test window for every build of this node (1: classic GHS).
     window: u32,
+    /// How each generation's tree is built.
+    build: BuildAlgorithm,
+    /// The rows build: the whole tree of the current generation, `(node, parent)` by node.
+    tree: Option<Vec<(NodeId, Option<NodeId>)>>,
+}
+
+/// How a [`MaintainedMst`] builds each generation's tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BuildAlgorithm {
+    /// GHS ([`Ghs`]) on the node's incident edges, after one `Hello` per edge (`2 e` frames)
+    /// that settles each edge's weight: the paper's build.
+    #[default]
+    Ghs,
+    /// Every node sends its whole row (its weight of every link, [`MstNodeMsg::Row`]) to
+    /// every neighbour instead of the Hello, and computes the MST of the rows itself once
+    /// every neighbour's row is in: Kruskal in GHS's key order `(w, min id, max id)`, each
+    /// edge weighing what its smaller end's row says, so every node computes the same tree,
+    /// the one GHS would build. Only for a **complete** graph (every node a neighbour of
+    /// every other), where GHS's own `2 e` frames are as many: `n (n - 1)` frames of
+    /// `12 (n - 1)` payload bytes, one message delay (the slowest link) from the last start
+    /// to the end, and every node holds the whole tree ([`MaintainedMst::built_tree`]). The
+    /// root for the repairs is the tree's centre (the least eccentricity in weight, the
+    /// smaller id on a tie), so their waves are as short as the tree allows.
+    ///
+    /// The nodes must agree on who is alive: a node builds only when every row it holds
+    /// names exactly the members it holds alive. A member seen failing while the rows
+    /// gather is dropped from this node's row, which is sent again (the first without it,
+    /// the one change a row may have); so a node that still counts the failed member waits,
+    /// and one that built with it (every row named it) starts the next generation when its
+    /// own detector sees the failure. Two nodes never build different trees in one
+    /// generation.
+    Rows,
+}
+
+impl std::fmt::Display for BuildAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BuildAlgorithm::Ghs => "ghs",
+            BuildAlgorithm::Rows => "rows",
+        })
+    }
+}
+
+impl std::str::FromStr for BuildAlgorithm {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ghs" => Ok(BuildAlgorithm::Ghs),
+            "rows" => Ok(BuildAlgorithm::Rows),
+            _ => Err(format!("MST build {s:?}: expected rows or ghs")),
+        }
+    }
+}
+
+/// The MST of a complete graph given by rows, as every node of the
+/// [rows build](BuildAlgorithm::Rows) computes it: `weight(lo, hi)` is the edge's weight (the
+/// smaller end's), `nodes` sorted. Returns the tree edges in Kruskal's order (GHS's key
+/// order), so summing them in that order gives the same bits everywhere.
+pub fn kruskal_complete(
+    nodes: &[NodeId],
+    weight: impl Fn(NodeId, NodeId) -> f64,
+) -> Result<Vec<EdgeKey>, String> {
+    let mut keys = Vec::with_capacity(nodes.len() * nodes.len().saturating_sub(1) / 2);
+    for (i, &a) in nodes.iter().enumerate() {
+        for &b in &nodes[i + 1..] {
+            let w = weight(a, b);
+            keys.push(
+                EdgeKey::new(a, b, w)
+                    .ok_or_else(|| format!("the edge {a}-{b} cannot weigh {w}"))?,
+            );
+        }
+    }
+    keys.sort_unstable();
+    let index = |n: NodeId| nodes.binary_search(&n).expect("an edge of the nodes");
+    let mut up: Vec<usize> = (0..nodes.len()).collect();
+    fn find(up: &mut [usize], mut x: usize) -> usize {
+        while up[x] != x {
+            up[x] = up[up[x]];
+            x = up[x];
+        }
+        x
+    }
+    let mut tree = Vec::with_capacity(nodes.len().saturating_sub(1));
+    for k in keys {
+        let (a, b) = (find(&mut up, index(k.lo())), find(&mut up, index(k.hi())));
+        if a != b {
+            up[a] = b;
+            tree.push(k);
+            if tree.len() + 1 == nodes.len() {
+                break;
+            }
+        }
+    }
+    Ok(tree)
+}
+
+/// The tree's centre: the node of least eccentricity (the heaviest path from it, by weight),
+/// the smaller id on a tie; then every node's parent towards it. `nodes` sorted, `tree` a
+/// spanning tree of them.
+pub fn rooted_at_centre(
+    nodes: &[NodeId],
+    tree: &[EdgeKey],
+) -> (NodeId, Vec<(NodeId, Option<NodeId>)>) {
+    let index = |n: NodeId| nodes.binary_search(&n).expect("a tree node");
+    let mut adj: Vec<Vec<(usize, f64)>> = vec![Vec::new(); nodes.len()];
+    for k in tree {
+        let (a, b) = (index(k.lo()), index(k.hi()));
+        adj[a].push((b, k.weight()));
+        adj[b].push((a, k.weight()));
+    }
+    // Each walk visits the tree from one node: (parent index, distance) per node.
+    let walk = |from: usize| {
+        let mut parent = vec![usize::MAX; nodes.len()];
+        let mut dist = vec![0.0f64; nodes.len()];
+        let mut stack = vec![from];
+        parent[from] = from;
+        while let Some(u) = stack.pop() {
+            for &(v, w) in &adj[u] {
+                if parent[v] == usize::MAX {
+                    parent[v] = u;
+                    dist[v] = dist[u] + w;
+                    stack.push(v);
+                }
+            }
+        }
+        (parent, dist)
+    };
+    let mut best = (f64::INFINITY, 0);
+    for i in 0..nodes.len() {
+        let (_, dist) = walk(i);
+        let ecc = dist.iter().copied().fold(0.0, f64::max);
+        if ecc < best.0 {
+            best = (ecc, i);
+        }
+    }
+    let root = best.1;
+    let (parent, _) = walk(root);
+    let parents = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, (i != root).then(|| nodes[parent[i]])))
+        .collect();
+    (nodes[root], parents)
 }
 
 impl MaintainedMst {
@@ -946,6 +1179,8 @@ impl MaintainedMst {
             dropped: 0,
             faults: 0,
             window: 1,
+            build: BuildAlgorithm::Ghs,
+            tree: None,
         })
     }
 
@@ -965,6 +1200,29 @@ impl MaintainedMst {
         Ok(self)
     }
 
+    /// The same node building every generation's tree with `build` (only before the start;
+    /// [`BuildAlgorithm::Rows`] only for a [`gathering`](Self::gathering) node on a complete
+    /// graph).
+    pub fn with_build(mut self, build: BuildAlgorithm) -> MaintainedMst {
+        self.build = build;
+        self
+    }
+
+    /// How this node builds.
+    pub fn build(&self) -> BuildAlgorithm {
+        self.build
+    }
+
+    /// The rows build's whole tree of the current generation once it is built, `(node,
+    /// parent)` for every node of it by id (None: the root); None with GHS, which leaves each
+    /// node only its own edges.
+    pub fn built_tree(&self) -> Option<&[(NodeId, Option<NodeId>)]> {
+        match self.phase {
+            Phase::Maintaining(_) => self.tree.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Node `me` with its incident edges `(neighbour, weight)`, in generation 0, asleep, whose
     /// first build starts like a rebuild: [`start`](Self::start) sends `Hello(0, weight)` to
     /// every neighbour and GHS runs once every neighbour's Hello is in, each edge weighing what
@@ -980,6 +1238,8 @@ impl MaintainedMst {
         m.phase = Phase::Gathering {
             heard: BTreeMap::new(),
             buffer: Vec::new(),
+            rows: BTreeMap::new(),
+            sent_row: Vec::new(),
         };
         Ok(m)
     }
@@ -1095,10 +1355,33 @@ impl MaintainedMst {
         self.weights.remove(&peer);
         self.measured.remove(&peer);
         self.dead.insert(peer);
-        if let Phase::Gathering { heard, .. } = &mut self.phase {
+        if let Phase::Gathering {
+            heard,
+            rows,
+            sent_row,
+            ..
+        } = &mut self.phase
+        {
             // Nothing is built yet in this generation: no edge to the peer is in use anywhere
             // but here, so the generation goes on without it.
             heard.remove(&peer);
+            rows.remove(&peer);
+            if self.started && sent_row.iter().any(|&(n, _)| n == peer) {
+                // The rows build: the row sent names the peer; the others learn it is gone
+                // here (see `BuildAlgorithm::Rows`).
+                sent_row.retain(|&(n, _)| n != peer);
+                let row = encode_row(sent_row);
+                let generation = self.generation;
+                for &n in self.weights.keys() {
+                    out.push((
+                        n,
+                        MstNodeMsg::Row {
+                            generation,
+                            row: row.clone(),
+                        },
+                    ));
+                }
+            }
             self.try_build(out);
             return;
         }
@@ -1126,16 +1409,44 @@ impl MaintainedMst {
             self.phase = Phase::Gathering {
                 heard: BTreeMap::new(),
                 buffer: Vec::new(),
+                rows: BTreeMap::new(),
+                sent_row: Vec::new(),
             };
         }
-        for (&n, &weight) in &self.weights {
-            out.push((n, MstNodeMsg::Hello { generation, weight }));
+        self.tree = None;
+        match self.build {
+            BuildAlgorithm::Ghs => {
+                for (&n, &weight) in &self.weights {
+                    out.push((n, MstNodeMsg::Hello { generation, weight }));
+                }
+            }
+            BuildAlgorithm::Rows => {
+                let entries: Vec<(NodeId, f64)> =
+                    self.weights.iter().map(|(&n, &w)| (n, w)).collect();
+                let row = encode_row(&entries);
+                if let Phase::Gathering { sent_row, .. } = &mut self.phase {
+                    *sent_row = entries;
+                }
+                for &n in self.weights.keys() {
+                    out.push((
+                        n,
+                        MstNodeMsg::Row {
+                            generation,
+                            row: row.clone(),
+                        },
+                    ));
+                }
+            }
         }
         self.try_build(out);
     }
 
     fn try_build(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
-        let Phase::Gathering { heard, buffer } = &mut self.phase else {
+        if self.build == BuildAlgorithm::Rows {
+            self.try_build_rows(out);
+            return;
+        }
+        let Phase::Gathering { heard, buffer, .. } = &mut self.phase else {
             return;
         };
         if !self.started || self.weights.keys().any(|n| !heard.contains_key(n)) {
@@ -1165,6 +1476,86 @@ impl MaintainedMst {
         }
     }
 
+    /// The rows build: once every neighbour's row is in and every row names exactly the
+    /// members this node holds alive, the MST of the rows, the maintainer over it.
+    fn try_build_rows(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Gathering { rows, buffer, .. } = &mut self.phase else {
+            return;
+        };
+        if !self.started || self.weights.keys().any(|n| !rows.contains_key(n)) {
+            return;
+        }
+        let mut nodes: Vec<NodeId> = self.weights.keys().copied().collect();
+        nodes.push(self.me);
+        nodes.sort_unstable();
+        // A row that still names a member this node knows failed is waited out: its sender
+        // sends it again without the member once its own detector sees the failure (or, if
+        // it built with the member, starts the next generation then).
+        let agree = rows.iter().all(|(&from, row)| {
+            row.iter()
+                .map(|&(n, _)| n)
+                .eq(nodes.iter().copied().filter(|&n| n != from))
+        });
+        if !agree {
+            return; // a failure not seen everywhere yet
+        }
+        // Each edge weighs what its smaller end's row says.
+        let rows = std::mem::take(rows);
+        let row_of = |a: NodeId, b: NodeId| -> f64 {
+            if a == self.me {
+                self.weights[&b]
+            } else {
+                let r = &rows[&a];
+                r[r.binary_search_by_key(&b, |e| e.0).expect("rows agree")].1
+            }
+        };
+        let tree = kruskal_complete(&nodes, row_of).expect("weights checked when they arrived");
+        for (n, w) in self.weights.iter_mut() {
+            if *n < self.me {
+                let r = &rows[n];
+                *w = r[r
+                    .binary_search_by_key(&self.me, |e| e.0)
+                    .expect("rows agree")]
+                .1;
+            }
+        }
+        let total = tree.iter().fold(0.0, |t, k| t + k.weight());
+        let (_, parents) = rooted_at_centre(&nodes, &tree);
+        let branches: BTreeSet<NodeId> = tree
+            .iter()
+            .filter_map(|k| {
+                if k.lo() == self.me {
+                    Some(k.hi())
+                } else if k.hi() == self.me {
+                    Some(k.lo())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let parent = parents
+            .iter()
+            .find(|(n, _)| *n == self.me)
+            .and_then(|&(_, p)| p);
+        let m = MstMaintainer::from_tree(
+            self.me,
+            self.weights.iter().map(|(&n, &w)| (n, w)),
+            &branches,
+            parent,
+            nodes.len() as u32,
+            total,
+        )
+        .expect("a spanning tree of this node's edges");
+        let buffer = std::mem::take(buffer);
+        self.tree = Some(parents);
+        self.take_over(m, Vec::new(), out);
+        for (from, msg) in buffer {
+            if self.handle(from, msg, out).is_err() {
+                self.faults += 1;
+            }
+        }
+    }
+
     /// Once GHS is done: the maintainer takes over, waiting repair messages go to it and the
     /// changes measured here that the build does not have are fed again.
     fn after_ghs(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
@@ -1176,6 +1567,17 @@ impl MaintainedMst {
         }
         let m = MstMaintainer::from_ghs(ghs).expect("GHS is done");
         let buffer = std::mem::take(buffer);
+        self.take_over(m, buffer, out);
+    }
+
+    /// The maintainer takes over the generation's tree: the repair messages that waited for
+    /// it go to it, and the changes measured here that the build does not have are fed again.
+    fn take_over(
+        &mut self,
+        m: MstMaintainer,
+        buffer: Vec<(NodeId, RepairMsg)>,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) {
         self.phase = Phase::Maintaining(Box::new(m));
         for (from, msg) in buffer {
             let msg = MstNodeMsg::Repair {
@@ -1228,7 +1630,53 @@ impl MaintainedMst {
         if g > self.generation {
             self.enter(g, out);
         }
+        let rows_build = self.build == BuildAlgorithm::Rows;
+        if rows_build == matches!(msg, MstNodeMsg::Hello { .. })
+            && matches!(msg, MstNodeMsg::Hello { .. } | MstNodeMsg::Row { .. })
+        {
+            return Err(RepairError::Unexpected {
+                node: self.me,
+                from,
+                kind: if rows_build { "hello" } else { "row" },
+                why: "the members do not build the same way (rows and GHS mixed)",
+            });
+        }
         match (&mut self.phase, msg) {
+            (Phase::Gathering { rows, .. }, MstNodeMsg::Row { row, .. }) => {
+                let entries: Vec<(NodeId, f64)> = row_entries(&row).collect();
+                let me = self.me;
+                let known =
+                    |n: NodeId| n == me || self.weights.contains_key(&n) || self.dead.contains(&n);
+                let why = if entries.iter().any(|&(n, _)| n == from) {
+                    Some("a row naming its sender")
+                } else if entries.iter().any(|&(n, _)| !known(n)) {
+                    Some("a row naming a node that is not a neighbour (the rows build needs a complete graph)")
+                } else if rows.get(&from).is_some_and(|old| {
+                    // A second row may only drop members.
+                    entries.len() >= old.len()
+                        || entries.iter().any(|e| {
+                            old.binary_search_by_key(&e.0, |o| o.0)
+                                .map_or(true, |j| old[j].1.to_bits() != e.1.to_bits())
+                        })
+                }) {
+                    Some("a second row that is not the first one less failed members")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(RepairError::Unexpected {
+                        node: self.me,
+                        from,
+                        kind: "row",
+                        why,
+                    });
+                }
+                rows.insert(from, entries);
+                self.try_build(out);
+            }
+            // A row sent again after this node built: the sender saw a failure this node's
+            // detector will see too (and start the next generation then).
+            (_, MstNodeMsg::Row { .. }) => {}
             (Phase::Gathering { heard, .. }, MstNodeMsg::Hello { weight, .. }) => {
                 if EdgeKey::new(self.me, from, weight).is_none() || heard.contains_key(&from) {
                     return Err(RepairError::Unexpected {
@@ -1268,6 +1716,7 @@ impl MaintainedMst {
                     from,
                     kind: match msg {
                         MstNodeMsg::Hello { .. } => "hello",
+                        MstNodeMsg::Row { .. } => "row",
                         MstNodeMsg::Ghs { .. } => "ghs",
                         MstNodeMsg::Repair { .. } => "repair",
                     },

@@ -24,7 +24,7 @@ use windrose_model::NodeId;
 /// A machine the timed run drives.
 pub trait TimedMachine {
     /// Its message.
-    type Msg: Copy;
+    type Msg: Clone;
     /// The spontaneous start.
     fn wake(&mut self, out: &mut Vec<(NodeId, Self::Msg)>);
     /// A message from `from`; an error names why it was refused.
@@ -91,6 +91,7 @@ impl TimedMachine for MaintainedMst {
     fn kind(msg: &MstNodeMsg) -> &'static str {
         match msg {
             MstNodeMsg::Hello { .. } => "hello",
+            MstNodeMsg::Row { .. } => "row",
             MstNodeMsg::Ghs { msg, .. } => msg.name(),
             MstNodeMsg::Repair { msg, .. } => REPAIR_KINDS[msg.kind_index()],
         }
@@ -332,12 +333,12 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
             let node = &mut self.nodes[m.to.index()];
             let was = node.settled();
             let mut out = std::mem::take(&mut self.scratch);
+            let kind = M::kind(&m.msg);
             node.take(m.from, m.msg, &mut out).map_err(|e| {
                 format!(
-                    "at {:.6} s, node {} refused a {} from {}: {e}",
+                    "at {:.6} s, node {} refused a {kind} from {}: {e}",
                     m.at_ns as f64 / 1e9,
                     m.to,
-                    M::kind(&m.msg),
                     m.from
                 )
             })?;

@@ -48,7 +48,7 @@
 
 use crate::frame::Message;
 use crate::ghs::EdgeKey;
-use crate::ghs_repair::{MaintainedMst, MstFrame, MstNodeMsg, RepairMsg};
+use crate::ghs_repair::{BuildAlgorithm, MaintainedMst, MstFrame, MstNodeMsg, RepairMsg};
 use crate::time::Time;
 use crate::weather::{Guesses, LinkWeather};
 use serde::{Deserialize, Serialize};
@@ -116,6 +116,61 @@ pub struct MstLiveConfig {
     /// GHS); [`DEFAULT_TEST_WINDOW`](crate::ghs::DEFAULT_TEST_WINDOW) when absent.
     #[serde(default = "crate::ghs::default_test_window")]
     pub test_window: u32,
+    /// How each generation's tree is built ([`MstBuild::Auto`] when absent).
+    #[serde(default)]
+    pub build: MstBuild,
+}
+
+/// Groups of at most this many members build by rows under [`MstBuild::Auto`].
+pub const ROWS_MAX_MEMBERS: usize = 64;
+
+/// How the live MST builds its tree (see the [module docs](self#the-build-rows-or-ghs)).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MstBuild {
+    /// Rows for groups of at most [`ROWS_MAX_MEMBERS`] members, GHS for larger ones.
+    #[default]
+    Auto,
+    /// Every member sends its row to every member, and each computes the tree
+    /// ([`BuildAlgorithm::Rows`]).
+    Rows,
+    /// GHS ([`BuildAlgorithm::Ghs`]) and every member's parent announced to every member.
+    Ghs,
+}
+
+impl MstBuild {
+    /// The algorithm for a group of `members`.
+    pub fn algorithm(self, members: usize) -> BuildAlgorithm {
+        match self {
+            MstBuild::Rows => BuildAlgorithm::Rows,
+            MstBuild::Ghs => BuildAlgorithm::Ghs,
+            MstBuild::Auto if members <= ROWS_MAX_MEMBERS => BuildAlgorithm::Rows,
+            MstBuild::Auto => BuildAlgorithm::Ghs,
+        }
+    }
+}
+
+impl fmt::Display for MstBuild {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MstBuild::Auto => "auto",
+            MstBuild::Rows => "rows",
+            MstBuild::Ghs => "ghs",
+        })
+    }
+}
+
+impl FromStr for MstBuild {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(MstBuild::Auto),
+            "rows" => Ok(MstBuild::Rows),
+            "ghs" => Ok(MstBuild::Ghs),
+            _ => Err(format!("MST build {s:?}: expected auto, rows or ghs")),
+        }
+    }
 }
 
 impl Default for MstLiveConfig {
@@ -129,6 +184,7 @@ impl Default for MstLiveConfig {
             resolution: 0.1,
             build_after: Duration::from_secs(10),
             test_window: crate::ghs::DEFAULT_TEST_WINDOW,
+            build: MstBuild::Auto,
         }
     }
 }
@@ -316,7 +372,8 @@ impl MstService {
         };
         let mut node = MaintainedMst::gathering(self.me, row)
             .and_then(|m| m.with_test_window(self.config.test_window))
-            .expect("members are distinct, weights and window checked");
+            .expect("members are distinct, weights and window checked")
+            .with_build(self.config.build.algorithm(self.members.len()));
         let mut o = Vec::new();
         node.start(&mut o);
         self.built.0 = Some(now);
@@ -387,7 +444,8 @@ impl MstService {
             }
             MstFrame::Node(msg) => {
                 let mut o = Vec::new();
-                node.handle(from, msg, &mut o).map_err(|e| e.to_string())?;
+                node.handle(from, msg.clone(), &mut o)
+                    .map_err(|e| e.to_string())?;
                 if let MstNodeMsg::Repair {
                     generation,
                     msg:
@@ -519,6 +577,14 @@ impl MstService {
         self.announced = true;
         if self.built.1.is_none() {
             self.built.1 = Some(now);
+        }
+        if let Some(tree) = node.built_tree() {
+            // The rows build: this node computed the whole tree, nothing to announce.
+            let tree = tree.to_vec();
+            for (n, p) in tree {
+                self.take_parent(g, n, p);
+            }
+            return;
         }
         // The build's parent: the step that ends the build cannot also end a repair here (a
         // repair ends with a Stable from the parent, after this node's echo).

@@ -8,7 +8,9 @@ use windrose_proto::frame::{
     self, Decoder, FrameError, Message, TransferId, DEFAULT_MAX_BODY_LEN, HEADER_LEN,
 };
 use windrose_proto::ghs::{EdgeKey, GhsFrame, GhsMsg, SearchState, MAX_LEVEL};
-use windrose_proto::ghs_repair::{Change, ChangeSeen, EchoInfo, MstFrame, MstNodeMsg, RepairMsg};
+use windrose_proto::ghs_repair::{
+    encode_row, Change, ChangeSeen, EchoInfo, MstFrame, MstNodeMsg, RepairMsg,
+};
 use windrose_proto::heterosort::HsortMsg;
 use windrose_proto::host::SessionFrame;
 use windrose_proto::pieces::{Bitfield, PeerList, Piece, PieceMsg, PieceRef, Signal, SignalMsg};
@@ -113,7 +115,7 @@ fn mst_frame() -> impl Strategy<Value = Message> {
         (
             any::<u32>(),
             any::<u32>(),
-            0u8..10,
+            0u8..11,
             any::<bool>(),
             1..=u32::MAX,
         ),
@@ -162,6 +164,18 @@ fn mst_frame() -> impl Strategy<Value = Message> {
                         nodes,
                         total_weight: k.weight(),
                     }),
+                    9 => {
+                        // A row of up to 16 entries, ids increasing from `epoch % 1000`.
+                        let len = (nodes % 17) as usize;
+                        let start = epoch % 1000;
+                        let entries: Vec<(NodeId, f64)> = (0..len as u32)
+                            .map(|i| (NodeId(start + 3 * i), k.weight() + f64::from(i)))
+                            .collect();
+                        MstNodeMsg::Row {
+                            generation,
+                            row: encode_row(&entries),
+                        }
+                    }
                     _ => {
                         return Message::Mst(Box::new(MstFrame::Parent {
                             generation,

@@ -657,8 +657,8 @@ fn failure_storm(seed: u64) -> (u64, u32) {
                 continue;
             }
             let node = &mut nodes[to as usize];
-            if let (MstNodeMsg::Repair { generation, msg }, Some(mm)) = (m, node.maintainer()) {
-                if let Some(e) = msg.epoch().filter(|_| generation == node.generation()) {
+            if let (MstNodeMsg::Repair { generation, msg }, Some(mm)) = (&m, node.maintainer()) {
+                if let Some(e) = msg.epoch().filter(|_| *generation == node.generation()) {
                     assert!(e > mm.stable_epoch(), "{ctx}: {msg:?} after its end");
                 }
             }

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::frame::Message;
-use windrose_proto::mst_service::{MstLiveConfig, MstMetric, MstService};
+use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric, MstService};
 use windrose_proto::weather::Guesses;
 use windrose_proto::Time;
 
@@ -95,6 +95,15 @@ impl Net {
 
 #[test]
 fn the_live_mst_is_built_repaired_and_rebuilt_and_every_node_holds_it_whole() {
+    built_repaired_rebuilt(MstBuild::Ghs);
+}
+
+#[test]
+fn the_live_mst_built_by_rows_is_repaired_and_rebuilt_and_every_node_holds_it_whole() {
+    built_repaired_rebuilt(MstBuild::Rows);
+}
+
+fn built_repaired_rebuilt(build: MstBuild) {
     let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
     let config = MstLiveConfig {
         metric: MstMetric::Latency,
@@ -102,6 +111,7 @@ fn the_live_mst_is_built_repaired_and_rebuilt_and_every_node_holds_it_whole() {
         check_every: 2,
         resolution: 0.0,
         build_after: Duration::from_secs(3600),
+        build,
         ..MstLiveConfig::default()
     };
     let mut net = Net {

@@ -1,5 +1,6 @@
 //! The live MST through the Host in the simulator (issue 17): seed 004's 24 processes on the
-//! six-site platform build the MST of their measured latencies with GHS, a WAN link slows, the
+//! six-site platform build the MST of their measured latencies (with GHS, and with the rows
+//! build: every Host sends its row to every other and computes the tree), a WAN link slows, the
 //! endpoints that own its edges feed the change every four broadcasts (AGM-adapII's k) past the
 //! 10 % threshold, the repairs swap the tree edge, and the next `mst-live` broadcast runs over
 //! the new tree.
@@ -11,7 +12,7 @@ use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::ghs::DEFAULT_TEST_WINDOW;
 use windrose_proto::host::{App, AppRequest, BroadcastRequest};
-use windrose_proto::mst_service::{MstLiveConfig, MstMetric};
+use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::Input;
@@ -111,6 +112,8 @@ struct Run {
     plans: Vec<(bool, u32, u32)>,
     /// (time, sender, kind) of every MST frame.
     mst_sends: Vec<(f64, u32, String)>,
+    /// (time, receiver, kind) of every MST frame received.
+    mst_recvs: Vec<(f64, u32, String)>,
 }
 
 /// What happens at CHANGE_AT.
@@ -122,7 +125,7 @@ enum Event {
     Fail(u32),
 }
 
-fn run(event: Event) -> Run {
+fn run(event: Event, build: MstBuild) -> Run {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/scenarios/seed004-six-sites.toml");
     let platform = load_scenario(&path).unwrap().platform;
@@ -145,6 +148,7 @@ fn run(event: Event) -> Run {
             resolution: 0.1,
             build_after: Duration::from_secs(10),
             test_window: DEFAULT_TEST_WINDOW,
+            build,
         });
     })
     .unwrap();
@@ -203,8 +207,17 @@ fn run(event: Event) -> Run {
         .collect();
     let mut trees = vec![BTreeSet::new(); COUNT];
     let mut mst_sends = Vec::new();
+    let mut mst_recvs = Vec::new();
     for line in String::from_utf8(log.contents()).unwrap().lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["ev"] == "recv" {
+            let kind = v["msg"].as_str().unwrap_or("");
+            if kind.starts_with("mst_") {
+                let t = v["t"].as_f64().unwrap();
+                mst_recvs.push((t, v["node"].as_u64().unwrap() as u32, kind.to_string()));
+            }
+            continue;
+        }
         if v["ev"] != "send" {
             continue;
         }
@@ -228,12 +241,23 @@ fn run(event: Event) -> Run {
         trees,
         plans,
         mst_sends,
+        mst_recvs,
     }
 }
 
 #[test]
 fn hosts_build_the_six_site_mst_with_ghs_and_repair_it_after_a_wan_link_slows() {
-    let r = run(Event::Slow);
+    build_and_repair(MstBuild::Ghs);
+}
+
+#[test]
+fn hosts_build_the_six_site_mst_by_rows_and_repair_it_after_a_wan_link_slows() {
+    build_and_repair(MstBuild::Rows);
+}
+
+fn build_and_repair(build_kind: MstBuild) {
+    let rows = build_kind == MstBuild::Rows;
+    let r = run(Event::Slow, build_kind);
     let (before, after) = (kruskal(false), kruskal(true));
     // The golden tree (PAPER-NOTES 004): S0-S3, S1-S2, S1-S4, S3-S4, S3-S5, 758.6 ms.
     assert_eq!(
@@ -248,18 +272,31 @@ fn hosts_build_the_six_site_mst_with_ghs_and_repair_it_after_a_wan_link_slows() 
     );
     assert!((total_ms(&after, true) - (758.6 - 35.1 + 61.4)).abs() < 1e-9);
 
-    // Build: first Hello to the last node announcing its parent (it knows the end).
+    // Build: first frame to the last node knowing the end: with GHS the last node announcing
+    // its parent (it knows the end then; every node holds the whole tree once the last
+    // announcement is in), by rows the last row received (that node computes the tree then).
     let first = r
         .mst_sends
         .iter()
         .map(|s| s.0)
         .fold(f64::INFINITY, f64::min);
-    let built = r
-        .mst_sends
-        .iter()
-        .filter(|s| s.2 == "mst_parent")
-        .map(|s| s.0)
-        .fold(0.0, f64::max);
+    let last_recv = |kind: &str| {
+        r.mst_recvs
+            .iter()
+            .filter(|s| s.2 == kind && s.0 < CHANGE_AT)
+            .map(|s| s.0)
+            .fold(0.0, f64::max)
+    };
+    let built = if rows {
+        last_recv("mst_row")
+    } else {
+        r.mst_sends
+            .iter()
+            .filter(|s| s.2 == "mst_parent")
+            .map(|s| s.0)
+            .fold(0.0, f64::max)
+    };
+    let whole = if rows { built } else { last_recv("mst_parent") };
     let count = |from: f64, to: f64| {
         let mut c: BTreeMap<&str, u64> = BTreeMap::new();
         for s in r.mst_sends.iter().filter(|s| s.0 >= from && s.0 <= to) {
@@ -271,16 +308,32 @@ fn hosts_build_the_six_site_mst_with_ghs_and_repair_it_after_a_wan_link_slows() 
     let repairs = count(built + 1e-9, f64::INFINITY);
     let epochs = *repairs.get("mst_stable").unwrap_or(&0) as f64 / (N as f64 - 1.0);
     eprintln!(
-        "build: {first:.3} s -> {built:.3} s ({:.3} s), frames {build:?}\nrepairs after: {repairs:?} ({epochs} epochs)\nplans: {:?}",
+        "{build_kind} build: {first:.3} s -> {built:.3} s ({:.3} s; whole tree everywhere after {:.3} s), frames {build:?}\nrepairs after: {repairs:?} ({epochs} epochs)\nplans: {:?}",
         built - first,
+        whole - first,
         r.plans
     );
     assert!(
         built < FIRST,
         "the tree was not built by the first broadcast"
     );
-    assert_eq!(build.get("mst_parent"), Some(&((N * (N - 1)) as u64)));
-    assert_eq!(build.get("mst_hello"), Some(&((N * (N - 1)) as u64)));
+    let all_pairs = Some(&((N * (N - 1)) as u64));
+    if rows {
+        // One row per ordered pair and nothing else: no GHS, no announcements.
+        assert_eq!(build.get("mst_row"), all_pairs, "{build:?}");
+        assert_eq!(build.len(), 1, "{build:?}");
+        // One message delay: the slowest one-way link (722.9 ms) after the last start.
+        let last_start = r
+            .mst_sends
+            .iter()
+            .filter(|s| s.2 == "mst_row")
+            .map(|s| s.0)
+            .fold(0.0, f64::max);
+        assert!(built - last_start <= 0.7229 + 0.05, "{built} {last_start}");
+    } else {
+        assert_eq!(build.get("mst_parent"), all_pairs);
+        assert_eq!(build.get("mst_hello"), all_pairs);
+    }
 
     // Every broadcast went over the live tree: the build's until the change, then the exact
     // MST of the weights the repairs had taken in so far (one S3-S5 process pair at a time,
@@ -327,7 +380,11 @@ fn hosts_build_the_six_site_mst_with_ghs_and_repair_it_after_a_wan_link_slows() 
     assert_eq!(repairs.get("mst_stable"), Some(&waves));
     assert_eq!(repairs.get("mst_begin"), Some(&waves));
     assert_eq!(repairs.get("mst_echo"), Some(&waves));
-    assert!(!repairs.contains_key("mst_hello") && !repairs.contains_key("mst_ghs"));
+    assert!(
+        !repairs.contains_key("mst_hello")
+            && !repairs.contains_key("mst_ghs")
+            && !repairs.contains_key("mst_row")
+    );
 }
 
 /// S5's hub (process 20, its end of S3-S5) fails: the Hosts' failure detector starts a new
@@ -335,27 +392,48 @@ fn hosts_build_the_six_site_mst_with_ghs_and_repair_it_after_a_wan_link_slows() 
 /// over their MST (S3-S5 now through process 21), the failed process hung under the root.
 #[test]
 fn a_failed_member_makes_the_hosts_rebuild_the_mst_among_the_survivors() {
+    rebuild_after_failure(MstBuild::Ghs);
+}
+
+/// The same from a tree built by rows, rebuilt by rows.
+#[test]
+fn a_failed_member_makes_the_hosts_rebuild_the_rows_built_mst_among_the_survivors() {
+    rebuild_after_failure(MstBuild::Rows);
+}
+
+fn rebuild_after_failure(build: MstBuild) {
     const GONE: u32 = 20;
-    let r = run(Event::Fail(GONE));
+    let rows = build == MstBuild::Rows;
+    let r = run(Event::Fail(GONE), build);
     let (before, survivors) = (kruskal(false), kruskal_without(false, Some(GONE)));
     assert!(survivors.contains(&(12, 21)) && survivors.len() == N - 2);
     eprintln!("plans: {:?}", r.plans);
+    let (end_kind, hello_kind) = if rows {
+        ("mst_row", "mst_row")
+    } else {
+        ("mst_parent", "mst_hello")
+    };
     let rebuilt = r
-        .mst_sends
+        .mst_recvs
         .iter()
-        .filter(|s| s.0 >= CHANGE_AT && s.2 == "mst_parent")
+        .filter(|s| s.0 >= CHANGE_AT && s.2 == end_kind)
         .map(|s| s.0)
         .fold(0.0, f64::max);
     let hellos = r
         .mst_sends
         .iter()
-        .filter(|s| s.0 >= CHANGE_AT && s.2 == "mst_hello")
+        .filter(|s| s.0 >= CHANGE_AT && s.2 == hello_kind)
         .count();
     let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
     for s in r.mst_sends.iter().filter(|s| s.0 >= CHANGE_AT) {
         *kinds.entry(s.2.as_str()).or_default() += 1;
     }
-    eprintln!("rebuilt by {rebuilt:.3} s; {hellos} Hellos of the new generation; {kinds:?}");
+    eprintln!(
+        "{build}: rebuilt by {rebuilt:.3} s; {hellos} Hellos of the new generation; {kinds:?}"
+    );
+    if rows {
+        assert!(!kinds.contains_key("mst_ghs") && !kinds.contains_key("mst_parent"));
+    }
     // Every survivor says Hello to every other survivor (and to the failed one, if a
     // neighbour's Hello came before its own detector gave up on it).
     assert!(hellos >= (N - 1) * (N - 2), "{hellos}");

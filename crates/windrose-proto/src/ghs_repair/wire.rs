@@ -19,6 +19,12 @@
 //! | 8    | `mst_echo`    | gen, epoch, best opt-key (17), change (tag 0 none, 1 non-tree, 2 tree edge; old key, new key) (33), from-path and to-path (tag 0 none, 1 no edge yet, 2 key; 16 key bytes) (17 each), path-max opt-key (17) (109) |
 //! | 9    | `mst_stable`  | gen, epoch, remove opt-key, add opt-key, nodes u32 (>= 1), total weight f64 (54) |
 //! | 10   | `mst_parent`  | gen, has-parent u8, parent u32 (0 if none) (9): the live service's tree announcement ([`crate::mst_service`]) |
+//! | 11   | `mst_row`     | gen (4), then a payload: the sender's row, one entry per member it holds alive, ids strictly increasing, none its own: id u32, weight f64 (12 each) |
+//!
+//! `mst_row` is the one kind with a payload (the [rows build](super::BuildAlgorithm::Rows)'s
+//! Hello): its length is 12 bytes per entry, so a receiver buffers at most what the frame
+//! body limit allows, and the payload is checked whole (multiple of 12, ids increasing,
+//! weights finite and non-negative with the sign bit clear) before the frame is taken.
 //!
 //! The echo's 109 bytes are the largest fixed body of any family
 //! ([`MAX_FIXED_BODY_LEN`](crate::frame::MAX_FIXED_BODY_LEN)): a receiver with the default
@@ -40,16 +46,37 @@ const K_REJECT: u8 = 7;
 const K_ECHO: u8 = 8;
 const K_STABLE: u8 = 9;
 const K_PARENT: u8 = 10;
+const K_ROW: u8 = 11;
 
-/// Fixed body bytes per kind (index `kind - 1`).
-const LENS: [usize; 10] = [12, 5 + MAX_BODY_LEN, 20, 57, 24, 8, 8, 109, 54, 9];
+/// Fixed body bytes per kind (index `kind - 1`); `mst_row`'s payload follows its 4.
+const LENS: [usize; 11] = [12, 5 + MAX_BODY_LEN, 20, 57, 24, 8, 8, 109, 54, 9, 4];
+
+/// Bytes of one row entry on the wire.
+pub const ROW_ENTRY_LEN: usize = 12;
+
+/// A row (`(member, weight)`, ids strictly increasing) as `mst_row`'s payload.
+pub fn encode_row(entries: &[(NodeId, f64)]) -> Bytes {
+    let mut b = BytesMut::with_capacity(entries.len() * ROW_ENTRY_LEN);
+    for &(n, w) in entries {
+        b.put_u32(n.0);
+        // `-0.0` goes as `+0.0` (the parser refuses the sign bit).
+        b.put_u64(if w == 0.0 { 0.0f64 } else { w }.to_bits());
+    }
+    b.freeze()
+}
+
+/// The entries of a row payload that [`MstFrame::parse`] accepted.
+pub fn row_entries(row: &Bytes) -> impl Iterator<Item = (NodeId, f64)> + '_ {
+    row.chunks_exact(ROW_ENTRY_LEN)
+        .map(|c| (NodeId(be_u32(&c[0..4])), f64::from_bits(be_u64(&c[4..12]))))
+}
 
 /// The largest fixed body of the family (the echo's).
 pub const MAX_MST_BODY_LEN: usize = 109;
 
 /// A message of a node's maintained MST, as it travels between Hosts (see the
 /// [module docs](crate::ghs_repair)).
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 pub enum MstFrame {
     /// A [`MaintainedMst`](super::MaintainedMst) message.
     Node(MstNodeMsg),
@@ -64,7 +91,7 @@ pub enum MstFrame {
 }
 
 impl MstFrame {
-    /// The frame kind of kind byte `kind` (1..=10).
+    /// The frame kind of kind byte `kind` (1..=11).
     pub const fn kind_of(kind: u8) -> MessageKind {
         MessageKind::of::<MstFrame>(kind)
     }
@@ -73,6 +100,7 @@ impl MstFrame {
         match self {
             MstFrame::Parent { .. } => K_PARENT,
             MstFrame::Node(MstNodeMsg::Hello { .. }) => K_HELLO,
+            MstFrame::Node(MstNodeMsg::Row { .. }) => K_ROW,
             MstFrame::Node(MstNodeMsg::Ghs { .. }) => K_GHS,
             MstFrame::Node(MstNodeMsg::Repair { msg, .. }) => K_REQUEST + msg.kind_index() as u8,
         }
@@ -110,6 +138,7 @@ impl MstFrame {
             dst.put_u64(c.weight.to_bits());
         };
         match *self {
+            MstFrame::Node(MstNodeMsg::Row { generation, .. }) => dst.put_u32(generation),
             MstFrame::Parent { generation, parent } => {
                 dst.put_u32(generation);
                 dst.put_u8(u8::from(parent.is_some()));
@@ -199,12 +228,13 @@ impl MstFrame {
             });
         };
         let mk = Self::kind_of(kind);
-        if b.len() != len {
+        let at_least = kind == K_ROW;
+        if b.len() != len && !(at_least && b.len() > len) {
             return Err(FrameError::BodyLength {
                 kind: mk,
                 found: b.len() as u32,
                 expected: len,
-                at_least: false,
+                at_least,
             });
         }
         let bad = |what: String| FrameError::Invalid { kind: mk, what };
@@ -255,6 +285,28 @@ impl MstFrame {
         let repair = |msg: RepairMsg| Ok(MstFrame::Node(MstNodeMsg::Repair { generation, msg }));
         let epoch = || be_u32(&b[4..8]);
         match kind {
+            K_ROW => {
+                let row = &b[4..];
+                if !row.len().is_multiple_of(ROW_ENTRY_LEN) {
+                    return Err(bad(format!(
+                        "a row of {} bytes, not a multiple of {ROW_ENTRY_LEN}",
+                        row.len()
+                    )));
+                }
+                let mut last: Option<u32> = None;
+                for c in row.chunks_exact(ROW_ENTRY_LEN) {
+                    let id = be_u32(&c[0..4]);
+                    if last.is_some_and(|l| l >= id) {
+                        return Err(bad(format!("row ids not increasing at {id}")));
+                    }
+                    last = Some(id);
+                    amount(&c[4..12], "row weight")?;
+                }
+                Ok(MstFrame::Node(MstNodeMsg::Row {
+                    generation,
+                    row: Bytes::copy_from_slice(row),
+                }))
+            }
             K_HELLO => Ok(MstFrame::Node(MstNodeMsg::Hello {
                 generation,
                 weight: amount(&b[4..12], "hello weight")?,
@@ -326,9 +378,13 @@ impl MstFrame {
         }
     }
 
+    /// The whole body: the fixed fields, then a row's payload.
     fn body(&self) -> BytesMut {
         let mut b = BytesMut::with_capacity(MAX_MST_BODY_LEN);
         self.put_body(&mut b);
+        if let MstFrame::Node(MstNodeMsg::Row { row, .. }) = self {
+            b.extend_from_slice(row);
+        }
         b
     }
 }
@@ -352,7 +408,7 @@ const fn layout(kind: u8, name: &'static str) -> KindLayout {
         kind,
         name,
         fixed: LENS[kind as usize - 1],
-        payload: false,
+        payload: kind == K_ROW,
     }
 }
 
@@ -369,6 +425,7 @@ impl Family for MstFrame {
         layout(K_ECHO, "mst_echo"),
         layout(K_STABLE, "mst_stable"),
         layout(K_PARENT, "mst_parent"),
+        layout(K_ROW, "mst_row"),
     ];
 
     fn kind(&self) -> u8 {
@@ -381,7 +438,10 @@ impl Family for MstFrame {
     }
 
     fn payload(&self) -> Option<&Bytes> {
-        None
+        match self {
+            MstFrame::Node(MstNodeMsg::Row { row, .. }) => Some(row),
+            _ => None,
+        }
     }
 
     fn put_fixed(&self, dst: &mut BytesMut) {
@@ -417,7 +477,7 @@ mod tests {
                 total_weight: 758.6,
             },
         });
-        let good = body(stable);
+        let good = body(stable.clone());
         assert_eq!(good.len(), LENS[usize::from(K_STABLE) - 1]);
         assert_eq!(MstFrame::parse(K_STABLE, &good).unwrap(), stable);
         let refuse = |kind: u8, b: &[u8], needle: &str| {
@@ -443,7 +503,7 @@ mod tests {
             generation: 0,
             msg: GhsMsg::Connect { level: 1 },
         });
-        let mut b = body(ghs);
+        let mut b = body(ghs.clone());
         assert_eq!(MstFrame::parse(K_GHS, &b).unwrap(), ghs);
         b[20] = 1;
         refuse(K_GHS, &b, "GHS body padding");
@@ -461,11 +521,46 @@ mod tests {
         b[8..12].copy_from_slice(&3u32.to_be_bytes());
         refuse(K_REQUEST, &b, "to itself");
         assert!(matches!(
-            MstFrame::parse(11, &[]),
+            MstFrame::parse(12, &[]),
             Err(FrameError::UnknownKind {
                 family: 9,
-                kind: 11
+                kind: 12
             })
         ));
+    }
+
+    #[test]
+    fn rows_round_trip_and_bad_rows_are_refused() {
+        let row = MstFrame::Node(MstNodeMsg::Row {
+            generation: 3,
+            row: encode_row(&[(NodeId(1), 0.0), (NodeId(4), 14.9), (NodeId(9), 722.9)]),
+        });
+        let good = body(row.clone());
+        assert_eq!(good.len(), 4 + 3 * ROW_ENTRY_LEN);
+        assert_eq!(MstFrame::parse(K_ROW, &good).unwrap(), row);
+        assert_eq!(row.payload().map(|p| p.len()), Some(3 * ROW_ENTRY_LEN));
+        let entries: Vec<(NodeId, f64)> = match MstFrame::parse(K_ROW, &good).unwrap() {
+            MstFrame::Node(MstNodeMsg::Row { row, .. }) => row_entries(&row).collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(entries[2], (NodeId(9), 722.9));
+        // An empty row (the only member left) is a row.
+        assert!(MstFrame::parse(K_ROW, &good[..4]).is_ok());
+        let refuse = |b: &[u8], needle: &str| {
+            let e = MstFrame::parse(K_ROW, b).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(e.contains("mst_row"), "{e}");
+        };
+        refuse(&good[..good.len() - 1], "not a multiple of 12");
+        refuse(&good[..3], "body of 3 bytes");
+        let mut b = good.clone();
+        b[4 + 12..4 + 16].copy_from_slice(&1u32.to_be_bytes());
+        refuse(&b, "not increasing at 1");
+        let mut b = good.clone();
+        b[8..16].copy_from_slice(&(-0.0f64).to_bits().to_be_bytes());
+        refuse(&b, "row weight bits");
+        let mut b = good;
+        b[20..28].copy_from_slice(&f64::INFINITY.to_bits().to_be_bytes());
+        refuse(&b, "row weight bits");
     }
 }

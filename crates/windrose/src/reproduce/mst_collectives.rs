@@ -1337,7 +1337,7 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
     use bytes::Bytes;
     use std::time::Duration;
     use windrose_proto::host::{App, AppRequest, BroadcastRequest};
-    use windrose_proto::mst_service::MstLiveConfig;
+    use windrose_proto::mst_service::{MstBuild, MstLiveConfig};
     use windrose_proto::planner::TreePolicy;
     use windrose_proto::probe::ProbeConfig;
     use windrose_proto::{Input, TransferId};
@@ -1373,6 +1373,7 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
             build_after: Duration::from_secs(10),
             // The paper's GHS.
             test_window: 1,
+            build: MstBuild::Ghs,
         });
     })?;
     for c in fig5_changes() {
