@@ -1,5 +1,5 @@
-//! The live MST over TCP (issue 17): four members on loopback build it with GHS through their
-//! Hosts, `mst-live` broadcasts run over it, the owner of a tree edge measures it heavier and
+//! The live MST over TCP (issue 17): four members on loopback build it through their Hosts
+//! (with GHS, and by rows: each member sends its row to every other and computes the tree), `mst-live` broadcasts run over it, the owner of a tree edge measures it heavier and
 //! the repair swaps it; the simulator's hosts, given the same weights and the same requests,
 //! end at the same tree after the same number of epochs.
 
@@ -14,7 +14,7 @@ use windrose_model::NodeId;
 use windrose_net::bootstrap::Membership;
 use windrose_net::host_driver::{group_channel, serve_group, GroupConfig, GroupEvent, GroupHandle};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest};
-use windrose_proto::mst_service::{MstLiveConfig, MstMetric};
+use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::{Input, Report, TransferId};
@@ -28,8 +28,9 @@ const HEAVY: f64 = 5000.0;
 
 /// Every link weighs 0 at a 1 s resolution (loopback and the simulated LAN are far below it),
 /// so the tree is GHS's tie-break: the star of node 0. Links are checked at every broadcast.
-fn live() -> MstLiveConfig {
+fn live(build: MstBuild) -> MstLiveConfig {
     MstLiveConfig {
+        build,
         metric: MstMetric::Latency,
         threshold: 0.1,
         check_every: 1,
@@ -151,6 +152,18 @@ async fn broadcast_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
+    built_and_repaired(MstBuild::Ghs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_mst_built_by_rows_over_tcp_is_repaired_as_in_the_simulator() {
+    built_and_repaired(MstBuild::Rows).await;
+}
+
+/// The build's frame kinds (the rest are the repair's).
+const BUILD_KINDS: [&str; 4] = ["mst_hello", "mst_ghs", "mst_parent", "mst_row"];
+
+async fn built_and_repaired(build: MstBuild) {
     let star: BTreeSet<(u32, u32)> = [(0, 1), (0, 2), (0, 3)].into();
     // Kruskal on (w, lo, hi) once 0-1 weighs HEAVY: 0-2, 0-3, then 1-2.
     let repaired: BTreeSet<(u32, u32)> = [(0, 2), (0, 3), (1, 2)].into();
@@ -164,7 +177,7 @@ async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
         });
         c.seed = 5;
         c.probe_period = Some(Duration::from_millis(100));
-        c.mst = Some(live());
+        c.mst = Some(live(build));
         let (handle, ports) = group_channel();
         let task = tokio::spawn(serve_group(l, c, ports));
         members.push(Member {
@@ -196,13 +209,26 @@ async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
     // edges, one Test (member 1's cheapest candidate, 1-2) and its Accept, and the Request
     // (member 0 is the root: none on the wire).
     let mut repair: BTreeMap<String, u64> = BTreeMap::new();
+    let mut building: BTreeMap<String, u64> = BTreeMap::new();
     for m in &members {
         for c in m.handle.frames_sent() {
             let k = c.kind.name();
-            if k.starts_with("mst_") && !["mst_hello", "mst_ghs", "mst_parent"].contains(&k) {
+            if BUILD_KINDS.contains(&k) {
+                *building.entry(k.to_string()).or_default() += c.frames;
+            } else if k.starts_with("mst_") {
                 *repair.entry(k.to_string()).or_default() += c.frames;
             }
         }
+    }
+    eprintln!("{build} build over TCP: {building:?}");
+    if build == MstBuild::Rows {
+        // One row per ordered pair, nothing else.
+        assert_eq!(
+            building,
+            BTreeMap::from([("mst_row".to_string(), (M * (M - 1)) as u64)])
+        );
+    } else {
+        assert!(!building.contains_key("mst_row"), "{building:?}");
     }
     for m in &members {
         assert!(m.handle.request(AppRequest::Leave));
@@ -232,7 +258,7 @@ async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
             period: Duration::from_millis(100),
             rounds: u32::MAX,
         });
-        c.mst = Some(live());
+        c.mst = Some(live(build));
     })
     .unwrap();
     let log = MemoryLog::new();
@@ -290,7 +316,7 @@ async fn the_live_mst_over_tcp_is_built_and_repaired_as_in_the_simulator() {
         if k == "data" {
             let i = (v["t"].as_f64().unwrap() - 2.0).floor() as usize;
             trees[i].insert((a.min(b), a.max(b)));
-        } else if k.starts_with("mst_") && !["mst_hello", "mst_ghs", "mst_parent"].contains(&k) {
+        } else if k.starts_with("mst_") && !BUILD_KINDS.contains(&k) {
             *sim_repair.entry(k.to_string()).or_default() += 1;
         }
     }
