@@ -21,9 +21,9 @@
 //! never overlap: a change arriving during a repair is **queued**, not started as a concurrent
 //! epoch (two concurrent cuts would each search across a cut the other one is changing, and
 //! telling their tests apart would not make their results composable). The queue lives at the
-//! tree's *root* (the smaller end of GHS's final core edge; every node knows its parent, its
-//! in-branch): a change travels there as a `Request` along the parent pointers, and the root
-//! runs the requests in arrival order, numbering the epochs 1, 2, ... (the GHS build is
+//! tree's *root* (the smaller end of GHS's final core edge, or the tree's centre after the
+//! [rows build](BuildAlgorithm::Rows); every node knows its parent, its in-branch): a change travels there as a `Request` along the parent pointers, and the root
+//! runs the requests in arrival order, numbering the epochs 1, 2, ... (the build is
 //! epoch 0). Every repair message carries its epoch; a message of a later epoch than the one a
 //! node is in waits for it (like GHS's deferral of a `Test` from a higher level), one of an
 //! epoch the node has finished is refused.
@@ -53,19 +53,19 @@
 //!
 //! # On the wire
 //!
-//! [`MstFrame`] (frame family 9, fixed layouts; its module documents the bytes) carries a
-//! [`MaintainedMst`]'s messages, GHS's included, tagged with the generation, plus the live
-//! service's parent announcements. Repairs measured on the six-site platform through the
+//! [`MstFrame`] (frame family 9, fixed layouts but the rows build's `mst_row`; its module
+//! documents the bytes) carries a [`MaintainedMst`]'s messages, GHS's included, tagged with
+//! the generation, plus the live service's parent announcements. Repairs measured on the six-site platform through the
 //! Hosts (crates/windrose-sim/tests/mst_live.rs): 3 (n - 1) = 69 wave frames per epoch for 24
 //! nodes plus about two test frames, against 816 GHS frames, 552 Hellos and 552 parent
-//! announcements for the build on the complete graph.
+//! announcements for the build on the complete graph (the rows build: 552 rows alone).
 //!
 //! # Failures: [`MaintainedMst`]
 //!
 //! A failed node splits the tree into pieces that cannot all reach the root, so failures are
-//! not repaired by these epochs: [`MaintainedMst`] wraps the whole life of a node (the GHS
-//! build, then the maintainer) in *generations*; a failure starts a new generation that
-//! rebuilds the tree among the survivors with GHS, and the weight changes the rebuild did not
+//! not repaired by these epochs: [`MaintainedMst`] wraps the whole life of a node (the
+//! build, by GHS or by rows, then the maintainer) in *generations*; a failure starts a new
+//! generation that rebuilds the tree among the survivors the same way, and the weight changes the rebuild did not
 //! see are fed again. See its docs.
 
 mod wire;

@@ -38,6 +38,10 @@ pub trait TimedMachine {
     fn settled(&self) -> bool;
     /// The message's kind, as counted.
     fn kind(msg: &Self::Msg) -> &'static str;
+    /// Bytes the message takes on the wire as a frame (0: not counted).
+    fn bytes(_msg: &Self::Msg) -> u64 {
+        0
+    }
 }
 
 impl TimedMachine for Ghs {
@@ -87,6 +91,13 @@ impl TimedMachine for MaintainedMst {
     }
     fn settled(&self) -> bool {
         self.is_stable()
+    }
+    /// Its [`MstFrame`](crate::ghs_repair::MstFrame): header, fixed body and a row's payload.
+    fn bytes(msg: &MstNodeMsg) -> u64 {
+        use crate::frame::Family;
+        let f = crate::ghs_repair::MstFrame::Node(msg.clone());
+        let k = crate::ghs_repair::MstFrame::kind_of(f.kind());
+        (k.frame_overhead() + f.payload().map_or(0, |p| p.len())) as u64
     }
     fn kind(msg: &MstNodeMsg) -> &'static str {
         match msg {
@@ -149,6 +160,8 @@ pub struct Span {
     pub chain: u32,
     /// Messages sent, by kind.
     pub by_kind: BTreeMap<&'static str, u64>,
+    /// Bytes of the messages sent as frames ([`TimedMachine::bytes`]; 0 for GHS alone).
+    pub bytes: u64,
     /// With [`TimedRun::trace`]: the chain itself, first message first.
     pub path: Vec<Hop>,
 }
@@ -217,6 +230,7 @@ pub struct TimedRun<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> {
     start_ns: Option<u64>,
     /// Messages sent since the last run, by kind.
     by_kind: BTreeMap<&'static str, u64>,
+    bytes: u64,
     scratch: Vec<(NodeId, M::Msg)>,
     /// With tracing: every message sent, and the one whose handling sent it.
     trace: Option<Vec<(Hop, u32)>>,
@@ -242,6 +256,7 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
             queue: BinaryHeap::new(),
             start_ns: None,
             by_kind: BTreeMap::new(),
+            bytes: 0,
             scratch: Vec::new(),
             trace: None,
             handling: NONE,
@@ -268,6 +283,7 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
     fn post(&mut self, from: NodeId, hops: u32) {
         for (to, msg) in std::mem::take(&mut self.scratch) {
             *self.by_kind.entry(M::kind(&msg)).or_default() += 1;
+            self.bytes += M::bytes(&msg);
             let d = (self.latency_s)(from, to);
             debug_assert!(d.is_finite() && d >= 0.0, "latency {from}->{to}: {d}");
             let mut id = NONE;
@@ -363,6 +379,7 @@ impl<M: TimedMachine, L: Fn(NodeId, NodeId) -> f64> TimedRun<M, L> {
             end_s: end.0 as f64 / 1e9,
             chain: end.1,
             by_kind: std::mem::take(&mut self.by_kind),
+            bytes: std::mem::take(&mut self.bytes),
             path,
         })
     }

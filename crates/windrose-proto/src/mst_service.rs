@@ -20,11 +20,13 @@
 //! # Life
 //!
 //! - **Build**: a node starts once it has a forecast of every live member's link for the metric
-//!   (or [`MstLiveConfig::build_after`] after the Host's start, with guesses for the rest):
-//!   `Hello`s to every member, GHS on the complete graph once every Hello is in. A Hello that
-//!   arrives earlier waits. When a node learns the end it announces its parent to every member
-//!   (`mst_parent`), so every node holds the whole tree (`n (n - 1)` small frames) and any
-//!   node can root a broadcast over it.
+//!   (or [`MstLiveConfig::build_after`] after the Host's start, with guesses for the rest),
+//!   by rows or by GHS ([`MstLiveConfig::build`], below). By rows: its row to every member
+//!   (`mst_row`), the tree computed once every row is in. By GHS: `Hello`s to every member,
+//!   GHS on the complete graph once every Hello is in; when a node learns the end it
+//!   announces its parent to every member (`mst_parent`), so every node holds the whole tree
+//!   (`n (n - 1)` small frames). Either way a frame that arrives before the start waits, and
+//!   any node can root a broadcast over the tree.
 //! - **Changes** (the paper's policy): every [`MstLiveConfig::check_every`] broadcasts this
 //!   node takes part in (the paper's k, 4 in AGM-adapII; 0: at every new forecast), the node
 //!   compares each link it owns with the weight the tree has for it and feeds the ones that
@@ -37,6 +39,48 @@
 //!   that comes back is not taken back into the tree (its edges are gone until the group
 //!   restarts the service); broadcasts still reach it as a leaf of the root.
 //!
+//! # The build: rows or GHS
+//!
+//! [`MstBuild`]: `rows`, `ghs`, or `auto` (the default: rows for groups of at most
+//! [`ROWS_MAX_MEMBERS`] = 64 members, GHS above).
+//!
+//! **Rows** ([`BuildAlgorithm::Rows`]). Every member's Hello carries its whole row: its
+//! rounded weight of the link to every member it holds alive. Once a node holds every live
+//! member's row it computes the MST itself: Kruskal over GHS's keys `(w, min id, max id)`,
+//! each edge weighing what its smaller end's row says (the rule GHS's build follows too).
+//! *Why every node computes the same tree:* the keys are a total order, so the MST of a
+//! weighted complete graph is unique; every node applies that order to the same weights (the
+//! smaller ends' rows, bit for bit as sent) over the same members, so it computes that one
+//! tree, the one GHS would build. A node builds only when every row it holds names exactly
+//! the members it holds alive, so two nodes of one generation never build over different
+//! member sets (a member seen failing while the rows gather is taken out of this node's row,
+//! sent again; see [`BuildAlgorithm::Rows`]). Every node then holds the whole tree: no parent
+//! announcements. The repairs need no GHS state: [`MstMaintainer::from_tree`] seeds them
+//! with the node's edges, its tree edges, its parent, the root (the tree's centre, so the
+//! repair waves are as short as the tree allows), the node count and the total, summed in
+//! Kruskal's order (the same bits everywhere).
+//!
+//! *Cost:* `n (n - 1)` frames of `12 (n - 1)` payload bytes (the same frame count as the
+//! GHS build's Hellos alone; GHS adds its own `>= 2 e = n (n - 1)` frames and `n (n - 1)`
+//! announcements), `12 n^2` bytes sent per node, Kruskal over `n^2 / 2` edges per node, and
+//! **one message delay** from the last start to the end (the slowest link), against GHS's
+//! phases crossing the WAN again and again. Measured in the message-delay model (`windrose
+//! mst --build rows`, every node starting at 0):
+//!
+//! | network | rows: s, delays, bytes | GHS k = 16 (Hellos first): s, delays, bytes | k = 1 |
+//! |---|---|---|---|
+//! | the six sites, 24 | 0.723, 1, 159 kB | 6.402, 23, 89 kB (+ 9 kB announcements) | 21.857 s, 58 |
+//! | 4 clusters of 16, 64 | 0.099, 1, 3.1 MB | 0.886, 24, 0.42 MB | 5.593 s, 119 |
+//! | 8 of 16, 128 | 0.092, 1, 25 MB | 1.093, 35, 1.4 MB | 10.800 s, 225 |
+//! | 16 of 16, 256 | 0.100, 1, 201 MB | 1.391, 60, 5.2 MB | 16.394 s, 375 |
+//!
+//! The model charges no bandwidth, and rows' bytes grow as `n^3`: 48 kB per node at 64
+//! members (under 50 ms even at 1 MB/s, against GHS's 24 delays of WAN latency), 786 kB per
+//! node and 39x GHS's bytes at 256. Hence `auto`: rows up to 64 members, GHS above. By 24
+//! Hosts in the simulator (crates/windrose-sim/tests/mst_live.rs; each starts once its probes
+//! measured every link): rows 1.43 s from the first frame to the last node knowing the end,
+//! GHS (k = 16) 7.1 s; a repair after one change costs the same waves either way.
+//!
 //! # The tree a broadcast uses
 //!
 //! [`MstService::tree`]: the tree of the last epoch this node knows stable, re-rooted at the
@@ -48,6 +92,8 @@
 
 use crate::frame::Message;
 use crate::ghs::EdgeKey;
+#[cfg(doc)]
+use crate::ghs_repair::MstMaintainer;
 use crate::ghs_repair::{BuildAlgorithm, MaintainedMst, MstFrame, MstNodeMsg, RepairMsg};
 use crate::time::Time;
 use crate::weather::{Guesses, LinkWeather};

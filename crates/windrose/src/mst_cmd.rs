@@ -20,6 +20,16 @@
 //! counted; queueing on the links is). The tree is checked against the central MST of the same
 //! weights (windrose-trees, same `(w, min id, max id)` order): a difference is an error.
 //!
+//! **`--build rows`** (the live MST's rows build, [`BuildAlgorithm::Rows`]): every node sends
+//! its row of weights to every other and computes the tree itself (Kruskal in GHS's order).
+//! It runs in the *message-delay model* ([`windrose_proto::ghs_timed`]: every frame takes its
+//! link's one-way latency, nothing else costs time, every node starts at 0), beside the live
+//! MST's GHS build (Hellos, then GHS with a test window of 1 and of `--test-window`) in the
+//! same model on the same weights, each checked against the central MST: time to the last
+//! node knowing the end, message delays on the chain, frames and their bytes (header, fixed
+//! fields and a row's payload). Hosts in the simulator build by rows in
+//! crates/windrose-sim/tests/mst_live.rs.
+//!
 //! **The chain.** Read from the simulator's event log: a GHS frame sent while a node handles a
 //! GHS frame counts one more delay than it; one sent on anything else (the session's Go) counts
 //! one. The chain is the count of the frame whose handling let the last node learn the end.
@@ -39,7 +49,8 @@ use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, LinkCosts, NodeId};
 use windrose_net::group::load_group;
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::ghs::{EdgeKey, MstResult, MstSpec, WeightMetric, DEFAULT_TEST_WINDOW};
-use windrose_proto::ghs_timed::{ghs_time_bound, ghs_window_message_bound};
+use windrose_proto::ghs_repair::{BuildAlgorithm, MaintainedMst};
+use windrose_proto::ghs_timed::{ghs_time_bound, ghs_window_message_bound, TimedRun};
 use windrose_proto::mst_service::MstMetric;
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
@@ -84,6 +95,11 @@ pub struct MstArgs {
     #[arg(long, value_name = "K", default_value_t = DEFAULT_TEST_WINDOW,
           value_parser = clap::value_parser!(u32).range(1..))]
     test_window: u32,
+    /// How the tree is built: ghs (the `mst` collective run by Hosts) or rows (every node
+    /// sends its row of weights to every other and computes the tree; run in the
+    /// message-delay model beside GHS in the same model, see the module docs).
+    #[arg(long, value_name = "BUILD", default_value = "ghs")]
+    build: BuildAlgorithm,
     /// JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -142,6 +158,11 @@ pub(crate) struct MstRun {
 /// Runs `windrose mst`.
 pub fn run(a: MstArgs) -> Result<()> {
     if let (Some(g), Some(id)) = (&a.group, a.id) {
+        if a.build == BuildAlgorithm::Rows {
+            return Err(bad_input(
+                "--build rows runs on --scenario or --costs (a running group's live MST, `group serve --mst-live`, builds by rows up to 64 members)",
+            ));
+        }
         let r = on_group(g, id, a.metric, a.test_window)?;
         if a.json {
             return print_json(&r);
@@ -174,11 +195,188 @@ pub fn run(a: MstArgs) -> Result<()> {
             platform.node_count().saturating_sub(1)
         )));
     }
+    if a.build == BuildAlgorithm::Rows {
+        let r = model_builds(&platform, a.metric, &[1, a.test_window])?;
+        if a.json {
+            return print_json(&r);
+        }
+        return print(&render_model(&r, &source));
+    }
     let r = simulate(platform, a.metric, NodeId(a.initiator), a.test_window)?;
     if a.json {
         return print_json(&r);
     }
     print(&render(&r, &source))
+}
+
+/// One build in the message-delay model.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ModelBuild {
+    /// `rows` or `ghs`.
+    pub build: String,
+    /// GHS's test window (None for rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_window: Option<u32>,
+    /// Start (every node at 0) to the last node knowing the end, s.
+    pub build_s: f64,
+    /// Message delays on the chain that ended it.
+    pub chain: u32,
+    /// Frames by kind (`row`, `hello`, GHS's kinds).
+    pub frames: BTreeMap<String, u64>,
+    pub frames_total: u64,
+    /// Bytes of those frames (header, fixed fields, a row's payload).
+    pub bytes: u64,
+}
+
+/// The rows build and the live MST's GHS builds in the message-delay model.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ModelRuns {
+    pub nodes: u32,
+    pub metric: String,
+    pub unit: &'static str,
+    /// The tree every build ended at (the central MST), lightest first.
+    pub edges: Vec<TreeEdge>,
+    pub total: f64,
+    pub builds: Vec<ModelBuild>,
+}
+
+/// The rows build, then the live MST's GHS build with each test window of `windows` (Hellos,
+/// then GHS), every node woken at 0 and every frame taking its link's latency; each checked
+/// against the central MST.
+pub(crate) fn model_builds(
+    platform: &Platform,
+    metric: MstMetric,
+    windows: &[u32],
+) -> Result<ModelRuns> {
+    let n = platform.node_count();
+    let (spec, unit, factor) = weights(platform, metric)?;
+    let mut w = vec![vec![0.0; n]; n];
+    for &(a, b, x) in &spec.edges {
+        w[a.index()][b.index()] = x;
+        w[b.index()][a.index()] = x;
+    }
+    let lat = PlatformCosts::latency_ms(platform);
+    let central = central_mst(&w)?;
+    let mut builds = Vec::new();
+    let mut total = 0.0;
+    let mut algos = vec![(BuildAlgorithm::Rows, None)];
+    let mut ks: Vec<u32> = windows.to_vec();
+    ks.dedup();
+    algos.extend(ks.into_iter().map(|k| (BuildAlgorithm::Ghs, Some(k))));
+    for (algo, k) in algos {
+        let nodes = (0..n)
+            .map(|a| {
+                let row = (0..n)
+                    .filter(|&b| b != a)
+                    .map(|b| (NodeId::from(b), w[a][b]));
+                MaintainedMst::gathering(NodeId::from(a), row)
+                    .and_then(|m| m.with_test_window(k.unwrap_or(1)))
+                    .map(|m| m.with_build(algo))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut run = TimedRun::new(
+            nodes,
+            |a: NodeId, b: NodeId| {
+                if a == b {
+                    0.0
+                } else {
+                    lat.cost(a, b) / 1e3
+                }
+            },
+        );
+        run.wake_all();
+        let span = run.run().map_err(anyhow::Error::msg)?;
+        let mut got = Vec::new();
+        for m in run.nodes() {
+            let me = m.node().0;
+            let mm = m
+                .maintainer()
+                .with_context(|| format!("{algo}: node {me} did not build"))?;
+            total = mm.totals().1;
+            got.extend(
+                mm.branch_edges()
+                    .into_iter()
+                    .filter(|(to, _)| to.0 > me)
+                    .map(|(to, _)| (me, to.0)),
+            );
+        }
+        got.sort_unstable();
+        if got != central {
+            bail!("the {algo} build gave {got:?}, the central MST is {central:?}");
+        }
+        builds.push(ModelBuild {
+            build: algo.to_string(),
+            test_window: k,
+            build_s: span.seconds(),
+            chain: span.chain,
+            frames_total: span.messages(),
+            frames: span
+                .by_kind
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            bytes: span.bytes,
+        });
+    }
+    Ok(ModelRuns {
+        nodes: n as u32,
+        metric: metric.to_string(),
+        unit,
+        edges: tree_edges(
+            central
+                .iter()
+                .map(|&(a, b)| ((a, b), w[a as usize][b as usize])),
+            factor,
+        ),
+        total: total * factor,
+        builds,
+    })
+}
+
+fn render_model(r: &ModelRuns, source: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "The live MST's builds on the complete graph of {} nodes ({source}), weights: {} in {}; \
+         message-delay model (every frame takes its link's one-way latency, every node starts at 0)",
+        r.nodes, r.metric, r.unit
+    );
+    let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
+    let rows: Vec<Vec<String>> = r
+        .edges
+        .iter()
+        .map(|e| vec![format!("{}-{}", e.a, e.b), num(e.weight)])
+        .collect();
+    for l in vtable(&["edge", &format!("weight, {}", r.unit)], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(
+        out,
+        "  total {} {}; every build below ended at it, the central MST",
+        num(r.total),
+        r.unit
+    );
+    out.push_str("\nBuild (start to the last node knowing the end)\n");
+    let rows: Vec<Vec<String>> = r
+        .builds
+        .iter()
+        .map(|b| {
+            vec![
+                match b.test_window {
+                    Some(k) => format!("ghs, test window {k}"),
+                    None => b.build.clone(),
+                },
+                format!("{:.3}", b.build_s),
+                b.chain.to_string(),
+                b.frames_total.to_string(),
+                b.bytes.to_string(),
+            ]
+        })
+        .collect();
+    for l in vtable(&["build", "s", "delays", "frames", "bytes"], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    out
 }
 
 /// A platform of one site per node whose links have the cost file's latencies (or capacities).

@@ -39,7 +39,7 @@
 
 use super::output::{create_dir, write_atomic};
 use super::{mark, Check, MstCollectivesArgs};
-use crate::mst_cmd::{central_mst, simulate, tree_pairs, MstRun};
+use crate::mst_cmd::{central_mst, model_builds, simulate, tree_pairs, ModelRuns, MstRun};
 use crate::output::{htable, num, print, vtable};
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
@@ -50,7 +50,7 @@ use std::path::Path;
 use windrose_model::platform::SendCost;
 use windrose_model::{ClusterCosts, ClusterId, CostUnit, LinkCosts, NodeId};
 use windrose_proto::ghs::Ghs;
-use windrose_proto::ghs_repair::MaintainedMst;
+use windrose_proto::ghs_repair::{BuildAlgorithm, MaintainedMst};
 use windrose_proto::ghs_timed::{ghs_message_bound, Span, TimedMachine, TimedRun};
 use windrose_proto::mst_service::MstMetric;
 use windrose_sim::scenario::{
@@ -626,6 +626,11 @@ struct GhsRows {
     windowed: MstRun,
     model: Span,
     repairs: Vec<RepairRow>,
+    /// The live MST's builds (rows; GHS with windows 1 and the default) in the message-delay
+    /// model.
+    builds: ModelRuns,
+    /// Fig. 5's changes repaired from a tree built by rows.
+    rows_repairs: Vec<RepairRow>,
     scale: Vec<ScaleRow>,
 }
 
@@ -688,7 +693,22 @@ fn six_site_latencies(s: &Scenario) -> Vec<Vec<f64>> {
 /// Builds with GHS in the message-delay model, applies one change, repairs it; and rebuilds
 /// from scratch on the new weights.
 fn repair_row(base: &[Vec<f64>], (a, b): (u32, u32), to_s: f64) -> Result<RepairRow> {
-    let mut run = timed(base, base.to_vec(), MaintainedMst::new)?;
+    repair_row_from(base, (a, b), to_s, BuildAlgorithm::Ghs)
+}
+
+/// [`repair_row`] from a tree built by `build` (rows: every node's row in, then the tree).
+fn repair_row_from(
+    base: &[Vec<f64>],
+    (a, b): (u32, u32),
+    to_s: f64,
+    build: BuildAlgorithm,
+) -> Result<RepairRow> {
+    let mut run = timed(base, base.to_vec(), |me, row| match build {
+        BuildAlgorithm::Ghs => MaintainedMst::new(me, row),
+        BuildAlgorithm::Rows => {
+            MaintainedMst::gathering(me, row).map(|m| m.with_build(BuildAlgorithm::Rows))
+        }
+    })?;
     run.wake_all();
     run.run().map_err(anyhow::Error::msg)?;
     let before = tree_of(run.nodes())?;
@@ -810,6 +830,15 @@ fn ghs_rows(s: &Scenario, full: bool) -> Result<GhsRows> {
         .iter()
         .map(|&(e, _, to_ms)| repair_row(&lat, e, to_ms / 1e3))
         .collect::<Result<_>>()?;
+    let rows_repairs = FIG5_CHANGES
+        .iter()
+        .map(|&(e, _, to_ms)| repair_row_from(&lat, e, to_ms / 1e3, BuildAlgorithm::Rows))
+        .collect::<Result<_>>()?;
+    let builds = model_builds(
+        &s.platform,
+        MstMetric::Latency,
+        &[1, windrose_proto::ghs::DEFAULT_TEST_WINDOW],
+    )?;
     let sizes: &[usize] = if full { &SCALE_FULL } else { &SCALE_FAST };
     let scale = sizes.iter().map(|&n| scale_row(n)).collect::<Result<_>>()?;
     Ok(GhsRows {
@@ -817,6 +846,8 @@ fn ghs_rows(s: &Scenario, full: bool) -> Result<GhsRows> {
         windowed,
         model,
         repairs,
+        builds,
+        rows_repairs,
         scale,
     })
 }
@@ -883,8 +914,18 @@ fn ghs_checks(s: &Scenario, r: &GhsRows) -> Vec<Check> {
             ok: r
                 .repairs
                 .iter()
+                .chain(&r.rows_repairs)
                 .all(|x| x.repair.messages() < x.rebuild.messages()),
-            what: "each of Fig. 5's changes is repaired to the exact MST of the new weights with fewer messages than a GHS rebuild".into(),
+            what: "each of Fig. 5's changes is repaired to the exact MST of the new weights with fewer messages than a GHS rebuild, from a tree built by GHS and from one built by rows".into(),
+        },
+        Check {
+            ok: r.builds.builds.first().is_some_and(|b| {
+                b.build == "rows" && b.chain == 1 && b.build_s < 3.0
+            }) && (r.builds.total - 758.6).abs() < 1e-9,
+            what: format!(
+                "the rows build (every process's row to every other, each computes the tree) ends at the same 758.6 ms tree after one message delay, {:.3} s in the message-delay model (goal < 3 s)",
+                r.builds.builds.first().map_or(f64::NAN, |b| b.build_s)
+            ),
         },
     ]
 }
@@ -1047,6 +1088,34 @@ fn render_ghs(r: &GhsRows, checks: &[Check], claims: &[Claim]) -> String {
         w.chain.unwrap_or(0)
     );
     out.push_str(
+        "\nThe live MST's builds in the message-delay model, every process starting at 0 (as\n\
+         `windrose mst --scenario ... --build rows`; the paper's GHS build: 23.39-25.24 s, Fig. 4):\n",
+    );
+    let rows: Vec<Vec<String>> = r
+        .builds
+        .builds
+        .iter()
+        .map(|b| {
+            vec![
+                match b.test_window {
+                    Some(k) => format!("ghs, test window {k} (Hellos first)"),
+                    None => "rows".to_string(),
+                },
+                format!("{:.3}", b.build_s),
+                b.chain.to_string(),
+                b.frames_total.to_string(),
+                b.bytes.to_string(),
+            ]
+        })
+        .collect();
+    for l in vtable(&["build", "s", "delays", "frames", "bytes"], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    out.push_str(
+        "  Rows: one message delay, the slowest one-way link (722.9 ms); every process holds the\n\
+         \x20 whole tree, so the live MST's 552 parent announcements (after GHS) are not needed.\n",
+    );
+    out.push_str(
         "\nRepair after one change (Fig. 5's changes, each alone on the built tree; message-delay\n\
          model, the links' delays unchanged) against a GHS rebuild on the new weights\n",
     );
@@ -1087,6 +1156,24 @@ fn render_ghs(r: &GhsRows, checks: &[Check], claims: &[Claim]) -> String {
         ],
         &rows,
     ) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let rows: Vec<Vec<String>> = r
+        .rows_repairs
+        .iter()
+        .map(|x| {
+            vec![
+                format!("({:02},{:02}) -> {} ms", x.edge.0, x.edge.1, num(x.to_ms)),
+                x.repair.messages().to_string(),
+                format!("{:.3}", x.repair.seconds()),
+                x.repair.chain.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(
+        "  The same changes repaired from the tree built by rows (its root the tree's centre):\n",
+    );
+    for l in vtable(&["change", "repair msgs", "repair s", "delays"], &rows) {
         let _ = writeln!(out, "  {l}");
     }
     let _ = writeln!(
@@ -1181,6 +1268,30 @@ fn ghs_csv(r: &GhsRows) -> String {
         w.build_s,
         w.chain.unwrap_or(0)
     );
+    for b in &r.builds.builds {
+        let _ = writeln!(
+            s,
+            "build_model_{}{},24,{},{:.6},{},",
+            b.build,
+            b.test_window
+                .map(|k| format!("_window_{k}"))
+                .unwrap_or_default(),
+            b.frames_total,
+            b.build_s,
+            b.chain
+        );
+    }
+    for x in &r.rows_repairs {
+        let _ = writeln!(
+            s,
+            "repair_from_rows_{}_{},24,{},{:.6},{},",
+            x.edge.0,
+            x.edge.1,
+            x.repair.messages(),
+            x.repair.seconds(),
+            x.repair.chain
+        );
+    }
     for x in &r.repairs {
         for (what, sp) in [("repair", &x.repair), ("rebuild", &x.rebuild)] {
             let _ = writeln!(
@@ -1662,7 +1773,27 @@ mod tests {
             .scale
             .iter()
             .all(|x| (x.span.messages() as f64) < ghs_message_bound(x.n, x.edges) + x.n as f64));
-        assert_eq!(ghs_csv(&r).lines().count(), 1 + 3 + 8 + SCALE_FAST.len());
+        // Header, 3 builds, the model's 3 builds (rows, GHS windows 1 and 16), 4 repairs from
+        // the rows-built tree, 4 repairs and 4 rebuilds, the growth rows.
+        assert_eq!(
+            ghs_csv(&r).lines().count(),
+            1 + 3 + 3 + 4 + 8 + SCALE_FAST.len()
+        );
+        // The rows build: the same tree, one delay, 552 rows; its repairs the exact MST too
+        // (checked in repair_row_from), with the three waves at least.
+        let rows = &r.builds.builds[0];
+        assert_eq!((rows.build.as_str(), rows.chain), ("rows", 1));
+        assert_eq!(rows.frames, BTreeMap::from([("row".to_string(), 552)]));
+        assert!((rows.build_s - 0.7229).abs() < 1e-6, "{}", rows.build_s);
+        assert!(r.rows_repairs.iter().all(|x| x.repair.messages() >= 69));
+        assert_eq!(
+            r.builds
+                .edges
+                .iter()
+                .map(|e| (e.a, e.b))
+                .collect::<Vec<_>>(),
+            r.host.edges.iter().map(|e| (e.a, e.b)).collect::<Vec<_>>()
+        );
         // The windowed build: the same tree, sooner.
         assert_eq!(r.windowed.edges, r.host.edges);
         assert!(r.windowed.build_s < r.host.build_s);
