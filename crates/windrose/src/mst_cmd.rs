@@ -913,6 +913,57 @@ mod tests {
         }
     }
 
+    /// `--build rows`: the six sites' tree by rows in one delay (the slowest link, S2-S5's
+    /// 722.9 ms), and the live MST's GHS builds beside it in the same model, slower; the
+    /// table names every build; on a group it is refused.
+    #[test]
+    fn six_sites_rows_model() {
+        let r = model_builds(&six_sites(), MstMetric::Latency, &[1, DEFAULT_TEST_WINDOW]).unwrap();
+        assert_eq!(r.edges.len(), 23);
+        assert!((r.total - 758.6).abs() < 1e-9, "{}", r.total);
+        let [rows, k1, k16] = &r.builds[..] else {
+            panic!("{:?}", r.builds)
+        };
+        assert_eq!(
+            (rows.build.as_str(), rows.test_window, rows.chain),
+            ("rows", None, 1)
+        );
+        assert!((rows.build_s - 0.7229).abs() < 1e-6, "{}", rows.build_s);
+        // 552 rows of 23 entries: header, generation, 276 payload bytes each.
+        assert_eq!(rows.frames_total, 552);
+        let header = windrose_proto::frame::HEADER_LEN as u64;
+        assert_eq!(rows.bytes, 552 * (header + 4 + 23 * 12));
+        assert_eq!(k1.test_window, Some(1));
+        assert_eq!(k16.test_window, Some(DEFAULT_TEST_WINDOW));
+        assert_eq!(k1.frames["hello"], 552);
+        assert!(k16.build_s < k1.build_s && rows.build_s < k16.build_s);
+        let text = render_model(&r, "six sites");
+        for needle in [
+            "rows   0.723",
+            "ghs, test window 1 ",
+            "ghs, test window 16",
+            "total 758.6 ms",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        let e = run(MstArgs {
+            scenario: None,
+            costs: None,
+            group: Some("g.toml".into()),
+            id: Some(0),
+            metric: MstMetric::Latency,
+            initiator: 0,
+            test_window: 1,
+            build: BuildAlgorithm::Rows,
+            json: false,
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--build rows runs on --scenario"),
+            "{e}"
+        );
+    }
+
     /// A latency cost file of three nodes: a path of 1 and 2 ms.
     #[test]
     fn cost_file_platform() {
