@@ -501,9 +501,10 @@ fn an_eager_group_with_relayed_announcements_carries_broadcasts_and_a_multicast(
 }
 
 /// `group serve --mst-live latency` and `group start bcast --tree mst-live`: the members build
-/// the live MST from their probes (GHS over the wire), and once it stands the root's log names
-/// the live tree it broadcast over; every broadcast, before and after, reaches every member
-/// whole. A bad threshold is refused before the member binds.
+/// the live MST from their probes (by rows, the default up to 64 members: each sends its row of
+/// measured weights to every member and computes the tree), and once it stands the root's log
+/// names the live tree it broadcast over; every broadcast, before and after, reaches every
+/// member whole. A bad threshold is refused before the member binds.
 #[test]
 fn mst_live_members_broadcast_over_the_live_tree() {
     let dir = tempfile::tempdir().unwrap();
