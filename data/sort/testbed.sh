@@ -18,6 +18,11 @@
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
 # data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
 # slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
+# data/sort/testbed-stream-ab-1gib.csv: 1 GiB, main's binary (splitters sorting before the
+# exchange; sample sort) and the streaming splitters (`build` new) alternated twice, load ~7;
+# data/sort/testbed-stream-ab-256mb.csv: the same at 256 MB, three times.
+# With SORT_JSON=FILE each sort's whole `windrose sort --json` report (per-member finish times
+# included) is appended to FILE, one line per sort.
 # The data goes under $SORT_DIR (default: a new directory in /tmp): 2 x 100 bytes x 16 x
 # RECORDS_PER_NODE bytes at once, plus the members' memory for the same.
 set -euo pipefail
@@ -98,6 +103,7 @@ for rep in $(seq "$REPS"); do
     else
       v=FAILED
     fi
+    if [ -n "${SORT_JSON:-}" ]; then echo "$out" >>"$SORT_JSON"; fi
     echo "$out" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)

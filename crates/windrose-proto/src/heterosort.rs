@@ -87,18 +87,28 @@
 //! 256 MB) speed slices were 27x slower than the sample sort. [`Slicing::Splitters`] keeps the
 //! torus, the snake order, the backups, the epochs and the check wave, but moves each record
 //! about once:
-//! 1. **Sort and sample.** Every member sorts its epoch's records (its first compute task, as
-//!    in every mode) and sends every live member its count and `min(count, 8 p)` regular
-//!    samples ([`HsortMsg::Samples`], kind 7; weights as in [`crate::sample_sort`]).
+//! 1. **Sample, unsorted.** At the epoch's start every member sends every live member its
+//!    count and `s = min(count, 8 p)` samples ([`HsortMsg::Samples`], kind 7): regular samples
+//!    of a sorted pool of `32 s` records taken at regular positions of its records, which it
+//!    has not sorted ([`SAMPLE_POOL`]; weights as regular samples in [`crate::sample_sort`]).
+//!    Nothing is sorted before the exchange: an equal input share sorted first held the whole
+//!    exchange back until the slowest member had sorted it (on the testbed, 4 s of 35 s).
 //! 2. **Weighted splitters.** With every live member's samples in, each member computes the same `p - 1` splitters
 //!    ([`weighted_splitters`](crate::sample_sort::weighted_splitters)): snake rank `j`'s range
 //!    gets about `w_j / sum w` of the records (`w` the members' speeds), so a 0.05-core node
-//!    gets a quarter of what a 0.2-core node gets.
+//!    gets a quarter of what a 0.2-core node gets. The member then groups its records by
+//!    bucket (one pass, binary search among the splitters; a compute task off the event
+//!    loop), so each bucket is a contiguous run of its records, unsorted.
 //! 3. **The exchange is cycle 1.** Its partners are all the other ranks: each gets its bucket
-//!    (the node's records between two splitters, one contiguous run of its sorted records,
-//!    possibly empty) in ordinary [`HsortMsg::Slice`] frames (cycle 1, no handoff). With every
-//!    bucket in, a node merges them into its range (the cycle's compute task). No load
-//!    decision is made: the splitters are the balance.
+//!    (possibly empty) in ordinary [`HsortMsg::Slice`] frames (cycle 1, no handoff), the
+//!    buckets for other clusters queued first (given the clusters, see
+//!    [`HeteroSort::with_clusters`]). A receiver sorts what has arrived while the rest is on its
+//!    way: whenever no compute task runs, the records that came since the last one (and its
+//!    own bucket) are sorted into a *run* (a compute task); once every bucket is in, the last
+//!    of them are sorted and all runs merged (a k-way merge) into its range, the cycle's
+//!    compute task. So the sorting is spread over the exchange, done by each range's owner in
+//!    proportion to its speed, and after the last frame only one run's sort and the merge are
+//!    left. No load decision is made: the splitters are the balance.
 //! 4. **One check confirms it.** Instead of a wave through the snake (`2p` hops, each through
 //!    a node that may be waiting for its CPU quota), every rank sends its smallest and largest
 //!    record after cycle 1 straight to the last rank ([`HsortMsg::Check`] whose payload is the
@@ -123,21 +133,26 @@
 //! failed members' inputs, sort, sample and exchange again on the survivors' snake. Samples
 //! carry their epoch and are dropped, refused or kept like the cycle frames.
 //!
-//! Cost: one sort per member, `p (p - 1)` sample frames, one bucket per ordered pair (each
-//! record crosses the network at most once, plus its backup copy), one merge, one check (two
-//! hops), and the end: one Ready per rank and one commit per ordered pair (the decider's, passed
-//! on by each rank), small frames, two more hops. In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
+//! Cost: one pass grouping by bucket per member, `p (p - 1)` sample frames, one bucket per
+//! ordered pair (each record crosses the network at most once, plus its backup copy), the
+//! runs' sorts and one merge per member, one check (two hops), and the end: one Ready per rank
+//! and one commit per ordered pair (the decider's, passed on by each rank), small frames, two
+//! more hops. In the simulator on the testbed's shape (4 clusters of 0.05 / 0.05 / 0.1 / 0.2 of
 //! a 100 MB/s core, 4 MB/s WAN, 16 MB of records;
 //! `windrose-sim/tests/heterosort.rs::splitters_meet_the_speed_targets_on_the_heterogeneous_testbed`)
-//! the splitters finish at 0.698 s against 4.823 s for equal slices (6.9x) and 0.793 s for the
-//! sample sort (1.14x; the issue asks 1.5x; 0.677 s before the two-phase end, whose Ready and
-//! commit add two WAN hops): the speed-weighted ranges halve the slowest
-//! member's merge, but both sorts first wait for that member to sort its equal input share,
-//! and both move about three quarters of the records over the same WAN. Two choices made the
-//! difference from a first version at 0.80 s (and 3.5 s against the sample sort's 1.8 s on the
-//! real testbed at 64 MB): backup copies stay inside their owner's cluster
+//! the splitters finish at 0.593 s against 4.823 s for equal slices (8.1x) and 0.793 s for the
+//! sample sort (1.34x; the issue asks 1.5x). Sorting each member's input before the exchange
+//! (0.698 s) made every member wait for the slowest member to sort an equal share; now the
+//! range owners sort, in proportion to their speeds, while the exchange runs. The simulator
+//! charges the grouping pass, each run and the merge by their bytes, as it charges a sort.
+//! Earlier choices: backup copies stay inside their owner's cluster
 //! ([`recovery::holders_by_cluster`]; the plain rule sent each cluster's last member's copy
 //! over the WAN beside the exchange), and the check is two hops instead of a `2p`-hop wave.
+//!
+//! On the real testbed the floor is the WAN: at 1 GiB each cluster sends a quarter of its
+//! 262 MB to each other cluster, 65.5 MB over links of 3-5 MB/s, 21.8 s on the slowest before
+//! TCP's headers; the sample sort's exchange alone took about 24 s there. See the README's
+//! HeteroSort section for the measured runs.
 //!
 //! # Frames (family 7)
 //!
@@ -944,6 +959,8 @@ pub struct HeteroSort {
     backups: usize,
     /// This node's input records (unsorted): every epoch starts from them.
     input: Vec<Bytes>,
+    /// The same input as one buffer (its backup copies are slices of it, not copies).
+    input_bytes: Bytes,
     /// Backup copies of other members' inputs, by member rank.
     held: BTreeMap<usize, Held>,
     /// Holders (member ranks) that acknowledged this node's copy.
@@ -1002,6 +1019,18 @@ pub struct HeteroSort {
     sampled: bool,
     /// The epoch's splitters (one fewer than its members), once computed.
     splitters: Vec<Bytes>,
+    /// [`Slicing::Splitters`]: the epoch's splitters are computed (and its records are being
+    /// or have been cut into buckets by them).
+    split_ready: bool,
+    /// [`Slicing::Splitters`]' exchange: the sorted runs made so far of the records that
+    /// arrived (and of this node's own bucket), merged into the range once every bucket is in.
+    runs: Vec<Vec<Bytes>>,
+    /// [`Slicing::Splitters`]' exchange: per partner (epoch rank), how many of its records
+    /// arrived so far went into a run (or the run being sorted).
+    taken: BTreeMap<usize, usize>,
+    /// Every member's cluster as an index, by member rank (empty: not known, see
+    /// [`HeteroSort::with_clusters`]).
+    cluster_of: Vec<usize>,
     /// Splitters' check at the last rank: every rank's (smallest, largest) record after each
     /// cycle (None: no records), as the ranks report them.
     gathered: BTreeMap<u32, BTreeMap<usize, Option<(Bytes, Bytes)>>>,
@@ -1024,6 +1053,54 @@ pub struct HeteroSort {
 /// Samples per member and per rank for [`Slicing::Splitters`]: the heaviest rank's share is
 /// off by about `1 / SPLITTER_OVERSAMPLE` of a member's share at worst.
 pub const SPLITTER_OVERSAMPLE: u64 = 8;
+
+/// [`Slicing::Splitters`] samples a node's records before sorting them: its samples are
+/// regular samples of a sorted pool of this many times as many records, taken at regular
+/// positions of its unsorted records.
+pub const SAMPLE_POOL: u64 = 32;
+
+/// `data` grouped by the bucket of each record (bucket `q`: the records above splitter
+/// `q - 1` and at most splitter `q`), buckets in order, each in its records' input order.
+fn group_by_bucket(data: Vec<Bytes>, splitters: &[Bytes]) -> Vec<Bytes> {
+    let mut buckets: Vec<Vec<Bytes>> = vec![Vec::new(); splitters.len() + 1];
+    for r in data {
+        let q = splitters.partition_point(|sp| *sp < r);
+        buckets[q].push(r);
+    }
+    buckets.concat()
+}
+
+/// Sorted runs merged into one sorted sequence (ties taken from the earlier run first).
+fn merge_runs(runs: Vec<Vec<Bytes>>) -> Vec<Bytes> {
+    use std::cmp::Reverse;
+    use std::collections::binary_heap::{BinaryHeap, PeekMut};
+    let mut runs: Vec<Vec<Bytes>> = runs.into_iter().filter(|r| !r.is_empty()).collect();
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    let total = runs.iter().map(Vec::len).sum();
+    let mut merged = Vec::with_capacity(total);
+    let mut rest: Vec<std::vec::IntoIter<Bytes>> = runs.into_iter().map(Vec::into_iter).collect();
+    let mut heap: BinaryHeap<Reverse<(Bytes, usize)>> = rest
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, r)| r.next().map(|b| Reverse((b, i))))
+        .collect();
+    while let Some(mut top) = heap.peek_mut() {
+        let i = top.0 .1;
+        match rest[i].next() {
+            Some(next) => {
+                let Reverse((b, _)) = std::mem::replace(&mut *top, Reverse((next, i)));
+                merged.push(b);
+            }
+            None => {
+                let Reverse((b, _)) = PeekMut::pop(top);
+                merged.push(b);
+            }
+        }
+    }
+    merged
+}
 
 impl HeteroSort {
     /// The machine of `me` among `members` (any order; ranked by id), with its own records
@@ -1072,6 +1149,7 @@ impl HeteroSort {
             all_weights: weights.clone(),
             backups: (spec.backups as usize).min(ids.len() - 1),
             input: data.clone(),
+            input_bytes: input,
             held: BTreeMap::new(),
             acked: BTreeSet::new(),
             failed: BTreeSet::new(),
@@ -1105,6 +1183,10 @@ impl HeteroSort {
             samples: BTreeMap::new(),
             sampled: false,
             splitters: Vec::new(),
+            split_ready: false,
+            runs: Vec::new(),
+            taken: BTreeMap::new(),
+            cluster_of: Vec::new(),
             gathered: BTreeMap::new(),
             holders_of: (0..members.len())
                 .map(|j| {
@@ -1134,6 +1216,15 @@ impl HeteroSort {
             .collect();
         if let Some(clusters) = clusters {
             self.holders_of = recovery::holders_by_cluster(&clusters, self.backups);
+            self.cluster_of = clusters
+                .iter()
+                .map(|c| {
+                    clusters
+                        .iter()
+                        .position(|d| d == c)
+                        .expect("a cluster is its own first occurrence")
+                })
+                .collect();
         }
         self
     }
@@ -1239,42 +1330,56 @@ impl HeteroSort {
         if !self.failed.is_empty() {
             self.announce(out);
         }
-        let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1);
+        if self.splitters_mode {
+            // The samples first: every member's splitters wait for every member's samples,
+            // and a sample frame queued behind a copy's megabytes on the same connection held
+            // the fast members (the holders) back by seconds on the testbed. The exchange's
+            // frames still follow the copy (they wait for the splitters).
+            self.begin_epoch(out);
+            self.send_backups(out);
+        } else {
+            self.send_backups(out);
+            self.begin_epoch(out);
+        }
+    }
+
+    /// Sends this node's input to its live backup holders.
+    fn send_backups(&mut self, out: &mut Outputs) {
+        // The copy's frames are slices of the input buffer (whole records each), not copies.
+        let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1) * self.record_len;
+        let len = self.input_bytes.len();
         for h in self.holders_of[self.mine].clone() {
             if self.failed.contains(&h) {
                 continue;
             }
-            let mut chunks = self.input.chunks(per_frame).peekable();
-            while let Some(chunk) = chunks.next() {
-                let mut payload = BytesMut::with_capacity(chunk.len() * self.record_len);
-                for r in chunk {
-                    payload.extend_from_slice(r);
-                }
+            let mut at = 0;
+            while at < len {
+                let end = (at + per_frame).min(len);
                 out.send(
                     self.all[h],
                     Message::HeteroSort(HsortMsg::Backup {
                         transfer: self.transfer,
                         record_len: self.record_len as u16,
-                        records: payload.freeze(),
-                        more: chunks.peek().is_some(),
+                        records: self.input_bytes.slice(at..end),
+                        more: end < len,
                     }),
                 );
+                at = end;
             }
         }
-        self.begin_epoch(out);
     }
 
     /// Starts the epoch's first cycle once every live holder has this node's whole input and
     /// the epoch's records are sorted.
     fn maybe_begin(&mut self, out: &mut Outputs) {
-        if self.phase != Phase::Backing || !self.epoch_sorted {
+        if self.phase != Phase::Backing {
             return;
         }
         // Splitters trade at once and hold their check instead (see `wave`).
-        if !self.splitters_mode && !self.copies_placed() {
+        if !self.splitters_mode && (!self.epoch_sorted || !self.copies_placed()) {
             return;
         }
-        if self.splitters_mode {
+        if self.splitters_mode && !self.split_ready {
             // Every live member's samples of the epoch: the same splitters everywhere.
             let live = self.ids.len();
             let ranks: Vec<usize> = (0..self.all.len())
@@ -1295,6 +1400,16 @@ impl HeteroSort {
             all.sort_by(|a, b| a.0.cmp(&b.0));
             self.splitters = crate::sample_sort::weighted_splitters(&all, &self.weights);
             debug_assert!(self.splitters.len() < live.max(1));
+            self.split_ready = true;
+            // The records, unsorted, grouped by bucket (a compute task, off the event loop):
+            // each bucket is then a contiguous run, as in a sorted node.
+            let data = std::mem::take(&mut self.data);
+            let splitters = self.splitters.clone();
+            self.sort_job(data.len(), move || group_by_bucket(data, &splitters), out);
+            return;
+        }
+        if !self.epoch_sorted {
+            return;
         }
         self.start_cycle(1, out);
     }
@@ -1307,8 +1422,10 @@ impl HeteroSort {
             .all(|h| self.failed.contains(&h) || self.acked.contains(&h))
     }
 
-    /// [`Slicing::Splitters`]: sends this node's record count and regular samples to every
-    /// live member, once its epoch's records are sorted.
+    /// [`Slicing::Splitters`]: sends this node's record count and samples to every live
+    /// member at the epoch's start, before its records are sorted: `s = min(count, 8 p)`
+    /// regular samples of a sorted subset of [`SAMPLE_POOL`]` x s` records taken at regular
+    /// positions of its (unsorted) records, weighted as regular samples of the whole.
     fn send_samples(&mut self, out: &mut Outputs) {
         if !self.splitters_mode || self.sampled {
             return;
@@ -1316,8 +1433,13 @@ impl HeteroSort {
         self.sampled = true;
         let count = self.data.len() as u64;
         let s = count.min(SPLITTER_OVERSAMPLE * self.n() as u64);
-        let mine: Vec<Bytes> = crate::sample_sort::sample_positions(count, s)
-            .map(|i| self.data[i as usize].clone())
+        let mut pool: Vec<Bytes> =
+            crate::sample_sort::sample_positions(count, count.min(SAMPLE_POOL * s))
+                .map(|i| self.data[i as usize].clone())
+                .collect();
+        pool.sort_unstable();
+        let mine: Vec<Bytes> = crate::sample_sort::sample_positions(pool.len() as u64, s)
+            .map(|i| pool[i as usize].clone())
             .collect();
         let mut payload = BytesMut::with_capacity(mine.len() * self.record_len);
         for r in &mine {
@@ -1445,10 +1567,24 @@ impl HeteroSort {
         self.samples.retain(|&r, s| s.0 == epoch && r != mine);
         self.sampled = false;
         self.splitters.clear();
+        self.split_ready = false;
+        self.runs.clear();
+        self.taken.clear();
         self.history = vec![data.len() as u64];
         // A task of the abandoned epoch still runs: its completion is ignored.
         self.phase = Phase::Backing;
         self.epoch_sorted = false;
+        if self.splitters_mode {
+            // Splitters sort nothing before the exchange: samples of the unsorted records go
+            // out at once, the records are cut into buckets by the splitters, and the
+            // receivers sort what arrives while the rest is still on its way.
+            self.task = None;
+            self.job = None;
+            self.data = data;
+            self.send_samples(out);
+            self.maybe_begin(out);
+            return;
+        }
         self.sort_job(data.len(), move || sort_records(data), out);
     }
 
@@ -1555,8 +1691,13 @@ impl HeteroSort {
         out: &mut Outputs,
     ) {
         self.kept = slices.remove(&self.rank).unwrap_or_default();
-        // 3. One frame per partner, ascending rank.
+        // 3. One frame per partner, ascending rank; in the exchange the partners in other
+        // clusters first (their buckets take the slow links).
         self.sent.clear();
+        let mut slices: Vec<(usize, Vec<Bytes>)> = slices.into_iter().collect();
+        if self.exchange(c) {
+            slices.sort_by_key(|(q, _)| (self.same_cluster(*q), *q));
+        }
         for (q, slice) in slices {
             let ho: &[Bytes] = if handoff_out.0 == q {
                 &handoff_out.1
@@ -1599,11 +1740,73 @@ impl HeteroSort {
         self.try_merge(out);
     }
 
+    /// Whether epoch rank `q` is in this node's cluster (false when clusters are unknown).
+    fn same_cluster(&self, q: usize) -> bool {
+        let Ok(m) = self.all.binary_search(&self.ids[q]) else {
+            return false;
+        };
+        !self.cluster_of.is_empty() && self.cluster_of[m] == self.cluster_of[self.mine]
+    }
+
+    /// [`Slicing::Splitters`]' exchange, while no compute task runs: the records that arrived
+    /// since the last run (and this node's own bucket) are sorted into a new run; once every
+    /// bucket is in, the last of them are sorted and every run merged into the node's range
+    /// (the cycle's compute task). So the sort happens while the WAN is still carrying the
+    /// rest, and what is left after the last frame is one run's sort and the merge.
+    fn feed(&mut self, out: &mut Outputs) {
+        if self.phase != Phase::Trading || self.task.is_some() {
+            return;
+        }
+        let c = self.cycle;
+        let mut batch = std::mem::take(&mut self.kept);
+        let mut all_in = true;
+        for (q, _) in &self.sent {
+            let Some(m) = self.inbox.get(&(c, *q)) else {
+                all_in = false;
+                continue;
+            };
+            all_in &= m.done;
+            let t = self.taken.entry(*q).or_default();
+            batch.extend_from_slice(&m.slice[*t..]);
+            *t = m.slice.len();
+        }
+        if !all_in {
+            if !batch.is_empty() {
+                self.sort_job(batch.len(), move || sort_records(batch), out);
+            }
+            return;
+        }
+        for (q, _) in std::mem::take(&mut self.sent) {
+            let m = self.inbox.remove(&(c, q)).expect("checked above");
+            if !m.handoff.is_empty() {
+                let peer = self.ids[q];
+                self.abort(AbortReason::PeerFailed { peer }, out);
+                return;
+            }
+        }
+        let mut runs = std::mem::take(&mut self.runs);
+        let size = runs.iter().map(Vec::len).sum::<usize>() + batch.len();
+        self.history.push(size as u64);
+        self.sort_job(
+            size,
+            move || {
+                runs.push(sort_records(batch));
+                merge_runs(runs)
+            },
+            out,
+        );
+        self.phase = Phase::Computing;
+    }
+
     fn try_merge(&mut self, out: &mut Outputs) {
         if self.phase != Phase::Trading {
             return;
         }
         let c = self.cycle;
+        if self.exchange(c) {
+            self.feed(out);
+            return;
+        }
         let done = |q: &usize| self.inbox.get(&(c, *q)).is_some_and(|m| m.done);
         if !self.sent.iter().all(|(q, _)| done(q)) {
             return;
@@ -1633,16 +1836,6 @@ impl HeteroSort {
             }
             size += m.handoff.len() + mine.len();
             trades.push((self.rank < q, mine, m.handoff, m.slice));
-        }
-        if self.exchange(c) {
-            // Every received bucket is this node's whole: no halves, no load decision.
-            let mut parts = vec![kept];
-            parts.extend(trades.into_iter().map(|(_, _, _, theirs)| theirs));
-            let size = parts.iter().map(Vec::len).sum::<usize>();
-            self.history.push(size as u64);
-            self.sort_job(size, move || sort_records(parts.concat()), out);
-            self.phase = Phase::Computing;
-            return;
         }
         if let (Some(m), Some(theirs)) = (self.matched(c), partner_count) {
             let mine = size as u64;
@@ -2255,7 +2448,18 @@ impl Protocol for HeteroSort {
             }),
             Input::Command(Command::ComputeDone { task }) => {
                 let current = self.task == Some(task);
-                if current && matches!(self.phase, Phase::Computing | Phase::Backing) {
+                if current && self.phase == Phase::Trading {
+                    // A run of the Splitters exchange.
+                    let run = self
+                        .job
+                        .take()
+                        .and_then(|j| j.result())
+                        .expect("a current task has its job");
+                    self.task = None;
+                    self.runs.push(run);
+                    self.feed(out);
+                    Ok(())
+                } else if current && matches!(self.phase, Phase::Computing | Phase::Backing) {
                     self.data = self
                         .job
                         .take()

@@ -1522,7 +1522,9 @@ fn splitters_members_killed_at_every_event_around_the_end() {
     // heard in time) and sometimes not: both sides of the window were reached.
     assert!(tally.contains_key(&(1, End::Whole)), "{tally:?}");
     assert!(tally.contains_key(&(1, End::LostAfterReady)), "{tally:?}");
-    assert!(tally[&(0, End::Whole)] > 500, "{tally:?}");
+    // Coverage: hundreds of kill points before a victim's ready (399 since Splitters send
+    // their samples before their backup copies; over 500 before that).
+    assert!(tally[&(0, End::Whole)] > 350, "{tally:?}");
 }
 
 proptest! {

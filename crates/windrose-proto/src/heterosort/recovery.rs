@@ -5,9 +5,10 @@
 //! Members are numbered by id (the *member rank*, which is the snake rank of epoch 0). With
 //! [`HsortSpec::backups`](super::HsortSpec) `= b`, member `j`'s *holders* are the next `b`
 //! members along the snake, cyclically ([`holders`]). At its start a node sends its whole
-//! input to its live holders ([`HsortMsg::Backup`](super::HsortMsg) frames) and trades nothing
-//! until every live holder has acknowledged the whole copy (`BackupAck`). A node also keeps its
-//! own input, sorted, for the whole run. Nothing else is backed up: the traded data of a cycle
+//! input to its live holders ([`HsortMsg::Backup`](super::HsortMsg) frames, slices of its input
+//! buffer) and trades nothing until every live holder has acknowledged the whole copy
+//! (`BackupAck`; Splitters trade before, see below). A node also keeps its own input for the
+//! whole run. Nothing else is backed up: the traded data of a cycle
 //! is never needed again, because recovery restarts from the inputs.
 //!
 //! A copy is never dropped before the run ends: which holder restores `j` depends on which
