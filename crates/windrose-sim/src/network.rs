@@ -126,6 +126,26 @@
 //! connection between two clusters crosses one of 12 WAN links, and a connection starting on a
 //! saturated one changes the rate of every connection bottlenecked there.
 //!
+//! The top groups of step 3 add `A` entries per solve (the top groups walked, each region
+//! connection's links checked once) and cut `k`. Where MOB's time goes as N grows (measured
+//! 2026-11-27, 4 clusters, 64 MiB):
+//!
+//! - **The root's cluster filling up** (the first 0.08 s simulated: 2 M of the 8 M events at
+//!   N = 4,096, 8 M of the 32 M at 16,384). Every link of that cluster is saturated by pieces
+//!   and every 16-byte Have or Request moves the rates of a cascade of connections: 60-90 rate
+//!   changes per solve, on links carrying about 9 connections each. That is the max-min
+//!   allocation really changing, not the solver's overhead; it was 78 % of the run's time at
+//!   N = 4,096 with 5 rounds per solve, and the top groups cut the rounds to 2.2.
+//! - **Thousands of connections on one WAN link** only while every node's Hello to its global
+//!   peers crosses (4,096 per link for 25 ms simulated at N = 16,384, all started together, at
+//!   one level, ending together). A shared rate per group of connections bottlenecked on one
+//!   link at one level would make a start or stop there O(log n) instead of O(members) (each
+//!   member's level-set move and completion entry); measured, the whole phase (the root's
+//!   cluster filling up beside it) took 86 s of a 1,012 s run under load, so it is not built.
+//! - **Memory**: past N = 4,096 the per-event costs of the engine, the protocol and the solve
+//!   are cache misses on per-node and per-connection state (1.6 GB at N = 16,384), which is why
+//!   the events per CPU second still fall with N although no term above grows with it.
+//!
 //! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
 //! rate: one cache line) and `Sched` (progress: 24 bytes), so that at
 //! N = 4,096 (60 k connections) they stay in cache; the rest of a connection (its queue and
