@@ -143,8 +143,9 @@
 //!   member's level-set move and completion entry); measured, the whole phase (the root's
 //!   cluster filling up beside it) took 86 s of a 1,012 s run under load, so it is not built.
 //! - **Memory**: past N = 4,096 the per-event costs of the engine, the protocol and the solve
-//!   are cache misses on per-node and per-connection state (1.6 GB at N = 16,384), which is why
-//!   the events per CPU second still fall with N although no term above grows with it.
+//!   are cache misses on per-node and per-connection state (0.6 GB at N = 16,384; 1.6 GB
+//!   before MOB's machines shared their mobs, which took 16 % off that run's CPU time), which
+//!   is why the events per CPU second still fall with N although no term above grows with it.
 //!
 //! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
 //! rate: one cache line) and `Sched` (progress: 24 bytes), so that at
