@@ -235,7 +235,9 @@ use crate::node::{
     AbortReason, Input, Output, Outputs, Protocol, ProtocolError, Report, SetupError, Status,
     TimerId,
 };
-use crate::pieces::{ClusterLayout, PieceStore, SourceMismatch, SwarmSetup, MAX_BAD_COPIES};
+use crate::pieces::{
+    ClusterLayout, Members, PieceStore, SourceMismatch, SwarmSetup, MAX_BAD_COPIES,
+};
 use crate::pieces::{Piece, PieceMsg, PieceRef, Signal, SignalMsg};
 use crate::time::Time;
 use bytes::Bytes;
@@ -244,6 +246,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 
@@ -585,7 +588,8 @@ pub struct Mob {
     /// This node's mob share.
     share: Range<u32>,
     /// Live mob members per cluster, sorted by id (the root excluded): the shares' basis.
-    mobs: BTreeMap<ClusterId, Vec<NodeId>>,
+    /// Until this node hears of a failure, the layout's map shared by every machine.
+    mobs: Arc<Members>,
     peers: Vec<Peer>,
     peer_index: BTreeMap<NodeId, usize>,
     /// Per piece: the peer (index) it was requested from.
@@ -670,7 +674,7 @@ impl Mob {
             pieces,
             store,
             share: 0..0,
-            mobs: BTreeMap::new(),
+            mobs: Arc::default(),
             peers: Vec::new(),
             peer_index: BTreeMap::new(),
             requested: vec![None; pieces as usize],
@@ -791,18 +795,24 @@ impl Mob {
     /// Recomputes the mobs over the live nodes (the root excluded).
     fn compute_mobs(&mut self) {
         let layout = &self.setup.layout;
-        self.mobs = layout
-            .clusters()
-            .map(|c| {
-                let m: Vec<NodeId> = layout
-                    .members(c)
-                    .iter()
-                    .copied()
-                    .filter(|&n| n != self.setup.root && !self.failed.contains(&n))
-                    .collect();
-                (c, m)
-            })
-            .collect();
+        if self.failed.is_empty() {
+            self.mobs = layout.members_without(self.setup.root);
+            return;
+        }
+        self.mobs = Arc::new(
+            layout
+                .clusters()
+                .map(|c| {
+                    let m: Vec<NodeId> = layout
+                        .members(c)
+                        .iter()
+                        .copied()
+                        .filter(|&n| n != self.setup.root && !self.failed.contains(&n))
+                        .collect();
+                    (c, m)
+                })
+                .collect(),
+        );
     }
 
     /// Sets this node's share and region from the current mobs.

@@ -71,7 +71,9 @@
 //!    levels moved): an outside connection above the level at which the region saturated a
 //!    link, or one that had a link as its bottleneck (at its old highest level) when that link
 //!    stopped being saturated or its highest level rose, and has no bottleneck left, joins the
-//!    region; if any joined, back to 2.
+//!    region, and with each connection that joins, ahead of the next check, the *top group*
+//!    (the connections at the highest level) of every saturated link it crosses, transitively:
+//!    those are bottlenecked with it and move when it moves. If any joined, back to 2.
 //!
 //! The region only grows, so this ends, at worst on the whole component (then it is the old
 //! solve). Every connection outside it kept a valid bottleneck, so the result is the max-min
@@ -81,6 +83,14 @@
 //! its old one by less than 1e-13 of it (`ROUNDING_RISE`: a filling that summed in another
 //! order, not a change) keeps its old rate and its completion entry; a lower rate keeps every
 //! link feasible.
+//!
+//! Without the top groups of step 3 the region grows one hop per round, and each round fills
+//! the whole region again: while MOB fills the root's cluster (every link there saturated by
+//! 256 KiB pieces, every 16-byte Have or Request starting and stopping a connection on them),
+//! a solve took 5 rounds and 343 fill-queue pops for 70 connections at N = 1,024; with them
+//! 2.2 rounds and 115 pops for 78 connections (2026-11-27; the region grows by the few
+//! connections the closure takes that keep their rate). Since the closure follows only top
+//! groups of saturated links it stops where the rates stop moving.
 //!
 //! What makes it cheap: each link keeps its active connections ordered by level (a sorted vector
 //! of `(level, id)`) and its load, both updated when a rate changes (the load is summed afresh
@@ -115,6 +125,27 @@
 //! where the remaining rounds come from. `d` is where N shows through: with 4 clusters every
 //! connection between two clusters crosses one of 12 WAN links, and a connection starting on a
 //! saturated one changes the rate of every connection bottlenecked there.
+//!
+//! The top groups of step 3 add `A` entries per solve (the top groups walked, each region
+//! connection's links checked once) and cut `k`. Where MOB's time goes as N grows (measured
+//! 2026-11-27, 4 clusters, 64 MiB):
+//!
+//! - **The root's cluster filling up** (the first 0.08 s simulated: 2 M of the 8 M events at
+//!   N = 4,096, 8 M of the 32 M at 16,384). Every link of that cluster is saturated by pieces
+//!   and every 16-byte Have or Request moves the rates of a cascade of connections: 60-90 rate
+//!   changes per solve, on links carrying about 9 connections each. That is the max-min
+//!   allocation really changing, not the solver's overhead; it was 78 % of the run's time at
+//!   N = 4,096 with 5 rounds per solve, and the top groups cut the rounds to 2.2.
+//! - **Thousands of connections on one WAN link** only while every node's Hello to its global
+//!   peers crosses (4,096 per link for 25 ms simulated at N = 16,384, all started together, at
+//!   one level, ending together). A shared rate per group of connections bottlenecked on one
+//!   link at one level would make a start or stop there O(log n) instead of O(members) (each
+//!   member's level-set move and completion entry); measured, the whole phase (the root's
+//!   cluster filling up beside it) took 86 s of a 1,012 s run under load, so it is not built.
+//! - **Memory**: past N = 4,096 the per-event costs of the engine, the protocol and the solve
+//!   are cache misses on per-node and per-connection state (0.6 GB at N = 16,384; 1.6 GB
+//!   before MOB's machines shared their mobs, which took 16 % off that run's CPU time), which
+//!   is why the events per CPU second still fall with N although no term above grows with it.
 //!
 //! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
 //! rate: one cache line) and `Sched` (progress: 24 bytes), so that at
@@ -159,6 +190,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
 
@@ -390,6 +422,35 @@ impl Key {
     }
 }
 
+/// The key of the connection `src → dst` in `Network::conn_of`.
+fn pair(src: NodeId, dst: NodeId) -> u64 {
+    u64::from(src.0) << 32 | u64::from(dst.0)
+}
+
+/// The hasher of `Network::conn_of`, whose keys are [`pair`]s: one multiply and a fold
+/// (every key bit reaches the high bits hashbrown's control bytes use and the low bits of
+/// the bucket index). The default SipHash cost a tenth of a send at N = 16,384. The map is
+/// never iterated, so the hash cannot reach any result.
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        let m = u128::from(self.0 ^ x) * u128::from(0x9e37_79b9_7f4a_7c15_u64);
+        self.0 = (m >> 64) as u64 ^ m as u64;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Relative slack of the region's checks: a link within it of its capacity is saturated, a
 /// level within it of a link's highest is the highest (rounding of sums of rates).
 const SATURATION_TOL: f64 = 1e-10;
@@ -573,7 +634,7 @@ pub struct Network {
     /// Progress and completion entry of each connection, same index as `conns`.
     sched: Vec<Sched>,
     /// Lookup only (never iterated): `(src, dst)` → index in `conns`.
-    conn_of: HashMap<(u32, u32), u32>,
+    conn_of: HashMap<u64, u32, BuildHasherDefault<PairHasher>>,
     /// Changes and latency expiries.
     events: BinaryHeap<Reverse<Event>>,
     /// The active connections' completion times, one entry each.
@@ -621,7 +682,7 @@ impl Network {
             conns: Vec::new(),
             hot: Vec::new(),
             sched: Vec::new(),
-            conn_of: HashMap::new(),
+            conn_of: HashMap::default(),
             events: BinaryHeap::new(),
             completions: CompletionHeap::default(),
             changes: Vec::new(),
@@ -774,7 +835,7 @@ impl Network {
 
     /// Index of the connection `src → dst`, created on first use.
     fn connection(&mut self, src: NodeId, dst: NodeId) -> u32 {
-        if let Some(&c) = self.conn_of.get(&(src.0, dst.0)) {
+        if let Some(&c) = self.conn_of.get(&pair(src, dst)) {
             return c;
         }
         let c = u32::try_from(self.conns.len()).expect("more than 2^32 connections");
@@ -810,7 +871,7 @@ impl Network {
             bytes_delivered: 0,
             messages_dropped: 0,
         });
-        self.conn_of.insert((src.0, dst.0), c);
+        self.conn_of.insert(pair(src, dst), c);
         c
     }
 
@@ -1138,7 +1199,7 @@ impl Network {
                 self.platform
                     .set_pair_latency(from, to, latency_s)
                     .expect("checked when scheduled");
-                if let Some(&c) = self.conn_of.get(&(from.0, to.0)) {
+                if let Some(&c) = self.conn_of.get(&pair(from, to)) {
                     self.refresh_latency(c as usize);
                 }
             }
@@ -1713,17 +1774,57 @@ impl Network {
                 }
             }
         }
-        let mut grew = false;
+        let first = self.comp_flows.len();
         for &g in &grown {
             let h = &mut self.hot[g as usize];
             if h.seen != epoch {
                 h.seen = epoch;
                 self.comp_flows.push(g);
-                grew = true;
             }
         }
         self.grown = grown;
-        grew
+        if self.comp_flows.len() == first {
+            return false;
+        }
+        self.grow_ahead(first);
+        true
+    }
+
+    /// Adds to the region, ahead of the checks, what the connections that just joined it
+    /// (`comp_flows[first..]`) will move: the top group (the connections at the highest level,
+    /// within `SATURATION_TOL`) of every saturated link one of them crosses, and so on for
+    /// those, transitively. A connection that joins changes its rate, which moves the
+    /// connections bottlenecked with it on its saturated links the other way, then theirs on
+    /// their own links: the check of the next round would find them one hop per round, each
+    /// round filling the whole region again (about 5 rounds per solve while MOB fills the
+    /// root's cluster at N = 1,024; 2.2 with this). The closure follows only top groups of
+    /// saturated links, so it stays near the connections whose rates really change; a region
+    /// larger than needed is still filled to the max-min allocation (see `solve`).
+    fn grow_ahead(&mut self, first: usize) {
+        let epoch = self.epoch;
+        let mut i = first;
+        while i < self.comp_flows.len() {
+            let g = self.comp_flows[i];
+            i += 1;
+            let h = self.hot[g as usize];
+            for &m in h.route() {
+                let link = &self.links[m as usize];
+                if link.load < link.capacity * (1.0 - SATURATION_TOL) {
+                    continue;
+                }
+                let floor = link.max_level() * (1.0 - SATURATION_TOL);
+                for &(k, f) in link.levels.iter().rev() {
+                    if Key(k).get() < floor {
+                        break;
+                    }
+                    let hf = &mut self.hot[f as usize];
+                    if hf.seen != epoch {
+                        hf.seen = epoch;
+                        self.comp_flows.push(f);
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the outside connection `g` crosses a saturated link on which no connection has a
@@ -1787,14 +1888,14 @@ impl Network {
     /// The current rate of the connection `src → dst`, bytes/s (0 if idle or unknown).
     pub fn rate_bytes_s(&self, src: NodeId, dst: NodeId) -> f64 {
         self.conn_of
-            .get(&(src.0, dst.0))
+            .get(&pair(src, dst))
             .map_or(0.0, |&c| self.hot[c as usize].rate)
     }
 
     /// Statistics of the connection `src → dst`, if it has ever carried a message.
     pub fn connection_stats(&self, src: NodeId, dst: NodeId) -> Option<ConnectionStats> {
         self.conn_of
-            .get(&(src.0, dst.0))
+            .get(&pair(src, dst))
             .map(|&c| self.conn_stats(c as usize))
     }
 
