@@ -43,8 +43,9 @@
 //!   window starts at [`WINDOW_BYTES`] (at least [`MIN_WINDOW_SEGMENTS`] segments), and the
 //!   host's view sizes it per child at the start ([`Protocol::steer`]): twice the link's
 //!   bandwidth-delay product plus a segment, so a fast, distant link is not throttled.
-//!   Messages of no more segments than the starting window are sent at once without
-//!   completions, exactly as before. Segments still go out segment by segment, each to
+//!   Messages of no more segments than the starting window, and every message under a
+//!   driver without a host (nothing steers the machine before its start), are sent at once
+//!   without completions, exactly as before. Segments still go out segment by segment, each to
 //!   every child due it in send order; a child whose window is full is skipped until a
 //!   completion frees it, so fast children are not held back by a slow one.
 //! - **Detection, at the sender.** Each completion on a child's busy connection gives its
