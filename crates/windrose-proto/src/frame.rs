@@ -25,7 +25,7 @@
 //! |--------|------------------------------------------------|-----------------------------------------|
 //! | 1      | [`crate::host`] ([`SessionFrame`](crate::host::SessionFrame)) | session                   |
 //! | 2      | [`crate::probe`] ([`ProbeMsg`](crate::probe::ProbeMsg))        | ping, pong               |
-//! | 3      | [`crate::tree_broadcast`] ([`BroadcastMsg`](crate::tree_broadcast::BroadcastMsg)) | data  |
+//! | 3      | [`crate::tree_broadcast`] ([`BroadcastMsg`](crate::tree_broadcast::BroadcastMsg)) | data, adopt |
 //! | 4      | [`crate::scatter`] ([`ScatterMsg`](crate::scatter::ScatterMsg)) | share, share_finished   |
 //! | 5      | [`crate::pieces`] ([`PieceMsg`](crate::pieces::PieceMsg)) | bitfield, have, request, piece, signal, peer_list |
 //! | 6      | [`crate::ghs`] ([`GhsFrame`](crate::ghs::GhsFrame)) | ghs_connect, ghs_initiate, ghs_test, ghs_accept, ghs_reject, ghs_report, ghs_change_root, ghs_done |

@@ -1388,6 +1388,65 @@ impl Host {
         Ok(())
     }
 
+    /// Offers the machine of `t` the host's view of the links after one of its sends
+    /// completed ([`Protocol::steer`]: a running broadcast may hand a child whose link slowed
+    /// to another parent). The link from this node is priced by its own meter (what it
+    /// measured; unmeasured counts as a guess), any other link by the group's view, which is
+    /// built only if the machine asks.
+    fn steer_machine(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return;
+        };
+        if !slot.started {
+            return;
+        }
+        self.scratch.clear();
+        let me = self.config.me;
+        let weather = &self.weather;
+        let members = &self.config.members;
+        let defaults = self.config.weather.guesses;
+        let mut view: Option<crate::weather::GroupView> = None;
+        let mut price = |a: NodeId, b: NodeId| -> crate::node::LinkPrice {
+            let v = view.get_or_insert_with(|| weather.view(now, members));
+            let est = v.estimator(defaults);
+            let latency_s = est.rtt_ms(a, b) / 2e3;
+            if a == me {
+                // Only this node's own measurement of its link counts as measured here.
+                if let Some(mb_s) = weather.sent_mb_s(now, b) {
+                    return crate::node::LinkPrice {
+                        bytes_per_s: mb_s * 1e6,
+                        latency_s,
+                        measured: true,
+                        shares_hosts_path: false,
+                    };
+                }
+            }
+            let (mb_s, basis) = est.mb_s(a, b);
+            let site = |x: NodeId| members.iter().find(|m| m.0 == x).map(|m| m.1);
+            let (sa, sb, sme) = (site(a), site(b), site(me));
+            crate::node::LinkPrice {
+                bytes_per_s: mb_s * 1e6,
+                latency_s,
+                measured: a != me && basis == crate::weather::Basis::Measured,
+                shares_hosts_path: sa.is_some() && sa == sme && sb.is_some() && sb != sme,
+            }
+        };
+        let slowed = slot.machine.steer(now, &mut price, &mut self.scratch);
+        if !self.scratch.is_empty() {
+            self.forward(now, t, out);
+        }
+        for (peer, bytes_s) in slowed {
+            if let Some(fc) = self.weather.observe_bandwidth(now, peer, bytes_s / 1e6) {
+                out.push(Output::Report(Report::LinkBandwidth {
+                    peer,
+                    bytes_per_s: bytes_per_s(fc.value),
+                    error_bytes_per_s: bytes_per_s(fc.error),
+                }));
+                self.mst_forecast(out);
+            }
+        }
+    }
+
     /// Starts the machine of `t` and replays what it held.
     fn go(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         let Some(slot) = self.slots.get_mut(&t) else {
@@ -1398,6 +1457,12 @@ impl Host {
         }
         slot.started = true;
         slot.started_at = Some(now);
+        // Before its Start: a broadcast paces its sends only under a host that steers it,
+        // and the view sizes each child's window before the first send.
+        self.steer_machine(now, t, out);
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return;
+        };
         let held = std::mem::take(&mut slot.held);
         let mut inputs = vec![Input::Start];
         inputs.extend(slot.excluded.iter().copied().map(Input::PeerFailed));
@@ -2525,7 +2590,9 @@ impl Host {
                 let Some(&(t, inner)) = self.sends.to_machine.get(&id) else {
                     return Ok(());
                 };
-                self.feed_machine(now, t, Input::SendComplete { to, id: inner }, out)
+                self.feed_machine(now, t, Input::SendComplete { to, id: inner }, out)?;
+                self.steer_machine(now, t, out);
+                Ok(())
             }
             Input::Command(Command::ComputeDone { task }) => {
                 let Some(&(t, inner)) = self.tasks.to_machine.get(&task) else {

@@ -155,7 +155,7 @@ pub mod weather;
 
 pub use frame::{Decoder, FrameError, Message, MessageKind, TransferId};
 pub use node::{
-    node_rng, AbortReason, Command, ComputeTask, ComputedShare, Input, Output, Outputs, Protocol,
-    ProtocolError, Report, SendId, SetupError, Status, TaskId, TimerId, Transmit,
+    node_rng, AbortReason, Command, ComputeTask, ComputedShare, Input, LinkPrice, Output, Outputs,
+    Protocol, ProtocolError, Report, SendId, SetupError, Status, TaskId, TimerId, Transmit,
 };
 pub use time::Time;

@@ -57,6 +57,39 @@ pub trait Protocol {
     fn is_finished(&self) -> bool {
         self.status() == Status::Finished
     }
+
+    /// The host offers its view of the links after a send of this machine completed, so a
+    /// machine that can change its routes while it runs may (a tree broadcast hands a child
+    /// whose link slowed to another parent: [`crate::tree_broadcast`]). `links(a, b)` prices the
+    /// link from `a` to `b` as the host sees it now; it is computed only when called. Like
+    /// [`handle`](Protocol::handle), the consequences are pushed to `out`. Most machines ignore
+    /// it. Returns the links it found slower than the host's figure, as (peer, bytes per
+    /// second) measured from its own sends, for the host's forecasts (a link left after a
+    /// few segments would otherwise never fill a sample of the host's meter).
+    fn steer(
+        &mut self,
+        _now: Time,
+        _links: &mut dyn FnMut(NodeId, NodeId) -> LinkPrice,
+        _out: &mut Outputs,
+    ) -> Vec<(NodeId, f64)> {
+        Vec::new()
+    }
+}
+
+/// A link as the host sees it, for [`Protocol::steer`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LinkPrice {
+    /// Bandwidth, bytes per second (positive).
+    pub bytes_per_s: f64,
+    /// One-way latency, seconds.
+    pub latency_s: f64,
+    /// True when the figure comes from measurements of this very link (not a guess or a
+    /// site's median).
+    pub measured: bool,
+    /// True when the link leaves the host's site towards another site, as the host's own
+    /// link to the same end does (the group's sites known): both then cross one WAN path, so
+    /// a slowdown the host sees on its own link holds for this one too.
+    pub shares_hosts_path: bool,
 }
 
 /// Where a machine is in its life.

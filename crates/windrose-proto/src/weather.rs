@@ -408,6 +408,22 @@ impl Weather {
         link.bandwidth.observe(now, rate / 1e6)
     }
 
+    /// This node's own bandwidth forecast of its link to `peer` (MB/s, from its sends), while
+    /// not older than the TTL: what a running broadcast compares a child's pace with.
+    pub fn sent_mb_s(&self, now: Time, peer: NodeId) -> Option<f64> {
+        let l = self.links.get(&peer)?;
+        self.bandwidth_of(now, l).map(|f| f.value)
+    }
+
+    /// A bandwidth sample of the link to `peer` (MB/s) taken by a collective from its own
+    /// sends (a running broadcast that found the link slowed): the new forecast.
+    pub fn observe_bandwidth(&mut self, now: Time, peer: NodeId, mb_s: f64) -> Option<Forecast> {
+        if !(mb_s.is_finite() && mb_s > 0.0) {
+            return None;
+        }
+        self.link(peer).bandwidth.observe(now, mb_s)
+    }
+
     /// `peer` is gone: its sends will not complete.
     pub fn peer_lost(&mut self, peer: NodeId) {
         if let Some(l) = self.links.get_mut(&peer) {

@@ -159,7 +159,12 @@ fn trees_planned_from_the_live_view_leave_a_wan_link_that_slowed_and_a_static_tr
         algorithm: TreeAlgorithm::BalancedPath,
     });
     let before = median(st[..2].to_vec());
-    for (k, d) in st.iter().enumerate().skip(2) {
+    // The first broadcast after the change finds the link slower than its sender measured
+    // and hands the slowed child to another parent between segments (tree_broadcast.rs,
+    // "Leaving a link that slows"); its slowed rate then is the sender's forecast, so later
+    // broadcasts of the static tree cross the link again.
+    assert!(st[2] < 4.0 * before, "static, broadcast 2: {} s", st[2]);
+    for (k, d) in st.iter().enumerate().skip(3) {
         assert!(
             *d > 4.0 * before,
             "static, broadcast {k}: {d} s vs {before} s before"
