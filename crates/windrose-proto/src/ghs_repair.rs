@@ -331,22 +331,14 @@ impl MstMaintainer {
             ghs.in_branch()
                 .and_then(|p| edges.binary_search_by_key(&p, |e| e.to).ok())
         };
-        Ok(MstMaintainer {
+        Ok(MstMaintainer::settled(
             me,
             edges,
             is_root,
             parent,
-            stable_epoch: 0,
-            nodes: done.nodes,
-            total_weight: done.total_weight,
-            epoch: None,
-            held: VecDeque::new(),
-            queue: VecDeque::new(),
-            mine: VecDeque::new(),
-            outstanding: false,
-            deferred: VecDeque::new(),
-            sent: [0; 7],
-        })
+            done.nodes,
+            done.total_weight,
+        ))
     }
 
     /// Takes over a tree this node computed itself (the [rows build](BuildAlgorithm::Rows)):
@@ -405,10 +397,30 @@ impl MstMaintainer {
             ),
             None => None,
         };
-        Ok(MstMaintainer {
+        Ok(MstMaintainer::settled(
             me,
             edges,
-            is_root: parent.is_none(),
+            parent.is_none(),
+            parent,
+            nodes,
+            total_weight,
+        ))
+    }
+
+    /// A maintainer at rest on a built tree (whichever build made it): epoch 0 stable, nothing
+    /// pending.
+    fn settled(
+        me: NodeId,
+        edges: Vec<REdge>,
+        is_root: bool,
+        parent: Option<usize>,
+        nodes: u32,
+        total_weight: f64,
+    ) -> MstMaintainer {
+        MstMaintainer {
+            me,
+            edges,
+            is_root,
             parent,
             stable_epoch: 0,
             nodes,
@@ -420,7 +432,7 @@ impl MstMaintainer {
             outstanding: false,
             deferred: VecDeque::new(),
             sent: [0; 7],
-        })
+        }
     }
 
     /// The node.

@@ -333,37 +333,27 @@ pub(crate) fn model_builds(
     })
 }
 
-fn render_model(r: &ModelRuns, source: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "The live MST's builds on the complete graph of {} nodes ({source}), weights: {} in {}; \
-         message-delay model (every frame takes its link's one-way latency, every node starts at 0)",
-        r.nodes, r.metric, r.unit
-    );
-    let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
-    let rows: Vec<Vec<String>> = r
-        .edges
+/// Appends the tree's edges, lightest first, as an indented table.
+fn tree_table(out: &mut String, edges: &[TreeEdge], unit: &str) {
+    let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", edges.len());
+    let rows: Vec<Vec<String>> = edges
         .iter()
         .map(|e| vec![format!("{}-{}", e.a, e.b), num(e.weight)])
         .collect();
-    for l in vtable(&["edge", &format!("weight, {}", r.unit)], &rows) {
+    for l in vtable(&["edge", &format!("weight, {unit}")], &rows) {
         let _ = writeln!(out, "  {l}");
     }
-    let _ = writeln!(
-        out,
-        "  total {} {}; every build below ended at it, the central MST",
-        num(r.total),
-        r.unit
-    );
-    out.push_str("\nBuild (start to the last node knowing the end)\n");
-    let rows: Vec<Vec<String>> = r
-        .builds
+}
+
+/// Appends the builds as an indented table (build, seconds, delays, frames, bytes); `ghs_note`
+/// follows each GHS build's name.
+pub(crate) fn builds_table(out: &mut String, builds: &[ModelBuild], ghs_note: &str) {
+    let rows: Vec<Vec<String>> = builds
         .iter()
         .map(|b| {
             vec![
                 match b.test_window {
-                    Some(k) => format!("ghs, test window {k}"),
+                    Some(k) => format!("ghs, test window {k}{ghs_note}"),
                     None => b.build.clone(),
                 },
                 format!("{:.3}", b.build_s),
@@ -376,6 +366,25 @@ fn render_model(r: &ModelRuns, source: &str) -> String {
     for l in vtable(&["build", "s", "delays", "frames", "bytes"], &rows) {
         let _ = writeln!(out, "  {l}");
     }
+}
+
+fn render_model(r: &ModelRuns, source: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "The live MST's builds on the complete graph of {} nodes ({source}), weights: {} in {}; \
+         message-delay model (every frame takes its link's one-way latency, every node starts at 0)",
+        r.nodes, r.metric, r.unit
+    );
+    tree_table(&mut out, &r.edges, r.unit);
+    let _ = writeln!(
+        out,
+        "  total {} {}; every build below ended at it, the central MST",
+        num(r.total),
+        r.unit
+    );
+    out.push_str("\nBuild (start to the last node knowing the end)\n");
+    builds_table(&mut out, &r.builds, "");
     out
 }
 
@@ -797,15 +806,7 @@ fn render(r: &MstRun, source: &str) -> String {
         r.test_window,
         if r.test_window == 1 { " (classic)" } else { "" }
     );
-    let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", r.edges.len());
-    let rows: Vec<Vec<String>> = r
-        .edges
-        .iter()
-        .map(|e| vec![format!("{}-{}", e.a, e.b), num(e.weight)])
-        .collect();
-    for l in vtable(&["edge", &format!("weight, {}", r.unit)], &rows) {
-        let _ = writeln!(out, "  {l}");
-    }
+    tree_table(&mut out, &r.edges, r.unit);
     let _ = writeln!(
         out,
         "  total {} {} (every node learnt it with the end); the central MST has the same edges",

@@ -39,7 +39,9 @@
 
 use super::output::{create_dir, write_atomic};
 use super::{mark, Check, MstCollectivesArgs};
-use crate::mst_cmd::{central_mst, model_builds, simulate, tree_pairs, ModelRuns, MstRun};
+use crate::mst_cmd::{
+    builds_table, central_mst, model_builds, simulate, tree_pairs, ModelRuns, MstRun,
+};
 use crate::output::{htable, num, print, vtable};
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
@@ -1091,30 +1093,17 @@ fn render_ghs(r: &GhsRows, checks: &[Check], claims: &[Claim]) -> String {
         "\nThe live MST's builds in the message-delay model, every process starting at 0 (as\n\
          `windrose mst --scenario ... --build rows`; the paper's GHS build: 23.39-25.24 s, Fig. 4):\n",
     );
-    let rows: Vec<Vec<String>> = r
-        .builds
-        .builds
-        .iter()
-        .map(|b| {
-            vec![
-                match b.test_window {
-                    Some(k) => format!("ghs, test window {k} (Hellos first)"),
-                    None => "rows".to_string(),
-                },
-                format!("{:.3}", b.build_s),
-                b.chain.to_string(),
-                b.frames_total.to_string(),
-                b.bytes.to_string(),
-            ]
-        })
-        .collect();
-    for l in vtable(&["build", "s", "delays", "frames", "bytes"], &rows) {
-        let _ = writeln!(out, "  {l}");
+    builds_table(&mut out, &r.builds.builds, " (Hellos first)");
+    if let Some(rows) = r.builds.builds.iter().find(|b| b.test_window.is_none()) {
+        let n = u64::from(r.builds.nodes);
+        let _ = writeln!(
+            out,
+            "  Rows: one message delay, the slowest one-way link ({:.1} ms); every process holds the\n\
+             \x20 whole tree, so the live MST's {} parent announcements (after GHS) are not needed.",
+            rows.build_s * 1e3,
+            n * n.saturating_sub(1)
+        );
     }
-    out.push_str(
-        "  Rows: one message delay, the slowest one-way link (722.9 ms); every process holds the\n\
-         \x20 whole tree, so the live MST's 552 parent announcements (after GHS) are not needed.\n",
-    );
     out.push_str(
         "\nRepair after one change (Fig. 5's changes, each alone on the built tree; message-delay\n\
          model, the links' delays unchanged) against a GHS rebuild on the new weights\n",
