@@ -3,6 +3,9 @@
 //! planned from that view under the three policies (static, rebuild, adapt) while a WAN link
 //! slows down between two broadcasts.
 
+#[path = "support/durations.rs"]
+mod durations;
+
 use bytes::Bytes;
 use std::time::Duration;
 use windrose_model::platform::{ClusterSpec, LinkId, Platform};
@@ -92,23 +95,7 @@ fn series(policy: TreePolicy) -> (Metrics, Vec<f64>) {
         sim.input_at(NodeId(n), end, leave_input()).unwrap();
     }
     let m = sim.run().unwrap();
-    let mut starts = vec![];
-    let mut durations = vec![];
-    for r in &m.nodes[0].reports {
-        match r.report {
-            Report::CollectiveStarted { transfer, .. } => starts.push((transfer, r.at_s)),
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => {
-                assert_eq!((finished, failed), (N, 0), "{policy}: transfer {transfer}");
-                let (_, s) = starts.iter().find(|(t, _)| *t == transfer).unwrap();
-                durations.push(r.at_s - s);
-            }
-            _ => {}
-        }
-    }
+    let durations = durations::durations(&m.nodes[0], N, &policy.to_string());
     assert_eq!(durations.len(), COUNT, "{policy}");
     (m, durations)
 }

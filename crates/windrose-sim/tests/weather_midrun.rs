@@ -4,6 +4,9 @@
 //! broadcasts of 4 MiB from member 0 every 12 s under `adapt`; the WAN 0<->1 drops to
 //! 0.5 MB/s as the sixth starts, before any tree could know.
 
+#[path = "support/durations.rs"]
+mod durations;
+
 use bytes::Bytes;
 use std::time::Duration;
 use windrose_model::platform::LinkId;
@@ -11,7 +14,7 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_proto::host::{App, AppRequest, BroadcastRequest};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
-use windrose_proto::{Input, Report};
+use windrose_proto::Input;
 use windrose_sim::engine::{SimConfig, Simulation};
 use windrose_sim::group::group;
 use windrose_sim::network::Change;
@@ -90,23 +93,7 @@ fn series() -> Vec<(f64, u64)> {
         crossed.push(slow_bytes(&sim) - before);
     }
     let m = sim.metrics();
-    let mut starts = vec![];
-    let mut durations = vec![];
-    for r in &m.nodes[0].reports {
-        match r.report {
-            Report::CollectiveStarted { transfer, .. } => starts.push((transfer, r.at_s)),
-            Report::CollectiveComplete {
-                transfer,
-                finished,
-                failed,
-            } => {
-                assert_eq!((finished, failed), (16, 0), "transfer {transfer}");
-                let (_, s) = starts.iter().find(|(t, _)| *t == transfer).unwrap();
-                durations.push(r.at_s - s);
-            }
-            _ => {}
-        }
-    }
+    let durations = durations::durations(&m.nodes[0], 16, "the series");
     assert_eq!(durations.len(), COUNT);
     durations.into_iter().zip(crossed).collect()
 }
