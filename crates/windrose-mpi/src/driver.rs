@@ -544,6 +544,11 @@ impl<T: Transport> Driver<T> {
         config.idle_timeout = None;
         config.eager = true;
         config.relay_announce = true;
+        // A rank progresses only inside its MPI calls and receives into the caller's buffer,
+        // which it must let go of before its call returns: no pacing, no hand-offs, relays
+        // keep nothing they forwarded (windrose_proto::tree_broadcast, "Leaving a link that
+        // slows").
+        config.steer_broadcasts = false;
         config.weather.gossip = options.gossip;
         config.probe = options.probe.map(|period| ProbeConfig {
             period,

@@ -254,6 +254,12 @@ pub struct HostConfig {
     /// the root's). A member without it ignores its parent's copies and waits for the
     /// root's.
     pub relay_announce: bool,
+    /// Offer running broadcasts the host's view of the links ([`Protocol::steer`]): a large
+    /// message is paced per child and a child whose link slows is handed to another parent
+    /// (crate::tree_broadcast, "Leaving a link that slows"). On by default. A driver whose
+    /// node makes progress only inside its application's calls, and whose receive buffers are
+    /// the caller's (the MPI shim), turns it off: relays then keep nothing they forwarded.
+    pub steer_broadcasts: bool,
     /// Keep the group's live minimum spanning tree ([`crate::mst_service`], the `mst-live`
     /// broadcast trees) with this configuration (None: no service; `mst-live` falls back to
     /// the central MST of the view).
@@ -300,6 +306,7 @@ impl HostConfig {
             digest_deliveries: false,
             eager: false,
             relay_announce: false,
+            steer_broadcasts: true,
             mst: None,
             shelf: None,
             announce_auth: None,
@@ -1394,6 +1401,9 @@ impl Host {
     /// measured; unmeasured counts as a guess), any other link by the group's view, which is
     /// built only if the machine asks.
     fn steer_machine(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
+        if !self.config.steer_broadcasts {
+            return;
+        }
         let Some(slot) = self.slots.get_mut(&t) else {
             return;
         };

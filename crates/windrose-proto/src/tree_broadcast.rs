@@ -93,9 +93,11 @@
 //!   kernel, so what the socket buffers hold also crosses it. Only a child of the sender can
 //!   adopt (one hop of detour; the sender itself cannot route around the link to a node
 //!   that is not its child). The sender keeps paying the slowed link if the adopter fails
-//!   and `c` had re-attached to the root (its frames are then dropped). Under MPI a rank
-//!   whose call has returned adopts only in its next call. Relays keep every segment until
-//!   the broadcast ends.
+//!   and `c` had re-attached to the root (its frames are then dropped). Relays keep every
+//!   segment until the broadcast ends. A host with
+//!   [`steer_broadcasts`](crate::host::HostConfig::steer_broadcasts) off (the MPI shim: a
+//!   rank progresses only inside its calls, and receives into the caller's buffer) neither
+//!   paces nor hands off, and its relays release each segment once every child was sent it.
 
 use crate::frame::{
     self, Family, FrameError, KindLayout, Message, MessageKind, TransferId, DEFAULT_MAX_BODY_LEN,
@@ -469,8 +471,12 @@ pub struct TreeBroadcast {
     /// Segments reported with [`Report::Progress`].
     reported: u64,
     /// A relay's whole segments, as the frames they arrived in: kept until the machine is
-    /// dropped, so a child handed to this node can be served from any segment.
+    /// dropped, so a child handed to this node can be served from any segment. Unsteered, a
+    /// segment every child has been sent is released (below `released`): nobody can be handed
+    /// to this node then.
     held: Vec<Vec<(u64, Bytes)>>,
+    /// Unsteered: segments below this one are released from `held`.
+    released: u64,
     /// Frames from a later parent that arrived before the earlier parent's last segment.
     early: std::collections::BTreeMap<u64, DataSegment>,
     /// When the idle timer is due (non-root nodes with a timeout).
@@ -553,6 +559,7 @@ impl TreeBroadcast {
             handoffs: Vec::new(),
             now: Time::ZERO,
             steered: false,
+            released: 0,
         })
     }
 
@@ -1034,6 +1041,24 @@ impl TreeBroadcast {
         }
         while self.reported < complete {
             self.report_progress(total, out);
+        }
+        if !self.steered {
+            // Nobody can be handed to this node: what every child has been sent is not needed
+            // again (the driver's buffers, the caller's own under MPI, are free once sent).
+            let past = self
+                .kids
+                .iter()
+                .filter(|c| c.alive)
+                .map(|c| c.next)
+                .min()
+                .unwrap_or(complete)
+                .min(complete);
+            for k in self.released..past {
+                if let Some(h) = self.held.get_mut(k as usize) {
+                    *h = Vec::new();
+                }
+            }
+            self.released = self.released.max(past);
         }
     }
 
