@@ -93,8 +93,11 @@
 //!   kernel, so what the socket buffers hold also crosses it. Only a child of the sender can
 //!   adopt (one hop of detour; the sender itself cannot route around the link to a node
 //!   that is not its child). The sender keeps paying the slowed link if the adopter fails
-//!   and `c` had re-attached to the root (its frames are then dropped). Relays keep every
-//!   segment until the broadcast ends. A host with
+//!   and `c` had re-attached to the root (its frames are then dropped). A steered node keeps
+//!   the last [`RETAIN_BYTES`] of the segments it forwarded, so its memory stays bounded
+//!   whatever the message's size, and a child is handed only to a sibling that still holds
+//!   the child's next segment (the sender knows what it sent that sibling; a sibling too far
+//!   ahead is not offered). A host with
 //!   [`steer_broadcasts`](crate::host::HostConfig::steer_broadcasts) off (the MPI shim: a
 //!   rank progresses only inside its calls, and receives into the caller's buffer) neither
 //!   paces nor hands off, and its relays release each segment once every child was sent it.
@@ -377,6 +380,11 @@ fn chunk_into(offset: u64, piece: Bytes, max: u32, chunks: &mut Vec<(u64, Bytes)
 /// [`MIN_WINDOW_SEGMENTS`] segments): what lets it leave a link that slows between segments
 /// (see the module docs). Messages no longer than this are sent at once, as they always were.
 pub const WINDOW_BYTES: u64 = 512 << 10;
+
+/// What a steered node keeps of the segments it has forwarded (at least a window's worth),
+/// so a child handed to it can be served from a segment it already passed on, and its
+/// memory stays bounded for any message.
+pub const RETAIN_BYTES: u64 = 64 << 20;
 /// The fewest segments a sender keeps in flight per child.
 pub const MIN_WINDOW_SEGMENTS: u64 = 2;
 /// A child's link counts as slowed when its rate in this broadcast is this many times below
@@ -470,12 +478,12 @@ pub struct TreeBroadcast {
     complete: u64,
     /// Segments reported with [`Report::Progress`].
     reported: u64,
-    /// A relay's whole segments, as the frames they arrived in: kept until the machine is
-    /// dropped, so a child handed to this node can be served from any segment. Unsteered, a
-    /// segment every child has been sent is released (below `released`): nobody can be handed
-    /// to this node then.
+    /// A relay's whole segments, as the frames they arrived in. A segment every child has
+    /// been sent is released (below `released`): at once when unsteered (nobody can be
+    /// handed to this node then), once it is [`RETAIN_BYTES`] behind the newest when steered
+    /// (a child handed to this node is served from what it still holds).
     held: Vec<Vec<(u64, Bytes)>>,
-    /// Unsteered: segments below this one are released from `held`.
+    /// Segments below this one are released from `held`.
     released: u64,
     /// Frames from a later parent that arrived before the earlier parent's last segment.
     early: std::collections::BTreeMap<u64, DataSegment>,
@@ -636,10 +644,27 @@ impl TreeBroadcast {
         self.received
     }
 
+    /// Bytes of forwarded segments this node still keeps for a child that may be handed to it
+    /// (at most [`RETAIN_BYTES`] plus a window when steered, nothing it has sent to every
+    /// child when not).
+    pub fn kept_bytes(&self) -> u64 {
+        self.held
+            .iter()
+            .flatten()
+            .map(|(_, b)| b.len() as u64)
+            .sum()
+    }
+
     /// Segments kept in flight per child: [`WINDOW_BYTES`] of them, at least
     /// [`MIN_WINDOW_SEGMENTS`].
     fn window(&self) -> u64 {
         (WINDOW_BYTES / self.config.segment_bytes.max(1)).max(MIN_WINDOW_SEGMENTS)
+    }
+
+    /// Segments a steered node keeps after forwarding them ([`RETAIN_BYTES`], at least a
+    /// window).
+    fn retained(&self) -> u64 {
+        (RETAIN_BYTES / self.config.segment_bytes.max(1)).max(self.window())
     }
 
     /// Whether sends are paced (the message has more segments than the window): only then
@@ -1042,10 +1067,11 @@ impl TreeBroadcast {
         while self.reported < complete {
             self.report_progress(total, out);
         }
-        if !self.steered {
-            // Nobody can be handed to this node: what every child has been sent is not needed
-            // again (the driver's buffers, the caller's own under MPI, are free once sent).
-            let past = self
+        {
+            // What every child has been sent is not needed again when nobody can be handed to
+            // this node (the driver's buffers, the caller's own under MPI, are free once
+            // sent); steered, the last RETAIN_BYTES of it are kept for a child handed here.
+            let mut past = self
                 .kids
                 .iter()
                 .filter(|c| c.alive)
@@ -1053,6 +1079,9 @@ impl TreeBroadcast {
                 .min()
                 .unwrap_or(complete)
                 .min(complete);
+            if self.steered {
+                past = past.min(complete.saturating_sub(self.retained()));
+            }
             for k in self.released..past {
                 if let Some(h) = self.held.get_mut(k as usize) {
                     *h = Vec::new();
@@ -1124,6 +1153,7 @@ impl TreeBroadcast {
         };
         let seg = self.config.segment_bytes;
         let count = segment_count(total, seg);
+        let retained = self.retained();
         let mut grew = false;
         for i in 0..self.kids.len() {
             let fresh = self.kids[i].fresh.take();
@@ -1169,7 +1199,16 @@ impl TreeBroadcast {
             let t_direct = bytes / rate.max(f64::MIN_POSITIVE);
             let mut best: Option<(f64, usize)> = None;
             for (j, p) in self.kids.iter().enumerate() {
-                if j == i || !p.alive || p.handed.is_some() || p.from > s || p.node == cn {
+                // `p` holds what it got of segments `>= p.next - retained` (its releases stop
+                // short of that, and nothing newer reaches it before this adopt): it can
+                // serve `cn` from `s` only if `s` is no older.
+                if j == i
+                    || !p.alive
+                    || p.handed.is_some()
+                    || p.from > s
+                    || p.node == cn
+                    || p.next > s.saturating_add(retained)
+                {
                     continue;
                 }
                 let l = links(p.node, cn);

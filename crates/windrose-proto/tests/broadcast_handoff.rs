@@ -438,3 +438,30 @@ fn a_sibling_behind_the_same_wan_path_is_no_detour() {
     assert_whole(&log, &nodes, &msg, n(0), &[]);
     assert!(nodes[0].handoffs().is_empty());
 }
+
+#[test]
+fn a_steered_relay_keeps_a_bounded_tail_of_a_large_message() {
+    // 80 MiB through the relay tree, no link slowed: every node gets it whole, and the relay
+    // keeps only the last RETAIN_BYTES (and a window) of what it forwarded, not the message.
+    let segments = 320;
+    let msg = message(segments);
+    let net = Net {
+        slow: (n(0), n(0)),
+        believed: FAST,
+        fails: vec![],
+        near: vec![],
+    };
+    let (log, nodes) = run(&relay_tree(), &msg, &net);
+    assert_whole(&log, &nodes, &msg, n(0), &[]);
+    let retain = windrose_proto::tree_broadcast::RETAIN_BYTES;
+    let window = windrose_proto::tree_broadcast::WINDOW_BYTES.max(2 * SEG);
+    for relay in [n(5), n(1), n(2)] {
+        let kept = nodes[relay.0 as usize].kept_bytes();
+        assert!(kept > 0, "relay {relay} kept nothing for an adoption");
+        assert!(
+            kept <= retain + window,
+            "relay {relay} keeps {kept} bytes of a {} byte message",
+            msg.len()
+        );
+    }
+}
