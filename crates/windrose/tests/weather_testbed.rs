@@ -180,9 +180,13 @@ fn an_adaptive_tree_leaves_a_wan_link_slowed_between_two_broadcasts() {
                     .and_then(|p| p.rsplit(' ').next())
                     .and_then(|n| n.parse().ok())
                     .unwrap_or_else(|| panic!("no swap count in {plan:?}"));
+                // Or the running broadcast left it between segments (a hand-off,
+                // crates/windrose-proto/src/tree_broadcast.rs): it started on the link and
+                // sent the rest round it (probes and session frames are a few kB).
+                let handed_off = used[0][to] > 64 << 10; // data, not the few kB of control
                 assert!(
-                    swaps > 0,
-                    "broadcast {k} left the link without a swap: {plan}"
+                    swaps > 0 || handed_off,
+                    "broadcast {k} left the link without a swap or a hand-off: {plan}; {used:?}"
                 );
                 avoided_at = Some(k);
             }
