@@ -446,10 +446,8 @@ fn a_steered_relay_keeps_a_bounded_tail_of_a_large_message() {
     let segments = 320;
     let msg = message(segments);
     let net = Net {
-        slow: (n(0), n(0)),
-        believed: FAST,
-        fails: vec![],
-        near: vec![],
+        slow: (n(0), n(0)), // no link slowed
+        ..slowed_root_link()
     };
     let (log, nodes) = run(&relay_tree(), &msg, &net);
     assert_whole(&log, &nodes, &msg, n(0), &[]);
