@@ -39,7 +39,8 @@ async fn every_tree_delivers_64_mib_to_eight_members_of_one_group() {
         let tree = group_tree(kind, &group, NodeId(0)).unwrap();
         let (t, finished, failed) =
             run(&mut members, 0, broadcast(&tree, MIB as u64), data.clone()).await;
-        assert_eq!((finished, failed), (8, 0), "{kind}");
+        let failures: Vec<_> = members.iter().map(|m| (&m.failed, &m.lost)).collect();
+        assert_eq!((finished, failed), (8, 0), "{kind}: {failures:?}");
         for (i, m) in members.iter().enumerate().skip(1) {
             assert_eq!(m.ended(t), Some(true), "{kind} member {i}");
             assert_eq!(m.digest(t).as_ref(), Some(&want), "{kind} member {i}");

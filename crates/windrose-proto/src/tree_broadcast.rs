@@ -56,7 +56,12 @@
 //!   of that link (no forecast: never), and it is handed over when its remaining bytes at
 //!   that rate would take [`HANDOFF_GAIN`] times longer than over the cheapest detour
 //!   `p -> c` in the host's view, `p` any other live child of the sender that is not handed
-//!   over itself and takes every segment from `s` on from it. A detour that leaves the
+//!   over itself, takes every segment from `s` on from it, and is not slowed itself (by its
+//!   last sample, or by a segment in flight [`SLOWED_BY`] times longer than its link should
+//!   take). A child that adopted another is never handed away: its adoptee's segments come
+//!   through it, and its new parent's adopt could overtake the sender's, queued behind data
+//!   on a slowed link (a loopback run once failed so). If its own link slows, it stays. A
+//!   detour that leaves the
 //!   sender's site towards `c`'s, as the slowed link does, is priced at the slowed rate
 //!   (it crosses the same WAN path). The slowed rate goes to the host's forecast of the
 //!   link too: a link left after a few segments would never fill a sample of the host's
@@ -418,6 +423,10 @@ struct Child {
     window: u64,
     /// The window was sized from the host's view.
     sized: bool,
+    /// Its last rate sample was [`SLOWED_BY`] below the forecast: it adopts nobody.
+    slowed: bool,
+    /// Another child was handed to it: it is not handed away itself.
+    adopting: bool,
 }
 
 impl Child {
@@ -433,6 +442,8 @@ impl Child {
             fresh: None,
             window: 0,
             sized: false,
+            slowed: false,
+            adopting: false,
         }
     }
 
@@ -1155,6 +1166,8 @@ impl TreeBroadcast {
         let count = segment_count(total, seg);
         let retained = self.retained();
         let mut grew = false;
+        // First every fresh sample, so that no child slowed in this round adopts another.
+        let mut rates: Vec<(usize, f64)> = Vec::new();
         for i in 0..self.kids.len() {
             let fresh = self.kids[i].fresh.take();
             if !self.kids[i].sized {
@@ -1190,10 +1203,24 @@ impl TreeBroadcast {
                 continue;
             }
             let rate = bytes as f64 / secs;
-            if !direct.measured || rate * SLOWED_BY >= direct.bytes_per_s {
+            if !direct.measured {
                 continue;
             }
-            slowed.push((c.node, rate));
+            let is_slowed = rate * SLOWED_BY < direct.bytes_per_s;
+            if is_slowed {
+                slowed.push((c.node, rate));
+                rates.push((i, rate));
+            }
+            self.kids[i].slowed = is_slowed;
+        }
+        for (i, rate) in rates {
+            let c = &self.kids[i];
+            if c.adopting {
+                // Its adoptees' segments come through it: handing it away would feed them
+                // by a path no hand-off checked (and its new parent's adopt could overtake
+                // this node's, queued behind data on the slowed link).
+                continue;
+            }
             let (cn, s) = (c.node, c.next);
             let bytes = total.saturating_sub(s.saturating_mul(seg)) as f64;
             let t_direct = bytes / rate.max(f64::MIN_POSITIVE);
@@ -1205,6 +1232,8 @@ impl TreeBroadcast {
                 if j == i
                     || !p.alive
                     || p.handed.is_some()
+                    || p.slowed
+                    || self.overdue(p, &mut *links)
                     || p.from > s
                     || p.node == cn
                     || p.next > s.saturating_add(retained)
@@ -1228,6 +1257,7 @@ impl TreeBroadcast {
                 continue;
             }
             let p = self.kids[j].node;
+            self.kids[j].adopting = true;
             self.kids[i].handed = Some((s, p));
             self.handoffs.push((cn, s, p));
             out.send(
@@ -1246,6 +1276,28 @@ impl TreeBroadcast {
             self.check_finished(out);
         }
         slowed
+    }
+
+    /// `c` has a segment in flight for [`SLOWED_BY`] times longer than its link should take
+    /// to carry it: slowed too, before its completion can tell (it would be no detour).
+    fn overdue(
+        &self,
+        c: &Child,
+        links: &mut dyn FnMut(NodeId, NodeId) -> crate::node::LinkPrice,
+    ) -> bool {
+        let Some((since, _)) = c.clock else {
+            return false;
+        };
+        if c.inflight == 0 {
+            return false;
+        }
+        let l = links(self.me, c.node);
+        if !l.measured {
+            return false;
+        }
+        let expected =
+            self.config.segment_bytes as f64 / l.bytes_per_s.max(f64::MIN_POSITIVE) + l.latency_s;
+        (self.now.as_secs_f64() - since.as_secs_f64()) > SLOWED_BY * expected
     }
 
     /// A hand-off: from this node's parent ("adopt `child`"), or from this node's new parent

@@ -47,6 +47,8 @@ struct Log {
 struct Net {
     /// The slowed link (from, to) and the rate every other link has.
     slow: (NodeId, NodeId),
+    /// More links with rates of their own.
+    extra: Vec<Extra>,
     /// What the senders believe of the slowed link (their meters from before the change).
     believed: f64,
     fails: Vec<(u64, NodeId)>,
@@ -55,7 +57,25 @@ struct Net {
     near: Vec<NodeId>,
 }
 
-fn rate(net: &Net, a: NodeId, b: NodeId) -> f64 {
+/// A link with its own rate, changing over time.
+struct Extra {
+    link: (NodeId, NodeId),
+    /// What its sender measured on it before.
+    believed: f64,
+    /// Its rate from a time (ns) on, ascending (the first from 0).
+    rates: Vec<(u64, f64)>,
+}
+
+/// The rate of `a -> b` for a frame that starts at `at` (ns).
+fn rate(net: &Net, a: NodeId, b: NodeId, at: u64) -> f64 {
+    if let Some(e) = net.extra.iter().find(|e| e.link == (a, b)) {
+        return e
+            .rates
+            .iter()
+            .rev()
+            .find(|&&(from, _)| from <= at)
+            .map_or(FAST, |&(_, r)| r);
+    }
     if (a, b) == net.slow || (net.near.contains(&a) && b == net.slow.1) {
         SLOW
     } else {
@@ -110,6 +130,8 @@ fn run(tree: &Tree, message: &Bytes, net: &Net) -> (Log, Vec<TreeBroadcast>) {
                 let mut price = |a: NodeId, b: NodeId| LinkPrice {
                     bytes_per_s: if (a, b) == net.slow {
                         net.believed
+                    } else if let Some(e) = net.extra.iter().find(|e| e.link == (a, b)) {
+                        e.believed
                     } else {
                         FAST
                     },
@@ -134,7 +156,7 @@ fn run(tree: &Tree, message: &Bytes, net: &Net) -> (Log, Vec<TreeBroadcast>) {
                         }
                         let f = free.entry((me, t.to)).or_default();
                         let start = (*f).max(now);
-                        let end = start + (len * 1e9 / rate(net, me, t.to)).ceil() as u64;
+                        let end = start + (len * 1e9 / rate(net, me, t.to, start)).ceil() as u64;
                         *f = end;
                         seq += 1;
                         events.insert(
@@ -236,6 +258,7 @@ fn root_tree() -> Tree {
 fn slowed_root_link() -> Net {
     Net {
         slow: (n(0), n(1)),
+        extra: vec![],
         believed: FAST,
         fails: vec![],
         near: vec![],
@@ -264,6 +287,57 @@ fn a_child_whose_link_slows_is_handed_to_a_sibling() {
     assert_eq!(nodes[1].parent_of_segment(s - 1), Some(n(0)));
     // 1's own child got everything from 1.
     assert_eq!(log.data[&(n(1), n(4))].len(), 16);
+}
+
+#[test]
+fn two_links_slowing_at_once_are_both_left_through_a_third_child() {
+    // 0 -> {1, 2, 3}, the links to 1 and 2 both slow: a child whose own link is slowed
+    // adopts nobody, and an adopter is never handed away itself (its adoptee's segments
+    // would then reach it by a path the hand-off did not check, and its new parent's adopt
+    // can overtake the root's, which is queued behind data on the slowed link).
+    let tree = Tree::from_edges(4, n(0), &[(n(1), n(0)), (n(2), n(0)), (n(3), n(0))]).unwrap();
+    let msg = message(32);
+    let net = Net {
+        extra: vec![Extra {
+            link: (n(0), n(2)),
+            believed: FAST,
+            rates: vec![(0, SLOW)],
+        }],
+        ..slowed_root_link()
+    };
+    let (log, nodes) = run(&tree, &msg, &net);
+    assert_whole(&log, &nodes, &msg, n(0), &[]);
+    let handoffs = nodes[0].handoffs();
+    assert_eq!(handoffs.len(), 2, "{handoffs:?}");
+    assert!(handoffs.iter().all(|&(_, _, p)| p == n(3)), "{handoffs:?}");
+    let mut handed: Vec<NodeId> = handoffs.iter().map(|&(c, _, _)| c).collect();
+    handed.sort();
+    assert_eq!(handed, vec![n(1), n(2)]);
+}
+
+#[test]
+fn an_adopter_is_not_handed_away_when_its_own_link_slows_later() {
+    // 0 -> {1, 2, 3}, 64 segments: 1's link slows at once and 1 goes to 2 (about a second
+    // in); 2's link, measured at 5 MB/s, slows to 0.5 MB/s at 2 s, while the root still
+    // sends to it. 2 serves 1 and stays the root's child: no second hand-off.
+    let tree = Tree::from_edges(4, n(0), &[(n(1), n(0)), (n(2), n(0)), (n(3), n(0))]).unwrap();
+    let msg = message(64);
+    let net = Net {
+        extra: vec![Extra {
+            link: (n(0), n(2)),
+            believed: 5e6,
+            rates: vec![(0, 5e6), (2_000_000_000, SLOW)],
+        }],
+        ..slowed_root_link()
+    };
+    let (log, nodes) = run(&tree, &msg, &net);
+    assert_whole(&log, &nodes, &msg, n(0), &[]);
+    let handoffs = nodes[0].handoffs();
+    assert_eq!(handoffs.len(), 1, "{handoffs:?}");
+    assert_eq!((handoffs[0].0, handoffs[0].2), (n(1), n(2)));
+    // The root still sent 2 segments after the slowdown (the test exercises it).
+    let to_2 = log.data[&(n(0), n(2))].len();
+    assert_eq!(to_2, 64);
 }
 
 #[test]
@@ -389,6 +463,7 @@ fn a_relay_hands_off_and_its_failure_afterwards_leaves_the_rest_whole() {
     let msg = message(16);
     let net = Net {
         slow: (n(5), n(1)),
+        extra: vec![],
         believed: FAST,
         fails: vec![],
         near: vec![],
