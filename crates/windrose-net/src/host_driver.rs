@@ -37,7 +37,11 @@
 //! connections are made anyway, each member keeps sending on the first one it had and reads
 //! both (the second is a *spare*), so the frames of each direction stay in order on one
 //! connection. The end of either tells the host the member failed (frames may be lost); when
-//! the first ends, the spare (say a restarted member's new connection) carries on. A lost
+//! the first ends, the spare (say a restarted member's new connection) carries on. An end in
+//! order (the member closed it at a frame boundary) while the other connection is still open
+//! tells nothing yet: the member's last frames may still be on the other one, which a peer
+//! may have sent on (each end picks its own first), and that one's end, or a restarted
+//! member's Join on it, tells the host. A lost
 //! connection is not redialed for its own sake: the next frame
 //! for that member dials again (at most every [`REDIAL_PAUSE`]), and until a connection is up
 //! again the host hears every send to it fail.
@@ -920,6 +924,19 @@ impl Driver {
             Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
                 self.drop_link(peer, control_frame_reason(peer, &c));
             }
+            Event::ReadEnd(LinkRef { peer, .. }, None) if self.spares.contains_key(&peer) => {
+                // Closed in order while its other connection is open: that one may still
+                // carry the member's last frames (an initiator calling a collective off, then
+                // leaving), and its end tells the host (a restarted member's Join does too).
+                if let Some(link) = self.links.remove(&peer) {
+                    for t in link.tasks {
+                        t.abort();
+                    }
+                }
+                if let Some(spare) = self.spares.remove(&peer) {
+                    self.links.insert(peer, spare);
+                }
+            }
             Event::ReadEnd(LinkRef { peer, .. }, err)
             | Event::WriteEnd(LinkRef { peer, .. }, err) => {
                 let reason = closed_reason(peer, err);
@@ -980,6 +997,15 @@ impl Driver {
             }
             Event::Frame(LinkRef { peer, .. }, WireFrame::Control(c)) => {
                 self.drop_spare(peer, control_frame_reason(peer, &c));
+            }
+            Event::ReadEnd(LinkRef { peer, .. }, None) if self.links.contains_key(&peer) => {
+                // Closed in order while the first connection is open: as for the first
+                // (`on_event`), that one's end tells the host.
+                if let Some(spare) = self.spares.remove(&peer) {
+                    for t in spare.tasks {
+                        t.abort();
+                    }
+                }
             }
             Event::ReadEnd(LinkRef { peer, .. }, err)
             | Event::WriteEnd(LinkRef { peer, .. }, err) => {

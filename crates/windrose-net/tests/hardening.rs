@@ -373,3 +373,96 @@ async fn a_mob_multicast_among_250_members_in_10_clusters_connects_a_fraction_of
     assert!(made * 4 < full, "{made} pairs connected of {full}");
     leave_all(members).await;
 }
+
+/// A member's connection that ends in order while its other one (a crossed dial's spare) is
+/// still open is no failure: the member's last frames may still be on the other one (an
+/// initiator calling a collective off and leaving was once counted failed before its call-off
+/// was read). Here a peer says hello as member 0 twice, ends the first connection in order,
+/// and pings on the second until member 1 answers there: member 1 sends on the second from
+/// then on and has counted nobody lost; the second's end then counts member 0 lost, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_ended_in_order_beside_another_is_no_failure() {
+    use windrose_proto::probe::{Probe, ProbeMsg};
+    use windrose_proto::{Message, Time};
+    let (group, mut listeners) = common::loopback("spare", 2, 1).await;
+    let one = spawn_member(listeners.pop().unwrap(), member_config(&group, 1, &|_| {}));
+    let mut members = vec![one];
+    let addr = group.member(NodeId(1)).unwrap().addr.clone();
+    let hello = || Hello {
+        group: "spare".into(),
+        protocol_version: windrose_net::PROTOCOL_VERSION,
+        wire_version: windrose_proto::frame::VERSION,
+        from: NodeId(0),
+        to: NodeId(1),
+        role: Role::Peer,
+        group_digest: group.digest(),
+    };
+    let mut first = TcpStream::connect(&addr).await.unwrap();
+    first
+        .write_all(&Control::Hello(hello()).encode())
+        .await
+        .unwrap();
+    let mut first_reader = FrameReader::new(1 << 20);
+    let answer = read_control(&mut first, &mut first_reader).await;
+    assert!(matches!(answer, Control::Welcome(_)), "{answer:?}");
+    pump(&mut members, |ms| ms[0].connected >= 1).await;
+    let mut second = TcpStream::connect(&addr).await.unwrap();
+    second
+        .write_all(&Control::Hello(hello()).encode())
+        .await
+        .unwrap();
+    let mut second_reader = FrameReader::new(1 << 20);
+    let answer = read_control(&mut second, &mut second_reader).await;
+    assert!(matches!(answer, Control::Welcome(_)), "{answer:?}");
+    pump(&mut members, |ms| ms[0].handle.connections().data >= 2).await;
+
+    // The first ends in order (its reads stay open, so member 1's writes there still land).
+    first.shutdown().await.unwrap();
+    let mut answered_on_second = false;
+    for nonce in 0..400u64 {
+        let ping = Message::Probe(ProbeMsg::Ping(Probe {
+            nonce,
+            sent_at: Time::ZERO,
+        }));
+        second
+            .write_all(&windrose_proto::frame::encode(&ping).unwrap())
+            .await
+            .unwrap();
+        // Whatever member 1 sent on the second within a moment: a pong there means it took
+        // the first's end.
+        let wait = tokio::time::sleep(Duration::from_millis(50));
+        tokio::pin!(wait);
+        loop {
+            match second_reader.next_frame().unwrap() {
+                Some(WireFrame::Proto(Message::Probe(ProbeMsg::Pong(_)))) => {
+                    answered_on_second = true;
+                    break;
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            tokio::select! {
+                n = second.read_buf(second_reader.buffer_mut()) => {
+                    assert!(n.unwrap() > 0, "member 1 closed the second connection");
+                }
+                _ = &mut wait => break,
+            }
+        }
+        if answered_on_second {
+            break;
+        }
+    }
+    assert!(
+        answered_on_second,
+        "member 1 never answered on the second connection"
+    );
+    pump(&mut members, |_| true).await;
+    assert!(members[0].lost.is_empty(), "{:?}", members[0].lost);
+
+    drop(second);
+    pump(&mut members, |ms| !ms[0].lost.is_empty()).await;
+    assert_eq!(members[0].lost.len(), 1, "{:?}", members[0].lost);
+    assert_eq!(members[0].lost[0].0, NodeId(0));
+    drop(first);
+    leave_all(members).await;
+}
