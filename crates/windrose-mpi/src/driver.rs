@@ -88,7 +88,11 @@
 //! MOB is 2x the best tree from a few MiB on; at 1 MiB its start-up (peerings, then a
 //! request before each piece, each a WAN round trip) and its end (two round trips) take as
 //! long as its stream. The Host's choice took Balanced Multicasting at every size (shaped
-//! trees, no requests), about 2x from 1 MiB on.
+//! trees, no requests), about 2x from 1 MiB on. On the emulated testbed (the crate's README,
+//! "MOB between sites") MOB was 2.00x the best native algorithm at 1 MiB and `auto` 3.86x,
+//! but at 4 MiB both were slower than the pipeline; 256 KiB pieces made MOB 1.50x there: the
+//! harness has no per-message cost and no TCP, so [`piece_bytes`] is tuned to the wrong
+//! model and is the next thing to measure.
 //!
 //! What the root's tree does not carry (which broadcasts take windrose's path, the group's
 //! members and their hosts or sites) every rank derives itself, so it is versioned: every
