@@ -2602,4 +2602,40 @@ mod tests {
             assert!(r >= 1.8, "auto at {len} B: {r:.2}");
         }
     }
+
+    /// Errors map under MOB as under the tree: a rank whose buffer is shorter than the root's
+    /// message gets `Truncated` (nothing written past its buffer), one whose buffer is longer
+    /// `Short`; the others get the root's bytes, nobody hangs, and the next call passes.
+    #[test]
+    fn mob_maps_a_length_mismatch_as_the_tree_does() {
+        let (net, _clock, mut drivers) = four_sites_with(BcastProtocol::Mob, "adapt");
+        let len = 1usize << 20;
+        let want: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ 5).collect();
+        let mut bufs: Vec<Vec<u8>> = (0..drivers.len())
+            .map(|r| match r {
+                0 => want.clone(),
+                5 => vec![0; len - 100],
+                9 => vec![0; len + 100],
+                _ => vec![0; len],
+            })
+            .collect();
+        let ends = run_to_the_end(&mut drivers, &mut bufs, 0);
+        for (r, end) in ends.iter().enumerate() {
+            match (r, end) {
+                (5, Err(BcastError::Truncated { buffer, at_least })) => {
+                    assert_eq!(*buffer, len as u64 - 100);
+                    assert!(*at_least > *buffer);
+                }
+                (9, Err(BcastError::Short { buffer, message })) => {
+                    assert_eq!((*buffer, *message), (len as u64 + 100, len as u64));
+                }
+                (5 | 9, other) => panic!("rank {r}: {other:?}"),
+                (_, Ok(())) => assert!(bufs[r] == want, "rank {r} differs"),
+                (_, Err(e)) => panic!("rank {r}: {e}"),
+            }
+        }
+        assert_eq!(drivers[0].stats().multicasts, 1);
+        series(&mut drivers, &net, 3, len, 77);
+        assert_eq!(drivers[3].stats().multicasts, 1);
+    }
 }
