@@ -126,6 +126,11 @@ variant_args() {
     windrose-hosts) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts ;;
     # The same with a fixed tree (what the root measures does not change it).
     windrose-hosts-static) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts -x WINDROSE_MPI_TREE=static:balanced-path ;;
+    # The sites with MOB between them, or the root's Host's choice, for calls of >= 256 KiB.
+    windrose-hosts-mob) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts -x WINDROSE_MPI_PROTOCOL=mob ;;
+    windrose-hosts-auto) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts -x WINDROSE_MPI_PROTOCOL=auto ;;
+    # MOB with 256 KiB pieces (a label may not hold digits; the default is a 64th of the message: 64 KiB at 4 MiB).
+    windrose-hosts-mob-big) echo -x LD_PRELOAD="$shim" -x WINDROSE_MPI_TOPOLOGY=hosts -x WINDROSE_MPI_PROTOCOL=mob -x WINDROSE_MPI_PIECE=262144 ;;
     default) echo ;;                      # Open MPI's tuned, its fixed decision rules
     chain) forced 2 ;;
     pipeline) forced 3 ;;

@@ -37,6 +37,66 @@
 //! below the root's children, per broadcast; the root's direct copies still go out, and each
 //! rank drops the copy that comes second.
 //!
+//! # MOB and the automatic choice (`WINDROSE_MPI_PROTOCOL`, issue 18)
+//!
+//! A tree is as fast as its slowest link: from one site it cannot use the site's WAN paths
+//! at once for different data. `WINDROSE_MPI_PROTOCOL=mob` runs every broadcast on windrose's
+//! path of at least [`MOB_MIN_BYTES`] as MOB between the sites ([`windrose_proto::mob`]; the
+//! sites are the Host's clusters, `hosts[r]`, so `WINDROSE_MPI_TOPOLOGY=hosts` gives it the
+//! measured sites and the flat topology makes every rank a cluster of its own);
+//! `auto` lets the root's Host choose the tree broadcast, MOB or Balanced Multicasting from the
+//! size and its view ([`windrose_proto::choice`]); `tree`, the default, keeps the tree
+//! broadcast. The default stays `tree`: `auto` was slower than the pipeline at 4 MiB on the
+//! testbed and shapes its trees to guessed rates before anything is measured (below).
+//! Smaller messages take the tree under every setting.
+//!
+//! - **Agreement.** Only the root reads the setting: its eager announcement carries the
+//!   collective's spec (a multicast's protocol, parameters and piece hashes), so the ranks
+//!   cannot disagree on the protocol, and nothing is added to the plan version.
+//! - **Pieces out of order.** A multicast delivers verified pieces as (offset, data); they
+//!   are received into buffers of their own (the zero-copy receive into the caller's buffer
+//!   is for tree segments, `BroadcastMsg::Data`, only: a MOB member keeps every piece to
+//!   serve it to others until the collective ends, which must not pin the caller's buffer)
+//!   and copied to their offsets when the call ends (`Driver::assemble`, the same path as a
+//!   later broadcast's segments; one memory copy per byte and rank).
+//! - **When a rank returns.** A rank progresses only inside MPI calls, and MOB members serve
+//!   pieces after they hold all of theirs, so a rank may not leave when its own pieces are
+//!   in. It returns when its multicast machine finishes, which a multicast does only once
+//!   every member holds every piece: MOB's acknowledgement tree (Complete up a binary tree,
+//!   AllComplete down it). So every rank leaves after the whole collective completed. Cost
+//!   in the harness's four sites (10 ms one way between sites): 46-48 virtual ms from the
+//!   last rank holding everything to the last call returning, at 1, 4 and 16 MiB.
+//! - **Sessions.** Multicasts run in the same eager sessions as the tree (announce and start
+//!   at once; Done and Close off the data's path); their announcement is the root's alone
+//!   (not relayed along a tree). Pieces are [`piece_bytes`] (16 to 32 KiB up to 2 MiB, then
+//!   256 KiB; `WINDROSE_MPI_PIECE` fixes it).
+//! - **Errors** map as for the tree: a length the root's does not match is `Truncated` or
+//!   `Short` at `Driver::assemble`, a refused or aborted collective `Failed`. A rank that
+//!   dies is as for the tree (the crate's README, Errors): the launcher ends the job; with
+//!   MOB every survivor waits in its call for the acknowledgement the dead rank never sends,
+//!   where with a tree only the dead rank's subtree and parent wait.
+//!
+//! Measured in the in-memory harness (`mob_beats_the_tree_and_the_chain_between_four_sites`:
+//! 4 sites of 4 ranks, 100 MB/s inside, one 5 MB/s path with 10 ms one way per ordered pair
+//! of sites; virtual ms per call from rank 0):
+//!
+//! | size   | MOB  | auto (Balanced) | tree (adapt) | chain, 64 KiB | best of tree, chain / MOB | / auto |
+//! |--------|-----:|----------------:|-------------:|--------------:|--------------------------:|-------:|
+//! | 1 MiB  |  265 |             107 |          263 |           281 |                      0.99 |   2.46 |
+//! | 4 MiB  |  579 |             493 |          978 |           911 |                      1.57 |   1.85 |
+//! | 16 MiB | 1421 |            1845 |         3610 |          3429 |                      2.41 |   1.86 |
+//!
+//! (Pieces of 16, 256 and 256 KiB, [`piece_bytes`]; with 64 KiB pieces MOB took 489 ms at
+//! 4 MiB here, 1.86x, but was slower than the pipeline on the testbed.) MOB is 2x the best
+//! tree at 16 MiB; at 1 MiB its start-up (peerings, then a
+//! request before each piece, each a WAN round trip) and its end (two round trips) take as
+//! long as its stream. The Host's choice took Balanced Multicasting at every size (shaped
+//! trees, no requests), 1.85-2.46x from 1 MiB on. On the emulated testbed (the crate's README,
+//! "MOB between sites") MOB was 2.00x the best native algorithm at 1 MiB and `auto` 3.86x,
+//! but at 4 MiB, with 64 KiB pieces, both were slower than the pipeline; 256 KiB pieces made
+//! MOB 1.50-1.52x there (two runs), so [`piece_bytes`] now takes 256 KiB above 2 MiB. The
+//! harness has no per-message cost and no TCP: it preferred the small pieces.
+//!
 //! What the root's tree does not carry (which broadcasts take windrose's path, the group's
 //! members and their hosts or sites) every rank derives itself, so it is versioned: every
 //! head on the wire starts with the sender's plan version ([`PLAN_LEN`] bytes, see
@@ -52,10 +112,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::choice::{Candidate, ChoiceModel};
+use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
 use windrose_proto::frame::{
     decode_bytes, encode, encode_parts, peek_header, Family, FrameHeader, HEADER_LEN,
 };
-use windrose_proto::host::{App, AppRequest, BroadcastRequest, Host, HostConfig, SessionMsg};
+use windrose_proto::host::{
+    App, AppRequest, AutoRequest, BroadcastRequest, Host, HostConfig, SessionMsg,
+};
+use windrose_proto::mob::MobConfig;
+use windrose_proto::multicast::MulticastProtocol;
+use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::tree_broadcast::BroadcastMsg;
@@ -244,6 +311,11 @@ pub struct Stats {
     pub bytes_copied: u64,
     /// What the last tree this rank planned (as a root) was, and how it came about.
     pub last_plan: Option<PlanStats>,
+    /// Broadcasts this rank rooted that ran as a multicast (MOB, or Balanced Multicasting
+    /// when the automatic choice took it) rather than a tree.
+    pub multicasts: u64,
+    /// The protocol the automatic choice took for the last broadcast this rank rooted.
+    pub last_choice: Option<Candidate>,
 }
 
 /// One tree a root planned (`WINDROSE_MPI_STATS` prints the last one), so a run shows what
@@ -344,6 +416,61 @@ pub struct Options {
     /// The plan every rank agreed at MPI_Init (see [`plan_version`], which adds the group's
     /// hosts); not read from the environment.
     pub world_plan: u64,
+    /// Which collective a root runs (`WINDROSE_MPI_PROTOCOL`): the tree broadcast (the
+    /// default), MOB, or the Host's automatic choice.
+    pub protocol: BcastProtocol,
+    /// A fixed piece size for multicasts (`WINDROSE_MPI_PIECE`) instead of
+    /// [`piece_bytes`]'s choice.
+    pub piece: Option<u32>,
+}
+
+/// Which collective the root of a broadcast on windrose's path runs
+/// (`WINDROSE_MPI_PROTOCOL=tree|mob|auto`); the root's announcement carries it to the others.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum BcastProtocol {
+    /// The tree broadcast under [`Options::policy`] (the default).
+    #[default]
+    Tree,
+    /// MOB between the sites ([`windrose_proto::mob`]) for every message of at least
+    /// [`MOB_MIN_BYTES`]; smaller ones take the tree.
+    Mob,
+    /// Whatever the Host predicts fastest from the size and its view (tree broadcast, MOB or
+    /// Balanced Multicasting, [`windrose_proto::choice`]), for messages of at least
+    /// [`MOB_MIN_BYTES`]; smaller ones take the tree.
+    Auto,
+}
+
+impl std::str::FromStr for BcastProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tree" => Ok(BcastProtocol::Tree),
+            "mob" => Ok(BcastProtocol::Mob),
+            "auto" => Ok(BcastProtocol::Auto),
+            _ => Err(format!("expected tree, mob or auto, not {s:?}")),
+        }
+    }
+}
+
+/// Messages below this many bytes take the tree broadcast whatever the protocol: MOB's
+/// start-up (peerings, then a request before each piece) costs round trips a small message
+/// does not win back.
+pub const MOB_MIN_BYTES: u64 = 256 << 10;
+
+/// Bytes per piece of a multicast (MOB) of `len` bytes: a 64th of the message (at least
+/// 16 KiB) while that is at most 32 KiB, else 256 KiB (the size MOB's models were checked
+/// with). Each piece is a request and an answer over the WAN; a piece's payload is one MPI
+/// message, and Open MPI's TCP transport sends messages above 64 KiB (header included) by
+/// rendezvous, another round trip each. On the testbed 64 KiB pieces made MOB at 4 MiB
+/// 0.86x the pipeline, 256 KiB pieces 1.50x; at 1 MiB 16 KiB pieces made it 2.00x, 256 KiB
+/// pieces 1.19x (the crate's README, "MOB between sites").
+pub fn piece_bytes(len: u64) -> u32 {
+    let small = len / 64;
+    if small <= 32 << 10 {
+        small.max(16 << 10) as u32
+    } else {
+        256 << 10
+    }
 }
 
 /// Rounds of progress (each up to 64 messages) a root makes before it plans a broadcast, to
@@ -363,6 +490,8 @@ impl Default for Options {
             segment: None,
             site_floor: None,
             world_plan: 0,
+            protocol: BcastProtocol::Tree,
+            piece: None,
         }
     }
 }
@@ -374,6 +503,11 @@ pub fn options_from(var: impl Fn(&str) -> Option<String>) -> Result<Options, Str
         o.policy = v
             .parse::<TreePolicy>()
             .map_err(|e| format!("WINDROSE_MPI_TREE={v}: {e}"))?;
+    }
+    if let Some(v) = var("WINDROSE_MPI_PROTOCOL").filter(|v| !v.is_empty()) {
+        o.protocol = v
+            .parse::<BcastProtocol>()
+            .map_err(|e| format!("WINDROSE_MPI_PROTOCOL={v}: {e}"))?;
     }
     if let Some(v) = var("WINDROSE_MPI_PROBE_MS").filter(|v| !v.is_empty()) {
         let ms = v
@@ -399,6 +533,12 @@ pub fn options_from(var: impl Fn(&str) -> Option<String>) -> Result<Options, Str
             windrose_model::parse_size(&v).map_err(|e| format!("WINDROSE_MPI_SEGMENT={v}: {e}"))?;
         check_segment(bytes).map_err(|e| format!("WINDROSE_MPI_SEGMENT: {e}"))?;
         o.segment = Some(bytes);
+    }
+    if let Some(v) = var("WINDROSE_MPI_PIECE").filter(|v| !v.is_empty()) {
+        let bytes =
+            windrose_model::parse_size(&v).map_err(|e| format!("WINDROSE_MPI_PIECE={v}: {e}"))?;
+        check_segment(bytes).map_err(|e| format!("WINDROSE_MPI_PIECE: {e}"))?;
+        o.piece = Some(bytes as u32);
     }
     if let Some(v) = var("WINDROSE_MPI_SITE_MS").filter(|v| !v.is_empty()) {
         let ms = v
@@ -486,6 +626,8 @@ pub struct Driver<T: Transport> {
     rank: u32,
     size: u32,
     policy: TreePolicy,
+    protocol: BcastProtocol,
+    piece: Option<u32>,
     clock: Clock,
     timers: BTreeMap<TimerId, Time>,
     pending: Vec<InFlight<T::Request>>,
@@ -561,6 +703,8 @@ impl<T: Transport> Driver<T> {
             rank,
             size,
             policy: options.policy,
+            protocol: options.protocol,
+            piece: options.piece,
             clock: Clock::Wall(Instant::now()),
             timers: BTreeMap::new(),
             pending: Vec::new(),
@@ -621,18 +765,46 @@ impl<T: Transport> Driver<T> {
                 }
             }
         }
-        let seg = self
-            .segment
-            .unwrap_or_else(|| segment_bytes(data.len() as u64));
-        self.feed(Input::App(App::new(AppRequest::StartBroadcast(
-            BroadcastRequest {
+        let len = data.len() as u64;
+        let seg = self.segment.unwrap_or_else(|| segment_bytes(len));
+        let piece = self.piece.unwrap_or_else(|| piece_bytes(len));
+        let protocol = if len < MOB_MIN_BYTES {
+            BcastProtocol::Tree
+        } else {
+            self.protocol
+        };
+        let request = match protocol {
+            BcastProtocol::Tree => AppRequest::StartBroadcast(BroadcastRequest {
                 policy: self.policy,
                 segment_bytes: seg,
                 max_frame_payload: seg as u32,
                 data,
                 transfer: Some(t),
-            },
-        ))))?;
+            }),
+            BcastProtocol::Mob => {
+                let manifest = Manifest::build(&data, piece)
+                    .map_err(|e| BcastError::Failed(format!("cannot cut the message: {e}")))?;
+                self.stats.multicasts += 1;
+                AppRequest::StartCollective {
+                    spec: CollectiveSpec::Multicast {
+                        protocol: MulticastProtocol::Mob,
+                        params: MulticastParams::Mob(MobConfig::default()),
+                        manifest: ManifestSpec::of(&manifest),
+                    },
+                    data,
+                    transfer: Some(t),
+                }
+            }
+            BcastProtocol::Auto => AppRequest::StartAuto(AutoRequest {
+                data,
+                policy: self.policy,
+                segment_bytes: seg,
+                piece_bytes: piece,
+                model: ChoiceModel::default(),
+                transfer: Some(t),
+            }),
+        };
+        self.feed(Input::App(App::new(request)))?;
         caught
     }
 
@@ -1049,6 +1221,12 @@ impl<T: Transport> Driver<T> {
                 Output::Report(Report::CollectiveRefused { transfer }) => {
                     self.outcomes.insert(transfer, Outcome::Refused);
                 }
+                Output::Report(Report::ProtocolChosen { chosen, .. }) => {
+                    self.stats.last_choice = Some(chosen);
+                    if chosen != Candidate::Broadcast {
+                        self.stats.multicasts += 1;
+                    }
+                }
                 Output::Report(Report::TreePlanned {
                     cost,
                     built,
@@ -1308,7 +1486,18 @@ mod tests {
     /// virtual clock moves by [`STEP_NS`] per round. Returns the virtual time (ns) at which
     /// each rank's part ended (its outcome came); the clock stops once every call returned.
     fn run(drivers: &mut [Driver<Loopback>], bufs: &mut [Vec<u8>], root: u32) -> Vec<u64> {
+        run_timed(drivers, bufs, root).0
+    }
+
+    /// [`run`], also returning when each rank held every byte (ns): received into its
+    /// buffer or delivered (the root: at the start).
+    fn run_timed(
+        drivers: &mut [Driver<Loopback>],
+        bufs: &mut [Vec<u8>],
+        root: u32,
+    ) -> (Vec<u64>, Vec<u64>) {
         let n = drivers.len();
+        let mut held = vec![None; n];
         let mut ended = vec![None; n];
         let mut returned = vec![false; n];
         let now = |d: &Driver<Loopback>| match &d.clock {
@@ -1322,6 +1511,15 @@ mod tests {
                     continue;
                 }
                 d.progress().unwrap();
+                if held[r].is_none() {
+                    let got: usize = d
+                        .deliveries
+                        .get(&t)
+                        .map_or(0, |p| p.iter().map(|(_, b)| b.len()).sum());
+                    if r as u32 == root || got == bufs[r].len() || d.outcomes.contains_key(&t) {
+                        held[r] = Some(now(d));
+                    }
+                }
                 if ended[r].is_none() && d.outcomes.contains_key(&t) {
                     ended[r] = Some(now(d));
                     let outcome = d.outcomes.remove(&t).unwrap();
@@ -1332,7 +1530,10 @@ mod tests {
                 returned[r] = ended[r].is_some() && d.may_return(t);
             }
             if returned.iter().all(|&x| x) {
-                return ended.into_iter().map(Option::unwrap).collect();
+                return (
+                    ended.into_iter().map(Option::unwrap).collect(),
+                    held.into_iter().map(Option::unwrap).collect(),
+                );
             }
             if let Clock::Manual(c) = &drivers[0].clock {
                 c.fetch_add(STEP_NS, Ordering::Relaxed);
@@ -1776,6 +1977,18 @@ mod tests {
         assert_eq!(o.gossip, None);
         let o = options_from(env(&[("WINDROSE_MPI_SEGMENT", "256KiB")])).unwrap();
         assert_eq!(o.segment, Some(256 << 10));
+        assert_eq!(o.protocol, BcastProtocol::Tree);
+        for (v, want) in [
+            ("tree", BcastProtocol::Tree),
+            ("mob", BcastProtocol::Mob),
+            ("auto", BcastProtocol::Auto),
+        ] {
+            let pairs: &'static [(&'static str, &'static str)] =
+                Box::leak(vec![("WINDROSE_MPI_PROTOCOL", v)].into_boxed_slice());
+            assert_eq!(options_from(env(pairs)).unwrap().protocol, want);
+        }
+        let o = options_from(env(&[("WINDROSE_MPI_PIECE", "64KiB")])).unwrap();
+        assert_eq!(o.piece, Some(64 << 10));
         let o = options_from(env(&[("WINDROSE_MPI_SITE_MS", "2.5")])).unwrap();
         assert_eq!(o.site_floor, Some(Duration::from_micros(2500)));
         let o = options_from(env(&[("WINDROSE_MPI_TREE", "adapt:path:0.5")])).unwrap();
@@ -1797,6 +2010,9 @@ mod tests {
             ("WINDROSE_MPI_SITE_MS", "near"),
             ("WINDROSE_MPI_GOSSIP_MS", "-5"),
             ("WINDROSE_MPI_GOSSIP_MS", "soon"),
+            ("WINDROSE_MPI_PROTOCOL", "bittorrent"),
+            ("WINDROSE_MPI_PIECE", "0"),
+            ("WINDROSE_MPI_PIECE", "2MiB"),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =
                 Box::leak(vec![(k, v)].into_boxed_slice());
@@ -2243,5 +2459,196 @@ mod tests {
             fixed.direct
         );
         assert_eq!(fixed.stats.trees_changed, 0);
+    }
+
+    /// Runs every rank until nothing moves, then checks nobody owes anything.
+    fn settle(drivers: &mut [Driver<Loopback>]) {
+        for _ in 0..200 {
+            for d in drivers.iter_mut() {
+                d.progress().unwrap();
+            }
+            if let Clock::Manual(c) = &drivers[0].clock {
+                c.fetch_add(STEP_NS, Ordering::Relaxed);
+            }
+        }
+        for (r, d) in drivers.iter().enumerate() {
+            assert!(d.quiescent(), "rank {r} is not quiescent");
+        }
+    }
+
+    fn four_sites_with(
+        protocol: BcastProtocol,
+        policy: &str,
+    ) -> (Net, Arc<AtomicU64>, Vec<Driver<Loopback>>) {
+        four_sites(Options {
+            protocol,
+            policy: policy.parse().unwrap(),
+            // The chain with 64 KiB segments, as tuned's forced pipeline on the testbed.
+            segment: policy.ends_with("chain").then_some(64 << 10),
+            ..Options::default()
+        })
+    }
+
+    /// Every rank ends with the root's bytes when the broadcasts run as MOB between the four
+    /// sites: 1, 4 and 16 MiB, every root, calls one after the other on one group (as one
+    /// communicator's calls), each ending at every rank only with every piece everywhere.
+    #[test]
+    fn mob_between_four_sites_gets_every_byte_to_every_rank() {
+        let (net, _clock, mut drivers) = four_sites_with(BcastProtocol::Mob, "adapt");
+        let n = drivers.len() as u32;
+        for (i, len) in [1usize << 20, 4 << 20, 16 << 20].into_iter().enumerate() {
+            for root in 0..n {
+                series(&mut drivers, &net, root, len, (i as u8) * 17 + root as u8);
+            }
+        }
+        let multicasts: u64 = drivers.iter().map(|d| d.stats().multicasts).sum();
+        assert_eq!(multicasts, 3 * u64::from(n), "every call ran MOB");
+        settle(&mut drivers);
+    }
+
+    /// Virtual ms per call of `calls` broadcasts of each size in `sizes` from rank 0 over
+    /// [`four_sites`], one group for the whole series, and per call the ms between the last
+    /// rank holding every byte and the last call returning (the wait for the end).
+    fn four_sites_times(
+        protocol: BcastProtocol,
+        policy: &str,
+        sizes: &[(usize, usize)],
+    ) -> Vec<(usize, Vec<f64>, Vec<f64>)> {
+        let (net, clock, mut drivers) = four_sites_with(protocol, policy);
+        let n = drivers.len();
+        let mut out = Vec::new();
+        for (k, &(len, calls)) in sizes.iter().enumerate() {
+            let (mut ms, mut tail) = (Vec::new(), Vec::new());
+            for c in 0..calls {
+                let salt = (k * 16 + c) as u8;
+                let want: Vec<u8> = (0..len)
+                    .map(|i| (i as u8).wrapping_mul(29) ^ salt)
+                    .collect();
+                let mut bufs: Vec<Vec<u8>> = (0..n)
+                    .map(|r| {
+                        if r == 0 {
+                            want.clone()
+                        } else {
+                            vec![!salt; len]
+                        }
+                    })
+                    .collect();
+                let t0 = clock.load(Ordering::Relaxed);
+                let (_, held) = run_timed(&mut drivers, &mut bufs, 0);
+                let t1 = clock.load(Ordering::Relaxed);
+                assert!(
+                    bufs.iter().all(|b| b == &want),
+                    "{protocol:?} {policy} {len}"
+                );
+                ms.push((t1 - t0) as f64 / 1e6);
+                tail.push((t1 - held.iter().max().unwrap()) as f64 / 1e6);
+                if protocol == BcastProtocol::Auto {
+                    // The Host's choice on this view: Balanced Multicasting at every size.
+                    assert_eq!(drivers[0].stats().last_choice, Some(Candidate::Balanced));
+                }
+            }
+            out.push((len, ms, tail));
+        }
+        drop(net);
+        out
+    }
+
+    fn median(v: &[f64]) -> f64 {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    }
+
+    /// Issue 18's goal in virtual time on the testbed's shape (4 sites of 4 ranks, 100 MB/s
+    /// inside, one 5 MB/s path with 10 ms one way per ordered pair of sites): MOB between the
+    /// sites against the root's adapted tree and a chain (`static:chain`, the pipeline
+    /// 0 -> 1 -> ... -> 15, which crosses each of three WAN paths once, like tuned's
+    /// pipeline), median virtual ms per call from rank 0. A tree crosses a WAN path out of
+    /// site 0 at its 5 MB/s at best; MOB takes every other site's third of the pieces over
+    /// its own path and the sites pass them on to each other, so each site takes in 15 MB/s.
+    #[test]
+    fn mob_beats_the_tree_and_the_chain_between_four_sites() {
+        let sizes = [(1usize << 20, 3), (4 << 20, 3), (16 << 20, 2)];
+        let mob = four_sites_times(BcastProtocol::Mob, "adapt", &sizes);
+        let tree = four_sites_times(BcastProtocol::Tree, "adapt", &sizes);
+        let chain = four_sites_times(BcastProtocol::Tree, "static:chain", &sizes);
+        let auto = four_sites_times(BcastProtocol::Auto, "adapt", &sizes);
+        for k in 0..sizes.len() {
+            let m = median(&mob[k].1);
+            let best = median(&tree[k].1).min(median(&chain[k].1));
+            eprintln!(
+                "four sites, {} MiB: mob {:.0} ms (end wait {:.0}), tree {:.0}, chain {:.0}, \
+                 auto {:.0} ms; best tree / mob {:.2}; per call mob {:?} tree {:?} chain {:?} auto {:?}",
+                sizes[k].0 >> 20,
+                m,
+                median(&mob[k].2),
+                median(&tree[k].1),
+                median(&chain[k].1),
+                median(&auto[k].1),
+                best / m,
+                mob[k].1,
+                tree[k].1,
+                chain[k].1,
+                auto[k].1
+            );
+            // MOB's wait for the end (its acknowledgement tree, up and down) is about two
+            // WAN round trips: 46-48 virtual ms here.
+            assert!(median(&mob[k].2) <= 60.0, "{:?}", mob[k].2);
+        }
+        let ratio = |v: &[(usize, Vec<f64>, Vec<f64>)], k: usize| {
+            median(&tree[k].1).min(median(&chain[k].1)) / median(&v[k].1)
+        };
+        // Measured: MOB 0.99x, 1.57x, 2.41x and the automatic choice (Balanced
+        // Multicasting) 2.46x, 1.85x, 1.86x the better of the tree and the chain at 1, 4
+        // and 16 MiB. At 1 MiB MOB's start-up (peerings, then a request per piece, each a
+        // WAN round trip) and its end take as long as the stream. (With 64 KiB pieces at
+        // 4 MiB MOB was 1.86x here but 0.86x on the testbed: see [`piece_bytes`].)
+        assert!(ratio(&mob, 0) >= 0.9, "mob at 1 MiB: {:.2}", ratio(&mob, 0));
+        assert!(ratio(&mob, 1) >= 1.5, "mob at 4 MiB: {:.2}", ratio(&mob, 1));
+        assert!(
+            ratio(&mob, 2) >= 2.3,
+            "mob at 16 MiB: {:.2}",
+            ratio(&mob, 2)
+        );
+        for (k, &(len, _)) in sizes.iter().enumerate() {
+            let r = ratio(&auto, k);
+            assert!(r >= 1.8, "auto at {len} B: {r:.2}");
+        }
+    }
+
+    /// Errors map under MOB as under the tree: a rank whose buffer is shorter than the root's
+    /// message gets `Truncated` (nothing written past its buffer), one whose buffer is longer
+    /// `Short`; the others get the root's bytes, nobody hangs, and the next call passes.
+    #[test]
+    fn mob_maps_a_length_mismatch_as_the_tree_does() {
+        let (net, _clock, mut drivers) = four_sites_with(BcastProtocol::Mob, "adapt");
+        let len = 1usize << 20;
+        let want: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ 5).collect();
+        let mut bufs: Vec<Vec<u8>> = (0..drivers.len())
+            .map(|r| match r {
+                0 => want.clone(),
+                5 => vec![0; len - 100],
+                9 => vec![0; len + 100],
+                _ => vec![0; len],
+            })
+            .collect();
+        let ends = run_to_the_end(&mut drivers, &mut bufs, 0);
+        for (r, end) in ends.iter().enumerate() {
+            match (r, end) {
+                (5, Err(BcastError::Truncated { buffer, at_least })) => {
+                    assert_eq!(*buffer, len as u64 - 100);
+                    assert!(*at_least > *buffer);
+                }
+                (9, Err(BcastError::Short { buffer, message })) => {
+                    assert_eq!((*buffer, *message), (len as u64 + 100, len as u64));
+                }
+                (5 | 9, other) => panic!("rank {r}: {other:?}"),
+                (_, Ok(())) => assert!(bufs[r] == want, "rank {r} differs"),
+                (_, Err(e)) => panic!("rank {r}: {e}"),
+            }
+        }
+        assert_eq!(drivers[0].stats().multicasts, 1);
+        series(&mut drivers, &net, 3, len, 77);
+        assert_eq!(drivers[3].stats().multicasts, 1);
     }
 }

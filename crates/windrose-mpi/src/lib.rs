@@ -4,7 +4,9 @@
 //! MPI_Finalize, MPI_Bcast and (MPI 4 headers) MPI_Bcast_c through the profiling interface.
 //! Contiguous broadcasts above `WINDROSE_MPI_THRESHOLD` bytes on intracommunicators of more
 //! than two ranks run windrose's Host ([`driver`]) over the MPI library's own point-to-point
-//! calls, each root planning its tree from what its sends measured (`WINDROSE_MPI_TREE`);
+//! calls, each root planning its tree from what its sends measured (`WINDROSE_MPI_TREE`), or
+//! running MOB between the sites or the Host's choice of protocol for large messages
+//! (`WINDROSE_MPI_PROTOCOL`, see [`driver`]);
 //! everything else goes to PMPI_Bcast (`WINDROSE_MPI_TOPOLOGY=hosts`: windrose between one
 //! leader per host, PMPI_Bcast inside each host). MPI_Ibcast and MPI_Bcast_init are intercepted and
 //! forwarded to PMPI. See the crate's README for the commands.

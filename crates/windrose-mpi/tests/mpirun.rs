@@ -81,6 +81,47 @@ fn policies(abi: Abi) {
     }
 }
 
+/// WINDROSE_MPI_PROTOCOL=mob and auto: the same checked broadcasts (every root, type and
+/// communicator); those of at least 256 KiB on windrose's path run MOB (or the root's Host's
+/// choice), the others the tree, and every result equals PMPI_Bcast's.
+fn protocols(abi: Abi) {
+    if !available(abi) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    for protocol in ["mob", "auto"] {
+        let r = mpirun(
+            abi,
+            4,
+            &[
+                ("WINDROSE_MPI_THRESHOLD", "1000"),
+                ("WINDROSE_MPI_PROTOCOL", protocol),
+            ],
+            &["1000", "2000000", "10"],
+        );
+        r.complete(4);
+        assert_eq!(
+            r.windrose, r.expected,
+            "windrose calls per rank under {protocol}"
+        );
+        assert!(
+            r.windrose.values().all(|&n| n > 0),
+            "{protocol}: {:?}",
+            r.windrose
+        );
+    }
+}
+
+#[test]
+fn openmpi_mob_and_auto() {
+    protocols(OPENMPI);
+}
+
+#[test]
+fn mpich_mob_and_auto() {
+    protocols(MPICH);
+}
+
 /// The prober on (WINDROSE_MPI_PROBE_MS): pings between the broadcasts change nothing the
 /// program sees, and MPI_Finalize still ends.
 fn probed(abi: Abi) {
@@ -167,6 +208,11 @@ fn nonblocking(abi: Abi, mpi4: bool) {
 /// and MPICH's hydra both do, before a survivor's MPI_Bcast returns an error). Bounded by a
 /// guard that kills the launcher and fails the test.
 fn killed_rank(abi: Abi) {
+    killed_rank_under(abi, "tree");
+}
+
+/// [`killed_rank`] with the broadcasts run as `protocol` (`WINDROSE_MPI_PROTOCOL`).
+fn killed_rank_under(abi: Abi, protocol: &str) {
     if !available(abi) {
         return;
     }
@@ -174,7 +220,10 @@ fn killed_rank(abi: Abi) {
     let (status, stdout, stderr, what) = launch_guarded(
         abi,
         4,
-        &[("WINDROSE_MPI_THRESHOLD", "1000")],
+        &[
+            ("WINDROSE_MPI_THRESHOLD", "1000"),
+            ("WINDROSE_MPI_PROTOCOL", protocol),
+        ],
         &["kill", "16000000"],
         Duration::from_secs(120),
     );
@@ -208,6 +257,13 @@ fn standard_abi_ibcast_and_bcast_init_pass_through() {
 #[test]
 fn openmpi_a_rank_killed_mid_broadcast_ends_the_job() {
     killed_rank(OPENMPI);
+}
+
+/// Under MOB every survivor waits for the dead rank's acknowledgement: the launcher still
+/// ends the job.
+#[test]
+fn openmpi_a_rank_killed_mid_mob_ends_the_job() {
+    killed_rank_under(OPENMPI, "mob");
 }
 
 #[test]
