@@ -31,6 +31,16 @@
 //! Eager sessions suit a group whose members serve every collective any member starts (what
 //! `windrose member` does); see `windrose_proto::host`'s module docs, "Eager sessions".
 //!
+//! An optional `[mst]` table sets how the members' live minimum spanning tree (`group serve
+//! --mst-live`) is built; it is part of the digest too, so every member builds the same way
+//! (a per-member flag could make members disagree, and a rows build needs every member's row):
+//!
+//! ```toml
+//! [mst]
+//! build = "rows"            # "auto" (default: rows up to 64 members, GHS above), "rows" or "ghs"
+//! test_window = 16          # GHS's test window (default 16; 1: classic GHS, one Test at a time)
+//! ```
+//!
 //! Every problem is reported as `file:line:column: what is wrong`, never a panic.
 
 use crate::error::NetError;
@@ -43,6 +53,7 @@ use std::path::Path;
 use toml::Spanned;
 use windrose_model::error::{ids_in_words, line_col};
 use windrose_model::{ClusterId, NodeId};
+use windrose_proto::mst_service::MstBuild;
 
 /// Hex digits of [`Group::digest`] (64 bits: enough to tell copies apart, short enough to read).
 const DIGEST_HEX: usize = 16;
@@ -74,6 +85,27 @@ pub struct SessionSettings {
     pub relay_announce: bool,
 }
 
+/// How every member builds the group's live MST (the group file's `[mst]` table; `group
+/// serve --mst-live` keeps it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MstSettings {
+    /// Rows, GHS, or `auto` (rows up to
+    /// [`ROWS_MAX_MEMBERS`](windrose_proto::mst_service::ROWS_MAX_MEMBERS) members).
+    pub build: MstBuild,
+    /// GHS's test window ([`MstLiveConfig::test_window`](windrose_proto::mst_service::MstLiveConfig::test_window)).
+    pub test_window: u32,
+}
+
+impl Default for MstSettings {
+    /// `auto`, the default test window.
+    fn default() -> Self {
+        MstSettings {
+            build: MstBuild::Auto,
+            test_window: windrose_proto::ghs::DEFAULT_TEST_WINDOW,
+        }
+    }
+}
+
 /// The members of a run: a name, the session protocol version, one [`Member`] per id, and
 /// how they run their collectives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +115,8 @@ pub struct Group {
     /// Indexed by node id.
     members: Vec<Member>,
     session: SessionSettings,
+    /// How the live MST is built (the `[mst]` table).
+    mst: MstSettings,
     /// [`Group::digest`], computed once.
     digest: String,
 }
@@ -127,6 +161,7 @@ impl Group {
             protocol_version: PROTOCOL_VERSION,
             members,
             session: SessionSettings::default(),
+            mst: MstSettings::default(),
             digest: String::new(),
         };
         group.set_digest();
@@ -146,6 +181,25 @@ impl Group {
         self.session = session;
         self.set_digest();
         Ok(self)
+    }
+
+    /// This group with its members' live MST built as `mst` says (the `[mst]` table; refused:
+    /// a test window of 0).
+    pub fn with_mst(mut self, mst: MstSettings) -> Result<Group, NetError> {
+        if mst.test_window == 0 {
+            return Err(NetError::Group(
+                "[mst] test_window = 0: expected at least 1".into(),
+            ));
+        }
+        self.mst = mst;
+        self.set_digest();
+        Ok(self)
+    }
+
+    /// How every member builds the live MST (`group serve --mst-live`; the `[mst]` table,
+    /// [`MstSettings::default`] when absent).
+    pub fn mst(&self) -> MstSettings {
+        self.mst
     }
 
     fn set_digest(&mut self) {
@@ -189,8 +243,8 @@ impl Group {
 
     /// What every member's copy of the group must agree on, for the handshake: the first 16
     /// hex digits of the BLAKE3 of the group as its canonical group file ([`Group::to_toml`]:
-    /// name, version, every member's id, address and cluster, by id, and the `[session]`
-    /// settings where they are not the defaults). Members whose files
+    /// name, version, every member's id, address and cluster, by id, and the `[session]` and
+    /// `[mst]` settings where they are not the defaults). Members whose files
     /// differ in any of these (a node in another cluster, an address changed) refuse each
     /// other instead of running on different layouts. Not a secret: the group key
     /// authenticates; this only catches mismatched copies.
@@ -272,6 +326,13 @@ impl Group {
                 "\n[session]\neager = {eager}\nrelay_announce = {relay_announce}"
             );
         }
+        if self.mst != MstSettings::default() {
+            let MstSettings { build, test_window } = self.mst;
+            let _ = writeln!(
+                s,
+                "\n[mst]\nbuild = \"{build}\"\ntest_window = {test_window}"
+            );
+        }
         for m in &self.members {
             let _ = writeln!(
                 s,
@@ -334,6 +395,14 @@ struct GroupDoc {
     #[serde(default)]
     node: Vec<Spanned<NodeDoc>>,
     session: Option<Spanned<SessionDoc>>,
+    mst: Option<MstDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MstDoc {
+    build: Option<Spanned<String>>,
+    test_window: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -456,7 +525,40 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
     if let Err(msg) = check_clusters(members.iter().map(|m| m.cluster)) {
         return Err(at(cluster_spans.last().map(|(_, s)| s.clone()), msg));
     }
-    let group = Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))?;
+    let mut group =
+        Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))?;
+    if let Some(mst) = doc.mst {
+        let mut settings = MstSettings::default();
+        if let Some(build) = mst.build {
+            settings.build = build.get_ref().parse::<MstBuild>().map_err(|_| {
+                at(
+                    Some(build.span()),
+                    format!(
+                        "[mst] build = {:?}: expected \"auto\", \"rows\" or \"ghs\"",
+                        build.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if let Some(k) = mst.test_window {
+            settings.test_window = u32::try_from(*k.get_ref())
+                .ok()
+                .filter(|&k| k >= 1)
+                .ok_or_else(|| {
+                    at(
+                        Some(k.span()),
+                        format!(
+                            "[mst] test_window = {}: expected a whole number from 1 to {}",
+                            k.get_ref(),
+                            u32::MAX
+                        ),
+                    )
+                })?;
+        }
+        group = group
+            .with_mst(settings)
+            .map_err(|e| at(None, e.to_string()))?;
+    }
     match doc.session {
         None => Ok(group),
         Some(session) => {
@@ -552,6 +654,90 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("eagre"), "{e}");
+    }
+
+    /// The `[mst]` table's `build`: parsed, written back, part of the digest (so members whose
+    /// copies differ refuse each other instead of building differently), absent from the
+    /// canonical text at `auto`; a bad value names the file, line, column and key.
+    #[test]
+    fn mst_build_setting() {
+        let plain = parse_group_toml(GOOD, Path::new("g.toml")).unwrap();
+        assert_eq!(plain.mst(), MstSettings::default());
+        assert_eq!(plain.mst().build, MstBuild::Auto);
+        assert!(!plain.to_toml().contains("[mst]"));
+        let auto = parse_group_toml(
+            &format!("{GOOD}\n[mst]\nbuild = \"auto\"\n"),
+            Path::new("g.toml"),
+        )
+        .unwrap();
+        assert_eq!(auto.digest(), plain.digest());
+        let empty = parse_group_toml(&format!("{GOOD}\n[mst]\n"), Path::new("g.toml")).unwrap();
+        assert_eq!(empty.mst(), MstSettings::default());
+        let mut digests = vec![plain.digest()];
+        for (word, build) in [("rows", MstBuild::Rows), ("ghs", MstBuild::Ghs)] {
+            let g = parse_group_toml(
+                &format!("{GOOD}\n[mst]\nbuild = \"{word}\"\n"),
+                Path::new("g.toml"),
+            )
+            .unwrap();
+            assert_eq!(g.mst().build, build);
+            assert!(g.to_toml().contains(&format!("[mst]\nbuild = \"{word}\"")));
+            let again = parse_group_toml(&g.to_toml(), Path::new("again.toml")).unwrap();
+            assert_eq!(again, g);
+            digests.push(g.digest());
+        }
+        let classic = parse_group_toml(
+            &format!("{GOOD}\n[mst]\nbuild = \"ghs\"\ntest_window = 1\n"),
+            Path::new("g.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            classic.mst(),
+            MstSettings {
+                build: MstBuild::Ghs,
+                test_window: 1
+            }
+        );
+        assert_eq!(
+            parse_group_toml(&classic.to_toml(), Path::new("again.toml")).unwrap(),
+            classic
+        );
+        digests.push(classic.digest());
+        digests.sort();
+        digests.dedup();
+        assert_eq!(digests.len(), 4, "{digests:?}");
+        for bad_k in ["0", "-3", "4294967296"] {
+            let e = parse_group_toml(
+                &format!("{GOOD}\n[mst]\ntest_window = {bad_k}\n"),
+                Path::new("g.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "g.toml:14:15: [mst] test_window = {bad_k}: expected a whole number from 1 to 4294967295"
+                )
+            );
+        }
+        let bad = format!("{GOOD}\n[mst]\nbuild = \"kruskal\"\n");
+        let e = parse_group_toml(&bad, Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "g.toml:14:9: [mst] build = \"kruskal\": expected \"auto\", \"rows\" or \"ghs\""
+        );
+        let not_a_string = format!("{GOOD}\n[mst]\nbuild = 3\n");
+        let e = parse_group_toml(&not_a_string, Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("g.toml:14:9"), "{e}");
+        let typo = format!("{GOOD}\n[mst]\nbiuld = \"rows\"\n");
+        let e = parse_group_toml(&typo, Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("biuld"), "{e}");
     }
 
     #[test]

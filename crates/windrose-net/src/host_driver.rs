@@ -69,7 +69,7 @@ use crate::wire::{Control, Role, WireFrame};
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -77,6 +77,7 @@ use windrose_model::NodeId;
 use windrose_proto::app::Application;
 use windrose_proto::frame::{encode_parts, Message, MessageKind};
 use windrose_proto::host::{App, AppRequest, Failure, Host, HostConfig, PieceShelf};
+use windrose_proto::mst_service::MstLiveState;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::probe::ProbeMsg;
 use windrose_proto::{
@@ -253,6 +254,19 @@ pub struct GroupHandle {
     frames: Arc<Mutex<FrameCounts>>,
     series: Arc<Mutex<Recorder>>,
     conns: Arc<Mutex<ConnectionCounts>>,
+    mst: Arc<Mutex<Option<MstSnapshot>>>,
+}
+
+/// A member's live MST as its driver last read it ([`GroupHandle::mst_live`]), for reports
+/// and measurements (nothing in the protocol reads the wall clock).
+#[derive(Clone, Debug)]
+pub struct MstSnapshot {
+    /// The host's [`Host::mst_live`].
+    pub state: MstLiveState,
+    /// The wall-clock time of the driver's clock 0: the state's times (`built`) are seconds
+    /// after it. Members on one machine share the wall clock, so their builds can be set on
+    /// one time line (the testbed).
+    pub origin: SystemTime,
 }
 
 /// The connections a member has made so far ([`GroupHandle::connections`]).
@@ -316,6 +330,12 @@ impl GroupHandle {
             .snapshot()
     }
 
+    /// This member's live MST (None: no service configured, or not read yet), as its driver
+    /// read it at its last sample of the links (every [`SAMPLE`]).
+    pub fn mst_live(&self) -> Option<MstSnapshot> {
+        self.mst.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Frames this member has sent on its probe lanes so far.
     pub fn lane_frames_sent(&self) -> u64 {
         let counts = self.frames.lock().unwrap_or_else(|e| e.into_inner());
@@ -367,6 +387,7 @@ pub struct GroupPorts {
     frames: Arc<Mutex<FrameCounts>>,
     series: Arc<Mutex<Recorder>>,
     conns: Arc<Mutex<ConnectionCounts>>,
+    mst: Arc<Mutex<Option<MstSnapshot>>>,
 }
 
 /// A connected pair of handle and ports.
@@ -377,6 +398,7 @@ pub fn group_channel() -> (GroupHandle, GroupPorts) {
     // The member's id is set when its driver starts.
     let series = Arc::new(Mutex::new(Recorder::new(NodeId(0))));
     let conns = Arc::new(Mutex::new(ConnectionCounts::default()));
+    let mst = Arc::new(Mutex::new(None));
     (
         GroupHandle {
             requests: rtx,
@@ -384,6 +406,7 @@ pub fn group_channel() -> (GroupHandle, GroupPorts) {
             frames: frames.clone(),
             series: series.clone(),
             conns: conns.clone(),
+            mst: mst.clone(),
         },
         GroupPorts {
             requests: rrx,
@@ -391,6 +414,7 @@ pub fn group_channel() -> (GroupHandle, GroupPorts) {
             frames,
             series,
             conns,
+            mst,
         },
     )
 }
@@ -444,6 +468,9 @@ struct Driver {
     pending: VecDeque<(Input, Option<Instant>)>,
     out: Outputs,
     epoch: Instant,
+    /// The wall clock at `epoch` (only for [`MstSnapshot::origin`]).
+    epoch_wall: SystemTime,
+    mst: Arc<Mutex<Option<MstSnapshot>>>,
     tasks: Vec<JoinHandle<()>>,
     compute: BTreeMap<TaskId, (u64, u64)>,
     /// Dials waiting for their time (a higher id's grace, or the pause after the last dial).
@@ -504,6 +531,8 @@ impl Driver {
             pending: VecDeque::new(),
             out: Outputs::new(),
             epoch: Instant::now(),
+            epoch_wall: SystemTime::now(),
+            mst: ports.mst,
             tasks: Vec::new(),
             compute: BTreeMap::new(),
             dial_at: BTreeMap::new(),
@@ -691,6 +720,12 @@ impl Driver {
             return;
         }
         let at = self.epoch.elapsed().as_secs_f64();
+        if let Some(state) = self.host.mst_live() {
+            *self.mst.lock().unwrap_or_else(|e| e.into_inner()) = Some(MstSnapshot {
+                state,
+                origin: self.epoch_wall,
+            });
+        }
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         for (&peer, link) in self.links.iter_mut() {
             let r = link

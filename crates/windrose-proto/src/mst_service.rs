@@ -42,7 +42,9 @@
 //! # The build: rows or GHS
 //!
 //! [`MstBuild`]: `rows`, `ghs`, or `auto` (the default: rows for groups of at most
-//! [`ROWS_MAX_MEMBERS`] = 64 members, GHS above).
+//! [`ROWS_MAX_MEMBERS`] = 64 members, GHS above). Members of a group over TCP take it, and the
+//! test window, from the group file's `[mst]` table (windrose-net's `group` module), so they
+//! all build the same way.
 //!
 //! **Rows** ([`BuildAlgorithm::Rows`]). Every member's Hello carries its whole row: its
 //! rounded weight of the link to every member it holds alive. Once a node holds every live

@@ -158,6 +158,11 @@ pub struct ServeArgs {
     /// queue, not the link).
     #[arg(long)]
     no_probe_lane: bool,
+    /// Ping every member this often (seconds). A pong that comes back after the next ping is
+    /// not matched, so a link whose round trip is longer than the period is never measured:
+    /// across the six sites of seed 004 (round trips up to 1.45 s) give 2.
+    #[arg(long, value_name = "SECS", default_value_t = 0.5)]
+    probe_period: f64,
     /// Keep the group's live minimum spanning tree (GHS, then local repairs; the trees of
     /// `start bcast --tree mst-live`) weighing links by METRIC: latency (short messages) or
     /// inverse-bandwidth (large ones). Every member must run it with the same options.
@@ -359,6 +364,8 @@ pub(crate) enum ControlRequest {
     /// GHS on these weights (`windrose mst --group`): the data-less `mst` collective, its
     /// initiator's result and GHS frames in the Complete reply ([`MstView`]).
     Mst(MstSpec),
+    /// This member's live MST (`group serve --mst-live`; `windrose mst --group --live`).
+    MstLive,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -397,6 +404,8 @@ enum ControlReply {
     },
     Leaving,
     Error(String),
+    /// This member's live MST (None: not served with `--mst-live`, or not read yet).
+    MstLive(Option<LiveMstView>),
     /// What an automatic start chose, and why.
     Chosen {
         transfer: u32,
@@ -559,6 +568,13 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
         me,
     });
     config.probe_lane = !a.no_probe_lane;
+    if !(a.probe_period.is_finite() && (0.001..=3600.0).contains(&a.probe_period)) {
+        return Err(bad_input(format!(
+            "--probe-period {}: expected seconds from 0.001 to 3600",
+            a.probe_period
+        )));
+    }
+    config.probe_period = Some(Duration::from_secs_f64(a.probe_period));
     config.handshake = handshake;
     if let Some(n) = &node {
         config.seed = n.seed;
@@ -598,10 +614,14 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     // start (a sort member's compute stands for work done elsewhere: nothing to time).
     config.calibrate_compute = (sort_app.is_none() && node.is_none()).then_some(16 << 20);
     if let Some(metric) = a.mst_live {
+        // How the tree is built comes from the group file (its `[mst]` table, part of the
+        // digest the handshake checks), so every member builds the same way.
         let live = windrose_proto::mst_service::MstLiveConfig {
             metric,
             threshold: a.mst_threshold,
             check_every: a.mst_every,
+            build: group.mst().build,
+            test_window: group.mst().test_window,
             ..Default::default()
         };
         live.validate()
@@ -678,6 +698,10 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                     }
                     ControlRequest::Weather => {
                         let _ = call.replies.send(ControlReply::Weather { links: links.values().cloned().collect(), compute_mb_s: own_compute });
+                        continue;
+                    }
+                    ControlRequest::MstLive => {
+                        let _ = call.replies.send(ControlReply::MstLive(LiveMstView::of(&handle, group.mst())));
                         continue;
                     }
                     r => r,
@@ -1105,7 +1129,9 @@ fn spec_for(
                 None,
             ))
         }
-        ControlRequest::Leave | ControlRequest::Weather => return Err("not a collective".into()),
+        ControlRequest::Leave | ControlRequest::Weather | ControlRequest::MstLive => {
+            return Err("not a collective".into())
+        }
     };
     if !std::fs::metadata(file)
         .map(|m| m.is_file())
@@ -1220,6 +1246,7 @@ fn spec_for(
         }
         ControlRequest::Leave
         | ControlRequest::Weather
+        | ControlRequest::MstLive
         | ControlRequest::Sort(_)
         | ControlRequest::Mst(_)
         | ControlRequest::Auto { .. } => {
@@ -1738,6 +1765,89 @@ fn ghs_frames_sent(handle: &windrose_net::host_driver::GroupHandle) -> BTreeMap<
         }
     }
     by_kind
+}
+
+/// A member's live MST as its control socket gives it ([`ControlRequest::MstLive`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LiveMstView {
+    /// The group file's `[mst] build` (`auto`, `rows` or `ghs`) and test window.
+    pub build: windrose_proto::mst_service::MstBuild,
+    pub test_window: u32,
+    pub generation: u32,
+    pub epoch: u32,
+    /// The whole tree as this member holds it, `(lo, hi)` (None until it holds all of it).
+    pub tree: Option<Vec<(u32, u32)>>,
+    /// When this member started its first build and first knew the tree complete, seconds
+    /// since the Unix epoch on this machine's wall clock (members on one machine share it).
+    pub started_unix_s: Option<f64>,
+    pub built_unix_s: Option<f64>,
+    /// Live-MST and GHS frames this member sent (`mst_*`, `ghs_*` kinds): frames and encoded
+    /// bytes by kind.
+    pub frames: BTreeMap<String, (u64, u64)>,
+}
+
+impl LiveMstView {
+    fn of(
+        handle: &windrose_net::host_driver::GroupHandle,
+        settings: windrose_net::group::MstSettings,
+    ) -> Option<LiveMstView> {
+        let snap = handle.mst_live()?;
+        let origin = snap
+            .origin
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let at = |t: Option<windrose_proto::time::Time>| t.map(|t| origin + t.as_secs_f64());
+        let mut frames: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for c in handle.frames_sent() {
+            let kind = c.kind.name();
+            if kind.starts_with("mst_") || kind.starts_with("ghs_") {
+                let e = frames.entry(kind.to_string()).or_default();
+                e.0 += c.frames;
+                e.1 += c.bytes;
+            }
+        }
+        Some(LiveMstView {
+            build: settings.build,
+            test_window: settings.test_window,
+            generation: snap.state.generation,
+            epoch: snap.state.epoch,
+            tree: snap
+                .state
+                .tree
+                .map(|t| t.into_iter().map(|(a, b)| (a.0, b.0)).collect()),
+            started_unix_s: at(snap.state.built.0),
+            built_unix_s: at(snap.state.built.1),
+            frames,
+        })
+    }
+}
+
+/// Every member's live MST, read from its default control socket (`windrose mst --group
+/// --live`); a member that does not answer is an error naming it.
+pub(crate) fn live_msts(group: &Group) -> anyhow::Result<Vec<(u32, Option<LiveMstView>)>> {
+    let rt = client_runtime()?;
+    let mut out = Vec::new();
+    for m in group.members() {
+        let socket = running_member(group, m.id.0).ok_or_else(|| {
+            bad_input(format!(
+                "member {} of group {} does not answer on {}: every member's live MST is read \
+                 from its default control socket on this machine",
+                m.id,
+                group.name(),
+                default_socket(group, m.id.0).display()
+            ))
+        })?;
+        let mut view = None;
+        for r in rt.block_on(call(&socket, &ControlRequest::MstLive))? {
+            match r {
+                ControlReply::MstLive(v) => view = v,
+                ControlReply::Error(e) => return Err(bad_input(e)),
+                _ => {}
+            }
+        }
+        out.push((m.id.0, view));
+    }
+    Ok(out)
 }
 
 /// An `mst` run as its initiator saw it (in the Complete reply).

@@ -20,6 +20,15 @@
 //! counted; queueing on the links is). The tree is checked against the central MST of the same
 //! weights (windrose-trees, same `(w, min id, max id)` order): a difference is an error.
 //!
+//! **`--group G --live`**: reads the group's *live* MST (members served with `group serve
+//! --mst-live`, built the way the group file's `[mst] build` says) from every member's control
+//! socket, waits until every member holds the whole tree (at most `--wait` seconds), and
+//! prints the build: from the first member's start (its first row or Hello) to the last
+//! member knowing the tree, on the machine's wall clock (every member must run on this
+//! machine: the emulated testbed), the frames and bytes the members sent (`mst_*` kinds),
+//! and the tree, which every member must hold alike (else an error). data/mst/testbed.sh
+//! runs it on the six sites.
+//!
 //! **`--build rows`** (the live MST's rows build, [`BuildAlgorithm::Rows`]): every node sends
 //! its row of weights to every other and computes the tree itself (Kruskal in GHS's order).
 //! It runs in the *message-delay model* ([`windrose_proto::ghs_timed`]: every frame takes its
@@ -35,7 +44,7 @@
 //! one. The chain is the count of the frame whose handling let the last node learn the end.
 
 use crate::error::{bad_input, OrBadInput};
-use crate::group_cmd::{measured_links, run_mst, running_member, MeasuredLink};
+use crate::group_cmd::{live_msts, measured_links, run_mst, running_member, MeasuredLink};
 use crate::output::{num, print, print_json, vtable};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -51,7 +60,7 @@ use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::ghs::{EdgeKey, MstResult, MstSpec, WeightMetric, DEFAULT_TEST_WINDOW};
 use windrose_proto::ghs_repair::{BuildAlgorithm, MaintainedMst};
 use windrose_proto::ghs_timed::{ghs_time_bound, ghs_window_message_bound, TimedRun};
-use windrose_proto::mst_service::MstMetric;
+use windrose_proto::mst_service::{MstBuild, MstMetric};
 use windrose_sim::engine::{MemoryLog, SimConfig};
 use windrose_sim::group::{group, start_input};
 use windrose_sim::metrics::ErrorRecord;
@@ -74,16 +83,19 @@ pub struct MstArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "group")]
     costs: Option<PathBuf>,
     /// A running group's file: GHS on its members' measured links (see the module docs).
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "id",
-        conflicts_with = "initiator"
-    )]
+    #[arg(long, value_name = "FILE", conflicts_with = "initiator")]
     group: Option<PathBuf>,
     /// With --group: the member that starts the run (its default control socket).
-    #[arg(long, value_name = "ID", requires = "group")]
+    #[arg(long, value_name = "ID", requires = "group", conflicts_with = "live")]
     id: Option<u32>,
+    /// With --group: read the group's live MST (`group serve --mst-live`, built as the group
+    /// file's `[mst] build` says) from every member instead of running GHS, once every member
+    /// holds the tree (see the module docs).
+    #[arg(long, requires = "group")]
+    live: bool,
+    /// With --live: wait at most this many seconds for every member to hold the tree.
+    #[arg(long, value_name = "S", default_value_t = 60.0, requires = "live")]
+    wait: f64,
     /// What the weights measure: latency (one-way, ms) or inverse-bandwidth (ms per MB, the
     /// maximum-bottleneck tree for large messages).
     #[arg(long, value_name = "METRIC", default_value = "latency")]
@@ -157,10 +169,28 @@ pub(crate) struct MstRun {
 
 /// Runs `windrose mst`.
 pub fn run(a: MstArgs) -> Result<()> {
+    if let (Some(g), true) = (&a.group, a.live) {
+        if !(a.wait.is_finite() && a.wait > 0.0) {
+            return Err(bad_input(format!(
+                "--wait {}: expected a number of seconds > 0",
+                a.wait
+            )));
+        }
+        let r = live_build(g, std::time::Duration::from_secs_f64(a.wait.min(86_400.0)))?;
+        if a.json {
+            return print_json(&r);
+        }
+        return print(&render_live(&r, g));
+    }
+    if let (Some(_), None) = (&a.group, a.id) {
+        return Err(bad_input(
+            "--group needs --id N (the member that runs GHS) or --live (the live MST)",
+        ));
+    }
     if let (Some(g), Some(id)) = (&a.group, a.id) {
         if a.build == BuildAlgorithm::Rows {
             return Err(bad_input(
-                "--build rows runs on --scenario or --costs (a running group's live MST, `group serve --mst-live`, builds by rows up to 64 members)",
+                "--build rows runs on --scenario or --costs (a running group's live MST, `group serve --mst-live`, builds as its group file's [mst] build says; `mst --group FILE --live` shows it)",
             ));
         }
         let r = on_group(g, id, a.metric, a.test_window)?;
@@ -213,7 +243,7 @@ pub fn run(a: MstArgs) -> Result<()> {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct ModelBuild {
     /// `rows` or `ghs`.
-    pub build: String,
+    pub build: MstBuild,
     /// GHS's test window (None for rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test_window: Option<u32>,
@@ -305,7 +335,10 @@ pub(crate) fn model_builds(
             bail!("the {algo} build gave {got:?}, the central MST is {central:?}");
         }
         builds.push(ModelBuild {
-            build: algo.to_string(),
+            build: match algo {
+                BuildAlgorithm::Rows => MstBuild::Rows,
+                BuildAlgorithm::Ghs => MstBuild::Ghs,
+            },
             test_window: k,
             build_s: span.seconds(),
             chain: span.chain,
@@ -333,6 +366,185 @@ pub(crate) fn model_builds(
     })
 }
 
+/// A group's live MST build, read from every member ([`MstArgs::live`]).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct LiveBuild {
+    pub group: String,
+    pub members: u32,
+    /// The group file's `[mst] build`, and what it means for this many members.
+    pub setting: MstBuild,
+    pub build: MstBuild,
+    pub generation: u32,
+    /// Wall clock, Unix seconds: the first member's start (its first row or Hello), the last
+    /// member's start, the last member knowing the tree.
+    pub first_start_unix_s: f64,
+    pub last_start_unix_s: f64,
+    pub last_end_unix_s: f64,
+    /// First start to the last member knowing the tree, s.
+    pub build_s: f64,
+    /// Last start to the last member knowing the tree, s.
+    pub after_last_start_s: f64,
+    /// The members' `mst_*` frames by kind: (frames, encoded bytes).
+    pub frames: BTreeMap<String, (u64, u64)>,
+    pub frames_total: u64,
+    pub bytes_total: u64,
+    /// The tree every member holds, `(lo, hi)` in id order.
+    pub tree: Vec<(u32, u32)>,
+}
+
+/// Waits until every member of the group at `path` holds its live MST (of one generation), then
+/// gathers the build from their views; an error names the members that did not build within
+/// `wait`, or that hold another tree.
+fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
+    let group = load_group(path).or_bad_input()?;
+    let deadline = std::time::Instant::now() + wait;
+    let views = loop {
+        // Members still starting do not answer yet: ask again until the deadline.
+        let views = match live_msts(&group) {
+            Ok(v) => v,
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                continue;
+            }
+        };
+        let missing: Vec<u32> = views
+            .iter()
+            .filter(|(_, v)| {
+                v.as_ref()
+                    .is_none_or(|v| v.built_unix_s.is_none() || v.tree.is_none())
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if let Some((id, _)) = views.iter().find(|(_, v)| v.is_none()) {
+            if std::time::Instant::now() >= deadline {
+                return Err(bad_input(format!(
+                    "member {id} of group {} keeps no live MST: serve every member with                      `group serve --mst-live METRIC`",
+                    group.name()
+                )));
+            }
+        }
+        let generations: std::collections::BTreeSet<u32> = views
+            .iter()
+            .filter_map(|(_, v)| v.as_ref().map(|v| v.generation))
+            .collect();
+        if missing.is_empty() && generations.len() == 1 {
+            break views;
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "after {:.1} s, members {missing:?} of group {} do not hold the live MST yet                  (generations seen: {generations:?})",
+                wait.as_secs_f64(),
+                group.name()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let views: Vec<(u32, crate::group_cmd::LiveMstView)> = views
+        .into_iter()
+        .map(|(id, v)| (id, v.expect("checked above")))
+        .collect();
+    let (first, tree) = (&views[0].1, views[0].1.tree.clone().unwrap_or_default());
+    for (id, v) in &views {
+        let mut t = v.tree.clone().unwrap_or_default();
+        t.sort_unstable();
+        let mut want = tree.clone();
+        want.sort_unstable();
+        if t != want {
+            bail!(
+                "member {id} holds the tree {t:?}, member {} holds {want:?}",
+                views[0].0
+            );
+        }
+    }
+    let starts: Vec<f64> = views.iter().filter_map(|(_, v)| v.started_unix_s).collect();
+    let ends: Vec<f64> = views.iter().filter_map(|(_, v)| v.built_unix_s).collect();
+    let first_start = starts.iter().copied().fold(f64::INFINITY, f64::min);
+    let last_start = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let last_end = ends.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut frames: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (_, v) in &views {
+        for (k, (f, b)) in &v.frames {
+            let e = frames.entry(k.clone()).or_default();
+            e.0 += f;
+            e.1 += b;
+        }
+    }
+    let mut tree = tree;
+    tree.sort_unstable();
+    let n = views.len();
+    Ok(LiveBuild {
+        group: group.name().to_string(),
+        members: n as u32,
+        setting: first.build,
+        build: match first.build.algorithm(n) {
+            BuildAlgorithm::Rows => MstBuild::Rows,
+            BuildAlgorithm::Ghs => MstBuild::Ghs,
+        },
+        generation: first.generation,
+        first_start_unix_s: first_start,
+        last_start_unix_s: last_start,
+        last_end_unix_s: last_end,
+        build_s: last_end - first_start,
+        after_last_start_s: last_end - last_start,
+        frames_total: frames.values().map(|x| x.0).sum(),
+        bytes_total: frames.values().map(|x| x.1).sum(),
+        frames,
+        tree,
+    })
+}
+
+fn render_live(r: &LiveBuild, path: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "The live MST of group {} ({}, {} members): built by {} ([mst] build = \"{}\"), \
+         generation {}",
+        r.group,
+        path.display(),
+        r.members,
+        r.build,
+        r.setting,
+        r.generation
+    );
+    let _ = writeln!(
+        out,
+        "  first start to the last member holding the tree: {:.3} s ({:.3} s after the last \
+         start), wall clock",
+        r.build_s, r.after_last_start_s
+    );
+    let rows: Vec<Vec<String>> = r
+        .frames
+        .iter()
+        .map(|(k, (f, b))| vec![k.clone(), f.to_string(), b.to_string()])
+        .chain(std::iter::once(vec![
+            "total".into(),
+            r.frames_total.to_string(),
+            r.bytes_total.to_string(),
+        ]))
+        .collect();
+    out.push_str(
+        "
+Frames the members sent
+",
+    );
+    for l in vtable(&["kind", "frames", "bytes"], &rows) {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(
+        out,
+        "
+The tree every member holds ({} edges): {}",
+        r.tree.len(),
+        r.tree
+            .iter()
+            .map(|(a, b)| format!("{a}-{b}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    out
+}
+
 /// Appends the tree's edges, lightest first, as an indented table.
 fn tree_table(out: &mut String, edges: &[TreeEdge], unit: &str) {
     let _ = writeln!(out, "\nThe tree ({} edges, lightest first)", edges.len());
@@ -354,7 +566,7 @@ pub(crate) fn builds_table(out: &mut String, builds: &[ModelBuild], ghs_note: &s
             vec![
                 match b.test_window {
                     Some(k) => format!("ghs, test window {k}{ghs_note}"),
-                    None => b.build.clone(),
+                    None => b.build.to_string(),
                 },
                 format!("{:.3}", b.build_s),
                 b.chain.to_string(),
@@ -926,8 +1138,8 @@ mod tests {
             panic!("{:?}", r.builds)
         };
         assert_eq!(
-            (rows.build.as_str(), rows.test_window, rows.chain),
-            ("rows", None, 1)
+            (rows.build, rows.test_window, rows.chain),
+            (MstBuild::Rows, None, 1)
         );
         assert!((rows.build_s - 0.7229).abs() < 1e-6, "{}", rows.build_s);
         // 552 rows of 23 entries: header, generation, 276 payload bytes each.
@@ -952,6 +1164,8 @@ mod tests {
             costs: None,
             group: Some("g.toml".into()),
             id: Some(0),
+            live: false,
+            wait: 60.0,
             metric: MstMetric::Latency,
             initiator: 0,
             test_window: 1,

@@ -342,3 +342,107 @@ fn on_a_group_of_four() {
             .success();
     }
 }
+
+/// The live MST's build follows the group file's `[mst]` table, which every member reads from
+/// the same file: four loopback members served with `--mst-live latency`, once with `build =
+/// "rows"` (every member sends its row to the three others and nothing else: 12 `mst_row`
+/// frames, no Hellos or GHS frames) and once with `build = "ghs"` and a test window of 1
+/// (Hellos, GHS frames wrapped as `mst_ghs`, parent announcements; no rows). `windrose mst
+/// --group G --live` waits for every member to hold the tree and checks they hold the same
+/// one; it spans the four members. A bad value is refused naming the file, line and key.
+#[test]
+fn the_live_build_follows_the_group_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for (word, window) in [("rows", 16), ("ghs", 1)] {
+        let name = format!("mstlive-{word}-{}", std::process::id());
+        let group = dir.path().join(format!("{word}.toml"));
+        write_group(&group, &name, &free_ports(4));
+        let mut text = std::fs::read_to_string(&group).unwrap();
+        text.push_str(&format!(
+            "\n[mst]\nbuild = \"{word}\"\ntest_window = {window}\n"
+        ));
+        std::fs::write(&group, text).unwrap();
+        let members = spawn_members(
+            &group,
+            4,
+            &["--quiet", "--mst-live", "latency", "--probe-period", "0.2"],
+            |i, _| default_socket(&name, i),
+        );
+        runs.push((word, group, members));
+    }
+    for (word, group, _members) in &runs {
+        let g = group.to_str().unwrap();
+        let v = ok_json(&["mst", "--group", g, "--live", "--wait", "60", "--json"]);
+        assert_eq!(v["members"], 4, "{v}");
+        assert_eq!(v["setting"], *word, "{v}");
+        assert_eq!(v["build"], *word, "{v}");
+        assert_eq!(v["generation"], 0, "{v}");
+        let tree = v["tree"].as_array().unwrap();
+        assert_eq!(tree.len(), 3, "{v}");
+        let mut reached = [false; 4];
+        for e in tree {
+            for x in e.as_array().unwrap() {
+                reached[x.as_u64().unwrap() as usize] = true;
+            }
+        }
+        assert!(reached.iter().all(|&r| r), "{v}");
+        let frames = v["frames"].as_object().unwrap();
+        let count = |k: &str| frames.get(k).map_or(0, |x| x[0].as_u64().unwrap());
+        if *word == "rows" {
+            assert_eq!(count("mst_row"), 12, "{v}");
+            assert_eq!(frames.len(), 1, "{v}");
+        } else {
+            assert_eq!(count("mst_row"), 0, "{v}");
+            assert_eq!(count("mst_hello"), 12, "{v}");
+            assert_eq!(count("mst_parent"), 12, "{v}");
+            assert!(count("mst_ghs") >= 12, "{v}");
+        }
+        let first = v["first_start_unix_s"].as_f64().unwrap();
+        let last = v["last_end_unix_s"].as_f64().unwrap();
+        assert!(last >= first && (v["build_s"].as_f64().unwrap() - (last - first)).abs() < 1e-9);
+        // The table.
+        windrose()
+            .args(["mst", "--group", g, "--live"])
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!(
+                "built by {word} ([mst] build = \"{word}\")"
+            )));
+        for i in 0..4 {
+            windrose()
+                .args(["group", "leave", "--id", &i.to_string(), "--group", g])
+                .timeout(Duration::from_secs(60))
+                .assert()
+                .success();
+        }
+    }
+    // A bad value: refused by `group serve` and by `mst --live`, naming the file and the key.
+    let (_, group, _) = &runs[0];
+    let bad_file = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(group)
+        .unwrap()
+        .replace("build = \"rows\"", "build = \"prim\"");
+    std::fs::write(&bad_file, text).unwrap();
+    let b = bad_file.to_str().unwrap();
+    for args in [
+        vec![
+            "group",
+            "serve",
+            "--id",
+            "0",
+            "--mst-live",
+            "latency",
+            "--group",
+            b,
+        ],
+        vec!["mst", "--live", "--group", b],
+    ] {
+        let line = bad(&args);
+        assert!(
+            line.contains("bad.toml:") && line.contains("[mst] build = \"prim\": expected"),
+            "{line}"
+        );
+    }
+}

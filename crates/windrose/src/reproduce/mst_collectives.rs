@@ -54,7 +54,7 @@ use windrose_model::{ClusterCosts, ClusterId, CostUnit, LinkCosts, NodeId};
 use windrose_proto::ghs::Ghs;
 use windrose_proto::ghs_repair::{BuildAlgorithm, MaintainedMst};
 use windrose_proto::ghs_timed::{ghs_message_bound, Span, TimedMachine, TimedRun};
-use windrose_proto::mst_service::MstMetric;
+use windrose_proto::mst_service::{MstBuild, MstMetric};
 use windrose_sim::scenario::{
     build_tree, parse_scenario, run_scenario, PlatformCosts, Report, Scenario, TreeCosts,
 };
@@ -922,7 +922,7 @@ fn ghs_checks(s: &Scenario, r: &GhsRows) -> Vec<Check> {
         },
         Check {
             ok: r.builds.builds.first().is_some_and(|b| {
-                b.build == "rows" && b.chain == 1 && b.build_s < 3.0
+                b.build == MstBuild::Rows && b.chain == 1 && b.build_s < 3.0
             }) && (r.builds.total - 758.6).abs() < 1e-9,
             what: format!(
                 "the rows build (every process's row to every other, each computes the tree) ends at the same 758.6 ms tree after one message delay, {:.3} s in the message-delay model (goal < 3 s)",
@@ -1437,7 +1437,7 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
     use bytes::Bytes;
     use std::time::Duration;
     use windrose_proto::host::{App, AppRequest, BroadcastRequest};
-    use windrose_proto::mst_service::{MstBuild, MstLiveConfig};
+    use windrose_proto::mst_service::MstLiveConfig;
     use windrose_proto::planner::TreePolicy;
     use windrose_proto::probe::ProbeConfig;
     use windrose_proto::{Input, TransferId};
@@ -1771,7 +1771,7 @@ mod tests {
         // The rows build: the same tree, one delay, 552 rows; its repairs the exact MST too
         // (checked in repair_row_from), with the three waves at least.
         let rows = &r.builds.builds[0];
-        assert_eq!((rows.build.as_str(), rows.chain), ("rows", 1));
+        assert_eq!((rows.build, rows.chain), (MstBuild::Rows, 1));
         assert_eq!(rows.frames, BTreeMap::from([("row".to_string(), 552)]));
         assert!((rows.build_s - 0.7229).abs() < 1e-6, "{}", rows.build_s);
         assert!(r.rows_repairs.iter().all(|x| x.repair.messages() >= 69));
