@@ -153,10 +153,11 @@
 //! statistics) is read only when a message is sent or delivered. The checks' questions are
 //! answered from denser arrays still: whether a connection is in the region (4 bytes a
 //! connection) and a link's capacity, load, highest level and level set (`LinkSet`, one cache
-//! line a link, apart from the filling's scratch in `Link`). Measured 2026-11-27 (MOB, both
-//! builds run at once, CPU seconds), this split changed nothing measurable at N = 1,024
-//! (5.86 s against 5.87) nor 4,096 (39.8 against 39.0): what the profile showed on those lines
-//! was the level sets' buffers and the connections' other state, not the stamps.
+//! line a link, apart from the filling's scratch in `Link`). Measured 2026-11-27 (MOB, the
+//! builds before and after run at once on a loaded machine, user seconds), this split changed
+//! nothing measurable: 5.86 s against 5.87 at N = 1,024 (medians of 3 pairs), 39.8 against
+//! 39.0 at 4,096 (one pair). What those lines wait for was not pinned down further; the level
+//! sets' buffers are still read there.
 //!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
