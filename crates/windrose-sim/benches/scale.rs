@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo bench -p windrose-sim --bench scale [-- --max-n 1024 --runs 3 --protocols mob,binomial
-//!                                              --mib 64 --budget-s 600]
+//!                                              --mib 64 --budget-s 600 --no-huge-pages]
 //! ```
 //!
 //! Each run is a child process (this binary with `--child PROTOCOL N [--log FILE] [--progress] [--setup]`), so its peak memory is
@@ -14,6 +14,17 @@
 //! wall seconds can be stopped (printed as `timeout`; larger N of that protocol are skipped).
 //! Wall times are medians of `--runs`. Without `--bench` (`cargo test --benches`) it runs one
 //! small smoke (N = 64, every protocol, 4 MiB) in-process.
+//!
+//! **Huge pages.** The children run with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` unless the
+//! caller set `GLIBC_TUNABLES` itself or passed `--no-huge-pages` (the children then inherit
+//! the environment as it is): glibc's allocator then asks the kernel for transparent huge pages (2 MiB) for its
+//! heap. Past N = 4,096 a run's state is hundreds of megabytes read at random, one cache line
+//! per connection, node or message, and with 4 KiB pages nearly every such read also misses
+//! the TLB. MOB, 4 clusters, 64 MiB, `/usr/bin/time ./scale --child mob N --mib 64` with and
+//! without the setting, same binary, both runs at once: see the README's scale section. It
+//! changes no result (the simulator reads no address), only where the memory comes from; other
+//! C libraries ignore the variable. To measure one run by hand as the bench does, set the
+//! variable on the `--child` command line.
 
 mod support;
 use std::path::Path;
@@ -180,10 +191,18 @@ fn main() {
     let budget = Duration::from_secs_f64(arg(&args, "--budget-s", 600.0f64));
     let list = arg(&args, "--protocols", protocols().join(","));
     let me = std::env::current_exe().expect("this binary's path");
+    // See "Huge pages" in the docs above.
+    let huge_pages = !args.iter().any(|a| a == "--no-huge-pages")
+        && std::env::var_os("GLIBC_TUNABLES").is_none();
     println!(
         "4 clusters, {mib} MiB from node 0 in 256 KiB pieces/segments; medians of {runs} run(s), \
-         budget {:.0} s per run",
-        budget.as_secs_f64()
+         budget {:.0} s per run; huge pages {}",
+        budget.as_secs_f64(),
+        if huge_pages {
+            "asked"
+        } else {
+            "as the environment says"
+        }
     );
     println!(
         "{:>14} {:>6} {:>10} {:>9} {:>9} {:>12} {:>9} {:>8}",
@@ -197,7 +216,11 @@ fn main() {
             let mut last: Option<Vec<String>> = None;
             let mut timed_out = false;
             for _ in 0..runs {
-                let mut c = Command::new(&me)
+                let mut c = Command::new(&me);
+                if huge_pages {
+                    c.env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
+                }
+                let mut c = c
                     .args([
                         "--child",
                         protocol,

@@ -150,7 +150,14 @@
 //! What a solve touches per connection is kept in two dense arrays, `Hot` (route, weight,
 //! rate: one cache line) and `Sched` (progress: 24 bytes), so that at
 //! N = 4,096 (60 k connections) they stay in cache; the rest of a connection (its queue and
-//! statistics) is read only when a message is sent or delivered.
+//! statistics) is read only when a message is sent or delivered. The checks' questions are
+//! answered from denser arrays still: whether a connection is in the region (4 bytes a
+//! connection) and a link's capacity, load, highest level and level set (`LinkSet`, one cache
+//! line a link, apart from the filling's scratch in `Link`). Measured 2026-11-27 (MOB, the
+//! builds before and after run at once on a loaded machine, user seconds), this split changed
+//! nothing measurable: 5.86 s against 5.87 at N = 1,024 (medians of 3 pairs), 39.8 against
+//! 39.0 at 4,096 (one pair). What those lines wait for was not pinned down further; the level
+//! sets' buffers are still read there.
 //!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
@@ -498,8 +505,8 @@ struct Hot {
     rate: f64,
     /// Rate computed by the running solve.
     new_rate: f64,
-    /// In the region being re-shared (solve epoch stamp); fixed by the filling (round stamp).
-    seen: u32,
+    /// Fixed by the filling (round stamp). Whether it is in the region being re-shared is
+    /// `Network::in_region`, a dense array of its own.
     fixed: u32,
 }
 
@@ -543,7 +550,6 @@ struct Conn {
 
 #[derive(Clone, Debug, Default)]
 struct Link {
-    capacity: f64,
     /// Bytes carried by settled transfer segments.
     bytes: f64,
     /// Active connections crossing the link (unordered; positions kept in `Conn::pos`).
@@ -573,21 +579,46 @@ struct Link {
     /// The region's connections on the link: `adj[adj_start..adj_start + adj_len]`.
     adj_start: u32,
     adj_len: u32,
+}
+
+/// What the region checks read of a link, apart from [`Link`] (the filling's scratch) in one
+/// cache line per link: whether it is saturated (capacity and load), its highest level, and
+/// where its level set is. The checks visit many links whose scratch they never read (every
+/// link of a connection that joins the region, and of an outside connection looking for its
+/// bottleneck), and at N = 4,096 and more each of those visits was a cache miss or two on
+/// `Link`'s three lines and then one on the set's buffer; an unsaturated link now costs one
+/// line.
+#[derive(Clone, Debug, Default)]
+#[repr(align(64))]
+struct LinkSet {
+    capacity: f64,
     // Kept up to date as rates change, once solves re-share regions (empty before).
+    /// Sum of the rates of the connections in `levels`.
+    load: f64,
+    /// The key of the highest level in `levels` (0, the key of 0.0, when empty).
+    max: u64,
+    /// Updates of `load` since it was last summed afresh.
+    load_updates: u32,
     /// The active connections crossing the link, sorted by level (`rate · penalty`), then id.
     /// A sorted vector: most links carry a few connections, and moving a few thousand entries
     /// costs less than a B-tree's allocations and pointer chasing.
     levels: Vec<(u64, u32)>,
-    /// Sum of their rates.
-    load: f64,
-    /// Updates of `load` since it was last summed afresh.
-    load_updates: u32,
 }
 
-impl Link {
+impl LinkSet {
     /// The highest level of the connections listed on the link (0 when none).
     fn max_level(&self) -> f64 {
-        self.levels.last().map_or(0.0, |&(k, _)| Key(k).get())
+        Key(self.max).get()
+    }
+
+    /// Brings `max` up to date after `levels` changed.
+    fn set_max(&mut self) {
+        self.max = self.levels.last().map_or(0, |&(k, _)| k);
+    }
+
+    /// Whether the link is saturated, to the checks' slack.
+    fn saturated(&self) -> bool {
+        self.load >= self.capacity * (1.0 - SATURATION_TOL)
     }
 
     /// Adds `delta` to the load; every [`LOAD_RESUM`] updates the load is summed afresh from
@@ -596,7 +627,7 @@ impl Link {
         self.add_load_skipping(delta, hot, None);
     }
 
-    /// [`Link::add_load`] as if the entry at `skip` were not in the level set (a connection
+    /// [`LinkSet::add_load`] as if the entry at `skip` were not in the level set (a connection
     /// being moved within it).
     fn add_load_skipping(&mut self, delta: f64, hot: &[Hot], skip: Option<usize>) {
         self.load_updates += 1;
@@ -628,11 +659,17 @@ pub struct Network {
     policy: SharingPolicy,
     now: f64,
     links: Vec<Link>,
+    /// Each link's capacity, load and level set, same index as `links`.
+    sets: Vec<LinkSet>,
     conns: Vec<Conn>,
     /// Solver state of each connection, same index as `conns`.
     hot: Vec<Hot>,
     /// Progress and completion entry of each connection, same index as `conns`.
     sched: Vec<Sched>,
+    /// Whether each connection is in the region being re-shared (the solve's epoch stamp),
+    /// same index as `conns`: the checks ask it of many connections whose `Hot` line they
+    /// never read otherwise, and 4 bytes a connection stay in cache where 64 do not.
+    in_region: Vec<u32>,
     /// Lookup only (never iterated): `(src, dst)` → index in `conns`.
     conn_of: HashMap<u64, u32, BuildHasherDefault<PairHasher>>,
     /// Changes and latency expiries.
@@ -668,10 +705,11 @@ pub const COMPONENT_LIMIT: usize = 256;
 impl Network {
     /// A network over `platform`, idle, at time 0.
     pub fn new(platform: Platform, policy: SharingPolicy) -> Self {
-        let links = (0..platform.link_count())
-            .map(|i| Link {
+        let links = vec![Link::default(); platform.link_count()];
+        let sets = (0..platform.link_count())
+            .map(|i| LinkSet {
                 capacity: platform.capacity_bytes_s(platform.link_at(i)),
-                ..Link::default()
+                ..LinkSet::default()
             })
             .collect();
         Network {
@@ -679,9 +717,11 @@ impl Network {
             policy,
             now: 0.0,
             links,
+            sets,
             conns: Vec::new(),
             hot: Vec::new(),
             sched: Vec::new(),
+            in_region: Vec::new(),
             conn_of: HashMap::default(),
             events: BinaryHeap::new(),
             completions: CompletionHeap::default(),
@@ -735,16 +775,17 @@ impl Network {
             }
         }
         let (hot, sched) = (&self.hot, &self.sched);
-        for link in &mut self.links {
-            link.levels.clear();
-            link.levels.extend(
+        for (link, set) in self.links.iter().zip(&mut self.sets) {
+            set.levels.clear();
+            set.levels.extend(
                 link.flows
                     .iter()
                     .map(|&f| (sched[f as usize].listed_level, f)),
             );
-            link.levels.sort_unstable();
-            link.load = link.levels.iter().map(|&(_, f)| hot[f as usize].rate).sum();
-            link.load_updates = 0;
+            set.levels.sort_unstable();
+            set.set_max();
+            set.load = set.levels.iter().map(|&(_, f)| hot[f as usize].rate).sum();
+            set.load_updates = 0;
         }
     }
 
@@ -856,6 +897,7 @@ impl Network {
             t_last: self.now,
             ..Sched::default()
         });
+        self.in_region.push(0);
         self.conns.push(Conn {
             src,
             dst,
@@ -1151,8 +1193,9 @@ impl Network {
         if l.dirty != self.epoch {
             l.dirty = self.epoch;
             if self.region {
-                l.pre_load = l.load;
-                l.pre_max = l.max_level();
+                let set = &self.sets[link as usize];
+                l.pre_load = set.load;
+                l.pre_max = set.max_level();
             }
             self.dirty.push(link);
         }
@@ -1165,7 +1208,7 @@ impl Network {
                     .set_capacity(link, bytes_s)
                     .expect("checked when scheduled");
                 let i = self.platform.link_index(link);
-                self.links[i].capacity = bytes_s;
+                self.sets[i].capacity = bytes_s;
                 if !self.links[i].flows.is_empty() {
                     self.mark_dirty(i as u32);
                     self.seeds.extend_from_slice(&self.links[i].flows);
@@ -1383,9 +1426,9 @@ impl Network {
         self.comp_flows.clear();
         if self.region {
             for &f in &self.seeds {
-                let h = &mut self.hot[f as usize];
-                if h.seen != epoch && self.conns[f as usize].active {
-                    h.seen = epoch;
+                let seen = &mut self.in_region[f as usize];
+                if *seen != epoch && self.conns[f as usize].active {
+                    *seen = epoch;
                     self.comp_flows.push(f);
                 }
             }
@@ -1468,13 +1511,13 @@ impl Network {
             next += 1;
             for k in 0..self.links[l].flows.len() {
                 let f = self.links[l].flows[k];
-                let h = &mut self.hot[f as usize];
-                if h.seen == epoch {
+                let seen = &mut self.in_region[f as usize];
+                if *seen == epoch {
                     continue;
                 }
-                h.seen = epoch;
+                *seen = epoch;
                 self.comp_flows.push(f);
-                let h = *h;
+                let h = self.hot[f as usize];
                 for &m in h.route() {
                     let link = &mut self.links[m as usize];
                     if link.dirty != epoch {
@@ -1503,14 +1546,14 @@ impl Network {
             }
             let h = self.hot[f];
             for &l in h.route() {
-                let link = &self.links[l as usize];
-                if link.load < link.capacity * (1.0 - SATURATION_TOL) {
+                let set = &self.sets[l as usize];
+                if !set.saturated() {
                     continue;
                 }
-                for &(_, g) in &link.levels {
-                    let hg = &mut self.hot[g as usize];
-                    if hg.seen != epoch {
-                        hg.seen = epoch;
+                for &(_, g) in &set.levels {
+                    let seen = &mut self.in_region[g as usize];
+                    if *seen != epoch {
+                        *seen = epoch;
                         self.comp_flows.push(g);
                     }
                 }
@@ -1524,13 +1567,14 @@ impl Network {
         let h = self.hot[f as usize];
         let key = (self.sched[f as usize].listed_level, f);
         for &l in h.route() {
-            let link = &mut self.links[l as usize];
-            let at = link
+            let set = &mut self.sets[l as usize];
+            let at = set
                 .levels
                 .binary_search(&key)
                 .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
-            link.levels.remove(at);
-            link.add_load(-h.rate, &self.hot);
+            set.levels.remove(at);
+            set.set_max();
+            set.add_load(-h.rate, &self.hot);
         }
     }
 
@@ -1546,22 +1590,23 @@ impl Network {
         self.hot[f as usize].rate = rate;
         let hot = &self.hot;
         for &l in h.route() {
-            let link = &mut self.links[l as usize];
-            let at = link
+            let set = &mut self.sets[l as usize];
+            let at = set
                 .levels
                 .binary_search(&old)
                 .unwrap_or_else(|_| panic!("connection {f} is listed on link {l}"));
             // The load as `unlist` leaves it: `f` off the set.
-            link.add_load_skipping(-h.rate, hot, Some(at));
-            let (Ok(to) | Err(to)) = link.levels.binary_search(&new);
+            set.add_load_skipping(-h.rate, hot, Some(at));
+            let (Ok(to) | Err(to)) = set.levels.binary_search(&new);
             if to > at {
-                link.levels[at..to].rotate_left(1);
-                link.levels[to - 1] = new;
+                set.levels[at..to].rotate_left(1);
+                set.levels[to - 1] = new;
             } else {
-                link.levels[to..=at].rotate_right(1);
-                link.levels[to] = new;
+                set.levels[to..=at].rotate_right(1);
+                set.levels[to] = new;
             }
-            link.add_load(rate, hot);
+            set.set_max();
+            set.add_load(rate, hot);
         }
     }
 
@@ -1572,10 +1617,11 @@ impl Network {
         let key = (Key::new(h.rate * h.penalty).0, f);
         self.sched[f as usize].listed_level = key.0;
         for &l in h.route() {
-            let link = &mut self.links[l as usize];
-            let at = link.levels.binary_search(&key).unwrap_err();
-            link.levels.insert(at, key);
-            link.add_load(h.rate, &self.hot);
+            let set = &mut self.sets[l as usize];
+            let at = set.levels.binary_search(&key).unwrap_err();
+            set.levels.insert(at, key);
+            set.set_max();
+            set.add_load(h.rate, &self.hot);
         }
     }
 
@@ -1589,6 +1635,7 @@ impl Network {
         let round = self.round;
         let region = self.region;
         let links = &mut self.links;
+        let sets = &self.sets;
         let hot = &mut self.hot;
         let comp_links = &mut self.comp_links;
         let comp_flows = &self.comp_flows;
@@ -1641,11 +1688,12 @@ impl Network {
         }
         for &l in comp_links.iter() {
             let link = &mut links[l as usize];
+            let set = &sets[l as usize];
             link.remaining = if region {
-                let outside = link.load - link.old_sum;
-                (link.capacity - outside).max(0.0)
+                let outside = set.load - link.old_sum;
+                (set.capacity - outside).max(0.0)
             } else {
-                link.capacity
+                set.capacity
             };
             link.queued = STALE;
             if link.unfixed > 0 {
@@ -1736,20 +1784,22 @@ impl Network {
         let mut grown = std::mem::take(&mut self.grown);
         grown.clear();
         for i in 0..self.comp_links.len() {
-            let link = &mut self.links[self.comp_links[i] as usize];
-            link.new_load = link.load - link.old_sum + link.new_sum;
+            let l = self.comp_links[i] as usize;
+            let link = &mut self.links[l];
+            link.new_load = self.sets[l].load - link.old_sum + link.new_sum;
         }
         for i in 0..self.comp_links.len() {
             let l = self.comp_links[i] as usize;
             let link = &self.links[l];
-            let tol_cap = link.capacity * (1.0 - SATURATION_TOL);
+            let set = &self.sets[l];
+            let tol_cap = set.capacity * (1.0 - SATURATION_TOL);
             if link.level.is_finite() {
                 let above = link.level * (1.0 + SATURATION_TOL);
-                for &(k, g) in link.levels.iter().rev() {
+                for &(k, g) in set.levels.iter().rev() {
                     if Key(k).get() <= above {
                         break;
                     }
-                    if self.hot[g as usize].seen != epoch {
+                    if self.in_region[g as usize] != epoch {
                         grown.push(g);
                     }
                 }
@@ -1757,18 +1807,18 @@ impl Network {
             let (old_load, old_max) = if link.dirty == epoch {
                 (link.pre_load, link.pre_max)
             } else {
-                (link.load, link.max_level())
+                (set.load, set.max_level())
             };
             let was_saturated = old_load >= tol_cap;
             // Outside levels are unchanged and at most `old_max`, so the highest level rose iff
             // the region's did.
             if was_saturated && (link.new_load < tol_cap || link.new_max > old_max) {
                 let floor = old_max * (1.0 - SATURATION_TOL);
-                for &(k, g) in link.levels.iter().rev() {
+                for &(k, g) in set.levels.iter().rev() {
                     if Key(k).get() < floor {
                         break;
                     }
-                    if self.hot[g as usize].seen != epoch && !self.has_bottleneck(g) {
+                    if self.in_region[g as usize] != epoch && !self.has_bottleneck(g) {
                         grown.push(g);
                     }
                 }
@@ -1776,9 +1826,9 @@ impl Network {
         }
         let first = self.comp_flows.len();
         for &g in &grown {
-            let h = &mut self.hot[g as usize];
-            if h.seen != epoch {
-                h.seen = epoch;
+            let seen = &mut self.in_region[g as usize];
+            if *seen != epoch {
+                *seen = epoch;
                 self.comp_flows.push(g);
             }
         }
@@ -1808,18 +1858,18 @@ impl Network {
             i += 1;
             let h = self.hot[g as usize];
             for &m in h.route() {
-                let link = &self.links[m as usize];
-                if link.load < link.capacity * (1.0 - SATURATION_TOL) {
+                let set = &self.sets[m as usize];
+                if !set.saturated() {
                     continue;
                 }
-                let floor = link.max_level() * (1.0 - SATURATION_TOL);
-                for &(k, f) in link.levels.iter().rev() {
+                let floor = set.max_level() * (1.0 - SATURATION_TOL);
+                for &(k, f) in set.levels.iter().rev() {
                     if Key(k).get() < floor {
                         break;
                     }
-                    let hf = &mut self.hot[f as usize];
-                    if hf.seen != epoch {
-                        hf.seen = epoch;
+                    let seen = &mut self.in_region[f as usize];
+                    if *seen != epoch {
+                        *seen = epoch;
                         self.comp_flows.push(f);
                     }
                 }
@@ -1835,20 +1885,20 @@ impl Network {
         let top = |max: f64| level >= max * (1.0 - SATURATION_TOL);
         h.route().iter().any(|&m| {
             let link = &self.links[m as usize];
+            let set = &self.sets[m as usize];
             if link.seen != self.round {
-                return link.load >= link.capacity * (1.0 - SATURATION_TOL)
-                    && top(link.max_level());
+                return set.saturated() && top(set.max_level());
             }
-            if link.new_load < link.capacity * (1.0 - SATURATION_TOL) || !top(link.new_max) {
+            if link.new_load < set.capacity * (1.0 - SATURATION_TOL) || !top(link.new_max) {
                 return false;
             }
             // The listed levels of the region's connections are their old ones: skip them down
             // to the first outside connection, or to a level `g` is at the top of.
-            for &(k, f) in link.levels.iter().rev() {
+            for &(k, f) in set.levels.iter().rev() {
                 if top(Key(k).get()) {
                     return true;
                 }
-                if self.hot[f as usize].seen != self.epoch {
+                if self.in_region[f as usize] != self.epoch {
                     return false;
                 }
             }
@@ -1864,9 +1914,7 @@ impl Network {
             for l in &mut self.links {
                 l.dirty = 0;
             }
-            for h in &mut self.hot {
-                h.seen = 0;
-            }
+            self.in_region.fill(0);
             self.epoch = 1;
         }
     }
@@ -1947,7 +1995,7 @@ impl Network {
         }
         LinkStats {
             link,
-            capacity_bytes_s: l.capacity,
+            capacity_bytes_s: self.sets[i].capacity,
             bytes,
             rate_bytes_s: rate,
             active_connections: l.flows.len(),
