@@ -665,6 +665,19 @@ impl SessionMsg {
     }
 }
 
+/// The group's view kept between the steers of running broadcasts ([`Host::steer_machine`]).
+#[derive(Clone, Debug)]
+struct SteerView {
+    /// [`Weather::generation`] when it was built.
+    generation: u64,
+    /// When it was built.
+    built: Time,
+    /// The members it was built over.
+    members: Arc<[(NodeId, ClusterId)]>,
+    /// The view and its estimates.
+    estimator: crate::weather::Estimator<'static>,
+}
+
 /// One collective this node takes part in.
 struct Slot {
     machine: Box<dyn Protocol + Send>,
@@ -781,6 +794,9 @@ pub struct Host {
     verifier: Arc<dyn PieceVerifier>,
     /// The links' measurements, forecasts and the group's shared rows.
     weather: Weather,
+    /// The group's view as running broadcasts are steered with, kept while the weather and
+    /// the members stay the same ([`Host::steer_machine`]).
+    steer_view: Option<SteerView>,
     /// Metered sends not yet complete: their peer and bytes.
     metered: BTreeMap<SendId, (NodeId, u64)>,
     /// The trees of the broadcasts this node roots ([`AppRequest::StartBroadcast`]).
@@ -994,6 +1010,7 @@ impl Host {
             leaving: false,
             status: Status::Running,
             scratch: Outputs::new(),
+            steer_view: None,
             failures: Vec::new(),
             config,
         })
@@ -1400,6 +1417,11 @@ impl Host {
     /// to another parent). The link from this node is priced by its own meter (what it
     /// measured; unmeasured counts as a guess), any other link by the group's view, which is
     /// built only if the machine asks.
+    ///
+    /// The view and its estimates are kept ([`SteerView`]) and rebuilt only when the weather
+    /// moved ([`Weather::generation`], a forecast of this node's aging past the TTL) or the
+    /// members changed: a paced broadcast completes a send per segment and child, and
+    /// rebuilding the view (O(members^2)) for each cost more than the broadcast itself.
     fn steer_machine(&mut self, now: Time, t: TransferId, out: &mut Outputs) {
         if !self.config.steer_broadcasts {
             return;
@@ -1415,10 +1437,26 @@ impl Host {
         let weather = &self.weather;
         let members = &self.config.members;
         let defaults = self.config.weather.guesses;
-        let mut view: Option<crate::weather::GroupView> = None;
+        let cache = &mut self.steer_view;
+        let mut checked = false;
         let mut price = |a: NodeId, b: NodeId| -> crate::node::LinkPrice {
-            let v = view.get_or_insert_with(|| weather.view(now, members));
-            let est = v.estimator(defaults);
+            if !checked {
+                checked = true;
+                let current = cache.as_ref().is_some_and(|c| {
+                    c.generation == weather.generation()
+                        && c.members == *members
+                        && !weather.expires_between(c.built, now)
+                });
+                if !current {
+                    *cache = Some(SteerView {
+                        generation: weather.generation(),
+                        built: now,
+                        members: members.clone(),
+                        estimator: weather.view(now, members).into_estimator(defaults),
+                    });
+                }
+            }
+            let est = &cache.as_ref().expect("built above").estimator;
             let latency_s = est.rtt_ms(a, b) / 2e3;
             if a == me {
                 // Only this node's own measurement of its link counts as measured here.
