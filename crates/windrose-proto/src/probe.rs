@@ -5,7 +5,11 @@
 //! matching [`ProbeMsg::Pong`] into a [`Report::RoundTrip`] (time from the ping's send to the
 //! pong's arrival, on this node's clock). It answers every ping it receives with a pong that
 //! echoes the ping's fields. It finishes one period after its last round (late pongs are then
-//! ignored, as are pongs whose nonce does not match the outstanding ping).
+//! ignored, as are pongs whose nonce matches no outstanding ping). Each peer's last
+//! [`MAX_OUTSTANDING`] pings stay outstanding, so a link whose round trip is longer than the
+//! period is measured too (the six sites of seed 004 have round trips up to 1.45 s; with only
+//! the latest ping outstanding, a 0.5 s period never measured them); over a FIFO connection a
+//! pong also settles every older ping of its peer.
 //!
 //! Drivers run it beside a collective's machine, routing ping and pong frames to it. Its nonces
 //! come from the seeded RNG it is built with (see [`node_rng`](crate::node_rng)), so simulated
@@ -119,12 +123,15 @@ pub struct ProbeConfig {
     pub rounds: u32,
 }
 
+/// Pings per peer awaiting their pongs: round trips up to this many periods are measured.
+pub const MAX_OUTSTANDING: usize = 8;
+
 #[derive(Clone, Debug)]
 struct Peer {
     node: NodeId,
     alive: bool,
-    /// The ping awaiting its pong (its nonce and our send time).
-    outstanding: Option<Probe>,
+    /// The pings awaiting their pongs (nonce and our send time), oldest first.
+    outstanding: std::collections::VecDeque<Probe>,
 }
 
 /// Measures round-trip times to a set of peers. See the [module docs](self).
@@ -172,7 +179,7 @@ impl LinkProber {
                 .map(|node| Peer {
                     node,
                     alive: true,
-                    outstanding: None,
+                    outstanding: std::collections::VecDeque::new(),
                 })
                 .collect(),
             config,
@@ -187,7 +194,7 @@ impl LinkProber {
     pub fn revive(&mut self, node: NodeId) {
         if let Some(peer) = self.peers.iter_mut().find(|p| p.node == node) {
             peer.alive = true;
-            peer.outstanding = None;
+            peer.outstanding.clear();
         }
     }
 
@@ -203,7 +210,10 @@ impl LinkProber {
                 nonce: self.rng.gen(),
                 sent_at: now,
             };
-            peer.outstanding = Some(probe);
+            if peer.outstanding.len() == MAX_OUTSTANDING {
+                peer.outstanding.pop_front();
+            }
+            peer.outstanding.push_back(probe);
             out.send(peer.node, Message::Probe(ProbeMsg::Ping(probe)));
         }
         out.push(Output::SetTimer {
@@ -249,8 +259,9 @@ impl Protocol for LinkProber {
                     return Ok(());
                 }
                 if let Some(peer) = self.peers.iter_mut().find(|p| p.node == from) {
-                    if let Some(sent) = peer.outstanding.filter(|o| o.nonce == probe.nonce) {
-                        peer.outstanding = None;
+                    if let Some(k) = peer.outstanding.iter().position(|o| o.nonce == probe.nonce) {
+                        let sent = peer.outstanding[k];
+                        peer.outstanding.drain(..=k);
                         out.push(Output::Report(Report::RoundTrip {
                             peer: from,
                             rtt: now - sent.sent_at,
@@ -274,7 +285,7 @@ impl Protocol for LinkProber {
             Input::PeerFailed(node) => {
                 if let Some(peer) = self.peers.iter_mut().find(|p| p.node == node) {
                     peer.alive = false;
-                    peer.outstanding = None;
+                    peer.outstanding.clear();
                 }
             }
         }
@@ -347,6 +358,69 @@ mod tests {
             .unwrap();
         assert_eq!(out.as_slice(), &[Output::Finished]);
         assert!(pa.is_finished());
+    }
+
+    #[test]
+    fn round_trips_longer_than_the_period_are_measured() {
+        // Pongs come back 250 ms after their pings, the period is 100 ms: each pong still
+        // matches its own ping (the prober keeps the last pings outstanding, not only the
+        // latest), in order.
+        let config = ProbeConfig {
+            period: Duration::from_millis(100),
+            rounds: 40,
+        };
+        let (a, b) = (NodeId(0), NodeId(1));
+        let mut pa = LinkProber::new(a, &[b], config, node_rng(1, a)).unwrap();
+        let mut out = Outputs::new();
+        let mut pings = Vec::new();
+        let mut rtts = Vec::new();
+        for k in 0..30u64 {
+            let now = Time::from_millis(100 * k);
+            let input = if k == 0 {
+                Input::Start
+            } else {
+                Input::Timer(PROBE_TIMER)
+            };
+            pa.handle(now, input, &mut out).unwrap();
+            // The pong of the ping sent at (k - 2.5) periods arrives now + 50 ms.
+            for o in out.drain() {
+                if let Output::Send(t) = o {
+                    if let Message::Probe(ProbeMsg::Ping(p)) = t.message {
+                        pings.push(p);
+                    }
+                }
+            }
+            if k >= 3 {
+                let p = pings[(k - 3) as usize];
+                pa.handle(
+                    Time::from_millis(100 * (k - 3) + 250),
+                    Input::Message {
+                        from: b,
+                        message: Message::Probe(ProbeMsg::Pong(p)),
+                    },
+                    &mut out,
+                )
+                .unwrap();
+                for o in out.drain() {
+                    if let Output::Report(Report::RoundTrip { rtt, .. }) = o {
+                        rtts.push(rtt);
+                    }
+                }
+            }
+        }
+        assert_eq!(rtts.len(), 27);
+        assert!(rtts.iter().all(|&r| r == Duration::from_millis(250)));
+        // A pong already taken (the first ping's, again) reports nothing.
+        pa.handle(
+            Time::from_millis(3000),
+            Input::Message {
+                from: b,
+                message: Message::Probe(ProbeMsg::Pong(pings[0])),
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert!(out.is_empty());
     }
 
     #[test]
