@@ -3,10 +3,11 @@
 # sites of seed 004 (data/scenarios/testbed/six-sites.toml: 6 x 4 processes, Table 1's one-way
 # latencies through the delay line, up to 0.7229 s); a fresh group of 24 members per run
 # (`windrose group serve --mst-live latency`, one per namespace), the build chosen by the group
-# file's [mst] table (every member reads it from the same file). Probes every 2 s: a pong that
-# comes back after the next ping is not matched, and the slowest round trip here is 1.45 s (with
-# the default 0.5 s every link slower than that would never be measured and the build would
-# wait for its 10 s fallback, on guesses). `windrose mst --group G --live` then reads every
+# file's [mst] table (every member reads it from the same file). Probes every 2 s by default
+# (PROBE_PERIOD=0.5 for group serve's default): the slowest round trip here is 1.45 s, and the
+# prober before af864e4 matched a pong only to the latest ping, so with 0.5 s every link slower
+# than that was never measured and the build waited for its 10 s fallback, on guesses; it now
+# keeps the last 8 pings outstanding and 0.5 s measures them too. `windrose mst --group G --live` then reads every
 # member's live MST: from the first member's start (its first row or Hello, once its probes
 # measured every link) to the last member holding the whole tree, on the machine's wall clock
 # (the namespaces share it), with the members' mst_* frames and bytes.
