@@ -5,15 +5,14 @@
 
 #[path = "support/durations.rs"]
 mod durations;
+#[path = "support/three_sites.rs"]
+mod three_sites;
 
-use bytes::Bytes;
 use std::time::Duration;
-use windrose_model::platform::{ClusterSpec, LinkId, Platform};
+use windrose_model::platform::LinkId;
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::host::{App, AppRequest, BroadcastRequest};
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
-use windrose_proto::Input;
 use windrose_proto::Report;
 use windrose_sim::engine::{SimConfig, Simulation};
 use windrose_sim::group::{group, leave_input};
@@ -30,17 +29,6 @@ const PERIOD: f64 = 12.0;
 const COUNT: usize = 7;
 const CHANGE_AT: f64 = 20.0;
 
-/// Three sites of three nodes (50 MB/s nodes, 0.1 ms inside), 5 MB/s and 10 ms between sites.
-fn platform() -> Platform {
-    Platform::builder()
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .wan_all(5e6, 0.01)
-        .build()
-        .unwrap()
-}
-
 /// Runs the series under `policy`; returns the metrics and each broadcast's simulated duration
 /// (from its start to the root's completion report), in order.
 fn series(policy: TreePolicy) -> (Metrics, Vec<f64>) {
@@ -48,7 +36,7 @@ fn series(policy: TreePolicy) -> (Metrics, Vec<f64>) {
         strict: true,
         ..SimConfig::default()
     };
-    let mut sim: Simulation = group(platform(), config, 7, |c| {
+    let mut sim: Simulation = group(three_sites::platform(), config, 7, |c| {
         c.probe = Some(ProbeConfig {
             period: Duration::from_millis(500),
             rounds: u32::MAX,
@@ -70,26 +58,13 @@ fn series(policy: TreePolicy) -> (Metrics, Vec<f64>) {
         )
         .unwrap();
     }
-    let data = Bytes::from(
-        (0..BYTES)
-            .map(|i| (i * 31 % 251) as u8)
-            .collect::<Vec<u8>>(),
+    three_sites::start_broadcasts(
+        &mut sim,
+        policy,
+        &three_sites::pattern(BYTES),
+        COUNT,
+        PERIOD,
     );
-    for k in 0..COUNT {
-        let request = AppRequest::StartBroadcast(BroadcastRequest {
-            policy,
-            segment_bytes: 64 << 10,
-            max_frame_payload: 64 << 10,
-            data: data.clone(),
-            transfer: None,
-        });
-        sim.input_at(
-            NodeId(0),
-            1.0 + PERIOD * k as f64,
-            Input::App(App::new(request)),
-        )
-        .unwrap();
-    }
     let end = 1.0 + PERIOD * COUNT as f64 + 20.0;
     for n in 0..N {
         sim.input_at(NodeId(n), end, leave_input()).unwrap();

@@ -3,13 +3,15 @@
 //! (the planner parks a failed member at a leaf and adapts the kept tree), every live member
 //! gets every broadcast, and the member that came back gets the ones after its return.
 
-use bytes::Bytes;
+#[path = "support/three_sites.rs"]
+mod three_sites;
+
 use std::time::Duration;
-use windrose_model::platform::{ClusterSpec, Platform};
+use three_sites::platform;
 use windrose_model::NodeId;
-use windrose_proto::host::{App, AppRequest, BroadcastRequest, Host, HostConfig};
+use windrose_proto::host::{Host, HostConfig};
 use windrose_proto::planner::TreePolicy;
-use windrose_proto::{Input, Report, TransferId};
+use windrose_proto::{Report, TransferId};
 use windrose_sim::engine::{SimConfig, Simulation};
 use windrose_sim::group::{group, leave_input, members_of};
 use windrose_trees::adaptive::Strategy;
@@ -23,17 +25,6 @@ const COUNT: usize = 6;
 const LEAVER: NodeId = NodeId(4);
 const FAIL_AT: f64 = 1.0 + PERIOD * 1.5;
 const BACK_AT: f64 = 1.0 + PERIOD * 3.5;
-
-/// Three sites of three nodes (50 MB/s nodes, 0.1 ms inside), 5 MB/s and 10 ms between sites.
-fn platform() -> Platform {
-    Platform::builder()
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .cluster(ClusterSpec::uniform(3, 50e6, 1e9, 1e-4))
-        .wan_all(5e6, 0.01)
-        .build()
-        .unwrap()
-}
 
 fn tune(c: &mut HostConfig) {
     c.heartbeat = Some(Duration::from_millis(200));
@@ -61,26 +52,8 @@ fn a_member_leaving_and_coming_back_between_broadcasts_is_adapted_in_and_out_wit
         strategy: Strategy::Position,
         threshold: 0.2,
     };
-    let data = Bytes::from(
-        (0..BYTES)
-            .map(|i| (i * 31 % 251) as u8)
-            .collect::<Vec<u8>>(),
-    );
-    for k in 0..COUNT {
-        let request = AppRequest::StartBroadcast(BroadcastRequest {
-            policy,
-            segment_bytes: 64 << 10,
-            max_frame_payload: 64 << 10,
-            data: data.clone(),
-            transfer: None,
-        });
-        sim.input_at(
-            NodeId(0),
-            1.0 + PERIOD * k as f64,
-            Input::App(App::new(request)),
-        )
-        .unwrap();
-    }
+    let data = three_sites::pattern(BYTES);
+    three_sites::start_broadcasts(&mut sim, policy, &data, COUNT, PERIOD);
     sim.fail_node_at(LEAVER, FAIL_AT).unwrap();
     let mut c = HostConfig::new(LEAVER, members_of(&platform()), 11);
     tune(&mut c);
