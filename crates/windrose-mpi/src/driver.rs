@@ -443,11 +443,18 @@ pub enum BcastProtocol {
 impl std::str::FromStr for BcastProtocol {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        // "mob" is MulticastProtocol's name (its one definition); the other multicasts need
+        // a plan or a tracker the shim does not make.
         match s {
             "tree" => Ok(BcastProtocol::Tree),
-            "mob" => Ok(BcastProtocol::Mob),
             "auto" => Ok(BcastProtocol::Auto),
-            _ => Err(format!("expected tree, mob or auto, not {s:?}")),
+            _ => match s.parse::<MulticastProtocol>() {
+                Ok(MulticastProtocol::Mob) => Ok(BcastProtocol::Mob),
+                _ => Err(format!(
+                    "expected tree, {} or auto, not {s:?}",
+                    MulticastProtocol::Mob
+                )),
+            },
         }
     }
 }
