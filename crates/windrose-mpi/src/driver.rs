@@ -113,7 +113,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use windrose_model::{ClusterId, NodeId};
 use windrose_proto::choice::{Candidate, ChoiceModel};
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams};
+use windrose_proto::collective::{CollectiveSpec, MulticastParams};
 use windrose_proto::frame::{
     decode_bytes, encode, encode_parts, peek_header, Family, FrameHeader, HEADER_LEN,
 };
@@ -122,7 +122,6 @@ use windrose_proto::host::{
 };
 use windrose_proto::mob::MobConfig;
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::probe::ProbeConfig;
 use windrose_proto::tree_broadcast::BroadcastMsg;
@@ -789,15 +788,16 @@ impl<T: Transport> Driver<T> {
                 transfer: Some(t),
             }),
             BcastProtocol::Mob => {
-                let manifest = Manifest::build(&data, piece)
-                    .map_err(|e| BcastError::Failed(format!("cannot cut the message: {e}")))?;
+                let spec = CollectiveSpec::multicast(
+                    MulticastProtocol::Mob,
+                    MulticastParams::Mob(MobConfig::default()),
+                    &data,
+                    piece,
+                )
+                .map_err(|e| BcastError::Failed(format!("cannot cut the message: {e}")))?;
                 self.stats.multicasts += 1;
                 AppRequest::StartCollective {
-                    spec: CollectiveSpec::Multicast {
-                        protocol: MulticastProtocol::Mob,
-                        params: MulticastParams::Mob(MobConfig::default()),
-                        manifest: ManifestSpec::of(&manifest),
-                    },
+                    spec,
                     data,
                     transfer: Some(t),
                 }

@@ -137,6 +137,26 @@ pub enum CollectiveSpec {
 pub type MemberShares = Vec<(NodeId, std::ops::Range<u64>)>;
 
 impl CollectiveSpec {
+    /// A piece-based multicast of `data` from its root: the data cut into `piece_len`-byte
+    /// pieces and hashed into the announced manifest. The one way every front end (CLI, MPI
+    /// shim, the Host's automatic choice) builds it, so they cannot cut or announce it
+    /// differently.
+    ///
+    /// Errors: a zero piece length, or more than `u32::MAX` pieces.
+    pub fn multicast(
+        protocol: MulticastProtocol,
+        params: MulticastParams,
+        data: &[u8],
+        piece_len: u32,
+    ) -> Result<CollectiveSpec, crate::node::SetupError> {
+        let manifest = Manifest::build(data, piece_len)?;
+        Ok(CollectiveSpec::Multicast {
+            protocol,
+            params,
+            manifest: ManifestSpec::of(&manifest),
+        })
+    }
+
     /// The protocol's name in the [`REGISTRY`] (`broadcast`, `scatter`, ...).
     pub fn name(&self) -> &'static str {
         self.descriptor().name

@@ -3046,7 +3046,7 @@ impl Host {
     /// nothing can be planned).
     fn start_auto(&mut self, now: Time, a: &AutoRequest, out: &mut Outputs) {
         use crate::choice::{choose, Candidate, ChoiceInput};
-        use crate::collective::{ManifestSpec, MulticastParams};
+        use crate::collective::MulticastParams;
         use crate::multicast::{MulticastProtocol, MulticastSpec};
         let bytes = a.data.len() as u64;
         let segment_bytes = a.segment_bytes.max(1);
@@ -3093,13 +3093,13 @@ impl Host {
             predicted: choice.predicted(),
         }));
         let multicast = |protocol: MulticastProtocol, spec: MulticastSpec| {
-            let manifest = crate::pieces::Manifest::build(&a.data, a.piece_bytes.max(1))
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(CollectiveSpec::Multicast {
+            CollectiveSpec::multicast(
                 protocol,
-                params: MulticastParams::of(&spec),
-                manifest: ManifestSpec::of(&manifest),
-            })
+                MulticastParams::of(&spec),
+                &a.data,
+                a.piece_bytes.max(1),
+            )
+            .map_err(|e| e.to_string())
         };
         let spec = match choice.chosen {
             Candidate::Broadcast => {

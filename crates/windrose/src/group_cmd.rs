@@ -66,14 +66,11 @@ use windrose_net::outcome::{NodeReport, RunStatus, ShareResult};
 use windrose_net::piece_file::OutputShelf;
 use windrose_net::trees::group_tree;
 use windrose_proto::choice::Choice;
-use windrose_proto::collective::{
-    CollectiveSpec, Delivers, ManifestSpec, MulticastParams, TreeSpec,
-};
+use windrose_proto::collective::{CollectiveSpec, Delivers, MulticastParams, TreeSpec};
 use windrose_proto::ghs::{MstResult, MstSpec};
 use windrose_proto::host::{AppRequest, AutoRequest, BroadcastRequest, PieceShelf};
 use windrose_proto::mob::MobVariant;
 use windrose_proto::multicast::MulticastProtocol;
-use windrose_proto::pieces::Manifest;
 use windrose_proto::planner::TreePolicy;
 use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::scatter_plan::{GivenSpeeds, ScatterRequest};
@@ -1192,12 +1189,15 @@ fn spec_for(
                 MobVariant::Windrose,
             )
             .map_err(|e| format!("{e:#}"))?;
-            let manifest = Manifest::build(&data, *piece_bytes).map_err(|e| e.to_string())?;
-            Job::Fixed(CollectiveSpec::Multicast {
-                protocol,
-                params: MulticastParams::of(&mspec),
-                manifest: ManifestSpec::of(&manifest),
-            })
+            Job::Fixed(
+                CollectiveSpec::multicast(
+                    protocol,
+                    MulticastParams::of(&mspec),
+                    &data,
+                    *piece_bytes,
+                )
+                .map_err(|e| e.to_string())?,
+            )
         }
         ControlRequest::Scatter { tree, opts, .. } => {
             let algo: TreeAlgorithm = tree

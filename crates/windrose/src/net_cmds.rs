@@ -40,8 +40,7 @@ use windrose_net::outcome::RunStatus;
 use windrose_net::sink::output_path_problem;
 use windrose_net::trees::group_tree;
 use windrose_net::{random_data, NetEvent, RunOutcome, SourceFile, Timeouts};
-use windrose_proto::collective::{CollectiveSpec, ManifestSpec, MulticastParams, TreeSpec};
-use windrose_proto::pieces::Manifest;
+use windrose_proto::collective::{CollectiveSpec, MulticastParams, TreeSpec};
 use windrose_proto::scatter::ScatterConfig;
 use windrose_proto::tree_broadcast::BroadcastConfig;
 use windrose_trees::dlt::Schedule;
@@ -1011,13 +1010,13 @@ fn multicast(
         mopts.mob_variant.unwrap_or_default(),
     )?;
     // MAX_PIECE_BYTES < 2^32, checked above.
-    let manifest = Manifest::build(&run.data, piece as u32)
-        .or_bad_input_about(format_args!("--piece {piece}"))?;
-    let spec = CollectiveSpec::Multicast {
+    let spec = CollectiveSpec::multicast(
         protocol,
-        params: MulticastParams::of(&spec),
-        manifest: ManifestSpec::of(&manifest),
-    };
+        MulticastParams::of(&spec),
+        &run.data,
+        piece as u32,
+    )
+    .or_bad_input_about(format_args!("--piece {piece}"))?;
     let outcome = run.execute_on_host(spec, "multicast", Some(protocol))?;
     if watch.json {
         print_json(&MulticastOutput {

@@ -6,7 +6,7 @@
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{windrose, write_group, Members};
+use procs::{free_ports, windrose, write_group, Members};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -521,40 +521,7 @@ impl Drop for ShowOnFailure {
     }
 }
 
-/// `n` distinct ports on 127.0.0.1 below the kernel's ephemeral range, each free a moment ago.
-/// `free_ports` draws from the ephemeral range, where every `bind(0)` and every outgoing
-/// connection on the machine draws too (the members' own connections to each other, other
-/// tests'), and may even give one port twice: a port can be taken before its member binds it,
-/// and the member then exits at once ("cannot listen on ...: Address already in use"). The
-/// start differs between processes and between the calls of one process (the tests here run
-/// at once, and a start over must not pick the same ports), so two picks rarely meet.
-fn ports_below_ephemeral(n: usize) -> Vec<String> {
-    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768);
-    let base = 10_000u32;
-    let span = low.saturating_sub(base).max(2 * n as u32);
-    let mut k = std::process::id()
-        .wrapping_mul(7919)
-        .wrapping_add(call.wrapping_mul(104_729));
-    let mut ports = Vec::new();
-    for _ in 0..span {
-        let port = (base + k % span) as u16;
-        k = k.wrapping_add(1);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            ports.push(port.to_string());
-            if ports.len() == n {
-                return ports;
-            }
-        }
-    }
-    panic!("fewer than {n} free ports in {base}..{}", base + span);
-}
-
-/// Writes `group` (named `name`) with `n` members on ports from [`ports_below_ephemeral`] and
+/// Writes `group` (named `name`) with `n` members on ports from [`free_ports`] and
 /// starts them with [`spawn_or_report`] (member i: `cmd(i, command)`); a member that could not
 /// listen on its port (taken between the check and its bind) starts them all over with other
 /// ports, at most three times. Every test here that runs `group serve` members starts them so.
@@ -566,7 +533,7 @@ fn start_members(
 ) -> Members {
     let mut attempt = 0;
     loop {
-        write_group(group, name, &ports_below_ephemeral(n));
+        write_group(group, name, &free_ports(n));
         match spawn_or_report(group, n, &mut cmd) {
             Ok(members) => return members,
             Err(why) if attempt < 3 => {
@@ -633,7 +600,7 @@ fn spawn_or_report(
 /// It was behind `--ignored` after 2 of 34 runs stopped at the 30 s wait for the members'
 /// control sockets, with the members' stderr discarded (not reproduced since; the cause below
 /// matches the symptom and was shown by taking a member's port by hand): a member whose port
-/// was taken between `free_ports` and its bind exits at once ("cannot listen on ...: Address
+/// was taken between the old `bind(0)` picker and its bind exits at once ("cannot listen on ...: Address
 /// already in use"), so its socket never appears. Ports now come from below the ephemeral
 /// range, a member that exits early is reported with its stderr at once (and a taken port
 /// starts the members over), and every member's log and stderr are printed on any failure.

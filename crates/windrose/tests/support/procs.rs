@@ -86,19 +86,42 @@ pub fn local_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string()
+/// `n` distinct ports on 127.0.0.1 below the kernel's ephemeral range, each free a moment ago.
+/// Not `bind(0)`: that draws from the ephemeral range, where every outgoing
+/// connection on the machine draws too (the members' own connections to each other, other
+/// tests'), and may even give one port twice: a port can be taken before its member binds it,
+/// and the member then exits at once ("cannot listen on ...: Address already in use"). The
+/// start differs between processes and between the calls of one process (the tests here run
+/// at once, and a start over must not pick the same ports), so two picks rarely meet.
+pub fn free_ports(n: usize) -> Vec<String> {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let base = 10_000u32;
+    let span = low.saturating_sub(base).max(2 * n as u32);
+    let mut k = std::process::id()
+        .wrapping_mul(7919)
+        .wrapping_add(call.wrapping_mul(104_729));
+    let mut ports = Vec::new();
+    for _ in 0..span {
+        let port = (base + k % span) as u16;
+        k = k.wrapping_add(1);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port.to_string());
+            if ports.len() == n {
+                return ports;
+            }
+        }
+    }
+    panic!("fewer than {n} free ports in {base}..{}", base + span);
 }
 
-/// `n` free ports.
-pub fn free_ports(n: usize) -> Vec<String> {
-    (0..n).map(|_| free_port()).collect()
+/// A port on 127.0.0.1 that was free a moment ago (see [`free_ports`]).
+pub fn free_port() -> String {
+    free_ports(1).remove(0)
 }
 
 /// A group file with node i at `addrs[i]` (a bare port means 127.0.0.1:port), in cluster
