@@ -530,13 +530,10 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
     if let Some(mst) = doc.mst {
         let mut settings = MstSettings::default();
         if let Some(build) = mst.build {
-            settings.build = build.get_ref().parse::<MstBuild>().map_err(|_| {
+            settings.build = build.get_ref().parse::<MstBuild>().map_err(|e| {
                 at(
                     Some(build.span()),
-                    format!(
-                        "[mst] build = {:?}: expected \"auto\", \"rows\" or \"ghs\"",
-                        build.get_ref()
-                    ),
+                    format!("[mst] build = {:?}: {e}", build.get_ref()),
                 )
             })?;
         }

@@ -216,7 +216,8 @@ impl FromStr for MstBuild {
             "auto" => Ok(MstBuild::Auto),
             "rows" => Ok(MstBuild::Rows),
             "ghs" => Ok(MstBuild::Ghs),
-            _ => Err(format!("MST build {s:?}: expected auto, rows or ghs")),
+            // The caller names where `s` came from (a flag, a group file's key).
+            _ => Err("expected \"auto\", \"rows\" or \"ghs\"".to_string()),
         }
     }
 }
