@@ -2359,7 +2359,7 @@ impl Host {
         let failed = self.failed_peers();
         let me = self.config.me;
         let live = match (policy, &self.mst) {
-            (TreePolicy::MstLive, Some(service)) => service.tree(me, costs.node_count()),
+            (TreePolicy::MstLive, Some(service)) => service.tree(me, costs.node_count(), &costs),
             _ => None,
         };
         match live {

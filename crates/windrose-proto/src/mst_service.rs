@@ -88,7 +88,13 @@
 //! [`MstService::tree`]: the tree of the last epoch this node knows stable, re-rooted at the
 //! broadcast's root (children in id order), members outside it (failed, or in another
 //! component) hung under the root as leaves. A broadcast that starts during a repair uses the
-//! last stable tree: the repair's result is for the next broadcast. The root sends its tree
+//! last stable tree: the repair's result is for the next broadcast. One that starts during a
+//! rebuild after a failure uses the last tree held whole with the failed members taken out,
+//! each piece they cut off joined again by its cheapest edge from the view's costs (the
+//! repairs' rule, computed at the root): the tree keeps its shape until the new generation's
+//! is held whole, where a tree planned from the view would take the view's guesses for links
+//! the root cannot measure (Fig. 7 of the reproduction paid the static MST's 10.5 s for each
+//! broadcast after a failure that way). The root sends its tree
 //! in the announcement, so every member forwards by the same one whatever epoch it is in; the
 //! `(generation, epoch)` it was taken at travels in the [`Plan`](crate::planner::Plan).
 
@@ -104,7 +110,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-use windrose_model::{ClusterId, NodeId};
+use windrose_model::{ClusterId, LinkCosts, NodeId};
 use windrose_trees::{Tree, TreeError};
 
 /// Frames kept per member before this node starts its build.
@@ -330,6 +336,9 @@ pub struct MstService {
     parents: BTreeMap<NodeId, Option<NodeId>>,
     /// Each epoch's decision: (remove, add).
     stables: BTreeMap<u32, (Option<EdgeKey>, Option<EdgeKey>)>,
+    /// The last tree this node held whole and its `(generation, epoch)`: what a broadcast
+    /// uses while a rebuild after a failure runs (see [`MstService::tree`]).
+    last_whole: Option<(MstAt, BTreeSet<(NodeId, NodeId)>)>,
     announced: bool,
     broadcasts: u64,
     sent: BTreeMap<&'static str, u64>,
@@ -359,6 +368,7 @@ impl MstService {
             tree_generation: 0,
             parents: BTreeMap::new(),
             stables: BTreeMap::new(),
+            last_whole: None,
             announced: false,
             broadcasts: 0,
             sent: BTreeMap::new(),
@@ -655,6 +665,14 @@ impl MstService {
     fn take_parent(&mut self, generation: u32, from: NodeId, parent: Option<NodeId>) {
         if generation == self.tree_generation {
             self.parents.insert(from, parent);
+            self.keep_whole();
+        }
+    }
+
+    /// Keeps the tree as [`last_whole`](Self::tree) when this node holds it whole.
+    fn keep_whole(&mut self) {
+        if let Some((epoch, edges)) = self.whole_tree() {
+            self.last_whole = Some(((self.tree_generation, epoch), edges));
         }
     }
 
@@ -667,6 +685,7 @@ impl MstService {
     ) {
         if generation == self.tree_generation {
             self.stables.insert(epoch, (remove, add));
+            self.keep_whole();
         }
     }
 
@@ -705,42 +724,77 @@ impl MstService {
         Some((self.tree_generation, epoch))
     }
 
-    /// The last stable tree rooted at `root` over `node_count` ids (members outside it are
-    /// leaves under the root), with its `(generation, epoch)`; None before it is held whole.
+    /// The last stable tree rooted at `root` over `node_count` ids, with its `(generation,
+    /// epoch)`; None before a tree was first held whole.
+    ///
+    /// While a rebuild after a failure runs (the new generation not held whole yet) it is the
+    /// last generation's tree with the failed members taken out, each piece they cut off
+    /// joined again by its cheapest edge in `costs` to what the root reaches (the
+    /// cheapest-edge-across-the-cut rule of the repairs, computed here): the broadcasts of
+    /// that time keep the tree's shape instead of a tree planned from the view's guesses.
+    /// Failed members hang under the root as leaves.
     pub fn tree(
         &self,
         root: NodeId,
         node_count: usize,
+        costs: &impl LinkCosts,
     ) -> Option<Result<(Tree, MstAt), TreeError>> {
-        let (epoch, edges) = self.whole_tree()?;
+        let (at, edges) = match self.whole_tree() {
+            Some((epoch, edges)) => ((self.tree_generation, epoch), edges),
+            None => self.last_whole.clone()?,
+        };
+        let live = |n: &NodeId| !self.failed.contains(n);
         let mut adj: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
-        for &(a, b) in &edges {
+        for &(a, b) in edges.iter().filter(|(a, b)| live(a) && live(b)) {
             adj.entry(a).or_default().push(b);
             adj.entry(b).or_default().push(a);
         }
         let mut seen = BTreeSet::from([root]);
-        let mut order = vec![root];
         let mut parent_edges = Vec::with_capacity(node_count.saturating_sub(1));
-        let mut i = 0;
-        while i < order.len() {
-            let u = order[i];
-            i += 1;
-            for &c in adj.get(&u).map_or(&[][..], |v| v.as_slice()) {
-                if seen.insert(c) {
-                    order.push(c);
-                    parent_edges.push((c, u));
+        let reach = |from: NodeId, seen: &mut BTreeSet<NodeId>, parent_edges: &mut Vec<_>| {
+            let mut order = vec![from];
+            let mut i = 0;
+            while i < order.len() {
+                let u = order[i];
+                i += 1;
+                for &c in adj.get(&u).map_or(&[][..], |v| v.as_slice()) {
+                    if seen.insert(c) {
+                        order.push(c);
+                        parent_edges.push((c, u));
+                    }
                 }
             }
+        };
+        reach(root, &mut seen, &mut parent_edges);
+        // Pieces cut off by failed members (only in a fallback tree; the members of a tree
+        // held whole are all reached): the cheapest edge from the reached part, then its
+        // piece, until none is left.
+        let cut: BTreeSet<NodeId> = edges
+            .iter()
+            .flat_map(|&(a, b)| [a, b])
+            .filter(|n| live(n) && !seen.contains(n))
+            .collect();
+        let mut cut = cut;
+        while !cut.is_empty() {
+            let Some((_, (p, c))) = seen
+                .iter()
+                .flat_map(|&p| cut.iter().map(move |&c| (p, c)))
+                .map(|(p, c)| (costs.cost(p, c), (p, c)))
+                .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)))
+            else {
+                break;
+            };
+            seen.insert(c);
+            parent_edges.push((c, p));
+            reach(c, &mut seen, &mut parent_edges);
+            cut.retain(|n| !seen.contains(n));
         }
         for (m, _) in &self.members {
             if seen.insert(*m) {
                 parent_edges.push((*m, root));
             }
         }
-        Some(
-            Tree::from_edges(node_count, root, &parent_edges)
-                .map(|t| (t, (self.tree_generation, epoch))),
-        )
+        Some(Tree::from_edges(node_count, root, &parent_edges).map(|t| (t, at)))
     }
 
     /// What the service is doing.

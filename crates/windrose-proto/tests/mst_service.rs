@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
-use windrose_model::{ClusterId, NodeId};
+use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, NodeId};
 use windrose_proto::frame::Message;
 use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric, MstService};
 use windrose_proto::weather::Guesses;
@@ -44,6 +44,55 @@ fn kruskal(weight: impl Fn(u32, u32) -> f64, gone: Option<u32>) -> BTreeSet<(Nod
     };
     let mut t = BTreeSet::new();
     for (_, a, b) in e {
+        let (ra, rb) = (find(&mut up, a), find(&mut up, b));
+        if ra != rb {
+            up[ra as usize] = rb;
+            t.insert((NodeId(a), NodeId(b)));
+        }
+    }
+    t
+}
+
+/// The symmetric costs of `weight` (the smaller end's), as a Host's view gives them.
+fn costs(weight: impl Fn(u32, u32) -> f64) -> DenseCostMatrix {
+    DenseCostMatrix::from_fn(CostUnit::LatencyMs, N as usize, |a, b| {
+        let (a, b) = (a as u32, b as u32);
+        if a == b {
+            0.0
+        } else {
+            weight(a.min(b), a.max(b))
+        }
+    })
+}
+
+/// `tree` without `gone`'s edges, completed by Kruskal over the other live edges: the
+/// cheapest edges that join the pieces again (every edge of `tree` kept).
+fn rejoined(
+    tree: &BTreeSet<(NodeId, NodeId)>,
+    gone: u32,
+    weight: impl Fn(u32, u32) -> f64,
+) -> BTreeSet<(NodeId, NodeId)> {
+    let mut up: Vec<u32> = (0..N).collect();
+    let find = |up: &mut Vec<u32>, mut x: u32| {
+        while up[x as usize] != x {
+            x = up[x as usize];
+        }
+        x
+    };
+    let mut t = BTreeSet::new();
+    let kept = tree.iter().filter(|(a, b)| a.0 != gone && b.0 != gone);
+    let mut rest: Vec<(f64, u32, u32)> = Vec::new();
+    for a in (0..N).filter(|&a| a != gone) {
+        for b in (a + 1..N).filter(|&b| b != gone) {
+            rest.push((weight(a, b), a, b));
+        }
+    }
+    rest.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let order = kept
+        .map(|&(a, b)| (a.0, b.0))
+        .chain(rest.into_iter().map(|(_, a, b)| (a, b)))
+        .collect::<Vec<_>>();
+    for (a, b) in order {
         let (ra, rb) = (find(&mut up, a), find(&mut up, b));
         if ra != rb {
             up[ra as usize] = rb;
@@ -145,7 +194,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
     for v in 0..N {
         assert_eq!(net.nodes[v as usize].stable(), Some((0, 0)));
         let (tree, at) = net.nodes[v as usize]
-            .tree(NodeId(v), N as usize)
+            .tree(NodeId(v), N as usize, &costs(measured))
             .unwrap()
             .unwrap();
         assert_eq!(at, (0, 0));
@@ -188,20 +237,44 @@ fn built_repaired_rebuilt(build: MstBuild) {
         );
     }
 
-    // A member fails: every survivor's detector reports it; a new generation rebuilds.
-    let gone = 2;
+    // A member inside the tree fails: every survivor's detector reports it; a new generation
+    // rebuilds.
+    let gone = (0..N)
+        .find(|&v| want.iter().filter(|(a, b)| a.0 == v || b.0 == v).count() >= 2)
+        .unwrap();
+    let before = want.clone();
     net.dead.insert(gone);
     for v in (0..N).filter(|&v| v != gone) {
         let mut out = Vec::new();
         net.nodes[v as usize].peer_failed(Time::ZERO, NodeId(gone), &mut out);
         net.push(v, out);
+        // Until the rebuild is held whole, a broadcast from here keeps the last tree: the
+        // failed member taken out, the pieces it cut off joined again by their cheapest edges.
+        let (tree, at) = net.nodes[v as usize]
+            .tree(NodeId(v), N as usize, &costs(changed))
+            .unwrap()
+            .unwrap();
+        assert_eq!(at, (0, 1), "node {v}: the last generation's tree");
+        assert_eq!(tree.parent(NodeId(gone)), Some(NodeId(v)));
+        assert!(tree.children(NodeId(gone)).is_empty());
+        let edges: BTreeSet<_> = tree
+            .edges()
+            .into_iter()
+            .filter(|&(c, _)| c != NodeId(gone))
+            .map(|(c, p)| (c.min(p), c.max(p)))
+            .collect();
+        assert_eq!(edges, rejoined(&before, gone, changed), "node {v}");
+        assert_eq!(edges.len(), N as usize - 2, "the survivors spanned");
     }
     net.settle();
     let want = kruskal(changed, Some(gone));
     for v in (0..N).filter(|&v| v != gone) {
         let s = &net.nodes[v as usize];
         assert_eq!(s.stable(), Some((1, 0)), "node {v}");
-        let (tree, _) = s.tree(NodeId(v), N as usize).unwrap().unwrap();
+        let (tree, _) = s
+            .tree(NodeId(v), N as usize, &costs(changed))
+            .unwrap()
+            .unwrap();
         // The failed member hangs under the root as a leaf.
         assert_eq!(tree.parent(NodeId(gone)), Some(NodeId(v)));
         assert!(tree.children(NodeId(gone)).is_empty());
