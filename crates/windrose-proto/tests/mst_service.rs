@@ -10,6 +10,7 @@ use windrose_proto::frame::Message;
 use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric, MstService};
 use windrose_proto::weather::Guesses;
 use windrose_proto::Time;
+use windrose_trees::Tree;
 
 const N: u32 = 5;
 
@@ -100,6 +101,17 @@ fn rejoined(
         }
     }
     t
+}
+
+/// `tree`'s edges `(lo, hi)` other than `gone`'s, which must hang under `root` as a leaf.
+fn survivors_edges(tree: &Tree, root: NodeId, gone: NodeId) -> BTreeSet<(NodeId, NodeId)> {
+    assert_eq!(tree.parent(gone), Some(root));
+    assert!(tree.children(gone).is_empty());
+    tree.edges()
+        .into_iter()
+        .filter(|&(c, _)| c != gone)
+        .map(|(c, p)| (c.min(p), c.max(p)))
+        .collect()
 }
 
 struct Net {
@@ -255,14 +267,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
             .unwrap()
             .unwrap();
         assert_eq!(at, (0, 1), "node {v}: the last generation's tree");
-        assert_eq!(tree.parent(NodeId(gone)), Some(NodeId(v)));
-        assert!(tree.children(NodeId(gone)).is_empty());
-        let edges: BTreeSet<_> = tree
-            .edges()
-            .into_iter()
-            .filter(|&(c, _)| c != NodeId(gone))
-            .map(|(c, p)| (c.min(p), c.max(p)))
-            .collect();
+        let edges = survivors_edges(&tree, NodeId(v), NodeId(gone));
         assert_eq!(edges, rejoined(&before, gone, changed), "node {v}");
         assert_eq!(edges.len(), N as usize - 2, "the survivors spanned");
     }
@@ -276,14 +281,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
             .unwrap()
             .unwrap();
         // The failed member hangs under the root as a leaf.
-        assert_eq!(tree.parent(NodeId(gone)), Some(NodeId(v)));
-        assert!(tree.children(NodeId(gone)).is_empty());
-        let edges: BTreeSet<_> = tree
-            .edges()
-            .into_iter()
-            .filter(|&(c, _)| c != NodeId(gone))
-            .map(|(c, p)| (c.min(p), c.max(p)))
-            .collect();
+        let edges = survivors_edges(&tree, NodeId(v), NodeId(gone));
         assert_eq!(edges, want, "node {v}");
     }
     assert!(net.nodes[0].set_weight(NodeId(0), 1.0).is_err());
