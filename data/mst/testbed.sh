@@ -18,6 +18,22 @@
 # start), frames, bytes, tree_ms (the tree's total on Table 1's latencies: 758.6 is the MST),
 # site_edges (the tree's edges between sites, as site pairs).
 #
+# `repair` as the only build: RUNS rounds of (a) a rows-built group whose members check their
+# links at every forecast (`--mst-every 0`, changes past 10 % and MIN_CHANGE = 5 ms), read once
+# settled (no repair running or waiting anywhere for SETTLE = 8 s), then S3-S5 slowed from 35.1
+# to 70.2 ms both ways (`testbed set`; the probes carry it to the forecasts) and `windrose mst
+# --live --after-epoch E --since T` waits until every member holds one later epoch's tree with
+# nothing running for SETTLE s; (b) a fresh rows build and (c) a fresh GHS build (window 16) on
+# the slowed network. Prints CSV: run, what, members, seconds (repair: the change to the last
+# member holding the final tree; rebuilds: first start to the last member holding it), after_s
+# (repair: from the first change fed; rebuilds: after the last start), epochs, frames, bytes
+# and frames_by_kind (the repair's since the settled build), tree_ms and mst_ms (the tree's
+# total on Table 1 with the slowed link, and that network's site MST: 784.9 ms), site_edges,
+# exact (the tree is the site MST and every member was idle holding the MST of the weights the
+# members hold, which `mst --live` checks). 3 rounds took 6 min 37 s:
+#   flock /tmp/testbed.lock bash data/mst/testbed.sh target/release/windrose 3 repair \
+#     > data/mst/testbed-repair.csv
+#
 # Run from the repository root, holding the shared testbed lock (3 rounds took 3 min 43 s):
 #   bash data/mst/testbed.sh [WINDROSE_BINARY] [RUNS] [BUILDS...]
 # e.g. flock /tmp/testbed.lock bash data/mst/testbed.sh target/release/windrose 3 rows ghs16 ghs1 \
@@ -89,7 +105,114 @@ print(",".join(str(x) for x in [sys.argv[1], sys.argv[2], sys.argv[3], r["member
 ' "$run" "$kind" "$window"
 }
 
+# The slowed site link of the repair mode: S3-S5, 35.1 -> 70.2 ms one way (both directions;
+# its 16 process pairs move, the MST swaps it for S0-S5, 61.4 ms: 784.9 ms in all).
+SLOW_FROM=3 SLOW_TO=5 SLOW_MS=35.1 SLOWED_MS=70.2
+slow() { # slow LATENCY_S: the slowed site link both ways
+  "$W" testbed set --name "$NAME" "wan:$SLOW_FROM:$SLOW_TO" "latency_s=$1" >&2
+  "$W" testbed set --name "$NAME" "wan:$SLOW_TO:$SLOW_FROM" "latency_s=$1" >&2
+}
+# What the repair mode's rows check: the tree's site edges and total on Table 1 with the slowed
+# link, against the site MST of those latencies (Prim), the frames by kind since a baseline.
+CHECK='
+import json, sys
+lat = [[0, 485.4, 698.9, 14.9, 332.8, 61.4], [485.4, 0, 364.1, 583.8, 13.5, 490.5],
+       [698.9, 364.1, 0, 701.2, 371.7, 722.9], [14.9, 583.8, 701.2, 0, 331.0, 35.1],
+       [332.8, 13.5, 371.7, 331.0, 0, 355.9], [61.4, 490.5, 722.9, 35.1, 355.9, 0]]
+run, what, a, b, ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+lat[a][b] = lat[b][a] = ms
+r = json.loads(sys.argv[6])
+base = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {"frames": {}}
+inn, best = {0}, {v: lat[0][v] for v in range(1, 6)}
+mst = 0.0
+while best:
+    v = min(best, key=lambda x: best[x]); mst += best.pop(v); inn.add(v)
+    for u in best: best[u] = min(best[u], lat[v][u])
+tree = [(x // 4, y // 4) for x, y in r["tree"]]
+sites = sorted({(min(x, y), max(x, y)) for x, y in tree if x != y})
+total = sum(lat[x][y] for x, y in tree)
+kinds = {k: (f - base["frames"].get(k, [0, 0])[0], n - base["frames"].get(k, [0, 0])[1])
+         for k, (f, n) in r["frames"].items()}
+kinds = {k: v for k, v in kinds.items() if v[0] > 0}
+rep = r.get("repair")
+if rep:
+    secs, after, epochs = rep["from_change_s"], rep["from_first_fed_s"], rep["epochs"]
+else:
+    secs, after, epochs = r["build_s"], r["after_last_start_s"], 0
+exact = abs(total - mst) < 1e-6 and len(r["tree"]) == 23 and r["checked_mst_of_held_weights"]
+print(",".join(str(x) for x in [run, what, r["members"], "%.3f" % secs,
+      "" if after is None else "%.3f" % after, epochs, sum(v[0] for v in kinds.values()),
+      sum(v[1] for v in kinds.values()), " ".join("%s:%d" % (k, v[0]) for k, v in sorted(kinds.items())),
+      "%.1f" % total, "%.1f" % mst, " ".join("S%d-S%d" % p for p in sites),
+      "yes" if exact else "NO"]))
+'
+
+# repair RUN: a rows-built group (links checked at every forecast), the site link slowed once
+# every member holds the tree, then read when every member holds the repaired tree and nothing
+# has moved for SETTLE s; the link restored afterwards.
+repair() {
+  local run=$1
+  "$W" testbed group --name "$NAME" --group-name "msttb-repair-$run" --port 7300 \
+    --out "$DIR/group.toml"
+  printf '\n[mst]\nbuild = "rows"\n' >> "$DIR/group.toml"
+  for i in $(seq 0 $((N - 1))); do
+    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
+      --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
+      --mst-every 0 --mst-min-change "$MIN_CHANGE" >"$DIR/m$i.log" 2>&1 &
+    pids+=($!)
+  done
+  local built epoch since out
+  built=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
+  # Members start at different times: wait for the settled tree (no repair running anywhere).
+  built=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json --after-epoch -1 \
+    --settle "$SETTLE" 2>/dev/null || echo "$built")
+  epoch=$(echo "$built" | python3 -c 'import json,sys; print(json.load(sys.stdin)["epoch"])')
+  since=$(date +%s.%N)
+  slow "$(python3 -c "print($SLOWED_MS / 1000)")"
+  out=$("$W" mst --group "$DIR/group.toml" --live --wait "$REPAIR_WAIT" --json \
+    --after-epoch "$epoch" --since "$since" --settle "$SETTLE")
+  leave
+  slow "$(python3 -c "print($SLOW_MS / 1000)")"
+  python3 -c "$CHECK" "$run" repair $SLOW_FROM $SLOW_TO $SLOWED_MS "$out" "$built"
+}
+
+# rebuild BUILD RUN: a fresh group built as BUILD (rows, ghs16) on the slowed network.
+rebuild() {
+  local build=$1 run=$2 kind window out
+  case $build in
+    rows) kind=rows window=16 ;;
+    ghs16) kind=ghs window=16 ;;
+    *) echo "unknown rebuild $build (rows or ghs16)" >&2; exit 2 ;;
+  esac
+  slow "$(python3 -c "print($SLOWED_MS / 1000)")"
+  "$W" testbed group --name "$NAME" --group-name "msttb-re$build-$run" --port 7300 \
+    --out "$DIR/group.toml"
+  printf '\n[mst]\nbuild = "%s"\ntest_window = %s\n' "$kind" "$window" >> "$DIR/group.toml"
+  for i in $(seq 0 $((N - 1))); do
+    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
+      --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
+      >"$DIR/m$i.log" 2>&1 &
+    pids+=($!)
+  done
+  out=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
+  leave
+  slow "$(python3 -c "print($SLOW_MS / 1000)")"
+  python3 -c "$CHECK" "$run" "rebuild-$build" $SLOW_FROM $SLOW_TO $SLOWED_MS "$out"
+}
+
 "$W" testbed up "$SCENARIO" --name "$NAME" >&2
+if [ "${BUILDS[0]}" = repair ]; then
+  SETTLE=${SETTLE:-8}
+  REPAIR_WAIT=${REPAIR_WAIT:-120}
+  MIN_CHANGE=${MIN_CHANGE:-5}
+  echo "run,what,members,seconds,after_s,epochs,frames,bytes,frames_by_kind,tree_ms,mst_ms,site_edges,exact"
+  for run in $(seq 1 "$RUNS"); do
+    repair "$run"
+    rebuild rows "$run"
+    rebuild ghs16 "$run"
+  done
+  exit 0
+fi
 echo "run,build,test_window,members,build_s,after_last_start_s,start_skew_s,frames,bytes,tree_ms,site_edges"
 for run in $(seq 1 "$RUNS"); do
   for b in "${BUILDS[@]}"; do

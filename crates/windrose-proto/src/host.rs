@@ -2287,7 +2287,7 @@ impl Host {
         };
         let mut sends = Vec::new();
         service.maybe_start(now, &links, &guesses, &mut sends);
-        service.forecast(&links, &mut sends);
+        service.forecast(now, &links, &mut sends);
         self.mst_send(now, sends, out);
     }
 
@@ -2301,7 +2301,7 @@ impl Host {
             return;
         };
         let mut sends = Vec::new();
-        service.broadcast(&links, &mut sends);
+        service.broadcast(now, &links, &mut sends);
         self.mst_send(now, sends, out);
     }
 

@@ -31,7 +31,8 @@
 //!   node takes part in (the paper's k, 4 in AGM-adapII; 0: at every new forecast), the node
 //!   compares each link it owns with the weight the tree has for it and feeds the ones that
 //!   moved by more than [`MstLiveConfig::threshold`] (relative; the paper runs 10 %, 70 % and
-//!   0 %) to [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left
+//!   0 %) and by more than [`MstLiveConfig::min_change`] (absolute, 0 by default: noise on
+//!   links near 0 is no change) to [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left
 //!   and the one that entered; every node applies it to its copy of the tree.
 //! - **Failures**: the Host's failure detector (a lost connection, a silent member, a member
 //!   that left) calls [`MstService::peer_failed`]: a new generation rebuilds among the
@@ -173,6 +174,12 @@ pub struct MstLiveConfig {
     /// How each generation's tree is built ([`MstBuild::Auto`] when absent).
     #[serde(default)]
     pub build: MstBuild,
+    /// A change must also move the weight by more than this (ms, or ms per MB; 0: any move past
+    /// the threshold). A relative threshold alone counts noise on links near 0 as changes: on
+    /// the loaded testbed the round trips inside a site wander between 0.6 and 6 ms, and with
+    /// checks at every forecast the group repaired about once a second, forever.
+    #[serde(default)]
+    pub min_change: f64,
 }
 
 /// Groups of at most this many members build by rows under [`MstBuild::Auto`].
@@ -240,6 +247,7 @@ impl Default for MstLiveConfig {
             build_after: Duration::from_secs(10),
             test_window: crate::ghs::DEFAULT_TEST_WINDOW,
             build: MstBuild::Auto,
+            min_change: 0.0,
         }
     }
 }
@@ -257,6 +265,12 @@ impl MstLiveConfig {
             return Err(format!(
                 "live MST resolution {}: expected a number >= 0",
                 self.resolution
+            ));
+        }
+        if !(self.min_change.is_finite() && self.min_change >= 0.0) {
+            return Err(format!(
+                "live MST minimum change {}: expected a number >= 0",
+                self.min_change
             ));
         }
         if self.test_window == 0 {
@@ -319,7 +333,22 @@ pub struct MstLiveState {
     pub built: (Option<Time>, Option<Time>),
     /// Changes this node fed.
     pub fed: u64,
+    /// When this node fed its last [`FED_TIMES_KEPT`] changes, oldest first (a repair's start
+    /// as its owners saw it).
+    pub fed_at: Vec<Time>,
+    /// When this node first held the tree of `(generation, epoch)` whole (the end of the build
+    /// or of the last repair here).
+    pub stable_at: Option<Time>,
+    /// No repair runs here and none waits here (fed, queued or deferred): with every node idle
+    /// at one epoch, the tree is the MST of every weight fed so far.
+    pub idle: bool,
+    /// The weights this node's tree uses for the links it owns (to larger ids), `(peer, w)`:
+    /// with every node's, the weights the tree must be the MST of.
+    pub weights: Vec<(NodeId, f64)>,
 }
+
+/// Feed times an [`MstLiveState`] keeps.
+pub const FED_TIMES_KEPT: usize = 64;
 
 /// One node's live MST; see the [module docs](self).
 #[derive(Debug)]
@@ -344,6 +373,9 @@ pub struct MstService {
     sent: BTreeMap<&'static str, u64>,
     built: (Option<Time>, Option<Time>),
     fed: u64,
+    fed_at: std::collections::VecDeque<Time>,
+    /// The `(generation, epoch)` held whole at the last look, and since when.
+    stable_since: Option<((u32, u32), Time)>,
     /// Weights the application measured itself ([`MstService::set_weight`]), by peer.
     overrides: BTreeMap<NodeId, f64>,
     /// The last weight fed per owned link, and the generation it was fed in.
@@ -374,6 +406,8 @@ impl MstService {
             sent: BTreeMap::new(),
             built: (None, None),
             fed: 0,
+            fed_at: std::collections::VecDeque::new(),
+            stable_since: None,
             overrides: BTreeMap::new(),
             last_fed: BTreeMap::new(),
         })
@@ -499,6 +533,7 @@ impl MstService {
                 if generation == node.generation() {
                     self.take_parent(generation, from, parent);
                 }
+                self.note_stable(now);
                 Ok(())
             }
             MstFrame::Node(msg) => {
@@ -538,24 +573,29 @@ impl MstService {
 
     /// A broadcast started here or was announced to this node: every `check_every`-th one, the
     /// links this node owns are checked.
-    pub fn broadcast(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+    pub fn broadcast(
+        &mut self,
+        now: Time,
+        links: &[LinkWeather],
+        out: &mut Vec<(NodeId, Message)>,
+    ) {
         self.broadcasts += 1;
         let k = u64::from(self.config.check_every);
         if k > 0 && self.broadcasts.is_multiple_of(k) {
-            self.check(links, out);
+            self.check(now, links, out);
         }
     }
 
     /// A new forecast: with `check_every` 0, the links are checked now.
-    pub fn forecast(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+    pub fn forecast(&mut self, now: Time, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
         if self.config.check_every == 0 {
-            self.check(links, out);
+            self.check(now, links, out);
         }
     }
 
     /// Feeds the owned links whose measured weight moved past the threshold from the weight
     /// the tree has (or last fed) for them.
-    fn check(&mut self, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
+    fn check(&mut self, now: Time, links: &[LinkWeather], out: &mut Vec<(NodeId, Message)>) {
         let Some(m) = self.node.as_ref().and_then(|n| n.maintainer()) else {
             return; // building: the build's weights are this node's row already
         };
@@ -571,7 +611,10 @@ impl MstService {
                 _ => cur,
             };
             let moved = (new - reference).abs();
-            if moved > 0.0 && moved > self.config.threshold * reference {
+            if moved > 0.0
+                && moved > self.config.threshold * reference
+                && moved > self.config.min_change
+            {
                 changes.push((p, new));
             }
         }
@@ -581,11 +624,24 @@ impl MstService {
             for (p, w) in changes {
                 if node.change_weight(p, w, &mut o).is_ok() {
                     self.fed += 1;
+                    if self.fed_at.len() == FED_TIMES_KEPT {
+                        self.fed_at.pop_front();
+                    }
+                    self.fed_at.push_back(now);
                     self.last_fed.insert(p, (g, w));
                 }
             }
         }
         self.emit(o, out);
+        self.note_stable(now);
+    }
+
+    /// Notes when the tree held whole moved to another `(generation, epoch)`.
+    fn note_stable(&mut self, now: Time) {
+        let at = self.stable();
+        if at.is_some() && at != self.stable_since.map(|s| s.0) {
+            self.stable_since = at.map(|a| (a, now));
+        }
     }
 
     fn emit(&mut self, o: Vec<(NodeId, MstNodeMsg)>, out: &mut Vec<(NodeId, Message)>) {
@@ -617,6 +673,11 @@ impl MstService {
     /// After the machine moved: a new generation forgets the old tree; a tree built here is
     /// announced.
     fn after(&mut self, now: Time, out: &mut Vec<(NodeId, Message)>) {
+        self.announce(now, out);
+        self.note_stable(now);
+    }
+
+    fn announce(&mut self, now: Time, out: &mut Vec<(NodeId, Message)>) {
         let Some(node) = self.node.as_ref() else {
             return;
         };
@@ -801,6 +862,13 @@ impl MstService {
     pub fn state(&self) -> MstLiveState {
         let m = self.node.as_ref().and_then(|n| n.maintainer());
         let whole = self.whole_tree();
+        let at = whole.as_ref().map(|w| (self.tree_generation, w.0));
+        let weights = m.map_or_else(Vec::new, |m| {
+            self.peers()
+                .filter(|&p| p > self.me)
+                .filter_map(|p| m.weight(p).map(|w| (p, w)))
+                .collect()
+        });
         MstLiveState {
             generation: self.node.as_ref().map_or(0, |n| n.generation()),
             epoch: whole.as_ref().map_or(0, |w| w.0),
@@ -809,6 +877,10 @@ impl MstService {
             sent: self.sent.clone(),
             built: self.built,
             fed: self.fed,
+            fed_at: self.fed_at.iter().copied().collect(),
+            stable_at: self.stable_since.filter(|s| Some(s.0) == at).map(|s| s.1),
+            idle: m.is_some_and(|m| m.is_stable() && m.pending_len() == 0 && m.deferred_len() == 0),
+            weights,
         }
     }
 }

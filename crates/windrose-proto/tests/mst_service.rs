@@ -118,6 +118,8 @@ struct Net {
     nodes: Vec<MstService>,
     queue: VecDeque<(u32, u32, Message)>,
     dead: BTreeSet<u32>,
+    /// The time every delivery happens at.
+    now: Time,
 }
 
 impl Net {
@@ -140,7 +142,7 @@ impl Net {
             };
             let mut out = Vec::new();
             self.nodes[to as usize]
-                .handle(Time::ZERO, NodeId(from), *frame, &mut out)
+                .handle(self.now, NodeId(from), *frame, &mut out)
                 .unwrap();
             self.push(to, out);
         }
@@ -181,6 +183,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
             .collect(),
         queue: VecDeque::new(),
         dead: BTreeSet::new(),
+        now: Time::ZERO,
     };
     for a in 0..N {
         for b in (0..N).filter(|&b| b != a) {
@@ -204,6 +207,12 @@ fn built_repaired_rebuilt(build: MstBuild) {
         );
     }
     for v in 0..N {
+        // What `windrose mst --live` reads: when, idle, and the owned weights the tree is the
+        // MST of.
+        let s = net.nodes[v as usize].state();
+        assert_eq!((s.stable_at, s.idle), (Some(Time::ZERO), true), "node {v}");
+        let owned: Vec<_> = (v + 1..N).map(|b| (NodeId(b), measured(v, b))).collect();
+        assert_eq!(s.weights, owned, "node {v}");
         assert_eq!(net.nodes[v as usize].stable(), Some((0, 0)));
         let (tree, at) = net.nodes[v as usize]
             .tree(NodeId(v), N as usize, &costs(measured))
@@ -225,10 +234,13 @@ fn built_repaired_rebuilt(build: MstBuild) {
     let heavy = measured(a.0, b.0) * 50.0;
     net.nodes[a.index()].set_weight(b, heavy).unwrap();
     let mut out = Vec::new();
-    net.nodes[a.index()].broadcast(&[], &mut out);
+    let t5 = Time::from_secs_f64(5.0);
+    net.now = t5;
+    net.nodes[a.index()].broadcast(t5, &[], &mut out);
     assert!(out.is_empty());
-    net.nodes[a.index()].broadcast(&[], &mut out);
-    assert_eq!(net.nodes[a.index()].state().fed, 1);
+    net.nodes[a.index()].broadcast(t5, &[], &mut out);
+    let s = net.nodes[a.index()].state();
+    assert_eq!((s.fed, s.fed_at), (1, vec![t5]));
     net.push(a.0, out);
     net.settle();
     let changed = |x: u32, y: u32| {
@@ -241,7 +253,11 @@ fn built_repaired_rebuilt(build: MstBuild) {
     let want = kruskal(changed, None);
     for v in 0..N {
         assert_eq!(net.nodes[v as usize].stable(), Some((0, 1)), "node {v}");
+        let s = net.nodes[v as usize].state();
+        assert_eq!((s.stable_at, s.idle), (Some(t5), true), "node {v}");
     }
+    let held = net.nodes[a.index()].state().weights;
+    assert!(held.contains(&(b, heavy)), "{held:?}");
     for t in net.trees() {
         assert_eq!(
             t.map(|t| t.into_iter().collect::<BTreeSet<_>>()),
@@ -287,4 +303,58 @@ fn built_repaired_rebuilt(build: MstBuild) {
     assert!(net.nodes[0].set_weight(NodeId(0), 1.0).is_err());
     assert!(net.nodes[0].set_weight(NodeId(1), f64::NAN).is_err());
     assert!(net.nodes[0].set_weight(NodeId(9), 1.0).is_err());
+}
+
+/// A change must move a weight past both the relative threshold and `min_change`: a link near
+/// 0 that doubles by noise is not repaired, a real move is.
+#[test]
+fn a_change_below_the_minimum_is_not_fed() {
+    let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
+    let config = MstLiveConfig {
+        threshold: 0.1,
+        check_every: 1,
+        resolution: 0.0,
+        build_after: Duration::from_secs(3600),
+        build: MstBuild::Rows,
+        min_change: 5.0,
+        ..MstLiveConfig::default()
+    };
+    let mut net = Net {
+        nodes: (0..N)
+            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
+            .collect(),
+        queue: VecDeque::new(),
+        dead: BTreeSet::new(),
+        now: Time::ZERO,
+    };
+    for a in 0..N {
+        for b in (0..N).filter(|&b| b != a) {
+            net.nodes[a as usize]
+                .set_weight(NodeId(b), measured(a, b))
+                .unwrap();
+        }
+    }
+    for v in 0..N {
+        let mut out = Vec::new();
+        net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
+        net.push(v, out);
+    }
+    net.settle();
+    let (a, b) = (NodeId(0), NodeId(1));
+    let w = measured(0, 1);
+    let mut out = Vec::new();
+    // Twice the weight but only 4 more (w <= 11): not a change.
+    net.nodes[0].set_weight(b, w + 4.0).unwrap();
+    net.nodes[0].broadcast(Time::ZERO, &[], &mut out);
+    assert_eq!((net.nodes[0].state().fed, out.len()), (0, 0));
+    net.nodes[a.index()].set_weight(b, w + 6.0).unwrap();
+    net.nodes[0].broadcast(Time::ZERO, &[], &mut out);
+    assert_eq!(net.nodes[0].state().fed, 1);
+    // A negative or infinite minimum is refused, naming it.
+    let bad = MstLiveConfig {
+        min_change: -1.0,
+        ..config
+    };
+    let e = MstService::new(NodeId(0), &members, bad).unwrap_err();
+    assert!(e.contains("minimum change -1"), "{e}");
 }

@@ -149,6 +149,7 @@ fn run(event: Event, build: MstBuild) -> Run {
             build_after: Duration::from_secs(10),
             test_window: DEFAULT_TEST_WINDOW,
             build,
+            min_change: 0.0,
         });
     })
     .unwrap();

@@ -177,6 +177,10 @@ pub struct ServeArgs {
     /// The live MST checks the links every K broadcasts (AGM-adapII's 4; 0: at every forecast).
     #[arg(long, value_name = "K", default_value_t = 4, requires = "mst_live")]
     mst_every: u32,
+    /// ... and only a change past this many ms (ms per MB with inverse-bandwidth): a relative
+    /// threshold alone takes noise on links near 0 for changes.
+    #[arg(long, value_name = "MS", default_value_t = 0.0, requires = "mst_live")]
+    mst_min_change: f64,
     #[command(flatten)]
     key: crate::collective_opts::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
@@ -363,6 +367,12 @@ pub(crate) enum ControlRequest {
     Mst(MstSpec),
     /// This member's live MST (`group serve --mst-live`; `windrose mst --group --live`).
     MstLive,
+    /// The link to `peer` weighs `weight` in the live MST from now on, whatever this member's
+    /// forecasts say (`windrose mst --group --live --set-weight`); answered with the view.
+    MstWeight {
+        peer: u32,
+        weight: f64,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -617,12 +627,13 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
             metric,
             threshold: a.mst_threshold,
             check_every: a.mst_every,
+            min_change: a.mst_min_change,
             build: group.mst().build,
             test_window: group.mst().test_window,
             ..Default::default()
         };
         live.validate()
-            .map_err(|e| bad_input(format!("--mst-threshold: {e}")))?;
+            .map_err(|e| bad_input(format!("--mst-threshold or --mst-min-change: {e}")))?;
         config.mst = Some(live);
     }
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
@@ -699,6 +710,24 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                     }
                     ControlRequest::MstLive => {
                         let _ = call.replies.send(ControlReply::MstLive(LiveMstView::of(&handle, group.mst())));
+                        continue;
+                    }
+                    ControlRequest::MstWeight { peer, weight } => {
+                        // Checked here: the host refuses a bad weight as a protocol error.
+                        let reply = match LiveMstView::of(&handle, group.mst()) {
+                            None => ControlReply::Error(format!("member {me} keeps no live MST: serve it with `group serve --mst-live METRIC`")),
+                            Some(_) if peer == me.0 || !group.members().iter().any(|m| m.id.0 == peer) => {
+                                ControlReply::Error(format!("--set-weight: {peer} is not another member of group {} (member {me})", group.name()))
+                            }
+                            Some(_) if !(weight.is_finite() && weight >= 0.0) => {
+                                ControlReply::Error(format!("--set-weight: the link {me}-{peer} cannot weigh {weight}, expected a number >= 0"))
+                            }
+                            Some(v) => {
+                                handle.request(AppRequest::MstWeight { peer: NodeId(peer), weight });
+                                ControlReply::MstLive(Some(v))
+                            }
+                        };
+                        let _ = call.replies.send(reply);
                         continue;
                     }
                     r => r,
@@ -1126,9 +1155,10 @@ fn spec_for(
                 None,
             ))
         }
-        ControlRequest::Leave | ControlRequest::Weather | ControlRequest::MstLive => {
-            return Err("not a collective".into())
-        }
+        ControlRequest::Leave
+        | ControlRequest::Weather
+        | ControlRequest::MstLive
+        | ControlRequest::MstWeight { .. } => return Err("not a collective".into()),
     };
     if !std::fs::metadata(file)
         .map(|m| m.is_file())
@@ -1247,6 +1277,7 @@ fn spec_for(
         ControlRequest::Leave
         | ControlRequest::Weather
         | ControlRequest::MstLive
+        | ControlRequest::MstWeight { .. }
         | ControlRequest::Sort(_)
         | ControlRequest::Mst(_)
         | ControlRequest::Auto { .. } => {
@@ -1784,6 +1815,18 @@ pub(crate) struct LiveMstView {
     /// Live-MST and GHS frames this member sent (`mst_*`, `ghs_*` kinds): frames and encoded
     /// bytes by kind.
     pub frames: BTreeMap<String, (u64, u64)>,
+    /// When it first held its `(generation, epoch)` tree whole (wall clock, as above).
+    #[serde(default)]
+    pub stable_unix_s: Option<f64>,
+    /// When it fed its last changes to a repair (wall clock, oldest first, the last 64).
+    #[serde(default)]
+    pub fed_unix_s: Vec<f64>,
+    /// No repair runs or waits at it.
+    #[serde(default)]
+    pub idle: bool,
+    /// The weights its tree uses for the links it owns (to larger ids): `(peer, weight)`.
+    #[serde(default)]
+    pub weights: Vec<(u32, f64)>,
 }
 
 impl LiveMstView {
@@ -1818,8 +1861,39 @@ impl LiveMstView {
             started_unix_s: at(snap.state.built.0),
             built_unix_s: at(snap.state.built.1),
             frames,
+            stable_unix_s: at(snap.state.stable_at),
+            fed_unix_s: snap
+                .state
+                .fed_at
+                .iter()
+                .map(|&t| origin + t.as_secs_f64())
+                .collect(),
+            idle: snap.state.idle,
+            weights: snap.state.weights.iter().map(|&(p, w)| (p.0, w)).collect(),
         })
     }
+}
+
+/// Sets the live MST's weight of the link `lo`-`hi` at its owner, the smaller end (`windrose mst
+/// --group --live --set-weight`).
+pub(crate) fn set_live_weight(group: &Group, lo: u32, hi: u32, weight: f64) -> anyhow::Result<()> {
+    let socket = running_member(group, lo).ok_or_else(|| {
+        bad_input(format!(
+            "member {lo} of group {} does not answer on {}",
+            group.name(),
+            default_socket(group, lo).display()
+        ))
+    })?;
+    let rt = client_runtime()?;
+    for r in rt.block_on(call(
+        &socket,
+        &ControlRequest::MstWeight { peer: hi, weight },
+    ))? {
+        if let ControlReply::Error(e) = r {
+            return Err(bad_input(e));
+        }
+    }
+    Ok(())
 }
 
 /// Every member's live MST, read from its default control socket (`windrose mst --group

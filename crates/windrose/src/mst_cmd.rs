@@ -27,7 +27,13 @@
 //! member knowing the tree, on the machine's wall clock (every member must run on this
 //! machine: the emulated testbed), the frames and bytes the members sent (`mst_*` kinds),
 //! and the tree, which every member must hold alike (else an error). data/mst/testbed.sh
-//! runs it on the six sites.
+//! runs it on the six sites. With `--settle S` it waits until every member holds one epoch's
+//! tree and no repair runs or waits anywhere for S seconds (then the tree must be the MST of
+//! the weights the members hold, each link's at its smaller end: Kruskal in GHS's order, else
+//! an error; mid-repair the two ends of a link may disagree, so it is not checked then); with
+//! `--after-epoch E`, for an epoch past E, and reports the repair from `--since` and from the
+//! first change a member fed. `--set-weight LO-HI=W` sets a link's live weight at its owner
+//! first (how the CLI test makes a change on loopback, where the probes measure nothing).
 //!
 //! **`--build rows`** (the live MST's rows build, [`BuildAlgorithm::Rows`]): every node sends
 //! its row of weights to every other and computes the tree itself (Kruskal in GHS's order).
@@ -44,7 +50,9 @@
 //! one. The chain is the count of the frame whose handling let the last node learn the end.
 
 use crate::error::{bad_input, OrBadInput};
-use crate::group_cmd::{live_msts, measured_links, run_mst, running_member, MeasuredLink};
+use crate::group_cmd::{
+    live_msts, measured_links, run_mst, running_member, set_live_weight, LiveMstView, MeasuredLink,
+};
 use crate::output::{num, print, print_json, vtable};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -96,6 +104,23 @@ pub struct MstArgs {
     /// With --live: wait at most this many seconds for every member to hold the tree.
     #[arg(long, value_name = "S", default_value_t = 60.0, requires = "live")]
     wait: f64,
+    /// With --live: first set the live weight of one link at its owner, the smaller end
+    /// (`LO-HI=W`, in the group's metric), whatever that member's forecasts say from now on;
+    /// it is fed at the member's next check (`group serve --mst-every 0`: its next forecast).
+    #[arg(long, value_name = "LO-HI=W", requires = "live")]
+    set_weight: Option<String>,
+    /// With --live: wait for a repair instead of the build: every member holding the tree of
+    /// one epoch later than E, with no repair running or waiting anywhere, for --settle s.
+    #[arg(long, value_name = "E", requires = "live")]
+    after_epoch: Option<u32>,
+    /// With --live: wait until every member holds the tree of one epoch with no repair running
+    /// or waiting anywhere, for this many seconds (3 with --after-epoch, else not waited for).
+    #[arg(long, value_name = "S", requires = "live")]
+    settle: Option<f64>,
+    /// With --after-epoch: when the change happened, Unix seconds (default: when this command
+    /// started); the repair's times are counted from it.
+    #[arg(long, value_name = "UNIX_S", requires = "after_epoch")]
+    since: Option<f64>,
     /// What the weights measure: latency (one-way, ms) or inverse-bandwidth (ms per MB, the
     /// maximum-bottleneck tree for large messages).
     #[arg(long, value_name = "METRIC", default_value = "latency")]
@@ -176,7 +201,38 @@ pub fn run(a: MstArgs) -> Result<()> {
                 a.wait
             )));
         }
-        let r = live_build(g, std::time::Duration::from_secs_f64(a.wait.min(86_400.0)))?;
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if let Some(sw) = &a.set_weight {
+            let (lo, hi, w) = parse_set_weight(sw)?;
+            let group = load_group(g).or_bad_input()?;
+            set_live_weight(&group, lo, hi, w)?;
+        }
+        let settle = a.settle.or(a.after_epoch.map(|_| 3.0));
+        let repair = match settle {
+            Some(settle) => {
+                if !(settle.is_finite() && settle >= 0.0) {
+                    return Err(bad_input(format!(
+                        "--settle {settle}: expected a number of seconds >= 0"
+                    )));
+                }
+                if let Some(t) = a.since.filter(|t| !t.is_finite()) {
+                    return Err(bad_input(format!("--since {t}: expected Unix seconds")));
+                }
+                Some(RepairWait {
+                    after_epoch: a.after_epoch,
+                    settle: std::time::Duration::from_secs_f64(settle.min(3_600.0)),
+                    since_unix_s: a.since.unwrap_or(started),
+                })
+            }
+            None => None,
+        };
+        let r = live_build(
+            g,
+            std::time::Duration::from_secs_f64(a.wait.min(86_400.0)),
+            repair,
+        )?;
         if a.json {
             return print_json(&r);
         }
@@ -375,6 +431,8 @@ pub(crate) struct LiveBuild {
     pub setting: MstBuild,
     pub build: MstBuild,
     pub generation: u32,
+    /// The epoch every member holds (0: the build; each repair adds one).
+    pub epoch: u32,
     /// Wall clock, Unix seconds: the first member's start (its first row or Hello), the last
     /// member's start, the last member knowing the tree.
     pub first_start_unix_s: f64,
@@ -384,20 +442,121 @@ pub(crate) struct LiveBuild {
     pub build_s: f64,
     /// Last start to the last member knowing the tree, s.
     pub after_last_start_s: f64,
-    /// The members' `mst_*` frames by kind: (frames, encoded bytes).
+    /// The members' `mst_*` frames by kind: (frames, encoded bytes), since they started.
     pub frames: BTreeMap<String, (u64, u64)>,
     pub frames_total: u64,
     pub bytes_total: u64,
     /// The tree every member holds, `(lo, hi)` in id order.
     pub tree: Vec<(u32, u32)>,
+    /// Every member was idle (no repair running or waiting) and the tree was checked to be the
+    /// MST of the weights the members hold (each link's weight at its smaller end), by Kruskal
+    /// in GHS's order; a difference is an error.
+    pub checked_mst_of_held_weights: bool,
+    /// The tree's total on those weights.
+    pub total: f64,
+    /// With --after-epoch: the repair waited for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<LiveRepair>,
 }
 
-/// Waits until every member of the group at `path` holds its live MST (of one generation), then
-/// gathers the build from their views; an error names the members that did not build within
-/// `wait`, or that hold another tree.
-fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
+/// A settled tree waited for ([`MstArgs::settle`]), past an epoch ([`MstArgs::after_epoch`]).
+#[derive(Clone, Debug)]
+struct RepairWait {
+    after_epoch: Option<u32>,
+    settle: std::time::Duration,
+    since_unix_s: f64,
+}
+
+/// The repair a live read waited for: every member at `epoch`, from the change to the last
+/// member holding that epoch's tree.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct LiveRepair {
+    pub after_epoch: u32,
+    /// Epochs (repairs) since `after_epoch`.
+    pub epochs: u32,
+    /// The change (--since), the first change a member fed at or after it, and the last member
+    /// first holding the final epoch's tree, Unix seconds (wall clock).
+    pub since_unix_s: f64,
+    pub first_fed_unix_s: Option<f64>,
+    pub last_stable_unix_s: f64,
+    /// The change to the last member holding the repaired tree, s.
+    pub from_change_s: f64,
+    /// The first feed to the last member holding the repaired tree, s.
+    pub from_first_fed_s: Option<f64>,
+}
+
+/// Kruskal in GHS's order `(w, lo, hi)` over the weights the members hold (each link at its
+/// smaller end): the unique MST of those weights, `(lo, hi)` sorted, and its total.
+fn mst_of_held(views: &[(u32, LiveMstView)]) -> (Vec<(u32, u32)>, f64) {
+    let mut edges: Vec<(f64, u32, u32)> = views
+        .iter()
+        .flat_map(|(id, v)| v.weights.iter().map(move |&(p, w)| (w, *id, p)))
+        .collect();
+    edges.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let mut up: BTreeMap<u32, u32> = views.iter().map(|(id, _)| (*id, *id)).collect();
+    fn find(up: &mut BTreeMap<u32, u32>, mut x: u32) -> u32 {
+        while let Some(&p) = up.get(&x).filter(|&&p| p != x) {
+            x = p;
+        }
+        x
+    }
+    let (mut tree, mut total) = (Vec::new(), 0.0);
+    for (w, a, b) in edges {
+        if !up.contains_key(&b) {
+            continue;
+        }
+        let (ra, rb) = (find(&mut up, a), find(&mut up, b));
+        if ra != rb {
+            up.insert(ra, rb);
+            tree.push((a, b));
+            total += w;
+        }
+    }
+    tree.sort_unstable();
+    (tree, total)
+}
+
+/// What one look at the members shows, for the wait: `None` until every member holds the
+/// tree of one generation (and, waiting for a repair, one epoch past it with every member
+/// idle).
+fn settled_at(
+    views: &[(u32, Option<LiveMstView>)],
+    repair: Option<&RepairWait>,
+) -> Option<(u32, u32)> {
+    let mut at = None;
+    for (_, v) in views {
+        let v = v.as_ref()?;
+        v.built_unix_s?;
+        v.tree.as_ref()?;
+        let here = (v.generation, if repair.is_some() { v.epoch } else { 0 });
+        if *at.get_or_insert(here) != here {
+            return None;
+        }
+        if let Some(r) = repair {
+            if r.after_epoch.is_some_and(|e| v.epoch <= e) || !v.idle {
+                return None;
+            }
+        }
+    }
+    at
+}
+
+/// A settled look at the members: its `(generation, epoch)`, every member's tree, and since when.
+type Steady = ((u32, u32), Vec<Option<Vec<(u32, u32)>>>, std::time::Instant);
+
+/// Waits until every member of the group at `path` holds its live MST (of one generation;
+/// with `repair`, of one epoch past its `after_epoch`, every member idle for its settle time),
+/// then gathers the build from their views; an error names the members that did not get there
+/// within `wait`, or that hold another tree, or a tree that is not the MST of their weights.
+fn live_build(
+    path: &Path,
+    wait: std::time::Duration,
+    repair: Option<RepairWait>,
+) -> Result<LiveBuild> {
     let group = load_group(path).or_bad_input()?;
     let deadline = std::time::Instant::now() + wait;
+    // The state seen settled, and since when.
+    let mut steady: Option<Steady> = None;
     let views = loop {
         // Members still starting do not answer yet: ask again until the deadline.
         let views = match live_msts(&group) {
@@ -408,39 +567,66 @@ fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
                 continue;
             }
         };
-        let missing: Vec<u32> = views
-            .iter()
-            .filter(|(_, v)| {
-                v.as_ref()
-                    .is_none_or(|v| v.built_unix_s.is_none() || v.tree.is_none())
-            })
-            .map(|(id, _)| *id)
-            .collect();
         if let Some((id, _)) = views.iter().find(|(_, v)| v.is_none()) {
             if std::time::Instant::now() >= deadline {
                 return Err(bad_input(format!(
-                    "member {id} of group {} keeps no live MST: serve every member with                      `group serve --mst-live METRIC`",
+                    "member {id} of group {} keeps no live MST: serve every member with \
+                     `group serve --mst-live METRIC`",
                     group.name()
                 )));
             }
         }
-        let generations: std::collections::BTreeSet<u32> = views
-            .iter()
-            .filter_map(|(_, v)| v.as_ref().map(|v| v.generation))
-            .collect();
-        if missing.is_empty() && generations.len() == 1 {
-            break views;
+        if let Some(at) = settled_at(&views, repair.as_ref()) {
+            let trees: Vec<_> = views
+                .iter()
+                .map(|(_, v)| v.as_ref().and_then(|v| v.tree.clone()))
+                .collect();
+            let settle = repair
+                .as_ref()
+                .map_or(std::time::Duration::ZERO, |r| r.settle);
+            match &steady {
+                Some((a, t, since)) if *a == at && *t == trees => {
+                    if since.elapsed() >= settle {
+                        break views;
+                    }
+                }
+                _ => steady = Some((at, trees, std::time::Instant::now())),
+            }
+            if settle.is_zero() {
+                break views;
+            }
+        } else {
+            steady = None;
         }
         if std::time::Instant::now() >= deadline {
+            let missing: Vec<u32> = views
+                .iter()
+                .filter(|(_, v)| {
+                    v.as_ref()
+                        .is_none_or(|v| v.built_unix_s.is_none() || v.tree.is_none())
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            let at: std::collections::BTreeSet<(u32, u32, bool)> = views
+                .iter()
+                .filter_map(|(_, v)| v.as_ref().map(|v| (v.generation, v.epoch, v.idle)))
+                .collect();
             bail!(
-                "after {:.1} s, members {missing:?} of group {} do not hold the live MST yet                  (generations seen: {generations:?})",
+                "after {:.1} s, members {missing:?} of group {} do not hold the live MST yet, \
+                 or the members do not agree{} ((generation, epoch, idle) seen: {at:?})",
                 wait.as_secs_f64(),
-                group.name()
+                group.name(),
+                repair.as_ref().map_or(String::new(), |r| format!(
+                    " on an epoch{} with every member idle for {:.1} s",
+                    r.after_epoch
+                        .map_or(String::new(), |e| format!(" past {e}")),
+                    r.settle.as_secs_f64()
+                ))
             );
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    let views: Vec<(u32, crate::group_cmd::LiveMstView)> = views
+    let views: Vec<(u32, LiveMstView)> = views
         .into_iter()
         .map(|(id, v)| (id, v.expect("checked above")))
         .collect();
@@ -457,6 +643,17 @@ fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
             );
         }
     }
+    let mut tree = tree;
+    tree.sort_unstable();
+    // Checked when nothing moves: mid-repair the ends of a link may hold different weights.
+    let idle = views.iter().all(|(_, v)| v.idle && v.epoch == first.epoch);
+    let (want, total) = mst_of_held(&views);
+    if idle && want != tree {
+        bail!(
+            "the tree every member holds is not the MST of the weights they hold: holds {tree:?}, \
+             Kruskal gives {want:?}"
+        );
+    }
     let starts: Vec<f64> = views.iter().filter_map(|(_, v)| v.started_unix_s).collect();
     let ends: Vec<f64> = views.iter().filter_map(|(_, v)| v.built_unix_s).collect();
     let first_start = starts.iter().copied().fold(f64::INFINITY, f64::min);
@@ -470,8 +667,28 @@ fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
             e.1 += b;
         }
     }
-    let mut tree = tree;
-    tree.sort_unstable();
+    let repair = repair
+        .and_then(|r| Some((r.after_epoch?, r)))
+        .map(|(after_epoch, r)| {
+            let last_stable = views
+                .iter()
+                .filter_map(|(_, v)| v.stable_unix_s)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let first_fed = views
+                .iter()
+                .flat_map(|(_, v)| v.fed_unix_s.iter().copied())
+                .filter(|&t| t >= r.since_unix_s)
+                .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.min(t))));
+            LiveRepair {
+                after_epoch,
+                epochs: first.epoch - after_epoch,
+                since_unix_s: r.since_unix_s,
+                first_fed_unix_s: first_fed,
+                last_stable_unix_s: last_stable,
+                from_change_s: last_stable - r.since_unix_s,
+                from_first_fed_s: first_fed.map(|f| last_stable - f),
+            }
+        });
     let n = views.len();
     Ok(LiveBuild {
         group: group.name().to_string(),
@@ -482,6 +699,7 @@ fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
             BuildAlgorithm::Ghs => MstBuild::Ghs,
         },
         generation: first.generation,
+        epoch: first.epoch,
         first_start_unix_s: first_start,
         last_start_unix_s: last_start,
         last_end_unix_s: last_end,
@@ -491,7 +709,30 @@ fn live_build(path: &Path, wait: std::time::Duration) -> Result<LiveBuild> {
         bytes_total: frames.values().map(|x| x.1).sum(),
         frames,
         tree,
+        checked_mst_of_held_weights: idle,
+        total,
+        repair,
     })
+}
+
+/// `LO-HI=W` of --set-weight.
+fn parse_set_weight(s: &str) -> Result<(u32, u32, f64)> {
+    let bad = || {
+        bad_input(format!(
+            "--set-weight {s:?}: expected LO-HI=W (two member ids and a weight >= 0, e.g. 0-3=50)"
+        ))
+    };
+    let (pair, w) = s.split_once('=').ok_or_else(bad)?;
+    let (a, b) = pair.split_once('-').ok_or_else(bad)?;
+    let (a, b): (u32, u32) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    let w: f64 = w.trim().parse().map_err(|_| bad())?;
+    if a == b || !(w.is_finite() && w >= 0.0) {
+        return Err(bad());
+    }
+    Ok((a.min(b), a.max(b), w))
 }
 
 fn render_live(r: &LiveBuild, path: &Path) -> String {
@@ -499,19 +740,46 @@ fn render_live(r: &LiveBuild, path: &Path) -> String {
     let _ = writeln!(
         out,
         "The live MST of group {} ({}, {} members): built by {} ([mst] build = \"{}\"), \
-         generation {}",
+         generation {}, epoch {}",
         r.group,
         path.display(),
         r.members,
         r.build,
         r.setting,
-        r.generation
+        r.generation,
+        r.epoch
     );
     let _ = writeln!(
         out,
         "  first start to the last member holding the tree: {:.3} s ({:.3} s after the last \
          start), wall clock",
         r.build_s, r.after_last_start_s
+    );
+    if let Some(x) = &r.repair {
+        let _ = writeln!(
+            out,
+            "  repaired: epoch {} ({} repairs after epoch {}), the change to the last member \
+             holding the tree: {:.3} s{}",
+            r.epoch,
+            x.epochs,
+            x.after_epoch,
+            x.from_change_s,
+            x.from_first_fed_s.map_or(String::new(), |f| format!(
+                " (the first change fed to it: {f:.3} s)"
+            ))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {}",
+        if r.checked_mst_of_held_weights {
+            format!(
+                "every member idle: the tree is the MST of the weights they hold (total {})",
+                num(r.total)
+            )
+        } else {
+            "a repair runs or waits: the tree is not checked against the weights".to_string()
+        }
     );
     let rows: Vec<Vec<String>> = r
         .frames
@@ -1166,6 +1434,10 @@ mod tests {
             id: Some(0),
             live: false,
             wait: 60.0,
+            set_weight: None,
+            after_epoch: None,
+            settle: None,
+            since: None,
             metric: MstMetric::Latency,
             initiator: 0,
             test_window: 1,

@@ -446,3 +446,110 @@ fn the_live_build_follows_the_group_file() {
         );
     }
 }
+
+/// A repair on a running group, through the CLI: four loopback members (rows build, links
+/// checked at every forecast) get every link's weight from `mst --live --set-weight` (the
+/// weights then stay put whatever the probes say), and `--after-epoch` waits until every member
+/// holds the repaired tree with nothing running: the MST of those weights, which the command
+/// checks against the weights the members hold. Then one tree edge gets heavier and is
+/// repaired away: the tree is the MST of the new weights, one repair later.
+#[test]
+fn a_weight_change_is_repaired_on_a_group_of_four() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("mstrep-{}", std::process::id());
+    let group = dir.path().join("group.toml");
+    write_group(&group, &name, &free_ports(4));
+    let mut text = std::fs::read_to_string(&group).unwrap();
+    text.push_str("\n[mst]\nbuild = \"rows\"\n");
+    std::fs::write(&group, text).unwrap();
+    let _members = spawn_members(
+        &group,
+        4,
+        &[
+            "--quiet",
+            "--mst-live",
+            "latency",
+            "--probe-period",
+            "0.2",
+            "--mst-every",
+            "0",
+        ],
+        |i, _| default_socket(&name, i),
+    );
+    let g = group.to_str().unwrap();
+    let built = ok_json(&["mst", "--group", g, "--live", "--wait", "120", "--json"]);
+    let weights = [
+        ("0-1", 10.0),
+        ("0-2", 20.0),
+        ("0-3", 30.0),
+        ("1-2", 40.0),
+        ("1-3", 50.0),
+        ("2-3", 60.0),
+    ];
+    let mut v = Value::Null;
+    for (i, (pair, w)) in weights.iter().enumerate() {
+        let set = format!("{pair}={w}");
+        let mut args = vec![
+            "mst",
+            "--group",
+            g,
+            "--live",
+            "--json",
+            "--set-weight",
+            &set,
+        ];
+        let after = built["epoch"].to_string();
+        if i == weights.len() - 1 {
+            args.extend(["--after-epoch", &after, "--settle", "3", "--wait", "120"]);
+        }
+        v = ok_json(&args);
+    }
+    let tree = |v: &Value| serde_json::from_value::<Vec<(u32, u32)>>(v["tree"].clone()).unwrap();
+    // Every weight taken in: the tree is their MST, checked by the command too.
+    assert_eq!(v["checked_mst_of_held_weights"], true, "{v}");
+    assert_eq!(tree(&v), vec![(0, 1), (0, 2), (0, 3)], "{v}");
+    assert_eq!(v["total"], 60.0, "{v}");
+    let epoch = v["epoch"].as_u64().unwrap();
+    assert!(epoch >= 1, "{v}");
+    // A tree edge gets heavier: 1 hangs on 2 instead of 0.
+    let e = epoch.to_string();
+    let r = ok_json(&[
+        "mst",
+        "--group",
+        g,
+        "--live",
+        "--json",
+        "--set-weight",
+        "1-0=100",
+        "--after-epoch",
+        &e,
+        "--settle",
+        "1",
+        "--wait",
+        "60",
+    ]);
+    assert_eq!(r["checked_mst_of_held_weights"], true, "{r}");
+    assert_eq!(tree(&r), vec![(0, 2), (0, 3), (1, 2)], "{r}");
+    assert_eq!(r["total"], 90.0, "{r}");
+    assert_eq!(r["epoch"].as_u64().unwrap(), epoch + 1, "{r}");
+    let rep = &r["repair"];
+    assert_eq!(rep["epochs"], 1, "{r}");
+    let from_fed = rep["from_first_fed_s"].as_f64().unwrap();
+    let from_change = rep["from_change_s"].as_f64().unwrap();
+    assert!(0.0 <= from_fed && from_fed <= from_change, "{r}");
+    // The repair's frames: the waves and the request, no rebuild.
+    let frames = r["frames"].as_object().unwrap();
+    assert_eq!(frames["mst_row"][0], 12, "{r}");
+    // Bad input names the flag.
+    let line = bad(&["mst", "--group", g, "--live", "--set-weight", "0-0=3"]);
+    assert!(line.contains("--set-weight \"0-0=3\""), "{line}");
+    let line = bad(&["mst", "--group", g, "--live", "--set-weight", "0-9=3"]);
+    assert!(line.contains("9 is not another member"), "{line}");
+    for i in 0..4 {
+        windrose()
+            .args(["group", "leave", "--id", &i.to_string(), "--group", g])
+            .timeout(Duration::from_secs(60))
+            .assert()
+            .success();
+    }
+}

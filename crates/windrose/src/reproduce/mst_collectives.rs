@@ -1476,6 +1476,7 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
             // The paper's GHS.
             test_window: 1,
             build: MstBuild::Ghs,
+            min_change: 0.0,
         });
     })?;
     for c in fig5_changes() {
