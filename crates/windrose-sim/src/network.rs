@@ -201,6 +201,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
 
+use crate::prefetch::prefetch;
+
 mod completion_heap;
 mod fill_queue;
 use completion_heap::CompletionHeap;
@@ -651,6 +653,10 @@ const STALE: u32 = u32::MAX;
 
 /// See [`Link::add_load`].
 const LOAD_RESUM: u32 = 256;
+
+/// How many connections ahead the loops over a solve's region ask for the next ones' lines
+/// (see [`crate::prefetch`]): far enough for a miss to come back, near enough to stay cached.
+const AHEAD: usize = 4;
 
 /// The flow-level network; see the [module documentation](self).
 #[derive(Clone, Debug)]
@@ -1453,6 +1459,11 @@ impl Network {
         // Settle and reschedule the connections whose rate changed.
         let now = self.now;
         for i in 0..self.comp_flows.len() {
+            if let Some(&next) = self.comp_flows.get(i + AHEAD) {
+                prefetch(&self.hot, next as usize);
+                prefetch(&self.sched, next as usize);
+                self.completions.prefetch(next);
+            }
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
             // A rise by rounding only (a connection of the region whose bottleneck kept its
@@ -1659,7 +1670,10 @@ impl Network {
         for &l in &self.dirty {
             touch(l, links);
         }
-        for &f in comp_flows {
+        for (i, &f) in comp_flows.iter().enumerate() {
+            if let Some(&next) = comp_flows.get(i + AHEAD) {
+                prefetch(hot, next as usize);
+            }
             let h = &hot[f as usize];
             for &m in h.route() {
                 touch(m, links);
@@ -1854,6 +1868,9 @@ impl Network {
         let epoch = self.epoch;
         let mut i = first;
         while i < self.comp_flows.len() {
+            if let Some(&next) = self.comp_flows.get(i + AHEAD) {
+                prefetch(&self.hot, next as usize);
+            }
             let g = self.comp_flows[i];
             i += 1;
             let h = self.hot[g as usize];
