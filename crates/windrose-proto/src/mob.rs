@@ -250,6 +250,36 @@ use std::sync::Arc;
 use std::time::Duration;
 use windrose_model::{ClusterId, NodeId};
 
+/// Peer ids to their index in `Mob::peers`: a vector sorted by id, searched by bisection.
+///
+/// Every message a node handles looks its sender up here. A node has a few dozen peers, and in
+/// a B-tree that lookup walked two or three separately allocated nodes: at N = 4,096 and more,
+/// where each machine's state is out of cache when its next message comes, each of them was a
+/// cache miss. The sorted entries of a few dozen peers fill a few adjacent lines. Lookups only:
+/// it is never iterated, so its order cannot reach the protocol's behaviour.
+#[derive(Clone, Debug, Default)]
+struct PeerIndex(Vec<(NodeId, u32)>);
+
+impl PeerIndex {
+    fn get(&self, id: &NodeId) -> Option<usize> {
+        let at = self.0.binary_search_by_key(id, |&(p, _)| p).ok()?;
+        Some(self.0[at].1 as usize)
+    }
+
+    fn contains_key(&self, id: &NodeId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Adds `id` at index `k` (`id` must not be there yet).
+    fn insert(&mut self, id: NodeId, k: usize) {
+        let k = u32::try_from(k).expect("fewer than 2^32 peers");
+        match self.0.binary_search_by_key(&id, |&(p, _)| p) {
+            Ok(_) => unreachable!("peer {id:?} is indexed once"),
+            Err(at) => self.0.insert(at, (id, k)),
+        }
+    }
+}
+
 /// The stall timer: fires when an incomplete node may have received nothing for
 /// [`MobConfig::stall_timeout_s`] (see the module docs).
 pub const STALL_TIMER: TimerId = TimerId(0);
@@ -591,7 +621,7 @@ pub struct Mob {
     /// Until this node hears of a failure, the layout's map shared by every machine.
     mobs: Arc<Members>,
     peers: Vec<Peer>,
-    peer_index: BTreeMap<NodeId, usize>,
+    peer_index: PeerIndex,
     /// Per piece: the peer (index) it was requested from.
     requested: Vec<Option<u32>>,
     /// Per piece: when it was last requested (for the adaptive depth).
@@ -676,7 +706,7 @@ impl Mob {
             share: 0..0,
             mobs: Arc::default(),
             peers: Vec::new(),
-            peer_index: BTreeMap::new(),
+            peer_index: PeerIndex::default(),
             requested: vec![None; pieces as usize],
             requested_at: vec![Time::ZERO; pieces as usize],
             avail: vec![0; pieces as usize],
@@ -884,7 +914,7 @@ impl Mob {
             return;
         }
         let id = live[r % live.len()];
-        if let Some(&k) = self.peer_index.get(&id) {
+        if let Some(k) = self.peer_index.get(&id) {
             // Known (e.g. it said Hello) but not as a source yet: nothing to open.
             let _ = k;
             return;
@@ -934,7 +964,7 @@ impl Mob {
     /// Adds a peer (or revives nothing: a known peer is returned as is); tells it what it is
     /// to hear of what this node already holds. Returns its index.
     fn add_peer(&mut self, id: NodeId, out: &mut Outputs) -> usize {
-        if let Some(&k) = self.peer_index.get(&id) {
+        if let Some(k) = self.peer_index.get(&id) {
             return k;
         }
         let cluster = self.setup.layout.cluster_of(id);
@@ -1113,7 +1143,7 @@ impl Mob {
     /// Stops asking `peer` for anything: its outstanding requests go elsewhere, and a node
     /// outside the root's cluster that loses its source there peers with a replacement.
     fn ban(&mut self, peer: NodeId, out: &mut Outputs) {
-        let Some(&k) = self.peer_index.get(&peer) else {
+        let Some(k) = self.peer_index.get(&peer) else {
             return;
         };
         self.peers[k].alive = false;
@@ -1644,7 +1674,7 @@ impl Mob {
 
     fn on_piece(&mut self, now: Time, from: NodeId, p: Piece, out: &mut Outputs) {
         let i = p.piece;
-        let k = self.peer_index.get(&from).copied();
+        let k = self.peer_index.get(&from);
         let answered = k.is_some() && self.requested[i as usize] == k.map(|k| k as u32);
         if answered {
             let k = k.expect("answered");
@@ -1847,7 +1877,7 @@ impl Mob {
         if self.guests.remove(&peer) {
             // A guest failed again: nothing of the mobs depended on it.
             self.guests_done.remove(&peer);
-            if let Some(&k) = self.peer_index.get(&peer) {
+            if let Some(k) = self.peer_index.get(&peer) {
                 self.peers[k].alive = false;
                 self.peers[k].cand.clear();
                 self.peers[k].outstanding = 0;
@@ -1871,7 +1901,7 @@ impl Mob {
             return;
         }
         let mut orphaned = Vec::new();
-        if let Some(&k) = self.peer_index.get(&peer) {
+        if let Some(k) = self.peer_index.get(&peer) {
             self.peers[k].alive = false;
             self.peers[k].cand.clear();
             self.peers[k].outstanding = 0;
@@ -1957,6 +1987,34 @@ impl Mob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The peer index answers as the B-tree it replaced: random ids (sparse, inserted in any
+    /// order, each once, looked up present and absent) against a `BTreeMap`.
+    #[test]
+    fn peer_index_answers_as_a_map() {
+        use rand::SeedableRng;
+        let mut rng = ChaCha8Rng::seed_from_u64(20);
+        for _ in 0..50 {
+            let mut index = PeerIndex::default();
+            let mut reference = BTreeMap::new();
+            for k in 0..rng.gen_range(0..80usize) {
+                let id = NodeId(rng.gen_range(0..200u32));
+                if reference.contains_key(&id) {
+                    continue;
+                }
+                index.insert(id, k);
+                reference.insert(id, k);
+                for _ in 0..4 {
+                    let probe = NodeId(rng.gen_range(0..200u32));
+                    assert_eq!(index.get(&probe), reference.get(&probe).copied());
+                    assert_eq!(index.contains_key(&probe), reference.contains_key(&probe));
+                }
+            }
+            for (id, &k) in &reference {
+                assert_eq!(index.get(id), Some(k));
+            }
+        }
+    }
 
     /// The acknowledgement tree's positions, computed from the shared layout, are the heap
     /// order "the root, then the others by id" (what a list of every node held per machine

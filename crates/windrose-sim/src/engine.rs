@@ -107,6 +107,7 @@ use crate::metrics::{
     ProgressRecord, ReportRecord, Restart, Totals,
 };
 use crate::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
+use crate::prefetch::prefetch;
 use bytes::Bytes;
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -1033,6 +1034,9 @@ impl Simulation {
                 }
             }
             let Reverse(entry) = self.heap.pop().expect("peeked");
+            if let Some(Reverse(next)) = self.heap.peek() {
+                self.prefetch_event(next);
+            }
             if self.is_dead_timer(&entry) {
                 // A cancelled or moved timer is not an event: it must not move the clock (a
                 // finished run would otherwise "end" at its longest cancelled timeout).
@@ -1217,6 +1221,22 @@ impl Simulation {
     }
 
     /// True for a timer entry that was cancelled or moved, or whose node has failed.
+    /// Asks for the lines event `e` will read first (its node's slot, state and metrics, and
+    /// an arrival's message), so that they load while the event before it runs: at large N
+    /// each of them is a cache miss (see [`crate::prefetch`]).
+    fn prefetch_event(&self, e: &Entry) {
+        let i = e.node as usize;
+        prefetch(&self.state, i);
+        prefetch(&self.slots, i);
+        if let Some(slot) = self.slots.get(i) {
+            // An address only: nothing of the slot is read here.
+            prefetch(std::slice::from_ref(&slot.metrics), 0);
+        }
+        if let Ev::Arrive { slot } = e.ev {
+            prefetch(&self.in_flight.slots, slot as usize);
+        }
+    }
+
     fn is_dead_timer(&self, e: &Entry) -> bool {
         let Ev::Timer { timer, gen, .. } = e.ev else {
             return false;

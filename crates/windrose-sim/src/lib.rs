@@ -47,4 +47,5 @@ pub mod group;
 pub mod metrics;
 pub mod multicast;
 pub mod network;
+mod prefetch;
 pub mod scenario;

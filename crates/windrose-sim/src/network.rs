@@ -159,6 +159,17 @@
 //! 39.0 at 4,096 (one pair). What those lines wait for was not pinned down further; the level
 //! sets' buffers are still read there.
 //!
+//! The loops over a solve's region (settling, filling, `grow_ahead`) ask for the `Hot` and
+//! `Sched` lines and the completion-heap position of the connection `AHEAD` (4) places further
+//! on (the `prefetch` module), so that their misses overlap instead of coming one after the
+//! other; the engine does the same for the next event's node. Measured 2026-11-27 (MOB, the
+//! builds before and after run at once, user seconds, load average 8-13 on 2 cores): 8.06
+//! against 7.79 at N = 1,024 (medians of 3 pairs, ratio 0.97; with MOB's peer index as a
+//! sorted vector), at 4,096 52.4 against 50.1 (the prefetches alone) and 56.0 against 52.7
+//! (both), ratios 0.95 and 0.94; at 16,384 (both, one pair, load 16) 324.3 against 299.8,
+//! ratio 0.92: the growth exponent 1,024 -> 16,384 moves from 1.33 to 1.32, far from the 1.2
+//! issue 20 asks. Event logs are byte-identical.
+//!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
 //! sooner, down when later), O(log E), and nothing stale is ever kept or popped. Changes and
@@ -200,6 +211,8 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use windrose_model::platform::{LinkId, Platform, PlatformError};
 use windrose_model::{ClusterId, NodeId};
+
+use crate::prefetch::prefetch;
 
 mod completion_heap;
 mod fill_queue;
@@ -651,6 +664,10 @@ const STALE: u32 = u32::MAX;
 
 /// See [`Link::add_load`].
 const LOAD_RESUM: u32 = 256;
+
+/// How many connections ahead the loops over a solve's region ask for the next ones' lines
+/// (see [`crate::prefetch`]): far enough for a miss to come back, near enough to stay cached.
+const AHEAD: usize = 4;
 
 /// The flow-level network; see the [module documentation](self).
 #[derive(Clone, Debug)]
@@ -1453,6 +1470,11 @@ impl Network {
         // Settle and reschedule the connections whose rate changed.
         let now = self.now;
         for i in 0..self.comp_flows.len() {
+            if let Some(&next) = self.comp_flows.get(i + AHEAD) {
+                prefetch(&self.hot, next as usize);
+                prefetch(&self.sched, next as usize);
+                self.completions.prefetch(next);
+            }
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
             // A rise by rounding only (a connection of the region whose bottleneck kept its
@@ -1659,7 +1681,10 @@ impl Network {
         for &l in &self.dirty {
             touch(l, links);
         }
-        for &f in comp_flows {
+        for (i, &f) in comp_flows.iter().enumerate() {
+            if let Some(&next) = comp_flows.get(i + AHEAD) {
+                prefetch(hot, next as usize);
+            }
             let h = &hot[f as usize];
             for &m in h.route() {
                 touch(m, links);
@@ -1854,6 +1879,9 @@ impl Network {
         let epoch = self.epoch;
         let mut i = first;
         while i < self.comp_flows.len() {
+            if let Some(&next) = self.comp_flows.get(i + AHEAD) {
+                prefetch(&self.hot, next as usize);
+            }
             let g = self.comp_flows[i];
             i += 1;
             let h = self.hot[g as usize];

@@ -53,6 +53,12 @@ impl CompletionHeap {
         self.heap.first().map(|&w| ((w >> 32) as u64, conn(w)))
     }
 
+    /// Asks for the line of connection `c`'s position (see [`crate::prefetch`]), ahead of a
+    /// [`set`](Self::set).
+    pub(super) fn prefetch(&self, c: u32) {
+        crate::prefetch::prefetch(&self.pos, c as usize);
+    }
+
     /// Gives connection `c` the completion time `time_bits` (an IEEE-754 bit pattern of a
     /// non-negative time), adding its entry or moving the one it has.
     pub(super) fn set(&mut self, c: u32, time_bits: u64) {
