@@ -846,3 +846,51 @@ fn adaptive_depth_fills_a_long_fat_flow_and_limits_a_slow_one() {
     assert!(depth <= 2, "a slow flow got {depth} requests outstanding");
     assert!(rate >= 0.85 * 1e6, "slow flow: {:.3} MB/s", rate / 1e6);
 }
+
+/// Issue 18 (MOB under MPI at 4 and 16 MiB): on equal WAN links, 4 x 4 nodes, the root's
+/// cluster should send each piece out about once (its three paths a third each; the other
+/// clusters relay), whatever the piece count: 16, 32 and 64 pieces of 256 KiB, as the MPI shim
+/// cuts 4 to 16 MiB. Before the fix the help rule compared this node's region without its
+/// requests in flight against the others' regions with theirs, so it fired as soon as a node
+/// had a quarter of a region (one piece of five at 16 pieces) requested, and a node whose region
+/// was all requested took every piece only the root had: 1.5 bytes out per byte at 16 pieces.
+#[test]
+fn the_root_cluster_sends_each_piece_out_about_once_on_equal_links() {
+    let platform = || {
+        let mut b = Platform::builder();
+        for _ in 0..4 {
+            b = b.cluster(ClusterSpec::uniform(4, 125e6, 1.25e9, 1e-4));
+        }
+        b.wan_all(3e6, 0.01).build().unwrap()
+    };
+    for pieces in [16usize, 32, 64] {
+        let data = random_bytes(pieces << 18, pieces as u64);
+        let manifest = Arc::new(Manifest::build(&data, 256 << 10).unwrap());
+        let run = run_mob(
+            platform(),
+            NodeId(0),
+            &data,
+            manifest,
+            &MobConfig::default(),
+            7,
+            None,
+            false,
+        );
+        assert!(run.metrics.all_finished());
+        check_wan(&run, 4, data.len());
+        let out: f64 = (1..4)
+            .map(|c| {
+                run.metrics.link_bytes(LinkId::Wan {
+                    from: ClusterId(0),
+                    to: ClusterId(c),
+                })
+            })
+            .sum();
+        let per_byte = out / data.len() as f64;
+        println!("{pieces} pieces: the root's cluster sent {per_byte:.2} bytes out per byte");
+        assert!(
+            per_byte <= 1.2,
+            "{pieces} pieces: the root's cluster sent {per_byte:.2} bytes out per byte"
+        );
+    }
+}
