@@ -96,7 +96,10 @@
 //! 2. **Weighted splitters.** With every live member's samples in, each member computes the same `p - 1` splitters
 //!    ([`weighted_splitters`](crate::sample_sort::weighted_splitters)): snake rank `j`'s range
 //!    gets about `w_j / sum w` of the records (`w` the members' speeds), so a 0.05-core node
-//!    gets a quarter of what a 0.2-core node gets. The member then groups its records by
+//!    gets a quarter of what a 0.2-core node gets. The speeds are [`HsortSpec::speeds`]; a
+//!    spec that weighs but names none takes, at the initiator's Host, the compute speeds its
+//!    group view measured (the members time their computes and share them with their
+//!    weather rows), so every member weighs with the same numbers. The member then groups its records by
 //!    bucket (one pass, binary search among the splitters; a compute task off the event
 //!    loop), so each bucket is a contiguous run of its records, unsorted.
 //! 3. **The exchange is cycle 1.** Its partners are all the other ranks: each gets its bucket
@@ -754,7 +757,8 @@ pub struct HsortSpec {
     #[serde(default)]
     pub slicing: Slicing,
     /// Each member's relative speed, in member id order (empty: all equal). Used by
-    /// [`Slicing::Speed`].
+    /// [`Slicing::Speed`] and [`Slicing::Splitters`]; when empty, the Host that starts the
+    /// sort fills in the compute speeds its group view measured, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speeds: Vec<f64>,
     /// Backup copies of each member's input, held by the next members in snake order (0: a

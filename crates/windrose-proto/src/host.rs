@@ -2672,6 +2672,8 @@ impl Host {
                         data,
                         transfer,
                     } => {
+                        let measured = self.with_measured_speeds(spec);
+                        let spec = measured.as_ref().unwrap_or(spec);
                         self.start_collective(now, spec, data.clone(), *transfer, out);
                     }
                     AppRequest::StartBroadcast(b) => {
@@ -2973,6 +2975,39 @@ impl Host {
     pub fn calibrated_compute(&mut self, bytes: u64, elapsed: Duration) -> Option<Report> {
         let fc = self.weather.observe_compute(self.now, bytes, elapsed)?;
         Some(compute_report(self.config.me, fc.value, fc.error))
+    }
+
+    /// A HeteroSort that weighs its members (speed slices or splitters) but was given no
+    /// speeds takes the compute speeds the group's view holds (issue 19): each member times
+    /// its own computes ([`crate::weather`]) and shares the forecast with its row, so the
+    /// initiator knows every member's speed without `--speeds`. The speeds travel in the spec,
+    /// so every member weighs with the same numbers. A member nobody measured takes the median
+    /// of the measured ones; with none measured the spec is left as it is (equal weights).
+    /// None: nothing to fill in.
+    fn with_measured_speeds(&self, spec: &CollectiveSpec) -> Option<CollectiveSpec> {
+        let CollectiveSpec::HeteroSort(hs) = spec else {
+            return None;
+        };
+        if hs.slicing == crate::heterosort::Slicing::Equal || !hs.speeds.is_empty() {
+            return None;
+        }
+        let view = self.group_view();
+        // HsortSpec::speeds are in member id order.
+        let mut ids: Vec<NodeId> = self.config.members.iter().map(|&(n, _)| n).collect();
+        ids.sort_unstable();
+        let measured: Vec<Option<f64>> = ids
+            .iter()
+            .map(|&n| view.compute_mb_s(n).filter(|v| v.is_finite() && *v > 0.0))
+            .collect();
+        let mut known: Vec<f64> = measured.iter().flatten().copied().collect();
+        if known.is_empty() {
+            return None;
+        }
+        known.sort_by(f64::total_cmp);
+        let median = known[known.len() / 2];
+        let mut hs = hs.clone();
+        hs.speeds = measured.iter().map(|m| m.unwrap_or(median)).collect();
+        Some(CollectiveSpec::HeteroSort(hs))
     }
 
     /// A compute handed out here is done: its bytes over its time (from its issue, or from

@@ -611,8 +611,10 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
     config.digest_deliveries = true;
     // A calibrated scatter needs every member's compute speed: time BLAKE3 over 16 MiB at the
-    // start (a sort member's compute stands for work done elsewhere: nothing to time).
-    config.calibrate_compute = (sort_app.is_none() && node.is_none()).then_some(16 << 20);
+    // start. A sort member times a sort of 16 MiB of records instead (its application's
+    // compute without work, `sort_app::calibration_sort`): a sort without --speeds weighs the
+    // members by these speeds until the sorts' own computes refine them.
+    config.calibrate_compute = node.is_none().then_some(16 << 20);
     if let Some(metric) = a.mst_live {
         // How the tree is built comes from the group file (its `[mst]` table, part of the
         // digest the handshake checks), so every member builds the same way.

@@ -96,14 +96,17 @@ pub struct SortArgs {
     /// The sort.
     #[arg(long, default_value = "heterosort", value_parser = parse_sort)]
     protocol: SortProtocol,
-    /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default),
+    /// HeteroSort's slices: `speeds` (in proportion to the members' speeds, the default),
     /// `equal` (the paper's HeteroSort: equal slices and loads) or `splitters` (one exchange
-    /// by splitters weighted by --speeds, then a two-hop check through the last member; every
-    /// HeteroSort then ends in two phases, ready and commit).
+    /// by splitters weighted by the members' speeds, then a two-hop check through the last
+    /// member; every HeteroSort then ends in two phases, ready and commit). The speeds are
+    /// --speeds, or without it the compute speeds the members measured (a group's members
+    /// time a sort of 16 MiB of records when they start, and every sort's computes after
+    /// that); equal when nothing was measured (`--local`'s first sort).
     #[arg(long, value_name = "speeds|equal|splitters", value_parser = parse_slicing)]
     slicing: Option<Slicing>,
-    /// Relative member speeds for --protocol heterosort --slicing speeds, in id order (e.g.
-    /// 1,2,4,1).
+    /// Relative member speeds for --protocol heterosort --slicing speeds or splitters, in id
+    /// order (e.g. 1,2,4,1): overrides the measured speeds.
     #[arg(long, value_delimiter = ',')]
     speeds: Vec<f64>,
     /// Host the members in this process on loopback (with --nodes).
