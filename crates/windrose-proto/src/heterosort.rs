@@ -157,6 +157,15 @@
 //! TCP's headers; the sample sort's exchange alone took about 24 s there. See the README's
 //! HeteroSort section for the measured runs.
 //!
+//! # Steps reported
+//! The machine notes when it passes each named step ([`Protocol::phases`], at the `now` of the
+//! input that took it there; a step passed again in a later epoch keeps its latest time):
+//! `samples_sent`, `splitters` (every sample in; the grouping pass starts), `exchange_start`
+//! (grouped, the buckets queued), `copies_placed`, `exchange_end` (every bucket in; the last
+//! run's sort and the merge start), `merged` (each cycle's compute done), `check_sent`,
+//! `ready` and `commit`. Its Host sends them with its end to the initiator, which
+//! `windrose sort --json` prints per member.
+//!
 //! # Frames (family 7)
 //!
 //! | kind | name               | fixed fields                                                | payload |
@@ -950,6 +959,11 @@ struct Held {
 #[derive(Clone, Debug)]
 pub struct HeteroSort {
     me: NodeId,
+    /// The `now` of the input being handled, for [`HeteroSort::mark`].
+    now: Time,
+    /// The latest time each named step was passed, in the order first passed
+    /// ([`Protocol::phases`]).
+    phases: Vec<(&'static str, Time)>,
     /// Every member by id: a member's place here is its *member rank* (its snake rank in
     /// epoch 0).
     all: Vec<NodeId>,
@@ -1146,6 +1160,8 @@ impl HeteroSort {
         let history = vec![data.len() as u64];
         Ok(HeteroSort {
             me,
+            now: Time::ZERO,
+            phases: Vec::new(),
             all: ids.clone(),
             mine: rank,
             transfer,
@@ -1329,6 +1345,16 @@ impl HeteroSort {
 
     /// Sends this node's input to its backup holders and waits for their acknowledgements
     /// (a node with no backups starts trading at once).
+    /// Notes that the node passed step `name` now (the latest pass counts: after a failure
+    /// the new epoch's steps replace the old ones').
+    fn mark(&mut self, name: &'static str) {
+        let now = self.now;
+        match self.phases.iter_mut().find(|(n, _)| *n == name) {
+            Some(p) => p.1 = now,
+            None => self.phases.push((name, now)),
+        }
+    }
+
     fn start(&mut self, out: &mut Outputs) {
         self.phase = Phase::Backing;
         if !self.failed.is_empty() {
@@ -1405,6 +1431,7 @@ impl HeteroSort {
             self.splitters = crate::sample_sort::weighted_splitters(&all, &self.weights);
             debug_assert!(self.splitters.len() < live.max(1));
             self.split_ready = true;
+            self.mark("splitters");
             // The records, unsorted, grouped by bucket (a compute task, off the event loop):
             // each bucket is then a contiguous run, as in a sorted node.
             let data = std::mem::take(&mut self.data);
@@ -1465,6 +1492,7 @@ impl HeteroSort {
             }
         }
         self.samples.insert(self.mine, (self.epoch(), count, mine));
+        self.mark("samples_sent");
     }
 
     /// Tells every live member which members this node counts as failed.
@@ -1635,6 +1663,7 @@ impl HeteroSort {
         }
         self.count = self.data.len() as u64 + self.expect_in.map_or(0, |(_, k)| k);
         if self.exchange(c) {
+            self.mark("exchange_start");
             // The exchange: every rank's bucket by the splitters (the node's records are
             // sorted, so each bucket is a contiguous run), even an empty one.
             let data = std::mem::take(&mut self.data);
@@ -1788,6 +1817,7 @@ impl HeteroSort {
                 return;
             }
         }
+        self.mark("exchange_end");
         let mut runs = std::mem::take(&mut self.runs);
         let size = runs.iter().map(Vec::len).sum::<usize>() + batch.len();
         self.history.push(size as u64);
@@ -1861,6 +1891,7 @@ impl HeteroSort {
 
     fn computed(&mut self, out: &mut Outputs) {
         self.task = None;
+        self.mark("merged");
         let c = self.cycle;
         let ends = self.data.first().cloned().zip(self.data.last().cloned());
         self.summaries.insert(c, ends);
@@ -1927,6 +1958,7 @@ impl HeteroSort {
                 self.gathered.entry(c).or_default().insert(last, ends);
                 self.decide(c, out);
             } else {
+                self.mark("check_sent");
                 let max = match ends {
                     Some((lo, hi)) => [lo, hi].concat().into(),
                     None => Bytes::new(),
@@ -2025,6 +2057,7 @@ impl HeteroSort {
     /// counts its own and commits once every rank's is in.
     fn prepare(&mut self, out: &mut Outputs) {
         self.phase = Phase::Prepared;
+        self.mark("ready");
         let last = self.n() - 1;
         if self.rank == last {
             self.readies.insert(last);
@@ -2064,6 +2097,7 @@ impl HeteroSort {
 
     /// Delivers the node's range and finishes.
     fn deliver(&mut self, out: &mut Outputs) {
+        self.mark("commit");
         self.phase = Phase::Over;
         self.status = Status::Finished;
         let mut all = BytesMut::with_capacity(self.data.len() * self.record_len);
@@ -2268,6 +2302,9 @@ impl HeteroSort {
                 if !self.acked.insert(sender) {
                     return Err(unexpected("a second acknowledgement of one copy"));
                 }
+                if self.copies_placed() {
+                    self.mark("copies_placed");
+                }
                 self.maybe_begin(out);
                 self.wave(out);
             }
@@ -2433,7 +2470,8 @@ impl Protocol for HeteroSort {
         self.me
     }
 
-    fn handle(&mut self, _now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        self.now = now;
         match input {
             Input::Start => {
                 if self.phase == Phase::Idle {
@@ -2502,6 +2540,10 @@ impl Protocol for HeteroSort {
 
     fn status(&self) -> Status {
         self.status
+    }
+
+    fn phases(&self) -> Vec<(&'static str, Time)> {
+        self.phases.clone()
     }
 }
 

@@ -42,7 +42,7 @@
 //! is verified.
 
 use crate::error::bad_input;
-use crate::sort_app::{Failed, FinishTimes, SortApp};
+use crate::sort_app::{Failed, FinishTimes, PhaseTimes, SortApp};
 use received::Received;
 
 mod received;
@@ -450,6 +450,9 @@ struct MemberView {
     /// earlier one had kept (0: it started over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     resumed_bytes: Option<u64>,
+    /// A sort's member: when it passed each named step, seconds from its start (its report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    phases: Vec<(String, f64)>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -660,6 +663,8 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     let mut seq: u32 = 0;
     let mut started: BTreeMap<TransferId, Started> = BTreeMap::new();
     let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
+    // The members' steps, which come just before their MemberDone reports.
+    let mut phases: BTreeMap<(TransferId, NodeId), Vec<(String, f64)>> = BTreeMap::new();
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
     // This member's compute speed forecast and its error, MB/s.
@@ -824,6 +829,7 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                             verified: None,
                             share: share.as_ref().map(ShareResult::from),
                             resumed_bytes,
+                            phases: phases.remove(&(transfer, member)).unwrap_or_default(),
                         });
                     }
                     if let Some(b) = resumed_bytes {
@@ -903,6 +909,9 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                 }
                 GroupEvent::Failed(f) if f.member == me && Some(f.transfer) == ours => {
                     why.get_or_insert(f.why);
+                }
+                GroupEvent::Phases(p) => {
+                    phases.insert((p.transfer, p.member), p.phases);
                 }
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
@@ -1507,7 +1516,7 @@ pub fn start_sort(
     id: Option<u32>,
     control: Option<&Path>,
     spec: CollectiveSpec,
-) -> Result<(TransferId, FinishTimes), Failed> {
+) -> Result<(TransferId, FinishTimes, PhaseTimes), Failed> {
     let via = Via {
         control: control.map(Path::to_path_buf),
         group: Some(group.to_path_buf()),
@@ -1534,9 +1543,13 @@ pub fn start_sort(
                 let t = TransferId(t);
                 let n = load_group(group).map(|g| g.len()).unwrap_or(0) as u32;
                 let mut times = vec![None; n as usize];
+                let mut phases: PhaseTimes = vec![Vec::new(); n as usize];
                 for m in members.iter().filter(|m| m.finished) {
                     if let Some(x) = times.get_mut(m.member as usize) {
                         *x = m.seconds;
+                    }
+                    if let Some(x) = phases.get_mut(m.member as usize) {
+                        x.clone_from(&m.phases);
                     }
                 }
                 // Members lost mid-sort are the caller's to judge (HeteroSort restores their
@@ -1551,7 +1564,7 @@ pub fn start_sort(
                         Some(t),
                     ));
                 }
-                return Ok((t, times));
+                return Ok((t, times, phases));
             }
             _ => {}
         }

@@ -135,6 +135,12 @@ pub fn calibration_sort(bytes: u64) -> usize {
 /// Host heard them: None for a member that did not finish (lost mid-sort).
 pub type FinishTimes = Vec<Option<f64>>;
 
+/// Each member's named steps by id (a HeteroSort's: samples sent, splitters, exchange start
+/// and end, merged, check sent, ready, commit; see `windrose_proto::heterosort`), each as
+/// seconds from the member's start on its clock, as the initiator heard them (empty: none
+/// reported).
+pub type PhaseTimes = Vec<Vec<(String, f64)>>;
+
 /// A sort that did not complete, with its collective when it had started (the members'
 /// temporary files are named by it).
 pub struct Failed {
