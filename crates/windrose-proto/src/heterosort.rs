@@ -157,6 +157,19 @@
 //! TCP's headers; the sample sort's exchange alone took about 24 s there. See the README's
 //! HeteroSort section for the measured runs.
 //!
+//! No choice of ranges lowers that floor by much. With uniform keys every cluster holds a
+//! quarter of every range, so three quarters of the set cross the WAN whatever the ranges;
+//! only how they split over the links moves. Cluster 0's links carry 3.5 + 3 + 3 = 9.5 MB/s
+//! each way, and it must send the part of its quarter outside its range and receive the
+//! other clusters' part inside it: at best (range 1/4) 196.6 MB each way, 20.7 s at 1 GiB and
+//! 5.17 s at 256 MB, even with relays through faster clusters (without them, ranges in
+//! proportion to each cluster's slowest inbound link, 0.24 / 0.28 / 0.24 / 0.24, give 21.0 s
+//! and 5.24 s). The 1.5x over the sample sort (34.8 s and 7.28 s measured) asks for
+//! 23.2 s and 4.86 s: below the floor at 256 MB, and at 1 GiB 2.5 s above it (1.6 s after
+//! TCP/IP headers, 1514 bytes on the wire per 1448), with every WAN link full from the first
+//! byte to the last and 1.6 s left for all the exchange cannot overlap. So ranges sized by bandwidth gain at most 4 % on
+//! this testbed and are not built; speeds decide the ranges inside a cluster.
+//!
 //! # Steps reported
 //! The machine notes when it passes each named step ([`Protocol::phases`], at the `now` of the
 //! input that took it there; a step passed again in a later epoch keeps its latest time):
