@@ -22,7 +22,8 @@
 # (`windrose group weather`, its compute MB/s column) on stderr before the sort.
 # data/sort/testbed-measured.csv: 256 MB, measured splitters, sample sort and splitters with
 # --speeds alternated twice, load 15-27; data/sort/testbed-measured-phases.jsonl: the same
-# once more with SORT_JSON (every member's steps, `phases`), load 10-22.
+# once more with SORT_JSON (every member's steps, `phases`), load 10-22;
+# data/sort/testbed-measured-1gib.csv: 1 GiB once each, the measured splitters failed.
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
 # data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
 # slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
