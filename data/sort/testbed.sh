@@ -13,8 +13,17 @@
 #
 # Run from the repository root:
 #   bash data/sort/testbed.sh [WINDROSE_BINARY] [RECORDS_PER_NODE] [REPS] [SORTS...]
-# SORTS: heterosort-splitters, heterosort-speeds, heterosort-equal, sample-sort (default:
-# splitters, equal and sample sort; the speed slices' cycles are slow: name them to run them).
+# SORTS: heterosort-splitters, heterosort-measured, heterosort-speeds, heterosort-equal,
+# sample-sort (default: splitters, equal and sample sort; the speed slices' cycles are slow:
+# name them to run them). heterosort-measured is the splitters without --speeds: weighted by
+# the compute speeds the members measured (each times a sort of 16 MiB of records when it
+# starts); the script waits MEASURE_WAIT seconds (default 8) after the members start, for the
+# calibrations and two rounds of the rows that share them, and prints member 0's view
+# (`windrose group weather`, its compute MB/s column) on stderr before the sort.
+# data/sort/testbed-measured.csv: 256 MB, measured splitters, sample sort and splitters with
+# --speeds alternated twice, load 15-27; data/sort/testbed-measured-phases.jsonl: the same
+# once more with SORT_JSON (every member's steps, `phases`), load 10-22;
+# data/sort/testbed-measured-1gib.csv: 1 GiB once each, the measured splitters failed.
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
 # data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
 # slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
@@ -82,12 +91,17 @@ for rep in $(seq "$REPS"); do
   for s in "${SORTS[@]}"; do
     case "$s" in
       heterosort-splitters) args=(--protocol heterosort --slicing splitters --speeds "$SPEEDS") ;;
+      heterosort-measured) args=(--protocol heterosort --slicing splitters) ;;
       heterosort-speeds) args=(--protocol heterosort --slicing speeds --speeds "$SPEEDS") ;;
       heterosort-equal) args=(--protocol heterosort --slicing equal) ;;
       sample-sort) args=(--protocol sample-sort) ;;
       *) echo "unknown sort $s" >&2; exit 2 ;;
     esac
     serve
+    if [ "$s" = heterosort-measured ]; then
+      sleep "${MEASURE_WAIT:-8}"
+      "$W" group weather --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" >&2 || true
+    fi
     echo "rep $rep: $s ..." >&2
     if ! out=$("$W" sort --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" --json "${args[@]}" \
       --input "$DIR/in-{id}" --output "$DIR/out-{id}"); then

@@ -240,6 +240,9 @@ pub enum GroupEvent {
     /// A member's part of a collective did not finish, and why (at the initiator: every
     /// member's reason; elsewhere: this member's own), after its report.
     Failed(Failure),
+    /// At the initiator: when a member's machine passed its named steps (a sort's), sent
+    /// before that member's [`Report::MemberDone`].
+    Phases(windrose_proto::host::MemberPhases),
     /// A connection to this member's port was refused before it joined (a stranger, a wrong
     /// key, another copy of the group, a handshake that broke off), and why: the acceptor's
     /// side of what the dialer sees as [`GroupEvent::Lost`].
@@ -791,6 +794,10 @@ impl Driver {
         let mut out = std::mem::take(&mut self.out);
         match self.host.handle(now, input, &mut out) {
             Ok(()) => {
+                // Before the outputs: the collective's completion may be among them.
+                for p in self.host.take_phases() {
+                    let _ = self.events.send(GroupEvent::Phases(p));
+                }
                 for o in out.drain() {
                     self.perform(o);
                 }

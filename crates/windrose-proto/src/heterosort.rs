@@ -96,7 +96,10 @@
 //! 2. **Weighted splitters.** With every live member's samples in, each member computes the same `p - 1` splitters
 //!    ([`weighted_splitters`](crate::sample_sort::weighted_splitters)): snake rank `j`'s range
 //!    gets about `w_j / sum w` of the records (`w` the members' speeds), so a 0.05-core node
-//!    gets a quarter of what a 0.2-core node gets. The member then groups its records by
+//!    gets a quarter of what a 0.2-core node gets. The speeds are [`HsortSpec::speeds`]; a
+//!    spec that weighs but names none takes, at the initiator's Host, the compute speeds its
+//!    group view measured (the members time their computes and share them with their
+//!    weather rows), so every member weighs with the same numbers. The member then groups its records by
 //!    bucket (one pass, binary search among the splitters; a compute task off the event
 //!    loop), so each bucket is a contiguous run of its records, unsorted.
 //! 3. **The exchange is cycle 1.** Its partners are all the other ranks: each gets its bucket
@@ -153,6 +156,28 @@
 //! 262 MB to each other cluster, 65.5 MB over links of 3-5 MB/s, 21.8 s on the slowest before
 //! TCP's headers; the sample sort's exchange alone took about 24 s there. See the README's
 //! HeteroSort section for the measured runs.
+//!
+//! No choice of ranges lowers that floor by much. With uniform keys every cluster holds a
+//! quarter of every range, so three quarters of the set cross the WAN whatever the ranges;
+//! only how they split over the links moves. Cluster 0's links carry 3.5 + 3 + 3 = 9.5 MB/s
+//! each way, and it must send the part of its quarter outside its range and receive the
+//! other clusters' part inside it: at best (range 1/4) 196.6 MB each way, 20.7 s at 1 GiB and
+//! 5.17 s at 256 MB, even with relays through faster clusters (without them, ranges in
+//! proportion to each cluster's slowest inbound link, 0.24 / 0.28 / 0.24 / 0.24, give 21.0 s
+//! and 5.24 s). The 1.5x over the sample sort (34.8 s and 7.28 s measured) asks for
+//! 23.2 s and 4.86 s: below the floor at 256 MB, and at 1 GiB 2.5 s above it (1.6 s after
+//! TCP/IP headers, 1514 bytes on the wire per 1448), with every WAN link full from the first
+//! byte to the last and 1.6 s left for all the exchange cannot overlap. So ranges sized by bandwidth gain at most 4 % on
+//! this testbed and are not built; speeds decide the ranges inside a cluster.
+//!
+//! # Steps reported
+//! The machine notes when it passes each named step ([`Protocol::phases`], at the `now` of the
+//! input that took it there; a step passed again in a later epoch keeps its latest time):
+//! `samples_sent`, `splitters` (every sample in; the grouping pass starts), `exchange_start`
+//! (grouped, the buckets queued), `copies_placed`, `exchange_end` (every bucket in; the last
+//! run's sort and the merge start), `merged` (each cycle's compute done), `check_sent`,
+//! `ready` and `commit`. Its Host sends them with its end to the initiator, which
+//! `windrose sort --json` prints per member.
 //!
 //! # Frames (family 7)
 //!
@@ -754,7 +779,8 @@ pub struct HsortSpec {
     #[serde(default)]
     pub slicing: Slicing,
     /// Each member's relative speed, in member id order (empty: all equal). Used by
-    /// [`Slicing::Speed`].
+    /// [`Slicing::Speed`] and [`Slicing::Splitters`]; when empty, the Host that starts the
+    /// sort fills in the compute speeds its group view measured, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speeds: Vec<f64>,
     /// Backup copies of each member's input, held by the next members in snake order (0: a
@@ -946,6 +972,11 @@ struct Held {
 #[derive(Clone, Debug)]
 pub struct HeteroSort {
     me: NodeId,
+    /// The `now` of the input being handled, for [`HeteroSort::mark`].
+    now: Time,
+    /// The latest time each named step was passed, in the order first passed
+    /// ([`Protocol::phases`]).
+    phases: Vec<(&'static str, Time)>,
     /// Every member by id: a member's place here is its *member rank* (its snake rank in
     /// epoch 0).
     all: Vec<NodeId>,
@@ -1142,6 +1173,8 @@ impl HeteroSort {
         let history = vec![data.len() as u64];
         Ok(HeteroSort {
             me,
+            now: Time::ZERO,
+            phases: Vec::new(),
             all: ids.clone(),
             mine: rank,
             transfer,
@@ -1325,6 +1358,16 @@ impl HeteroSort {
 
     /// Sends this node's input to its backup holders and waits for their acknowledgements
     /// (a node with no backups starts trading at once).
+    /// Notes that the node passed step `name` now (the latest pass counts: after a failure
+    /// the new epoch's steps replace the old ones').
+    fn mark(&mut self, name: &'static str) {
+        let now = self.now;
+        match self.phases.iter_mut().find(|(n, _)| *n == name) {
+            Some(p) => p.1 = now,
+            None => self.phases.push((name, now)),
+        }
+    }
+
     fn start(&mut self, out: &mut Outputs) {
         self.phase = Phase::Backing;
         if !self.failed.is_empty() {
@@ -1401,6 +1444,7 @@ impl HeteroSort {
             self.splitters = crate::sample_sort::weighted_splitters(&all, &self.weights);
             debug_assert!(self.splitters.len() < live.max(1));
             self.split_ready = true;
+            self.mark("splitters");
             // The records, unsorted, grouped by bucket (a compute task, off the event loop):
             // each bucket is then a contiguous run, as in a sorted node.
             let data = std::mem::take(&mut self.data);
@@ -1461,6 +1505,7 @@ impl HeteroSort {
             }
         }
         self.samples.insert(self.mine, (self.epoch(), count, mine));
+        self.mark("samples_sent");
     }
 
     /// Tells every live member which members this node counts as failed.
@@ -1631,6 +1676,7 @@ impl HeteroSort {
         }
         self.count = self.data.len() as u64 + self.expect_in.map_or(0, |(_, k)| k);
         if self.exchange(c) {
+            self.mark("exchange_start");
             // The exchange: every rank's bucket by the splitters (the node's records are
             // sorted, so each bucket is a contiguous run), even an empty one.
             let data = std::mem::take(&mut self.data);
@@ -1784,6 +1830,7 @@ impl HeteroSort {
                 return;
             }
         }
+        self.mark("exchange_end");
         let mut runs = std::mem::take(&mut self.runs);
         let size = runs.iter().map(Vec::len).sum::<usize>() + batch.len();
         self.history.push(size as u64);
@@ -1857,6 +1904,7 @@ impl HeteroSort {
 
     fn computed(&mut self, out: &mut Outputs) {
         self.task = None;
+        self.mark("merged");
         let c = self.cycle;
         let ends = self.data.first().cloned().zip(self.data.last().cloned());
         self.summaries.insert(c, ends);
@@ -1923,6 +1971,7 @@ impl HeteroSort {
                 self.gathered.entry(c).or_default().insert(last, ends);
                 self.decide(c, out);
             } else {
+                self.mark("check_sent");
                 let max = match ends {
                     Some((lo, hi)) => [lo, hi].concat().into(),
                     None => Bytes::new(),
@@ -2021,6 +2070,7 @@ impl HeteroSort {
     /// counts its own and commits once every rank's is in.
     fn prepare(&mut self, out: &mut Outputs) {
         self.phase = Phase::Prepared;
+        self.mark("ready");
         let last = self.n() - 1;
         if self.rank == last {
             self.readies.insert(last);
@@ -2060,6 +2110,7 @@ impl HeteroSort {
 
     /// Delivers the node's range and finishes.
     fn deliver(&mut self, out: &mut Outputs) {
+        self.mark("commit");
         self.phase = Phase::Over;
         self.status = Status::Finished;
         let mut all = BytesMut::with_capacity(self.data.len() * self.record_len);
@@ -2264,6 +2315,9 @@ impl HeteroSort {
                 if !self.acked.insert(sender) {
                     return Err(unexpected("a second acknowledgement of one copy"));
                 }
+                if self.copies_placed() {
+                    self.mark("copies_placed");
+                }
                 self.maybe_begin(out);
                 self.wave(out);
             }
@@ -2429,7 +2483,8 @@ impl Protocol for HeteroSort {
         self.me
     }
 
-    fn handle(&mut self, _now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+    fn handle(&mut self, now: Time, input: Input, out: &mut Outputs) -> Result<(), ProtocolError> {
+        self.now = now;
         match input {
             Input::Start => {
                 if self.phase == Phase::Idle {
@@ -2498,6 +2553,10 @@ impl Protocol for HeteroSort {
 
     fn status(&self) -> Status {
         self.status
+    }
+
+    fn phases(&self) -> Vec<(&'static str, Time)> {
+        self.phases.clone()
     }
 }
 

@@ -419,6 +419,33 @@ pub struct MemberReport {
     /// digests what it is handed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<ShareReport>,
+    /// When its machine passed its named steps ([`Protocol::phases`]), from its start, on its
+    /// clock (none for most machines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseReport>,
+}
+
+/// One named step of a member's machine in its report: nanoseconds from the machine's start
+/// as 16 hex digits (the message's length must not depend on timing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// The step.
+    pub name: String,
+    /// When, from the machine's start.
+    #[serde(with = "fixed_hex")]
+    pub at_ns: Option<u64>,
+}
+
+/// A member's steps as its initiator heard them ([`Host::take_phases`]): each step's name and
+/// seconds from the member's start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberPhases {
+    /// The collective.
+    pub transfer: TransferId,
+    /// The member.
+    pub member: NodeId,
+    /// Its steps, oldest first.
+    pub phases: Vec<(String, f64)>,
 }
 
 /// A member's computed share in its report: [`ComputedShare`] with every number as 16 hex
@@ -485,6 +512,7 @@ impl MemberReport {
             elapsed_ns: None,
             resumed_bytes: None,
             share: None,
+            phases: Vec::new(),
         }
     }
 
@@ -817,6 +845,8 @@ pub struct Host {
     scratch: Outputs,
     /// Why members' parts did not finish, for [`Host::take_failures`].
     failures: Vec<Failure>,
+    /// At the initiator: the members' steps heard since the driver last took them.
+    phases: Vec<MemberPhases>,
 }
 
 /// The tree an eager announcement of `spec` is relayed along ([`HostConfig::relay_announce`]):
@@ -1012,6 +1042,7 @@ impl Host {
             scratch: Outputs::new(),
             steer_view: None,
             failures: Vec::new(),
+            phases: Vec::new(),
             config,
         })
     }
@@ -1264,6 +1295,18 @@ impl Host {
                 .map(|at| now.as_nanos().saturating_sub(at.as_nanos())),
             resumed_bytes: self.config.shelf.as_ref().and_then(|s| s.resumed_bytes(t)),
             share: slot.share.as_ref().map(ShareReport::of),
+            phases: match slot.started_at {
+                Some(at) => slot
+                    .machine
+                    .phases()
+                    .into_iter()
+                    .map(|(name, when)| PhaseReport {
+                        name: name.to_string(),
+                        at_ns: Some(when.as_nanos().saturating_sub(at.as_nanos())),
+                    })
+                    .collect(),
+                None => Vec::new(),
+            },
         };
         let initiator = slot.initiator;
         if initiator == me {
@@ -1323,6 +1366,17 @@ impl Host {
                 transfer: t,
                 member,
                 why: why.clone(),
+            });
+        }
+        if !report.phases.is_empty() {
+            self.phases.push(MemberPhases {
+                transfer: t,
+                member,
+                phases: report
+                    .phases
+                    .iter()
+                    .map(|p| (p.name.clone(), p.at_ns.unwrap_or(0) as f64 / 1e9))
+                    .collect(),
             });
         }
         out.push(Output::Report(Report::MemberDone {
@@ -2672,6 +2726,8 @@ impl Host {
                         data,
                         transfer,
                     } => {
+                        let measured = self.with_measured_speeds(spec);
+                        let spec = measured.as_ref().unwrap_or(spec);
                         self.start_collective(now, spec, data.clone(), *transfer, out);
                     }
                     AppRequest::StartBroadcast(b) => {
@@ -2791,6 +2847,12 @@ impl Host {
     /// (next to the step's [`Report::MemberDone`] or [`Report::CollectiveEnded`]).
     pub fn take_failures(&mut self) -> Vec<Failure> {
         std::mem::take(&mut self.failures)
+    }
+
+    /// The members' steps heard since the last call (at the initiator, with each member's
+    /// [`Report::MemberDone`]), in order: a driver takes them after each step.
+    pub fn take_phases(&mut self) -> Vec<MemberPhases> {
+        std::mem::take(&mut self.phases)
     }
 
     /// A member's machine for an announced collective: a multicast's pieces on the
@@ -2973,6 +3035,39 @@ impl Host {
     pub fn calibrated_compute(&mut self, bytes: u64, elapsed: Duration) -> Option<Report> {
         let fc = self.weather.observe_compute(self.now, bytes, elapsed)?;
         Some(compute_report(self.config.me, fc.value, fc.error))
+    }
+
+    /// A HeteroSort that weighs its members (speed slices or splitters) but was given no
+    /// speeds takes the compute speeds the group's view holds (issue 19): each member times
+    /// its own computes ([`crate::weather`]) and shares the forecast with its row, so the
+    /// initiator knows every member's speed without `--speeds`. The speeds travel in the spec,
+    /// so every member weighs with the same numbers. A member nobody measured takes the median
+    /// of the measured ones; with none measured the spec is left as it is (equal weights).
+    /// None: nothing to fill in.
+    fn with_measured_speeds(&self, spec: &CollectiveSpec) -> Option<CollectiveSpec> {
+        let CollectiveSpec::HeteroSort(hs) = spec else {
+            return None;
+        };
+        if hs.slicing == crate::heterosort::Slicing::Equal || !hs.speeds.is_empty() {
+            return None;
+        }
+        let view = self.group_view();
+        // HsortSpec::speeds are in member id order.
+        let mut ids: Vec<NodeId> = self.config.members.iter().map(|&(n, _)| n).collect();
+        ids.sort_unstable();
+        let measured: Vec<Option<f64>> = ids
+            .iter()
+            .map(|&n| view.compute_mb_s(n).filter(|v| v.is_finite() && *v > 0.0))
+            .collect();
+        let mut known: Vec<f64> = measured.iter().flatten().copied().collect();
+        if known.is_empty() {
+            return None;
+        }
+        known.sort_by(f64::total_cmp);
+        let median = known[known.len() / 2];
+        let mut hs = hs.clone();
+        hs.speeds = measured.iter().map(|m| m.unwrap_or(median)).collect();
+        Some(CollectiveSpec::HeteroSort(hs))
     }
 
     /// A compute handed out here is done: its bytes over its time (from its issue, or from

@@ -58,6 +58,14 @@ pub trait Protocol {
         self.status() == Status::Finished
     }
 
+    /// When the machine passed its named steps, at the `now` of the input that took it there
+    /// (oldest first): the host reports them with the member's end, so the initiator can see
+    /// where a member's time went ([`MemberReport`](crate::host::MemberReport)). Most machines
+    /// name none.
+    fn phases(&self) -> Vec<(&'static str, Time)> {
+        Vec::new()
+    }
+
     /// The host offers its view of the links after a send of this machine completed, so a
     /// machine that can change its routes while it runs may (a tree broadcast hands a child
     /// whose link slowed to another parent: [`crate::tree_broadcast`]). `links(a, b)` prices the

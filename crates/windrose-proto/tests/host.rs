@@ -554,6 +554,7 @@ fn a_done_message_has_one_length_whatever_the_timing() {
             elapsed_ns,
             resumed_bytes: None,
             share: None,
+            phases: Vec::new(),
         },
     };
     let lens: Vec<usize> = [Some(0), Some(123), Some(u64::MAX)]
@@ -1078,6 +1079,7 @@ fn scatter_members_report_the_share_they_computed() {
             elapsed_ns: Some(1),
             resumed_bytes: None,
             share: share.as_ref().map(ShareReport::of),
+            phases: Vec::new(),
         },
     };
     let lens: Vec<usize> = [

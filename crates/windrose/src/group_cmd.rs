@@ -42,7 +42,7 @@
 //! is verified.
 
 use crate::error::bad_input;
-use crate::sort_app::{Failed, FinishTimes, SortApp};
+use crate::sort_app::{Failed, FinishTimes, PhaseTimes, SortApp};
 use received::Received;
 
 mod received;
@@ -457,6 +457,9 @@ struct MemberView {
     /// earlier one had kept (0: it started over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     resumed_bytes: Option<u64>,
+    /// A sort's member: when it passed each named step, seconds from its start (its report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    phases: Vec<(String, f64)>,
 }
 
 /// The control socket of member `id` when none is given.
@@ -618,8 +621,10 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     // Every member reports the BLAKE3 of what it received: the caller of `start` checks it.
     config.digest_deliveries = true;
     // A calibrated scatter needs every member's compute speed: time BLAKE3 over 16 MiB at the
-    // start (a sort member's compute stands for work done elsewhere: nothing to time).
-    config.calibrate_compute = (sort_app.is_none() && node.is_none()).then_some(16 << 20);
+    // start. A sort member times a sort of 16 MiB of records instead (its application's
+    // compute without work, `sort_app::calibration_sort`): a sort without --speeds weighs the
+    // members by these speeds until the sorts' own computes refine them.
+    config.calibrate_compute = node.is_none().then_some(16 << 20);
     if let Some(metric) = a.mst_live {
         // How the tree is built comes from the group file (its `[mst]` table, part of the
         // digest the handshake checks), so every member builds the same way.
@@ -666,6 +671,8 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     let mut seq: u32 = 0;
     let mut started: BTreeMap<TransferId, Started> = BTreeMap::new();
     let mut received: BTreeMap<TransferId, Received> = BTreeMap::new();
+    // The members' steps, which come just before their MemberDone reports.
+    let mut phases: BTreeMap<(TransferId, NodeId), Vec<(String, f64)>> = BTreeMap::new();
     // The host's weather service, as its reports tell it.
     let mut links: BTreeMap<NodeId, LinkView> = BTreeMap::new();
     // This member's compute speed forecast and its error, MB/s.
@@ -848,6 +855,7 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                             verified: None,
                             share: share.as_ref().map(ShareResult::from),
                             resumed_bytes,
+                            phases: phases.remove(&(transfer, member)).unwrap_or_default(),
                         });
                     }
                     if let Some(b) = resumed_bytes {
@@ -927,6 +935,9 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
                 }
                 GroupEvent::Failed(f) if f.member == me && Some(f.transfer) == ours => {
                     why.get_or_insert(f.why);
+                }
+                GroupEvent::Phases(p) => {
+                    phases.insert((p.transfer, p.member), p.phases);
                 }
                 GroupEvent::Report(Report::PeerDown { peer }) => say(format!("member {peer} went silent")),
                 GroupEvent::Lost(peer, why) => say(format!("lost member {peer}: {why}")),
@@ -1536,7 +1547,7 @@ pub fn start_sort(
     id: Option<u32>,
     control: Option<&Path>,
     spec: CollectiveSpec,
-) -> Result<(TransferId, FinishTimes), Failed> {
+) -> Result<(TransferId, FinishTimes, PhaseTimes), Failed> {
     let via = Via {
         control: control.map(Path::to_path_buf),
         group: Some(group.to_path_buf()),
@@ -1563,9 +1574,13 @@ pub fn start_sort(
                 let t = TransferId(t);
                 let n = load_group(group).map(|g| g.len()).unwrap_or(0) as u32;
                 let mut times = vec![None; n as usize];
+                let mut phases: PhaseTimes = vec![Vec::new(); n as usize];
                 for m in members.iter().filter(|m| m.finished) {
                     if let Some(x) = times.get_mut(m.member as usize) {
                         *x = m.seconds;
+                    }
+                    if let Some(x) = phases.get_mut(m.member as usize) {
+                        x.clone_from(&m.phases);
                     }
                 }
                 // Members lost mid-sort are the caller's to judge (HeteroSort restores their
@@ -1580,7 +1595,7 @@ pub fn start_sort(
                         Some(t),
                     ));
                 }
-                return Ok((t, times));
+                return Ok((t, times, phases));
             }
             _ => {}
         }

@@ -55,6 +55,12 @@ impl SortApp {
 
 impl Application for SortApp {
     fn compute(&self, task: &ComputeTask) -> String {
+        if task.work.is_none() {
+            // Every compute of the sort machines carries its work (a Job the driver runs
+            // before this): a task without one is the driver timing this member's speed at
+            // join ([`calibration_sort`]).
+            return format!("{} records sorted", calibration_sort(task.len));
+        }
         // The machines sort in place; the task stands for that work in the simulator.
         format!("{} records", task.len / RECORD_LEN as u64)
     }
@@ -101,9 +107,39 @@ impl Application for SortApp {
     }
 }
 
+/// Sorts `bytes` of pseudo-random records the way the sort machines sort (a vector of
+/// record slices, `sort_unstable`) and returns how many: the work the driver times at join
+/// so that the member's compute speed is measured, and shared, before the first sort weighs
+/// the members by it (`windrose sort` without `--speeds`). The records are generated, not
+/// zeros: a sort of equal keys would finish in one pass and time nothing like a real one.
+pub fn calibration_sort(bytes: u64) -> usize {
+    let n = (bytes / RECORD_LEN as u64) as usize;
+    let mut buf = vec![0u8; n * RECORD_LEN];
+    // xorshift64: the keys need only be spread; the generator's cost is small beside the sort.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for chunk in buf.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    let buf = Bytes::from(buf);
+    let mut records: Vec<Bytes> = (0..n)
+        .map(|i| buf.slice(i * RECORD_LEN..(i + 1) * RECORD_LEN))
+        .collect();
+    records.sort_unstable();
+    records.len()
+}
+
 /// Each member's time from its machine's start to its end, seconds, by id, as the initiator's
 /// Host heard them: None for a member that did not finish (lost mid-sort).
 pub type FinishTimes = Vec<Option<f64>>;
+
+/// Each member's named steps by id (a HeteroSort's: samples sent, splitters, exchange start
+/// and end, merged, check sent, ready, commit; see `windrose_proto::heterosort`), each as
+/// seconds from the member's start on its clock, as the initiator heard them (empty: none
+/// reported).
+pub type PhaseTimes = Vec<Vec<(String, f64)>>;
 
 /// A sort that did not complete, with its collective when it had started (the members'
 /// temporary files are named by it).

@@ -30,7 +30,7 @@
 
 use crate::error::{bad_input, OrBadInput};
 use crate::records_cmd::{bytes_bar, read_records};
-use crate::sort_app::{sort_temp_path, Failed, FinishTimes, SortApp};
+use crate::sort_app::{sort_temp_path, Failed, FinishTimes, PhaseTimes, SortApp};
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use clap::Args;
@@ -96,14 +96,17 @@ pub struct SortArgs {
     /// The sort.
     #[arg(long, default_value = "heterosort", value_parser = parse_sort)]
     protocol: SortProtocol,
-    /// HeteroSort's slices: `speeds` (in proportion to --speeds; equal without, the default),
+    /// HeteroSort's slices: `speeds` (in proportion to the members' speeds, the default),
     /// `equal` (the paper's HeteroSort: equal slices and loads) or `splitters` (one exchange
-    /// by splitters weighted by --speeds, then a two-hop check through the last member; every
-    /// HeteroSort then ends in two phases, ready and commit).
+    /// by splitters weighted by the members' speeds, then a two-hop check through the last
+    /// member; every HeteroSort then ends in two phases, ready and commit). The speeds are
+    /// --speeds, or without it the compute speeds the members measured (a group's members
+    /// time a sort of 16 MiB of records when they start, and every sort's computes after
+    /// that); equal when nothing was measured (`--local`'s first sort).
     #[arg(long, value_name = "speeds|equal|splitters", value_parser = parse_slicing)]
     slicing: Option<Slicing>,
-    /// Relative member speeds for --protocol heterosort --slicing speeds, in id order (e.g.
-    /// 1,2,4,1).
+    /// Relative member speeds for --protocol heterosort --slicing speeds or splitters, in id
+    /// order (e.g. 1,2,4,1): overrides the measured speeds.
     #[arg(long, value_delimiter = ',')]
     speeds: Vec<f64>,
     /// Host the members in this process on loopback (with --nodes).
@@ -162,6 +165,11 @@ struct MemberResult {
     /// Its machine's start to its end, seconds (None: it was lost mid-sort, holds no range
     /// and gets no output file).
     finish_s: Option<f64>,
+    /// When it passed each named step of the sort, seconds from its start on its clock
+    /// (HeteroSort's: samples_sent, splitters, exchange_start, copies_placed, exchange_end,
+    /// merged, check_sent, ready, commit), oldest first; where its time went.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    phases: Vec<(String, f64)>,
 }
 
 /// What `windrose sort` prints.
@@ -243,7 +251,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
         crate::group_cmd::start_sort(group, a.id, a.control.as_deref(), spec)
     };
     bar.finish_and_clear();
-    let (t, finish) = match ran {
+    let (t, finish, phases) = match ran {
         Ok(t) => t,
         Err(f) => {
             // Members may have written part of a range before the run failed.
@@ -315,6 +323,7 @@ pub fn sort(a: SortArgs) -> Result<()> {
                 input_records: per_input[i],
                 output_records: per_output[i],
                 finish_s: finish.get(i).copied().flatten(),
+                phases: phases.get(i).cloned().unwrap_or_default(),
             })
             .collect(),
     };
@@ -497,7 +506,7 @@ fn run_local(
     outputs: &[PathBuf],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<(TransferId, FinishTimes), Failed> {
+) -> Result<(TransferId, FinishTimes, PhaseTimes), Failed> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -549,9 +558,10 @@ async fn drive_local(
     handles: &mut [windrose_net::host_driver::GroupHandle],
     spec: CollectiveSpec,
     bar: &ProgressBar,
-) -> Result<(TransferId, FinishTimes), Failed> {
+) -> Result<(TransferId, FinishTimes, PhaseTimes), Failed> {
     let n = handles.len();
     let mut finish: FinishTimes = vec![None; n];
+    let mut phases: PhaseTimes = vec![Vec::new(); n];
     let mut connected = vec![0usize; n];
     let deadline = tokio::time::Instant::now() + CONNECT_LIMIT;
     let mut transfer = None;
@@ -575,6 +585,11 @@ async fn drive_local(
                 progressed = true;
                 match ev {
                     GroupEvent::Connected(_) => connected[i] += 1,
+                    GroupEvent::Phases(p) if i == 0 => {
+                        if let Some(x) = phases.get_mut(p.member.index()) {
+                            *x = p.phases;
+                        }
+                    }
                     GroupEvent::Report(Report::CollectiveEnded { .. }) => {
                         ended += 1;
                         bar.set_message(format!("sorting: {ended} of {n} members done"));
@@ -612,7 +627,7 @@ async fn drive_local(
                                 Some(t),
                             ));
                         }
-                        return Ok((t, finish));
+                        return Ok((t, finish, phases));
                     }
                     _ => {}
                 }

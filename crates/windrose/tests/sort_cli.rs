@@ -189,7 +189,11 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
             .stderr(std::fs::File::create(err(i)).unwrap());
         (socket(i), err(i))
     });
-    for protocol in [&["sample-sort"][..], &["heterosort", "--slicing", "equal"]] {
+    for protocol in [
+        &["sample-sort"][..],
+        &["heterosort", "--slicing", "equal"],
+        &["heterosort", "--slicing", "splitters"],
+    ] {
         for i in 0..n {
             let _ = std::fs::remove_file(dir.path().join(format!("out-{i}")));
         }
@@ -225,6 +229,34 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
             .map(|i| dir.path().join(format!("out-{i}")))
             .collect();
         valsort_ok(&outputs, &inputs);
+        if protocol.contains(&"splitters") {
+            // Where each member's time went: its steps, in order, within its finish time.
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            for m in v["per_member"].as_array().unwrap() {
+                let phases: Vec<(String, f64)> =
+                    serde_json::from_value(m["phases"].clone()).unwrap_or_default();
+                let at = |name: &str| {
+                    phases
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|p| p.1)
+                        .unwrap_or_else(|| panic!("no {name} in {m}"))
+                };
+                let steps = [
+                    "samples_sent",
+                    "splitters",
+                    "exchange_start",
+                    "exchange_end",
+                    "merged",
+                    "ready",
+                    "commit",
+                ];
+                for w in steps.windows(2) {
+                    assert!(at(w[0]) <= at(w[1]), "{} after {}: {m}", w[0], w[1]);
+                }
+                assert!(at("commit") <= m["finish_s"].as_f64().unwrap(), "{m}");
+            }
+        }
     }
     for i in 0..n {
         windrose()
