@@ -1,7 +1,18 @@
-//! The distance tables of the adaptive-trees paper (Figueira & Mendes), as fixtures for golden
-//! tests and `windrose reproduce adaptive-trees`.
+//! The papers' tables, as fixtures for golden tests and the reproductions: the distance tables
+//! of the adaptive-trees paper (Figueira & Mendes, seed 000) and seed 004's site latencies.
 
 use crate::{CostUnit, DenseCostMatrix};
+
+/// Seed 004's Table 1: one-way latencies between its six sites S0..S5, ms (four processes a
+/// site: S0 = processes 00-03, ..., S5 = 20-23; PAPER-NOTES 004).
+pub const SEED004_SITES_MS: [[f64; 6]; 6] = [
+    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
+    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
+    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
+    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
+    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
+    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
+];
 
 /// Table 1: distances in hops between the 8 nodes of the worked example.
 pub const TABLE1_HOPS: [[u8; 8]; 8] = [

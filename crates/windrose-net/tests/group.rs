@@ -323,14 +323,7 @@ async fn deliveries_and_piece_checks_go_through_the_members_application() {
 }
 
 /// Seed 004's Table 1 (one-way latencies between the six sites, ms).
-const TABLE1_MS: [[f64; 6]; 6] = [
-    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
-    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
-    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
-    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
-    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
-    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
-];
+const TABLE1_MS: [[f64; 6]; 6] = windrose_model::fixtures::SEED004_SITES_MS;
 
 /// The six sites' sparse graph of windrose-proto's tests/ghs.rs: Table 1's MST edges and three
 /// heavier edges closing cycles, on which GHS sends the same frames under every schedule

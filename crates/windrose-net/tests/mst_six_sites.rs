@@ -37,14 +37,7 @@ const BUILD_KINDS: [&str; 4] = ["mst_hello", "mst_ghs", "mst_parent", "mst_row"]
 
 /// Table 1 (one-way latencies between the six sites, ms), S3-S5 slowed or not.
 fn site_ms(slow: bool) -> [[f64; SITES]; SITES] {
-    let mut t = [
-        [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
-        [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
-        [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
-        [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
-        [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
-        [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
-    ];
+    let mut t = windrose_model::fixtures::SEED004_SITES_MS;
     if slow {
         t[3][5] = SLOW_S3_S5;
         t[5][3] = SLOW_S3_S5;

@@ -493,14 +493,7 @@ fn golden_ties() {
 /// Seed 004's Table 1: one-way latencies between the six sites, ms, as printed in the paper
 /// ("Tabela 1. Latências entre os sites"). (data/paper/table1.csv is another paper's table:
 /// Figueira & Mendes' hop distances between 8 nodes.)
-const TABLE1_MS: [[f64; 6]; 6] = [
-    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
-    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
-    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
-    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
-    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
-    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
-];
+const TABLE1_MS: [[f64; 6]; 6] = windrose_model::fixtures::SEED004_SITES_MS;
 
 /// The site-level MST of Table 1 (PAPER-NOTES): S1-S4 13.5, S0-S3 14.9, S3-S5 35.1,
 /// S3-S4 331.0, S1-S2 364.1, total 758.6 ms.

@@ -298,14 +298,7 @@ fn max_bottleneck_takes_the_wide_detour() {
 
 /// Table 1 of Thomé & Drummond (seed 004): inter-site latencies in ms, six sites S0..S5 of four
 /// processes each (S0 = 00-03, S1 = 04-07, ..., S5 = 20-23).
-const SITES_MS: [[f64; 6]; 6] = [
-    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
-    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
-    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
-    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
-    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
-    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
-];
+const SITES_MS: [[f64; 6]; 6] = windrose_model::fixtures::SEED004_SITES_MS;
 
 fn six_sites_24_processes() -> ClusterCosts {
     let table: Vec<Vec<f64>> = SITES_MS.iter().map(|r| r.to_vec()).collect();

@@ -67,14 +67,7 @@ const SCENARIO_TOML: &str = include_str!("../../../../data/scenarios/seed004-six
 const SCENARIO_PATH: &str = "data/scenarios/seed004-six-sites.toml";
 
 /// Table 1: one-way latencies between the sites S0..S5, ms.
-pub(crate) const TABLE1_MS: [[f64; 6]; 6] = [
-    [0.0, 485.4, 698.9, 14.9, 332.8, 61.4],
-    [485.4, 0.0, 364.1, 583.8, 13.5, 490.5],
-    [698.9, 364.1, 0.0, 701.2, 371.7, 722.9],
-    [14.9, 583.8, 701.2, 0.0, 331.0, 35.1],
-    [332.8, 13.5, 371.7, 331.0, 0.0, 355.9],
-    [61.4, 490.5, 722.9, 35.1, 355.9, 0.0],
-];
+pub(crate) const TABLE1_MS: [[f64; 6]; 6] = windrose_model::fixtures::SEED004_SITES_MS;
 
 /// The root of every broadcast in the paper.
 const ROOT: NodeId = NodeId(12);
