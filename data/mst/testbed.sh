@@ -19,7 +19,8 @@
 # site_edges (the tree's edges between sites, as site pairs).
 #
 # `repair` as the only build: RUNS rounds of (a) a rows-built group whose members check their
-# links at every forecast (`--mst-every 0`, changes past 10 % and MIN_CHANGE = 5 ms), read once
+# links at every forecast (`--mst-every 0`, changes past 10 %, MIN_CHANGE = 5 ms and NOISE = 0
+# forecast errors: `--mst-noise`), read once
 # settled (no repair running or waiting anywhere for SETTLE = 8 s), then S3-S5 slowed from 35.1
 # to 70.2 ms both ways (`testbed set`; the probes carry it to the forecasts) and `windrose mst
 # --live --after-epoch E --since T` waits until every member holds one later epoch's tree with
@@ -158,7 +159,7 @@ repair() {
   for i in $(seq 0 $((N - 1))); do
     "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
       --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
-      --mst-every 0 --mst-min-change "$MIN_CHANGE" >"$DIR/m$i.log" 2>&1 &
+      --mst-every 0 --mst-min-change "$MIN_CHANGE" --mst-noise "$NOISE" >"$DIR/m$i.log" 2>&1 &
     pids+=($!)
   done
   local built epoch since out
@@ -205,6 +206,7 @@ if [ "${BUILDS[0]}" = repair ]; then
   SETTLE=${SETTLE:-8}
   REPAIR_WAIT=${REPAIR_WAIT:-120}
   MIN_CHANGE=${MIN_CHANGE:-5}
+  NOISE=${NOISE:-0}
   echo "run,what,members,seconds,after_s,epochs,frames,bytes,frames_by_kind,tree_ms,mst_ms,site_edges,exact"
   for run in $(seq 1 "$RUNS"); do
     repair "$run"

@@ -31,9 +31,11 @@
 //!   node takes part in (the paper's k, 4 in AGM-adapII; 0: at every new forecast), the node
 //!   compares each link it owns with the weight the tree has for it and feeds the ones that
 //!   moved by more than [`MstLiveConfig::threshold`] (relative; the paper runs 10 %, 70 % and
-//!   0 %) and by more than [`MstLiveConfig::min_change`] (absolute, 0 by default: noise on
-//!   links near 0 is no change) to [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left
-//!   and the one that entered; every node applies it to its copy of the tree.
+//!   0 %), by more than [`MstLiveConfig::min_change`] (absolute, 0 by default: noise on links
+//!   near 0 is no change) and by more than [`MstLiveConfig::noise_errors`] times the
+//!   forecast's error estimate (0 by default: a move the forecasts expected is no change) to
+//!   [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left and the
+//!   one that entered; every node applies it to its copy of the tree.
 //! - **Failures**: the Host's failure detector (a lost connection, a silent member, a member
 //!   that left) calls [`MstService::peer_failed`]: a new generation rebuilds among the
 //!   survivors ([`MaintainedMst`]'s docs), and its nodes announce their parents again. A member
@@ -180,6 +182,15 @@ pub struct MstLiveConfig {
     /// checks at every forecast the group repaired about once a second, forever.
     #[serde(default)]
     pub min_change: f64,
+    /// ... and by more than this many of the forecast's own error estimates (0: off). A link
+    /// whose round trips wander (a loaded machine, a shared path) moves past any fixed
+    /// threshold by noise alone, and each such move would be a repair: measured against the
+    /// forecaster's error, only a move the forecasts did not expect counts. During a step the
+    /// forecaster has not confirmed yet its error is the step itself, so a step is fed once,
+    /// when confirmed, not at each of the forecast's moves towards it. Weights the application
+    /// set itself ([`MstService::set_weight`]) have no error.
+    #[serde(default)]
+    pub noise_errors: f64,
 }
 
 /// Groups of at most this many members build by rows under [`MstBuild::Auto`].
@@ -248,6 +259,7 @@ impl Default for MstLiveConfig {
             test_window: crate::ghs::DEFAULT_TEST_WINDOW,
             build: MstBuild::Auto,
             min_change: 0.0,
+            noise_errors: 0.0,
         }
     }
 }
@@ -273,6 +285,12 @@ impl MstLiveConfig {
                 self.min_change
             ));
         }
+        if !(self.noise_errors.is_finite() && self.noise_errors >= 0.0) {
+            return Err(format!(
+                "live MST noise multiple {}: expected a number >= 0",
+                self.noise_errors
+            ));
+        }
         if self.test_window == 0 {
             return Err("live MST test window 0: expected at least 1".into());
         }
@@ -286,6 +304,18 @@ impl MstLiveConfig {
             MstMetric::InverseBandwidth => link.bandwidth.map(|f| 1e3 / f.value.max(1e-9)),
         }?;
         Some(self.round(raw))
+    }
+
+    /// The error estimate of [`weight`](Self::weight), in the weight's unit (None: not
+    /// measured for this metric).
+    pub fn weight_error(&self, link: &LinkWeather) -> Option<f64> {
+        match self.metric {
+            MstMetric::Latency => link.forecast.map(|f| f.error.max(0.0) / 2.0),
+            // d(1e3 / v) = 1e3 dv / v^2.
+            MstMetric::InverseBandwidth => link
+                .bandwidth
+                .map(|f| 1e3 * f.error.max(0.0) / f.value.max(1e-9).powi(2)),
+        }
     }
 
     /// The weight of an unmeasured link.
@@ -489,6 +519,19 @@ impl MstService {
         })
     }
 
+    /// The error estimate of [`measured`](Self::measured): 0 for a weight the application
+    /// set.
+    fn measured_error(&self, links: &[LinkWeather], p: NodeId) -> f64 {
+        if self.overrides.contains_key(&p) {
+            return 0.0;
+        }
+        links
+            .iter()
+            .find(|l| l.peer == p)
+            .and_then(|l| self.config.weight_error(l))
+            .unwrap_or(0.0)
+    }
+
     /// The application measured the link to `peer` itself (a cost file, its own probes): from
     /// now on the link weighs `weight` (rounded to the resolution) whatever its forecasts say,
     /// taken in by the next check like a forecast that moved.
@@ -614,6 +657,7 @@ impl MstService {
             if moved > 0.0
                 && moved > self.config.threshold * reference
                 && moved > self.config.min_change
+                && moved > self.config.noise_errors * self.measured_error(links, p)
             {
                 changes.push((p, new));
             }

@@ -5,10 +5,11 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
+use windrose_model::forecast::{Forecast, Method};
 use windrose_model::{ClusterId, CostUnit, DenseCostMatrix, NodeId};
 use windrose_proto::frame::Message;
 use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric, MstService};
-use windrose_proto::weather::Guesses;
+use windrose_proto::weather::{Guesses, LinkWeather};
 use windrose_proto::Time;
 use windrose_trees::Tree;
 
@@ -357,4 +358,83 @@ fn a_change_below_the_minimum_is_not_fed() {
     };
     let e = MstService::new(NodeId(0), &members, bad).unwrap_err();
     assert!(e.contains("minimum change -1"), "{e}");
+}
+
+/// A link's measured weight, from a round-trip forecast of `rtt_ms` with error `error_ms`.
+fn link(peer: u32, rtt_ms: f64, error_ms: f64) -> LinkWeather {
+    LinkWeather {
+        peer: NodeId(peer),
+        samples: 20,
+        last_ms: Some(rtt_ms),
+        forecast: Some(Forecast {
+            value: rtt_ms,
+            error: error_ms,
+            scored: 20,
+            method: Method::Last,
+        }),
+        resets: 0,
+        bandwidth_samples: 0,
+        last_mb_s: None,
+        bandwidth: None,
+    }
+}
+
+/// With `noise_errors`, a move within that many of the forecast's error estimates is noise:
+/// not fed however far past the relative threshold it goes; the same move with a small error
+/// is a change. Weights the application set have no error.
+#[test]
+fn a_move_within_the_forecasts_error_is_not_fed() {
+    let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
+    let config = MstLiveConfig {
+        threshold: 0.1,
+        check_every: 1,
+        resolution: 0.0,
+        build_after: Duration::from_secs(3600),
+        build: MstBuild::Rows,
+        noise_errors: 2.0,
+        ..MstLiveConfig::default()
+    };
+    let mut net = Net {
+        nodes: (0..N)
+            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
+            .collect(),
+        queue: VecDeque::new(),
+        dead: BTreeSet::new(),
+        now: Time::ZERO,
+    };
+    // Every link measured by its forecasts: one-way weight = half the round trip.
+    let links = |v: u32, moved: Option<(f64, f64)>| -> Vec<LinkWeather> {
+        (0..N)
+            .filter(|&p| p != v)
+            .map(|p| match moved {
+                Some((rtt, err)) if (v, p) == (0, 1) => link(p, rtt, err),
+                _ => link(p, 2.0 * measured(v, p), 0.1),
+            })
+            .collect()
+    };
+    for v in 0..N {
+        let mut out = Vec::new();
+        net.nodes[v as usize].maybe_start(
+            Time::ZERO,
+            &links(v, None),
+            &Guesses::default(),
+            &mut out,
+        );
+        net.push(v, out);
+    }
+    net.settle();
+    let w = measured(0, 1);
+    let mut out = Vec::new();
+    // 50 % heavier, but within two errors of 0.6 w (one-way): noise.
+    net.nodes[0].broadcast(Time::ZERO, &links(0, Some((3.0 * w, 1.2 * w))), &mut out);
+    assert_eq!((net.nodes[0].state().fed, out.len()), (0, 0));
+    // The same move with a small error: a change.
+    net.nodes[0].broadcast(Time::ZERO, &links(0, Some((3.0 * w, 0.2 * w))), &mut out);
+    assert_eq!(net.nodes[0].state().fed, 1);
+    let bad = MstLiveConfig {
+        noise_errors: f64::NAN,
+        ..config
+    };
+    let e = MstService::new(NodeId(0), &members, bad).unwrap_err();
+    assert!(e.contains("noise multiple NaN"), "{e}");
 }

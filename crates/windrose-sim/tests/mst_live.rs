@@ -143,6 +143,7 @@ fn run(event: Event, build: MstBuild) -> Run {
             test_window: DEFAULT_TEST_WINDOW,
             build,
             min_change: 0.0,
+            noise_errors: 0.0,
         });
     })
     .unwrap();

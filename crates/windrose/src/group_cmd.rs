@@ -181,6 +181,10 @@ pub struct ServeArgs {
     /// threshold alone takes noise on links near 0 for changes.
     #[arg(long, value_name = "MS", default_value_t = 0.0, requires = "mst_live")]
     mst_min_change: f64,
+    /// ... and only a move past K times the forecast's own error estimate (0: off): a link
+    /// whose round trips wander moves past any threshold by noise alone.
+    #[arg(long, value_name = "K", default_value_t = 0.0, requires = "mst_live")]
+    mst_noise: f64,
     #[command(flatten)]
     key: crate::collective_opts::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
@@ -633,12 +637,16 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
             threshold: a.mst_threshold,
             check_every: a.mst_every,
             min_change: a.mst_min_change,
+            noise_errors: a.mst_noise,
             build: group.mst().build,
             test_window: group.mst().test_window,
             ..Default::default()
         };
-        live.validate()
-            .map_err(|e| bad_input(format!("--mst-threshold or --mst-min-change: {e}")))?;
+        live.validate().map_err(|e| {
+            bad_input(format!(
+                "--mst-threshold, --mst-min-change or --mst-noise: {e}"
+            ))
+        })?;
         config.mst = Some(live);
     }
     let mut serving = tokio::spawn(serve_group(listener, config, ports));

@@ -1470,6 +1470,7 @@ fn fig_run(s: &Scenario, agm: Agm, count: usize, faults: &[(usize, u32)]) -> Res
             test_window: 1,
             build: MstBuild::Ghs,
             min_change: 0.0,
+            noise_errors: 0.0,
         });
     })?;
     for c in fig5_changes() {
