@@ -396,8 +396,7 @@ fn fractions_of_the_bound(sizes: &[usize], wan_bytes_s: &[[f64; 4]; 4]) -> (f64,
 /// A small static version of the Fig. 4 point: 4 x 4 nodes, 2 MB/s between all clusters (each
 /// rank's flow gets the paper's 0.5 MB/s). Simulated time only, so this is a deterministic
 /// check that the defaults keep MOB near the max-flow bound, and that the paper's random choice
-/// without the cap stays well below it (why the defaults differ). Measured: 89.7 % and 82.5 %
-/// (89.6 % before the root's cluster sent each piece out about once, issue 18).
+/// without the cap stays well below it (why the defaults differ). Measured: 89.6 % and 82.5 %.
 #[test]
 fn defaults_come_close_to_the_bound_on_a_static_wan() {
     let (ours, paper) = fractions_of_the_bound(&[4; 4], &[[2e6; 4]; 4]);
@@ -412,8 +411,7 @@ fn defaults_come_close_to_the_bound_on_a_static_wan() {
 /// The same with clusters of different sizes (Fig. 5's shape, scaled down) and the fast-links
 /// WAN of `data/scenarios/mob`: the clusters cut the pieces into different mob shares, and the
 /// regions that keep them from drawing the same pieces from the root's cluster must still
-/// agree. Measured: 95.5 % (90.8 % before issue 18's change to the help rule; 79.6 % when
-/// regions were cut from each node's share).
+/// agree. Measured: 90.8 % (79.6 % when regions were cut from each node's share).
 #[test]
 fn defaults_come_close_to_the_bound_with_clusters_of_different_sizes() {
     let wan = [
@@ -437,8 +435,7 @@ fn defaults_come_close_to_the_bound_with_clusters_of_different_sizes() {
 /// flow gets 1/48 of a link and a piece takes seconds to cross; the clusters then cannot
 /// relay to each other in time and every cluster takes its own copy from the root's cluster.
 /// With the mob cut to [`MobConfig::min_share_pieces`]-piece shares (the default), MOB stays
-/// near the bound. Measured: 87.8 % against 51.1 % with every member in the mob (89.3 % and
-/// 36.5 % before issue 18's change to the help rule).
+/// near the bound. Measured: 89.3 % against 36.5 % with every member in the mob.
 #[test]
 fn a_large_cluster_keeps_its_mob_small_enough_for_whole_shares() {
     let wan = [
