@@ -82,32 +82,13 @@
 //!   index, not on the share, so they agree between clusters whose shares differ (clusters of
 //!   different sizes cut the pieces into different shares); a node draws the pieces only the
 //!   source has from its own region first, in order;
-//! - pieces only the source has that lie outside the node's region are not requested, so the
-//!   clusters do not draw the same ones — unless another region lags clearly behind: more
-//!   than a quarter of a region more of its pieces nobody has announced than this node's
-//!   region has pieces it does not hold yet. Its owner's link is slow, and the node helps
-//!   there (once its own region is all requested, more than one piece behind suffices, so a
-//!   slow owner's last pieces are helped too). Both sides count pieces in flight as left
-//!   (this node's requested pieces, the owner's unannounced ones): an earlier version
-//!   counted only this node's pieces not yet
-//!   *requested*, so a node that had requested a quarter of its region saw every other region
-//!   "lag" by the requests in flight there, and once its region was all requested it took any
-//!   piece only the source had, mostly pieces other clusters had in flight; with 16 pieces
-//!   (regions of five) the root's cluster sent 1.5 bytes out per byte on equal links, 1.19
-//!   now (`the_root_cluster_sends_each_piece_out_about_once_on_equal_links` in
-//!   `windrose-sim/tests/mob.rs`);
+//! - pieces only the source has that lie outside the node's region are not requested while
+//!   the region still has pieces neither held nor requested, so at the start (when the source
+//!   has announced only a few pieces) the clusters do not all draw the same ones — unless
+//!   another region lags clearly behind (more than a quarter of a region more pieces that
+//!   nobody has announced): its owner's link is slow, and the node helps there first;
 //! - a helper walks another region backwards, from a point that depends on how far its
-//!   cluster is behind the region's owner, so owner and helpers do not draw the same pieces;
-//! - a piece another cluster has announced is taken from that cluster, not from the root's
-//!   (whose paths are the scarce ones), unless the flow from the root's cluster would idle
-//!   without it (nothing outstanding there). Under MPI on the emulated testbed the flows
-//!   between clusters ran far below their links (a rank receives one payload at a time), and
-//!   the flow from the root's cluster, always able to take another piece, took about 20 of 64
-//!   pieces other clusters already held: with the help rule above, 0.8 of each byte on each
-//!   of the root cluster's three paths (issue 18). Allowing them at an idle flow keeps the
-//!   end of a run from waiting on a slow relay (86 % of the bound without it on the 4 x 4
-//!   case of `defaults_come_close_to_the_bound_on_a_static_wan`, 89.7 % with it, 89.6 %
-//!   before these two changes; the slow links of the table below: 91.2 %, 91 % before).
+//!   cluster is behind the region's owner, so owner and helpers do not draw the same pieces.
 //!
 //! The effect is the tree packing of the optimum: each source sends every cluster a different
 //! third (for four clusters) of the share, and the clusters relay them to each other. (An
@@ -653,6 +634,8 @@ pub struct Mob {
     /// This node's region: piece `i` is in region `i % region_count`; this cluster's position
     /// among the clusters that are not the root's.
     region_residue: u32,
+    /// Set once every piece of the region is held or requested.
+    region_done: bool,
     /// Requests outstanding per peer: R, capped by `outstanding_bytes` (and per peer by its
     /// adaptive depth when enabled).
     request_limit: usize,
@@ -729,6 +712,7 @@ impl Mob {
             avail: vec![0; pieces as usize],
             region_count: 1,
             region_residue: 0,
+            region_done: false,
             request_limit: 1,
             failed: BTreeSet::new(),
             relaxed: false,
@@ -878,6 +862,7 @@ impl Mob {
         };
         self.region_count = k;
         self.region_residue = q % k;
+        self.region_done = false;
     }
 
     /// The mob share of `node` under the current mobs.
@@ -1175,8 +1160,6 @@ impl Mob {
         for i in orphaned {
             self.requeue(i, out);
         }
-        // What only it announced may come from the root's cluster again.
-        self.fill_sources(out);
     }
 
     fn on_rejoin(&mut self, from: NodeId, out: &mut Outputs) {
@@ -1281,14 +1264,13 @@ impl Mob {
                         && self.requested[i as usize].is_none()
                         && self.allowed(kind, i)
                 });
-                // Rarest first; among pieces only the source has, this node's region,
+                // Rarest first; among pieces only the source has, this node's region first,
                 // unless another region lags well behind (its owner's link is slow): then
                 // that one, from the far end of its owner's path. Pieces only the source has
-                // outside the chosen region wait (their owners have them in flight). See
+                // outside the chosen region wait while this node's region is open. See
                 // `PieceChoice::RarestFirst`.
+                let open = self.region_open();
                 let target = self.target_region();
-                let from_root_cluster = kind == Kind::Global && self.peers[k].in_root_cluster;
-                let busy = self.peers[k].outstanding > 0;
                 let key = |i: u32| {
                     let (g, _) = self.region_pos(i);
                     (self.avail[i as usize], g != target, self.order_of(i))
@@ -1297,12 +1279,7 @@ impl Mob {
                     .iter()
                     .enumerate()
                     .filter(|(_, &i)| {
-                        if from_root_cluster && busy && self.announced_outside_root_cluster(i) {
-                            // Another cluster holds it: its path, not the root cluster's,
-                            // brings it here, unless this flow would idle without it.
-                            return false;
-                        }
-                        self.avail[i as usize] > 1 || self.region_pos(i).0 == target
+                        !open || self.avail[i as usize] > 1 || self.region_pos(i).0 == target
                     })
                     .min_by_key(|(_, &i)| key(i))
                 else {
@@ -1333,25 +1310,15 @@ impl Mob {
                     piece: i,
                 })),
             );
-        }
-    }
-
-    /// True if a live global peer outside the root's cluster announced piece `i`.
-    fn announced_outside_root_cluster(&self, i: u32) -> bool {
-        self.peers
-            .iter()
-            .any(|p| p.alive && p.kind == Kind::Global && !p.in_root_cluster && bit(&p.has, i))
-    }
-
-    /// Refills the requests to the peers this node takes pieces only the source has from
-    /// (the root's cluster): which of those pieces it may take changes with what arrives
-    /// from elsewhere and with what other clusters announce or fail to, not only with what
-    /// these peers deliver.
-    fn fill_sources(&mut self, out: &mut Outputs) {
-        for q in 0..self.peers.len() {
-            let p = &self.peers[q];
-            if p.alive && p.in_root_cluster && p.kind != Kind::Local {
-                self.fill(q, out);
+            if rarest && !self.region_done && !self.region_open() {
+                // The region is exhausted: pieces outside it may now be taken from any
+                // global peer, including those left idle by the region rule.
+                self.region_done = true;
+                for q in 0..self.peers.len() {
+                    if q != k && self.peers[q].kind != Kind::Local {
+                        self.fill(q, out);
+                    }
+                }
             }
         }
     }
@@ -1422,22 +1389,14 @@ impl Mob {
         }
         let mut left = vec![0u32; regions as usize];
         for i in self.share.clone() {
-            let g = self.region_pos(i).0;
-            // This node's region counts its requests in flight as left, as another region
-            // counts its owner's (this node cannot see those until they are announced).
-            if !self.store.has(i)
-                && (g == 0 || (self.avail[i as usize] <= 1 && self.requested[i as usize].is_none()))
+            if self.avail[i as usize] <= 1
+                && !self.store.has(i)
+                && self.requested[i as usize].is_none()
             {
-                left[g as usize] += 1;
+                left[self.region_pos(i).0 as usize] += 1;
             }
         }
-        // A quarter of a region while this node still draws from its own; one piece once
-        // its region is all requested, so a slow owner's last pieces are helped too.
-        let slack = if self.region_open() {
-            (self.region_size(0) / 4).max(1)
-        } else {
-            1
-        };
+        let slack = (self.region_size(0) / 4).max(1);
         let (g, most) = left
             .iter()
             .enumerate()
@@ -1792,10 +1751,6 @@ impl Mob {
         if let Some(k) = k {
             self.fill(k, out);
         }
-        if !self.store.is_complete() && !self.in_root_cluster() {
-            // This node's region advanced: another may now lag enough to help there.
-            self.fill_sources(out);
-        }
         if self.store.is_complete() {
             if self.stall_armed {
                 self.stall_armed = false;
@@ -1978,8 +1933,6 @@ impl Mob {
             for i in orphaned {
                 self.requeue(i, out);
             }
-            // What only it announced may come from the root's cluster again.
-            self.fill_sources(out);
         }
         self.check_ack(out);
     }
