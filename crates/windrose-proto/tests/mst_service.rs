@@ -124,6 +124,18 @@ struct Net {
 }
 
 impl Net {
+    /// One service per member, nothing in flight.
+    fn new(members: &[(NodeId, ClusterId)], config: MstLiveConfig) -> Net {
+        Net {
+            nodes: (0..N)
+                .map(|v| MstService::new(NodeId(v), members, config).unwrap())
+                .collect(),
+            queue: VecDeque::new(),
+            dead: BTreeSet::new(),
+            now: Time::ZERO,
+        }
+    }
+
     fn push(&mut self, from: u32, out: Vec<(NodeId, Message)>) {
         self.queue
             .extend(out.into_iter().map(|(to, m)| (from, to.0, m)));
@@ -178,14 +190,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
         build,
         ..MstLiveConfig::default()
     };
-    let mut net = Net {
-        nodes: (0..N)
-            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
-            .collect(),
-        queue: VecDeque::new(),
-        dead: BTreeSet::new(),
-        now: Time::ZERO,
-    };
+    let mut net = Net::new(&members, config);
     for a in 0..N {
         for b in (0..N).filter(|&b| b != a) {
             net.nodes[a as usize]
@@ -320,14 +325,7 @@ fn a_change_below_the_minimum_is_not_fed() {
         min_change: 5.0,
         ..MstLiveConfig::default()
     };
-    let mut net = Net {
-        nodes: (0..N)
-            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
-            .collect(),
-        queue: VecDeque::new(),
-        dead: BTreeSet::new(),
-        now: Time::ZERO,
-    };
+    let mut net = Net::new(&members, config);
     for a in 0..N {
         for b in (0..N).filter(|&b| b != a) {
             net.nodes[a as usize]
@@ -394,14 +392,7 @@ fn a_move_within_the_forecasts_error_is_not_fed() {
         noise_errors: 2.0,
         ..MstLiveConfig::default()
     };
-    let mut net = Net {
-        nodes: (0..N)
-            .map(|v| MstService::new(NodeId(v), &members, config).unwrap())
-            .collect(),
-        queue: VecDeque::new(),
-        dead: BTreeSet::new(),
-        now: Time::ZERO,
-    };
+    let mut net = Net::new(&members, config);
     // Every link measured by its forecasts: one-way weight = half the round trip.
     let links = |v: u32, moved: Option<(f64, f64)>| -> Vec<LinkWeather> {
         (0..N)
