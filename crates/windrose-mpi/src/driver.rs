@@ -5,10 +5,17 @@
 //! when it has a payload, the payload in a second one on its own tag, sent straight from the
 //! payload's buffer: a segment is never copied into a frame buffer, at the root nor at a
 //! relay (one copy less per child and segment than encoding whole frames). The receiver reads
-//! the head, then the payload from the same sender into the same buffer, and decodes the frame
-//! with windrose-proto's codec. The driver only moves bytes: frames from [`Output::Send`] go
-//! out with `isend`, timers come from a monotonic clock kept here. The session (who starts a
-//! collective, readiness, reports) is the Host's.
+//! the head and posts the payload's receive from the same sender at once (into the caller's
+//! buffer, or after the head in a buffer of its own), then decodes the frame with
+//! windrose-proto's codec once the payload is in. It takes payloads from several peers at once
+//! (up to [`PAYLOADS_PER_PEER`] posted per peer): with one blocking receive at a time, the
+//! flows from every other peer waited on it (under MPI a large message's bytes move only once
+//! its receive is posted), and MOB's flows between the sites ran far below their links (issue
+//! 18). A peer's frames still reach the Host in the order it sent them (a frame waits behind
+//! an earlier one of the same peer's whose payload is on its way), as over one stream. The
+//! driver only moves bytes: frames from [`Output::Send`] go out with `isend`, timers come from
+//! a monotonic clock kept here. The session (who starts a collective, readiness, reports) is
+//! the Host's.
 //!
 //! Every rank counts the windrose broadcasts of its communicator; the n-th one is transfer n
 //! at every rank, so no rank needs to be told which transfer a call is. A rank may hear of the
