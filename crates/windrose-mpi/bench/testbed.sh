@@ -19,7 +19,8 @@
 # ROUNDS (sweep: 2), SIZES (sweep: "CALLSxBYTES ..." per round), VARIANTS (space-separated, see
 # variant_args), SEG (forced algorithms' segment bytes: 65536), SERIES_CALLS (25),
 # SERIES_AFTER (10), SERIES_BYTES (4194304), FAST_BYTES_S (5e6), SLOW_BYTES_S (5e5),
-# RUN_TIMEOUT (seconds per mpirun: 900).
+# RUN_TIMEOUT (seconds per mpirun: 900), SHIM (the shim to preload: target/release's; a copy of
+# another build's, to set two builds side by side).
 #
 # Every call's time (the slowest rank's) goes to OUT.csv as
 #   mode,round,variant,label,bytes,call,seconds,load1
@@ -42,7 +43,7 @@ out=${2:-data/testbed/mpi-$mode.csv}
 [ "$(id -u)" = 0 ] || { echo "$0: the testbed needs root" >&2; exit 2; }
 root=$(pwd)
 windrose=$root/target/release/windrose
-shim=$root/target/release/libwindrose_mpi.so
+shim=${SHIM:-$root/target/release/libwindrose_mpi.so}
 for f in "$windrose" "$shim"; do
     [ -x "$f" ] || { echo "$0: $f is missing: cargo build --release -p windrose -p windrose-mpi" >&2; exit 2; }
 done

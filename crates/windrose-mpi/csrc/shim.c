@@ -24,7 +24,8 @@ typedef struct {
     int (*test)(void *req, int *done);
     int (*probe)(void *ctx, int *flag, int *source, size_t *len);
     int (*recv)(void *ctx, void *buf, size_t len);
-    int (*recv_payload)(void *ctx, void *buf, size_t len, int source);
+    int (*irecv_payload)(void *ctx, void *buf, size_t len, int source, void **req);
+    int (*test_payload)(void *req, size_t len, int *done);
 } wr_transport;
 
 /* The Rust core (src/ffi.rs). */
@@ -42,8 +43,8 @@ int windrose_plan_summary(char *buf, size_t len);
 
 /* Every frame's head on the private communicator carries this tag; a large payload follows
  * its head as a second message on WR_PAYLOAD_TAG, sent from the payload's own buffer (a
- * sender's messages on one tag are received in order, so the receiver takes the payload from
- * the head's sender right after the head). */
+ * sender's messages on one tag are received in order, so the receiver posts the payload's
+ * receive from the head's sender once it has the head, in the order of that sender's heads). */
 #define WR_TAG 7717
 #define WR_PAYLOAD_TAG 7718
 /* The host leaders' round-trip probes at MPI_Init (on a private duplicate of MPI_COMM_WORLD). */
@@ -151,15 +152,29 @@ static int wr_recv(void *ctx, void *buf, size_t len) {
     return PMPI_Mrecv(buf, (int)len, MPI_BYTE, &c->pending, MPI_STATUS_IGNORE);
 }
 
-/* The payload of the head just received from `source`: already sent, so this waits only for
- * the bytes to move. A payload of another length is an error (MPI_ERR_TRUNCATE when longer). */
-static int wr_recv_payload(void *ctx, void *buf, size_t len, int source) {
+/* Starts receiving the next payload from `source` (MPI matches a sender's messages on one tag,
+ * and the receives posted for one source, in order), so a rank takes payloads from several
+ * peers at once instead of one blocking receive at a time. */
+static int wr_irecv_payload(void *ctx, void *buf, size_t len, int source, void **req) {
     wr_comm *c = ctx;
+    if (len > INT_MAX) return MPI_ERR_COUNT;
+    MPI_Request *r = malloc(sizeof *r);
+    if (!r) return MPI_ERR_NO_MEM;
+    int rc = PMPI_Irecv(buf, (int)len, MPI_BYTE, source, WR_PAYLOAD_TAG, c->net, r);
+    if (rc != MPI_SUCCESS) { free(r); return rc; }
+    *req = r;
+    return MPI_SUCCESS;
+}
+
+/* Frees the request once done. A payload of another length than `len` is an error
+ * (MPI_ERR_TRUNCATE when longer, MPI_ERR_COUNT when shorter). */
+static int wr_test_payload(void *req, size_t len, int *done) {
+    MPI_Request *r = req;
     MPI_Status st;
     int count = 0;
-    if (len > INT_MAX) return MPI_ERR_COUNT;
-    int rc = PMPI_Recv(buf, (int)len, MPI_BYTE, source, WR_PAYLOAD_TAG, c->net, &st);
-    if (rc != MPI_SUCCESS) return rc;
+    int rc = PMPI_Test(r, done, &st);
+    if (rc != MPI_SUCCESS || !*done) return rc;
+    free(r);
     rc = PMPI_Get_count(&st, MPI_BYTE, &count);
     if (rc != MPI_SUCCESS) return rc;
     return (size_t)count == len ? MPI_SUCCESS : MPI_ERR_COUNT;
@@ -525,7 +540,8 @@ static wr_comm *wr_comm_of(MPI_Comm comm) {
     c->transport.test = wr_test;
     c->transport.probe = wr_probe;
     c->transport.recv = wr_recv;
-    c->transport.recv_payload = wr_recv_payload;
+    c->transport.irecv_payload = wr_irecv_payload;
+    c->transport.test_payload = wr_test_payload;
     c->shm = MPI_COMM_NULL;
     if (!wr_topology_hosts) {
         PMPI_Comm_free(&shm);

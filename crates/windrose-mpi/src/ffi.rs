@@ -32,9 +32,17 @@ pub struct CTransport {
     pub probe: unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int, *mut usize) -> c_int,
     /// PMPI_Mrecv of the probed message.
     pub recv: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> c_int,
-    /// PMPI_Recv of the next payload from `source`.
-    pub recv_payload: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int) -> c_int,
+    /// PMPI_Irecv of the next payload from `source`; the request handle is written last.
+    pub irecv_payload:
+        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, c_int, *mut *mut c_void) -> c_int,
+    /// PMPI_Test of a payload's receive of `len` bytes (another count is an error); frees the
+    /// request once done.
+    pub test_payload: unsafe extern "C" fn(*mut c_void, usize, *mut c_int) -> c_int,
 }
+
+/// A payload's receive from the C side: its request handle and length (freed by the C side
+/// when the test says done).
+pub struct CReceive(*mut c_void, usize);
 
 /// A request handle from the C side (freed by it when the test says done).
 pub struct CRequest(*mut c_void);
@@ -97,11 +105,30 @@ impl Transport for CTransport {
         })
     }
 
-    fn recv_payload(&mut self, from: u32, buf: &mut [u8]) -> Result<(), TransportError> {
-        // SAFETY: `buf` has the payload's length (from the head's header).
-        check("recv_payload", unsafe {
-            (self.recv_payload)(self.ctx, buf.as_mut_ptr().cast(), buf.len(), from as c_int)
-        })
+    type Receive = CReceive;
+
+    unsafe fn irecv_payload(
+        &mut self,
+        from: u32,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<CReceive, TransportError> {
+        let mut req = std::ptr::null_mut();
+        // SAFETY: the caller keeps `buf..buf + len` valid and untouched until the receive
+        // completes.
+        check("irecv_payload", unsafe {
+            (self.irecv_payload)(self.ctx, buf.cast(), len, from as c_int, &mut req)
+        })?;
+        Ok(CReceive(req, len))
+    }
+
+    fn test_receive(&mut self, receive: &mut CReceive) -> Result<bool, TransportError> {
+        let mut done = 0;
+        // SAFETY: the handle came from irecv_payload and was not completed yet.
+        check("test_payload", unsafe {
+            (self.test_payload)(receive.0, receive.1, &mut done)
+        })?;
+        Ok(done != 0)
     }
 }
 
