@@ -181,6 +181,16 @@
 //! ratio 0.92: the growth exponent 1,024 -> 16,384 moves from 1.33 to 1.32, far from the 1.2
 //! issue 20 asks. Event logs are byte-identical.
 //!
+//! A second stage (2026-11-28): the same loops ask, `SOON` (2) places ahead, for the lines of
+//! the links on that connection's route (its `Hot` line, asked for two iterations earlier, has
+//! come back by then): `Link` in the filling, `LinkSet` in the settling and in `grow_ahead`.
+//! At N = 4,096 the first read of each such link was a miss (the filling's first touch of a
+//! link 4 % of the solve, `grow_ahead`'s saturation check another 4 %). Measured (MOB, the
+//! builds before and after run at once, user seconds, load average 5-19): 7.52 against 7.38
+//! at N = 1,024 (medians of 3 pairs, ratio 0.98; faster in each pair), 59.91 against 56.50 at
+//! 4,096 (medians of 3 pairs, ratio 0.94; 0.94-0.97 in each pair). Event logs are
+//! byte-identical.
+//!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
 //! sooner, down when later), O(log E), and nothing stale is ever kept or popped. Changes and
@@ -692,6 +702,12 @@ const LOAD_RESUM: u32 = 256;
 /// How many connections ahead the loops over a solve's region ask for the next ones' lines
 /// (see [`crate::prefetch`]): far enough for a miss to come back, near enough to stay cached.
 const AHEAD: usize = 4;
+
+/// How many connections ahead those loops ask for the lines of the links on the next ones'
+/// routes (`Link` in the filling, `LinkSet` in the settling and `grow_ahead`): a second stage
+/// behind [`AHEAD`], whose `Hot` line (the route) has come back by then. At N = 4,096 the
+/// first read of each such link was a miss (8 % of the solve in a profile).
+const SOON: usize = 2;
 
 /// The flow-level network; see the [module documentation](self).
 #[derive(Clone, Debug)]
@@ -1504,6 +1520,13 @@ impl Network {
                 prefetch(&self.sched, next as usize);
                 self.completions.prefetch(next);
             }
+            if let Some(&soon) = self.comp_flows.get(i + SOON) {
+                // Its `Hot` line was asked for `AHEAD - SOON` iterations ago: now its route's
+                // level sets, which `relist` reads.
+                for &m in self.hot[soon as usize].route() {
+                    prefetch(&self.sets, m as usize);
+                }
+            }
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
             // A rise by rounding only (a connection of the region whose bottleneck kept its
@@ -1714,6 +1737,11 @@ impl Network {
             if let Some(&next) = comp_flows.get(i + AHEAD) {
                 prefetch(hot, next as usize);
             }
+            if let Some(&soon) = comp_flows.get(i + SOON) {
+                for &m in hot[soon as usize].route() {
+                    prefetch(links, m as usize);
+                }
+            }
             let h = &hot[f as usize];
             for &m in h.route() {
                 touch(m, links);
@@ -1910,6 +1938,11 @@ impl Network {
         while i < self.comp_flows.len() {
             if let Some(&next) = self.comp_flows.get(i + AHEAD) {
                 prefetch(&self.hot, next as usize);
+            }
+            if let Some(&soon) = self.comp_flows.get(i + SOON) {
+                for &m in self.hot[soon as usize].route() {
+                    prefetch(&self.sets, m as usize);
+                }
             }
             let g = self.comp_flows[i];
             i += 1;
