@@ -159,6 +159,17 @@
 //! 39.0 at 4,096 (one pair). What those lines wait for was not pinned down further; the level
 //! sets' buffers are still read there.
 //!
+//! A link's byte count (a statistic, added to at every settle and completion) lives in its
+//! `LinkSet` line, which a settle has just read to move the connection in the level set; in
+//! `Link` it was a miss of its own at N = 4,096 (4 % of the solve in a profile, none at
+//! 1,024). A connection's positions in its links' unordered `flows` lists live in a dense
+//! array of their own (`Network::pos`, 20 bytes a connection), and each list entry names the
+//! route hop as well, so a stop that moves another connection in a list writes its position
+//! without reading its route or its `Conn`. Measured 2026-11-28 (MOB, before and after run at
+//! once, user seconds, load average 7-21): 7.34 against 7.40 at N = 1,024, 53.30 against 52.48
+//! at 4,096 (medians of 3 pairs): within the noise, kept for the layout (the rest of a
+//! connection is now read only when a message is sent, delivered or dropped).
+//!
 //! The loops over a solve's region (settling, filling, `grow_ahead`) ask for the `Hot` and
 //! `Sched` lines and the completion-heap position of the connection `AHEAD` (4) places further
 //! on (the `prefetch` module), so that their misses overlap instead of coming one after the
@@ -169,6 +180,16 @@
 //! (both), ratios 0.95 and 0.94; at 16,384 (both, one pair, load 16) 324.3 against 299.8,
 //! ratio 0.92: the growth exponent 1,024 -> 16,384 moves from 1.33 to 1.32, far from the 1.2
 //! issue 20 asks. Event logs are byte-identical.
+//!
+//! A second stage (2026-11-28): the same loops ask, `SOON` (2) places ahead, for the lines of
+//! the links on that connection's route (its `Hot` line, asked for two iterations earlier, has
+//! come back by then): `Link` in the filling, `LinkSet` in the settling and in `grow_ahead`.
+//! At N = 4,096 the first read of each such link was a miss (the filling's first touch of a
+//! link 4 % of the solve, `grow_ahead`'s saturation check another 4 %). Measured (MOB, the
+//! builds before and after run at once, user seconds, load average 5-19): 7.52 against 7.38
+//! at N = 1,024 (medians of 3 pairs, ratio 0.98; faster in each pair), 59.91 against 56.50 at
+//! 4,096 (medians of 3 pairs, ratio 0.94; 0.94-0.97 in each pair). Event logs are
+//! byte-identical.
 //!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
@@ -549,8 +570,6 @@ struct Conn {
     latency_s: f64,
     queue: VecDeque<Msg>,
     active: bool,
-    /// Position of this connection in each route link's `flows`, when active.
-    pos: [u32; 5],
     active_since: f64,
     active_s: f64,
     // Statistics.
@@ -561,12 +580,19 @@ struct Conn {
     messages_dropped: u64,
 }
 
+/// An active connection on a link's `flows`: the connection and which hop of its route the
+/// link is, so that moving it in the list (a `swap_remove` of another) updates its position in
+/// `Network::pos` without reading its route.
+#[derive(Copy, Clone, Debug)]
+struct Flow {
+    conn: u32,
+    hop: u32,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Link {
-    /// Bytes carried by settled transfer segments.
-    bytes: f64,
-    /// Active connections crossing the link (unordered; positions kept in `Conn::pos`).
-    flows: Vec<u32>,
+    /// Active connections crossing the link (unordered; positions kept in `Network::pos`).
+    flows: Vec<Flow>,
     // Solver scratch.
     /// Crossed by the region this round (round stamp).
     seen: u32,
@@ -605,6 +631,11 @@ struct Link {
 #[repr(align(64))]
 struct LinkSet {
     capacity: f64,
+    /// Bytes carried by settled transfer segments. Here rather than with the filling's scratch
+    /// in [`Link`]: a settle follows a move of the same connection in this set (its line is
+    /// loaded) and a completion reads nothing else of the link, where in `Link` each was a
+    /// cache miss of its own at N = 4,096 (4 % of the solve in a profile).
+    bytes: f64,
     // Kept up to date as rates change, once solves re-share regions (empty before).
     /// Sum of the rates of the connections in `levels`.
     load: f64,
@@ -659,6 +690,9 @@ impl LinkSet {
     }
 }
 
+// One cache line a link: see `LinkSet`.
+const _: () = assert!(std::mem::size_of::<LinkSet>() == 64);
+
 /// [`Link::queued`] of a link whose fill queue entries are all out of date.
 const STALE: u32 = u32::MAX;
 
@@ -668,6 +702,12 @@ const LOAD_RESUM: u32 = 256;
 /// How many connections ahead the loops over a solve's region ask for the next ones' lines
 /// (see [`crate::prefetch`]): far enough for a miss to come back, near enough to stay cached.
 const AHEAD: usize = 4;
+
+/// How many connections ahead those loops ask for the lines of the links on the next ones'
+/// routes (`Link` in the filling, `LinkSet` in the settling and `grow_ahead`): a second stage
+/// behind [`AHEAD`], whose `Hot` line (the route) has come back by then. At N = 4,096 the
+/// first read of each such link was a miss (8 % of the solve in a profile).
+const SOON: usize = 2;
 
 /// The flow-level network; see the [module documentation](self).
 #[derive(Clone, Debug)]
@@ -681,6 +721,11 @@ pub struct Network {
     conns: Vec<Conn>,
     /// Solver state of each connection, same index as `conns`.
     hot: Vec<Hot>,
+    /// Position of each active connection in each of its route links' `flows`, same index as
+    /// `conns`: a stop moves another connection in those lists, and writing its position here
+    /// (20 bytes a connection) costs one line where its `Conn` (its queue and statistics,
+    /// 128 bytes) was read at random, a miss at large N.
+    pos: Vec<[u32; 5]>,
     /// Progress and completion entry of each connection, same index as `conns`.
     sched: Vec<Sched>,
     /// Whether each connection is in the region being re-shared (the solve's epoch stamp),
@@ -737,6 +782,7 @@ impl Network {
             sets,
             conns: Vec::new(),
             hot: Vec::new(),
+            pos: Vec::new(),
             sched: Vec::new(),
             in_region: Vec::new(),
             conn_of: HashMap::default(),
@@ -797,7 +843,7 @@ impl Network {
             set.levels.extend(
                 link.flows
                     .iter()
-                    .map(|&f| (sched[f as usize].listed_level, f)),
+                    .map(|f| (sched[f.conn as usize].listed_level, f.conn)),
             );
             set.levels.sort_unstable();
             set.set_max();
@@ -915,13 +961,13 @@ impl Network {
             ..Sched::default()
         });
         self.in_region.push(0);
+        self.pos.push([0; 5]);
         self.conns.push(Conn {
             src,
             dst,
             latency_s,
             queue: VecDeque::new(),
             active: false,
-            pos: [0; 5],
             active_since: 0.0,
             active_s: 0.0,
             messages_sent: 0,
@@ -966,7 +1012,7 @@ impl Network {
                 sc.t_last = now;
                 if moved > 0.0 {
                     for &l in h.route() {
-                        self.links[l as usize].bytes += moved;
+                        self.sets[l as usize].bytes += moved;
                     }
                 }
                 self.deactivate(c as u32);
@@ -1228,7 +1274,8 @@ impl Network {
                 self.sets[i].capacity = bytes_s;
                 if !self.links[i].flows.is_empty() {
                     self.mark_dirty(i as u32);
-                    self.seeds.extend_from_slice(&self.links[i].flows);
+                    self.seeds
+                        .extend(self.links[i].flows.iter().map(|f| f.conn));
                 }
             }
             Change::IntraLatency { cluster, latency_s } => {
@@ -1325,7 +1372,7 @@ impl Network {
         sc.t_last = self.now;
         let h = self.hot[c as usize];
         for &l in h.route() {
-            self.links[l as usize].bytes += done;
+            self.sets[l as usize].bytes += done;
         }
         self.deliver(c, msg, out);
         self.next_head(c, out);
@@ -1381,8 +1428,11 @@ impl Network {
         let h = self.hot[c as usize];
         for (k, &l) in h.route().iter().enumerate() {
             let flows = &mut self.links[l as usize].flows;
-            self.conns[c as usize].pos[k] = flows.len() as u32;
-            flows.push(c);
+            self.pos[c as usize][k] = flows.len() as u32;
+            flows.push(Flow {
+                conn: c,
+                hop: k as u32,
+            });
             self.mark_dirty(l);
         }
         if self.region {
@@ -1397,7 +1447,7 @@ impl Network {
         let conn = &mut self.conns[c as usize];
         conn.active = false;
         conn.active_s += now - conn.active_since;
-        let pos = conn.pos;
+        let pos = self.pos[c as usize];
         let h = self.hot[c as usize];
         for &l in h.route() {
             self.mark_dirty(l);
@@ -1412,12 +1462,7 @@ impl Network {
             let flows = &mut self.links[l as usize].flows;
             flows.swap_remove(p);
             if let Some(&moved) = flows.get(p) {
-                let j = self.hot[moved as usize]
-                    .route()
-                    .iter()
-                    .position(|&x| x == l)
-                    .expect("the moved connection crosses the link");
-                self.conns[moved as usize].pos[j] = p as u32;
+                self.pos[moved.conn as usize][moved.hop as usize] = p as u32;
             }
             self.mark_dirty(l);
         }
@@ -1475,6 +1520,13 @@ impl Network {
                 prefetch(&self.sched, next as usize);
                 self.completions.prefetch(next);
             }
+            if let Some(&soon) = self.comp_flows.get(i + SOON) {
+                // Its `Hot` line was asked for `AHEAD - SOON` iterations ago: now its route's
+                // level sets, which `relist` reads.
+                for &m in self.hot[soon as usize].route() {
+                    prefetch(&self.sets, m as usize);
+                }
+            }
             let f = self.comp_flows[i];
             let h = self.hot[f as usize];
             // A rise by rounding only (a connection of the region whose bottleneck kept its
@@ -1504,7 +1556,7 @@ impl Network {
             }
             if moved > 0.0 {
                 for &l in h.route() {
-                    self.links[l as usize].bytes += moved;
+                    self.sets[l as usize].bytes += moved;
                 }
             }
             self.stats.rate_changes += 1;
@@ -1532,7 +1584,7 @@ impl Network {
             let l = queue[next] as usize;
             next += 1;
             for k in 0..self.links[l].flows.len() {
-                let f = self.links[l].flows[k];
+                let f = self.links[l].flows[k].conn;
                 let seen = &mut self.in_region[f as usize];
                 if *seen == epoch {
                     continue;
@@ -1684,6 +1736,11 @@ impl Network {
         for (i, &f) in comp_flows.iter().enumerate() {
             if let Some(&next) = comp_flows.get(i + AHEAD) {
                 prefetch(hot, next as usize);
+            }
+            if let Some(&soon) = comp_flows.get(i + SOON) {
+                for &m in hot[soon as usize].route() {
+                    prefetch(links, m as usize);
+                }
             }
             let h = &hot[f as usize];
             for &m in h.route() {
@@ -1882,6 +1939,11 @@ impl Network {
             if let Some(&next) = self.comp_flows.get(i + AHEAD) {
                 prefetch(&self.hot, next as usize);
             }
+            if let Some(&soon) = self.comp_flows.get(i + SOON) {
+                for &m in self.hot[soon as usize].route() {
+                    prefetch(&self.sets, m as usize);
+                }
+            }
             let g = self.comp_flows[i];
             i += 1;
             let h = self.hot[g as usize];
@@ -2014,9 +2076,9 @@ impl Network {
     pub fn link_stats(&self, link: LinkId) -> LinkStats {
         let i = self.platform.link_index(link);
         let l = &self.links[i];
-        let mut bytes = l.bytes;
+        let mut bytes = self.sets[i].bytes;
         let mut rate = 0.0;
-        for &f in &l.flows {
+        for f in l.flows.iter().map(|f| f.conn) {
             let (sc, h) = (&self.sched[f as usize], &self.hot[f as usize]);
             bytes += (h.rate * (self.now - sc.t_last)).min(sc.remaining);
             rate += h.rate;
