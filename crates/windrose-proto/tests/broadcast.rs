@@ -1,7 +1,7 @@
 //! Tree broadcast under the in-test driver, over every tree kind, random segment sizes, frame
 //! sizes and payloads.
 
-mod common;
+use crate::common;
 
 use common::{make_tree, random_bytes, run, FrameLog, TREE_KINDS};
 use proptest::prelude::*;

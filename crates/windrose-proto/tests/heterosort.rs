@@ -4,7 +4,7 @@
 //! the records' multiset (count and order-independent checksum of the sort benchmark's format)
 //! and the order of the concatenation, from `windrose_model::records`.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::records::{any_shape, benchmark_records, shares};

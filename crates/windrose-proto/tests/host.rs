@@ -20,8 +20,7 @@ use windrose_proto::{
 };
 use windrose_trees::static_trees::binomial_all;
 
-#[path = "support/host_outputs.rs"]
-mod host_outputs;
+use crate::support::host_outputs;
 use host_outputs::{completion, delivered};
 
 fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {

@@ -16,8 +16,7 @@ use windrose_proto::multicast::{MulticastProtocol, MulticastSpec};
 use windrose_proto::pieces::Manifest;
 use windrose_proto::{Input, Output, Outputs, Protocol, Report, Time};
 
-#[path = "support/host_outputs.rs"]
-mod host_outputs;
+use crate::support::host_outputs;
 use host_outputs::{completion, delivered};
 
 fn members(n: u32) -> Arc<[(NodeId, ClusterId)]> {

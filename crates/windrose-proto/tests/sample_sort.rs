@@ -2,7 +2,7 @@
 //! format, one FIFO queue, compute tasks answered at once), checked against brute force: the
 //! concatenation of the members' ranges in rank order is the sorted input multiset.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::records::{any_shape, shares, Shape};

@@ -2,7 +2,7 @@
 //! bytes, the shares partition the load, the root hears from every node, and the frames are
 //! what the tree implies.
 
-mod common;
+use crate::common;
 
 use common::{make_tree, random_bytes, run, TREE_KINDS};
 use proptest::prelude::*;

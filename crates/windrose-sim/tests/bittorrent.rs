@@ -266,7 +266,7 @@ fn a_failed_receiver_does_not_stop_the_others() {
 
 /// The Fig. 4 point: 4 clusters x 16 nodes, 600 MB from node 0, WAN 8 MB/s and 10 ms one way
 /// between every pair, 125 MB/s nodes. Run by hand:
-/// `cargo test --release -p windrose-sim --test bittorrent -- --ignored --nocapture`.
+/// `cargo test --release -p windrose-sim --test integration -- bittorrent:: --ignored --nocapture`.
 #[test]
 #[ignore]
 fn fig4_point() {

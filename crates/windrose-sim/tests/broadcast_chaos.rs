@@ -8,8 +8,7 @@
 //! bytes. `WINDROSE_CHAOS_RUNS=N` changes the number of runs, `WINDROSE_CHAOS_SEED=S` runs only
 //! seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event log is written to FILE).
 
-#[path = "support/chaos.rs"]
-mod chaos;
+use crate::support::chaos;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};

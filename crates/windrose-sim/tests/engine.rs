@@ -3,7 +3,7 @@
 //! closed forms on chains (store-and-forward and pipelined), divisible-load scatter finishing
 //! when the schedule predicts, failure injection and run limits.
 
-mod engine_common;
+use crate::engine_common;
 
 use engine_common::*;
 use proptest::prelude::*;

@@ -3,7 +3,7 @@
 //! joins, refused inputs, sends to failed nodes, network changes; and the network's
 //! `drop_node`.
 
-mod engine_common;
+use crate::engine_common;
 
 use bytes::Bytes;
 use engine_common::{close, one_cluster};

@@ -7,10 +7,8 @@
 //! `WINDROSE_CHAOS_SEED=S` as for the multicast chaos tests; 200 runs by default, the 1,000-run
 //! version is `#[ignore]`d).
 
-#[path = "support/chaos.rs"]
-mod chaos;
-#[path = "support/sort.rs"]
-mod sort;
+use crate::support::chaos;
+use crate::support::sort;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};

@@ -8,8 +8,7 @@
 //! holding exactly the root's bytes. `WINDROSE_CHAOS_RUNS=N` and `WINDROSE_CHAOS_SEED=S` as in
 //! the other chaos suites.
 
-#[path = "support/chaos.rs"]
-mod chaos;
+use crate::support::chaos;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};

@@ -592,7 +592,7 @@ fn same_seed_same_log_other_seed_other_run() {
 /// The MOB paper's Fig. 4 point on a uniform WAN: 4 x 16 nodes, 600 MB from node 0, WAN 8 MB/s
 /// between every pair of clusters (10 ms one way), 125 MB/s nodes. Prints the simulated
 /// completion, the throughput as a fraction of the max-flow bound, and the wall time.
-/// `cargo test --release -p windrose-sim --test mob -- --ignored --nocapture`; set
+/// `cargo test --release -p windrose-sim --test integration -- mob:: --ignored --nocapture`; set
 /// `MOB_CHOICE=random|rarest` to run one piece choice, `MOB_OUTSTANDING_BYTES=n` to cap the
 /// bytes requested per peer, `MOB_NODES` (per cluster), `MOB_LATENCY` (WAN, one way, s) and
 /// `MOB_WAN=mixed|fast|slow` to vary the platform, `MOB_MB` and `MOB_PIECE` the data.

@@ -10,8 +10,7 @@
 //! runs, `WINDROSE_CHAOS_SEED=S` runs only seed S (with `WINDROSE_CHAOS_LOG=FILE`, its event
 //! log is written to FILE).
 
-#[path = "support/chaos.rs"]
-mod chaos;
+use crate::support::chaos;
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};

@@ -8,8 +8,7 @@ use windrose_model::platform::{ClusterSpec, LinkId, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::network::{Change, Delivered, Network, NetworkError, SharingPolicy};
 
-#[path = "support/max_min.rs"]
-mod max_min;
+use crate::support::max_min;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)

@@ -8,8 +8,7 @@ use windrose_model::platform::{ClusterSpec, Platform};
 use windrose_model::{ClusterId, NodeId};
 use windrose_sim::network::{Delivered, Network, SharingPolicy};
 
-#[path = "support/max_min.rs"]
-mod max_min;
+use crate::support::max_min;
 
 const BW: [f64; 4] = [10.0, 20.0, 30.0, 60.0];
 

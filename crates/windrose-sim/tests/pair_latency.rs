@@ -17,8 +17,7 @@ use windrose_sim::group::{group, leave_input};
 use windrose_sim::network::{Change, Network, NetworkError, SharingPolicy};
 use windrose_sim::scenario::parse_scenario;
 
-#[path = "support/scenario_text.rs"]
-mod scenario_text;
+use crate::support::scenario_text;
 use scenario_text::{err, line_of, small, PLATFORM};
 
 fn n(i: u32) -> NodeId {

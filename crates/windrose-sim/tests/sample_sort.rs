@@ -3,8 +3,7 @@
 //! with the sorted set, a contiguous range each in id order, and the three sorts' completion
 //! times are printed side by side (`--nocapture`).
 
-#[path = "support/sort.rs"]
-mod sort;
+use crate::support::sort;
 
 use bytes::Bytes;
 use sort::{assert_sorted_set, platform, run_sort, shares, summary_of, units, SortCase};

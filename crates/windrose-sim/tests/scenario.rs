@@ -13,8 +13,7 @@ use windrose_sim::scenario::{
 };
 use windrose_trees::{Tree, TreeAlgorithm};
 
-#[path = "support/scenario_text.rs"]
-mod scenario_text;
+use crate::support::scenario_text;
 use scenario_text::{err, line_of, small, PLATFORM};
 
 fn data_dir() -> PathBuf {

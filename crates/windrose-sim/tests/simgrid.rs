@@ -11,8 +11,7 @@
 //! runs in release builds (`cargo test --release`, as CI does) and is ignored in debug builds,
 //! where the 64-host variant still runs.
 
-#[path = "support/validation.rs"]
-mod validation;
+use crate::support::validation;
 
 use validation::*;
 use windrose_sim::network::SharingPolicy;

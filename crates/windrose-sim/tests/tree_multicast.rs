@@ -294,7 +294,7 @@ fn the_subtree_of_a_failed_relay_is_served_by_the_root() {
 /// The measurement: 4 x 16 nodes, 600 MB in 1 MiB pieces, WAN 8 MB/s and 10 ms one-way
 /// between every pair of clusters; then the same on the four-clusters platform (nominal
 /// capacities). Run with
-/// `cargo test --release -p windrose-sim --test tree_multicast -- --ignored --nocapture`.
+/// `cargo test --release -p windrose-sim --test integration -- tree_multicast:: --ignored --nocapture`.
 #[test]
 #[ignore]
 fn measure_four_by_sixteen() {

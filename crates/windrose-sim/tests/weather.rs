@@ -3,10 +3,8 @@
 //! planned from that view under the three policies (static, rebuild, adapt) while a WAN link
 //! slows down between two broadcasts.
 
-#[path = "support/durations.rs"]
-mod durations;
-#[path = "support/three_sites.rs"]
-mod three_sites;
+use crate::support::durations;
+use crate::support::three_sites;
 
 use std::time::Duration;
 use windrose_model::platform::LinkId;

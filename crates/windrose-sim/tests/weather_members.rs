@@ -3,8 +3,7 @@
 //! (the planner parks a failed member at a leaf and adapts the kept tree), every live member
 //! gets every broadcast, and the member that came back gets the ones after its return.
 
-#[path = "support/three_sites.rs"]
-mod three_sites;
+use crate::support::three_sites;
 
 use std::time::Duration;
 use three_sites::platform;

@@ -4,8 +4,7 @@
 //! broadcasts of 4 MiB from member 0 every 12 s under `adapt`; the WAN 0<->1 drops to
 //! 0.5 MB/s as the sixth starts, before any tree could know.
 
-#[path = "support/durations.rs"]
-mod durations;
+use crate::support::durations;
 
 use bytes::Bytes;
 use std::time::Duration;
