@@ -31,7 +31,11 @@
 # and frames_by_kind (the repair's since the settled build), tree_ms and mst_ms (the tree's
 # total on Table 1 with the slowed link, and that network's site MST: 784.9 ms), site_edges,
 # exact (the tree is the site MST and every member was idle holding the MST of the weights the
-# members hold, which `mst --live` checks). 3 rounds took 6 min 37 s:
+# members hold, which `mst --live` checks), rebuilds (backlog rebuilds by rows, `group serve
+# --mst-rebuild-after`; epochs count every generation's). Stderr says how long the group took
+# to settle after its build. FEEDS=FILE.jsonl appends every member's repair counters (per owned
+# link the changes fed, with times), REBUILDS=0 skips the fresh rebuilds, REBUILD_AFTER=K is
+# passed to `group serve`. 3 rounds took 6 min 37 s:
 #   flock /tmp/testbed.lock bash data/mst/testbed.sh target/release/windrose 3 repair \
 #     > data/mst/testbed-repair.csv
 #

@@ -53,11 +53,13 @@
 //! ([`MstMaintainer::with_rebuild_after`], [`MaintainedMst::with_rebuild_after`]). Only the
 //! root decides and every member follows the generation it starts, so the policy is the same
 //! everywhere. *Why:* on the testbed a site link's step is 16 member pairs, fed by their 4
-//! owners within a second; one by one that was 16 epochs or more, and a freshly built group
-//! (each link weighed from its first round trips, which read up to 1.5x high while the
-//! connections open) corrected ~90 weights one epoch at a time for ~88 s after its build. With
-//! the rebuild: 1 epoch and 1 rebuild for the step (3.1 s from the change to the last member
-//! holding the MST, against 36.6 s), and settled 1.8 s after the build (README, live MST).
+//! owners within a second; one by one that was 16-30 epochs, and a freshly built group (each
+//! link weighed from its first round trips, which read up to 1.5x high) corrected ~90 weights
+//! one epoch at a time for 88-126 s after its build (once not within 240 s). With the rebuild
+//! the group settled 1.8-12.5 s after its build; the step took 1 epoch and 1 rebuild (3.1 s)
+//! when the owners' requests reached the root together, 7-13 epochs first when they trickled
+//! in (requests are held inside an epoch, one in flight per owner): see the README's live-MST
+//! paragraph.
 //!
 //! # The build: rows or GHS
 //!
