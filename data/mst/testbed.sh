@@ -31,7 +31,11 @@
 # and frames_by_kind (the repair's since the settled build), tree_ms and mst_ms (the tree's
 # total on Table 1 with the slowed link, and that network's site MST: 784.9 ms), site_edges,
 # exact (the tree is the site MST and every member was idle holding the MST of the weights the
-# members hold, which `mst --live` checks). 3 rounds took 6 min 37 s:
+# members hold, which `mst --live` checks), rebuilds (backlog rebuilds by rows, `group serve
+# --mst-rebuild-after`; epochs count every generation's). Stderr says how long the group took
+# to settle after its build. FEEDS=FILE.jsonl appends every member's repair counters (per owned
+# link the changes fed, with times), REBUILDS=0 skips the fresh rebuilds, REBUILD_AFTER=K is
+# passed to `group serve`. 3 rounds took 6 min 37 s:
 #   flock /tmp/testbed.lock bash data/mst/testbed.sh target/release/windrose 3 repair \
 #     > data/mst/testbed-repair.csv
 #
@@ -136,8 +140,13 @@ kinds = {k: (f - base["frames"].get(k, [0, 0])[0], n - base["frames"].get(k, [0,
          for k, (f, n) in r["frames"].items()}
 kinds = {k: v for k, v in kinds.items() if v[0] > 0}
 rep = r.get("repair")
+rebuilds = 0
 if rep:
     secs, after, epochs = rep["from_change_s"], rep["from_first_fed_s"], rep["epochs"]
+    # Epochs of every generation, and the rebuilds for a backlog, since the settled baseline.
+    if "epochs_total" in r and "epochs_total" in base:
+        epochs = r["epochs_total"] - base["epochs_total"]
+        rebuilds = r["rebuilds_total"] - base["rebuilds_total"]
 else:
     secs, after, epochs = r["build_s"], r["after_last_start_s"], 0
 exact = abs(total - mst) < 1e-6 and len(r["tree"]) == 23 and r["checked_mst_of_held_weights"]
@@ -145,7 +154,7 @@ print(",".join(str(x) for x in [run, what, r["members"], "%.3f" % secs,
       "" if after is None else "%.3f" % after, epochs, sum(v[0] for v in kinds.values()),
       sum(v[1] for v in kinds.values()), " ".join("%s:%d" % (k, v[0]) for k, v in sorted(kinds.items())),
       "%.1f" % total, "%.1f" % mst, " ".join("S%d-S%d" % p for p in sites),
-      "yes" if exact else "NO"]))
+      "yes" if exact else "NO", rebuilds]))
 '
 
 # repair RUN: a rows-built group (links checked at every forecast), the site link slowed once
@@ -159,22 +168,41 @@ repair() {
   for i in $(seq 0 $((N - 1))); do
     "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
       --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
-      --mst-every 0 --mst-min-change "$MIN_CHANGE" --mst-noise "$NOISE" >"$DIR/m$i.log" 2>&1 &
+      --mst-every 0 --mst-min-change "$MIN_CHANGE" --mst-noise "$NOISE" "${REBUILD_FLAG[@]}" \
+      >"$DIR/m$i.log" 2>&1 &
     pids+=($!)
   done
-  local built epoch since out
+  local built epoch gen after since out t0
   built=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
-  # Members start at different times: wait for the settled tree (no repair running anywhere).
-  built=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json --after-epoch -1 \
-    --settle "$SETTLE" 2>/dev/null || echo "$built")
-  epoch=$(echo "$built" | python3 -c 'import json,sys; print(json.load(sys.stdin)["epoch"])')
+  # The members correct the build's weights (each link's first round trips) for a while:
+  # wait for the settled tree (no repair running or waiting anywhere for SETTLE s). Until
+  # 2026-11-28 this wait passed `--after-epoch -1`, which the CLI refuses, and fell back to
+  # the build: the change landed on those corrections (~90 of the 95-119 epochs measured).
+  t0=$(date +%s.%N)
+  built=$("$W" mst --group "$DIR/group.toml" --live --wait 240 --json --settle "$SETTLE")
+  echo "repair $run: settled $(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0 - $SETTLE))") s after the build" >&2
+  read -r gen epoch < <(echo "$built" | python3 -c 'import json,sys; r = json.load(sys.stdin); print(r["generation"], r["epoch"])')
+  # --after-generation only where needed: a binary without backlog rebuilds lacks it.
+  after=(--after-epoch "$epoch")
+  [ "$gen" != 0 ] && after+=(--after-generation "$gen")
   since=$(date +%s.%N)
   slow "$(python3 -c "print($SLOWED_MS / 1000)")"
   out=$("$W" mst --group "$DIR/group.toml" --live --wait "$REPAIR_WAIT" --json \
-    --after-epoch "$epoch" --since "$since" --settle "$SETTLE")
+    "${after[@]}" --since "$since" --settle "$SETTLE")
   leave
   slow "$(python3 -c "print($SLOW_MS / 1000)")"
   python3 -c "$CHECK" "$run" repair $SLOW_FROM $SLOW_TO $SLOWED_MS "$out" "$built"
+  # Who fed what: one JSON line per member (its requests, and per owned link the changes fed).
+  [ -n "$FEEDS" ] && echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+rep = r.get("repair") or {}
+for m in r.get("feeds", []):
+    print(json.dumps({"run": int(sys.argv[1]), "member": m["id"], "requests": m["requests"],
+          "since_unix_s": rep.get("since_unix_s"),
+          "links": [{"peer": p, "count": c, "fed": w} for p, c, w in m["links"]]}))
+' "$run" >> "$FEEDS"
+  return 0
 }
 
 # rebuild BUILD RUN: a fresh group built as BUILD (rows, ghs16) on the slowed network.
@@ -207,9 +235,17 @@ if [ "${BUILDS[0]}" = repair ]; then
   REPAIR_WAIT=${REPAIR_WAIT:-120}
   MIN_CHANGE=${MIN_CHANGE:-5}
   NOISE=${NOISE:-0}
-  echo "run,what,members,seconds,after_s,epochs,frames,bytes,frames_by_kind,tree_ms,mst_ms,site_edges,exact"
+  # FEEDS=FILE.jsonl: append every member's repair counters (see repair above).
+  FEEDS=${FEEDS:-}
+  REBUILDS=${REBUILDS:-1}
+  # REBUILD_AFTER=K: `group serve --mst-rebuild-after K` (unset: the binary's default; 0:
+  # repair every change one epoch at a time, as before the backlog rebuilds).
+  REBUILD_FLAG=()
+  [ -n "${REBUILD_AFTER:-}" ] && REBUILD_FLAG=(--mst-rebuild-after "$REBUILD_AFTER")
+  echo "run,what,members,seconds,after_s,epochs,frames,bytes,frames_by_kind,tree_ms,mst_ms,site_edges,exact,rebuilds"
   for run in $(seq 1 "$RUNS"); do
     repair "$run"
+    [ "$REBUILDS" = 0 ] && continue
     rebuild rows "$run"
     rebuild ghs16 "$run"
   done

@@ -28,6 +28,11 @@
 //! node is in waits for it (like GHS's deferral of a `Test` from a higher level), one of an
 //! epoch the node has finished is refused.
 //!
+//! **A backlog** ([`MstMaintainer::with_rebuild_after`], off by default): a root that finds
+//! `k` requests or more waiting as an epoch could start asks for a rebuild instead, and
+//! [`MaintainedMst`] starts a new generation whose build takes in every change fed so far
+//! (each node builds with the last weight it fed): one rebuild instead of `k` epochs or more.
+//!
 //! **Who learns a new weight.** The driver of *one* endpoint feeds it
 //! ([`MstMaintainer::change_weight`], the endpoint that measured it); the root's `Begin` for
 //! that change carries it to both endpoints, which apply it when the epoch begins there, so
@@ -296,6 +301,46 @@ pub struct MstMaintainer {
     /// Tests of a later epoch.
     deferred: VecDeque<(usize, RepairMsg)>,
     sent: [u64; 7],
+    requests: RequestStats,
+    /// At the root: with this many requests queued when an epoch could start, ask for a
+    /// rebuild instead ([`MstMaintainer::with_rebuild_after`]).
+    rebuild_after: Option<usize>,
+    /// At the root: a rebuild is asked for; no epoch starts any more.
+    rebuild_wanted: bool,
+}
+
+/// Where a node's repair requests came from and went (counters since the maintainer took
+/// over): what tells a storm of repairs from its cause.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RequestStats {
+    /// Own changes fed ([`MstMaintainer::change_weight`]).
+    pub fed: u64,
+    /// Own changes that replaced a change of the same edge not sent yet (the latest wins).
+    pub merged: u64,
+    /// Own changes sent towards the root (or queued here, at the root).
+    pub sent: u64,
+    /// Requests received from neighbours (to relay, or to queue at the root).
+    pub received: u64,
+    /// At the root: requests queued for an epoch (own and received).
+    pub queued: u64,
+    /// At the root: epochs started.
+    pub epochs: u64,
+    /// At the root: rebuilds started for a backlog of requests
+    /// ([`MstMaintainer::with_rebuild_after`]; counted by [`MaintainedMst`] over its
+    /// generations).
+    pub rebuilds: u64,
+}
+
+impl RequestStats {
+    fn add(&mut self, o: RequestStats) {
+        self.fed += o.fed;
+        self.merged += o.merged;
+        self.sent += o.sent;
+        self.received += o.received;
+        self.queued += o.queued;
+        self.epochs += o.epochs;
+        self.rebuilds += o.rebuilds;
+    }
 }
 
 /// `a > b` for path maxima where None is "no edge".
@@ -432,6 +477,9 @@ impl MstMaintainer {
             outstanding: false,
             deferred: VecDeque::new(),
             sent: [0; 7],
+            requests: RequestStats::default(),
+            rebuild_after: None,
+            rebuild_wanted: false,
         }
     }
 
@@ -495,6 +543,30 @@ impl MstMaintainer {
         self.sent
     }
 
+    /// Requests fed, merged, sent, received, queued, and epochs started here.
+    pub fn request_stats(&self) -> RequestStats {
+        self.requests
+    }
+
+    /// The same maintainer asking for a rebuild, at the root, instead of starting the next
+    /// epoch while `k` requests or more wait in its queue (None: never). Epochs run one at a
+    /// time, each three waves over the tree, so a backlog of `q` changes costs `q` epochs
+    /// where one rebuild takes every one of them in at once (on the emulated six sites an
+    /// epoch took ~0.85 s and a rows rebuild ~2 message delays). The maintainer only asks
+    /// ([`wants_rebuild`](Self::wants_rebuild)): the rebuild is a new generation of
+    /// [`MaintainedMst`], which also takes in every change fed at its owner (the queued ones
+    /// included), so nothing queued is lost. Only the root decides, and every other node
+    /// follows the generation it starts, so the policy is the same everywhere by construction.
+    pub fn with_rebuild_after(mut self, k: Option<usize>) -> MstMaintainer {
+        self.rebuild_after = k.filter(|&k| k > 0);
+        self
+    }
+
+    /// The root asks for a rebuild (see [`with_rebuild_after`](Self::with_rebuild_after)).
+    pub fn wants_rebuild(&self) -> bool {
+        self.rebuild_wanted
+    }
+
     fn index_of(&self, id: NodeId) -> Option<usize> {
         self.edges.binary_search_by_key(&id, |e| e.to).ok()
     }
@@ -525,8 +597,12 @@ impl MstMaintainer {
                 weight,
             });
         }
+        self.requests.fed += 1;
         match self.mine.iter_mut().find(|(n, _)| *n == neighbour) {
-            Some(slot) => slot.1 = weight,
+            Some(slot) => {
+                slot.1 = weight;
+                self.requests.merged += 1;
+            }
             None => self.mine.push_back((neighbour, weight)),
         }
         self.pump(out);
@@ -540,6 +616,7 @@ impl MstMaintainer {
         }
         if let Some((to, weight)) = self.mine.pop_front() {
             self.outstanding = true;
+            self.requests.sent += 1;
             self.route(
                 Change {
                     from: self.me,
@@ -554,6 +631,7 @@ impl MstMaintainer {
     /// Moves a request towards the root (or into the root's queue).
     fn route(&mut self, change: Change, out: &mut Vec<(NodeId, RepairMsg)>) {
         if self.is_root {
+            self.requests.queued += 1;
             self.queue.push_back(change);
             self.try_start(out);
         } else if let (None, Some(p)) = (&self.epoch, self.parent) {
@@ -564,10 +642,16 @@ impl MstMaintainer {
     }
 
     fn try_start(&mut self, out: &mut Vec<(NodeId, RepairMsg)>) {
-        if !self.is_root || self.epoch.is_some() {
+        if !self.is_root || self.epoch.is_some() || self.rebuild_wanted {
+            return;
+        }
+        if self.rebuild_after.is_some_and(|k| self.queue.len() >= k) {
+            self.rebuild_wanted = true;
+            self.requests.rebuilds += 1;
             return;
         }
         if let Some(change) = self.queue.pop_front() {
+            self.requests.epochs += 1;
             let number = self.stable_epoch + 1;
             self.begin(None, number, change, None, out);
         }
@@ -666,7 +750,10 @@ impl MstMaintainer {
 
     fn dispatch(&mut self, j: usize, msg: RepairMsg, out: &mut Vec<(NodeId, RepairMsg)>) {
         match msg {
-            RepairMsg::Request(change) => self.route(change, out),
+            RepairMsg::Request(change) => {
+                self.requests.received += 1;
+                self.route(change, out)
+            }
             RepairMsg::Begin {
                 epoch,
                 change,
@@ -1027,6 +1114,11 @@ pub struct MaintainedMst {
     build: BuildAlgorithm,
     /// The rows build: the whole tree of the current generation, `(node, parent)` by node.
     tree: Option<Vec<(NodeId, Option<NodeId>)>>,
+    /// Every generation's maintainer asks for a rebuild past this backlog (see
+    /// [`MstMaintainer::with_rebuild_after`]).
+    rebuild_after: Option<usize>,
+    /// The request counters of the generations before this one.
+    past_requests: RequestStats,
 }
 
 /// How a [`MaintainedMst`] builds each generation's tree.
@@ -1193,6 +1285,8 @@ impl MaintainedMst {
             window: 1,
             build: BuildAlgorithm::Ghs,
             tree: None,
+            rebuild_after: None,
+            past_requests: RequestStats::default(),
         })
     }
 
@@ -1223,6 +1317,32 @@ impl MaintainedMst {
     /// How this node builds.
     pub fn build(&self) -> BuildAlgorithm {
         self.build
+    }
+
+    /// The same node rebuilding (a new generation, built as [`build`](Self::build) says)
+    /// when `k` repair requests or more wait at the root for their epochs (None: repairs only;
+    /// see [`MstMaintainer::with_rebuild_after`]). Only the root's `k` counts; the other
+    /// nodes follow the generation it starts.
+    pub fn with_rebuild_after(mut self, k: Option<usize>) -> MaintainedMst {
+        self.rebuild_after = k.filter(|&k| k > 0);
+        self
+    }
+
+    /// This node's repair requests over every generation (fed, merged, sent, received, and at
+    /// the root queued, epochs and rebuilds).
+    pub fn request_stats(&self) -> RequestStats {
+        let mut s = self.past_requests;
+        if let Some(m) = self.maintainer() {
+            s.add(m.request_stats());
+        }
+        s
+    }
+
+    /// A rebuild the root's maintainer asked for: the next generation.
+    fn rebuild_if_wanted(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        if self.maintainer().is_some_and(|m| m.wants_rebuild()) {
+            self.enter(self.generation + 1, out);
+        }
     }
 
     /// The rows build's whole tree of the current generation once it is built, `(node,
@@ -1355,6 +1475,7 @@ impl MaintainedMst {
             m.change_weight(neighbour, weight, &mut o)?;
             self.wrap_repair(o, out);
         }
+        self.rebuild_if_wanted(out);
         Ok(())
     }
 
@@ -1413,6 +1534,17 @@ impl MaintainedMst {
 
     fn enter(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
         self.refresh_weights();
+        if let Phase::Maintaining(m) = &self.phase {
+            self.past_requests.add(m.request_stats());
+        }
+        // The build starts from the last weight fed here, not the one applied: a change still
+        // queued at the root (or lost with an abandoned repair) is built in, not repaired
+        // again after the build (the smaller end's weight still wins either way).
+        for (n, w) in self.weights.iter_mut() {
+            if let Some(&x) = self.measured.get(n) {
+                *w = x;
+            }
+        }
         let first = generation == self.generation && !self.started;
         self.generation = generation;
         self.started = true;
@@ -1590,6 +1722,7 @@ impl MaintainedMst {
         buffer: Vec<(NodeId, RepairMsg)>,
         out: &mut Vec<(NodeId, MstNodeMsg)>,
     ) {
+        let m = m.with_rebuild_after(self.rebuild_after);
         self.phase = Phase::Maintaining(Box::new(m));
         for (from, msg) in buffer {
             let msg = MstNodeMsg::Repair {
@@ -1617,6 +1750,7 @@ impl MaintainedMst {
             }
             self.wrap_repair(o, out);
         }
+        self.rebuild_if_wanted(out);
     }
 
     /// Handles a message from neighbour `from`.
@@ -1721,6 +1855,7 @@ impl MaintainedMst {
                 let mut o = Vec::new();
                 m.handle(from, msg, &mut o)?;
                 self.wrap_repair(o, out);
+                self.rebuild_if_wanted(out);
             }
             (_, msg) => {
                 return Err(RepairError::Unexpected {

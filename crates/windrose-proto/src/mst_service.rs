@@ -42,6 +42,25 @@
 //!   that comes back is not taken back into the tree (its edges are gone until the group
 //!   restarts the service); broadcasts still reach it as a leaf of the root.
 //!
+//! # A backlog of changes: a rebuild
+//!
+//! Repairs run one epoch at a time through the root, three waves over the tree each (~0.85 s
+//! on the emulated six sites, where the slowest tree path crosses the WAN three times). When
+//! [`MstLiveConfig::rebuild_after`] changes or more (2 by default) wait at the root as an
+//! epoch could start, the root starts a new generation instead (rows build only): every
+//! member sends its row again, with the last weight it fed of each link it owns, so every
+//! change fed by then is built in at once, in about two message delays
+//! ([`MstMaintainer::with_rebuild_after`], [`MaintainedMst::with_rebuild_after`]). Only the
+//! root decides and every member follows the generation it starts, so the policy is the same
+//! everywhere. *Why:* on the testbed a site link's step is 16 member pairs, fed by their 4
+//! owners within a second; one by one that was 16-30 epochs, and a freshly built group (each
+//! link weighed from its first round trips, which read up to 1.5x high) corrected ~90 weights
+//! one epoch at a time for 88-126 s after its build (once not within 240 s). With the rebuild
+//! the group settled 1.8-12.5 s after its build; the step took 1 epoch and 1 rebuild (3.1 s)
+//! when the owners' requests reached the root together, 7-13 epochs first when they trickled
+//! in (requests are held inside an epoch, one in flight per owner): see the README's live-MST
+//! paragraph.
+//!
 //! # The build: rows or GHS
 //!
 //! [`MstBuild`]: `rows`, `ghs`, or `auto` (the default: rows for groups of at most
@@ -105,7 +124,9 @@ use crate::frame::Message;
 use crate::ghs::EdgeKey;
 #[cfg(doc)]
 use crate::ghs_repair::MstMaintainer;
-use crate::ghs_repair::{BuildAlgorithm, MaintainedMst, MstFrame, MstNodeMsg, RepairMsg};
+use crate::ghs_repair::{
+    BuildAlgorithm, MaintainedMst, MstFrame, MstNodeMsg, RepairMsg, RequestStats,
+};
 use crate::time::Time;
 use crate::weather::{Guesses, LinkWeather};
 use serde::{Deserialize, Serialize};
@@ -191,6 +212,18 @@ pub struct MstLiveConfig {
     /// set itself ([`MstService::set_weight`]) have no error.
     #[serde(default)]
     pub noise_errors: f64,
+    /// Rebuild by rows when this many changes or more wait at the root for their epochs (0:
+    /// repair them one by one). Only for the rows build: a GHS rebuild costs about ten epochs.
+    /// See [the module docs](self#a-backlog-of-changes-a-rebuild).
+    #[serde(default = "default_rebuild_after")]
+    pub rebuild_after: u32,
+}
+
+/// [`MstLiveConfig::rebuild_after`]'s default.
+pub const DEFAULT_REBUILD_AFTER: u32 = 2;
+
+fn default_rebuild_after() -> u32 {
+    DEFAULT_REBUILD_AFTER
 }
 
 /// Groups of at most this many members build by rows under [`MstBuild::Auto`].
@@ -260,6 +293,7 @@ impl Default for MstLiveConfig {
             build: MstBuild::Auto,
             min_change: 0.0,
             noise_errors: 0.0,
+            rebuild_after: DEFAULT_REBUILD_AFTER,
         }
     }
 }
@@ -375,7 +409,27 @@ pub struct MstLiveState {
     /// The weights this node's tree uses for the links it owns (to larger ids), `(peer, w)`:
     /// with every node's, the weights the tree must be the MST of.
     pub weights: Vec<(NodeId, f64)>,
+    /// Per owned link this node fed changes of, by peer: how many, and the last
+    /// [`FED_WEIGHTS_KEPT`] `(when, weight)` fed (which links a repair storm is made of).
+    pub fed_links: Vec<LinkFeeds>,
+    /// This node's repair requests over every generation (the root's queue, epochs and
+    /// rebuilds included).
+    pub requests: RequestStats,
 }
+
+/// The changes one node fed of one link it owns ([`MstLiveState::fed_links`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkFeeds {
+    /// The other end (the larger id).
+    pub peer: NodeId,
+    /// Changes fed, every generation.
+    pub count: u64,
+    /// The last ones, oldest first: `(when, weight)`.
+    pub weights: Vec<(Time, f64)>,
+}
+
+/// Weights an [`LinkFeeds`] keeps per link.
+pub const FED_WEIGHTS_KEPT: usize = 16;
 
 /// Feed times an [`MstLiveState`] keeps.
 pub const FED_TIMES_KEPT: usize = 64;
@@ -410,6 +464,8 @@ pub struct MstService {
     overrides: BTreeMap<NodeId, f64>,
     /// The last weight fed per owned link, and the generation it was fed in.
     last_fed: BTreeMap<NodeId, (u32, f64)>,
+    /// Every change fed, per owned link (for [`MstLiveState::fed_links`]).
+    fed_links: BTreeMap<NodeId, LinkFeeds>,
 }
 
 impl MstService {
@@ -440,6 +496,7 @@ impl MstService {
             stable_since: None,
             overrides: BTreeMap::new(),
             last_fed: BTreeMap::new(),
+            fed_links: BTreeMap::new(),
         })
     }
 
@@ -493,10 +550,14 @@ impl MstService {
         let Some(row) = self.row(links, guesses, !late) else {
             return;
         };
+        let build = self.config.build.algorithm(self.members.len());
+        let rebuild_after = (build == BuildAlgorithm::Rows && self.config.rebuild_after > 0)
+            .then_some(self.config.rebuild_after as usize);
         let mut node = MaintainedMst::gathering(self.me, row)
             .and_then(|m| m.with_test_window(self.config.test_window))
             .expect("members are distinct, weights and window checked")
-            .with_build(self.config.build.algorithm(self.members.len()));
+            .with_build(build)
+            .with_rebuild_after(rebuild_after);
         let mut o = Vec::new();
         node.start(&mut o);
         self.built.0 = Some(now);
@@ -673,11 +734,22 @@ impl MstService {
                     }
                     self.fed_at.push_back(now);
                     self.last_fed.insert(p, (g, w));
+                    let f = self.fed_links.entry(p).or_insert_with(|| LinkFeeds {
+                        peer: p,
+                        count: 0,
+                        weights: Vec::new(),
+                    });
+                    f.count += 1;
+                    if f.weights.len() == FED_WEIGHTS_KEPT {
+                        f.weights.remove(0);
+                    }
+                    f.weights.push((now, w));
                 }
             }
         }
         self.emit(o, out);
-        self.note_stable(now);
+        // A feed at the root may start a rebuild.
+        self.after(now, out);
     }
 
     /// Notes when the tree held whole moved to another `(generation, epoch)`.
@@ -925,6 +997,12 @@ impl MstService {
             stable_at: self.stable_since.filter(|s| Some(s.0) == at).map(|s| s.1),
             idle: m.is_some_and(|m| m.is_stable() && m.pending_len() == 0 && m.deferred_len() == 0),
             weights,
+            fed_links: self.fed_links.values().cloned().collect(),
+            requests: self
+                .node
+                .as_ref()
+                .map(|n| n.request_stats())
+                .unwrap_or_default(),
         }
     }
 }

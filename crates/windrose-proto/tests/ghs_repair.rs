@@ -568,15 +568,19 @@ fn failure_storm(seed: u64) -> (u64, u32) {
     } else {
         1
     };
+    // Every third seed's root rebuilds (by GHS) when 2 changes or more wait for their epochs.
+    let rebuild_after = seed.is_multiple_of(3).then_some(2);
     let ctx = format!(
-        "failure storm {seed}: n {n}, {} edges, test window {window}",
-        truth.len()
+        "failure storm {seed}: n {n}, {} edges, test window {window}, rebuild after {:?}",
+        truth.len(),
+        rebuild_after
     );
     let mut nodes: Vec<MaintainedMst> = (0..n as u32)
         .map(|v| {
             MaintainedMst::new(NodeId(v), incident(&truth, v))
                 .and_then(|m| m.with_test_window(window))
                 .unwrap()
+                .with_rebuild_after(rebuild_after)
         })
         .collect();
     let mut alive = vec![true; n];

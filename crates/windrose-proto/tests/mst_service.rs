@@ -429,3 +429,79 @@ fn a_move_within_the_forecasts_error_is_not_fed() {
     let e = MstService::new(NodeId(0), &members, bad).unwrap_err();
     assert!(e.contains("noise multiple NaN"), "{e}");
 }
+
+/// Four owners feed a change each at once (as after a site link's step, or the corrections
+/// after a build): the root runs the first as an epoch, finds more waiting and rebuilds
+/// by rows instead of an epoch each; the rebuild takes every change in (none is repaired
+/// again after it) and ends at the MST of the new weights. With `rebuild_after` 0 the same
+/// changes take four epochs.
+#[test]
+fn a_backlog_of_changes_at_the_root_is_taken_in_by_one_rebuild() {
+    let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
+    let changed = |a: u32, b: u32| {
+        let (lo, hi) = (a.min(b), a.max(b));
+        if hi == lo + 1 && lo < 4 {
+            measured(lo, hi) * 20.0 + f64::from(lo)
+        } else {
+            measured(lo, hi)
+        }
+    };
+    let want = kruskal(changed, None);
+    assert_ne!(want, kruskal(measured, None), "the changes move the tree");
+    for (rebuild_after, generation, epochs, rebuilds) in [(2, 1, 1, 1), (0, 0, 4, 0)] {
+        let config = MstLiveConfig {
+            threshold: 0.1,
+            check_every: 1,
+            resolution: 0.0,
+            build_after: Duration::from_secs(3600),
+            build: MstBuild::Rows,
+            rebuild_after,
+            ..MstLiveConfig::default()
+        };
+        let mut net = Net::new(&members, config);
+        for a in 0..N {
+            for b in (0..N).filter(|&b| b != a) {
+                net.nodes[a as usize]
+                    .set_weight(NodeId(b), measured(a, b))
+                    .unwrap();
+            }
+        }
+        for v in 0..N {
+            let mut out = Vec::new();
+            net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
+            net.push(v, out);
+        }
+        net.settle();
+        // Owners 0..4 each feed the link to the next id, all before any delivery.
+        for v in 0..4 {
+            let mut out = Vec::new();
+            net.nodes[v as usize]
+                .set_weight(NodeId(v + 1), changed(v, v + 1))
+                .unwrap();
+            net.nodes[v as usize].broadcast(Time::ZERO, &[], &mut out);
+            assert_eq!(net.nodes[v as usize].state().fed, 1, "node {v}");
+            net.push(v, out);
+        }
+        net.settle();
+        let ctx = format!("rebuild_after {rebuild_after}");
+        let (mut e, mut r) = (0, 0);
+        for v in 0..N {
+            let s = net.nodes[v as usize].state();
+            assert_eq!(
+                (s.generation, s.epoch, s.idle),
+                (generation, epochs * (1 - generation), true),
+                "{ctx}: node {v}"
+            );
+            assert_eq!(
+                s.tree.map(|t| t.into_iter().collect::<BTreeSet<_>>()),
+                Some(want.clone()),
+                "{ctx}: node {v}"
+            );
+            let owned: Vec<_> = (v + 1..N).map(|b| (NodeId(b), changed(v, b))).collect();
+            assert_eq!(s.weights, owned, "{ctx}: node {v}");
+            e += s.requests.epochs;
+            r += s.requests.rebuilds;
+        }
+        assert_eq!((e, r), (epochs as u64, rebuilds), "{ctx}: epochs, rebuilds");
+    }
+}

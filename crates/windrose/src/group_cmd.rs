@@ -185,6 +185,15 @@ pub struct ServeArgs {
     /// whose round trips wander moves past any threshold by noise alone.
     #[arg(long, value_name = "K", default_value_t = 0.0, requires = "mst_live")]
     mst_noise: f64,
+    /// With the rows build: rebuild when K changes or more wait at the live MST's root for
+    /// their repairs (0: repair each one, one epoch at a time).
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = windrose_proto::mst_service::DEFAULT_REBUILD_AFTER,
+        requires = "mst_live"
+    )]
+    mst_rebuild_after: u32,
     #[command(flatten)]
     key: crate::collective_opts::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
@@ -638,6 +647,7 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
             check_every: a.mst_every,
             min_change: a.mst_min_change,
             noise_errors: a.mst_noise,
+            rebuild_after: a.mst_rebuild_after,
             build: group.mst().build,
             test_window: group.mst().test_window,
             ..Default::default()
@@ -1821,6 +1831,10 @@ fn ghs_frames_sent(handle: &windrose_net::host_driver::GroupHandle) -> BTreeMap<
     by_kind
 }
 
+/// The changes a member fed of one link it owns: `(peer, count, the last (wall clock, weight)
+/// fed)`.
+pub(crate) type LinkFedView = (u32, u64, Vec<(f64, f64)>);
+
 /// A member's live MST as its control socket gives it ([`ControlRequest::MstLive`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct LiveMstView {
@@ -1850,6 +1864,13 @@ pub(crate) struct LiveMstView {
     /// The weights its tree uses for the links it owns (to larger ids): `(peer, weight)`.
     #[serde(default)]
     pub weights: Vec<(u32, f64)>,
+    /// Per owned link it fed changes of: `(peer, count, the last (wall clock, weight) fed)`.
+    #[serde(default)]
+    pub fed_links: Vec<LinkFedView>,
+    /// Its repair requests this generation: fed, merged, sent, received, queued and epochs
+    /// started (the last two at the root).
+    #[serde(default)]
+    pub requests: windrose_proto::ghs_repair::RequestStats,
 }
 
 impl LiveMstView {
@@ -1893,6 +1914,20 @@ impl LiveMstView {
                 .collect(),
             idle: snap.state.idle,
             weights: snap.state.weights.iter().map(|&(p, w)| (p.0, w)).collect(),
+            fed_links: snap
+                .state
+                .fed_links
+                .iter()
+                .map(|f| {
+                    let ws = f
+                        .weights
+                        .iter()
+                        .map(|&(t, w)| (origin + t.as_secs_f64(), w))
+                        .collect();
+                    (f.peer.0, f.count, ws)
+                })
+                .collect(),
+            requests: snap.state.requests,
         })
     }
 }

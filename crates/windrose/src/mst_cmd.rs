@@ -110,9 +110,14 @@ pub struct MstArgs {
     #[arg(long, value_name = "LO-HI=W", requires = "live")]
     set_weight: Option<String>,
     /// With --live: wait for a repair instead of the build: every member holding the tree of
-    /// one epoch later than E, with no repair running or waiting anywhere, for --settle s.
+    /// one epoch later than E (of --after-generation's generation, or of a later one: a
+    /// rebuild for a backlog of changes), with no repair running or waiting anywhere, for
+    /// --settle s.
     #[arg(long, value_name = "E", requires = "live")]
     after_epoch: Option<u32>,
+    /// With --after-epoch: the generation of that epoch (default 0).
+    #[arg(long, value_name = "G", default_value_t = 0, requires = "after_epoch")]
+    after_generation: u32,
     /// With --live: wait until every member holds the tree of one epoch with no repair running
     /// or waiting anywhere, for this many seconds (3 with --after-epoch, else not waited for).
     #[arg(long, value_name = "S", requires = "live")]
@@ -221,7 +226,7 @@ pub fn run(a: MstArgs) -> Result<()> {
                     return Err(bad_input(format!("--since {t}: expected Unix seconds")));
                 }
                 Some(RepairWait {
-                    after_epoch: a.after_epoch,
+                    after: a.after_epoch.map(|e| (a.after_generation, e)),
                     settle: std::time::Duration::from_secs_f64(settle.min(3_600.0)),
                     since_unix_s: a.since.unwrap_or(started),
                 })
@@ -457,12 +462,28 @@ pub(crate) struct LiveBuild {
     /// With --after-epoch: the repair waited for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repair: Option<LiveRepair>,
+    /// Each member's repair counters, by id: what it fed per link and its requests.
+    pub feeds: Vec<MemberFeeds>,
+    /// Epochs and backlog rebuilds the roots started, every generation since the start.
+    pub epochs_total: u64,
+    pub rebuilds_total: u64,
+}
+
+/// One member's repair counters in a [`LiveBuild`].
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct MemberFeeds {
+    pub id: u32,
+    /// Requests fed, merged, sent, received, queued and epochs started this generation.
+    pub requests: windrose_proto::ghs_repair::RequestStats,
+    /// Per owned link fed: `(peer, count, the last (wall clock, weight) fed)`.
+    pub links: Vec<crate::group_cmd::LinkFedView>,
 }
 
 /// A settled tree waited for ([`MstArgs::settle`]), past an epoch ([`MstArgs::after_epoch`]).
 #[derive(Clone, Debug)]
 struct RepairWait {
-    after_epoch: Option<u32>,
+    /// `(generation, epoch)`.
+    after: Option<(u32, u32)>,
     settle: std::time::Duration,
     since_unix_s: f64,
 }
@@ -472,7 +493,11 @@ struct RepairWait {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct LiveRepair {
     pub after_epoch: u32,
-    /// Epochs (repairs) since `after_epoch`.
+    pub after_generation: u32,
+    /// Generations since (rebuilds for a backlog of changes, or after failures).
+    pub generations: u32,
+    /// Epochs (repairs) since `after_epoch`, or in the last generation if there were
+    /// rebuilds (every generation's: [`LiveBuild::epochs_total`]).
     pub epochs: u32,
     /// The change (--since), the first change a member fed at or after it, and the last member
     /// first holding the final epoch's tree, Unix seconds (wall clock).
@@ -533,7 +558,7 @@ fn settled_at(
             return None;
         }
         if let Some(r) = repair {
-            if r.after_epoch.is_some_and(|e| v.epoch <= e) || !v.idle {
+            if r.after.is_some_and(|e| (v.generation, v.epoch) <= e) || !v.idle {
                 return None;
             }
         }
@@ -618,8 +643,9 @@ fn live_build(
                 group.name(),
                 repair.as_ref().map_or(String::new(), |r| format!(
                     " on an epoch{} with every member idle for {:.1} s",
-                    r.after_epoch
-                        .map_or(String::new(), |e| format!(" past {e}")),
+                    r.after.map_or(String::new(), |(g, e)| format!(
+                        " past {e} of generation {g}"
+                    )),
                     r.settle.as_secs_f64()
                 ))
             );
@@ -667,28 +693,35 @@ fn live_build(
             e.1 += b;
         }
     }
-    let repair = repair
-        .and_then(|r| Some((r.after_epoch?, r)))
-        .map(|(after_epoch, r)| {
-            let last_stable = views
-                .iter()
-                .filter_map(|(_, v)| v.stable_unix_s)
-                .fold(f64::NEG_INFINITY, f64::max);
-            let first_fed = views
-                .iter()
-                .flat_map(|(_, v)| v.fed_unix_s.iter().copied())
-                .filter(|&t| t >= r.since_unix_s)
-                .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.min(t))));
-            LiveRepair {
-                after_epoch,
-                epochs: first.epoch - after_epoch,
-                since_unix_s: r.since_unix_s,
-                first_fed_unix_s: first_fed,
-                last_stable_unix_s: last_stable,
-                from_change_s: last_stable - r.since_unix_s,
-                from_first_fed_s: first_fed.map(|f| last_stable - f),
-            }
-        });
+    let repair =
+        repair
+            .and_then(|r| Some((r.after?, r)))
+            .map(|((after_generation, after_epoch), r)| {
+                let last_stable = views
+                    .iter()
+                    .filter_map(|(_, v)| v.stable_unix_s)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let first_fed = views
+                    .iter()
+                    .flat_map(|(_, v)| v.fed_unix_s.iter().copied())
+                    .filter(|&t| t >= r.since_unix_s)
+                    .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.min(t))));
+                LiveRepair {
+                    after_epoch,
+                    after_generation,
+                    generations: first.generation - after_generation,
+                    epochs: if first.generation == after_generation {
+                        first.epoch - after_epoch
+                    } else {
+                        first.epoch
+                    },
+                    since_unix_s: r.since_unix_s,
+                    first_fed_unix_s: first_fed,
+                    last_stable_unix_s: last_stable,
+                    from_change_s: last_stable - r.since_unix_s,
+                    from_first_fed_s: first_fed.map(|f| last_stable - f),
+                }
+            });
     let n = views.len();
     Ok(LiveBuild {
         group: group.name().to_string(),
@@ -712,6 +745,16 @@ fn live_build(
         checked_mst_of_held_weights: idle,
         total,
         repair,
+        epochs_total: views.iter().map(|(_, v)| v.requests.epochs).sum(),
+        rebuilds_total: views.iter().map(|(_, v)| v.requests.rebuilds).sum(),
+        feeds: views
+            .iter()
+            .map(|(id, v)| MemberFeeds {
+                id: *id,
+                requests: v.requests,
+                links: v.fed_links.clone(),
+            })
+            .collect(),
     })
 }
 
@@ -1436,6 +1479,7 @@ mod tests {
             wait: 60.0,
             set_weight: None,
             after_epoch: None,
+            after_generation: 0,
             settle: None,
             since: None,
             metric: MstMetric::Latency,
