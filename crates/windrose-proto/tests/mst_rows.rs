@@ -200,6 +200,21 @@ impl Net {
 }
 
 /// The smaller end's weight of every link (what the build used).
+/// A random edge's smaller end feeds it a random weight, as the live service's owner of the
+/// edge does (a node re-feeds its last measurement after a rebuild); `truth` follows.
+fn feed_random_change(net: &mut Net, rng: &mut ChaCha8Rng, n: usize, truth: &mut Rows) {
+    let a = rng.gen_range(0..n as u32 - 1);
+    let b = rng.gen_range(a + 1..n as u32);
+    let x = f64::from(rng.gen_range(0..8u32)) * 0.5;
+    let mut out = Vec::new();
+    net.nodes[a as usize]
+        .change_weight(NodeId(b), x, &mut out)
+        .unwrap();
+    net.push(a, out);
+    truth[a as usize][b as usize] = x;
+    truth[b as usize][a as usize] = x;
+}
+
 fn symmetric(w: &Rows) -> Rows {
     let n = w.len();
     let mut s = w.clone();
@@ -255,18 +270,7 @@ fn the_rows_build_is_kruskals_tree_at_every_node_then_repairs_keep_it_exact() {
         }
         for _ in 0..3 {
             for _ in 0..rng.gen_range(1..4) {
-                // The smaller end feeds (as the live service's owner of the edge does: a
-                // node re-feeds its last measurement after a rebuild).
-                let a = rng.gen_range(0..n as u32 - 1);
-                let b = rng.gen_range(a + 1..n as u32);
-                let x = f64::from(rng.gen_range(0..8u32)) * 0.5;
-                let mut out = Vec::new();
-                net.nodes[a as usize]
-                    .change_weight(NodeId(b), x, &mut out)
-                    .unwrap();
-                net.push(a, out);
-                truth[a as usize][b as usize] = x;
-                truth[b as usize][a as usize] = x;
+                feed_random_change(&mut net, &mut rng, n, &mut truth);
                 for _ in 0..rng.gen_range(0..n) {
                     net.step(&mut rng);
                 }
@@ -397,17 +401,7 @@ fn backlog_rebuilds_by_rows_keep_the_tree_exact() {
         let mut truth = symmetric(&w);
         for burst in 0..4 {
             for _ in 0..rng.gen_range(1..=12) {
-                // The smaller end feeds, as the live service's owner of the edge does.
-                let a = rng.gen_range(0..n as u32 - 1);
-                let b = rng.gen_range(a + 1..n as u32);
-                let x = f64::from(rng.gen_range(0..8u32)) * 0.5;
-                let mut out = Vec::new();
-                net.nodes[a as usize]
-                    .change_weight(NodeId(b), x, &mut out)
-                    .unwrap();
-                net.push(a, out);
-                truth[a as usize][b as usize] = x;
-                truth[b as usize][a as usize] = x;
+                feed_random_change(&mut net, &mut rng, n, &mut truth);
                 for _ in 0..rng.gen_range(0..2 * n) {
                     net.step(&mut rng);
                 }

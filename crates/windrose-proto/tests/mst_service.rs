@@ -136,6 +136,29 @@ impl Net {
         }
     }
 
+    /// Every member given `measured` weights, all started at once, settled: a built tree.
+    fn built(members: &[(NodeId, ClusterId)], config: MstLiveConfig) -> Net {
+        let mut net = Net::new(members, config);
+        net.set_measured_weights();
+        for v in 0..N {
+            let mut out = Vec::new();
+            net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
+            net.push(v, out);
+        }
+        net.settle();
+        net
+    }
+
+    fn set_measured_weights(&mut self) {
+        for a in 0..N {
+            for b in (0..N).filter(|&b| b != a) {
+                self.nodes[a as usize]
+                    .set_weight(NodeId(b), measured(a, b))
+                    .unwrap();
+            }
+        }
+    }
+
     fn push(&mut self, from: u32, out: Vec<(NodeId, Message)>) {
         self.queue
             .extend(out.into_iter().map(|(to, m)| (from, to.0, m)));
@@ -191,13 +214,7 @@ fn built_repaired_rebuilt(build: MstBuild) {
         ..MstLiveConfig::default()
     };
     let mut net = Net::new(&members, config);
-    for a in 0..N {
-        for b in (0..N).filter(|&b| b != a) {
-            net.nodes[a as usize]
-                .set_weight(NodeId(b), measured(a, b))
-                .unwrap();
-        }
-    }
+    net.set_measured_weights();
     // Nodes start one by one; the ones not started keep what arrives.
     for v in (0..N).rev() {
         let mut out = Vec::new();
@@ -325,20 +342,7 @@ fn a_change_below_the_minimum_is_not_fed() {
         min_change: 5.0,
         ..MstLiveConfig::default()
     };
-    let mut net = Net::new(&members, config);
-    for a in 0..N {
-        for b in (0..N).filter(|&b| b != a) {
-            net.nodes[a as usize]
-                .set_weight(NodeId(b), measured(a, b))
-                .unwrap();
-        }
-    }
-    for v in 0..N {
-        let mut out = Vec::new();
-        net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
-        net.push(v, out);
-    }
-    net.settle();
+    let mut net = Net::built(&members, config);
     let (a, b) = (NodeId(0), NodeId(1));
     let w = measured(0, 1);
     let mut out = Vec::new();
@@ -458,20 +462,7 @@ fn a_backlog_of_changes_at_the_root_is_taken_in_by_one_rebuild() {
             rebuild_after,
             ..MstLiveConfig::default()
         };
-        let mut net = Net::new(&members, config);
-        for a in 0..N {
-            for b in (0..N).filter(|&b| b != a) {
-                net.nodes[a as usize]
-                    .set_weight(NodeId(b), measured(a, b))
-                    .unwrap();
-            }
-        }
-        for v in 0..N {
-            let mut out = Vec::new();
-            net.nodes[v as usize].maybe_start(Time::ZERO, &[], &Guesses::default(), &mut out);
-            net.push(v, out);
-        }
-        net.settle();
+        let mut net = Net::built(&members, config);
         // Owners 0..4 each feed the link to the next id, all before any delivery.
         for v in 0..4 {
             let mut out = Vec::new();
