@@ -115,6 +115,19 @@ fn survivors_edges(tree: &Tree, root: NodeId, gone: NodeId) -> BTreeSet<(NodeId,
         .collect()
 }
 
+/// Rows builds, every forecast checked, a 10 % threshold, no automatic build: what the
+/// hand-driven tests below share.
+fn quick_rows() -> MstLiveConfig {
+    MstLiveConfig {
+        threshold: 0.1,
+        check_every: 1,
+        resolution: 0.0,
+        build_after: Duration::from_secs(3600),
+        build: MstBuild::Rows,
+        ..MstLiveConfig::default()
+    }
+}
+
 struct Net {
     nodes: Vec<MstService>,
     queue: VecDeque<(u32, u32, Message)>,
@@ -334,13 +347,8 @@ fn built_repaired_rebuilt(build: MstBuild) {
 fn a_change_below_the_minimum_is_not_fed() {
     let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
     let config = MstLiveConfig {
-        threshold: 0.1,
-        check_every: 1,
-        resolution: 0.0,
-        build_after: Duration::from_secs(3600),
-        build: MstBuild::Rows,
         min_change: 5.0,
-        ..MstLiveConfig::default()
+        ..quick_rows()
     };
     let mut net = Net::built(&members, config);
     let (a, b) = (NodeId(0), NodeId(1));
@@ -388,13 +396,8 @@ fn link(peer: u32, rtt_ms: f64, error_ms: f64) -> LinkWeather {
 fn a_move_within_the_forecasts_error_is_not_fed() {
     let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
     let config = MstLiveConfig {
-        threshold: 0.1,
-        check_every: 1,
-        resolution: 0.0,
-        build_after: Duration::from_secs(3600),
-        build: MstBuild::Rows,
         noise_errors: 2.0,
-        ..MstLiveConfig::default()
+        ..quick_rows()
     };
     let mut net = Net::new(&members, config);
     // Every link measured by its forecasts: one-way weight = half the round trip.
@@ -454,13 +457,8 @@ fn a_backlog_of_changes_at_the_root_is_taken_in_by_one_rebuild() {
     assert_ne!(want, kruskal(measured, None), "the changes move the tree");
     for (rebuild_after, generation, epochs, rebuilds) in [(2, 1, 1, 1), (0, 0, 4, 0)] {
         let config = MstLiveConfig {
-            threshold: 0.1,
-            check_every: 1,
-            resolution: 0.0,
-            build_after: Duration::from_secs(3600),
-            build: MstBuild::Rows,
             rebuild_after,
-            ..MstLiveConfig::default()
+            ..quick_rows()
         };
         let mut net = Net::built(&members, config);
         // Owners 0..4 each feed the link to the next id, all before any delivery.
