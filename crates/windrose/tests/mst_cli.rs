@@ -8,6 +8,7 @@ mod procs;
 use predicates::prelude::*;
 use procs::{
     bad, data, free_ports, ok_json, spawn_members, temp_file, wait_for, windrose, write_group,
+    Members,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -223,6 +224,18 @@ fn default_socket(name: &str, i: usize) -> PathBuf {
     std::env::temp_dir().join(format!("windrose-{name}-{i}.sock"))
 }
 
+/// A group file of four loopback members named `name` in `dir`, with `mst` appended (an
+/// `[mst]` table, or nothing), and the four members serving it with `serve_args`.
+fn group_of_four(dir: &Path, name: &str, mst: &str, serve_args: &[&str]) -> (PathBuf, Members) {
+    let group = dir.join(format!("{name}.toml"));
+    write_group(&group, name, &free_ports(4));
+    let mut text = std::fs::read_to_string(&group).unwrap();
+    text.push_str(mst);
+    std::fs::write(&group, text).unwrap();
+    let members = spawn_members(&group, 4, serve_args, |i, _| default_socket(name, i));
+    (group, members)
+}
+
 /// Whether member `i`'s prober has a round-trip forecast of each of the other `n - 1`.
 fn measured_all(group: &Path, i: usize, n: usize) -> bool {
     let o = windrose()
@@ -252,9 +265,7 @@ fn measured_all(group: &Path, i: usize, n: usize) -> bool {
 fn on_a_group_of_four() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("mstcli-{}", std::process::id());
-    let group = dir.path().join("group.toml");
-    write_group(&group, &name, &free_ports(4));
-    let _members = spawn_members(&group, 4, &["--quiet"], |i, _| default_socket(&name, i));
+    let (group, _members) = group_of_four(dir.path(), &name, "", &["--quiet"]);
     for i in 0..4 {
         wait_for(
             &format!("member {i}'s round trips"),
@@ -356,18 +367,11 @@ fn the_live_build_follows_the_group_file() {
     let mut runs = Vec::new();
     for (word, window) in [("rows", 16), ("ghs", 1)] {
         let name = format!("mstlive-{word}-{}", std::process::id());
-        let group = dir.path().join(format!("{word}.toml"));
-        write_group(&group, &name, &free_ports(4));
-        let mut text = std::fs::read_to_string(&group).unwrap();
-        text.push_str(&format!(
-            "\n[mst]\nbuild = \"{word}\"\ntest_window = {window}\n"
-        ));
-        std::fs::write(&group, text).unwrap();
-        let members = spawn_members(
-            &group,
-            4,
+        let (group, members) = group_of_four(
+            dir.path(),
+            &name,
+            &format!("\n[mst]\nbuild = \"{word}\"\ntest_window = {window}\n"),
             &["--quiet", "--mst-live", "latency", "--probe-period", "0.2"],
-            |i, _| default_socket(&name, i),
         );
         runs.push((word, group, members));
     }
@@ -457,14 +461,10 @@ fn the_live_build_follows_the_group_file() {
 fn a_weight_change_is_repaired_on_a_group_of_four() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("mstrep-{}", std::process::id());
-    let group = dir.path().join("group.toml");
-    write_group(&group, &name, &free_ports(4));
-    let mut text = std::fs::read_to_string(&group).unwrap();
-    text.push_str("\n[mst]\nbuild = \"rows\"\n");
-    std::fs::write(&group, text).unwrap();
-    let _members = spawn_members(
-        &group,
-        4,
+    let (group, _members) = group_of_four(
+        dir.path(),
+        &name,
+        "\n[mst]\nbuild = \"rows\"\n",
         &[
             "--quiet",
             "--mst-live",
@@ -474,7 +474,6 @@ fn a_weight_change_is_repaired_on_a_group_of_four() {
             "--mst-every",
             "0",
         ],
-        |i, _| default_socket(&name, i),
     );
     let g = group.to_str().unwrap();
     let built = ok_json(&["mst", "--group", g, "--live", "--wait", "120", "--json"]);
