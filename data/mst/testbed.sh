@@ -2,8 +2,8 @@
 # Issue 17: the live MST's build on the emulated testbed (as root), rows against GHS. The six
 # sites of seed 004 (data/scenarios/testbed/six-sites.toml: 6 x 4 processes, Table 1's one-way
 # latencies through the delay line, up to 0.7229 s); a fresh group of 24 members per run
-# (`windrose group serve --mst-live latency`, one per namespace), the build chosen by the group
-# file's [mst] table (every member reads it from the same file). Probes every 2 s by default
+# (`windrose group serve --mst-live`, one per namespace), the metric, build and repair policy
+# set by the group file's [mst] table (every member reads it from the same file). Probes every 2 s by default
 # (PROBE_PERIOD=0.5 for group serve's default): the slowest round trip here is 1.45 s, and the
 # prober before af864e4 matched a pong only to the latest ping, so with 0.5 s every link slower
 # than that was never measured and the build waited for its 10 s fallback, on guesses; it now
@@ -19,8 +19,8 @@
 # site_edges (the tree's edges between sites, as site pairs).
 #
 # `repair` as the only build: RUNS rounds of (a) a rows-built group whose members check their
-# links at every forecast (`--mst-every 0`, changes past 10 %, MIN_CHANGE = 5 ms and NOISE = 0
-# forecast errors: `--mst-noise`), read once
+# links at every forecast (`[mst] check_every = 0`, changes past 10 %, MIN_CHANGE = 5 ms and
+# NOISE = 0 forecast errors: `min_change`, `noise`), read once
 # settled (no repair running or waiting anywhere for SETTLE = 8 s), then S3-S5 slowed from 35.1
 # to 70.2 ms both ways (`testbed set`; the probes carry it to the forecasts) and `windrose mst
 # --live --after-epoch E --since T` waits until every member holds one later epoch's tree with
@@ -31,11 +31,12 @@
 # and frames_by_kind (the repair's since the settled build), tree_ms and mst_ms (the tree's
 # total on Table 1 with the slowed link, and that network's site MST: 784.9 ms), site_edges,
 # exact (the tree is the site MST and every member was idle holding the MST of the weights the
-# members hold, which `mst --live` checks), rebuilds (backlog rebuilds by rows, `group serve
-# --mst-rebuild-after`; epochs count every generation's). Stderr says how long the group took
+# members hold, which `mst --live` checks), rebuilds (backlog rebuilds by rows, `[mst]
+# rebuild_after`; epochs count every generation's). Stderr says how long the group took
 # to settle after its build. FEEDS=FILE.jsonl appends every member's repair counters (per owned
-# link the changes fed, with times), REBUILDS=0 skips the fresh rebuilds, REBUILD_AFTER=K is
-# passed to `group serve`. 3 rounds took 6 min 37 s:
+# link the changes fed, with times), REBUILDS=0 skips the fresh rebuilds, REBUILD_AFTER=K goes
+# into the [mst] table as `rebuild_after`. The group files' [mst] keys need a binary from
+# 2026-11-28 or later (before: `group serve --mst-*` flags). 3 rounds took 6 min 37 s:
 #   flock /tmp/testbed.lock bash data/mst/testbed.sh target/release/windrose 3 repair \
 #     > data/mst/testbed-repair.csv
 #
@@ -71,25 +72,36 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# one BUILD RUN: a fresh group built as BUILD says, one CSV line.
-one() {
-  local build=$1 run=$2 kind window
-  case $build in
-    rows) kind=rows window=16 ;;
-    ghs16) kind=ghs window=16 ;;
-    ghs1) kind=ghs window=1 ;;
-    *) echo "unknown build $build (rows, ghs16 or ghs1)" >&2; exit 2 ;;
+# build_table BUILD: the [mst] lines of a build (rows, ghs16, ghs1).
+build_table() {
+  case $1 in
+    rows) printf 'build = "rows"\ntest_window = 16' ;;
+    ghs16) printf 'build = "ghs"\ntest_window = 16' ;;
+    ghs1) printf 'build = "ghs"\ntest_window = 1' ;;
+    *) echo "unknown build $1 (rows, ghs16 or ghs1)" >&2; exit 2 ;;
   esac
-  # Its own group name per run: fresh default control sockets.
-  "$W" testbed group --name "$NAME" --group-name "msttb-$build-$run" --port 7300 \
-    --out "$DIR/group.toml"
-  printf '\n[mst]\nbuild = "%s"\ntest_window = %s\n' "$kind" "$window" >> "$DIR/group.toml"
+}
+
+# start_group GROUP_NAME MST_LINES: a fresh group file with that [mst] table (its own group name
+# per run: fresh default control sockets), and its N members serving it, one per namespace.
+start_group() {
+  "$W" testbed group --name "$NAME" --group-name "$1" --port 7300 --out "$DIR/group.toml"
+  printf '\n[mst]\nmetric = "latency"\n%s\n' "$2" >> "$DIR/group.toml"
   for i in $(seq 0 $((N - 1))); do
     "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
-      --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
+      --group "$DIR/group.toml" --mst-live --probe-period "$PROBE_PERIOD" \
       >"$DIR/m$i.log" 2>&1 &
     pids+=($!)
   done
+}
+
+# one BUILD RUN: a fresh group built as BUILD says, one CSV line.
+one() {
+  local build=$1 run=$2 kind window table
+  table=$(build_table "$build")
+  kind=$(echo "$table" | sed -n 's/^build = "\(.*\)"$/\1/p')
+  window=$(echo "$table" | sed -n 's/^test_window = //p')
+  start_group "msttb-$build-$run" "$table"
   local out
   out=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
   leave
@@ -162,16 +174,8 @@ print(",".join(str(x) for x in [run, what, r["members"], "%.3f" % secs,
 # has moved for SETTLE s; the link restored afterwards.
 repair() {
   local run=$1
-  "$W" testbed group --name "$NAME" --group-name "msttb-repair-$run" --port 7300 \
-    --out "$DIR/group.toml"
-  printf '\n[mst]\nbuild = "rows"\n' >> "$DIR/group.toml"
-  for i in $(seq 0 $((N - 1))); do
-    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
-      --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
-      --mst-every 0 --mst-min-change "$MIN_CHANGE" --mst-noise "$NOISE" "${REBUILD_FLAG[@]}" \
-      >"$DIR/m$i.log" 2>&1 &
-    pids+=($!)
-  done
+  start_group "msttb-repair-$run" "$(printf 'build = "rows"\ncheck_every = 0\nmin_change = %s\nnoise = %s%s' \
+    "$MIN_CHANGE" "$NOISE" "${REBUILD_AFTER:+$'\n'rebuild_after = $REBUILD_AFTER}")"
   local built epoch gen after since out t0
   built=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
   # The members correct the build's weights (each link's first round trips) for a while:
@@ -207,22 +211,13 @@ for m in r.get("feeds", []):
 
 # rebuild BUILD RUN: a fresh group built as BUILD (rows, ghs16) on the slowed network.
 rebuild() {
-  local build=$1 run=$2 kind window out
+  local build=$1 run=$2 out
   case $build in
-    rows) kind=rows window=16 ;;
-    ghs16) kind=ghs window=16 ;;
+    rows | ghs16) ;;
     *) echo "unknown rebuild $build (rows or ghs16)" >&2; exit 2 ;;
   esac
   slow "$(python3 -c "print($SLOWED_MS / 1000)")"
-  "$W" testbed group --name "$NAME" --group-name "msttb-re$build-$run" --port 7300 \
-    --out "$DIR/group.toml"
-  printf '\n[mst]\nbuild = "%s"\ntest_window = %s\n' "$kind" "$window" >> "$DIR/group.toml"
-  for i in $(seq 0 $((N - 1))); do
-    "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --quiet --id "$i" \
-      --group "$DIR/group.toml" --mst-live latency --probe-period "$PROBE_PERIOD" \
-      >"$DIR/m$i.log" 2>&1 &
-    pids+=($!)
-  done
+  start_group "msttb-re$build-$run" "$(build_table "$build")"
   out=$("$W" mst --group "$DIR/group.toml" --live --wait 120 --json)
   leave
   slow "$(python3 -c "print($SLOW_MS / 1000)")"
@@ -238,10 +233,9 @@ if [ "${BUILDS[0]}" = repair ]; then
   # FEEDS=FILE.jsonl: append every member's repair counters (see repair above).
   FEEDS=${FEEDS:-}
   REBUILDS=${REBUILDS:-1}
-  # REBUILD_AFTER=K: `group serve --mst-rebuild-after K` (unset: the binary's default; 0:
-  # repair every change one epoch at a time, as before the backlog rebuilds).
-  REBUILD_FLAG=()
-  [ -n "${REBUILD_AFTER:-}" ] && REBUILD_FLAG=(--mst-rebuild-after "$REBUILD_AFTER")
+  # REBUILD_AFTER=K: `[mst] rebuild_after = K` (unset: the default; 0: repair every change
+  # one epoch at a time, as before the backlog rebuilds).
+  REBUILD_AFTER=${REBUILD_AFTER:-}
   echo "run,what,members,seconds,after_s,epochs,frames,bytes,frames_by_kind,tree_ms,mst_ms,site_edges,exact,rebuilds"
   for run in $(seq 1 "$RUNS"); do
     repair "$run"

@@ -32,13 +32,23 @@
 //! `windrose member` does); see `windrose_proto::host`'s module docs, "Eager sessions".
 //!
 //! An optional `[mst]` table sets how the members' live minimum spanning tree (`group serve
-//! --mst-live`) is built; it is part of the digest too, so every member builds the same way
-//! (a per-member flag could make members disagree, and a rows build needs every member's row):
+//! --mst-live`) weighs, builds and repairs; it is part of the digest too, so every member runs
+//! the same policy (a per-member flag could make members disagree: a rows build needs every
+//! member's row, and a change one member feeds and another ignores splits the tree):
 //!
 //! ```toml
 //! [mst]
+//! metric = "latency"        # or "inverse-bandwidth" (large messages: the max-bottleneck tree)
 //! build = "rows"            # "auto" (default: rows up to 64 members, GHS above), "rows" or "ghs"
 //! test_window = 16          # GHS's test window (default 16; 1: classic GHS, one Test at a time)
+//! threshold = 0.1           # a link's change counts past this fraction of its weight (seed 004
+//!                           # runs 0.1, 0.7 and 0; default 0.1)
+//! check_every = 4           # check the links every K broadcasts (AGM-adapII's 4, the default;
+//!                           # 0: at every new forecast)
+//! min_change = 0.0          # ... and only a move past this many ms (ms per MB); default 0
+//! noise = 0.0               # ... and past K times the forecast's own error (0, the default: off)
+//! rebuild_after = 2         # rows builds: rebuild when K changes wait at the root (0: repair
+//!                           # one by one; default 2)
 //! ```
 //!
 //! Every problem is reported as `file:line:column: what is wrong`, never a panic.
@@ -53,7 +63,7 @@ use std::path::Path;
 use toml::Spanned;
 use windrose_model::error::{ids_in_words, line_col};
 use windrose_model::{ClusterId, NodeId};
-use windrose_proto::mst_service::MstBuild;
+use windrose_proto::mst_service::{MstBuild, MstLiveConfig, MstMetric};
 
 /// Hex digits of [`Group::digest`] (64 bits: enough to tell copies apart, short enough to read).
 const DIGEST_HEX: usize = 16;
@@ -85,23 +95,63 @@ pub struct SessionSettings {
     pub relay_announce: bool,
 }
 
-/// How every member builds the group's live MST (the group file's `[mst]` table; `group
-/// serve --mst-live` keeps it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How every member weighs, builds and repairs the group's live MST (the group file's `[mst]`
+/// table; `group serve --mst-live` runs it). Every field is part of the digest.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MstSettings {
+    /// What the weights measure.
+    pub metric: MstMetric,
     /// Rows, GHS, or `auto` (rows up to
     /// [`ROWS_MAX_MEMBERS`](windrose_proto::mst_service::ROWS_MAX_MEMBERS) members).
     pub build: MstBuild,
-    /// GHS's test window ([`MstLiveConfig::test_window`](windrose_proto::mst_service::MstLiveConfig::test_window)).
+    /// GHS's test window ([`MstLiveConfig::test_window`]).
     pub test_window: u32,
+    /// [`MstLiveConfig::threshold`].
+    pub threshold: f64,
+    /// [`MstLiveConfig::check_every`].
+    pub check_every: u32,
+    /// [`MstLiveConfig::min_change`].
+    pub min_change: f64,
+    /// [`MstLiveConfig::noise_errors`].
+    pub noise: f64,
+    /// [`MstLiveConfig::rebuild_after`].
+    pub rebuild_after: u32,
 }
 
+/// Every number is finite ([`Group::with_mst`] refuses the rest), so equality is total.
+impl Eq for MstSettings {}
+
 impl Default for MstSettings {
-    /// `auto`, the default test window.
+    /// [`MstLiveConfig::default`]'s policy, built `auto`.
     fn default() -> Self {
+        let live = MstLiveConfig::default();
         MstSettings {
-            build: MstBuild::Auto,
-            test_window: windrose_proto::ghs::DEFAULT_TEST_WINDOW,
+            metric: live.metric,
+            build: live.build,
+            test_window: live.test_window,
+            threshold: live.threshold,
+            check_every: live.check_every,
+            min_change: live.min_change,
+            noise: live.noise_errors,
+            rebuild_after: live.rebuild_after,
+        }
+    }
+}
+
+impl MstSettings {
+    /// The live MST's configuration at every member (what the table does not set keeps
+    /// [`MstLiveConfig::default`]).
+    pub fn live_config(&self) -> MstLiveConfig {
+        MstLiveConfig {
+            metric: self.metric,
+            build: self.build,
+            test_window: self.test_window,
+            threshold: self.threshold,
+            check_every: self.check_every,
+            min_change: self.min_change,
+            noise_errors: self.noise,
+            rebuild_after: self.rebuild_after,
+            ..MstLiveConfig::default()
         }
     }
 }
@@ -183,14 +233,12 @@ impl Group {
         Ok(self)
     }
 
-    /// This group with its members' live MST built as `mst` says (the `[mst]` table; refused:
-    /// a test window of 0).
+    /// This group with its members' live MST run as `mst` says (the `[mst]` table; refused:
+    /// a test window of 0, a negative or non-finite threshold, minimum change or noise).
     pub fn with_mst(mut self, mst: MstSettings) -> Result<Group, NetError> {
-        if mst.test_window == 0 {
-            return Err(NetError::Group(
-                "[mst] test_window = 0: expected at least 1".into(),
-            ));
-        }
+        mst.live_config()
+            .validate()
+            .map_err(|e| NetError::Group(format!("[mst]: {e}")))?;
         self.mst = mst;
         self.set_digest();
         Ok(self)
@@ -327,10 +375,22 @@ impl Group {
             );
         }
         if self.mst != MstSettings::default() {
-            let MstSettings { build, test_window } = self.mst;
+            let MstSettings {
+                metric,
+                build,
+                test_window,
+                threshold,
+                check_every,
+                min_change,
+                noise,
+                rebuild_after,
+            } = self.mst;
+            // `{:?}` writes every f64 back exactly (and always with a point: a TOML float).
             let _ = writeln!(
                 s,
-                "\n[mst]\nbuild = \"{build}\"\ntest_window = {test_window}"
+                "\n[mst]\nmetric = \"{metric}\"\nbuild = \"{build}\"\ntest_window = {test_window}\n\
+                 threshold = {threshold:?}\ncheck_every = {check_every}\nmin_change = {min_change:?}\n\
+                 noise = {noise:?}\nrebuild_after = {rebuild_after}"
             );
         }
         for m in &self.members {
@@ -401,8 +461,14 @@ struct GroupDoc {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MstDoc {
+    metric: Option<Spanned<String>>,
     build: Option<Spanned<String>>,
     test_window: Option<Spanned<i64>>,
+    threshold: Option<Spanned<f64>>,
+    check_every: Option<Spanned<i64>>,
+    min_change: Option<Spanned<f64>>,
+    noise: Option<Spanned<f64>>,
+    rebuild_after: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -529,6 +595,14 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
         Group::new(doc.name.into_inner(), members).map_err(|e| at(None, e.to_string()))?;
     if let Some(mst) = doc.mst {
         let mut settings = MstSettings::default();
+        if let Some(metric) = mst.metric {
+            settings.metric = metric.get_ref().parse::<MstMetric>().map_err(|e| {
+                at(
+                    Some(metric.span()),
+                    format!("[mst] metric = {:?}: {e}", metric.get_ref()),
+                )
+            })?;
+        }
         if let Some(build) = mst.build {
             settings.build = build.get_ref().parse::<MstBuild>().map_err(|e| {
                 at(
@@ -537,20 +611,49 @@ pub fn parse_group_toml(text: &str, path: &Path) -> Result<Group, NetError> {
                 )
             })?;
         }
-        if let Some(k) = mst.test_window {
-            settings.test_window = u32::try_from(*k.get_ref())
+        let whole = |key: &str, k: Spanned<i64>, least: u32| -> Result<u32, NetError> {
+            u32::try_from(*k.get_ref())
                 .ok()
-                .filter(|&k| k >= 1)
+                .filter(|&v| v >= least)
                 .ok_or_else(|| {
                     at(
                         Some(k.span()),
                         format!(
-                            "[mst] test_window = {}: expected a whole number from 1 to {}",
+                            "[mst] {key} = {}: expected a whole number from {least} to {}",
                             k.get_ref(),
                             u32::MAX
                         ),
                     )
-                })?;
+                })
+        };
+        let fraction = |key: &str, x: Spanned<f64>| -> Result<f64, NetError> {
+            let v = *x.get_ref();
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(at(
+                    Some(x.span()),
+                    format!("[mst] {key} = {v}: expected a number >= 0"),
+                ))
+            }
+        };
+        if let Some(k) = mst.test_window {
+            settings.test_window = whole("test_window", k, 1)?;
+        }
+        if let Some(k) = mst.check_every {
+            settings.check_every = whole("check_every", k, 0)?;
+        }
+        if let Some(k) = mst.rebuild_after {
+            settings.rebuild_after = whole("rebuild_after", k, 0)?;
+        }
+        if let Some(x) = mst.threshold {
+            settings.threshold = fraction("threshold", x)?;
+        }
+        if let Some(x) = mst.min_change {
+            settings.min_change = fraction("min_change", x)?;
+        }
+        if let Some(x) = mst.noise {
+            settings.noise = fraction("noise", x)?;
         }
         group = group
             .with_mst(settings)
@@ -678,7 +781,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(g.mst().build, build);
-            assert!(g.to_toml().contains(&format!("[mst]\nbuild = \"{word}\"")));
+            assert!(g.to_toml().contains(&format!("\nbuild = \"{word}\"\n")));
             let again = parse_group_toml(&g.to_toml(), Path::new("again.toml")).unwrap();
             assert_eq!(again, g);
             digests.push(g.digest());
@@ -692,7 +795,8 @@ mod tests {
             classic.mst(),
             MstSettings {
                 build: MstBuild::Ghs,
-                test_window: 1
+                test_window: 1,
+                ..MstSettings::default()
             }
         );
         assert_eq!(
@@ -735,6 +839,95 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("biuld"), "{e}");
+    }
+
+    /// The `[mst]` table's repair policy (metric, threshold, check_every, min_change, noise,
+    /// rebuild_after): parsed, written back exactly, part of the digest, and bad values named
+    /// with their place.
+    #[test]
+    fn mst_policy_settings() {
+        let plain = parse_group_toml(GOOD, Path::new("g.toml")).unwrap();
+        let text = format!(
+            "{GOOD}\n[mst]\nmetric = \"inverse-bandwidth\"\nthreshold = 0.7\ncheck_every = 0\n\
+             min_change = 5\nnoise = 2.5\nrebuild_after = 0\n"
+        );
+        let g = parse_group_toml(&text, Path::new("g.toml")).unwrap();
+        assert_eq!(
+            g.mst(),
+            MstSettings {
+                metric: MstMetric::InverseBandwidth,
+                threshold: 0.7,
+                check_every: 0,
+                min_change: 5.0,
+                noise: 2.5,
+                rebuild_after: 0,
+                ..MstSettings::default()
+            }
+        );
+        let live = g.mst().live_config();
+        assert_eq!(
+            (
+                live.metric,
+                live.threshold,
+                live.check_every,
+                live.min_change
+            ),
+            (MstMetric::InverseBandwidth, 0.7, 0, 5.0)
+        );
+        assert_eq!((live.noise_errors, live.rebuild_after), (2.5, 0));
+        assert_eq!(
+            parse_group_toml(&g.to_toml(), Path::new("again.toml")).unwrap(),
+            g
+        );
+        assert_ne!(g.digest(), plain.digest());
+        // Each key alone changes the digest: members that differ in any refuse each other.
+        let mut digests = vec![plain.digest()];
+        for line in [
+            "metric = \"inverse-bandwidth\"",
+            "threshold = 0.2",
+            "check_every = 1",
+            "min_change = 1.5",
+            "noise = 1",
+            "rebuild_after = 3",
+        ] {
+            let one =
+                parse_group_toml(&format!("{GOOD}\n[mst]\n{line}\n"), Path::new("g.toml")).unwrap();
+            digests.push(one.digest());
+        }
+        digests.sort();
+        digests.dedup();
+        assert_eq!(digests.len(), 7, "{digests:?}");
+        for (line, want) in [
+            (
+                "metric = \"hops\"",
+                "g.toml:14:10: [mst] metric = \"hops\": ",
+            ),
+            (
+                "threshold = -0.1",
+                "g.toml:14:13: [mst] threshold = -0.1: expected a number >= 0",
+            ),
+            (
+                "min_change = nan",
+                "g.toml:14:14: [mst] min_change = NaN: expected a number >= 0",
+            ),
+            (
+                "noise = inf",
+                "g.toml:14:9: [mst] noise = inf: expected a number >= 0",
+            ),
+            (
+                "check_every = -1",
+                "g.toml:14:15: [mst] check_every = -1: expected a whole number from 0 to 4294967295",
+            ),
+            (
+                "rebuild_after = 4294967296",
+                "g.toml:14:17: [mst] rebuild_after = 4294967296: expected a whole number from 0 to 4294967295",
+            ),
+        ] {
+            let e = parse_group_toml(&format!("{GOOD}\n[mst]\n{line}\n"), Path::new("g.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{line}: {e}");
+        }
     }
 
     #[test]

@@ -160,40 +160,12 @@ pub struct ServeArgs {
     /// across the six sites of seed 004 (round trips up to 1.45 s) give 2.
     #[arg(long, value_name = "SECS", default_value_t = 0.5)]
     probe_period: f64,
-    /// Keep the group's live minimum spanning tree (GHS, then local repairs; the trees of
-    /// `start bcast --tree mst-live`) weighing links by METRIC: latency (short messages) or
-    /// inverse-bandwidth (large ones). Every member must run it with the same options.
-    #[arg(long, value_name = "METRIC")]
-    mst_live: Option<windrose_proto::mst_service::MstMetric>,
-    /// The live MST takes in a link's change past this fraction of its weight (seed 004 runs
-    /// 0.1, 0.7 and 0).
-    #[arg(
-        long,
-        value_name = "FRACTION",
-        default_value_t = 0.1,
-        requires = "mst_live"
-    )]
-    mst_threshold: f64,
-    /// The live MST checks the links every K broadcasts (AGM-adapII's 4; 0: at every forecast).
-    #[arg(long, value_name = "K", default_value_t = 4, requires = "mst_live")]
-    mst_every: u32,
-    /// ... and only a change past this many ms (ms per MB with inverse-bandwidth): a relative
-    /// threshold alone takes noise on links near 0 for changes.
-    #[arg(long, value_name = "MS", default_value_t = 0.0, requires = "mst_live")]
-    mst_min_change: f64,
-    /// ... and only a move past K times the forecast's own error estimate (0: off): a link
-    /// whose round trips wander moves past any threshold by noise alone.
-    #[arg(long, value_name = "K", default_value_t = 0.0, requires = "mst_live")]
-    mst_noise: f64,
-    /// With the rows build: rebuild when K changes or more wait at the live MST's root for
-    /// their repairs (0: repair each one, one epoch at a time).
-    #[arg(
-        long,
-        value_name = "K",
-        default_value_t = windrose_proto::mst_service::DEFAULT_REBUILD_AFTER,
-        requires = "mst_live"
-    )]
-    mst_rebuild_after: u32,
+    /// Keep the group's live minimum spanning tree (GHS or rows, then local repairs; the trees
+    /// of `start bcast --tree mst-live`), weighed, built and repaired as the group file's
+    /// `[mst]` table says (metric, threshold, check_every, min_change, noise, rebuild_after,
+    /// build, test_window), so every member runs the same policy. Every member must run it.
+    #[arg(long)]
+    mst_live: bool,
     #[command(flatten)]
     key: crate::collective_opts::KeyOpts,
     /// This member's share of a sort's records (`windrose sort --group`): a file of 100-byte
@@ -638,26 +610,11 @@ async fn serve(mut a: ServeArgs) -> anyhow::Result<()> {
     // compute without work, `sort_app::calibration_sort`): a sort without --speeds weighs the
     // members by these speeds until the sorts' own computes refine them.
     config.calibrate_compute = node.is_none().then_some(16 << 20);
-    if let Some(metric) = a.mst_live {
-        // How the tree is built comes from the group file (its `[mst]` table, part of the
-        // digest the handshake checks), so every member builds the same way.
-        let live = windrose_proto::mst_service::MstLiveConfig {
-            metric,
-            threshold: a.mst_threshold,
-            check_every: a.mst_every,
-            min_change: a.mst_min_change,
-            noise_errors: a.mst_noise,
-            rebuild_after: a.mst_rebuild_after,
-            build: group.mst().build,
-            test_window: group.mst().test_window,
-            ..Default::default()
-        };
-        live.validate().map_err(|e| {
-            bad_input(format!(
-                "--mst-threshold, --mst-min-change or --mst-noise: {e}"
-            ))
-        })?;
-        config.mst = Some(live);
+    if a.mst_live {
+        // The whole policy comes from the group file (its `[mst]` table, part of the digest
+        // the handshake checks, validated when the file was read), so every member weighs,
+        // builds and repairs the same way.
+        config.mst = Some(group.mst().live_config());
     }
     let mut serving = tokio::spawn(serve_group(listener, config, ports));
     let (calls_tx, mut calls) = mpsc::unbounded_channel::<Call>();

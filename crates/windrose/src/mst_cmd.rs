@@ -106,7 +106,7 @@ pub struct MstArgs {
     wait: f64,
     /// With --live: first set the live weight of one link at its owner, the smaller end
     /// (`LO-HI=W`, in the group's metric), whatever that member's forecasts say from now on;
-    /// it is fed at the member's next check (`group serve --mst-every 0`: its next forecast).
+    /// it is fed at the member's next check (`[mst] check_every = 0`: its next forecast).
     #[arg(long, value_name = "LO-HI=W", requires = "live")]
     set_weight: Option<String>,
     /// With --live: wait for a repair instead of the build: every member holding the tree of
@@ -596,7 +596,7 @@ fn live_build(
             if std::time::Instant::now() >= deadline {
                 return Err(bad_input(format!(
                     "member {id} of group {} keeps no live MST: serve every member with \
-                     `group serve --mst-live METRIC`",
+                     `group serve --mst-live` (the metric and policy are the group file's `[mst]` table)",
                     group.name()
                 )));
             }

@@ -500,30 +500,35 @@ fn an_eager_group_with_relayed_announcements_carries_broadcasts_and_a_multicast(
     leave_all(&mut members, N, socket);
 }
 
-/// `group serve --mst-live latency` and `group start bcast --tree mst-live`: the members build
-/// the live MST from their probes (by rows, the default up to 64 members: each sends its row of
+/// `group serve --mst-live` and `group start bcast --tree mst-live`: the members build the
+/// live MST from their probes (by rows, the default up to 64 members: each sends its row of
 /// measured weights to every member and computes the tree), and once it stands the root's log
 /// names the live tree it broadcast over; every broadcast, before and after, reaches every
-/// member whole. A bad threshold is refused before the member binds.
+/// member whole. A bad `[mst]` threshold is refused, naming its place, before the member binds.
 #[test]
 fn mst_live_members_broadcast_over_the_live_tree() {
     let dir = tempfile::tempdir().unwrap();
     let group = dir.path().join("group.toml");
     let n = 4;
     write_group(&group, "cli-mst", &free_ports(n));
+    let members_file = std::fs::read_to_string(&group).unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, format!("{members_file}\n[mst]\nthreshold = -1\n")).unwrap();
     windrose()
-        .args(["group", "serve", "--id", "0", "--mst-live", "latency"])
-        .args(["--mst-threshold=-1", "--group"])
-        .arg(&group)
+        .args(["group", "serve", "--id", "0", "--mst-live", "--group"])
+        .arg(&bad)
         .timeout(Duration::from_secs(30))
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("--mst-threshold"));
+        .stderr(predicates::str::contains(
+            "[mst] threshold = -1: expected a number >= 0",
+        ));
+    // Every member checks the links at every broadcast: the same `[mst]` table at each.
+    std::fs::write(&group, format!("{members_file}\n[mst]\ncheck_every = 1\n")).unwrap();
     let socket = |i: usize| dir.path().join(format!("t{i}.sock"));
     let out = |i: usize| dir.path().join(format!("tout{i}"));
     let log = |i: usize| dir.path().join(format!("t{i}.log"));
-    let args = ["--mst-live", "latency", "--mst-every", "1"];
-    let _members = spawn_members(&group, n, &args, |i, c| {
+    let _members = spawn_members(&group, n, &["--mst-live"], |i, c| {
         c.stdout(std::fs::File::create(log(i)).unwrap());
         control_and_out(c, socket(i), out(i))
     });

@@ -355,7 +355,7 @@ fn on_a_group_of_four() {
 }
 
 /// The live MST's build follows the group file's `[mst]` table, which every member reads from
-/// the same file: four loopback members served with `--mst-live latency`, once with `build =
+/// the same file: four loopback members served with `--mst-live`, once with `build =
 /// "rows"` (every member sends its row to the three others and nothing else: 12 `mst_row`
 /// frames, no Hellos or GHS frames) and once with `build = "ghs"` and a test window of 1
 /// (Hellos, GHS frames wrapped as `mst_ghs`, parent announcements; no rows). `windrose mst
@@ -371,7 +371,7 @@ fn the_live_build_follows_the_group_file() {
             dir.path(),
             &name,
             &format!("\n[mst]\nbuild = \"{word}\"\ntest_window = {window}\n"),
-            &["--quiet", "--mst-live", "latency", "--probe-period", "0.2"],
+            &["--quiet", "--mst-live", "--probe-period", "0.2"],
         );
         runs.push((word, group, members));
     }
@@ -431,16 +431,7 @@ fn the_live_build_follows_the_group_file() {
     std::fs::write(&bad_file, text).unwrap();
     let b = bad_file.to_str().unwrap();
     for args in [
-        vec![
-            "group",
-            "serve",
-            "--id",
-            "0",
-            "--mst-live",
-            "latency",
-            "--group",
-            b,
-        ],
+        vec!["group", "serve", "--id", "0", "--mst-live", "--group", b],
         vec!["mst", "--live", "--group", b],
     ] {
         let line = bad(&args);
@@ -464,20 +455,11 @@ fn a_weight_change_is_repaired_on_a_group_of_four() {
     let (group, _members) = group_of_four(
         dir.path(),
         &name,
-        "\n[mst]\nbuild = \"rows\"\n",
-        &[
-            "--quiet",
-            "--mst-live",
-            "latency",
-            "--probe-period",
-            "0.2",
-            "--mst-every",
-            "0",
-            // Repairs one by one: a backlog of the six settings below would otherwise be
-            // taken in by a rebuild (a new generation), not by the epochs this test follows.
-            "--mst-rebuild-after",
-            "0",
-        ],
+        // Links checked at every forecast, and repairs one by one: a backlog of the six
+        // settings below would otherwise be taken in by a rebuild (a new generation), not by
+        // the epochs this test follows.
+        "\n[mst]\nbuild = \"rows\"\ncheck_every = 0\nrebuild_after = 0\n",
+        &["--quiet", "--mst-live", "--probe-period", "0.2"],
     );
     let g = group.to_str().unwrap();
     let built = ok_json(&["mst", "--group", g, "--live", "--wait", "120", "--json"]);
