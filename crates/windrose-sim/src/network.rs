@@ -142,6 +142,15 @@
 //!   link at one level would make a start or stop there O(log n) instead of O(members) (each
 //!   member's level-set move and completion entry); measured, the whole phase (the root's
 //!   cluster filling up beside it) took 86 s of a 1,012 s run under load, so it is not built.
+//!   Counted again 2026-11-28 (README, scale section; data/scale/sharedrate-counts.csv): at
+//!   N = 4,096 the connections crossing a link with more than 256 make 0.02 % of the rate
+//!   changes while the root's cluster fills up (two thirds of the CPU time) and 5.9 % after,
+//!   and the connections a solve moves take 2.5 per distinct new level there (5.5 after), so
+//!   grouping by shared rate has little to save (the same at 16,384, where a solve's
+//!   region and rate changes are as at 4,096). What grows with N is the price of each
+//!   touch of state: from 1,024 to 4,096 the CPU time per event grows 1.61x in a profile, the
+//!   solve 1.63x, and `send`, `next_head` and the completion heap, whose work per event is
+//!   fixed, 1.7x to 2.7x.
 //! - **Memory**: past N = 4,096 the per-event costs of the engine, the protocol and the solve
 //!   are cache misses on per-node and per-connection state (0.6 GB at N = 16,384; 1.6 GB
 //!   before MOB's machines shared their mobs, which took 16 % off that run's CPU time), which
