@@ -29,7 +29,9 @@
 //! epoch the node has finished is refused.
 //!
 //! **A backlog** ([`MstMaintainer::with_rebuild_after`], off by default): a root that finds
-//! `k` requests or more waiting as an epoch could start asks for a rebuild instead, and
+//! a backlog of `k` as an epoch could start (queued requests and the changes their owners
+//! said wait behind them, or `k` epochs in a row for requests that waited out the one before)
+//! asks for a rebuild instead, and
 //! [`MaintainedMst`] starts a new generation whose build takes in every change fed so far
 //! (each node builds with the last weight it fed): one rebuild instead of `k` epochs or more.
 //!
@@ -49,7 +51,7 @@
 //! | `Test(e, F)` / `Accept(e)` / `Reject(e)` | GHS's test with the fragment identity of the epoch: each node of `S` tests its non-tree edges with keys in `(old, new)`, lightest first, until one is accepted (the other end is outside `S`) |
 //! | `Echo(e, info)` | the convergecast back to the root: the lightest accepted edge below, the change as the endpoints saw it, and the path maxima from `a` and `b` up to here, resolved into the path's heaviest edge at their lowest common ancestor |
 //! | `Stable(e, remove, add, nodes, total)` | the root's decision, flooded over the *new* tree: each node applies it to its own edges, takes the sender as its parent and knows the tree is stable again (the paper's `not_fail`/`not_fail_ack`/`gosleep_fail` idea: a wave out, an acknowledgement wave back, and a wave out that puts every node to sleep) |
-//! | `Request(change)` | a change on its way to the root |
+//! | `Request(change, behind, waited)` | a change on its way to the root, with its owner's count of changes fed and not sent yet, and whether it waited out an epoch (the backlog rule's inputs) |
 //!
 //! A repair costs `3 (n - 1)` wave messages plus two per tested edge plus the request's hops,
 //! against GHS's `5 n log2 n + 2 e` for a rebuild. No message of epoch `e` reaches a node
@@ -122,8 +124,18 @@ pub struct EchoInfo {
 /// A message of the repair protocol (see the [module docs](self)).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum RepairMsg {
-    /// A change on its way to the root.
-    Request(Change),
+    /// A change on its way to the root, with what the root's backlog rule reads
+    /// ([`MstMaintainer::with_rebuild_after`]).
+    Request {
+        /// The change.
+        change: Change,
+        /// Own changes its owner had fed and not yet sent when it sent this one (a node has
+        /// one request in flight at a time, so these come one by one after it).
+        behind: u32,
+        /// It waited out an epoch on its way: held at a node, or queued at the root, while
+        /// an epoch ran there.
+        waited: bool,
+    },
     /// Epoch `epoch` repairs `change`; `fragment`: the receiver is in the cut-off subtree,
     /// whose candidates have keys strictly between the two bounds `(old, new)`.
     Begin {
@@ -182,7 +194,7 @@ impl RepairMsg {
     /// 0..7, the index in [`KIND_NAMES`].
     pub fn kind_index(&self) -> usize {
         match self {
-            RepairMsg::Request(_) => 0,
+            RepairMsg::Request { .. } => 0,
             RepairMsg::Begin { .. } => 1,
             RepairMsg::Test { .. } => 2,
             RepairMsg::Accept { .. } => 3,
@@ -200,7 +212,7 @@ impl RepairMsg {
     /// The epoch (None for a request, which belongs to none yet).
     pub fn epoch(&self) -> Option<u32> {
         match *self {
-            RepairMsg::Request(_) => None,
+            RepairMsg::Request { .. } => None,
             RepairMsg::Begin { epoch, .. }
             | RepairMsg::Test { epoch, .. }
             | RepairMsg::Accept { epoch }
@@ -292,9 +304,9 @@ pub struct MstMaintainer {
     total_weight: f64,
     epoch: Option<Epoch>,
     /// Requests waiting for this node's `Stable` (its parent may change).
-    held: VecDeque<Change>,
+    held: VecDeque<Queued>,
     /// At the root: requests waiting for their epoch.
-    queue: VecDeque<Change>,
+    queue: VecDeque<Queued>,
     /// Own changes not sent yet, at most one per neighbour.
     mine: VecDeque<(NodeId, f64)>,
     outstanding: bool,
@@ -307,6 +319,18 @@ pub struct MstMaintainer {
     rebuild_after: Option<usize>,
     /// At the root: a rebuild is asked for; no epoch starts any more.
     rebuild_wanted: bool,
+    /// At the root: each owner's `behind` in its last request (changes fed there, not sent).
+    behind: BTreeMap<NodeId, u32>,
+    /// At the root: epochs begun in a row, each for a request that waited out the one before.
+    streak: usize,
+}
+
+/// A request on its way, as a node holds it ([`RepairMsg::Request`]'s fields).
+#[derive(Copy, Clone, Debug)]
+struct Queued {
+    change: Change,
+    behind: u32,
+    waited: bool,
 }
 
 /// Where a node's repair requests came from and went (counters since the maintainer took
@@ -480,6 +504,8 @@ impl MstMaintainer {
             requests: RequestStats::default(),
             rebuild_after: None,
             rebuild_wanted: false,
+            behind: BTreeMap::new(),
+            streak: 0,
         }
     }
 
@@ -549,11 +575,19 @@ impl MstMaintainer {
     }
 
     /// The same maintainer asking for a rebuild, at the root, instead of starting the next
-    /// epoch while `k` requests or more wait in its queue (None: never). Epochs run one at a
-    /// time, each three waves over the tree, so a backlog of `q` changes costs `q` epochs
-    /// where one rebuild takes every one of them in at once (on the emulated six sites an
-    /// epoch took ~0.85 s and a rows rebuild ~2 message delays). The maintainer only asks
-    /// ([`wants_rebuild`](Self::wants_rebuild)): the rebuild is a new generation of
+    /// epoch when it sees a backlog of `k` (None: never). Epochs run one at a time, each
+    /// three waves over the tree, so a backlog of `q` changes costs `q` epochs where one
+    /// rebuild takes every one of them in at once (on the emulated six sites an epoch took
+    /// ~0.85 s and a rows rebuild ~2 message delays). As an epoch could start, the root
+    /// rebuilds instead if
+    /// - its queue plus the changes its owners said wait behind their last requests
+    ///   ([`RepairMsg::Request`]'s `behind`) come to `k` or more, or
+    /// - the epoch would be the `k`-th begun in a row for a request that waited out the epoch
+    ///   before it (`waited`). Requests held inside an epoch reach the root one by one after
+    ///   it, each finding the queue empty: without this a steady trickle ran as one epoch
+    ///   each (7-13 on the testbed for one site link's step).
+    ///
+    /// The maintainer only asks ([`wants_rebuild`](Self::wants_rebuild)): the rebuild is a new generation of
     /// [`MaintainedMst`], which also takes in every change fed at its owner (the queued ones
     /// included), so nothing queued is lost. Only the root decides, and every other node
     /// follows the generation it starts, so the policy is the same everywhere by construction.
@@ -617,27 +651,38 @@ impl MstMaintainer {
         if let Some((to, weight)) = self.mine.pop_front() {
             self.outstanding = true;
             self.requests.sent += 1;
-            self.route(
-                Change {
+            let request = Queued {
+                change: Change {
                     from: self.me,
                     to,
                     weight,
                 },
-                out,
-            );
+                behind: u32::try_from(self.mine.len()).unwrap_or(u32::MAX),
+                waited: false,
+            };
+            self.route(request, out);
         }
     }
 
-    /// Moves a request towards the root (or into the root's queue).
-    fn route(&mut self, change: Change, out: &mut Vec<(NodeId, RepairMsg)>) {
+    /// Moves a request towards the root (or into the root's queue); one that has to wait
+    /// for an epoch here is marked as having waited.
+    fn route(&mut self, mut r: Queued, out: &mut Vec<(NodeId, RepairMsg)>) {
         if self.is_root {
             self.requests.queued += 1;
-            self.queue.push_back(change);
+            r.waited |= self.epoch.is_some();
+            self.behind.insert(r.change.from, r.behind);
+            self.queue.push_back(r);
             self.try_start(out);
         } else if let (None, Some(p)) = (&self.epoch, self.parent) {
-            self.send(p, RepairMsg::Request(change), out);
+            let msg = RepairMsg::Request {
+                change: r.change,
+                behind: r.behind,
+                waited: r.waited,
+            };
+            self.send(p, msg, out);
         } else {
-            self.held.push_back(change);
+            r.waited = true;
+            self.held.push_back(r);
         }
     }
 
@@ -645,15 +690,23 @@ impl MstMaintainer {
         if !self.is_root || self.epoch.is_some() || self.rebuild_wanted {
             return;
         }
-        if self.rebuild_after.is_some_and(|k| self.queue.len() >= k) {
-            self.rebuild_wanted = true;
-            self.requests.rebuilds += 1;
+        let Some(next) = self.queue.front() else {
             return;
+        };
+        let streak = if next.waited { self.streak + 1 } else { 0 };
+        if let Some(k) = self.rebuild_after {
+            let behind: usize = self.behind.values().map(|&b| b as usize).sum();
+            if self.queue.len().saturating_add(behind) >= k || streak >= k {
+                self.rebuild_wanted = true;
+                self.requests.rebuilds += 1;
+                return;
+            }
         }
-        if let Some(change) = self.queue.pop_front() {
+        if let Some(r) = self.queue.pop_front() {
+            self.streak = streak;
             self.requests.epochs += 1;
             let number = self.stable_epoch + 1;
-            self.begin(None, number, change, None, out);
+            self.begin(None, number, r.change, None, out);
         }
     }
 
@@ -687,7 +740,7 @@ impl MstMaintainer {
     fn check(&self, j: usize, msg: &RepairMsg) -> Result<(), &'static str> {
         let active = self.epoch.as_ref();
         match *msg {
-            RepairMsg::Request(c) => {
+            RepairMsg::Request { change: c, .. } => {
                 if EdgeKey::new(c.from, c.to, c.weight).is_none() {
                     return Err("a change that is not an edge of a finite weight >= 0");
                 }
@@ -750,9 +803,18 @@ impl MstMaintainer {
 
     fn dispatch(&mut self, j: usize, msg: RepairMsg, out: &mut Vec<(NodeId, RepairMsg)>) {
         match msg {
-            RepairMsg::Request(change) => {
+            RepairMsg::Request {
+                change,
+                behind,
+                waited,
+            } => {
                 self.requests.received += 1;
-                self.route(change, out)
+                let r = Queued {
+                    change,
+                    behind,
+                    waited,
+                };
+                self.route(r, out)
             }
             RepairMsg::Begin {
                 epoch,
@@ -996,8 +1058,8 @@ impl MstMaintainer {
                 );
             }
         }
-        for change in std::mem::take(&mut self.held) {
-            self.route(change, out);
+        for r in std::mem::take(&mut self.held) {
+            self.route(r, out);
         }
         self.pump(out);
         self.try_start(out);

@@ -45,9 +45,12 @@
 //! # A backlog of changes: a rebuild
 //!
 //! Repairs run one epoch at a time through the root, three waves over the tree each (~0.85 s
-//! on the emulated six sites, where the slowest tree path crosses the WAN three times). When
-//! [`MstLiveConfig::rebuild_after`] changes or more (2 by default) wait at the root as an
-//! epoch could start, the root starts a new generation instead (rows build only): every
+//! on the emulated six sites, where the slowest tree path crosses the WAN three times). With
+//! `K` = [`MstLiveConfig::rebuild_after`] (2 by default), when an epoch could start and
+//! either `K` changes or more wait (the root's queue, plus the changes each owner said it still
+//! has to send behind its last request: a member has one request in flight at a time), or
+//! the epoch would be the `K`-th in a row begun for a request that waited out the epoch before
+//! it, the root starts a new generation instead (rows build only): every
 //! member sends its row again, with the last weight it fed of each link it owns, so every
 //! change fed by then is built in at once, in about two message delays
 //! ([`MstMaintainer::with_rebuild_after`], [`MaintainedMst::with_rebuild_after`]). Only the
@@ -58,8 +61,10 @@
 //! one epoch at a time for 88-126 s after its build (once not within 240 s). With the rebuild
 //! the group settled 1.8-12.5 s after its build; the step took 1 epoch and 1 rebuild (3.1 s)
 //! when the owners' requests reached the root together, 7-13 epochs first when they trickled
-//! in (requests are held inside an epoch, one in flight per owner): see the README's live-MST
-//! paragraph.
+//! in: requests are held inside an epoch and reach the root one by one after it, each finding
+//! the queue empty, so a queue length alone never saw that backlog. Hence the owners' counts
+//! and the epochs-in-a-row rule, which bound a trickle at `K` epochs before the rebuild (see
+//! the README's live-MST paragraph).
 //!
 //! # The build: rows or GHS
 //!
@@ -212,8 +217,10 @@ pub struct MstLiveConfig {
     /// set itself ([`MstService::set_weight`]) have no error.
     #[serde(default)]
     pub noise_errors: f64,
-    /// Rebuild by rows when this many changes or more wait at the root for their epochs (0:
-    /// repair them one by one). Only for the rows build: a GHS rebuild costs about ten epochs.
+    /// Rebuild by rows when this many changes or more wait for their epochs (queued at the
+    /// root, or still to be sent by their owners), or instead of the this-many-th epoch in a
+    /// row for a request that waited out the one before (0: repair them one by one). Only for
+    /// the rows build: a GHS rebuild costs about ten epochs.
     /// See [the module docs](self#a-backlog-of-changes-a-rebuild).
     #[serde(default = "default_rebuild_after")]
     pub rebuild_after: u32,

@@ -138,7 +138,11 @@ fn mst_frame() -> impl Strategy<Value = Message> {
                         },
                         _ => unreachable!(),
                     },
-                    2 => repair(RepairMsg::Request(c)),
+                    2 => repair(RepairMsg::Request {
+                        change: c,
+                        behind: nodes,
+                        waited: flag,
+                    }),
                     3 => repair(RepairMsg::Begin {
                         epoch,
                         change: c,

@@ -11,7 +11,7 @@
 //! |------|---------------|------------|
 //! | 1    | `mst_hello`   | gen, weight f64 (12) |
 //! | 2    | `mst_ghs`     | gen, GHS kind u8, GHS body zero-padded to 29 bytes (34) |
-//! | 3    | `mst_request` | gen, change: from u32, to u32, weight f64 (20) |
+//! | 3    | `mst_request` | gen, change: from u32, to u32, weight f64, behind u32, waited u8 (0 or 1) (25) |
 //! | 4    | `mst_begin`   | gen, epoch, change (16), has-fragment u8, old key, new key (zero if none) (57) |
 //! | 5    | `mst_test`    | gen, epoch, fragment key (24) |
 //! | 6    | `mst_accept`  | gen, epoch (8) |
@@ -49,7 +49,7 @@ const K_PARENT: u8 = 10;
 const K_ROW: u8 = 11;
 
 /// Fixed body bytes per kind (index `kind - 1`); `mst_row`'s payload follows its 4.
-const LENS: [usize; 11] = [12, 5 + MAX_BODY_LEN, 20, 57, 24, 8, 8, 109, 54, 9, 4];
+const LENS: [usize; 11] = [12, 5 + MAX_BODY_LEN, 25, 57, 24, 8, 8, 109, 54, 9, 4];
 
 /// Bytes of one row entry on the wire.
 pub const ROW_ENTRY_LEN: usize = 12;
@@ -157,7 +157,15 @@ impl MstFrame {
             MstFrame::Node(MstNodeMsg::Repair { generation, msg }) => {
                 dst.put_u32(generation);
                 match msg {
-                    RepairMsg::Request(c) => change(dst, c),
+                    RepairMsg::Request {
+                        change: c,
+                        behind,
+                        waited,
+                    } => {
+                        change(dst, c);
+                        dst.put_u32(behind);
+                        dst.put_u8(u8::from(waited));
+                    }
                     RepairMsg::Begin {
                         epoch,
                         change: c,
@@ -320,7 +328,15 @@ impl MstFrame {
                 let msg = GhsMsg::parse(gk, &b[5..5 + gl]).map_err(|e| bad(e.to_string()))?;
                 Ok(MstFrame::Node(MstNodeMsg::Ghs { generation, msg }))
             }
-            K_REQUEST => repair(RepairMsg::Request(change(&b[4..20])?)),
+            K_REQUEST => repair(RepairMsg::Request {
+                change: change(&b[4..20])?,
+                behind: be_u32(&b[20..24]),
+                waited: match b[24] {
+                    0 => false,
+                    1 => true,
+                    t => return Err(bad(format!("waited tag {t} is neither 0 nor 1"))),
+                },
+            }),
             K_BEGIN => repair(RepairMsg::Begin {
                 epoch: epoch(),
                 change: change(&b[8..24])?,
@@ -510,14 +526,23 @@ mod tests {
         b[20] = 0;
         b[4] = 9;
         refuse(K_GHS, &b, "GHS kind byte 9");
-        let mut b = body(MstFrame::Node(MstNodeMsg::Repair {
+        let request = MstFrame::Node(MstNodeMsg::Repair {
             generation: 0,
-            msg: RepairMsg::Request(Change {
-                from: NodeId(3),
-                to: NodeId(4),
-                weight: 1.0,
-            }),
-        }));
+            msg: RepairMsg::Request {
+                change: Change {
+                    from: NodeId(3),
+                    to: NodeId(4),
+                    weight: 1.0,
+                },
+                behind: 2,
+                waited: true,
+            },
+        });
+        let mut b = body(request.clone());
+        assert_eq!(MstFrame::parse(K_REQUEST, &b).unwrap(), request);
+        b[24] = 2;
+        refuse(K_REQUEST, &b, "waited tag 2");
+        b[24] = 1;
         b[8..12].copy_from_slice(&3u32.to_be_bytes());
         refuse(K_REQUEST, &b, "to itself");
         assert!(matches!(
