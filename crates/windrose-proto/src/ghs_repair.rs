@@ -356,14 +356,25 @@ pub struct RequestStats {
 }
 
 impl RequestStats {
+    /// Field by field. The pattern names every field, so a counter added later without its
+    /// sum here does not compile (a forgotten one would silently read 0 across generations).
     fn add(&mut self, o: RequestStats) {
-        self.fed += o.fed;
-        self.merged += o.merged;
-        self.sent += o.sent;
-        self.received += o.received;
-        self.queued += o.queued;
-        self.epochs += o.epochs;
-        self.rebuilds += o.rebuilds;
+        let RequestStats {
+            fed,
+            merged,
+            sent,
+            received,
+            queued,
+            epochs,
+            rebuilds,
+        } = o;
+        self.fed += fed;
+        self.merged += merged;
+        self.sent += sent;
+        self.received += received;
+        self.queued += queued;
+        self.epochs += epochs;
+        self.rebuilds += rebuilds;
     }
 }
 
