@@ -179,6 +179,34 @@
 //! [`MobConfig::paper`] turns it off (R alone); a positive `outstanding_bytes` still caps the
 //! depth.
 //!
+//! # Slow global peers: [`MobConfig::reroute_slow`]
+//!
+//! Issue 18's series slows the WAN link from the root's cluster to cluster 1 tenfold
+//! (`four-clusters.toml`, 0 <-> 1 at 0.5 MB/s; 4 MiB in 16 pieces, one mob member per
+//! cluster). The regions above still deal cluster 1 a third of the pieces, and rarest-first
+//! keeps its member taking them, only the source holding them, one at a time over the slow
+//! link, half a second each: the run took 2.53 x the max-flow bound (6.5 MB/s, every link out
+//! of the root's cluster full, cluster 1's data mostly relayed by clusters 2 and 3). The
+//! helpers of the lag rule fetch those pieces too, but cluster 1 had already committed them to
+//! the slow flow.
+//!
+//! Ours, off by default (the MPI shim turns it on): when a global peer `k` has room for a
+//! request, a share piece it announced that is requested from another global peer is
+//! requested again from `k` if the first peer would deliver it more than twice as late as `k`
+//! would. Both are measured per peer from the pieces' arrivals with the driver's `now`, as for
+//! the request depth: `k` delivers in a round trip plus (its outstanding requests + 1) piece
+//! transfers at its best rate in the window; the first peer in a round trip plus a transfer
+//! less the time since the request, or, when it has delivered nothing yet, as long again as
+//! it has waited. The first copy still counts against the slow peer's outstanding requests
+//! until it arrives (so the slow flow gets no new request meanwhile) and is taken if it comes
+//! first. On the case above the run takes 1.44 x the bound
+//! (`a_slowed_link_out_of_the_root_cluster_is_routed_around` in `windrose-sim/tests/mob.rs`).
+//! **Departure from the paper:** a moved piece crosses into its cluster twice, so with the
+//! option on WAN payload is no longer exactly (clusters - 1) x data. It is off by default
+//! because on random platforms with uneven links it fires often and the simulator's
+//! exactly-once checks (`check_wan`) fail; sizing the regions by each cluster's inbound rate
+//! from the root (from the Host's link forecasts) would cut the duplicates and is not built.
+//!
 //! # Safety nets (not in the paper)
 //!
 //! - **Stall fallback.** If an incomplete node receives no new piece for
@@ -346,6 +374,19 @@ impl Pipe {
         Some((best, self.samples.iter().any(|s| s.2)))
     }
 
+    /// The time (ns) from a request on an idle flow to the arrival of a `piece_len`-byte piece:
+    /// the round trip (0 while unmeasured) plus its transfer at the best rate in the window.
+    /// None before any delivery.
+    fn delivery_ns(&self, piece_len: u64) -> Option<u64> {
+        let ((b, d), _) = self.rate()?;
+        let transfer = u128::from(piece_len) * u128::from(d) / u128::from(b.max(1));
+        Some(
+            self.rtt_ns
+                .unwrap_or(0)
+                .saturating_add(transfer.min(u128::from(u64::MAX)) as u64),
+        )
+    }
+
     /// Records the arrival at `now` of `bytes` requested at `sent` and recomputes the depth
     /// for pieces of `piece_len` bytes.
     fn on_arrival(&mut self, now: Time, sent: Time, bytes: u64, piece_len: u64) {
@@ -422,6 +463,12 @@ pub struct MobConfig {
     /// it has more; the others own no share and take every piece from their local peers. See
     /// "Mob size" in the module docs.
     pub min_share_pieces: u32,
+    /// Ours, default off (the MPI shim turns it on): a share piece requested from a global
+    /// peer that will deliver it much later than another global peer that announced it is
+    /// requested again from that one (the first copy is still taken when it comes), which
+    /// gives up the exactly-once rule for that piece. See "Slow global peers" in the module
+    /// docs.
+    pub reroute_slow: bool,
 }
 
 /// How a node chooses the next piece of its mob share to request from a global peer.
@@ -446,6 +493,7 @@ impl Default for MobConfig {
             outstanding_bytes: 0,
             adaptive_depth: true,
             min_share_pieces: MIN_SHARE_PIECES,
+            reroute_slow: false,
         }
     }
 }
@@ -626,6 +674,15 @@ pub struct Mob {
     requested: Vec<Option<u32>>,
     /// Per piece: when it was last requested (for the adaptive depth).
     requested_at: Vec<Time>,
+    /// Share pieces requested from global peers, the candidates for [`Mob::reroute`]; entries
+    /// whose request was answered or moved elsewhere are dropped lazily.
+    global_requests: Vec<u32>,
+    /// Requests moved away from a slow global peer and not yet answered by it: (piece, peer
+    /// index, when it was requested). Its copy still counts against the peer's outstanding
+    /// requests until it arrives, so the slow flow gets no new request meanwhile.
+    superseded: Vec<(u32, u32, Time)>,
+    /// Requests moved away from slow global peers so far.
+    rerouted: u64,
     /// Per piece of this node's share: live global peers (or the root) that announced it.
     avail: Vec<u16>,
     /// How many regions the pieces are dealt into: the clusters that take pieces from outside
@@ -709,6 +766,9 @@ impl Mob {
             peer_index: PeerIndex::default(),
             requested: vec![None; pieces as usize],
             requested_at: vec![Time::ZERO; pieces as usize],
+            global_requests: Vec::new(),
+            superseded: Vec::new(),
+            rerouted: 0,
             avail: vec![0; pieces as usize],
             region_count: 1,
             region_residue: 0,
@@ -815,6 +875,12 @@ impl Mob {
     /// Pieces held.
     pub fn held(&self) -> u32 {
         self.store.held()
+    }
+
+    /// Requests this node moved away from slow global peers ("Slow global peers" in the
+    /// module docs).
+    pub fn rerouted(&self) -> u64 {
+        self.rerouted
     }
 
     /// True once the stall fallback has been taken.
@@ -1149,6 +1215,7 @@ impl Mob {
         self.peers[k].alive = false;
         self.peers[k].cand.clear();
         self.peers[k].outstanding = 0;
+        self.forget_superseded(k);
         let orphaned: Vec<u32> = (0..self.pieces)
             .filter(|&i| self.requested[i as usize] == Some(k as u32))
             .collect();
@@ -1190,6 +1257,7 @@ impl Mob {
         p.has = vec![0; words];
         p.cand.clear();
         p.outstanding = 0;
+        self.forget_superseded(k);
         self.announce_held(k, None, out);
     }
 
@@ -1249,6 +1317,9 @@ impl Mob {
             self.request_limit
         };
         let kind = self.peers[k].kind;
+        if kind == Kind::Global && self.config.reroute_slow {
+            self.reroute(k, r, out);
+        }
         let rarest = self.config.piece_choice == PieceChoice::RarestFirst
             && !self.relaxed
             && kind != Kind::Local;
@@ -1303,6 +1374,9 @@ impl Mob {
             self.requested[i as usize] = Some(k as u32);
             self.requested_at[i as usize] = self.now;
             self.peers[k].outstanding += 1;
+            if kind == Kind::Global && self.config.reroute_slow {
+                self.global_requests.push(i);
+            }
             out.send(
                 self.peers[k].id,
                 Message::Pieces(PieceMsg::Request(PieceRef {
@@ -1321,6 +1395,64 @@ impl Mob {
                 }
             }
         }
+    }
+
+    /// Moves to global peer `k`, while it has room under `limit` requests, the share pieces it
+    /// announced whose request to another global peer is overdue: that peer will deliver it
+    /// more than twice as late as `k` would (its expected delivery from the flow's measured
+    /// rate and round trip, less the time since the request; for a peer that has delivered
+    /// nothing yet, as long again as it has waited). See "Slow global peers" in the module docs.
+    fn reroute(&mut self, k: usize, limit: usize, out: &mut Outputs) {
+        let piece_len = u64::from(self.setup.manifest.piece_len());
+        let mut at = 0;
+        while at < self.global_requests.len() && self.peers[k].outstanding < limit {
+            let i = self.global_requests[at];
+            let from = match self.requested[i as usize] {
+                Some(from) if !self.store.has(i) => from as usize,
+                _ => {
+                    self.global_requests.swap_remove(at);
+                    continue;
+                }
+            };
+            at += 1;
+            if from == k || !bit(&self.peers[k].has, i) || self.peers[from].kind != Kind::Global {
+                continue;
+            }
+            let Some(step) = self.peers[k].pipe.delivery_ns(piece_len) else {
+                return;
+            };
+            let here = step.saturating_mul(self.peers[k].outstanding as u64 + 1);
+            let waited = self
+                .now
+                .saturating_since(self.requested_at[i as usize])
+                .as_nanos() as u64;
+            let left = match self.peers[from].pipe.delivery_ns(piece_len) {
+                Some(d) => d.saturating_sub(waited),
+                None => waited,
+            };
+            if left <= here.saturating_mul(2) {
+                continue;
+            }
+            self.superseded
+                .push((i, from as u32, self.requested_at[i as usize]));
+            self.requested[i as usize] = Some(k as u32);
+            self.requested_at[i as usize] = self.now;
+            self.peers[k].outstanding += 1;
+            self.rerouted += 1;
+            out.send(
+                self.peers[k].id,
+                Message::Pieces(PieceMsg::Request(PieceRef {
+                    transfer: self.transfer(),
+                    piece: i,
+                })),
+            );
+        }
+    }
+
+    /// Peer `k`'s requests are void (it failed, was banned or came back): its moved requests
+    /// will not be answered.
+    fn forget_superseded(&mut self, k: usize) {
+        self.superseded.retain(|&(_, p, _)| p as usize != k);
     }
 
     /// True while some piece of this node's region is neither held nor requested.
@@ -1689,6 +1821,22 @@ impl Mob {
                     piece_len,
                 );
             }
+        } else if let Some(k) = k {
+            // The copy of a request moved elsewhere ([`Mob::reroute`]): the slow flow is free.
+            if let Some(at) = self
+                .superseded
+                .iter()
+                .position(|&(s, q, _)| s == i && q as usize == k)
+            {
+                let (_, _, sent) = self.superseded.swap_remove(at);
+                self.peers[k].outstanding = self.peers[k].outstanding.saturating_sub(1);
+                if self.config.adaptive_depth {
+                    let piece_len = u64::from(self.setup.manifest.piece_len());
+                    self.peers[k]
+                        .pipe
+                        .on_arrival(now, sent, p.payload.len() as u64, piece_len);
+                }
+            }
         }
         if self.store.has(i) {
             if let Some(k) = k {
@@ -1881,6 +2029,7 @@ impl Mob {
                 self.peers[k].alive = false;
                 self.peers[k].cand.clear();
                 self.peers[k].outstanding = 0;
+                self.forget_superseded(k);
             }
             if self.status == Status::Running {
                 self.check_ack(out);
@@ -1905,6 +2054,7 @@ impl Mob {
             self.peers[k].alive = false;
             self.peers[k].cand.clear();
             self.peers[k].outstanding = 0;
+            self.forget_superseded(k);
             for (i, r) in self.requested.iter_mut().enumerate() {
                 if *r == Some(k as u32) {
                     *r = None;
