@@ -37,7 +37,9 @@ pub struct Timeouts {
     /// A write making no progress.
     pub stall: Duration,
     /// A connected peer sending nothing at all, not even an answer to the link probe's pings
-    /// (a process stopped or hung, a silent or slowloris peer): it is declared failed. Checked
+    /// (a process stopped or hung, a silent or slowloris peer): it is declared failed. The
+    /// bytes of a frame still arriving count as something, above a trickle (a large frame on
+    /// a slow link). Checked
     /// only while the collective runs and probes (every connection then carries pings both
     /// ways, answered also by nodes that have finished).
     pub silent: Duration,
