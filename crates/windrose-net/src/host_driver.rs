@@ -14,8 +14,8 @@
 //!
 //! - **measurements**: each connection's throughput sampled every [`SAMPLE`] and the
 //!   prober's round trips, kept as series ([`GroupHandle::measurements`]); a connection that
-//!   read at least 1 KiB since the last sample tells the host its peer is alive
-//!   ([`Host::heard_from`]: a large frame on a slow link is not silence);
+//!   read bytes since the last sample tells the host its peer is alive ([`Host::heard_from`]:
+//!   a large frame on a slow link, or frames still queued for a busy loop, are not silence);
 //! - **the root's source**: [`GroupHandle::watch_source`] calls a collective off when the file
 //!   its data maps changes; a member's pieces go on its [`PieceShelf`] (a
 //!   [`FileShelf`](crate::piece_file::FileShelf) keeps them across a restart).
@@ -363,11 +363,6 @@ impl GroupHandle {
             .collect()
     }
 }
-
-/// Bytes a connection must read between two samples for its peer to count as heard from
-/// when no frame completed (about 5 KB/s): a slow link carrying a large frame moves far more,
-/// a member dripping a frame to stay alive cannot.
-const ALIVE_BYTES: u64 = 1 << 10;
 
 /// How often a member samples the throughput of its connections.
 pub const SAMPLE: Duration = Duration::from_millis(200);
@@ -755,13 +750,16 @@ impl Driver {
                     series.record(peer, metric, at, (now - then) as f64 / dt / 1e6);
                 }
             }
-            if r >= link.sampled.0 + ALIVE_BYTES {
+            if r > link.sampled.0 {
                 heard.push(peer);
             }
             link.sampled = (r, w);
         }
         drop(series);
-        // Bytes of a frame still arriving: the peer is alive (`Host::heard_from`).
+        // Bytes read are the peer alive (`Host::heard_from`), whether they are a frame still
+        // arriving or frames still queued for this loop: a loaded member's loop may take its
+        // timer before the frames read before it, and a frame of bulk data on a slow link can
+        // take longer than `silent` to arrive whole.
         let t = self.now();
         for peer in heard {
             self.host.heard_from(t, peer);

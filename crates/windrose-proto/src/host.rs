@@ -3028,9 +3028,10 @@ impl Host {
     /// of a bulk transfer over a slow, shared link can take longer than `silent_after` to
     /// arrive whole, and its sender's heartbeats wait behind it on the same connection, so
     /// without this a member sending data was given up for silence (issue 19: a 1 GiB sort
-    /// over 3 MB/s links shared by 16 connections, 1 MiB frames). For drivers that see bytes
-    /// before frames (TCP); a member counted failed is not taken back by this (only its frames
-    /// do that).
+    /// over 3 MB/s links shared by 16 connections, 1 MiB frames); and a loaded driver may have
+    /// read a member's frames before the timer that checks its silence, yet hand them to the
+    /// host after it. For drivers that see bytes before the host sees frames (TCP); a member
+    /// counted failed is not taken back by this (only its frames do that).
     pub fn heard_from(&mut self, now: Time, peer: NodeId) {
         self.now = self.now.max(now);
         if let Some(p) = self.peers.get_mut(&peer) {
