@@ -24,6 +24,9 @@
 # --speeds alternated twice, load 15-27; data/sort/testbed-measured-phases.jsonl: the same
 # once more with SORT_JSON (every member's steps, `phases`), load 10-22;
 # data/sort/testbed-measured-1gib.csv: 1 GiB once each, the measured splitters failed.
+# data/sort/testbed-liveness-ab-1gib.csv (and -phases.jsonl): 1 GiB, main's binary and the
+# branch that counts bytes read as a member heard from, alternated (run, build, load columns
+# added; main's first measured splitters hung after false give-ups and was killed), load 3-31.
 # e.g. bash data/sort/testbed.sh target/release/windrose 10000 1 > data/sort/testbed-16mb.csv
 # data/sort/testbed-splitters.csv: 256 MB (163840 per node: splitters, sample sort, equal
 # slices) and 1 GiB (655360 per node: splitters, sample sort), one run each, load 4-5.
@@ -31,7 +34,9 @@
 # exchange; sample sort) and the streaming splitters (`build` new) alternated twice, load ~7;
 # data/sort/testbed-stream-ab-256mb.csv: the same at 256 MB, three times.
 # With SORT_JSON=FILE each sort's whole `windrose sort --json` report (per-member finish times
-# included) is appended to FILE, one line per sort.
+# included) is appended to FILE, one line per sort. With SORT_MEASURE_DIR=DIR every member
+# writes its link measurements (each connection's MB/s every 200 ms, `group serve
+# --measurements`) to DIR/REP-SORT-mID.json when it leaves.
 # The data goes under $SORT_DIR (default: a new directory in /tmp): 2 x 100 bytes x 16 x
 # RECORDS_PER_NODE bytes at once, plus the members' memory for the same.
 set -euo pipefail
@@ -72,8 +77,12 @@ done
 
 serve() {
   for i in $(seq 0 15); do
+    extra=()
+    if [ -n "${SORT_MEASURE_DIR:-}" ]; then
+      extra=(--measurements "$SORT_MEASURE_DIR/$rep-$s-m$i.json")
+    fi
     "$W" testbed exec --name "$NAME" "$i" -- "$W" group serve --id "$i" \
-      --group "$DIR/group.toml" --control "$DIR/c$i.sock" \
+      --group "$DIR/group.toml" --control "$DIR/c$i.sock" "${extra[@]}" \
       --sort-input "$DIR/in-{id}" --sort-output "$DIR/out-{id}" >"$DIR/m$i.log" 2>&1 &
     pids+=($!)
   done

@@ -13,7 +13,9 @@
 //!   BLAKE3 on a blocking thread (the "compute" of the scatter's load).
 //!
 //! - **measurements**: each connection's throughput sampled every [`SAMPLE`] and the
-//!   prober's round trips, kept as series ([`GroupHandle::measurements`]);
+//!   prober's round trips, kept as series ([`GroupHandle::measurements`]); a connection that
+//!   read bytes since the last sample tells the host its peer is alive ([`Host::heard_from`]:
+//!   a large frame on a slow link, or frames still queued for a busy loop, are not silence);
 //! - **the root's source**: [`GroupHandle::watch_source`] calls a collective off when the file
 //!   its data maps changes; a member's pieces go on its [`PieceShelf`] (a
 //!   [`FileShelf`](crate::piece_file::FileShelf) keeps them across a restart).
@@ -730,6 +732,7 @@ impl Driver {
             });
         }
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut heard = Vec::new();
         for (&peer, link) in self.links.iter_mut() {
             let r = link
                 .stats
@@ -747,7 +750,19 @@ impl Driver {
                     series.record(peer, metric, at, (now - then) as f64 / dt / 1e6);
                 }
             }
+            if r > link.sampled.0 {
+                heard.push(peer);
+            }
             link.sampled = (r, w);
+        }
+        drop(series);
+        // Bytes read are the peer alive (`Host::heard_from`), whether they are a frame still
+        // arriving or frames still queued for this loop: a loaded member's loop may take its
+        // timer before the frames read before it, and a frame of bulk data on a slow link can
+        // take longer than `silent` to arrive whole.
+        let t = self.now();
+        for peer in heard {
+            self.host.heard_from(t, peer);
         }
     }
 

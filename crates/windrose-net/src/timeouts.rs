@@ -37,7 +37,8 @@ pub struct Timeouts {
     /// A write making no progress.
     pub stall: Duration,
     /// A connected peer sending nothing at all, not even an answer to the link probe's pings
-    /// (a process stopped or hung, a silent or slowloris peer): it is declared failed. Checked
+    /// (a process stopped or hung, a silent peer): it is declared failed. Bytes read count as
+    /// something, a frame still arriving among them (a large frame on a slow link). Checked
     /// only while the collective runs and probes (every connection then carries pings both
     /// ways, answered also by nodes that have finished).
     pub silent: Duration,

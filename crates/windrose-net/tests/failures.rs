@@ -353,3 +353,100 @@ async fn version_mismatch_and_strangers_are_told_why() {
     );
     leave_all(members).await;
 }
+
+/// Bytes per second each trickling proxy passes in each direction.
+const TRICKLE: usize = 256 << 10;
+
+/// Copies `rd` to `wr` at about [`TRICKLE`] bytes a second, in small chunks: a slow link that
+/// carries a large frame a few KiB at a time.
+async fn trickle(mut rd: tokio::net::tcp::OwnedReadHalf, mut wr: tokio::net::tcp::OwnedWriteHalf) {
+    const CHUNK: usize = 4 << 10;
+    let mut buf = vec![0u8; CHUNK];
+    let pause = Duration::from_secs_f64(CHUNK as f64 / TRICKLE as f64);
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if wr.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Serves a member's group address: every connection goes on to `target`, both ways trickled.
+async fn trickle_proxy(listener: TcpListener, target: String) {
+    while let Ok((dialer, _)) = listener.accept().await {
+        let Ok(acceptor) = TcpStream::connect(&target).await else {
+            return;
+        };
+        let (drd, dwr) = dialer.into_split();
+        let (ard, awr) = acceptor.into_split();
+        tokio::spawn(trickle(drd, awr));
+        tokio::spawn(trickle(ard, dwr));
+    }
+}
+
+/// Issue 19's false give-up: a frame that takes longer than `silent` to cross a slow link,
+/// with the sender's heartbeats queued behind it, is not silence. Two members, every byte
+/// between them through a proxy passing 256 KiB/s; member 0 broadcasts 1 MiB in one frame
+/// (about 4 s on the way) to member 1, which gives a member up after 1 s of silence (heartbeats
+/// every 200 ms, no probes). The bytes of the frame arriving keep member 0 alive: the broadcast
+/// finishes at both and nobody is lost. (Before the driver told the host of bytes that are not
+/// yet a frame, member 1 gave member 0 up mid-frame and its part ended unfinished.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_frame_on_a_slow_link_is_not_silence() {
+    let mut real = Vec::new();
+    let mut members = Vec::new();
+    for i in 0..2 {
+        let own = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.push(windrose_net::group::Member {
+            id: NodeId::from(i),
+            addr: front.local_addr().unwrap().to_string(),
+            cluster: windrose_model::ClusterId(0),
+        });
+        tokio::spawn(trickle_proxy(front, own.local_addr().unwrap().to_string()));
+        real.push(own);
+    }
+    let group = Arc::new(Group::new("slow-link", members).unwrap());
+    let tune = |c: &mut GroupConfig| {
+        c.heartbeat = Some(Duration::from_millis(200));
+        c.timeouts.silent = Duration::from_secs(1);
+        c.probe_period = None;
+        c.gossip = None;
+    };
+    let mut members: Vec<Member> = real
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| spawn_member(l, member_config(&group, i, &tune)))
+        .collect();
+    pump(&mut members, |ms| ms.iter().all(|m| m.connected >= 1)).await;
+    let tree =
+        windrose_net::trees::group_tree(windrose_trees::TreeAlgorithm::Chain, &group, NodeId(0))
+            .unwrap();
+    let spec = windrose_proto::collective::CollectiveSpec::Broadcast {
+        tree: windrose_proto::collective::TreeSpec::of(&tree),
+        segment_bytes: 1 << 20,
+        max_frame_payload: 1 << 20,
+    };
+    let data = random_payload(1 << 20, 19);
+    let (t, finished, failed) = run(&mut members, 0, spec, data.clone()).await;
+    assert_eq!((finished, failed), (2, 0), "{:?}", members[1].reports);
+    assert_eq!(members[1].ended(t), Some(true));
+    assert_eq!(members[1].got[&t], data.to_vec());
+    for (i, m) in members.iter().enumerate() {
+        assert!(m.lost.is_empty(), "member {i} lost {:?}", m.lost);
+        assert!(
+            !m.reports
+                .iter()
+                .any(|r| matches!(r, windrose_proto::Report::PeerDown { .. })),
+            "member {i} gave a member up: {:?}",
+            m.reports
+        );
+    }
+    leave_all(members).await;
+}

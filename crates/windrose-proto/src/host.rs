@@ -93,7 +93,9 @@
 //! With [`HostConfig::heartbeat`] set, the host sends a heartbeat to every member it watches
 //! and has sent nothing to for that long, and declares failed a watched member it has heard
 //! nothing from for [`HostConfig::silent_after`] ([`Report::PeerDown`]); the driver's own
-//! failure reports (a lost connection) count the same. A member the host hears from again
+//! failure reports (a lost connection) count the same. Heard means a frame, or bytes of one
+//! still arriving when the driver says so ([`Host::heard_from`]): a large frame on a slow link
+//! is not silence. A member the host hears from again
 //! after that is taken back (it restarted): running collectives keep it failed, later ones
 //! include it.
 //!
@@ -3022,6 +3024,21 @@ impl AutoRequest {
 }
 
 impl Host {
+    /// Bytes from `peer` arrived at `now` that are not a whole frame yet: it is alive. A frame
+    /// of a bulk transfer over a slow, shared link can take longer than `silent_after` to
+    /// arrive whole, and its sender's heartbeats wait behind it on the same connection, so
+    /// without this a member sending data was given up for silence (issue 19: a 1 GiB sort
+    /// over 3 MB/s links shared by 16 connections, 1 MiB frames); and a loaded driver may have
+    /// read a member's frames before the timer that checks its silence, yet hand them to the
+    /// host after it. For drivers that see bytes before the host sees frames (TCP); a member
+    /// counted failed is not taken back by this (only its frames do that).
+    pub fn heard_from(&mut self, now: Time, peer: NodeId) {
+        self.now = self.now.max(now);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.last_heard = p.last_heard.max(now);
+        }
+    }
+
     /// The transport to `peer` holds up to `bytes` between a completed send and the link: the
     /// bandwidth meter discards that many at the start of every busy period
     /// ([`crate::weather`]). For drivers whose send completions are not arrivals (TCP).
