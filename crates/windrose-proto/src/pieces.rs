@@ -5,7 +5,9 @@
 //!
 //! Every node is given the manifest when the run is set up (the runtime ships it in the root's
 //! job, the simulator hands the same `Arc` to every machine), so a node can check each piece the
-//! moment it arrives: a piece is verified before it is stored, announced or forwarded.
+//! moment it arrives: a piece is verified before it is stored, announced or forwarded. The
+//! simulator's manifest is [`Manifest::with_shared_pieces`]: its nodes' stores, which all hold
+//! slices of one buffer, keep a bit per piece instead of a handle each.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
