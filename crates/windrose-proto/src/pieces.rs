@@ -5,7 +5,9 @@
 //!
 //! Every node is given the manifest when the run is set up (the runtime ships it in the root's
 //! job, the simulator hands the same `Arc` to every machine), so a node can check each piece the
-//! moment it arrives: a piece is verified before it is stored, announced or forwarded.
+//! moment it arrives: a piece is verified before it is stored, announced or forwarded. The
+//! simulator's manifest is [`Manifest::with_shared_pieces`]: its nodes' stores, which all hold
+//! slices of one buffer, keep a bit per piece instead of a handle each.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -413,11 +415,37 @@ pub const HASH_LEN: usize = 32;
 
 /// The description of a transfer every node gets before it starts: its length, its piece
 /// length and the BLAKE3 hash of every piece (the last piece may be shorter).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Manifest {
     total_len: u64,
     piece_len: u32,
     hashes: Vec<[u8; HASH_LEN]>,
+    /// Set by [`Manifest::with_shared_pieces`]: the stores made from it share one copy of
+    /// each piece.
+    shared: Option<SharedPieces>,
+}
+
+/// The first copy of each piece stored by any [`PieceStore`] made from one manifest (a
+/// simulation's): a store holding that very copy (same memory) keeps a bit instead of a
+/// 32-byte `Option<Bytes>`, which at 256 pieces was 8 KiB of every node's ~37 KiB.
+#[derive(Clone)]
+struct SharedPieces(Arc<[OnceLock<Bytes>]>);
+
+impl PartialEq for Manifest {
+    /// Same data description (whether pieces are shared is not compared).
+    fn eq(&self, other: &Self) -> bool {
+        (self.total_len, self.piece_len, &self.hashes)
+            == (other.total_len, other.piece_len, &other.hashes)
+    }
+}
+
+impl Eq for Manifest {}
+
+impl std::fmt::Debug for SharedPieces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = self.0.iter().filter(|c| c.get().is_some()).count();
+        write!(f, "SharedPieces({set} of {})", self.0.len())
+    }
 }
 
 impl Manifest {
@@ -437,6 +465,7 @@ impl Manifest {
             total_len: data.len() as u64,
             piece_len,
             hashes,
+            shared: None,
         })
     }
 
@@ -460,7 +489,19 @@ impl Manifest {
             total_len,
             piece_len,
             hashes,
+            shared: None,
         })
+    }
+
+    /// This manifest with one copy of each piece shared by every in-memory [`PieceStore`]
+    /// made from it (or from a clone): a store that holds the same memory as the first copy
+    /// stored keeps one bit for it. For a simulation, whose nodes all hold zero-copy slices of
+    /// one buffer; a copy in other memory is still kept by its store, so every store hands out
+    /// exactly the bytes it was given. The copies live as long as the manifest.
+    pub fn with_shared_pieces(mut self) -> Manifest {
+        let table = (0..self.hashes.len()).map(|_| OnceLock::new()).collect();
+        self.shared = Some(SharedPieces(table));
+        self
     }
 
     /// Bytes of the whole data.
@@ -591,7 +632,7 @@ pub trait PieceKeeper: Send + Sync {
 /// The pieces a node holds, and the in-order delivery of their bytes to the application.
 #[derive(Clone)]
 pub struct PieceStore {
-    pieces: Vec<Option<Bytes>>,
+    pieces: Slots,
     held: u32,
     held_bytes: u64,
     /// Pieces `0..delivered` have been handed out by [`PieceStore::take_deliverable`].
@@ -615,7 +656,7 @@ pub struct SourceMismatch {
 impl std::fmt::Debug for PieceStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PieceStore")
-            .field("pieces", &self.pieces.len())
+            .field("pieces", &self.pieces.count())
             .field("held", &self.held)
             .field("held_bytes", &self.held_bytes)
             .field("delivered", &self.delivered)
@@ -627,8 +668,16 @@ impl std::fmt::Debug for PieceStore {
 impl PieceStore {
     /// An empty store for `manifest`, holding its pieces in memory.
     pub fn new(manifest: &Manifest) -> PieceStore {
+        let count = manifest.piece_count() as usize;
         PieceStore {
-            pieces: vec![None; manifest.piece_count() as usize],
+            pieces: match &manifest.shared {
+                Some(shared) => Slots::Shared {
+                    held: vec![0; count.div_ceil(64)],
+                    first: shared.clone(),
+                    own: BTreeMap::new(),
+                },
+                None => Slots::Own(vec![None; count]),
+            },
             held: 0,
             held_bytes: 0,
             delivered: 0,
@@ -667,7 +716,7 @@ impl PieceStore {
         manifest: &Manifest,
         verifier: &dyn PieceVerifier,
     ) -> Result<Option<Bytes>, SourceMismatch> {
-        let Some(data) = self.pieces.get(piece as usize).and_then(Option::as_ref) else {
+        let Some(data) = self.pieces.get(piece) else {
             return Ok(None);
         };
         if let Some(unchecked @ true) = self.unchecked.get_mut(piece as usize) {
@@ -681,29 +730,27 @@ impl PieceStore {
 
     /// Stores a piece (verified by the caller); false if it was already held or is out of range.
     pub fn insert(&mut self, piece: u32, data: Bytes) -> bool {
-        match self.pieces.get_mut(piece as usize) {
-            Some(slot @ None) => {
-                let data = match &self.keeper {
-                    Some(k) => k.keep(piece, u64::from(piece) * self.piece_len, data),
-                    None => data,
-                };
-                self.held_bytes += data.len() as u64;
-                *slot = Some(data);
-                self.held += 1;
-                true
-            }
-            _ => false,
+        if piece >= self.pieces.count() || self.pieces.has(piece) {
+            return false;
         }
+        let data = match &self.keeper {
+            Some(k) => k.keep(piece, u64::from(piece) * self.piece_len, data),
+            None => data,
+        };
+        self.held_bytes += data.len() as u64;
+        self.pieces.put(piece, data);
+        self.held += 1;
+        true
     }
 
     /// True when piece `piece` is held.
     pub fn has(&self, piece: u32) -> bool {
-        self.pieces.get(piece as usize).is_some_and(Option::is_some)
+        self.pieces.has(piece)
     }
 
     /// The bytes of a held piece.
     pub fn get(&self, piece: u32) -> Option<&Bytes> {
-        self.pieces.get(piece as usize).and_then(Option::as_ref)
+        self.pieces.get(piece)
     }
 
     /// Number of pieces held.
@@ -718,12 +765,12 @@ impl PieceStore {
 
     /// Number of pieces of the transfer.
     pub fn piece_count(&self) -> u32 {
-        self.pieces.len() as u32
+        self.pieces.count()
     }
 
     /// True when every piece is held.
     pub fn is_complete(&self) -> bool {
-        self.held as usize == self.pieces.len()
+        self.held == self.pieces.count()
     }
 
     /// The pieces held, as a bitfield message body.
@@ -735,12 +782,71 @@ impl PieceStore {
     /// order; each is returned once. Push them as `Output::Deliver`.
     pub fn take_deliverable(&mut self, manifest: &Manifest) -> Vec<(u64, Bytes)> {
         let mut out = Vec::new();
-        while let Some(Some(b)) = self.pieces.get(self.delivered as usize) {
+        while let Some(b) = self.pieces.get(self.delivered) {
             let offset = manifest.piece_range(self.delivered).map_or(0, |r| r.start);
             out.push((offset, b.clone()));
             self.delivered += 1;
         }
         out
+    }
+}
+
+/// A store's pieces: its own copies, or (a manifest [`Manifest::with_shared_pieces`]) one bit
+/// per piece held in the manifest's shared copy and the copies (as the keeper returned them)
+/// that are not that memory.
+#[derive(Clone)]
+enum Slots {
+    Own(Vec<Option<Bytes>>),
+    Shared {
+        /// Bit `i`: piece `i` is held.
+        held: Vec<u64>,
+        first: SharedPieces,
+        /// Held pieces whose bytes are not the shared copy's memory.
+        own: BTreeMap<u32, Bytes>,
+    },
+}
+
+impl Slots {
+    fn count(&self) -> u32 {
+        match self {
+            Slots::Own(v) => v.len() as u32,
+            Slots::Shared { first, .. } => first.0.len() as u32,
+        }
+    }
+
+    fn has(&self, i: u32) -> bool {
+        match self {
+            Slots::Own(v) => v.get(i as usize).is_some_and(Option::is_some),
+            Slots::Shared { held, .. } => held
+                .get(i as usize / 64)
+                .is_some_and(|w| w & (1 << (i % 64)) != 0),
+        }
+    }
+
+    fn get(&self, i: u32) -> Option<&Bytes> {
+        match self {
+            Slots::Own(v) => v.get(i as usize).and_then(Option::as_ref),
+            Slots::Shared { first, own, .. } => {
+                if !self.has(i) {
+                    return None;
+                }
+                own.get(&i).or_else(|| first.0[i as usize].get())
+            }
+        }
+    }
+
+    /// Stores piece `i` (in range, not held).
+    fn put(&mut self, i: u32, data: Bytes) {
+        match self {
+            Slots::Own(v) => v[i as usize] = Some(data),
+            Slots::Shared { held, first, own } => {
+                let kept = first.0[i as usize].get_or_init(|| data.clone());
+                if kept.as_ptr() != data.as_ptr() || kept.len() != data.len() {
+                    own.insert(i, data);
+                }
+                held[i as usize / 64] |= 1 << (i % 64);
+            }
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod host_relay;
 mod mob;
 mod mst_rows;
 mod mst_service;
+mod pieces;
 mod sample_sort;
 mod scatter;
 mod scatter_plan;

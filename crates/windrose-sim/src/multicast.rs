@@ -37,7 +37,6 @@ use crate::metrics::Metrics;
 use crate::scenario::TimedChange;
 use bytes::Bytes;
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use windrose_model::platform::{LinkId, Platform};
@@ -71,7 +70,8 @@ pub enum MulticastError {
 }
 
 /// The data of a multicast and its manifest, shared by the runs of a sweep (the bytes are a
-/// zero-copy [`Bytes`], the manifest an [`Arc`]).
+/// zero-copy [`Bytes`], the manifest an [`Arc`] made [`Manifest::with_shared_pieces`], so a
+/// node's store keeps a bit, not a 32-byte handle, for each piece it holds).
 #[derive(Clone, Debug)]
 pub struct SharedData {
     /// The bytes the root multicasts.
@@ -85,7 +85,7 @@ impl SharedData {
     ///
     /// Errors: as [`Manifest::build`] (a zero piece size, too many pieces).
     pub fn new(data: Bytes, piece_bytes: u32) -> Result<SharedData, SetupError> {
-        let manifest = Arc::new(Manifest::build(&data, piece_bytes)?);
+        let manifest = Arc::new(Manifest::build(&data, piece_bytes)?.with_shared_pieces());
         Ok(SharedData { data, manifest })
     }
 
@@ -180,9 +180,10 @@ struct ProbeState {
     completed_at_s: Vec<Option<f64>>,
     /// Piece payload bytes sent from cluster `i` to cluster `j`, at `i * clusters + j`.
     wan_payload: Vec<u64>,
-    /// The verified pieces each node stored, in any order: what a real node has written to
-    /// its partial file when it dies, and keeps when it restarts.
-    stored: Vec<BTreeSet<u32>>,
+    /// The verified pieces each node stored (bit `i` of word `i / 64`): what a real node has
+    /// written to its partial file when it dies, and keeps when it restarts. Bits, not a
+    /// `BTreeSet` (~2.7 KiB per node at 256 pieces, 7 % of its memory).
+    stored: Vec<Vec<u64>>,
 }
 
 /// The piece keeper of one simulated node: keeps the pieces in memory and records which it
@@ -195,8 +196,12 @@ struct StoredPieces {
 impl PieceKeeper for StoredPieces {
     fn keep(&self, piece: u32, _offset: u64, data: Bytes) -> Bytes {
         let mut s = self.probe.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(set) = s.stored.get_mut(self.node) {
-            set.insert(piece);
+        if let Some(bits) = s.stored.get_mut(self.node) {
+            let word = piece as usize / 64;
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
+            }
+            bits[word] |= 1 << (piece % 64);
         }
         data
     }
@@ -407,9 +412,11 @@ impl Probe {
     /// ascending order: what a real node would find in its partial file.
     pub fn stored_pieces(&self, node: NodeId) -> Vec<u32> {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.stored
-            .get(node.index())
-            .map_or_else(Vec::new, |set| set.iter().copied().collect())
+        s.stored.get(node.index()).map_or_else(Vec::new, |bits| {
+            (0..bits.len() as u32 * 64)
+                .filter(|&i| bits[i as usize / 64] & (1 << (i % 64)) != 0)
+                .collect()
+        })
     }
 
     /// The protocol being run.
@@ -520,7 +527,7 @@ pub fn prepare(
     let state = Arc::new(Mutex::new(ProbeState {
         completed_at_s: vec![None; n],
         wan_payload: vec![0; cluster_count * cluster_count],
-        stored: vec![BTreeSet::new(); n],
+        stored: vec![Vec::new(); n],
     }));
     let mut sim = Simulation::new(platform.clone(), config);
     for i in 0..n {
