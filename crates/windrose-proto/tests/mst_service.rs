@@ -453,6 +453,17 @@ fn a_move_within_the_forecasts_error_is_not_fed() {
     assert!(e.contains("noise multiple NaN"), "{e}");
 }
 
+/// The weights after owners 0..4 each made the link to the next id 20x heavier (the backlog
+/// tests' changes; they move the tree).
+fn changed(a: u32, b: u32) -> f64 {
+    let (lo, hi) = (a.min(b), a.max(b));
+    if hi == lo + 1 && lo < 4 {
+        measured(lo, hi) * 20.0 + f64::from(lo)
+    } else {
+        measured(lo, hi)
+    }
+}
+
 /// Four owners feed a change each at once (as after a site link's step, or the corrections
 /// after a build): the root runs the first as an epoch, finds more waiting and rebuilds
 /// by rows instead of an epoch each; the rebuild takes every change in (none is repaired
@@ -461,14 +472,6 @@ fn a_move_within_the_forecasts_error_is_not_fed() {
 #[test]
 fn a_backlog_of_changes_at_the_root_is_taken_in_by_one_rebuild() {
     let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
-    let changed = |a: u32, b: u32| {
-        let (lo, hi) = (a.min(b), a.max(b));
-        if hi == lo + 1 && lo < 4 {
-            measured(lo, hi) * 20.0 + f64::from(lo)
-        } else {
-            measured(lo, hi)
-        }
-    };
     let want = kruskal(changed, None);
     assert_ne!(want, kruskal(measured, None), "the changes move the tree");
     for (rebuild_after, generation, epochs, rebuilds) in [(2, 1, 1, 1), (0, 0, 4, 0)] {
@@ -521,14 +524,6 @@ fn a_backlog_of_changes_at_the_root_is_taken_in_by_one_rebuild() {
 #[test]
 fn requests_trickling_in_across_epochs_end_in_one_rebuild() {
     let members: Vec<(NodeId, ClusterId)> = (0..N).map(|v| (NodeId(v), ClusterId(0))).collect();
-    let changed = |a: u32, b: u32| {
-        let (lo, hi) = (a.min(b), a.max(b));
-        if hi == lo + 1 && lo < 4 {
-            measured(lo, hi) * 20.0 + f64::from(lo)
-        } else {
-            measured(lo, hi)
-        }
-    };
     let want = kruskal(changed, None);
     for (rebuild_after, epochs, rebuilds) in [(2, 2, 1), (0, 4, 0)] {
         let ctx = format!("rebuild_after {rebuild_after}");

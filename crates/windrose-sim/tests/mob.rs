@@ -223,6 +223,15 @@ fn check_complete(run: &Run, root: NodeId, data: &Bytes) {
     }
 }
 
+/// When the last node finished (simulated seconds): the run's makespan.
+fn last_finish_s(run: &Run) -> f64 {
+    run.metrics
+        .nodes
+        .iter()
+        .map(|m| m.progress.unwrap().at_s)
+        .fold(0.0, f64::max)
+}
+
 fn check_wan(run: &Run, clusters: usize, data_len: usize) {
     assert_eq!(
         run.count.fell_back.load(Ordering::Relaxed),
@@ -371,12 +380,7 @@ fn fractions_of_the_bound(sizes: &[usize], wan_bytes_s: &[[f64; 4]; 4]) -> (f64,
         );
         assert!(run.metrics.all_finished());
         check_wan(&run, sizes.len(), data.len());
-        let done = run
-            .metrics
-            .nodes
-            .iter()
-            .map(|m| m.progress.unwrap().at_s)
-            .fold(0.0, f64::max);
+        let done = last_finish_s(&run);
         data.len() as f64 / done / bound
     };
     let ours = fraction(&MobConfig::default());
@@ -477,12 +481,7 @@ fn a_large_cluster_keeps_its_mob_small_enough_for_whole_shares() {
         // Still exactly once per cluster: the members outside the mob take nothing from
         // outside.
         check_wan(&run, sizes.len(), data.len());
-        let done = run
-            .metrics
-            .nodes
-            .iter()
-            .map(|m| m.progress.unwrap().at_s)
-            .fold(0.0, f64::max);
+        let done = last_finish_s(&run);
         data.len() as f64 / done / bound
     };
     let capped = fraction(&MobConfig::default());
@@ -678,12 +677,7 @@ fn fig4_point_against_the_bound() {
             );
             assert!(run.metrics.all_finished());
             check_wan(&run, 4, len);
-            let done = run
-                .metrics
-                .nodes
-                .iter()
-                .map(|m| m.progress.unwrap().at_s)
-                .fold(0.0, f64::max);
+            let done = last_finish_s(&run);
             let rate = len as f64 / done;
             println!(
                 "{piece_choice:?}, outstanding_bytes {outstanding_bytes}, piece {piece} B: last node complete at {done:.2} s, finished at {:.2} s; {:.2} MB/s = {:.1} % of the bound {:.2} MB/s; {} events; sim wall {:.2} s (setup {:.2} s)",
@@ -903,12 +897,7 @@ fn a_slowed_link_out_of_the_root_cluster_is_routed_around() {
                 true,
             );
             check_complete(&run, NodeId(0), &data);
-            let done = run
-                .metrics
-                .nodes
-                .iter()
-                .map(|m| m.progress.unwrap().at_s)
-                .fold(0.0, f64::max);
+            let done = last_finish_s(&run);
             let over_01 = run.metrics.link_bytes(LinkId::Wan {
                 from: ClusterId(0),
                 to: ClusterId(1),
