@@ -217,6 +217,29 @@ fn reproduce_mst_collectives_smoke() {
         .stdout(predicate::str::contains("not run here yet").not());
     let csv = std::fs::read_to_string(dir.path().join("mst-collectives-ghs.csv")).unwrap();
     assert!(csv.starts_with("row,nodes,messages"));
+    // Figs. 5 and 7, ours beside the paper's: five Fig. 5 rows, three Fig. 7 rows.
+    let figs = std::fs::read_to_string(dir.path().join("mst-collectives-figs.csv")).unwrap();
+    assert_eq!(
+        figs.lines().next(),
+        Some("figure,tree,paper_s,ours_tree_s,ours_slowest_s,ours_session_s,whole")
+    );
+    assert_eq!(figs.lines().filter(|l| l.starts_with("fig5,")).count(), 5);
+    assert_eq!(figs.lines().filter(|l| l.starts_with("fig7,")).count(), 3);
+    assert!(figs.contains("fig5,magpie,170.79,"), "{figs}");
+    assert!(figs.contains("fig7,live_threshold_0,9.52,"), "{figs}");
+    // The plots decode as images of the size every reproduction draws.
+    for png in [
+        "mst-collectives-table2.png",
+        "mst-collectives-figs.png",
+        "mst-collectives-ghs-growth.png",
+    ] {
+        let decoder = png::Decoder::new(std::fs::File::open(dir.path().join(png)).unwrap());
+        let info = decoder.read_info().unwrap();
+        assert!(
+            info.info().width >= 640 && info.info().height >= 400,
+            "{png}"
+        );
+    }
 }
 
 /// The default control socket of member `i` of the group named `name` (`group serve`'s).

@@ -86,8 +86,9 @@ pub struct MobArgs {
 /// Options of `windrose reproduce mst-collectives`.
 #[derive(Debug, Args)]
 pub struct MstCollectivesArgs {
-    /// Also write Table 2, ours beside the paper's, as CSV (`mst-collectives-table2.csv`) into
-    /// this directory (created if missing).
+    /// Also write into this directory (created if missing) Table 2, GHS's rows and Figs. 5
+    /// and 7, ours beside the paper's, as CSV (`mst-collectives-{table2,ghs,figs}.csv`), and
+    /// three plots (`mst-collectives-{table2,figs,ghs-growth}.png`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// GHS's growth up to 4,096 nodes (the default stops at 512, for CI).

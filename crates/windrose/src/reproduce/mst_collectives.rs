@@ -85,6 +85,13 @@ const TABLE2_IMPROVEMENT_PCT: [f64; 3] = [22.92, 22.30, 17.63];
 /// Names of the CSV files `--out` receives.
 pub(crate) const TABLE2_CSV: &str = "mst-collectives-table2.csv";
 pub(crate) const GHS_CSV: &str = "mst-collectives-ghs.csv";
+pub(crate) const FIGS_CSV: &str = "mst-collectives-figs.csv";
+/// The plots `--out` writes: Table 2, Figs. 5 and 7, GHS's growth against its bound.
+pub(crate) const PLOTS: [&str; 3] = [
+    "mst-collectives-table2.png",
+    "mst-collectives-figs.png",
+    "mst-collectives-ghs-growth.png",
+];
 
 /// The LogP send overheads the sweep charges every process (o = g, per message), ms. Ours:
 /// the paper gives none; 0 is today's model.
@@ -248,10 +255,14 @@ pub(crate) fn run(args: &MstCollectivesArgs) -> Result<()> {
         for (name, text) in [
             (TABLE2_CSV, table2_csv(&binomial, &magpie, &mst)),
             (GHS_CSV, ghs_csv(&ghs)),
+            (FIGS_CSV, figs_csv(&figs)),
         ] {
             let path = dir.join(name);
             write_atomic(&path, text.as_bytes())?;
             print(&format!("\nwrote {}\n", path.display()))?;
+        }
+        for path in plots(dir, [&binomial, &magpie, &mst], &ghs, &figs)? {
+            print(&format!("wrote {}\n", path.display()))?;
         }
     }
     let failed = checks.iter().filter(|c| !c.ok).count();
@@ -1327,6 +1338,15 @@ impl Agm {
             Agm::Live(t) => format!("AGM-adap, threshold {:.0} %", t * 100.0),
         }
     }
+
+    /// The row's name in the CSV: no comma, no space.
+    fn key(self) -> String {
+        match self {
+            Agm::Magpie => "magpie".into(),
+            Agm::StaticMst => "static_mst".into(),
+            Agm::Live(t) => format!("live_threshold_{:.0}", t * 100.0),
+        }
+    }
 }
 
 /// The paper's k (AGM-adapII): the live MST takes changes in every 4 broadcasts.
@@ -1627,15 +1647,10 @@ fn render_figs(r: &FigRows) -> String {
         let table: Vec<Vec<String>> = rows
             .iter()
             .map(|r| {
-                let p = match r.agm {
-                    Agm::Magpie => paper[0],
-                    Agm::StaticMst => paper[1],
-                    Agm::Live(_) => paper[2],
-                };
                 vec![
                     r.agm.label(),
                     format!("{:.2}", r.tree_s),
-                    num(p),
+                    num(fig_paper_s(r.agm, paper)),
                     format!("{:.3}", r.slowest_s),
                     format!("{:.2}", r.session_s),
                     format!("{} of {count}", r.whole),
@@ -1657,6 +1672,140 @@ fn render_figs(r: &FigRows) -> String {
         }
     }
     out
+}
+
+/// The paper's seconds for a Fig. 5 / Fig. 7 row (MagPIe-like, static MST, adapted).
+fn fig_paper_s(agm: Agm, paper: &[f64; 3]) -> f64 {
+    match agm {
+        Agm::Magpie => paper[0],
+        Agm::StaticMst => paper[1],
+        Agm::Live(_) => paper[2],
+    }
+}
+
+fn figs_csv(r: &FigRows) -> String {
+    let mut s =
+        String::from("figure,tree,paper_s,ours_tree_s,ours_slowest_s,ours_session_s,whole\n");
+    for (fig, rows, paper) in [
+        ("fig5", &r.fig5, &FIG5_BCAST_S),
+        ("fig7", &r.fig7, &FIG7_BCAST_S),
+    ] {
+        for x in rows {
+            let _ = writeln!(
+                s,
+                "{fig},{},{:.2},{:.6},{:.6},{:.6},{}",
+                x.agm.key(),
+                fig_paper_s(x.agm, paper),
+                x.tree_s,
+                x.slowest_s,
+                x.session_s,
+                x.whole
+            );
+        }
+    }
+    s
+}
+
+/// Draws [`PLOTS`] into `dir`; returns their paths.
+fn plots(
+    dir: &Path,
+    [binomial, magpie, mst]: [&TreeRun; 3],
+    ghs: &GhsRows,
+    figs: &FigRows,
+) -> Result<Vec<std::path::PathBuf>> {
+    use super::plot::{grouped_bars, line_chart, Bars, Labels, Line};
+    let paths: Vec<_> = PLOTS.iter().map(|p| dir.join(p)).collect();
+    let mut table2 = vec![
+        Bars {
+            name: "paper: MPICH".into(),
+            values: TABLE2_MPICH_S.to_vec(),
+        },
+        Bars {
+            name: "paper: MagPIe".into(),
+            values: TABLE2_MAGPIE_S.to_vec(),
+        },
+    ];
+    for r in [binomial, magpie, mst] {
+        table2.push(Bars {
+            name: format!("ours: {}", label(r.algo)),
+            values: r.totals_s.to_vec(),
+        });
+    }
+    grouped_bars(
+        &paths[0],
+        &Labels {
+            title: "Table 2: total seconds of 24-byte broadcasts (ours: the broadcasts alone)",
+            x: "broadcasts",
+            y: "seconds",
+        },
+        &TABLE2_BCASTS.map(|k| k.to_string()),
+        &table2,
+    )?;
+    // Figs. 5 and 7: one group per figure, the paper's bar beside ours for each tree (the
+    // live MST at the paper's adapted thresholds: 10 % for Fig. 5, 0 % for Fig. 7).
+    let pick = |rows: &[FigRow], agm: Agm| rows.iter().find(|r| r.agm == agm).map(|r| r.tree_s);
+    let mut bars = Vec::new();
+    for (name, f5, f7) in [
+        ("MagPIe-like", Agm::Magpie, Agm::Magpie),
+        ("AGM (static MST)", Agm::StaticMst, Agm::StaticMst),
+        ("AGM-adap", Agm::Live(0.1), Agm::Live(0.0)),
+    ] {
+        bars.push(Bars {
+            name: format!("paper: {name}"),
+            values: vec![
+                fig_paper_s(f5, &FIG5_BCAST_S),
+                fig_paper_s(f7, &FIG7_BCAST_S),
+            ],
+        });
+        bars.push(Bars {
+            name: format!("ours: {name}"),
+            values: vec![
+                pick(&figs.fig5, f5).unwrap_or(0.0),
+                pick(&figs.fig7, f7).unwrap_or(0.0),
+            ],
+        });
+    }
+    grouped_bars(
+        &paths[1],
+        &Labels {
+            title:
+                "Figs. 5 and 7: broadcasts after the changes (16) and with 4 faults (20), tree time",
+            x: "figure",
+            y: "seconds",
+        },
+        &[
+            "Fig. 5 (threshold 10 %)".to_string(),
+            "Fig. 7 (threshold 0 %)".to_string(),
+        ],
+        &bars,
+    )?;
+    line_chart(
+        &paths[2],
+        &Labels {
+            title: "GHS on complete graphs (clusters of 32): messages against 5 N log2 N + 2 E",
+            x: "nodes",
+            y: "messages",
+        },
+        &[
+            Line {
+                name: "GHS's messages".into(),
+                points: ghs
+                    .scale
+                    .iter()
+                    .map(|x| (x.n as f64, x.span.messages() as f64))
+                    .collect(),
+            },
+            Line {
+                name: "bound 5 N log2 N + 2 E".into(),
+                points: ghs
+                    .scale
+                    .iter()
+                    .map(|x| (x.n as f64, ghs_message_bound(x.n, x.edges)))
+                    .collect(),
+            },
+        ],
+    )?;
+    Ok(paths)
 }
 
 #[cfg(test)]
