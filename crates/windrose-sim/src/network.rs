@@ -200,6 +200,13 @@
 //! 4,096 (medians of 3 pairs, ratio 0.94; 0.94-0.97 in each pair). Event logs are
 //! byte-identical.
 //!
+//! Connections are numbered in creation order. Numbering them by sender instead (indices
+//! given out in blocks of 16 per node, so a node's connections share the lines of `Sched`,
+//! `pos` and `in_region`) was measured 2026-11-28 (MOB, builds alternated, CPU seconds, load
+//! 10-13): 7.72 against 7.82 at N = 1,024 (medians of 3 pairs), 48.6-49.1 against 48.6 at
+//! 4,096: no change, and it changes the event logs (indices break ties), so it was not kept
+//! (data/scale/conn-block.patch; README, scale section).
+//!
 //! Completion times live in an indexed 4-ary heap with one entry per active connection, keyed
 //! `(time, id)`: a rate change moves the connection's entry in place (up when it completes
 //! sooner, down when later), O(log E), and nothing stale is ever kept or popped. Changes and
