@@ -36,7 +36,8 @@
 # A SORT may end in :lz4 or :none (e.g. sample-sort:none): the sort's `--compress` (how the
 # exchanged records travel between clusters; without a suffix, the binary's default, lz4;
 # binaries before compression take no suffix). data/sort/testbed-compress-1gib.csv: 1 GiB,
-# measured splitters and the sample sort, each with and without compression, alternated.
+# measured splitters and the sample sort, each with and without compression, alternated
+# three times (SORT_JSON reports in data/sort/testbed-compress-1gib-phases.jsonl).
 # With SORT_JSON=FILE each sort's whole `windrose sort --json` report (per-member finish times
 # included) is appended to FILE, one line per sort. With SORT_MEASURE_DIR=DIR every member
 # writes its link measurements (each connection's MB/s every 200 ms, `group serve
