@@ -33,6 +33,11 @@
 # data/sort/testbed-stream-ab-1gib.csv: 1 GiB, main's binary (splitters sorting before the
 # exchange; sample sort) and the streaming splitters (`build` new) alternated twice, load ~7;
 # data/sort/testbed-stream-ab-256mb.csv: the same at 256 MB, three times.
+# A SORT may end in :lz4 or :none (e.g. sample-sort:none): the sort's `--compress` (how the
+# exchanged records travel between clusters; without a suffix, the binary's default, lz4;
+# binaries before compression take no suffix). data/sort/testbed-compress-1gib.csv: 1 GiB,
+# measured splitters and the sample sort, each with and without compression, alternated
+# three times (SORT_JSON reports in data/sort/testbed-compress-1gib-phases.jsonl).
 # With SORT_JSON=FILE each sort's whole `windrose sort --json` report (per-member finish times
 # included) is appended to FILE, one line per sort. With SORT_MEASURE_DIR=DIR every member
 # writes its link measurements (each connection's MB/s every 200 ms, `group serve
@@ -98,7 +103,11 @@ serve() {
 echo "sort,records,bytes,seconds,max_finish_s,mean_finish_s,valsort"
 for rep in $(seq "$REPS"); do
   for s in "${SORTS[@]}"; do
+    comp=()
     case "$s" in
+      *:lz4|*:none) comp=(--compress "${s##*:}") ;;
+    esac
+    case "${s%%:*}" in
       heterosort-splitters) args=(--protocol heterosort --slicing splitters --speeds "$SPEEDS") ;;
       heterosort-measured) args=(--protocol heterosort --slicing splitters) ;;
       heterosort-speeds) args=(--protocol heterosort --slicing speeds --speeds "$SPEEDS") ;;
@@ -107,13 +116,13 @@ for rep in $(seq "$REPS"); do
       *) echo "unknown sort $s" >&2; exit 2 ;;
     esac
     serve
-    if [ "$s" = heterosort-measured ]; then
+    if [ "${s%%:*}" = heterosort-measured ]; then
       sleep "${MEASURE_WAIT:-8}"
       "$W" group weather --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" >&2 || true
     fi
     echo "rep $rep: $s ..." >&2
     if ! out=$("$W" sort --group "$DIR/group.toml" --id 0 --control "$DIR/c0.sock" --json "${args[@]}" \
-      --input "$DIR/in-{id}" --output "$DIR/out-{id}"); then
+      "${comp[@]}" --input "$DIR/in-{id}" --output "$DIR/out-{id}"); then
       # A failed sort: a CSV line saying so, and what the members said.
       echo "$s,,,,,,FAILED"
       for i in $(seq 0 15); do echo "member $i:"; tail -n 5 "$DIR/m$i.log"; done >&2

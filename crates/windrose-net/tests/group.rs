@@ -496,6 +496,7 @@ async fn heterosort_over_tcp_sorts_every_members_records_like_the_simulator() {
         slicing: Slicing::Speed,
         speeds: vec![1.0, 2.0, 4.0, 1.0],
         backups: 1,
+        compress: windrose_proto::sort_zip::Compress::None,
     });
     let for_config = shares.clone();
     let next = std::sync::atomic::AtomicUsize::new(0);

@@ -137,6 +137,17 @@ pub enum CollectiveSpec {
 pub type MemberShares = Vec<(NodeId, std::ops::Range<u64>)>;
 
 impl CollectiveSpec {
+    /// The same spec with a sort's exchanged records compressed as `compress` says
+    /// ([`crate::sort_zip`]); other collectives are returned as they are.
+    pub fn with_compress(mut self, compress: crate::sort_zip::Compress) -> CollectiveSpec {
+        match &mut self {
+            CollectiveSpec::HeteroSort(hs) => hs.compress = compress,
+            CollectiveSpec::SampleSort(ss) => ss.compress = compress,
+            _ => {}
+        }
+        self
+    }
+
     /// A piece-based multicast of `data` from its root: the data cut into `piece_len`-byte
     /// pieces and hashed into the announced manifest. The one way every front end (CLI, MPI
     /// shim, the Host's automatic choice) builds it, so they cannot cut or announce it
@@ -275,6 +286,7 @@ impl SortProtocol {
                 slicing,
                 speeds: speeds.to_vec(),
                 backups,
+                compress: crate::sort_zip::Compress::None,
             }),
         }
     }

@@ -111,7 +111,10 @@
 //!    of them are sorted and all runs merged (a k-way merge) into its range, the cycle's
 //!    compute task. So the sorting is spread over the exchange, done by each range's owner in
 //!    proportion to its speed, and after the last frame only one run's sort and the merge are
-//!    left. No load decision is made: the splitters are the balance.
+//!    left. No load decision is made: the splitters are the balance. With
+//!    [`HsortSpec::compress`] the buckets for other clusters are first compressed in a compute
+//!    task ([`crate::sort_zip`]) and travel as `hsort_zslice` frames; each run's task
+//!    decompresses what it sorts.
 //! 4. **One check confirms it.** Instead of a wave through the snake (`2p` hops, each through
 //!    a node that may be waiting for its CPU quota), every rank sends its smallest and largest
 //!    record after cycle 1 straight to the last rank ([`HsortMsg::Check`] whose payload is the
@@ -174,7 +177,8 @@
 //! The machine notes when it passes each named step ([`Protocol::phases`], at the `now` of the
 //! input that took it there; a step passed again in a later epoch keeps its latest time):
 //! `samples_sent`, `splitters` (every sample in; the grouping pass starts), `exchange_start`
-//! (grouped, the buckets queued), `copies_placed`, `exchange_end` (every bucket in; the last
+//! (grouped, the buckets cut), `zipped` (with compression: the buckets for other clusters
+//! compressed and queued), `copies_placed`, `exchange_end` (every bucket in; the last
 //! run's sort and the merge start), `merged` (each cycle's compute done), `check_sent`,
 //! `ready` and `commit`. Its Host sends them with its end to the initiator, which
 //! `windrose sort --json` prints per member.
@@ -192,10 +196,12 @@
 //! | 7    | `hsort_samples`    | transfer u32, epoch u32, count u64, record_len u16          | the sender's regular samples, in order ([`Slicing::Splitters`]) |
 //! | 8    | `hsort_ready`      | transfer u32, epoch u32, cycle u32                          | none (to the decider: the sender holds its final range; to another rank: the sender is prepared and lost the decider) |
 //! | 9    | `hsort_commit`     | transfer u32, epoch u32, cycle u32                          | none    |
+//! | 10   | `hsort_zslice`     | as `hsort_slice`, then raw_len u32                          | one LZ4 block of `raw_len` bytes of records, no handoff ([`crate::sort_zip`]; the splitters' exchange only) |
 //!
 //! `count` is the sender's record count after the cycle's handoffs; `validate` refuses a
 //! zero cycle, a zero record length, a payload that is not whole records or shorter than the
-//! handoff, flags other than 0 or 1, a failure notice that is empty, not whole u32s or not
+//! handoff, a compressed slice whose raw length is not whole records (or above a frame's),
+//! whose payload is empty or that carries a handoff, flags other than 0 or 1, a failure notice that is empty, not whole u32s or not
 //! strictly ascending, and more samples than the count (or none of a nonempty share).
 //!
 //! # Failures
@@ -213,6 +219,7 @@ use crate::node::{
     AbortReason, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Status,
     TaskId,
 };
+use crate::sort_zip::{self, Compress};
 use crate::time::Time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -235,6 +242,7 @@ const K_FAILED: u8 = 6;
 const K_SAMPLES: u8 = 7;
 const K_READY: u8 = 8;
 const K_COMMIT: u8 = 9;
+const K_ZSLICE: u8 = 10;
 
 /// A HeteroSort message: see the frame table in the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -257,6 +265,10 @@ pub enum HsortMsg {
         records: Bytes,
         /// More frames of this slice follow.
         more: bool,
+        /// `Some(n)`: `records` is one LZ4 block of `n` bytes of records, no handoff (kind
+        /// `hsort_zslice`, only in the splitters' exchange, see [`crate::sort_zip`]); None:
+        /// the records as they are.
+        packed: Option<u32>,
     },
     /// The termination wave towards the top of the snake.
     Check {
@@ -459,11 +471,20 @@ impl Family for HsortMsg {
             fixed: 12,
             payload: false,
         },
+        KindLayout {
+            kind: K_ZSLICE,
+            name: "hsort_zslice",
+            fixed: 31,
+            payload: true,
+        },
     ];
 
     fn kind(&self) -> u8 {
         match self {
-            HsortMsg::Slice { .. } => K_SLICE,
+            HsortMsg::Slice { packed: None, .. } => K_SLICE,
+            HsortMsg::Slice {
+                packed: Some(_), ..
+            } => K_ZSLICE,
             HsortMsg::Check { .. } => K_CHECK,
             HsortMsg::Verdict { .. } => K_VERDICT,
             HsortMsg::Backup { .. } => K_BACKUP,
@@ -504,12 +525,16 @@ impl Family for HsortMsg {
                 record_len,
                 handoff,
                 more,
+                packed,
                 ..
             } => {
                 dst.put_u64(*count);
                 dst.put_u16(*record_len);
                 dst.put_u32(*handoff);
                 dst.put_u8(u8::from(*more));
+                if let Some(n) = packed {
+                    dst.put_u32(*n);
+                }
             }
             HsortMsg::Check { ok, .. } => dst.put_u8(u8::from(*ok)),
             HsortMsg::Verdict { sorted, .. } => dst.put_u8(u8::from(*sorted)),
@@ -547,13 +572,14 @@ impl Family for HsortMsg {
         };
         let transfer = TransferId(body.get_u32());
         let msg = match kind {
-            K_SLICE => {
+            K_SLICE | K_ZSLICE => {
                 let epoch = body.get_u32();
                 let cycle = body.get_u32();
                 let count = body.get_u64();
                 let record_len = body.get_u16();
                 let handoff = body.get_u32();
                 let more = flag(body.get_u8(), kind)?;
+                let packed = (kind == K_ZSLICE).then(|| body.get_u32());
                 HsortMsg::Slice {
                     transfer,
                     epoch,
@@ -563,6 +589,7 @@ impl Family for HsortMsg {
                     handoff,
                     records: body,
                     more,
+                    packed,
                 }
             }
             K_CHECK => {
@@ -665,6 +692,22 @@ impl Family for HsortMsg {
             Ok(records.len() / len)
         };
         match self {
+            HsortMsg::Slice {
+                record_len,
+                handoff,
+                records,
+                packed: Some(n),
+                ..
+            } => {
+                if *record_len == 0 {
+                    return Err(inconsistent(k, "record length 0"));
+                }
+                let len = usize::from(*record_len);
+                crate::sort_zip::check_packed(k, *n, records.len(), len, MAX_SLICE_PAYLOAD)?;
+                if *handoff != 0 {
+                    return Err(inconsistent(k, "handoff records in a compressed slice"));
+                }
+            }
             HsortMsg::Slice {
                 record_len,
                 handoff,
@@ -788,6 +831,10 @@ pub struct HsortSpec {
     /// failed member's holders alive: see [`recovery`].
     #[serde(default = "default_backups")]
     pub backups: u32,
+    /// How the splitters' exchange frames to other clusters travel ([`crate::sort_zip`];
+    /// default raw). The paper's cycles always trade raw records.
+    #[serde(default, skip_serializing_if = "Compress::is_none")]
+    pub compress: Compress,
 }
 
 fn default_backups() -> u32 {
@@ -949,9 +996,22 @@ struct Inbound {
     count: u64,
     handoff: Vec<Bytes>,
     slice: Vec<Bytes>,
+    /// Compressed frames of the slice (raw length, LZ4 block), decompressed in the task
+    /// that sorts them.
+    packed: Vec<(u32, Bytes)>,
+    /// Records in `packed`.
+    packed_n: usize,
     /// The frame without `more` arrived.
     done: bool,
 }
+
+/// A compute task's records, or the epoch rank of a partner whose compressed frame did not
+/// decompress.
+type Made = Result<Vec<Bytes>, usize>;
+
+/// The exchange's frames for each partner, compressed off the event loop: (raw length if
+/// compressed, payload).
+type Zipped = BTreeMap<usize, Vec<(Option<u32>, Bytes)>>;
 
 /// The handoff decided in a cycle, performed in the next: `(partner rank, records to send)`,
 /// negative for records to receive.
@@ -967,8 +1027,10 @@ struct Held {
 
 /// One member of a HeteroSort run: see the [module docs](self) and [`recovery`].
 ///
-/// Timers, randomness: none. Compute tasks: one per cycle, ids counting up over the whole run
-/// (a task of an abandoned epoch is recognised and ignored when it completes).
+/// Timers, randomness: none. Compute tasks: one per cycle (the splitters' exchange: the
+/// grouping pass, with compression the buckets' compression, each run and the merge), ids
+/// counting up over the whole run (a task of an abandoned epoch is recognised and ignored
+/// when it completes).
 #[derive(Clone, Debug)]
 pub struct HeteroSort {
     me: NodeId,
@@ -1039,7 +1101,14 @@ pub struct HeteroSort {
     task: Option<TaskId>,
     next_task: u32,
     /// The sort or merge of the task in progress (see [`crate::app`]).
-    job: Option<Job<Vec<Bytes>>>,
+    job: Option<Job<Made>>,
+    compress: Compress,
+    /// The exchange's buckets, cut and waiting for `zip` (the task in progress) to compress
+    /// the ones for other clusters.
+    pending: Option<BTreeMap<usize, Vec<Bytes>>>,
+    zip: Option<Job<Zipped>>,
+    /// The compressed frames, by partner, until sent.
+    zipped: Zipped,
     /// The epoch's records are sorted (its first sort is done).
     epoch_sorted: bool,
     /// [`Slicing::Splitters`]: cycle 1 is the exchange by splitters.
@@ -1056,9 +1125,9 @@ pub struct HeteroSort {
     /// [`Slicing::Splitters`]' exchange: the sorted runs made so far of the records that
     /// arrived (and of this node's own bucket), merged into the range once every bucket is in.
     runs: Vec<Vec<Bytes>>,
-    /// [`Slicing::Splitters`]' exchange: per partner (epoch rank), how many of its records
-    /// arrived so far went into a run (or the run being sorted).
-    taken: BTreeMap<usize, usize>,
+    /// [`Slicing::Splitters`]' exchange: per partner (epoch rank), how many of its raw records
+    /// and of its compressed frames arrived so far went into a run (or the run being sorted).
+    taken: BTreeMap<usize, (usize, usize)>,
     /// Every member's cluster as an index, by member rank (empty: not known, see
     /// [`HeteroSort::with_clusters`]).
     cluster_of: Vec<usize>,
@@ -1099,6 +1168,20 @@ fn group_by_bucket(data: Vec<Bytes>, splitters: &[Bytes]) -> Vec<Bytes> {
         buckets[q].push(r);
     }
     buckets.concat()
+}
+
+/// `batch` with the records of the compressed frames `zs` (partner, raw length, LZ4 block)
+/// added; the partner of the first frame that does not decompress.
+fn unpack_onto(
+    mut batch: Vec<Bytes>,
+    zs: Vec<(usize, u32, Bytes)>,
+    record_len: usize,
+) -> Result<Vec<Bytes>, usize> {
+    for (q, n, z) in zs {
+        let raw = sort_zip::unpack(n, &z).map_err(|_| q)?;
+        batch.extend(sort_zip::records(&raw, record_len));
+    }
+    Ok(batch)
 }
 
 /// Sorted runs merged into one sorted sequence (ties taken from the earlier run first).
@@ -1211,6 +1294,10 @@ impl HeteroSort {
             task: None,
             next_task: 0,
             job: None,
+            compress: spec.compress,
+            pending: None,
+            zip: None,
+            zipped: BTreeMap::new(),
             epoch_sorted: false,
             splitters_mode: spec.slicing == Slicing::Splitters,
             samples: BTreeMap::new(),
@@ -1452,7 +1539,8 @@ impl HeteroSort {
             self.sort_job(data.len(), move || group_by_bucket(data, &splitters), out);
             return;
         }
-        if !self.epoch_sorted {
+        // Cycle 1 started already when its frames are being compressed.
+        if !self.epoch_sorted || self.pending.is_some() {
             return;
         }
         self.start_cycle(1, out);
@@ -1615,6 +1703,9 @@ impl HeteroSort {
         self.split_ready = false;
         self.runs.clear();
         self.taken.clear();
+        self.pending = None;
+        self.zip = None;
+        self.zipped.clear();
         self.history = vec![data.len() as u64];
         // A task of the abandoned epoch still runs: its completion is ignored.
         self.phase = Phase::Backing;
@@ -1641,18 +1732,42 @@ impl HeteroSort {
         f: impl FnOnce() -> Vec<Bytes> + Send + 'static,
         out: &mut Outputs,
     ) {
+        let len = (records * self.record_len) as u64;
+        self.job_of(len, move || Ok(f()), out);
+    }
+
+    /// Asks for the records `f` makes, charged as `len` bytes of sorting (see [`sort_zip`]).
+    fn job_of(&mut self, len: u64, f: impl FnOnce() -> Made + Send + 'static, out: &mut Outputs) {
         let job = Job::new(f);
+        let task = self.new_task(len, job.work(), out);
+        self.task = Some(task);
+        self.job = Some(job);
+    }
+
+    fn new_task(&mut self, len: u64, work: crate::app::Work, out: &mut Outputs) -> TaskId {
         let task = TaskId(self.next_task);
         self.next_task += 1;
-        self.task = Some(task);
         out.push(Output::Compute(ComputeTask {
             task,
             offset: 0,
-            len: (records * self.record_len) as u64,
+            len,
             data: Vec::new(),
-            work: Some(job.work()),
+            work: Some(work),
         }));
-        self.job = Some(job);
+        task
+    }
+
+    /// Whether the exchange's frames to epoch rank `q` are compressed: compression is on
+    /// and `q` is in another cluster (or the clusters are unknown).
+    fn zipped_to(&self, q: usize) -> bool {
+        self.compress != Compress::None && q != self.rank && !self.same_cluster(q)
+    }
+
+    /// `(packed, records)` of the compressed frames `zs` (partner, raw length, block)
+    /// decompressed onto `batch`: the sort-equivalent bytes to charge.
+    fn unpack_cost(&self, batch: usize, zs: &[(usize, u32, Bytes)]) -> u64 {
+        let raw: usize = zs.iter().map(|(_, n, _)| *n as usize).sum();
+        (batch * self.record_len + raw) as u64 + sort_zip::decompress_cost(raw)
     }
 
     fn start_cycle(&mut self, c: u32, out: &mut Outputs) {
@@ -1690,7 +1805,34 @@ impl HeteroSort {
                 slices.insert(q, data[start..end].to_vec());
                 start = end;
             }
-            self.send_slices(c, slices, (usize::MAX, Vec::new()), out);
+            let zip: Vec<(usize, Vec<Bytes>)> = slices
+                .iter()
+                .filter(|(q, s)| self.zipped_to(**q) && !s.is_empty())
+                .map(|(q, s)| (*q, s.clone()))
+                .collect();
+            if zip.is_empty() {
+                self.send_slices(c, slices, (usize::MAX, Vec::new()), out);
+                return;
+            }
+            // The buckets for other clusters compressed in a compute task, off the event
+            // loop; the frames go out when it is done.
+            let bytes: usize = zip.iter().map(|(_, s)| s.len() * self.record_len).sum();
+            let per_frame = (MAX_SLICE_PAYLOAD / self.record_len).max(1);
+            let job = Job::new(move || {
+                zip.into_iter()
+                    .map(|(q, s)| {
+                        let frames = s
+                            .chunks(per_frame)
+                            .map(|chunk| sort_zip::pack(Bytes::from(chunk.concat())))
+                            .collect();
+                        (q, frames)
+                    })
+                    .collect()
+            });
+            let task = self.new_task(sort_zip::compress_cost(bytes), job.work(), out);
+            self.task = Some(task);
+            self.zip = Some(job);
+            self.pending = Some(slices);
             return;
         }
         // 2. Slices: the matched partner's from the boundary, the others in list order.
@@ -1745,6 +1887,27 @@ impl HeteroSort {
             slices.sort_by_key(|(q, _)| (self.same_cluster(*q), *q));
         }
         for (q, slice) in slices {
+            if let Some(frames) = self.zipped.remove(&q) {
+                let last = frames.len() - 1;
+                for (i, (packed, records)) in frames.into_iter().enumerate() {
+                    out.send(
+                        self.ids[q],
+                        Message::HeteroSort(HsortMsg::Slice {
+                            transfer: self.transfer,
+                            epoch: self.epoch(),
+                            cycle: c,
+                            count: self.count,
+                            record_len: self.record_len as u16,
+                            handoff: 0,
+                            records,
+                            more: i < last,
+                            packed,
+                        }),
+                    );
+                }
+                self.sent.push((q, slice));
+                continue;
+            }
             let ho: &[Bytes] = if handoff_out.0 == q {
                 &handoff_out.1
             } else {
@@ -1774,6 +1937,7 @@ impl HeteroSort {
                         handoff: handoff as u32,
                         records: payload.freeze(),
                         more,
+                        packed: None,
                     }),
                 );
                 if !more {
@@ -1805,6 +1969,7 @@ impl HeteroSort {
         }
         let c = self.cycle;
         let mut batch = std::mem::take(&mut self.kept);
+        let mut zs: Vec<(usize, u32, Bytes)> = Vec::new();
         let mut all_in = true;
         for (q, _) in &self.sent {
             let Some(m) = self.inbox.get(&(c, *q)) else {
@@ -1813,12 +1978,20 @@ impl HeteroSort {
             };
             all_in &= m.done;
             let t = self.taken.entry(*q).or_default();
-            batch.extend_from_slice(&m.slice[*t..]);
-            *t = m.slice.len();
+            batch.extend_from_slice(&m.slice[t.0..]);
+            t.0 = m.slice.len();
+            zs.extend(m.packed[t.1..].iter().map(|(n, z)| (*q, *n, z.clone())));
+            t.1 = m.packed.len();
         }
+        let len = self.record_len;
         if !all_in {
-            if !batch.is_empty() {
-                self.sort_job(batch.len(), move || sort_records(batch), out);
+            if !batch.is_empty() || !zs.is_empty() {
+                let cost = self.unpack_cost(batch.len(), &zs);
+                self.job_of(
+                    cost,
+                    move || Ok(sort_records(unpack_onto(batch, zs, len)?)),
+                    out,
+                );
             }
             return;
         }
@@ -1832,13 +2005,15 @@ impl HeteroSort {
         }
         self.mark("exchange_end");
         let mut runs = std::mem::take(&mut self.runs);
-        let size = runs.iter().map(Vec::len).sum::<usize>() + batch.len();
-        self.history.push(size as u64);
-        self.sort_job(
-            size,
+        let before = runs.iter().map(Vec::len).sum::<usize>();
+        let unpacked: usize = zs.iter().map(|(_, n, _)| *n as usize).sum::<usize>() / len;
+        self.history.push((before + batch.len() + unpacked) as u64);
+        let cost = self.unpack_cost(before + batch.len(), &zs);
+        self.job_of(
+            cost,
             move || {
-                runs.push(sort_records(batch));
-                merge_runs(runs)
+                runs.push(sort_records(unpack_onto(batch, zs, len)?));
+                Ok(merge_runs(runs))
             },
             out,
         );
@@ -2186,6 +2361,19 @@ impl HeteroSort {
         self.phase == Phase::Prepared && self.rank + 1 != self.n()
     }
 
+    /// The current task's result.
+    fn made(&mut self) -> Made {
+        let made = self.job.take().and_then(|j| j.result());
+        made.expect("a current task has its job")
+    }
+
+    /// Epoch rank `q`'s compressed frame did not decompress: its records cannot be used.
+    fn corrupt(&mut self, q: usize, out: &mut Outputs) {
+        let peer = self.ids[q];
+        let kind = kind_of(K_ZSLICE);
+        self.abort(AbortReason::CorruptPayload { peer, kind }, out);
+    }
+
     fn abort(&mut self, reason: AbortReason, out: &mut Outputs) {
         self.phase = Phase::Over;
         self.status = Status::Aborted;
@@ -2328,6 +2516,7 @@ impl HeteroSort {
                 handoff,
                 records,
                 more,
+                packed,
                 ..
             } => {
                 if usize::from(record_len) != self.record_len {
@@ -2347,13 +2536,18 @@ impl HeteroSort {
                 if !self.partners(cycle).contains(&q) {
                     return Err(unexpected("a slice from a node that is not a partner"));
                 }
-                let n = records.len() / self.record_len;
+                if packed.is_some() && !self.exchange(cycle) {
+                    return Err(unexpected(
+                        "a compressed slice outside the splitters' exchange",
+                    ));
+                }
+                let n = packed.map_or(records.len(), |raw| raw as usize) / self.record_len;
                 let h = handoff as usize;
                 let (had_slice, had_count) = match self.inbox.get(&(cycle, q)) {
                     Some(m) if m.done => {
                         return Err(unexpected("a second slice from the partner in one cycle"))
                     }
-                    Some(m) => (m.slice.len(), Some(m.count)),
+                    Some(m) => (m.slice.len() + m.packed_n, Some(m.count)),
                     None => (0, None),
                 };
                 if had_count.is_some_and(|k| k != count) {
@@ -2370,10 +2564,17 @@ impl HeteroSort {
                     count,
                     handoff: Vec::new(),
                     slice: Vec::new(),
+                    packed: Vec::new(),
+                    packed_n: 0,
                     done: false,
                 });
-                m.handoff.extend((0..h).map(rec));
-                m.slice.extend((h..n).map(rec));
+                if let Some(raw) = packed {
+                    m.packed.push((raw, records));
+                    m.packed_n += n;
+                } else {
+                    m.handoff.extend((0..h).map(rec));
+                    m.slice.extend((h..n).map(rec));
+                }
                 m.done = !more;
                 self.try_merge(out);
             }
@@ -2503,23 +2704,38 @@ impl Protocol for HeteroSort {
             }),
             Input::Command(Command::ComputeDone { task }) => {
                 let current = self.task == Some(task);
+                if current && self.phase == Phase::Backing && self.zip.is_some() {
+                    // The exchange's frames for other clusters are compressed: send them.
+                    self.task = None;
+                    self.zipped = self
+                        .zip
+                        .take()
+                        .and_then(|j| j.result())
+                        .expect("a current task has its job");
+                    let slices = self.pending.take().expect("cut before the zip");
+                    self.mark("zipped");
+                    self.send_slices(self.cycle, slices, (usize::MAX, Vec::new()), out);
+                    return Ok(());
+                }
                 if current && self.phase == Phase::Trading {
                     // A run of the Splitters exchange.
-                    let run = self
-                        .job
-                        .take()
-                        .and_then(|j| j.result())
-                        .expect("a current task has its job");
-                    self.task = None;
-                    self.runs.push(run);
-                    self.feed(out);
+                    match self.made() {
+                        Ok(run) => {
+                            self.task = None;
+                            self.runs.push(run);
+                            self.feed(out);
+                        }
+                        Err(q) => self.corrupt(q, out),
+                    }
                     Ok(())
                 } else if current && matches!(self.phase, Phase::Computing | Phase::Backing) {
-                    self.data = self
-                        .job
-                        .take()
-                        .and_then(|j| j.result())
-                        .expect("a current task has its job");
+                    self.data = match self.made() {
+                        Ok(data) => data,
+                        Err(q) => {
+                            self.corrupt(q, out);
+                            return Ok(());
+                        }
+                    };
                     if self.phase == Phase::Computing {
                         self.computed(out);
                     } else {

@@ -148,6 +148,7 @@ pub mod probe;
 pub mod sample_sort;
 pub mod scatter;
 pub mod scatter_plan;
+pub mod sort_zip;
 pub mod time;
 pub mod tree_broadcast;
 pub mod tree_multicast;

@@ -455,6 +455,15 @@ pub enum AbortReason {
         /// The piece.
         piece: u32,
     },
+    /// A peer's compressed records ([`crate::sort_zip`]) do not decompress to the length its
+    /// frame states: the peer is broken, and what it sent cannot be used.
+    #[error("node {peer} sent a {kind} frame whose compressed records do not decompress")]
+    CorruptPayload {
+        /// The sender.
+        peer: NodeId,
+        /// The frame's kind.
+        kind: crate::frame::MessageKind,
+    },
 }
 
 impl AbortReason {

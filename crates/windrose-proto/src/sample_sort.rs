@@ -23,7 +23,10 @@
 //!    rank takes the rest); the node's records being sorted, each rank's bucket is one
 //!    contiguous slice. It sends every other member its bucket, even an empty one (the
 //!    receiver must know it is complete), in [`SsortMsg::Bucket`] frames of at most
-//!    [`MAX_BUCKET_PAYLOAD`] bytes, `more` set on all but the last.
+//!    [`MAX_BUCKET_PAYLOAD`] bytes, `more` set on all but the last. With
+//!    [`SampleSortSpec::compress`] the buckets for other clusters are first compressed, one
+//!    LZ4 block per frame, in a compute task (task 3, [`crate::sort_zip`]), and the merge's
+//!    task decompresses them.
 //! 5. **Merge.** With every member's bucket in, the node merges its own bucket and the received
 //!    ones into its range (task 2, a [`Job`] as in step 1), then delivers it
 //!    ([`Output::Deliver`] at offset 0, possibly empty: a node no splitter gives records to
@@ -49,9 +52,13 @@
 //! |------|-----------------|--------------------------------------------|---------|
 //! | 1    | `ssort_samples` | transfer u32, count u64, record_len u16    | the sender's regular samples, in order |
 //! | 2    | `ssort_bucket`  | transfer u32, record_len u16, more u8      | records of the receiver's range, sorted |
+//! | 3    | `ssort_zbucket` | as `ssort_bucket`, then raw_len u32        | one LZ4 block of `raw_len` bytes of such records |
 //!
 //! `validate` refuses a zero record length, a payload that is not whole records, more samples
-//! than the count, and a flag other than 0 or 1.
+//! than the count, a flag other than 0 or 1, and a compressed bucket whose raw length is not
+//! whole records (or above a frame's) or whose payload is empty. A compressed payload that
+//! does not decompress to its raw length aborts the run, naming its sender
+//! ([`AbortReason::CorruptPayload`]).
 
 use crate::app::Job;
 use crate::collective::{BuildContext, Built, CollectiveSpec, Start};
@@ -60,6 +67,7 @@ use crate::node::{
     AbortReason, Command, ComputeTask, Input, Output, Outputs, Protocol, ProtocolError, Status,
     TaskId,
 };
+use crate::sort_zip::{self, Compress};
 use crate::time::Time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -73,8 +81,10 @@ pub const DEFAULT_OVERSAMPLE: u32 = 4;
 
 const K_SAMPLES: u8 = 1;
 const K_BUCKET: u8 = 2;
+const K_ZBUCKET: u8 = 3;
 const TASK_SORT: TaskId = TaskId(1);
 const TASK_MERGE: TaskId = TaskId(2);
+const TASK_ZIP: TaskId = TaskId(3);
 
 /// A sample sort message: see the frame table in the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +110,9 @@ pub enum SsortMsg {
         records: Bytes,
         /// More frames of this bucket follow.
         more: bool,
+        /// `Some(n)`: `records` is one LZ4 block of `n` bytes of records (kind
+        /// `ssort_zbucket`, see [`crate::sort_zip`]); None: the records as they are.
+        packed: Option<u32>,
     },
 }
 
@@ -139,12 +152,21 @@ impl Family for SsortMsg {
             fixed: 7,
             payload: true,
         },
+        KindLayout {
+            kind: K_ZBUCKET,
+            name: "ssort_zbucket",
+            fixed: 11,
+            payload: true,
+        },
     ];
 
     fn kind(&self) -> u8 {
         match self {
             SsortMsg::Samples { .. } => K_SAMPLES,
-            SsortMsg::Bucket { .. } => K_BUCKET,
+            SsortMsg::Bucket { packed: None, .. } => K_BUCKET,
+            SsortMsg::Bucket {
+                packed: Some(_), ..
+            } => K_ZBUCKET,
         }
     }
 
@@ -169,10 +191,16 @@ impl Family for SsortMsg {
                 dst.put_u16(*record_len);
             }
             SsortMsg::Bucket {
-                record_len, more, ..
+                record_len,
+                more,
+                packed,
+                ..
             } => {
                 dst.put_u16(*record_len);
                 dst.put_u8(u8::from(*more));
+                if let Some(n) = packed {
+                    dst.put_u32(*n);
+                }
             }
         }
     }
@@ -190,7 +218,7 @@ impl Family for SsortMsg {
                     samples: body,
                 }
             }
-            K_BUCKET => {
+            K_BUCKET | K_ZBUCKET => {
                 let transfer = TransferId(body.get_u32());
                 let record_len = body.get_u16();
                 let more = match body.get_u8() {
@@ -203,11 +231,13 @@ impl Family for SsortMsg {
                         })
                     }
                 };
+                let packed = (kind == K_ZBUCKET).then(|| body.get_u32());
                 SsortMsg::Bucket {
                     transfer,
                     record_len,
                     records: body,
                     more,
+                    packed,
                 }
             }
             _ => {
@@ -228,6 +258,12 @@ impl Family for SsortMsg {
             return Err(crate::frame::inconsistent(k, "record length 0"));
         }
         let payload = self.payload().expect("both kinds carry records");
+        if let SsortMsg::Bucket {
+            packed: Some(n), ..
+        } = self
+        {
+            return crate::sort_zip::check_packed(k, *n, payload.len(), len, MAX_BUCKET_PAYLOAD);
+        }
         if !payload.len().is_multiple_of(len) {
             return Err(FrameError::Invalid {
                 kind: k,
@@ -258,6 +294,9 @@ pub struct SampleSortSpec {
     /// samples, splitters nearer the true quantiles, more bytes before the exchange.
     #[serde(default = "default_oversample")]
     pub oversample: u32,
+    /// How bucket frames to other clusters travel ([`crate::sort_zip`]; default raw).
+    #[serde(default, skip_serializing_if = "Compress::is_none")]
+    pub compress: Compress,
 }
 
 fn default_oversample() -> u32 {
@@ -270,6 +309,7 @@ impl SampleSortSpec {
         SampleSortSpec {
             record_len,
             oversample: DEFAULT_OVERSAMPLE,
+            compress: Compress::None,
         }
     }
 
@@ -362,14 +402,20 @@ enum Phase {
     Idle,
     Sorting,
     Sampling,
+    /// Splitters known; the buckets for other clusters are being compressed.
+    Zipping,
     Exchanging,
     Merging,
     Over,
 }
 
+/// One bucket's frames: (raw length if compressed, payload) each.
+type Frames = Vec<(Option<u32>, Bytes)>;
+
 /// One member of a sample sort run: see the [module docs](self).
 ///
-/// Timers, randomness: none. Compute tasks: 1 (the local sort) and 2 (the merge).
+/// Timers, randomness: none. Compute tasks: 1 (the local sort), 2 (the merge) and 3 (the
+/// compression of the buckets for other clusters).
 #[derive(Clone, Debug)]
 pub struct SampleSort {
     me: NodeId,
@@ -382,8 +428,18 @@ pub struct SampleSort {
     input: Bytes,
     /// The node's records, sorted and packed (after the local sort; then the merged range).
     data: Bytes,
-    /// The sort or merge in progress.
-    job: Option<Job<Bytes>>,
+    /// The sort or merge in progress: the records, or a compressed frame that did not
+    /// decompress (the sender's rank and the error).
+    job: Option<Job<Result<Bytes, usize>>>,
+    compress: Compress,
+    /// Each member's cluster by rank, as an index (empty: unknown; see
+    /// [`SampleSort::with_clusters`]).
+    cluster_of: Vec<usize>,
+    /// While zipping: each rank's bucket, and the job compressing those for other clusters.
+    outgoing: Vec<Bytes>,
+    zip: Option<Job<Vec<Frames>>>,
+    /// Each rank's compressed frames for this node (raw length, LZ4 block).
+    packed: Vec<Vec<(u32, Bytes)>>,
     phase: Phase,
     status: Status,
     /// Each rank's samples with their weights, once known.
@@ -432,12 +488,45 @@ impl SampleSort {
             input,
             data: Bytes::new(),
             job: None,
+            compress: spec.compress,
+            cluster_of: Vec::new(),
+            outgoing: Vec::new(),
+            zip: None,
+            packed: vec![Vec::new(); p],
             phase: Phase::Idle,
             status: Status::Running,
             samples: vec![None; p],
             buckets: vec![(Vec::new(), false); p],
             splitters: Vec::new(),
         })
+    }
+
+    /// Tells the machine each member's cluster (`members`: every member's id and cluster, as
+    /// the Host's build context gives them): with compression, only frames to other clusters
+    /// are compressed. Call before the run starts.
+    pub fn with_clusters<C: PartialEq + Copy>(mut self, members: &[(NodeId, C)]) -> SampleSort {
+        let mut seen: Vec<C> = Vec::new();
+        let mut of = Vec::with_capacity(self.ids.len());
+        for id in &self.ids {
+            let Some(&(_, c)) = members.iter().find(|(n, _)| n == id) else {
+                return self;
+            };
+            let i = seen.iter().position(|&x| x == c).unwrap_or_else(|| {
+                seen.push(c);
+                seen.len() - 1
+            });
+            of.push(i);
+        }
+        self.cluster_of = of;
+        self
+    }
+
+    /// Whether frames to rank `q` are compressed: compression is on and `q` is in another
+    /// cluster (or the clusters are unknown).
+    fn zipped_to(&self, q: usize) -> bool {
+        self.compress != Compress::None
+            && q != self.rank
+            && (self.cluster_of.is_empty() || self.cluster_of[q] != self.cluster_of[self.rank])
     }
 
     /// This node's rank (its place in id order): its range is the `rank`-th.
@@ -458,7 +547,7 @@ impl SampleSort {
     fn sort_job(&mut self, task: TaskId, parts: Vec<Bytes>, out: &mut Outputs) {
         let len = parts.iter().map(|p| p.len() as u64).sum();
         let record_len = self.record_len;
-        let job = Job::new(move || sort_packed(&parts, record_len));
+        let job = Job::new(move || Ok(sort_packed(&parts, record_len)));
         out.push(Output::Compute(ComputeTask {
             task,
             offset: 0,
@@ -526,36 +615,81 @@ impl SampleSort {
         let len = self.record_len;
         let n = data.len() / len;
         let mut start = 0;
-        let per_frame = (MAX_BUCKET_PAYLOAD / len).max(1) * len;
+        let mut buckets = Vec::with_capacity(self.p());
         for q in 0..self.p() {
             let end = match self.splitters.get(q) {
                 Some(sp) => upper_bound(&data, len, start, sp),
                 None => n,
             };
             // Zero-copy: a bucket is a contiguous range of the packed, sorted records.
-            let bucket = data.slice(start * len..end * len);
+            buckets.push(data.slice(start * len..end * len));
             start = end;
+        }
+        self.buckets[self.rank] = (vec![buckets[self.rank].clone()], true);
+        let zipped: Vec<usize> = (0..self.p()).filter(|&q| self.zipped_to(q)).collect();
+        let zip_bytes: usize = zipped.iter().map(|&q| buckets[q].len()).sum();
+        if zip_bytes == 0 {
+            self.send_buckets(buckets, Vec::new(), out);
+            return;
+        }
+        // Compressing is heavy: a compute task, off the event loop (see crate::app).
+        let per_frame = self.per_frame();
+        let raw = buckets.clone();
+        let job = Job::new(move || {
+            (0..raw.len())
+                .map(|q| match zipped.contains(&q) {
+                    true => frames(&raw[q], per_frame)
+                        .into_iter()
+                        .map(sort_zip::pack)
+                        .collect(),
+                    false => Vec::new(),
+                })
+                .collect()
+        });
+        out.push(Output::Compute(ComputeTask {
+            task: TASK_ZIP,
+            offset: 0,
+            len: sort_zip::compress_cost(zip_bytes),
+            data: Vec::new(),
+            work: Some(job.work()),
+        }));
+        self.zip = Some(job);
+        self.outgoing = buckets;
+        self.phase = Phase::Zipping;
+    }
+
+    /// Bytes of records in one bucket frame: whole records, at least one.
+    fn per_frame(&self) -> usize {
+        (MAX_BUCKET_PAYLOAD / self.record_len).max(1) * self.record_len
+    }
+
+    /// Sends every other rank its bucket (`zipped[q]`: its frames compressed, empty: raw),
+    /// even an empty one, and starts the merge if every bucket is in.
+    fn send_buckets(&mut self, buckets: Vec<Bytes>, zipped: Vec<Frames>, out: &mut Outputs) {
+        let per_frame = self.per_frame();
+        for (q, bucket) in buckets.iter().enumerate() {
             if q == self.rank {
-                self.buckets[q] = (vec![bucket], true);
                 continue;
             }
-            let mut at = 0;
-            loop {
-                let to = (at + per_frame).min(bucket.len());
-                let more = to < bucket.len();
+            let fs: Frames = match zipped.get(q) {
+                Some(z) if !z.is_empty() => z.clone(),
+                _ => frames(bucket, per_frame)
+                    .into_iter()
+                    .map(|f| (None, f))
+                    .collect(),
+            };
+            let last = fs.len() - 1;
+            for (i, (packed, records)) in fs.into_iter().enumerate() {
                 out.send(
                     self.ids[q],
                     Message::SampleSort(SsortMsg::Bucket {
                         transfer: self.transfer,
                         record_len: self.record_len as u16,
-                        records: bucket.slice(at..to),
-                        more,
+                        records,
+                        more: i < last,
+                        packed,
                     }),
                 );
-                at = to;
-                if !more {
-                    break;
-                }
             }
         }
         self.phase = Phase::Exchanging;
@@ -570,8 +704,34 @@ impl SampleSort {
         for (b, _) in &mut self.buckets {
             range.append(b);
         }
+        let packed: Vec<(usize, u32, Bytes)> = self
+            .packed
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(q, z)| std::mem::take(z).into_iter().map(move |(n, b)| (q, n, b)))
+            .collect();
         self.phase = Phase::Merging;
-        self.sort_job(TASK_MERGE, range, out);
+        if packed.is_empty() {
+            self.sort_job(TASK_MERGE, range, out);
+            return;
+        }
+        let unpacked: usize = packed.iter().map(|(_, n, _)| *n as usize).sum();
+        let len = range.iter().map(|p| p.len()).sum::<usize>() + unpacked;
+        let record_len = self.record_len;
+        let job = Job::new(move || {
+            for (q, n, z) in packed {
+                range.push(sort_zip::unpack(n, &z).map_err(|_| q)?);
+            }
+            Ok(sort_packed(&range, record_len))
+        });
+        out.push(Output::Compute(ComputeTask {
+            task: TASK_MERGE,
+            offset: 0,
+            len: len as u64 + sort_zip::decompress_cost(unpacked),
+            data: Vec::new(),
+            work: Some(job.work()),
+        }));
+        self.job = Some(job);
     }
 
     fn finish(&mut self, out: &mut Outputs) {
@@ -642,12 +802,20 @@ impl SampleSort {
                 self.samples[q] = Some(with_weights(count, s));
                 self.try_exchange(out);
             }
-            SsortMsg::Bucket { records, more, .. } => {
+            SsortMsg::Bucket {
+                records,
+                more,
+                packed,
+                ..
+            } => {
                 if self.buckets[q].1 {
                     return Err(unexpected("bucket records after the member's last frame"));
                 }
-                if !records.is_empty() {
-                    self.buckets[q].0.push(records);
+                match packed {
+                    // Decompressed in the merge's task, off the event loop.
+                    Some(n) => self.packed[q].push((n, records)),
+                    None if !records.is_empty() => self.buckets[q].0.push(records),
+                    None => {}
                 }
                 self.buckets[q].1 = !more;
                 self.try_merge(out);
@@ -655,6 +823,17 @@ impl SampleSort {
         }
         Ok(())
     }
+}
+
+/// `bucket` cut into frames of at most `per_frame` bytes (at least one frame, maybe empty).
+fn frames(bucket: &Bytes, per_frame: usize) -> Vec<Bytes> {
+    if bucket.is_empty() {
+        return vec![Bytes::new()];
+    }
+    (0..bucket.len())
+        .step_by(per_frame)
+        .map(|at| bucket.slice(at..(at + per_frame).min(bucket.len())))
+        .collect()
 }
 
 /// A member's samples with their weights (see the module docs): the differences of their
@@ -701,13 +880,28 @@ impl Protocol for SampleSort {
                 let mut sorted = || self.job.take().and_then(|j| j.result());
                 match (self.phase, task) {
                     (Phase::Sorting, TASK_SORT) => {
-                        self.data = sorted().expect("the local sort's job");
+                        self.data = sorted().expect("the local sort's job").expect("no frames");
                         self.sampled(out)
                     }
-                    (Phase::Merging, TASK_MERGE) => {
-                        self.data = sorted().expect("the merge's job");
-                        self.finish(out)
+                    (Phase::Zipping, TASK_ZIP) => {
+                        let zipped = self.zip.take().and_then(|j| j.result());
+                        let buckets = std::mem::take(&mut self.outgoing);
+                        self.send_buckets(buckets, zipped.expect("the zip's job"), out)
                     }
+                    (Phase::Merging, TASK_MERGE) => match sorted().expect("the merge's job") {
+                        Ok(data) => {
+                            self.data = data;
+                            self.finish(out)
+                        }
+                        Err(q) => {
+                            self.phase = Phase::Over;
+                            self.status = Status::Aborted;
+                            out.push(Output::Aborted(AbortReason::CorruptPayload {
+                                peer: self.ids[q],
+                                kind: kind_of(K_ZBUCKET),
+                            }));
+                        }
+                    },
                     _ => return Err(ProtocolError::UnknownTask { task }),
                 }
                 Ok(())
@@ -750,7 +944,8 @@ pub(crate) fn build(
         }
     }
     let members: Vec<NodeId> = ctx.members.iter().map(|(n, _)| *n).collect();
-    let m = SampleSort::new(ctx.me, &members, ctx.transfer, ss, ctx.local_input.clone())?;
+    let m = SampleSort::new(ctx.me, &members, ctx.transfer, ss, ctx.local_input.clone())?
+        .with_clusters(&ctx.members);
     let neighbours = members.into_iter().filter(|&n| n != ctx.me).collect();
     Ok(Built {
         machine: Box::new(m),

@@ -315,6 +315,9 @@ fn ssort_frame() -> impl Strategy<Value = Message> {
                 SsortMsg::Bucket {
                     transfer,
                     record_len,
+                    // A compressed frame: the raw length is whole records, at least one.
+                    packed: (more && records > 0)
+                        .then_some(u32::from(record_len) * (count % 9 + 1) as u32),
                     records: bytes,
                     more,
                 }
@@ -350,6 +353,7 @@ fn hsort_frame() -> impl Strategy<Value = Message> {
                         handoff: (count % (records as u64 + 1)) as u32,
                         records: bytes,
                         more: flag,
+                        packed: None,
                     },
                     1 => HsortMsg::Check {
                         transfer,
@@ -369,6 +373,18 @@ fn hsort_frame() -> impl Strategy<Value = Message> {
                         record_len,
                         records: bytes,
                         more: flag,
+                    },
+                    4 if records > 0 && flag => HsortMsg::Slice {
+                        // Compressed: no handoff, a raw length of whole records.
+                        transfer,
+                        epoch,
+                        cycle,
+                        count,
+                        record_len,
+                        handoff: 0,
+                        records: bytes,
+                        more: byte % 2 == 0,
+                        packed: Some(u32::from(record_len) * (count % 9 + 1) as u32),
                     },
                     4 => HsortMsg::BackupAck { transfer },
                     _ => {

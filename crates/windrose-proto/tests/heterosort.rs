@@ -18,6 +18,7 @@ use windrose_model::{ClusterId, NodeId};
 use windrose_proto::collective::{self, BuildContext, CollectiveSpec, Start};
 use windrose_proto::frame::{self, Decoder, Family, Message, TransferId};
 use windrose_proto::heterosort::{load_target, HeteroSort, HsortMsg, HsortSpec, Slicing};
+use windrose_proto::sort_zip::Compress;
 use windrose_proto::{Command, Input, Output, Outputs, Protocol, ProtocolError, Time};
 
 const T: TransferId = TransferId(3);
@@ -30,6 +31,7 @@ fn spec(rows: u32, cols: u32, record_len: u32, slicing: Slicing, speeds: Vec<f64
         slicing,
         speeds,
         backups: 0,
+        compress: Default::default(),
     }
 }
 
@@ -47,6 +49,8 @@ struct Outcome {
     frames: BTreeMap<&'static str, u64>,
     /// Records sent in slice frames (handoffs included).
     slice_records: u64,
+    /// Bytes of slice frames on the wire (compressed or not).
+    slice_wire_bytes: u64,
 }
 
 fn wire(m: &Message) -> Message {
@@ -85,6 +89,7 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
     let mut finished = vec![false; n];
     let mut frames: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut slice_records = 0u64;
+    let mut slice_wire_bytes = 0u64;
     let mut out = Outputs::new();
     let idx = |id: NodeId| id.0 as usize;
     let mut perform = |i: usize,
@@ -100,10 +105,13 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
                     if let Message::HeteroSort(HsortMsg::Slice {
                         records,
                         record_len,
+                        packed,
                         ..
                     }) = &t.message
                     {
-                        slice_records += (records.len() / usize::from(*record_len)) as u64;
+                        let raw = packed.map_or(records.len(), |n| n as usize);
+                        slice_records += (raw / usize::from(*record_len)) as u64;
+                        slice_wire_bytes += frame::encoded_len(&t.message) as u64;
                     }
                     t.message.validate().unwrap();
                     links
@@ -195,6 +203,7 @@ fn drive(mut nodes: Vec<HeteroSort>, seed: u64) -> Outcome {
         cycles,
         frames,
         slice_records,
+        slice_wire_bytes,
     }
 }
 
@@ -308,6 +317,7 @@ fn hand_driven_two_by_two_run_sorts_the_reversed_set() {
         handoff: 0,
         records: Bytes::from_static(b"a"),
         more: false,
+        packed: None,
     };
     let err = nodes[0]
         .handle(
@@ -435,6 +445,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
             handoff: 1,
             records: Bytes::from_static(b"abcd"),
             more: true,
+            packed: None,
         },
         HsortMsg::Check {
             transfer: T,
@@ -503,6 +514,7 @@ fn frames_round_trip_and_bad_fields_are_refused() {
         handoff,
         records: Bytes::from_static(records),
         more: false,
+        packed: None,
     };
     assert!(bad(slice(0, 2, 0, b"ab")).contains("cycle 0"));
     assert!(bad(slice(1, 0, 0, b"")).contains("record length 0"));
@@ -678,11 +690,15 @@ proptest! {
         speeds in prop::collection::vec(0.25f64..4.0, 16),
         seed in any::<u64>(),
         backups in 0..3u32,
+        lz4 in any::<bool>(),
     ) {
         let n = (rows * cols) as usize;
         let inputs = shares(shape, &counts[..n], seed);
         let mut s = spec(rows, cols, RECORD_LEN as u32, Slicing::Splitters, speeds[..n].to_vec());
         s.backups = backups.min(n as u32 - 1);
+        if lz4 {
+            s.compress = Compress::Lz4;
+        }
         let o = drive(machines(&s, &inputs), seed);
         check_splitters(&inputs, &o);
     }
@@ -1670,4 +1686,110 @@ fn failures_recovery_cannot_cover_end_clearly_or_are_reported() {
         .flat_map(|&i| net.delivered[i].clone().unwrap().to_vec())
         .collect();
     assert_eq!(got, vec![1, 7, 8, 9]);
+}
+
+/// The splitters' exchange with LZ4 (issue 19): the same ranges as raw, in fewer bytes. 16
+/// members in 4 clusters: the buckets for other clusters travel as `hsort_zslice` frames,
+/// those inside a cluster raw, and the slice frames take under half the bytes of the raw run.
+#[test]
+fn compressed_exchange_sorts_the_same_in_fewer_bytes() {
+    let n = 16usize;
+    let inputs = shares(common::records::Shape::Uniform, &vec![400; n], 5);
+    let ids: Vec<(NodeId, ClusterId)> = (0..n as u32)
+        .map(|i| (NodeId(i), ClusterId::from(i as usize / 4)))
+        .collect();
+    let run = |compress| {
+        let mut s = spec(4, 4, RECORD_LEN as u32, Slicing::Splitters, Vec::new());
+        s.compress = compress;
+        let nodes = machines(&s, &inputs)
+            .into_iter()
+            .map(|m| m.with_clusters(&ids))
+            .collect();
+        drive(nodes, 3)
+    };
+    let raw = run(Compress::None);
+    let zip = run(Compress::Lz4);
+    check_splitters(&inputs, &zip);
+    assert_eq!(raw.delivered, zip.delivered);
+    assert_eq!(raw.frames.get("hsort_zslice"), None);
+    // 16 members, 12 in other clusters each: one frame per bucket of 25 records.
+    assert_eq!(zip.frames.get("hsort_zslice"), Some(&(16 * 12)));
+    assert_eq!(zip.frames.get("hsort_slice"), Some(&(16 * 3)));
+    assert_eq!(raw.slice_records, zip.slice_records);
+    assert!(
+        zip.slice_wire_bytes * 2 < raw.slice_wire_bytes,
+        "{} bytes compressed, {} raw",
+        zip.slice_wire_bytes,
+        raw.slice_wire_bytes
+    );
+}
+
+/// A compressed slice whose payload does not decompress: the receiver aborts the run, naming
+/// the sender and the frame, when the task that decompresses it ends (no panic).
+#[test]
+fn a_corrupt_compressed_slice_aborts_naming_its_sender() {
+    let ids = [NodeId(0), NodeId(1)];
+    let mut s = spec(1, 2, RECORD_LEN as u32, Slicing::Splitters, Vec::new());
+    s.compress = Compress::Lz4;
+    let inputs = shares(common::records::Shape::Uniform, &[50, 50], 9);
+    let mut m = HeteroSort::new(NodeId(0), &ids, T, &s, inputs[0].clone()).unwrap();
+    let mut pending = vec![Input::Start];
+    let one = inputs[1].slice(..RECORD_LEN);
+    pending.push(Input::Message {
+        from: NodeId(1),
+        message: HsortMsg::Samples {
+            transfer: T,
+            epoch: 0,
+            count: 1,
+            record_len: RECORD_LEN as u16,
+            samples: one,
+        }
+        .into(),
+    });
+    let good = windrose_proto::sort_zip::pack(inputs[1].clone());
+    let mut bad = good.1.to_vec();
+    bad.truncate(bad.len() / 2);
+    pending.push(Input::Message {
+        from: NodeId(1),
+        message: wire(
+            &HsortMsg::Slice {
+                transfer: T,
+                epoch: 0,
+                cycle: 1,
+                count: 50,
+                record_len: RECORD_LEN as u16,
+                handoff: 0,
+                records: Bytes::from(bad),
+                more: false,
+                packed: good.0,
+            }
+            .into(),
+        ),
+    });
+    let mut aborted = Vec::new();
+    let mut sent_zip = 0;
+    let mut out = Outputs::new();
+    while !pending.is_empty() {
+        let input = pending.remove(0);
+        m.handle(Time::ZERO, input, &mut out).unwrap();
+        for o in out.drain() {
+            match o {
+                Output::Compute(t) => {
+                    pending.insert(0, Input::Command(Command::ComputeDone { task: t.task }))
+                }
+                Output::Send(t) => {
+                    sent_zip += usize::from(t.message.kind().name() == "hsort_zslice");
+                }
+                Output::Aborted(r) => aborted.push(r.to_string()),
+                Output::Deliver { .. } | Output::Finished => panic!("a corrupt run delivered"),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(sent_zip, 1, "node 0 compressed its bucket for node 1");
+    assert_eq!(
+        aborted,
+        ["node 1 sent a hsort_zslice frame whose compressed records do not decompress"]
+    );
+    assert_eq!(m.status(), windrose_proto::Status::Aborted);
 }

@@ -18,6 +18,7 @@ use windrose_proto::frame::{self, Decoder, Family, Message, TransferId};
 use windrose_proto::sample_sort::{
     sample_positions, splitters, SampleSort, SampleSortSpec, SsortMsg, MAX_BUCKET_PAYLOAD,
 };
+use windrose_proto::sort_zip::Compress;
 use windrose_proto::{AbortReason, Input, Output, Outputs, Protocol, Status, Time};
 
 const T: TransferId = TransferId(5);
@@ -85,9 +86,11 @@ proptest! {
         counts in prop::collection::vec(1usize..40, 64),
         oversample in 1u32..6,
         seed in any::<u64>(),
+        lz4 in any::<bool>(),
     ) {
         let inputs = shares(shape, &counts[..n], seed);
-        let spec = SampleSortSpec { record_len: RECORD_LEN as u32, oversample };
+        let compress = if lz4 { Compress::Lz4 } else { Compress::None };
+        let spec = SampleSortSpec { record_len: RECORD_LEN as u32, oversample, compress };
         let (ranges, _) = run(machines(&spec, &inputs, seed));
         check(&inputs, &ranges);
     }
@@ -142,6 +145,7 @@ fn a_small_run_exchanges_samples_then_buckets_once() {
     let spec = SampleSortSpec {
         record_len: 1,
         oversample: 1,
+        compress: Compress::None,
     };
     let inputs: Vec<Bytes> = [&[9u8, 1, 5][..], &[2, 8, 4], &[7, 3, 6]]
         .iter()
@@ -213,6 +217,7 @@ fn bad_inputs_specs_and_frames_are_refused() {
     let zero = SampleSortSpec {
         record_len: 100,
         oversample: 0,
+        compress: Compress::None,
     };
     assert!(e(&zero, 1, Bytes::new()).contains("oversample 0"));
     // Through the registry: named sample_sort, the initiator's data refused.
@@ -261,6 +266,7 @@ fn bad_inputs_specs_and_frames_are_refused() {
             record_len: 3,
             records: Bytes::new(),
             more: true,
+            packed: None,
         },
     ] {
         let m: Message = m.into();
@@ -281,6 +287,7 @@ fn bad_inputs_specs_and_frames_are_refused() {
         record_len: 1,
         records: Bytes::new(),
         more: false,
+        packed: None,
     }))
     .unwrap()
     .to_vec();
@@ -298,6 +305,7 @@ fn bad_inputs_specs_and_frames_are_refused() {
     let one = SampleSortSpec {
         record_len: 1,
         oversample: 1,
+        compress: Compress::None,
     };
     let mut m = SampleSort::new(NodeId(0), &ids, T, &one, Bytes::from_static(b"ab")).unwrap();
     let mut out = Outputs::new();
@@ -337,6 +345,109 @@ fn a_failed_peer_aborts_the_run() {
     assert_eq!(
         out.as_slice(),
         [Output::Aborted(AbortReason::PeerFailed { peer: NodeId(1) })]
+    );
+    assert_eq!(m.status(), Status::Aborted);
+}
+
+/// With LZ4 (issue 19) the exchange carries the same records in fewer bytes: 8 members in 2
+/// clusters end with the raw run's ranges, the buckets for the other cluster travel as
+/// `ssort_zbucket` frames and those inside a cluster raw, and the run takes under half the
+/// bytes on the wire.
+#[test]
+fn compressed_buckets_sort_the_same_in_fewer_bytes() {
+    let n = 8u32;
+    let inputs = shares(Shape::Uniform, &[2000; 8], 7);
+    let clusters: Vec<(NodeId, ClusterId)> = (0..n)
+        .map(|i| (NodeId(i), ClusterId::from(i as usize % 2)))
+        .collect();
+    let run_with = |compress| {
+        let mut spec = SampleSortSpec::new(RECORD_LEN as u32);
+        spec.compress = compress;
+        let nodes = machines(&spec, &inputs, 1)
+            .into_iter()
+            .map(|m| m.with_clusters(&clusters))
+            .collect();
+        run(nodes)
+    };
+    let (raw, raw_log) = run_with(Compress::None);
+    let (zip, zip_log) = run_with(Compress::Lz4);
+    check(&inputs, &zip);
+    assert_eq!(raw, zip);
+    let kinds = |log: &common::RunLog, name: &str, across: bool| {
+        log.frames
+            .iter()
+            .filter(|f| f.kind.name() == name && (f.from.0 % 2 != f.to.0 % 2) == across)
+            .count()
+    };
+    assert_eq!(kinds(&raw_log, "ssort_zbucket", true), 0);
+    // Each member's 4 buckets for the other cluster, about 250 records each, compressed; the 3
+    // inside its cluster raw.
+    assert_eq!(kinds(&zip_log, "ssort_zbucket", true), 8 * 4);
+    assert_eq!(kinds(&zip_log, "ssort_zbucket", false), 0);
+    assert_eq!(kinds(&zip_log, "ssort_bucket", true), 0);
+    assert_eq!(kinds(&zip_log, "ssort_bucket", false), 8 * 3);
+    assert!(
+        zip_log.wire_bytes * 3 < raw_log.wire_bytes * 2,
+        "{} bytes compressed, {} raw",
+        zip_log.wire_bytes,
+        raw_log.wire_bytes
+    );
+}
+
+/// A compressed bucket whose payload does not decompress: the receiver aborts the run,
+/// naming the sender and the frame, when its merge task ends (no panic, no delivery).
+#[test]
+fn a_corrupt_compressed_bucket_aborts_naming_its_sender() {
+    let ids = [NodeId(0), NodeId(1)];
+    let mut spec = SampleSortSpec::new(RECORD_LEN as u32);
+    spec.compress = Compress::Lz4;
+    let inputs = shares(Shape::Uniform, &[50, 50], 9);
+    let mut m = SampleSort::new(NodeId(0), &ids, T, &spec, inputs[0].clone()).unwrap();
+    let (n, z) = windrose_proto::sort_zip::pack(inputs[1].clone());
+    let mut z = z.to_vec();
+    let last = z.len() - 1;
+    z[last] ^= 0xff;
+    z.truncate(last - 7);
+    let from1 = |message: SsortMsg| Input::Message {
+        from: NodeId(1),
+        message: message.into(),
+    };
+    let mut pending = vec![
+        Input::Start,
+        from1(SsortMsg::Samples {
+            transfer: T,
+            count: 1,
+            record_len: RECORD_LEN as u16,
+            samples: inputs[1].slice(..RECORD_LEN),
+        }),
+        from1(SsortMsg::Bucket {
+            transfer: T,
+            record_len: RECORD_LEN as u16,
+            records: Bytes::from(z),
+            more: false,
+            packed: n,
+        }),
+    ];
+    let mut aborted = Vec::new();
+    let mut out = Outputs::new();
+    while !pending.is_empty() {
+        let input = pending.remove(0);
+        m.handle(Time::ZERO, input, &mut out).unwrap();
+        for o in out.drain() {
+            match o {
+                Output::Compute(t) => pending.insert(
+                    0,
+                    Input::Command(windrose_proto::Command::ComputeDone { task: t.task }),
+                ),
+                Output::Aborted(r) => aborted.push(r.to_string()),
+                Output::Deliver { .. } | Output::Finished => panic!("a corrupt run delivered"),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        aborted,
+        ["node 1 sent a ssort_zbucket frame whose compressed records do not decompress"]
     );
     assert_eq!(m.status(), Status::Aborted);
 }

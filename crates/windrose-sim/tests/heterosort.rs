@@ -22,6 +22,7 @@ use windrose_model::NodeId;
 use windrose_proto::collective::CollectiveSpec;
 use windrose_proto::heterosort::{HsortSpec, Slicing};
 use windrose_proto::host::HostConfig;
+use windrose_proto::sort_zip::Compress;
 use windrose_proto::Report;
 use windrose_sim::engine::{MemoryLog, RunLimits, SimConfig};
 use windrose_sim::group::{group, leave_input, members_of, start_input};
@@ -38,6 +39,7 @@ fn run(slicing: Slicing, speeds: &[f64], input: &[Bytes]) -> (f64, Vec<Bytes>, V
             slicing,
             speeds: speeds.to_vec(),
             backups: 1,
+            compress: Compress::None,
         }),
         input,
         compute_bytes_s: units(speeds),
@@ -109,6 +111,7 @@ fn a_member_without_its_share_refuses_and_nobody_starts() {
         slicing: Slicing::Equal,
         speeds: Vec::new(),
         backups: 1,
+        compress: Compress::None,
     });
     sim.input_at(NodeId(0), 0.0, start_input(spec, Bytes::new(), None))
         .unwrap();
@@ -148,6 +151,7 @@ fn sixteen_members(slicing: Slicing, backups: u32) -> FaultCase {
             slicing,
             speeds,
             backups,
+            compress: Compress::None,
         },
     }
 }
@@ -372,6 +376,7 @@ fn chaos_case(seed: u64) -> (FaultCase, Vec<usize>, ChaCha8Rng) {
         slicing,
         speeds: speeds.clone(),
         backups: 3,
+        compress: Compress::None,
     };
     (
         FaultCase {
@@ -464,6 +469,7 @@ fn a_member_computing_longer_than_the_silence_limit_is_not_given_up() {
             slicing: Slicing::Equal,
             speeds: Vec::new(),
             backups: 1,
+            compress: Compress::None,
         }),
         input: &input,
         compute_bytes_s: vec![(NodeId(1), slow)],
@@ -672,6 +678,13 @@ fn splitters_members_killed_at_every_instant_around_the_check_and_the_commit() {
 /// between clusters. Runs `spec` over `total` bytes of uniform records (equal shares) and
 /// returns (each member's finish time, records per member).
 fn hetero_testbed(spec: CollectiveSpec, total: usize) -> (Vec<f64>, Vec<usize>) {
+    let r = hetero_run(spec, total, 50_000.0);
+    let sizes = r.delivered.iter().map(|d| d.len() / RECORD_LEN).collect();
+    (r.finished_s, sizes)
+}
+
+/// [`hetero_testbed`]'s whole run (checked sorted), the members leaving at `leave_at_s`.
+fn hetero_run(spec: CollectiveSpec, total: usize, leave_at_s: f64) -> sort::SortRun {
     let n = 16;
     let mut b = Platform::builder();
     for _ in 0..4 {
@@ -695,15 +708,14 @@ fn hetero_testbed(spec: CollectiveSpec, total: usize) -> (Vec<f64>, Vec<usize>) 
             .map(|i| (NodeId(i as u32), [0.05, 0.05, 0.1, 0.2][i % 4] * 1e8))
             .collect(),
         initiator: NodeId(0),
-        leave_at_s: 50_000.0,
+        leave_at_s,
         limits: RunLimits {
             max_time_s: Some(100_000.0),
             max_events: Some(200_000_000),
         },
     });
     assert_sorted_set("hetero testbed", &input, &r.delivered);
-    let sizes = r.delivered.iter().map(|d| d.len() / RECORD_LEN).collect();
-    (r.finished_s, sizes)
+    r
 }
 
 /// Issue 19's speed targets in the simulator, on the heterogeneous testbed's shape (16 MB of
@@ -731,6 +743,7 @@ fn splitters_meet_the_speed_targets_on_the_heterogeneous_testbed() {
             slicing,
             speeds: speeds.clone(),
             backups: 1,
+            compress: Compress::None,
         })
     };
     let mut runs = vec![
@@ -822,6 +835,7 @@ fn splitters_without_speeds_weigh_members_by_their_measured_speeds() {
             slicing: Slicing::Splitters,
             speeds,
             backups: 1,
+            compress: Compress::None,
         })
     };
     let configured: Vec<f64> = (0..n).map(|i| cpu[i % 4]).collect();
@@ -883,5 +897,71 @@ fn splitters_without_speeds_weigh_members_by_their_measured_speeds() {
             (mean / want - 1.0).abs() <= 0.10,
             "cpu {class}: {mean} against {want}"
         );
+    }
+}
+
+/// Issue 19: both sorts with the exchanged records compressed (LZ4 between clusters), on the
+/// heterogeneous testbed's shape (4 MB; `WINDROSE_SORT_MB` for more). Each ends with the same
+/// ranges as without compression (the sorted set, checked as valsort does), sends fewer bytes
+/// by more than 40 % of the set, and the simulator charges the compression (the compute tasks' bytes,
+/// which it divides by each member's speed, grow). Prints max / mean member finish with and without (`--nocapture`).
+#[test]
+fn compressed_sorts_end_the_same_with_fewer_bytes_on_the_wire() {
+    use windrose_proto::sample_sort::SampleSortSpec;
+    let mb: usize = std::env::var("WINDROSE_SORT_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let speeds: Vec<f64> = (0..16).map(|i| [1.0, 1.0, 2.0, 4.0][i % 4]).collect();
+    let sorts = [
+        (
+            "sample sort",
+            CollectiveSpec::SampleSort(SampleSortSpec::new(RECORD_LEN as u32)),
+        ),
+        (
+            "heterosort splitters",
+            CollectiveSpec::HeteroSort(HsortSpec {
+                rows: 4,
+                cols: 4,
+                record_len: RECORD_LEN as u32,
+                slicing: Slicing::Splitters,
+                speeds,
+                backups: 1,
+                compress: Compress::None,
+            }),
+        ),
+    ];
+    println!("{mb} MB | compress | max finish (s) | mean finish (s) | wire MB | compute MB");
+    for (name, spec) in sorts {
+        let mut runs = Vec::new();
+        for c in [Compress::None, Compress::Lz4] {
+            // The members leave soon after the sort: the wire carries the sort's frames and
+            // a few seconds of heartbeats.
+            let r = hetero_run(spec.clone().with_compress(c), mb << 20, 2.0 + mb as f64);
+            let fmax = r.finished_s.iter().copied().fold(0.0, f64::max);
+            let fmean = r.finished_s.iter().sum::<f64>() / 16.0;
+            let wire: u64 = r.metrics.nodes.iter().map(|n| n.wire_bytes_sent).sum();
+            let compute: u64 = r.metrics.nodes.iter().map(|n| n.compute_bytes).sum();
+            println!(
+                "{name:20} | {:8} | {fmax:14.3} | {fmean:15.3} | {:7.2} | {:10.2}",
+                c.name(),
+                wire as f64 / 1e6,
+                compute as f64 / 1e6
+            );
+            runs.push((r, wire, compute));
+        }
+        let (raw, zip) = (&runs[0], &runs[1]);
+        assert_eq!(raw.0.delivered, zip.0.delivered, "{name}");
+        // Three quarters of the records cross clusters; compressed to under half, they save
+        // more than 40 % of the set's bytes (the rest of the wire is the backup copies, the
+        // samples and the heartbeats, alike in both runs).
+        let saved = raw.1 as f64 - zip.1 as f64;
+        assert!(
+            saved > 0.4 * (mb << 20) as f64,
+            "{name}: {} bytes vs {} raw",
+            zip.1,
+            raw.1
+        );
+        assert!(zip.2 > raw.2, "{name}: compression was not charged");
     }
 }

@@ -43,6 +43,7 @@ fn sixteen_hosts_sample_sort_their_records_beside_heterosort() {
             slicing,
             speeds: speeds.clone(),
             backups: 0,
+            compress: windrose_proto::sort_zip::Compress::None,
         })
     };
     let runs = [

@@ -123,7 +123,7 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
             "sample-sort",
             8,
             &["--keys", "duplicates", "--distinct", "5"],
-            &[],
+            &["--compress", "none"],
         ),
     ];
     for (protocol, n, keys, extra) in cases {
@@ -154,6 +154,12 @@ fn gensort_sort_valsort_with_each_protocol_on_local_members() {
             _ => Value::Null,
         };
         assert_eq!(v["slicing"], slicing, "{v}");
+        let compress = if extra.contains(&"none") {
+            "none"
+        } else {
+            "lz4"
+        };
+        assert_eq!(v["compress"], compress, "{v}");
         assert_eq!(v["verified"], true);
         let outs: u64 = v["per_member"]
             .as_array()
@@ -192,7 +198,11 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
     for protocol in [
         &["sample-sort"][..],
         &["heterosort", "--slicing", "equal"],
+        // Members in two clusters: the exchange's frames between them are compressed (the
+        // default), or not.
         &["heterosort", "--slicing", "splitters"],
+        &["heterosort", "--slicing", "splitters", "--compress", "none"],
+        &["sample-sort", "--compress", "none"],
     ] {
         for i in 0..n {
             let _ = std::fs::remove_file(dir.path().join(format!("out-{i}")));
@@ -253,6 +263,11 @@ fn a_running_group_sorts_its_members_files_started_from_any_member() {
                 ];
                 for w in steps.windows(2) {
                     assert!(at(w[0]) <= at(w[1]), "{} after {}: {m}", w[0], w[1]);
+                }
+                // Compressed, the buckets for the other cluster go out once zipped.
+                if !protocol.contains(&"none") {
+                    assert!(at("exchange_start") <= at("zipped"), "{m}");
+                    assert!(at("zipped") <= at("exchange_end"), "{m}");
                 }
                 assert!(at("commit") <= m["finish_s"].as_f64().unwrap(), "{m}");
             }
@@ -477,6 +492,10 @@ fn paths_and_options_that_do_not_fit_are_refused() {
         (
             &["--slicing", "fast"],
             "expected one of speeds, equal, splitters",
+        ),
+        (
+            &["--compress", "zstd"],
+            "\"zstd\": expected one of lz4, none",
         ),
         (&["--protocol", "heterosort-equal"], "heterosort-equal"),
     ] {
