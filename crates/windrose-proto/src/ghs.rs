@@ -225,8 +225,9 @@
 //! Keeping the tree the exact MST while weights change and nodes fail is
 //! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
 //! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
-//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
-//! with GHS after a failure. Their messages travel in frame family 9
+//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life: after a
+//! failure, GHS goes on from the surviving pieces of the tree ([`Ghs::resume`],
+//! [`Ghs::initiate_as_core`], [`Ghs::drop_silent_edge`]), or rebuilds. Their messages travel in frame family 9
 //! ([`MstFrame`](crate::ghs_repair::MstFrame)), outside any collective: the Host's live MST
 //! ([`crate::mst_service`]) runs one `MaintainedMst` per node for the life of the group.
 

@@ -659,6 +659,73 @@ mod tests {
     }
 
     #[test]
+    fn recovery_kinds_round_trip_and_bad_fields_are_refused() {
+        let recover = |msg| MstFrame::Node(MstNodeMsg::Recover { generation: 7, msg });
+        let core = EdgeKey::new(NodeId(2), NodeId(5), 0.5).unwrap();
+        for (kind, f) in [
+            (K_JOIN, recover(RecoverMsg::Join { epoch: 3 })),
+            (
+                K_COUNT,
+                recover(RecoverMsg::Count {
+                    nodes: 4,
+                    weight: 1.25,
+                    gone: 2,
+                }),
+            ),
+            (K_CORE, recover(RecoverMsg::Core { level: 3 })),
+            (
+                K_SETTLED,
+                recover(RecoverMsg::Settled {
+                    nodes: 23,
+                    total_weight: 758.6,
+                }),
+            ),
+            (
+                K_RGHS,
+                recover(RecoverMsg::Ghs(GhsMsg::Test {
+                    level: 2,
+                    fragment: core,
+                })),
+            ),
+        ] {
+            let b = body(f.clone());
+            assert_eq!(f.kind_byte(), kind);
+            assert_eq!(b.len(), LENS[usize::from(kind) - 1]);
+            assert_eq!(MstFrame::parse(kind, &b).unwrap(), f);
+        }
+        // The recovery's GHS kind is not the build's: the receiver tells them apart.
+        let rghs = body(recover(RecoverMsg::Ghs(GhsMsg::Connect { level: 1 })));
+        assert!(matches!(
+            MstFrame::parse(K_GHS, &rghs).unwrap(),
+            MstFrame::Node(MstNodeMsg::Ghs { .. })
+        ));
+        let refuse = |kind: u8, b: &[u8], needle: &str| {
+            let e = MstFrame::parse(kind, b).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(e.contains(MstFrame::kind_of(kind).name()), "{e}");
+        };
+        let mut b = body(recover(RecoverMsg::Core { level: 1 }));
+        b[4] = 0;
+        refuse(K_CORE, &b, "core level 0");
+        b[4] = 33;
+        refuse(K_CORE, &b, "core level 33");
+        let mut b = body(recover(RecoverMsg::Count {
+            nodes: 1,
+            weight: 0.0,
+            gone: 0,
+        }));
+        b[8..16].copy_from_slice(&f64::NAN.to_bits().to_be_bytes());
+        refuse(K_COUNT, &b, "count weight bits");
+        b[4..8].copy_from_slice(&0u32.to_be_bytes());
+        refuse(K_COUNT, &b, "0 nodes");
+        let b = body(recover(RecoverMsg::Settled {
+            nodes: 1,
+            total_weight: 0.0,
+        }));
+        refuse(K_SETTLED, &b[..15], "body");
+    }
+
+    #[test]
     fn rows_round_trip_and_bad_rows_are_refused() {
         let row = MstFrame::Node(MstNodeMsg::Row {
             generation: 3,
