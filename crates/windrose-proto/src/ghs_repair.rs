@@ -2332,8 +2332,11 @@ impl MaintainedMst {
             Phase::Recovering(r) => std::mem::take(&mut r.buffer),
             _ => Vec::new(),
         };
+        let generation = self.generation;
         for (from, msg) in waiting {
-            if !matches!(self.phase, Phase::Recovering(_))
+            if self.generation != generation {
+                self.dropped += 1; // a fallback ended the recovery
+            } else if !matches!(self.phase, Phase::Recovering(_))
                 || self.on_recover(from, msg, out).is_err()
             {
                 self.faults += 1;
