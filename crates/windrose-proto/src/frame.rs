@@ -31,7 +31,7 @@
 //! | 6      | [`crate::ghs`] ([`GhsFrame`](crate::ghs::GhsFrame)) | ghs_connect, ghs_initiate, ghs_test, ghs_accept, ghs_reject, ghs_report, ghs_change_root, ghs_done |
 //! | 7      | [`crate::heterosort`] ([`HsortMsg`](crate::heterosort::HsortMsg)) | hsort_slice, hsort_check, hsort_verdict, hsort_backup, hsort_backup_ack, hsort_failed, hsort_samples, hsort_ready, hsort_commit |
 //! | 8      | [`crate::sample_sort`] ([`SsortMsg`](crate::sample_sort::SsortMsg)) | ssort_samples, ssort_bucket |
-//! | 9      | [`crate::ghs_repair`] ([`MstFrame`](crate::ghs_repair::MstFrame)) | mst_hello, mst_ghs, mst_request, mst_begin, mst_test, mst_accept, mst_reject, mst_echo, mst_stable, mst_parent, mst_row |
+//! | 9      | [`crate::ghs_repair`] ([`MstFrame`](crate::ghs_repair::MstFrame)) | mst_hello, mst_ghs, mst_request, mst_begin, mst_test, mst_accept, mst_reject, mst_echo, mst_stable, mst_parent, mst_row, mst_join, mst_count, mst_core, mst_settled, mst_rghs |
 //!
 //! Each family's module documents its kinds' fixed fields. Kind names are unique across
 //! families (they name frames in logs, JSON and the frame-count tests).

@@ -225,8 +225,9 @@
 //! Keeping the tree the exact MST while weights change and nodes fail is
 //! [`crate::ghs_repair`]: [`MstMaintainer`](crate::ghs_repair::MstMaintainer) takes over from a
 //! finished [`Ghs`] (its tree edges, and [`Ghs::in_branch`] as the parent towards the core),
-//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life, rebuilding
-//! with GHS after a failure. Their messages travel in frame family 9
+//! and [`MaintainedMst`](crate::ghs_repair::MaintainedMst) wraps a node's whole life: after a
+//! failure, GHS goes on from the surviving pieces of the tree ([`Ghs::resume`],
+//! [`Ghs::initiate_as_core`], [`Ghs::drop_silent_edge`]), or rebuilds. Their messages travel in frame family 9
 //! ([`MstFrame`](crate::ghs_repair::MstFrame)), outside any collective: the Host's live MST
 //! ([`crate::mst_service`]) runs one `MaintainedMst` per node for the life of the group.
 
@@ -872,6 +873,14 @@ pub enum GhsSetupError {
         /// The node.
         node: NodeId,
     },
+    /// A fragment edge ([`Ghs::resume`]) to a node that is not a neighbour.
+    #[error("node {node}: a fragment edge to {branch}, which is not a neighbour")]
+    NotANeighbour {
+        /// The node.
+        node: NodeId,
+        /// The branch named.
+        branch: NodeId,
+    },
     /// A weight that is NaN, infinite or negative.
     #[error("node {node}: the edge to {neighbour} weighs {weight}, expected a finite number >= 0")]
     BadWeight {
@@ -1096,6 +1105,97 @@ impl Ghs {
         debug_assert_eq!(self.state, NodeState::Sleeping);
         self.window = window as usize;
         Ok(self)
+    }
+
+    /// The machine of node `me` resuming inside a fragment that already exists: the edges to
+    /// `branches` are Branch (the fragment's tree edges around this node), the others Basic,
+    /// and the node is awake in `Found` at level 0 without a name until its fragment's
+    /// `Initiate` (or [`initiate_as_core`](Self::initiate_as_core)) gives it both. Until then
+    /// it defers every Test and Connect of a level above 0 and accepts Tests of level 0 (a
+    /// singleton's: another fragment). For the failure recovery of
+    /// [`MaintainedMst`](crate::ghs_repair::MaintainedMst): the pieces of the old tree that
+    /// survive a failure are fragments of the new MST, and GHS goes on from them.
+    pub fn resume(
+        me: NodeId,
+        edges: impl IntoIterator<Item = (NodeId, f64)>,
+        branches: &std::collections::BTreeSet<NodeId>,
+        window: u32,
+    ) -> Result<Ghs, GhsSetupError> {
+        let mut g = Ghs::new(me, edges)?.with_test_window(window)?;
+        for &b in branches {
+            let j = g.index_of(b).ok_or(GhsSetupError::NotANeighbour {
+                node: me,
+                branch: b,
+            })?;
+            g.edges[j].state = EdgeState::Branch;
+        }
+        if !branches.is_empty() {
+            g.state = NodeState::Found;
+        }
+        Ok(g)
+    }
+
+    /// A [`resume`](Self::resume)d node at one end of its fragment's chosen core edge (to
+    /// `partner`) starts the fragment's search at `level`, named by the core edge, as if the
+    /// partner had sent it `Initiate(level, core, Find)`; the partner does the same. Refused
+    /// (nothing changed) unless the edge is a Branch and the level at most [`MAX_LEVEL`].
+    pub fn initiate_as_core(
+        &mut self,
+        partner: NodeId,
+        level: u8,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) -> Result<(), GhsError> {
+        let j = self.index_of(partner).ok_or(GhsError::NotANeighbour {
+            from: partner,
+            kind: "initiate",
+        })?;
+        if self.edges[j].state != EdgeState::Branch || level > MAX_LEVEL || self.is_done() {
+            return Err(GhsError::Unexpected {
+                from: partner,
+                kind: "initiate",
+                why: "a core edge that is not a branch, or a level above the maximum",
+            });
+        }
+        let fragment = self.edges[j].key;
+        self.on_initiate(j, level, fragment, SearchState::Find, out);
+        self.retry_deferred(out);
+        Ok(())
+    }
+
+    /// The neighbour `peer` failed without ever sending this node a message of this run: its
+    /// edge leaves the search (a Test waiting over it is answered as a Reject would be, and the
+    /// edge is never tested again). Refused (nothing changed) for a Branch edge, whose loss
+    /// breaks a fragment: the caller starts over.
+    pub fn drop_silent_edge(
+        &mut self,
+        peer: NodeId,
+        out: &mut Vec<(NodeId, GhsMsg)>,
+    ) -> Result<(), GhsError> {
+        let Some(j) = self.index_of(peer) else {
+            return Ok(());
+        };
+        if self.edges[j].state == EdgeState::Branch {
+            return Err(GhsError::Unexpected {
+                from: peer,
+                kind: "failure",
+                why: "a tree edge of the fragment failed",
+            });
+        }
+        self.deferred.retain(|&(d, _)| d != j);
+        if self.is_done() {
+            self.edges[j].state = EdgeState::Rejected;
+            return Ok(());
+        }
+        if self.edges[j].asked.is_some() {
+            self.dispatch(j, GhsMsg::Reject, out);
+        } else if self.edges[j].state == EdgeState::Basic {
+            self.edges[j].state = EdgeState::Rejected;
+            if self.state == NodeState::Find {
+                self.test(out);
+            }
+        }
+        self.retry_deferred(out);
+        Ok(())
     }
 
     /// How many Tests the node keeps waiting at once (1: classic GHS).

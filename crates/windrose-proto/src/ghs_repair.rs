@@ -71,9 +71,58 @@
 //!
 //! A failed node splits the tree into pieces that cannot all reach the root, so failures are
 //! not repaired by these epochs: [`MaintainedMst`] wraps the whole life of a node (the
-//! build, by GHS or by rows, then the maintainer) in *generations*; a failure starts a new
-//! generation that rebuilds the tree among the survivors the same way, and the weight changes the rebuild did not
-//! see are fed again. See its docs.
+//! build, by GHS or by rows, then the maintainer) in *generations*, and a failure starts a
+//! new one. A GHS-built tree at rest is **recovered locally** (the paper's `reiden`); in
+//! every other case the generation **rebuilds** the tree among the survivors the same way
+//! it was built, and the weight changes the rebuild did not see are fed again.
+//!
+//! **Why local recovery is exact.** With unique keys, every edge of the old MST `T` whose
+//! ends both survive is an edge of `MST(G - F)` (`F` the failed nodes): removing a tree edge
+//! `e` from `T` defines a cut of which `e` is the lightest crossing edge; in `G - F` the same
+//! cut (less `F`) is crossed by a subset of those edges, `e` among them, so `e` is still the
+//! lightest and stays (the cut property). So the pieces of `T - F` are *fragments* of the new
+//! MST, and GHS's merges from them (each fragment joining over its lightest outgoing edge)
+//! end at `MST(G - F)` exactly as they do from single nodes.
+//!
+//! **The recovery** (generation `g + 1`, messages [`RecoverMsg`], frame kinds `mst_join` ...
+//! `mst_rghs`):
+//!
+//! | step | messages |
+//! |------|----------|
+//! | a survivor told of a failure (or reached by a message of `g + 1`) enters `g + 1` and sends `Join(epoch)` over each tree edge it still holds | `2` per surviving tree edge |
+//! | once every tree neighbour joined or is known failed, the piece is known at the node; each node counts its subtree to its old parent if that parent joined, else it is the piece's **root** (the old root, or a node whose parent failed: one per piece) | `Count(nodes, weight, gone)`, one per piece edge |
+//! | the root decides: if the piece holds every survivor (its nodes plus the most failed neighbours one of its nodes saw make the old tree's count) the tree is stable as it is | `Settled(nodes, total)` down the piece (the `gosleep` wave) |
+//! | otherwise GHS goes on from the pieces: the root picks the edge to its child of least key as the piece's core, both ends start the search at level `floor(log2 nodes)` ([`Ghs::resume`], [`Ghs::initiate_as_core`]), single-node pieces wake as GHS's level-0 nodes | `Core(level)`, then GHS's own messages; its `Done` flood is the termination wave |
+//!
+//! Every node then holds the new tree, its parent, the node count and the total weight (from
+//! `Settled` or `Done`, bit-identical everywhere), and the maintainer takes over as after a
+//! build. A leaf's failure costs `3 (n - 2)` messages; an inner node's the waves plus GHS's
+//! merges of its pieces, whose Tests stop at each node's first outgoing edge. Against the
+//! rebuild of the same failure in the message-delay model (tests/ghs_repair.rs,
+//! `local_recovery_against_rebuild_report`, data/mst/local-recovery.csv; the six sites and
+//! random graphs of 32 to 256 nodes, test windows 1 and 16): 4-18 % of the rebuild's messages
+//! for a leaf, 29-63 % for the node of the highest tree degree. In time, on the six sites
+//! with the default window: 1.78 s for a leaf (the three waves cross the WAN) and 5.40 s for
+//! S3's hub, against 6.40 s for the rebuild. Through the Hosts in the simulator
+//! (crates/windrose-sim/tests/mst_live.rs, S5's hub failing at 37 s): 695 recovery frames
+//! and 506 parent announcements, the tree whole everywhere at 41.8 s, against 506 Hellos,
+//! 1,750 GHS frames and 506 announcements, whole at 44.1 s, for the rebuild.
+//!
+//! **When it rebuilds instead** (generation `g + 1`, or `g + 2` if the recovery had begun):
+//! - the tree was not at rest: a repair epoch running at the node (its tree edges would mix two
+//!   epochs' weights), a rows build (every node holds the whole tree; its rebuild is one
+//!   message delay), or a build not finished;
+//! - two ends of a tree edge disagree on the old tree (a `Join` over an edge the receiver does
+//!   not hold as a tree edge, or of another epoch: a failure cut an epoch's `Stable` wave);
+//! - a node that took part in the recovery fails during it (it joined, or sent any message of
+//!   the generation), or a piece edge is lost: what it did cannot be taken back locally.
+//!   A neighbour that never sent anything in the generation (it failed before, and this
+//!   node's notice is late) just leaves: a Test waiting over its edge counts as rejected
+//!   ([`Ghs::drop_silent_edge`]);
+//! - two nodes entered the generation differently (one recovers, one rebuilds): both go on to
+//!   a rebuild in the next generation, which every node follows.
+//!
+//! See [`MaintainedMst`]'s docs for the generations.
 
 mod wire;
 
@@ -1111,6 +1160,62 @@ pub enum MstNodeMsg {
         /// The message.
         msg: RepairMsg,
     },
+    /// A message of the generation's local failure recovery (see [`MaintainedMst`]).
+    Recover {
+        /// The generation.
+        generation: u32,
+        /// The message.
+        msg: RecoverMsg,
+    },
+}
+
+/// A message of the local failure recovery ([`MaintainedMst`], "Failures: local recovery").
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum RecoverMsg {
+    /// The sender entered the recovery over the old tree as of its stable `epoch` and still
+    /// holds this edge as a tree edge (sent over every surviving tree edge, both ways).
+    Join {
+        /// The sender's last stable repair epoch.
+        epoch: u32,
+    },
+    /// The piece of the old tree below the sender, to its parent: nodes, tree weight, and the
+    /// most neighbours one node of it saw fail since the old tree was built.
+    Count {
+        /// Nodes in the sender's subtree (>= 1).
+        nodes: u32,
+        /// The subtree's tree weight.
+        weight: f64,
+        /// The most failed neighbours one node of the subtree knows.
+        gone: u32,
+    },
+    /// The piece's root chose the edge to the receiver as the piece's core: both ends start
+    /// GHS's search at `level`, the piece named by the edge ([`Ghs::initiate_as_core`]).
+    Core {
+        /// The piece's level (>= 1): `floor(log2 nodes)`.
+        level: u8,
+    },
+    /// The piece spans every survivor: the tree is stable, with these totals.
+    Settled {
+        /// Nodes in the tree.
+        nodes: u32,
+        /// The tree's total weight, bit-identical everywhere.
+        total_weight: f64,
+    },
+    /// A GHS message of the pieces' merges.
+    Ghs(GhsMsg),
+}
+
+impl RecoverMsg {
+    /// The kind's name, as on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RecoverMsg::Join { .. } => "join",
+            RecoverMsg::Count { .. } => "count",
+            RecoverMsg::Core { .. } => "core",
+            RecoverMsg::Settled { .. } => "settled",
+            RecoverMsg::Ghs(m) => m.name(),
+        }
+    }
 }
 
 impl MstNodeMsg {
@@ -1120,7 +1225,8 @@ impl MstNodeMsg {
             MstNodeMsg::Hello { generation, .. }
             | MstNodeMsg::Row { generation, .. }
             | MstNodeMsg::Ghs { generation, .. }
-            | MstNodeMsg::Repair { generation, .. } => generation,
+            | MstNodeMsg::Repair { generation, .. }
+            | MstNodeMsg::Recover { generation, .. } => generation,
         }
     }
 }
@@ -1143,30 +1249,64 @@ enum Phase {
     },
     /// The tree is built; weight changes are repaired.
     Maintaining(Box<MstMaintainer>),
+    /// The local recovery after a failure: the pieces of the old tree re-identify themselves
+    /// and GHS joins them.
+    Recovering(Box<Recovery>),
+}
+
+/// One node's part of a local recovery (see [`MaintainedMst`]).
+#[derive(Clone, Debug)]
+struct Recovery {
+    /// The old tree's edges here whose other end is not known failed.
+    tree: BTreeSet<NodeId>,
+    /// The parent in the old tree (None: its root).
+    parent: Option<NodeId>,
+    /// The old tree's last stable epoch here; both ends of a tree edge must agree.
+    epoch: u32,
+    /// Nodes in the old tree.
+    old_nodes: u32,
+    /// Tree neighbours whose `Join` came: this node's piece edges.
+    joined: BTreeSet<NodeId>,
+    /// Neighbours any message of this generation came from: their failure is no longer
+    /// silent.
+    heard: BTreeSet<NodeId>,
+    /// Children's counts.
+    counts: BTreeMap<NodeId, (u32, f64, u32)>,
+    /// The piece is known here and this node counted (to its parent, or decided as root).
+    counted: bool,
+    /// The piece's parent (None: the piece's root), once counted.
+    up: Option<NodeId>,
+    /// The merges, once counted (None after a `Settled`-only ending).
+    ghs: Option<Box<Ghs>>,
+    /// Recovery messages that wait for the count.
+    buffer: Vec<(NodeId, RecoverMsg)>,
+    /// Repair messages of the generation that wait for its tree.
+    repairs: Vec<(NodeId, RepairMsg)>,
 }
 
 /// One node's MST for its whole life: GHS builds it, [`MstMaintainer`] repairs it after
 /// weight changes, and a node failure starts a new *generation* that rebuilds it among the
 /// survivors.
 ///
-/// # Failures: a rebuild in a new generation
+/// # Failures: a new generation
 ///
-/// A failed node splits the tree into pieces that cannot all reach the root, so the
-/// root-serialized repairs cannot handle it. [`peer_failed`](Self::peer_failed) (the driver's
-/// `Input::PeerFailed`) starts generation `g + 1`: the node drops the edge, abandons whatever
-/// runs (a build or a repair) and sends `Hello(g + 1, its weight)` to every surviving
-/// neighbour; a node entering a generation on a neighbour's message does the same. Once a node
-/// has every surviving neighbour's Hello it builds the MST of its component with a fresh GHS,
-/// each edge weighing what its smaller end said (both ends agree without a further exchange),
-/// and wakes. Messages of an older generation are dropped (they were in flight when it ended);
+/// [`peer_failed`](Self::peer_failed) (the driver's `Input::PeerFailed`) starts generation
+/// `g + 1`, which recovers locally when the tree is at rest (GHS-built, no repair running
+/// here; see the [module docs](crate::ghs_repair) for the protocol and when it
+/// rebuilds instead) and otherwise rebuilds: the node drops the edge, abandons whatever runs
+/// (a build or a repair) and sends `Hello(g + 1, its weight)` to every surviving neighbour; a
+/// node entering a generation on a neighbour's message does the same. Once a node has every
+/// surviving neighbour's Hello it builds the MST of its component with a fresh GHS, each edge
+/// weighing what its smaller end said (both ends agree without a further exchange), and
+/// wakes. Messages of an older generation are dropped (they were in flight when it ended);
 /// messages of the current one that arrive early wait. A failure during a rebuild starts yet
 /// another generation. A survivor graph that falls apart gives each component its own tree.
-/// Weight changes fed during a rebuild, or lost with an abandoned repair, are fed again to the
-/// new tree's maintainer where the built weight differs from the last one measured, so the
-/// last weight fed at a node always wins.
+/// Weight changes fed during a rebuild or a recovery, or lost with an abandoned repair, are
+/// fed again to the new tree's maintainer where the built weight differs from the last one
+/// measured, so the last weight fed at a node always wins.
 ///
-/// This costs a GHS rebuild (plus `2 e` Hellos) per failure, not the paper's local recovery:
-/// reconnecting the pieces by GHS merges from the surviving fragments is left to do.
+/// A rebuild costs a GHS build plus `2 e` Hellos; a local recovery `3 (n - 2)` messages for a
+/// leaf, and GHS's merges of the pieces for an inner node.
 #[derive(Clone, Debug)]
 pub struct MaintainedMst {
     me: NodeId,
@@ -1192,6 +1332,16 @@ pub struct MaintainedMst {
     rebuild_after: Option<usize>,
     /// The request counters of the generations before this one.
     past_requests: RequestStats,
+    /// Failures are recovered locally when they can be (GHS builds only).
+    local_recovery: bool,
+    /// The current generation recovers locally (else it rebuilds).
+    local: bool,
+    /// Neighbours known to be nodes of the tree held (or last held): every neighbour after a
+    /// build, the ones heard from during a local recovery. A node whose failure notice comes
+    /// late may be a neighbour that was already gone before the tree was built.
+    members: BTreeSet<NodeId>,
+    /// Of those, how many failed since: a lower bound on the tree's nodes lost.
+    lost: u32,
 }
 
 /// How a [`MaintainedMst`] builds each generation's tree.
@@ -1360,7 +1510,25 @@ impl MaintainedMst {
             tree: None,
             rebuild_after: None,
             past_requests: RequestStats::default(),
+            local_recovery: true,
+            local: false,
+            members: BTreeSet::new(),
+            lost: 0,
         })
+    }
+
+    /// The same node recovering from failures locally (`true`, the default) or by a rebuild
+    /// in a new generation (`false`). Only the GHS build recovers locally: a rows build
+    /// always rebuilds. Every node of a group must be set alike (a node that rebuilds meets
+    /// one that recovers and both rebuild, which is correct but costs both).
+    pub fn with_local_recovery(mut self, on: bool) -> MaintainedMst {
+        self.local_recovery = on;
+        self
+    }
+
+    /// True if this generation's tree came (or is coming) from a local recovery.
+    pub fn recovered_locally(&self) -> bool {
+        self.local
     }
 
     /// The same node building (and rebuilding) with GHS's test window `window`
@@ -1561,6 +1729,36 @@ impl MaintainedMst {
         self.weights.remove(&peer);
         self.measured.remove(&peer);
         self.dead.insert(peer);
+        if self.members.remove(&peer) {
+            self.lost = self.lost.saturating_add(1);
+        }
+        if let Phase::Recovering(r) = &mut self.phase {
+            if r.joined.contains(&peer) || r.heard.contains(&peer) {
+                // It took part in this recovery: what it did cannot be taken back locally.
+                self.enter(self.generation + 1, out);
+                return;
+            }
+            // A silent failure (before this generation, or a node that never reached it):
+            // its edge simply leaves the recovery.
+            r.tree.remove(&peer);
+            let mut o = Vec::new();
+            let dropped = r
+                .ghs
+                .as_mut()
+                .map_or(Ok(()), |g| g.drop_silent_edge(peer, &mut o));
+            if dropped.is_err() {
+                self.enter(self.generation + 1, out);
+                return;
+            }
+            self.wrap_recover(o, out);
+            self.progress(out);
+            self.finish_ghs(out);
+            return;
+        }
+        if self.can_recover_locally() {
+            self.enter_local(self.generation + 1, out);
+            return;
+        }
         if let Phase::Gathering {
             heard,
             rows,
@@ -1621,6 +1819,7 @@ impl MaintainedMst {
         let first = generation == self.generation && !self.started;
         self.generation = generation;
         self.started = true;
+        self.local = false;
         if !(first && matches!(self.phase, Phase::Gathering { .. })) {
             // Hellos heard before a `gathering` node's start are kept.
             self.phase = Phase::Gathering {
@@ -1796,7 +1995,14 @@ impl MaintainedMst {
         out: &mut Vec<(NodeId, MstNodeMsg)>,
     ) {
         let m = m.with_rebuild_after(self.rebuild_after);
+        // After a local recovery only the neighbours heard from in it are known members of
+        // the tree; after a build, every neighbour sent its Hello (or was given, at the start).
+        self.members = match &self.phase {
+            Phase::Recovering(r) => r.heard.clone(),
+            _ => self.weights.keys().copied().collect(),
+        };
         self.phase = Phase::Maintaining(Box::new(m));
+        self.lost = 0;
         for (from, msg) in buffer {
             let msg = MstNodeMsg::Repair {
                 generation: self.generation,
@@ -1846,8 +2052,25 @@ impl MaintainedMst {
                 why: "not a neighbour",
             });
         }
+        let local_msg = matches!(msg, MstNodeMsg::Recover { .. });
         if g > self.generation {
-            self.enter(g, out);
+            if !local_msg {
+                self.enter(g, out);
+            } else if self.can_recover_locally() {
+                self.enter_local(g, out);
+            } else {
+                // This node cannot recover locally (its tree is not at rest): a rebuild,
+                // which the sender will follow.
+                self.enter(g + 1, out);
+                self.dropped += 1;
+                return Ok(());
+            }
+        } else if local_msg != self.local && !matches!(msg, MstNodeMsg::Repair { .. }) {
+            // Two nodes entered this generation differently (one recovers, one rebuilds): a
+            // rebuild in the next generation settles it.
+            self.enter(g + 1, out);
+            self.dropped += 1;
+            return Ok(());
         }
         let rows_build = self.build == BuildAlgorithm::Rows;
         if rows_build == matches!(msg, MstNodeMsg::Hello { .. })
@@ -1924,6 +2147,10 @@ impl MaintainedMst {
                 self.wrap_ghs(o, out);
                 self.after_ghs(out);
             }
+            (Phase::Recovering(r), MstNodeMsg::Repair { msg, .. }) => r.repairs.push((from, msg)),
+            (Phase::Recovering(_), MstNodeMsg::Recover { msg, .. }) => {
+                self.on_recover(from, msg, out)?
+            }
             (Phase::Maintaining(m), MstNodeMsg::Repair { msg, .. }) => {
                 let mut o = Vec::new();
                 m.handle(from, msg, &mut o)?;
@@ -1939,9 +2166,341 @@ impl MaintainedMst {
                         MstNodeMsg::Row { .. } => "row",
                         MstNodeMsg::Ghs { .. } => "ghs",
                         MstNodeMsg::Repair { .. } => "repair",
+                        MstNodeMsg::Recover { msg, .. } => msg.name(),
                     },
                     why: "not expected in this phase of the generation",
                 })
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The local failure recovery (see [`MaintainedMst`], "Failures: local recovery").
+impl MaintainedMst {
+    /// A GHS-built node whose tree is at rest (no repair epoch running here) can recover
+    /// locally: its tree edges are the exact MST of the weights both ends hold.
+    fn can_recover_locally(&self) -> bool {
+        self.local_recovery
+            && self.build == BuildAlgorithm::Ghs
+            && matches!(&self.phase, Phase::Maintaining(m) if m.is_stable() && !m.wants_rebuild())
+    }
+
+    fn wrap_recover(&self, o: Vec<(NodeId, GhsMsg)>, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let generation = self.generation;
+        out.extend(o.into_iter().map(|(to, msg)| {
+            (
+                to,
+                MstNodeMsg::Recover {
+                    generation,
+                    msg: RecoverMsg::Ghs(msg),
+                },
+            )
+        }));
+    }
+
+    fn send_recover(&self, to: NodeId, msg: RecoverMsg, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        out.push((
+            to,
+            MstNodeMsg::Recover {
+                generation: self.generation,
+                msg,
+            },
+        ));
+    }
+
+    /// Enters `generation` as a local recovery: `Join` over every surviving tree edge.
+    fn enter_local(&mut self, generation: u32, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        self.refresh_weights();
+        let Phase::Maintaining(m) = &self.phase else {
+            return;
+        };
+        self.past_requests.add(m.request_stats());
+        let tree: BTreeSet<NodeId> = m
+            .branch_edges()
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| self.weights.contains_key(n))
+            .collect();
+        let r = Recovery {
+            parent: m.parent(),
+            epoch: m.stable_epoch(),
+            old_nodes: m.totals().0,
+            tree,
+            joined: BTreeSet::new(),
+            heard: BTreeSet::new(),
+            counts: BTreeMap::new(),
+            counted: false,
+            up: None,
+            ghs: None,
+            buffer: Vec::new(),
+            repairs: Vec::new(),
+        };
+        self.generation = generation;
+        self.local = true;
+        self.tree = None;
+        let epoch = r.epoch;
+        for &n in &r.tree {
+            self.send_recover(n, RecoverMsg::Join { epoch }, out);
+        }
+        self.phase = Phase::Recovering(Box::new(r));
+        self.progress(out);
+    }
+
+    /// Once every surviving tree neighbour joined and every piece child counted: counts to
+    /// the piece's parent, or, at the piece's root, decides.
+    fn progress(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Recovering(r) = &mut self.phase else {
+            return;
+        };
+        if r.counted || r.tree.iter().any(|n| !r.joined.contains(n)) {
+            return;
+        }
+        let up = r.parent.filter(|p| r.joined.contains(p));
+        let children: Vec<NodeId> = r
+            .joined
+            .iter()
+            .copied()
+            .filter(|&c| Some(c) != up)
+            .collect();
+        if children.iter().any(|c| !r.counts.contains_key(c)) {
+            return;
+        }
+        let (mut nodes, mut weight, mut gone) = (1u32, 0.0f64, self.lost);
+        for c in &children {
+            let (n, w, g) = r.counts[c];
+            nodes = nodes.saturating_add(n);
+            weight += w + self.weights[c];
+            gone = gone.max(g);
+        }
+        r.counted = true;
+        r.up = up;
+        let edges = self.weights.iter().map(|(&n, &w)| (n, w));
+        let ghs = if r.joined.is_empty() {
+            Ghs::new(self.me, edges).and_then(|g| g.with_test_window(self.window))
+        } else {
+            Ghs::resume(self.me, edges, &r.joined, self.window)
+        };
+        r.ghs = Some(Box::new(ghs.expect("weights and window were checked")));
+        let joined = r.joined.clone();
+        let old_nodes = r.old_nodes;
+        match up {
+            Some(p) => self.send_recover(
+                p,
+                RecoverMsg::Count {
+                    nodes,
+                    weight,
+                    gone,
+                },
+                out,
+            ),
+            None if nodes.saturating_add(gone) == old_nodes => {
+                // The piece holds every survivor (`gone` distinct members of the old tree
+                // failed, the piece counts the rest): the tree is stable as it is.
+                self.settle(None, &joined, nodes, weight, out);
+                return;
+            }
+            None => {
+                let mut o = Vec::new();
+                let Phase::Recovering(r) = &mut self.phase else {
+                    return;
+                };
+                let ghs = r.ghs.as_mut().expect("made above");
+                match children
+                    .iter()
+                    .min_by_key(|&&c| EdgeKey::new(self.me, c, self.weights[&c]))
+                {
+                    None => ghs.start(&mut o),
+                    Some(&core) => {
+                        let level = (nodes.ilog2() as u8).min(crate::ghs::MAX_LEVEL);
+                        self.send_recover(core, RecoverMsg::Core { level }, out);
+                        let Phase::Recovering(r) = &mut self.phase else {
+                            return;
+                        };
+                        r.ghs
+                            .as_mut()
+                            .expect("made above")
+                            .initiate_as_core(core, level, &mut o)
+                            .expect("a piece edge of a level <= MAX_LEVEL");
+                    }
+                }
+                self.wrap_recover(o, out);
+            }
+        }
+        // Messages that waited for the piece.
+        let waiting = match &mut self.phase {
+            Phase::Recovering(r) => std::mem::take(&mut r.buffer),
+            _ => Vec::new(),
+        };
+        let generation = self.generation;
+        for (from, msg) in waiting {
+            if self.generation != generation {
+                self.dropped += 1; // a fallback ended the recovery
+            } else if !matches!(self.phase, Phase::Recovering(_))
+                || self.on_recover(from, msg, out).is_err()
+            {
+                self.faults += 1;
+            }
+        }
+        self.finish_ghs(out);
+    }
+
+    /// The tree is stable (the piece spans the survivors, or GHS ended): the maintainer takes
+    /// over. `up`: the parent (None: the root); `Settled` goes on to the other tree edges.
+    fn settle(
+        &mut self,
+        up: Option<NodeId>,
+        branches: &BTreeSet<NodeId>,
+        nodes: u32,
+        total_weight: f64,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) {
+        for &c in branches.iter().filter(|&&c| Some(c) != up) {
+            self.send_recover(
+                c,
+                RecoverMsg::Settled {
+                    nodes,
+                    total_weight,
+                },
+                out,
+            );
+        }
+        self.take_recovered(branches, up, nodes, total_weight, out);
+    }
+
+    fn take_recovered(
+        &mut self,
+        branches: &BTreeSet<NodeId>,
+        up: Option<NodeId>,
+        nodes: u32,
+        total_weight: f64,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) {
+        let repairs = match &mut self.phase {
+            Phase::Recovering(r) => std::mem::take(&mut r.repairs),
+            _ => Vec::new(),
+        };
+        let m = MstMaintainer::from_tree(
+            self.me,
+            self.weights.iter().map(|(&n, &w)| (n, w)),
+            branches,
+            up,
+            nodes,
+            total_weight,
+        )
+        .expect("the recovered tree's edges are this node's surviving edges");
+        self.take_over(m, repairs, out);
+    }
+
+    /// GHS ended here: its tree, rooted like a GHS build's (the smaller end of the core).
+    fn finish_ghs(&mut self, out: &mut Vec<(NodeId, MstNodeMsg)>) {
+        let Phase::Recovering(r) = &self.phase else {
+            return;
+        };
+        let Some(done) = r.ghs.as_ref().and_then(|g| g.completion()) else {
+            return;
+        };
+        let ghs = r.ghs.as_ref().expect("completed");
+        let branches: BTreeSet<NodeId> = ghs.branch_edges().into_iter().map(|(n, _)| n).collect();
+        let root = done.fragment.is_none_or(|core| core.lo() == self.me);
+        let up = if root { None } else { ghs.in_branch() };
+        self.take_recovered(&branches, up, done.nodes, done.total_weight, out);
+    }
+
+    /// A recovery message of the current generation.
+    fn on_recover(
+        &mut self,
+        from: NodeId,
+        msg: RecoverMsg,
+        out: &mut Vec<(NodeId, MstNodeMsg)>,
+    ) -> Result<(), RepairError> {
+        let me = self.me;
+        let unexpected = |why| RepairError::Unexpected {
+            node: me,
+            from,
+            kind: msg.name(),
+            why,
+        };
+        let Phase::Recovering(r) = &mut self.phase else {
+            return Err(unexpected("not recovering"));
+        };
+        match msg {
+            RecoverMsg::Join { epoch } => {
+                if r.joined.contains(&from) || r.counted {
+                    return Err(unexpected("a second join"));
+                }
+                if !r.tree.contains(&from) || epoch != r.epoch {
+                    // The two ends do not hold the same old tree: a rebuild settles it.
+                    self.enter(self.generation + 1, out);
+                    return Ok(());
+                }
+                r.heard.insert(from);
+                r.joined.insert(from);
+                self.progress(out);
+            }
+            RecoverMsg::Count {
+                nodes,
+                weight,
+                gone,
+            } => {
+                let parent = r.parent;
+                if !r.joined.contains(&from)
+                    || Some(from) == parent
+                    || r.counts.contains_key(&from)
+                    || r.counted
+                    || nodes == 0
+                    || EdgeKey::new(me, from, weight).is_none()
+                {
+                    return Err(unexpected("a count that is not a waited-for child's"));
+                }
+                r.heard.insert(from);
+                r.counts.insert(from, (nodes, weight, gone));
+                self.progress(out);
+            }
+            _ if !r.counted => {
+                r.heard.insert(from);
+                r.buffer.push((from, msg));
+            }
+            RecoverMsg::Core { level } => {
+                if r.up != Some(from) || level == 0 {
+                    return Err(unexpected(
+                        "a core from a node that is not the piece's parent",
+                    ));
+                }
+                let mut o = Vec::new();
+                let ghs = r
+                    .ghs
+                    .as_mut()
+                    .ok_or_else(|| unexpected("the recovery is over"))?;
+                ghs.initiate_as_core(from, level, &mut o)
+                    .map_err(|_| unexpected("refused by GHS"))?;
+                r.heard.insert(from);
+                self.wrap_recover(o, out);
+                self.finish_ghs(out);
+            }
+            RecoverMsg::Settled {
+                nodes,
+                total_weight,
+            } => {
+                if r.up != Some(from) {
+                    return Err(unexpected(
+                        "settled from a node that is not the piece's parent",
+                    ));
+                }
+                let joined = r.joined.clone();
+                self.settle(Some(from), &joined, nodes, total_weight, out);
+            }
+            RecoverMsg::Ghs(m) => {
+                let mut o = Vec::new();
+                let ghs = r
+                    .ghs
+                    .as_mut()
+                    .ok_or_else(|| unexpected("the recovery is over"))?;
+                ghs.handle(from, m, &mut o)
+                    .map_err(|_| unexpected("refused by GHS"))?;
+                r.heard.insert(from);
+                self.wrap_recover(o, out);
+                self.finish_ghs(out);
             }
         }
         Ok(())

@@ -105,6 +105,7 @@ impl TimedMachine for MaintainedMst {
             MstNodeMsg::Row { .. } => "row",
             MstNodeMsg::Ghs { msg, .. } => msg.name(),
             MstNodeMsg::Repair { msg, .. } => REPAIR_KINDS[msg.kind_index()],
+            MstNodeMsg::Recover { msg, .. } => msg.name(),
         }
     }
 }

@@ -37,8 +37,10 @@
 //!   [`MaintainedMst::change_weight`]. Each repair's `Stable` names the edge that left and the
 //!   one that entered; every node applies it to its copy of the tree.
 //! - **Failures**: the Host's failure detector (a lost connection, a silent member, a member
-//!   that left) calls [`MstService::peer_failed`]: a new generation rebuilds among the
-//!   survivors ([`MaintainedMst`]'s docs), and its nodes announce their parents again. A member
+//!   that left) calls [`MstService::peer_failed`]: a new generation recovers a GHS-built tree
+//!   locally (the old tree's pieces join again by GHS) or rebuilds among the survivors (a
+//!   rows build, or a tree not at rest; [`MaintainedMst`]'s docs), and with GHS its nodes
+//!   announce their parents again. A member
 //!   that comes back is not taken back into the tree (its edges are gone until the group
 //!   restarts the service); broadcasts still reach it as a leaf of the root.
 //!

@@ -9,7 +9,7 @@ use windrose_proto::frame::{
 };
 use windrose_proto::ghs::{EdgeKey, GhsFrame, GhsMsg, SearchState, MAX_LEVEL};
 use windrose_proto::ghs_repair::{
-    encode_row, Change, ChangeSeen, EchoInfo, MstFrame, MstNodeMsg, RepairMsg,
+    encode_row, Change, ChangeSeen, EchoInfo, MstFrame, MstNodeMsg, RecoverMsg, RepairMsg,
 };
 use windrose_proto::heterosort::HsortMsg;
 use windrose_proto::host::SessionFrame;
@@ -115,7 +115,7 @@ fn mst_frame() -> impl Strategy<Value = Message> {
         (
             any::<u32>(),
             any::<u32>(),
-            0u8..11,
+            0u8..16,
             any::<bool>(),
             1..=u32::MAX,
         ),
@@ -180,6 +180,38 @@ fn mst_frame() -> impl Strategy<Value = Message> {
                             row: encode_row(&entries),
                         }
                     }
+                    10 => MstNodeMsg::Recover {
+                        generation,
+                        msg: RecoverMsg::Join { epoch },
+                    },
+                    11 => MstNodeMsg::Recover {
+                        generation,
+                        msg: RecoverMsg::Count {
+                            nodes,
+                            weight: k.weight(),
+                            gone: epoch,
+                        },
+                    },
+                    12 => MstNodeMsg::Recover {
+                        generation,
+                        msg: RecoverMsg::Core {
+                            level: (epoch % 32) as u8 + 1,
+                        },
+                    },
+                    13 => MstNodeMsg::Recover {
+                        generation,
+                        msg: RecoverMsg::Settled {
+                            nodes,
+                            total_weight: k.weight(),
+                        },
+                    },
+                    14 => match g {
+                        Message::Ghs(f) => MstNodeMsg::Recover {
+                            generation,
+                            msg: RecoverMsg::Ghs(f.msg),
+                        },
+                        _ => unreachable!(),
+                    },
                     _ => {
                         return Message::Mst(Box::new(MstFrame::Parent {
                             generation,

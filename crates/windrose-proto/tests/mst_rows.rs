@@ -100,6 +100,7 @@ impl Net {
                 MstNodeMsg::Hello { .. } => "hello",
                 MstNodeMsg::Ghs { .. } => "ghs",
                 MstNodeMsg::Repair { .. } => "repair",
+                MstNodeMsg::Recover { .. } => "recover",
             };
             *self.frames.entry(kind).or_default() += 1;
             self.links.entry((from, to.0)).or_default().push_back(m);

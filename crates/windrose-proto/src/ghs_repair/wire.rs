@@ -20,6 +20,11 @@
 //! | 9    | `mst_stable`  | gen, epoch, remove opt-key, add opt-key, nodes u32 (>= 1), total weight f64 (54) |
 //! | 10   | `mst_parent`  | gen, has-parent u8, parent u32 (0 if none) (9): the live service's tree announcement ([`crate::mst_service`]) |
 //! | 11   | `mst_row`     | gen (4), then a payload: the sender's row, one entry per member it holds alive, ids strictly increasing, none its own: id u32, weight f64 (12 each) |
+//! | 12   | `mst_join`    | gen, epoch (8): the local recovery's `Join` |
+//! | 13   | `mst_count`   | gen, nodes u32 (>= 1), weight f64, gone u32 (20) |
+//! | 14   | `mst_core`    | gen, level u8 (1..=32) (5) |
+//! | 15   | `mst_settled` | gen, nodes u32 (>= 1), total weight f64 (16) |
+//! | 16   | `mst_rghs`    | gen, GHS kind u8, GHS body zero-padded to 29 bytes (34): a GHS message of the recovery's merges |
 //!
 //! `mst_row` is the one kind with a payload (the [rows build](super::BuildAlgorithm::Rows)'s
 //! Hello): its length is 12 bytes per entry, so a receiver buffers at most what the frame
@@ -30,7 +35,7 @@
 //! ([`MAX_FIXED_BODY_LEN`](crate::frame::MAX_FIXED_BODY_LEN)): a receiver with the default
 //! 16 MiB body limit takes data and piece payloads of up to 16 MiB - 109 bytes.
 
-use super::{Change, ChangeSeen, EchoInfo, MstNodeMsg, RepairMsg};
+use super::{Change, ChangeSeen, EchoInfo, MstNodeMsg, RecoverMsg, RepairMsg};
 use crate::frame::{Family, FrameError, KindLayout, MessageKind, TransferId};
 use crate::ghs::{be_u32, be_u64, EdgeKey, GhsMsg, KEY_LEN, MAX_BODY_LEN};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -47,9 +52,31 @@ const K_ECHO: u8 = 8;
 const K_STABLE: u8 = 9;
 const K_PARENT: u8 = 10;
 const K_ROW: u8 = 11;
+const K_JOIN: u8 = 12;
+const K_COUNT: u8 = 13;
+const K_CORE: u8 = 14;
+const K_SETTLED: u8 = 15;
+const K_RGHS: u8 = 16;
 
 /// Fixed body bytes per kind (index `kind - 1`); `mst_row`'s payload follows its 4.
-const LENS: [usize; 11] = [12, 5 + MAX_BODY_LEN, 25, 57, 24, 8, 8, 109, 54, 9, 4];
+const LENS: [usize; 16] = [
+    12,
+    5 + MAX_BODY_LEN,
+    25,
+    57,
+    24,
+    8,
+    8,
+    109,
+    54,
+    9,
+    4,
+    8,
+    20,
+    5,
+    16,
+    5 + MAX_BODY_LEN,
+];
 
 /// Bytes of one row entry on the wire.
 pub const ROW_ENTRY_LEN: usize = 12;
@@ -91,7 +118,7 @@ pub enum MstFrame {
 }
 
 impl MstFrame {
-    /// The frame kind of kind byte `kind` (1..=11).
+    /// The frame kind of kind byte `kind` (1..=16).
     pub const fn kind_of(kind: u8) -> MessageKind {
         MessageKind::of::<MstFrame>(kind)
     }
@@ -103,6 +130,13 @@ impl MstFrame {
             MstFrame::Node(MstNodeMsg::Row { .. }) => K_ROW,
             MstFrame::Node(MstNodeMsg::Ghs { .. }) => K_GHS,
             MstFrame::Node(MstNodeMsg::Repair { msg, .. }) => K_REQUEST + msg.kind_index() as u8,
+            MstFrame::Node(MstNodeMsg::Recover { msg, .. }) => match msg {
+                RecoverMsg::Join { .. } => K_JOIN,
+                RecoverMsg::Count { .. } => K_COUNT,
+                RecoverMsg::Core { .. } => K_CORE,
+                RecoverMsg::Settled { .. } => K_SETTLED,
+                RecoverMsg::Ghs(_) => K_RGHS,
+            },
         }
     }
 
@@ -148,11 +182,39 @@ impl MstFrame {
                 dst.put_u32(generation);
                 dst.put_u64(weight.to_bits());
             }
-            MstFrame::Node(MstNodeMsg::Ghs { generation, msg }) => {
+            MstFrame::Node(MstNodeMsg::Ghs { generation, msg })
+            | MstFrame::Node(MstNodeMsg::Recover {
+                generation,
+                msg: RecoverMsg::Ghs(msg),
+            }) => {
                 dst.put_u32(generation);
                 dst.put_u8(msg.kind());
                 msg.encode_body(dst);
                 dst.put_bytes(0, MAX_BODY_LEN - msg.body_len());
+            }
+            MstFrame::Node(MstNodeMsg::Recover { generation, msg }) => {
+                dst.put_u32(generation);
+                match msg {
+                    RecoverMsg::Join { epoch } => dst.put_u32(epoch),
+                    RecoverMsg::Count {
+                        nodes,
+                        weight,
+                        gone,
+                    } => {
+                        dst.put_u32(nodes);
+                        dst.put_u64(weight.to_bits());
+                        dst.put_u32(gone);
+                    }
+                    RecoverMsg::Core { level } => dst.put_u8(level),
+                    RecoverMsg::Settled {
+                        nodes,
+                        total_weight,
+                    } => {
+                        dst.put_u32(nodes);
+                        dst.put_u64(total_weight.to_bits());
+                    }
+                    RecoverMsg::Ghs(_) => unreachable!("written above"),
+                }
             }
             MstFrame::Node(MstNodeMsg::Repair { generation, msg }) => {
                 dst.put_u32(generation);
@@ -291,6 +353,7 @@ impl MstFrame {
         };
         let generation = be_u32(&b[0..4]);
         let repair = |msg: RepairMsg| Ok(MstFrame::Node(MstNodeMsg::Repair { generation, msg }));
+        let recover = |msg: RecoverMsg| Ok(MstFrame::Node(MstNodeMsg::Recover { generation, msg }));
         let epoch = || be_u32(&b[4..8]);
         match kind {
             K_ROW => {
@@ -319,14 +382,50 @@ impl MstFrame {
                 generation,
                 weight: amount(&b[4..12], "hello weight")?,
             })),
-            K_GHS => {
+            K_GHS | K_RGHS => {
                 let gk = b[4];
                 let Some(gl) = GhsMsg::kind_name(gk).map(|_| ghs_len(gk)) else {
                     return Err(bad(format!("GHS kind byte {gk} is not 1..=8")));
                 };
                 zeros(&b[5 + gl..], "GHS body padding")?;
                 let msg = GhsMsg::parse(gk, &b[5..5 + gl]).map_err(|e| bad(e.to_string()))?;
-                Ok(MstFrame::Node(MstNodeMsg::Ghs { generation, msg }))
+                Ok(MstFrame::Node(if kind == K_GHS {
+                    MstNodeMsg::Ghs { generation, msg }
+                } else {
+                    MstNodeMsg::Recover {
+                        generation,
+                        msg: RecoverMsg::Ghs(msg),
+                    }
+                }))
+            }
+            K_JOIN => recover(RecoverMsg::Join { epoch: epoch() }),
+            K_COUNT => {
+                let nodes = be_u32(&b[4..8]);
+                if nodes == 0 {
+                    return Err(bad("a count of 0 nodes".to_string()));
+                }
+                recover(RecoverMsg::Count {
+                    nodes,
+                    weight: amount(&b[8..16], "count weight")?,
+                    gone: be_u32(&b[16..20]),
+                })
+            }
+            K_CORE => {
+                let level = b[4];
+                if level == 0 || level > crate::ghs::MAX_LEVEL {
+                    return Err(bad(format!("core level {level} is not 1..=32")));
+                }
+                recover(RecoverMsg::Core { level })
+            }
+            K_SETTLED => {
+                let nodes = be_u32(&b[4..8]);
+                if nodes == 0 {
+                    return Err(bad("settled with 0 nodes".to_string()));
+                }
+                recover(RecoverMsg::Settled {
+                    nodes,
+                    total_weight: amount(&b[8..16], "settled total weight")?,
+                })
             }
             K_REQUEST => repair(RepairMsg::Request {
                 change: change(&b[4..20])?,
@@ -442,6 +541,11 @@ impl Family for MstFrame {
         layout(K_STABLE, "mst_stable"),
         layout(K_PARENT, "mst_parent"),
         layout(K_ROW, "mst_row"),
+        layout(K_JOIN, "mst_join"),
+        layout(K_COUNT, "mst_count"),
+        layout(K_CORE, "mst_core"),
+        layout(K_SETTLED, "mst_settled"),
+        layout(K_RGHS, "mst_rghs"),
     ];
 
     fn kind(&self) -> u8 {
@@ -546,12 +650,79 @@ mod tests {
         b[8..12].copy_from_slice(&3u32.to_be_bytes());
         refuse(K_REQUEST, &b, "to itself");
         assert!(matches!(
-            MstFrame::parse(12, &[]),
+            MstFrame::parse(17, &[]),
             Err(FrameError::UnknownKind {
                 family: 9,
-                kind: 12
+                kind: 17
             })
         ));
+    }
+
+    #[test]
+    fn recovery_kinds_round_trip_and_bad_fields_are_refused() {
+        let recover = |msg| MstFrame::Node(MstNodeMsg::Recover { generation: 7, msg });
+        let core = EdgeKey::new(NodeId(2), NodeId(5), 0.5).unwrap();
+        for (kind, f) in [
+            (K_JOIN, recover(RecoverMsg::Join { epoch: 3 })),
+            (
+                K_COUNT,
+                recover(RecoverMsg::Count {
+                    nodes: 4,
+                    weight: 1.25,
+                    gone: 2,
+                }),
+            ),
+            (K_CORE, recover(RecoverMsg::Core { level: 3 })),
+            (
+                K_SETTLED,
+                recover(RecoverMsg::Settled {
+                    nodes: 23,
+                    total_weight: 758.6,
+                }),
+            ),
+            (
+                K_RGHS,
+                recover(RecoverMsg::Ghs(GhsMsg::Test {
+                    level: 2,
+                    fragment: core,
+                })),
+            ),
+        ] {
+            let b = body(f.clone());
+            assert_eq!(f.kind_byte(), kind);
+            assert_eq!(b.len(), LENS[usize::from(kind) - 1]);
+            assert_eq!(MstFrame::parse(kind, &b).unwrap(), f);
+        }
+        // The recovery's GHS kind is not the build's: the receiver tells them apart.
+        let rghs = body(recover(RecoverMsg::Ghs(GhsMsg::Connect { level: 1 })));
+        assert!(matches!(
+            MstFrame::parse(K_GHS, &rghs).unwrap(),
+            MstFrame::Node(MstNodeMsg::Ghs { .. })
+        ));
+        let refuse = |kind: u8, b: &[u8], needle: &str| {
+            let e = MstFrame::parse(kind, b).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(e.contains(MstFrame::kind_of(kind).name()), "{e}");
+        };
+        let mut b = body(recover(RecoverMsg::Core { level: 1 }));
+        b[4] = 0;
+        refuse(K_CORE, &b, "core level 0");
+        b[4] = 33;
+        refuse(K_CORE, &b, "core level 33");
+        let mut b = body(recover(RecoverMsg::Count {
+            nodes: 1,
+            weight: 0.0,
+            gone: 0,
+        }));
+        b[8..16].copy_from_slice(&f64::NAN.to_bits().to_be_bytes());
+        refuse(K_COUNT, &b, "count weight bits");
+        b[4..8].copy_from_slice(&0u32.to_be_bytes());
+        refuse(K_COUNT, &b, "0 nodes");
+        let b = body(recover(RecoverMsg::Settled {
+            nodes: 1,
+            total_weight: 0.0,
+        }));
+        refuse(K_SETTLED, &b[..15], "body");
     }
 
     #[test]
