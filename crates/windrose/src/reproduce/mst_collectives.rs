@@ -35,9 +35,9 @@
 //! adapted tree costs its deepest path (12 -> 16 -> 4 -> 8 = 398.6 ms: 6.38 s against 5.86 s
 //! for Fig. 5), our static MST is MagPIe-like's cost (Table 1's 0 ms inside a site puts
 //! (04,06) in it), and Fig. 7's adapted tree pays a failed relay's detection (10 s of heartbeat
-//! silence) on the broadcast after it; during the rebuild that follows, broadcasts keep the
-//! last tree without the failed process ([`windrose_proto::mst_service`], "The tree a
-//! broadcast uses").
+//! silence) on the broadcast after it; during the recovery that follows (local, from the
+//! pieces of the old tree), broadcasts keep the last tree without the failed process
+//! ([`windrose_proto::mst_service`], "The tree a broadcast uses").
 
 use super::output::{create_dir, write_atomic};
 use super::{mark, Check, MstCollectivesArgs};
@@ -1052,7 +1052,7 @@ fn claims(r: &GhsRows, magpie: &TreeRun, mst: &TreeRun, figs: &FigRows) -> Vec<C
             ),
             &figs.fig7,
             &FIG7_BCAST_S,
-            "as Fig. 5 for the changes and the sessions: 18 of the 20 broadcasts cost the adapted tree's 398.8 ms each; the first after process 1 fails and the first after process 5 fails (each relays inside its site in the adapted tree) wait for the failure's detection (10 s of heartbeat silence, 6.0 and 10.0 s after their start) before the orphans are re-attached; processes 17 and 21 are leaves and cost nothing. While the live MST rebuilds after a failure, broadcasts keep the last tree without the failed process, its cut-off pieces joined by their cheapest edges (before that fallback they used the central MST of the root's view, which takes (04,06) from the view's guesses: 10.50 s each for the four after a failure, 48.38 s in all). The paper's text says Fig. 7's four events are channel failures and recoveries (a latency rise, a drop, a rise, a drop, found at the 4th, 8th, 12th and 16th broadcasts) without naming the channels or values; ours fail processes 1, 5, 17 and 21 instead (one of S0, S1, S4, S5 each, none a MagPIe coordinator, so the static trees keep their shape), our Hosts detect each failure by heartbeat, the live MST rebuilds among the survivors, and every broadcast finishes without the dead member (all whole): no tree waits on a dead process",
+            "as Fig. 5 for the changes and the sessions: 18 of the 20 broadcasts cost the adapted tree's 398.8 ms each; the first after process 1 fails and the first after process 5 fails (each relays inside its site in the adapted tree) wait for the failure's detection (10 s of heartbeat silence, 6.0 and 10.0 s after their start) before the orphans are re-attached; processes 17 and 21 are leaves and cost nothing. While the live MST recovers after a failure (locally: the surviving pieces of its tree rejoin by GHS, ghs_repair's local recovery), broadcasts keep the last tree without the failed process, its cut-off pieces joined by their cheapest edges (before that fallback they used the central MST of the root's view, which takes (04,06) from the view's guesses: 10.50 s each for the four after a failure, 48.38 s in all). The paper's text says Fig. 7's four events are channel failures and recoveries (a latency rise, a drop, a rise, a drop, found at the 4th, 8th, 12th and 16th broadcasts) without naming the channels or values; ours fail processes 1, 5, 17 and 21 instead (one of S0, S1, S4, S5 each, none a MagPIe coordinator, so the static trees keep their shape), our Hosts detect each failure by heartbeat, the live MST recovers among the survivors (locally, from the pieces of its tree), and every broadcast finishes without the dead member (all whole): no tree waits on a dead process",
         ),
     ]
 }
