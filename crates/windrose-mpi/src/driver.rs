@@ -57,10 +57,11 @@
 //! testbed and shapes its trees to guessed rates before anything is measured (below).
 //! Smaller messages take the tree under every setting.
 //!
-//! - **Slow paths.** The root's MOB turns on [`MobConfig::reroute_slow`]: a share piece whose
-//!   request to a slow site is overdue is requested again from a site that announced it
-//!   (issue 18's series, where one site's path from the root's slows tenfold; see "Slow
-//!   global peers" in [`windrose_proto::mob`]). It travels in the spec, so every rank agrees.
+//! - **Slow paths.** The root's MOB runs with [`MobConfig::default`], as in every driver: its
+//!   [`MobConfig::reroute_slow`] requests a share piece whose request to a slow site is
+//!   overdue again from a site that announced it (issue 18's series, where one site's path
+//!   from the root's slows tenfold; see "Slow global peers" in [`windrose_proto::mob`]). The
+//!   configuration travels in the spec, so every rank agrees.
 //! - **Agreement.** Only the root reads the setting: its eager announcement carries the
 //!   collective's spec (a multicast's protocol, parameters and piece hashes), so the ranks
 //!   cannot disagree on the protocol, and nothing is added to the plan version.
@@ -876,10 +877,7 @@ impl<T: Transport> Driver<T> {
             BcastProtocol::Mob => {
                 let spec = CollectiveSpec::multicast(
                     MulticastProtocol::Mob,
-                    MulticastParams::Mob(MobConfig {
-                        reroute_slow: true,
-                        ..MobConfig::default()
-                    }),
+                    MulticastParams::Mob(MobConfig::default()),
                     &data,
                     piece,
                 )
