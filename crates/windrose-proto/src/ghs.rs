@@ -988,9 +988,10 @@ impl Edge {
     }
 }
 
-/// Neighbour id -> index of the edge. Every message looks its sender up, so on large dense
-/// graphs (a complete graph of thousands of nodes) a binary search's cache misses dominate the
-/// run: ids spanning at most twice the degree get a direct table instead.
+/// Neighbour id -> index of the edge. Every message but a Test answered by [`Contig`]'s bits
+/// looks its sender up, so on large dense graphs (a complete graph of thousands of nodes) a
+/// binary search's cache misses dominate the run: ids spanning at most twice the degree get a
+/// direct table instead.
 #[derive(Clone, Debug)]
 enum Lookup {
     /// `(neighbour, index)` by neighbour id.
@@ -2247,7 +2248,6 @@ mod tests {
     #[test]
     fn an_edge_end_takes_16_bytes() {
         assert_eq!(std::mem::size_of::<Edge>(), 16);
-        eprintln!("Ghs: {} bytes", std::mem::size_of::<Ghs>());
     }
 
     /// The table of the names waiting Tests carried keeps only those still waiting once it
