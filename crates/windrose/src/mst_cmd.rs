@@ -601,11 +601,19 @@ fn live_build(
                 )));
             }
         }
-        if let Some(at) = settled_at(&views, repair.as_ref()) {
-            let trees: Vec<_> = views
-                .iter()
-                .map(|(_, v)| v.as_ref().and_then(|v| v.tree.clone()))
-                .collect();
+        // Members that disagree on the tree are mid-repair (a `Stable` wave reaches them one
+        // after another): not settled yet, ask again.
+        let trees: Vec<_> = views
+            .iter()
+            .map(|(_, v)| {
+                v.as_ref().and_then(|v| v.tree.clone()).map(|mut t| {
+                    t.sort_unstable();
+                    t
+                })
+            })
+            .collect();
+        let agree = trees.windows(2).all(|w| w[0] == w[1]);
+        if let Some(at) = settled_at(&views, repair.as_ref()).filter(|_| agree) {
             let settle = repair
                 .as_ref()
                 .map_or(std::time::Duration::ZERO, |r| r.settle);
@@ -615,7 +623,7 @@ fn live_build(
                         break views;
                     }
                 }
-                _ => steady = Some((at, trees, std::time::Instant::now())),
+                _ => steady = Some((at, trees.clone(), std::time::Instant::now())),
             }
             if settle.is_zero() {
                 break views;
@@ -636,9 +644,14 @@ fn live_build(
                 .iter()
                 .filter_map(|(_, v)| v.as_ref().map(|v| (v.generation, v.epoch, v.idle)))
                 .collect();
+            let held = if agree {
+                String::new()
+            } else {
+                format!("; trees held, in member order: {trees:?}")
+            };
             bail!(
                 "after {:.1} s, members {missing:?} of group {} do not hold the live MST yet, \
-                 or the members do not agree{} ((generation, epoch, idle) seen: {at:?})",
+                 or the members do not agree{} ((generation, epoch, idle) seen: {at:?}){held}",
                 wait.as_secs_f64(),
                 group.name(),
                 repair.as_ref().map_or(String::new(), |r| format!(
