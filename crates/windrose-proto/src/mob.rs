@@ -197,9 +197,9 @@
 //!   has delivered nothing is never judged: at the start every flow is still unmeasured);
 //! - **the first peer is slow**: a piece from it on an idle flow (round trip plus transfer at
 //!   the best rate in the window, as for the request depth) takes more than
-//!   [`SLOW_FACTOR`] (5) times as long as from `k`;
+//!   `SLOW_FACTOR` (5) times as long as from `k`;
 //! - **the piece is overdue there**: the first peer would deliver it more than
-//!   [`OVERDUE_FACTOR`] (2) times as late as `k`, and [`MIN_GAIN_NS`] (10 ms) later at least.
+//!   `OVERDUE_FACTOR` (2) times as late as `k`, and `MIN_GAIN_NS` (10 ms) later at least.
 //!   The first peer's remaining time counts the requests of this node queued ahead of the
 //!   piece there (each driver keeps one ordered stream per peer, so they are sent first),
 //!   less the time since the request; `k`'s is (its outstanding requests + 1) deliveries;
@@ -229,7 +229,7 @@
 //!   at most one piece per counted move (`check_wan_moved`);
 //! - and the instant-delivery driver of `windrose-proto/tests/mob.rs`, whose clock counts
 //!   events: nanosecond "deliveries" differ fivefold by the length of the event queue, which
-//!   [`MIN_GAIN_NS`] leaves alone.
+//!   `MIN_GAIN_NS` leaves alone.
 //!
 //! With these rules every simulator test whose links are not slowed keeps exactly-once
 //! (`check_wan` asserts no move at all), and the slowed link still gains as before.
@@ -1476,7 +1476,7 @@ impl Mob {
     /// Moves to global peer `k`, while it has room under `limit` requests, the share pieces it
     /// announced whose request to another global peer is overdue: that peer is slow (a piece
     /// from it takes more than [`SLOW_FACTOR`] times as long as from `k`) and will deliver this
-    /// one more than [`OVERDUE_FACTOR`] times as late as `k` would, and [`MIN_GAIN_NS`] later
+    /// one more than [`OVERDUE_FACTOR`] times as late as `k` would, and `MIN_GAIN_NS` later
     /// at least, counting the requests queued ahead of it there, less the time since the
     /// request. Both from the flows'
     /// measured rates and round trips. A peer that has delivered nothing is not judged, and a
