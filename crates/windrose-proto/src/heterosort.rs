@@ -1455,6 +1455,28 @@ impl HeteroSort {
         }
     }
 
+    /// One `Slice` frame of cycle `c` (`packed`: see [`HsortMsg::Slice`]).
+    fn slice_frame(
+        &self,
+        c: u32,
+        handoff: u32,
+        records: Bytes,
+        more: bool,
+        packed: Option<u32>,
+    ) -> Message {
+        Message::HeteroSort(HsortMsg::Slice {
+            transfer: self.transfer,
+            epoch: self.epoch(),
+            cycle: c,
+            count: self.count,
+            record_len: self.record_len as u16,
+            handoff,
+            records,
+            more,
+            packed,
+        })
+    }
+
     fn start(&mut self, out: &mut Outputs) {
         self.phase = Phase::Backing;
         if !self.failed.is_empty() {
@@ -1890,20 +1912,8 @@ impl HeteroSort {
             if let Some(frames) = self.zipped.remove(&q) {
                 let last = frames.len() - 1;
                 for (i, (packed, records)) in frames.into_iter().enumerate() {
-                    out.send(
-                        self.ids[q],
-                        Message::HeteroSort(HsortMsg::Slice {
-                            transfer: self.transfer,
-                            epoch: self.epoch(),
-                            cycle: c,
-                            count: self.count,
-                            record_len: self.record_len as u16,
-                            handoff: 0,
-                            records,
-                            more: i < last,
-                            packed,
-                        }),
-                    );
+                    let frame = self.slice_frame(c, 0, records, i < last, packed);
+                    out.send(self.ids[q], frame);
                 }
                 self.sent.push((q, slice));
                 continue;
@@ -1926,20 +1936,8 @@ impl HeteroSort {
                 let handoff = ho.len().saturating_sub(first).min(chunk.len());
                 first += chunk.len();
                 let more = chunks.peek().is_some();
-                out.send(
-                    self.ids[q],
-                    Message::HeteroSort(HsortMsg::Slice {
-                        transfer: self.transfer,
-                        epoch: self.epoch(),
-                        cycle: c,
-                        count: self.count,
-                        record_len: self.record_len as u16,
-                        handoff: handoff as u32,
-                        records: payload.freeze(),
-                        more,
-                        packed: None,
-                    }),
-                );
+                let frame = self.slice_frame(c, handoff as u32, payload.freeze(), more, None);
+                out.send(self.ids[q], frame);
                 if !more {
                     break;
                 }
